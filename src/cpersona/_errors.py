@@ -1,0 +1,130 @@
+"""The exception tree of cpersona.
+
+Every error the library raises on purpose derives from :class:`CpersonaError`. Errors from Redis, Qdrant
+or an embedding backend never leave an adapter unmapped: the adapter raises the matching
+:class:`BackendUnavailable` subclass, chained to the original with ``from``.
+
+::
+
+    CpersonaError
+    ├── InvalidSetting            a CPERSONA_* variable cannot be read (raised at start)
+    ├── InvalidRequest            bad input; names the field and what was wrong      HTTP 400
+    │   └── ContentTooLarge       content or metadata over its limit                 HTTP 413
+    ├── RecordNotFound            no record with that ref in this scope              HTTP 404
+    ├── DataDirLocked             another engine already owns the data directory
+    ├── EngineClosed              the engine was used outside ``async with``
+    └── BackendUnavailable        a backend did not answer within its deadline       HTTP 503
+        ├── RedisUnavailable
+        ├── VectorStoreUnavailable
+        └── EmbedderUnavailable
+
+Each error has a stable ``code`` (SCREAMING_SNAKE_CASE) that the HTTP edge puts in its error envelope.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "ContentTooLarge",
+    "CpersonaError",
+    "DataDirLocked",
+    "EmbedderUnavailable",
+    "EngineClosed",
+    "InvalidRequest",
+    "InvalidSetting",
+    "RecordNotFound",
+    "RedisUnavailable",
+    "VectorStoreUnavailable",
+]
+
+
+class CpersonaError(Exception):
+    """Base class of every error cpersona raises on purpose."""
+
+    code = "INTERNAL_ERROR"
+    status = 500
+
+
+class InvalidSetting(CpersonaError):
+    """A ``CPERSONA_*`` setting has a value that cannot be used."""
+
+    code = "INVALID_SETTING"
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__(f"{name} {problem}")
+
+
+class InvalidRequest(CpersonaError):
+    """A request field is missing or wrong. ``field`` is a dotted path such as ``time_cue.ago.unit``."""
+
+    code = "VALIDATION_ERROR"
+    status = 400
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class ContentTooLarge(InvalidRequest):
+    """Content or metadata is longer than the configured limit."""
+
+    code = "CONTENT_TOO_LARGE"
+    status = 413
+
+
+class RecordNotFound(CpersonaError):
+    """No record with this ref is visible in the caller's scope."""
+
+    code = "RECORD_NOT_FOUND"
+    status = 404
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        super().__init__(f"record not found: {ref}")
+
+
+class DataDirLocked(CpersonaError):
+    """Another engine holds the lock on this data directory."""
+
+    code = "DATA_DIR_LOCKED"
+
+    def __init__(self, data_dir: str, holder: str) -> None:
+        self.data_dir = data_dir
+        self.holder = holder
+        super().__init__(
+            f"the data directory {data_dir} is in use by another cpersona engine ({holder}); "
+            "stop it, or point CPERSONA_DATA_DIR somewhere else"
+        )
+
+
+class EngineClosed(CpersonaError):
+    """The engine is not open: use it inside ``async with cpersona.open(...)``."""
+
+    code = "ENGINE_CLOSED"
+
+
+class BackendUnavailable(CpersonaError):
+    """A backend failed or did not answer within its deadline."""
+
+    code = "BACKEND_UNAVAILABLE"
+    status = 503
+    backend = "backend"
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"{self.backend} unavailable: {detail}")
+
+
+class RedisUnavailable(BackendUnavailable):
+    backend = "redis"
+
+
+class VectorStoreUnavailable(BackendUnavailable):
+    backend = "vector store"
+
+
+class EmbedderUnavailable(BackendUnavailable):
+    backend = "embedder"

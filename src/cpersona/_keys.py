@@ -1,0 +1,94 @@
+"""Every Redis key, index and channel name, in one place.
+
+All names start with the configured prefix (``CPERSONA_KEY_PREFIX``, default ``cpersona``) so that
+several deployments, or parallel test runs, can share one Redis. No other module spells out a key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Keys"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str = "cpersona"
+
+    # Records (RedisJSON documents) and their search indexes.
+    def memory(self, record_id: str) -> str:
+        return f"{self.prefix}:mem:{record_id}"
+
+    def episode(self, record_id: str) -> str:
+        return f"{self.prefix}:ep:{record_id}"
+
+    def raw(self, record_id: str) -> str:
+        return f"{self.prefix}:raw:{record_id}"
+
+    def profile(self, agent_id: str) -> str:
+        return f"{self.prefix}:profile:{agent_id}"
+
+    @property
+    def memory_prefix(self) -> str:
+        return f"{self.prefix}:mem:"
+
+    @property
+    def episode_prefix(self) -> str:
+        return f"{self.prefix}:ep:"
+
+    @property
+    def raw_prefix(self) -> str:
+        return f"{self.prefix}:raw:"
+
+    @property
+    def memory_index(self) -> str:
+        return f"{self.prefix}:idx:mem"
+
+    @property
+    def episode_index(self) -> str:
+        return f"{self.prefix}:idx:ep"
+
+    @property
+    def raw_index(self) -> str:
+        return f"{self.prefix}:idx:raw"
+
+    # Counters and bookkeeping.
+    @property
+    def sequence(self) -> str:
+        """INCR counter handing out insertion sequence numbers (shared by memories and episodes)."""
+        return f"{self.prefix}:seq"
+
+    @property
+    def vector_pending(self) -> str:
+        """Set of record keys written to Redis whose vector is not yet confirmed in Qdrant."""
+        return f"{self.prefix}:pending:vector"
+
+    def msg_id_claim(self, agent_id: str, project_id: str, msg_id: str) -> str:
+        """Dedup claim for a caller id within agent and project (value: the record id)."""
+        return f"{self.prefix}:dedup:msg:{_part(agent_id)}:{_part(project_id)}:{_part(msg_id)}"
+
+    def content_claim(self, agent_id: str, project_id: str, channel: str, digest: str) -> str:
+        """Dedup claim for identical content within agent, project and channel (value: the record id)."""
+        return f"{self.prefix}:dedup:content:{_part(agent_id)}:{_part(project_id)}:{_part(channel)}:{digest}"
+
+    @property
+    def schema_version(self) -> str:
+        return f"{self.prefix}:schema"
+
+    # Streams and channels.
+    @property
+    def block_stream(self) -> str:
+        """Stream of 'build blocks for this record' events consumed by the block worker."""
+        return f"{self.prefix}:stream:blocks"
+
+    def trace_channel(self, agent_id: str) -> str:
+        return f"{self.prefix}:trace:{agent_id}"
+
+    @property
+    def trace_pattern(self) -> str:
+        return f"{self.prefix}:trace:*"
+
+
+def _part(value: str) -> str:
+    # Key parts are caller text: escape the separator so 'a:b' + 'c' never collides with 'a' + 'b:c'.
+    return value.replace("%", "%25").replace(":", "%3A")
