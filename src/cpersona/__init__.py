@@ -1,1 +1,73 @@
-"""cpersona."""
+"""cpersona: an asynchronous recall engine for agent memory on Redis and Qdrant.
+
+The library API is what this module exports; everything else lives in private modules. Use it as::
+
+    import cpersona
+
+    async with cpersona.open() as memory:
+        await memory.store("The deploy key rotates on Fridays", agent_id="ops-bot")
+"""
+
+from __future__ import annotations
+
+from cpersona._engine import Engine, open
+from cpersona._errors import (
+    BackendUnavailable,
+    ContentTooLarge,
+    CpersonaError,
+    DataDirLocked,
+    EmbedderUnavailable,
+    EngineClosed,
+    InvalidRequest,
+    InvalidSetting,
+    RecordNotFound,
+    RedisUnavailable,
+    VectorStoreUnavailable,
+)
+from cpersona._records import (
+    Association,
+    EmotionVector,
+    EpisodeRecord,
+    Fidelity,
+    MemoryRecord,
+    MetaMemory,
+    ProfileRecord,
+    RawRecord,
+    Scope,
+    Source,
+)
+from cpersona._results import BatchResult, DeleteResult, StoreResult
+from cpersona._settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "Association",
+    "BackendUnavailable",
+    "BatchResult",
+    "ContentTooLarge",
+    "CpersonaError",
+    "DataDirLocked",
+    "DeleteResult",
+    "EmbedderUnavailable",
+    "EmotionVector",
+    "Engine",
+    "EngineClosed",
+    "EpisodeRecord",
+    "Fidelity",
+    "InvalidRequest",
+    "InvalidSetting",
+    "MemoryRecord",
+    "MetaMemory",
+    "ProfileRecord",
+    "RawRecord",
+    "RecordNotFound",
+    "RedisUnavailable",
+    "Scope",
+    "Settings",
+    "Source",
+    "StoreResult",
+    "VectorStoreUnavailable",
+    "__version__",
+    "open",
+)

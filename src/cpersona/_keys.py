@@ -71,6 +71,11 @@ class Keys:
         """Dedup claim for identical content within agent, project and channel (value: the record id)."""
         return f"{self.prefix}:dedup:content:{_part(agent_id)}:{_part(project_id)}:{_part(channel)}:{digest}"
 
+    def claims_of_agent(self, agent_id: str) -> tuple[str, str]:
+        """SCAN glob patterns matching every dedup claim of one agent (and no other agent's)."""
+        part = _glob_escape(_part(agent_id))
+        return (f"{self.prefix}:dedup:msg:{part}:*", f"{self.prefix}:dedup:content:{part}:*")
+
     @property
     def schema_version(self) -> str:
         return f"{self.prefix}:schema"
@@ -92,3 +97,7 @@ class Keys:
 def _part(value: str) -> str:
     # Key parts are caller text: escape the separator so 'a:b' + 'c' never collides with 'a' + 'b:c'.
     return value.replace("%", "%25").replace(":", "%3A")
+
+
+def _glob_escape(value: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in value)

@@ -8,11 +8,13 @@ contract test suite per protocol runs against every adapter.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "Embedder",
@@ -84,7 +86,7 @@ class VectorHit:
 
 @runtime_checkable
 class VectorStore(Protocol):
-    """One Qdrant collection of fixed dimension, cosine similarity, with payload indexes on the filter keys."""
+    """One Qdrant collection of fixed dimension and cosine similarity, with payload indexes on filter keys."""
 
     @property
     def engine_name(self) -> str:

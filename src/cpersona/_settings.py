@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import platformdirs
 
 from cpersona._errors import InvalidSetting
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ["EmbeddingMode", "FutureTimestampMode", "Settings"]
 
@@ -104,7 +106,13 @@ class Settings:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be greater than 0")
-        for name in ("max_content_length", "max_metadata_length", "max_key_length", "batch_max", "max_memories"):
+        for name in (
+            "max_content_length",
+            "max_metadata_length",
+            "max_key_length",
+            "batch_max",
+            "max_memories",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be at least 1")
         if not self.key_prefix or ":" in self.key_prefix:
@@ -147,4 +155,3 @@ def _convert(env_name: str, raw: str, kind: Callable[[str], _T], what: str) -> _
         return kind(raw.strip())
     except ValueError:
         raise InvalidSetting(env_name, f"must be {what}; got {raw!r}") from None
-

@@ -1,0 +1,685 @@
+"""The engine: opens the backends, and runs the write path and the record reads.
+
+A store is crash-safe across the two stores. The record is written to Redis first, in one transaction
+with a "vector pending" mark (a member of one set); then its vector goes to Qdrant; then the mark is
+cleared. A crash between the steps leaves the mark, and :meth:`Engine.finish_pending` — run at every
+start — embeds and writes what is marked. So once a store is acknowledged, the record is in Redis and its
+vector reaches Qdrant, whatever happens next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import orjson
+
+from cpersona._documents import (
+    DocumentModels,
+    bind_documents,
+    ensure_indexes,
+    episode_from_doc,
+    episode_to_doc,
+    memory_from_doc,
+    memory_to_doc,
+    profile_from_doc,
+    raw_from_doc,
+    raw_to_doc,
+    validated,
+)
+from cpersona._drafts import MemoryDraft, episode_draft, memory_draft, raw_draft
+from cpersona._embedding import open_embedder
+from cpersona._errors import EngineClosed, InvalidRequest, RecordNotFound
+from cpersona._isolation import ReadScope
+from cpersona._keys import Keys
+from cpersona._protocols import Embedder, VectorPoint, VectorStore
+from cpersona._records import (
+    EpisodeRecord,
+    Fidelity,
+    MemoryRecord,
+    ProfileRecord,
+    RawRecord,
+    new_id,
+    parse_ref,
+)
+from cpersona._redis_conn import connect_redis, redis_errors, redis_info
+from cpersona._redis_server import EmbeddedRedis
+from cpersona._results import BatchResult, DeleteResult, StoreResult
+from cpersona._settings import Settings
+from cpersona._validate import as_int, as_str, clean_text
+from cpersona._vectors import open_vector_store
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+__all__ = ["Engine", "open"]
+
+log = logging.getLogger("cpersona")
+
+RecordKind = Literal["memory", "episode", "raw"]
+AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
+
+_PENDING_BATCH = 64
+_MAX_PROFILE = 2_000
+_LIST_MAX = 1_000
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Backends:
+    redis: aioredis.Redis
+    docs: DocumentModels
+    vectors: VectorStore | None
+    embedder: Embedder | None
+    redis_info: Mapping[str, Any]
+
+
+class Engine:
+    """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
+
+    Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
+    a backend that fails or misses its deadline raises a :class:`~cpersona.BackendUnavailable`.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self._backends: _Backends | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Engine:
+        if self._stack is not None:
+            raise RuntimeError("the engine is already open")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            url = self.settings.redis_url
+            if url is None:
+                server = await stack.enter_async_context(EmbeddedRedis(self.settings))
+                url = server.url
+            client = await connect_redis(self.settings, url)
+            stack.push_async_callback(client.aclose)
+            info = await redis_info(client)
+            async with redis_errors():
+                await ensure_indexes(client, self.keys)
+            embedder = await open_embedder(self.settings)
+            vectors: VectorStore | None = None
+            if embedder is not None:
+                stack.push_async_callback(embedder.aclose)
+                vectors = await open_vector_store(self.settings, "records", embedder.dim)
+                stack.push_async_callback(vectors.aclose)
+            self._backends = _Backends(client, bind_documents(client, self.keys), vectors, embedder, info)
+            self._stack = stack
+            await self.finish_pending()
+        except BaseException:
+            self._backends = None
+            self._stack = None
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._stack, self._backends = self._stack, None, None
+        if stack is not None:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+
+    @property
+    def _b(self) -> _Backends:
+        if self._backends is None:
+            raise EngineClosed("the engine is not open; use 'async with cpersona.open(...) as memory:'")
+        return self._backends
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        """The engine's Redis client (for tools and tests that need to look underneath)."""
+        return self._b.redis
+
+    @property
+    def vectors(self) -> VectorStore | None:
+        return self._b.vectors
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._b.embedder
+
+    async def health(self) -> dict[str, Any]:
+        b = self._b
+        async with redis_errors():
+            await b.redis.ping()
+        return {
+            "ok": True,
+            "redis": {**b.redis_info, "embedded": self.settings.embedded_redis},
+            "vector_engine": None if b.vectors is None else b.vectors.engine_name,
+            "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
+        }
+
+    # ------------------------------------------------------------------ memories
+
+    async def store(self, content: object, **fields: Any) -> StoreResult:
+        """Store one memory. ``fields`` are those of ``POST /v1/encode`` (``agent_id`` is required)."""
+        draft = memory_draft({"content": content, **fields}, self.settings)
+        (result,) = await self._store_memories([draft])
+        return result
+
+    async def store_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+        """Store many memories: all are validated before any is written; one embedding call per chunk."""
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise InvalidRequest("records", "must be a list of records")
+        if len(records) > self.settings.batch_max:
+            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
+        drafts = []
+        for i, raw in enumerate(records):
+            if not isinstance(raw, Mapping):
+                raise InvalidRequest(f"records[{i}]", "must be an object")
+            drafts.append(memory_draft(raw, self.settings, prefix=f"records[{i}]."))
+        return BatchResult(tuple(await self._store_memories(drafts)))
+
+    async def _store_memories(self, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
+        b = self._b
+        results: list[StoreResult | None] = [None] * len(drafts)
+        fresh: list[tuple[int, MemoryDraft, str, list[str]]] = []
+        seen_in_batch: dict[str, str] = {}
+        async with redis_errors():
+            for i, draft in enumerate(drafts):
+                claims = self._claim_keys(draft)
+                existing = await self._existing_claim(claims)
+                if existing is None:
+                    for key in claims:
+                        if key in seen_in_batch:
+                            existing = (seen_in_batch[key], "duplicate")
+                            break
+                if existing is not None:
+                    results[i] = StoreResult(
+                        "skipped", f"mem:{existing[0]}", draft.msg_id, skipped_reason=existing[1]
+                    )
+                    continue
+                record_id = new_id()
+                for key in claims:
+                    seen_in_batch[key] = record_id
+                fresh.append((i, draft, record_id, claims))
+        if not fresh:
+            return [r for r in results if r is not None]
+
+        embedder = b.embedder
+        now = time.time()
+        async with redis_errors():
+            first_seq = await b.redis.incrby(self.keys.sequence, len(fresh)) - len(fresh) + 1
+        records = [
+            MemoryRecord(
+                id=record_id,
+                scope=d.scope,
+                source=d.source,
+                content=d.content,
+                timestamp=d.timestamp,
+                seq=first_seq + n,
+                msg_id=d.msg_id,
+                metadata=d.metadata,
+                store=d.store,
+                emotion=d.emotion,
+                fidelity=Fidelity(last_accessed_at=now, last_decay_tick=now),
+                meta=d.meta,
+                associations=d.associations,
+                created_at=now,
+                updated_at=now,
+                locked=d.locked,
+                vector_pending=embedder is not None,
+            )
+            for n, (_, d, record_id, _) in enumerate(fresh)
+        ]
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for rec, (_, _, _, claims) in zip(records, fresh, strict=True):
+                doc = validated(b.docs.memory, memory_to_doc(rec))
+                pipe.json().set(self.keys.memory(rec.id), "$", doc)
+                for key in claims:
+                    pipe.set(key, rec.id)
+                if rec.vector_pending:
+                    pipe.sadd(self.keys.vector_pending, self.keys.memory(rec.id))
+            await pipe.execute()
+        embedded = await self._write_vectors(records)
+        for rec, (i, d, _, _) in zip(records, fresh, strict=True):
+            ok = rec.id in embedded
+            results[i] = StoreResult(
+                "stored", rec.ref, d.msg_id, embedded=ok, vector_pending=rec.vector_pending and not ok,
+                warnings=d.warnings,
+            )  # fmt: skip
+        return [r for r in results if r is not None]
+
+    def _claim_keys(self, draft: MemoryDraft) -> list[str]:
+        scope = draft.scope
+        digest = _digest(draft.content)
+        keys = []
+        if draft.msg_id:
+            keys.append(self.keys.msg_id_claim(scope.agent_id, scope.project_id, draft.msg_id))
+        keys.append(self.keys.content_claim(scope.agent_id, scope.project_id, scope.channel, digest))
+        return keys
+
+    async def _existing_claim(self, claims: Sequence[str]) -> tuple[str, str] | None:
+        """The record that already holds a claim, if it still exists (claims of deleted records are stale)."""
+        b = self._b
+        holders = await b.redis.mget(claims)
+        for key, holder in zip(claims, holders, strict=True):
+            if holder is None:
+                continue
+            record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
+            if await b.redis.exists(self.keys.memory(record_id)):
+                reason = "duplicate_id" if ":dedup:msg:" in key else "duplicate_content"
+                return record_id, reason
+        return None
+
+    async def _write_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:
+        """Embed and upsert; clear the pending marks of what reached Qdrant. Returns the ids written.
+
+        A failing embedder or vector store leaves the marks in place (the records stay pending and are
+        finished later); it does not fail the store, which is already durable in Redis.
+        """
+        b = self._b
+        if b.embedder is None or b.vectors is None or not records:
+            return set()
+        texts = [r.content if isinstance(r, MemoryRecord) else r.summary for r in records]
+        try:
+            vectors = await b.embedder.embed(texts)
+            points = [
+                VectorPoint(
+                    id=r.id,
+                    vector=v,
+                    kind="memory" if isinstance(r, MemoryRecord) else "episode",
+                    agent_id=r.scope.agent_id,
+                    project_id=r.scope.project_id,
+                    channel=r.scope.channel,
+                    timestamp=r.timestamp,
+                    seq=r.seq,
+                    parent=r.id,
+                )
+                for r, v in zip(records, vectors, strict=True)
+            ]
+            await b.vectors.upsert(points)
+        except Exception as exc:
+            log.warning("vector write deferred for %d record(s): %s", len(records), exc)
+            return set()
+        model = b.embedder.name
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for r in records:
+                key = self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
+                # Only touch documents that still exist: a delete may have raced this write.
+                pipe.json().merge(key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model})
+                pipe.srem(self.keys.vector_pending, key)
+            replies = await pipe.execute(raise_on_error=False)
+        missing = [r for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
+        if missing:
+            await b.vectors.delete([r.id for r in missing])
+        return {r.id for r in records} - {r.id for r in missing}
+
+    async def finish_pending(self) -> int:
+        """Write the vectors of every record marked pending. Returns how many were finished."""
+        b = self._b
+        if b.embedder is None or b.vectors is None:
+            return 0
+        done = 0
+        async with redis_errors():
+            members = sorted(m.decode() for m in await b.redis.smembers(self.keys.vector_pending))
+        for start in range(0, len(members), _PENDING_BATCH):
+            chunk = members[start : start + _PENDING_BATCH]
+            async with redis_errors():
+                docs = await b.redis.json().mget(chunk, "$")
+            records: list[MemoryRecord | EpisodeRecord] = []
+            gone: list[str] = []
+            for key, found in zip(chunk, docs, strict=True):
+                if not found:
+                    gone.append(key)
+                elif key.startswith(self.keys.memory_prefix):
+                    records.append(memory_from_doc(found[0]))
+                else:
+                    records.append(episode_from_doc(found[0]))
+            if gone:
+                async with redis_errors():
+                    await b.redis.srem(self.keys.vector_pending, *gone)
+            done += len(await self._write_vectors(records))
+        if done:
+            log.info("finished %d pending vector write(s)", done)
+        return done
+
+    # ------------------------------------------------------------------ episodes, raw, profile
+
+    async def archive_episode(self, summary: object, **fields: Any) -> StoreResult:
+        """Archive a session summary (``summary``, ``keywords``, ``history`` or start/end time)."""
+        b = self._b
+        d = episode_draft({"summary": summary, **fields}, self.settings)
+        now = time.time()
+        async with redis_errors():
+            seq = int(await b.redis.incr(self.keys.sequence))
+        rec = EpisodeRecord(
+            id=new_id(),
+            scope=d.scope,
+            summary=d.summary,
+            seq=seq,
+            keywords=d.keywords,
+            start_time=d.start_time,
+            end_time=d.end_time,
+            resolved=d.resolved,
+            created_at=now,
+            vector_pending=b.embedder is not None,
+        )
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.json().set(self.keys.episode(rec.id), "$", validated(b.docs.episode, episode_to_doc(rec)))
+            if rec.vector_pending:
+                pipe.sadd(self.keys.vector_pending, self.keys.episode(rec.id))
+            await pipe.execute()
+        ok = rec.id in await self._write_vectors([rec])
+        return StoreResult("stored", rec.ref, embedded=ok, vector_pending=rec.vector_pending and not ok)
+
+    async def store_raw(self, content: object, **fields: Any) -> StoreResult:
+        """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
+        (result,) = (await self.store_raw_batch([{"content": content, **fields}])).results
+        return result
+
+    async def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+        b = self._b
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise InvalidRequest("records", "must be a list of records")
+        if len(records) > self.settings.batch_max:
+            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
+        drafts = []
+        for i, raw in enumerate(records):
+            if not isinstance(raw, Mapping):
+                raise InvalidRequest(f"records[{i}]", "must be an object")
+            drafts.append(raw_draft(raw, self.settings, prefix=f"records[{i}]." if len(records) > 1 else ""))
+        now = time.time()
+        recs = [
+            RawRecord(
+                id=new_id(),
+                scope=d.scope,
+                session_id=d.session_id,
+                source=d.source,
+                speaker=d.speaker,
+                visibility=d.visibility,
+                secrecy_level=d.secrecy_level,
+                content=d.content,
+                created_at=now,
+                turn_id=d.turn_id,
+                topic_id=d.topic_id,
+                metadata=d.metadata,
+                meta=d.meta,
+            )
+            for d in drafts
+        ]
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for rec in recs:
+                pipe.json().set(self.keys.raw(rec.id), "$", validated(b.docs.raw, raw_to_doc(rec)))
+            await pipe.execute()
+        return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
+
+    async def update_profile(self, agent_id: object, profile: object) -> ProfileRecord:
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        content = clean_text(profile, "profile", max_len=_MAX_PROFILE)
+        rec = ProfileRecord(agent, content, time.time())
+        doc = validated(b.docs.profile, {"pk": agent, **dataclasses.asdict(rec)})
+        async with redis_errors():
+            await b.redis.json().set(self.keys.profile(agent), "$", doc)
+        return rec
+
+    async def get_profile(self, agent_id: object) -> ProfileRecord | None:
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        async with redis_errors():
+            doc = await b.redis.json().get(self.keys.profile(agent))
+        return None if doc is None else profile_from_doc(doc)
+
+    # ------------------------------------------------------------------ reads
+
+    def _key_of(self, ref: object) -> tuple[str, str]:
+        if not isinstance(ref, str):
+            raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
+        parsed = parse_ref(ref)
+        if parsed is None:
+            raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
+        key = {"mem": self.keys.memory, "ep": self.keys.episode, "raw": self.keys.raw}[parsed.kind](parsed.id)
+        return parsed.kind, key
+
+    async def get(self, ref: object, *, agent_id: object) -> AnyRecord:
+        """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        kind, key = self._key_of(ref)
+        async with redis_errors():
+            doc = await self._b.redis.json().get(key)
+        if doc is None or doc.get("agent_id") != agent:
+            raise RecordNotFound(str(ref))
+        if kind == "mem":
+            return memory_from_doc(doc)
+        if kind == "ep":
+            return episode_from_doc(doc)
+        return raw_from_doc(doc)
+
+    async def list(
+        self,
+        kind: RecordKind = "memory",
+        *,
+        agent_id: object,
+        project_id: str | None = None,
+        channel: str | None = None,
+        source_id: str = "",
+        limit: object = 100,
+    ) -> list[AnyRecord]:
+        """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
+        count = as_int(limit, "limit", lo=0, hi=_LIST_MAX)
+        scope = self._read_scope(agent_id, project_id, channel, source_id)
+        index, sort, decode = {
+            "memory": (self.keys.memory_index, "seq", memory_from_doc),
+            "episode": (self.keys.episode_index, "seq", episode_from_doc),
+            "raw": (self.keys.raw_index, "ts", raw_from_doc),
+        }[kind]
+        query = scope.redis_query(with_source=kind == "memory")
+        if kind == "episode" and scope.source_id and not scope.channel:
+            return []  # episodes carry no source: a source filter excludes them unless a channel is set
+        async with redis_errors():
+            reply = await self._b.redis.execute_command(
+                "FT.SEARCH", index, query, "SORTBY", sort, "DESC", "LIMIT", 0, count, "DIALECT", 2
+            )
+        return [decode(doc) for doc in _search_docs(reply)]  # type: ignore[operator]
+
+    def _read_scope(
+        self, agent_id: object, project_id: object, channel: object, source_id: object
+    ) -> ReadScope:
+        limit = self.settings.max_key_length
+        return ReadScope(
+            agent_id=as_str(agent_id, "agent_id", max_len=limit),
+            project_id=None if project_id is None else as_str(project_id, "project_id", max_len=limit),
+            channel=None if channel is None else as_str(channel, "channel", max_len=limit),
+            source_id=as_str(source_id, "source_id", max_len=limit),
+        )
+
+    async def stats(self, agent_id: object | None = None) -> dict[str, Any]:
+        """Record counts (for one agent, or all) and how many vector writes are pending."""
+        b = self._b
+        if agent_id is None:
+            query = "*"
+        else:
+            query = ReadScope(as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)).redis_query(
+                with_source=False
+            )
+        counts: dict[str, int] = {}
+        async with redis_errors():
+            for name, index in (
+                ("memories", self.keys.memory_index),
+                ("episodes", self.keys.episode_index),
+                ("raw_entries", self.keys.raw_index),
+            ):
+                reply = await b.redis.execute_command("FT.SEARCH", index, query, "LIMIT", 0, 0, "DIALECT", 2)
+                counts[name] = int(reply[0])
+            pending = int(await b.redis.scard(self.keys.vector_pending))
+        vectors = None
+        if b.vectors is not None:
+            flt = None if agent_id is None else ReadScope(str(agent_id)).vector_filter()
+            vectors = await b.vectors.count(flt) if flt is not None else None
+        return {"ok": True, **counts, "vector_pending": pending, "vectors": vectors}
+
+    # ------------------------------------------------------------------ update and delete
+
+    async def update(self, ref: object, *, agent_id: object, **changes: Any) -> MemoryRecord:
+        """Replace fields of a memory wholesale (``content``, ``metadata``, ``emotion``, ``meta``, ``store``,
+        ``timestamp``). A content change re-embeds the memory and moves its dedup claim."""
+        b = self._b
+        current = await self.get(ref, agent_id=agent_id)
+        if not isinstance(current, MemoryRecord):
+            raise InvalidRequest("ref", "only memories can be updated")
+        allowed = {"content", "metadata", "emotion", "meta", "store", "timestamp", "record_id", "header"}
+        for key in changes:
+            if key not in allowed:
+                raise InvalidRequest(key, "cannot be updated")
+        if not any(k in changes for k in allowed - {"record_id", "header"}):
+            raise InvalidRequest("body", "names no field to update")
+        base: dict[str, Any] = {
+            "agent_id": current.scope.agent_id,
+            "project_id": current.scope.project_id,
+            "channel": current.scope.channel,
+            "content": changes.get("content", current.content),
+            "timestamp": changes.get("timestamp", current.timestamp),
+            "metadata": changes.get("metadata", dict(current.metadata)),
+            "store": changes.get("store", current.store),
+        }
+        if "emotion" in changes:
+            base["emotion"] = changes["emotion"]
+        if "meta" in changes:
+            base["meta"] = changes["meta"]
+        draft = memory_draft(base, self.settings)
+        content_changed = draft.content != current.content
+        now = time.time()
+        new = dataclasses.replace(
+            current,
+            content=draft.content,
+            timestamp=draft.timestamp,
+            metadata=draft.metadata,
+            store=draft.store,
+            emotion=draft.emotion if "emotion" in changes else current.emotion,
+            meta=dataclasses.replace(draft.meta, trigger="encode.update")
+            if "meta" in changes
+            else current.meta,
+            updated_at=now,
+            version=current.version + 1,
+            vector_pending=b.embedder is not None,
+            embedded=False if b.embedder is not None else current.embedded,
+        )
+        old_claim = self.keys.content_claim(
+            current.scope.agent_id, current.scope.project_id, current.scope.channel, _digest(current.content)
+        )
+        new_claim = self.keys.content_claim(
+            new.scope.agent_id, new.scope.project_id, new.scope.channel, _digest(new.content)
+        )
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.json().set(self.keys.memory(new.id), "$", validated(b.docs.memory, memory_to_doc(new)))
+            if content_changed:
+                pipe.delete(old_claim)
+                pipe.set(new_claim, new.id)
+            if new.vector_pending:
+                pipe.sadd(self.keys.vector_pending, self.keys.memory(new.id))
+            await pipe.execute()
+        ok = new.id in await self._write_vectors([new])
+        return dataclasses.replace(
+            new, embedded=ok or new.embedded, vector_pending=new.vector_pending and not ok
+        )
+
+    async def delete(self, ref: object, *, agent_id: object) -> DeleteResult:
+        """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
+        b = self._b
+        record = await self.get(ref, agent_id=agent_id)
+        kind, key = self._key_of(ref)
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.srem(self.keys.vector_pending, key)
+            if isinstance(record, MemoryRecord):
+                draft_claims = [
+                    self.keys.content_claim(
+                        record.scope.agent_id, record.scope.project_id, record.scope.channel,
+                        _digest(record.content),
+                    )
+                ]  # fmt: skip
+                if record.msg_id:
+                    draft_claims.append(
+                        self.keys.msg_id_claim(record.scope.agent_id, record.scope.project_id, record.msg_id)
+                    )
+                for claim in draft_claims:
+                    pipe.delete(claim)
+            await pipe.execute()
+        if kind != "raw" and b.vectors is not None:
+            await b.vectors.delete([record.id])
+        return DeleteResult(1)
+
+    async def delete_agent_data(self, agent_id: object) -> DeleteResult:
+        """Delete every record, claim, profile and vector of one agent."""
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        query = ReadScope(agent).redis_query(with_source=False)
+        deleted = 0
+        async with redis_errors():
+            for index in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index):
+                while True:
+                    reply = await b.redis.execute_command(
+                        "FT.SEARCH", index, query, "NOCONTENT", "LIMIT", 0, 500, "DIALECT", 2
+                    )
+                    found = [k.decode() if isinstance(k, bytes) else k for k in reply[1:]]
+                    if not found:
+                        break
+                    pipe = b.redis.pipeline(transaction=False)
+                    pipe.delete(*found)
+                    pipe.srem(self.keys.vector_pending, *found)
+                    await pipe.execute()
+                    deleted += len(found)
+            for pattern in self.keys.claims_of_agent(agent):
+                batch: list[bytes] = []
+                async for claim in b.redis.scan_iter(match=pattern, count=1000):
+                    batch.append(claim)
+                    if len(batch) >= 500:
+                        await b.redis.delete(*batch)
+                        batch = []
+                if batch:
+                    await b.redis.delete(*batch)
+            await b.redis.delete(self.keys.profile(agent))
+        if b.vectors is not None:
+            await b.vectors.delete_where(ReadScope(agent).vector_filter())
+        return DeleteResult(deleted)
+
+
+def _search_docs(reply: Sequence[Any]) -> list[dict[str, Any]]:
+    """Documents from an ``FT.SEARCH`` reply on a JSON index (each hit's ``$`` field)."""
+    docs: list[dict[str, Any]] = []
+    for fields in reply[2::2]:
+        pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+        raw = pairs.get(b"$", pairs.get("$"))
+        if raw is not None:
+            docs.append(orjson.loads(raw))
+    return docs
+
+
+@contextlib.asynccontextmanager
+async def open(settings: Settings | None = None, **overrides: Any) -> AsyncIterator[Engine]:
+    """Open the engine: ``async with cpersona.open() as memory: ...``.
+
+    ``settings`` defaults to :meth:`Settings.from_env`; keyword ``overrides`` replace single settings,
+    e.g. ``cpersona.open(data_dir="/tmp/mem", embedding_mode="none")``.
+    """
+    if settings is None:
+        settings = Settings.from_env(**overrides)
+    elif overrides:
+        settings = dataclasses.replace(settings, **overrides)
+        settings.validate()
+    async with Engine(settings) as engine:
+        yield engine

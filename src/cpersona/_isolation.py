@@ -1,0 +1,100 @@
+"""The isolation rules, in one place: which records a read in a given scope may see.
+
+| axis         | ``None``      | ``''``             | ``X``                 |
+|--------------|---------------|--------------------|-----------------------|
+| ``agent_id`` | (required)    | exactly ``''``     | exactly ``X``         |
+| ``project``  | any project   | global pool only   | ``X`` or global ``''``|
+| ``channel``  | any channel   | any channel        | ``X`` or global ``''``|
+| ``source_id``| no filter     | no filter          | exact if ``X`` ends in a letter or digit, else prefix |
+
+Every read builds its filters from :class:`ReadScope` through this module, for Redis and for Qdrant
+alike, so no option, cue or failure path can widen what a scope sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from cpersona._documents import tag, tag_prefix
+from cpersona._errors import InvalidRequest
+from cpersona._protocols import PointKind, VectorFilter
+
+if TYPE_CHECKING:
+    from cpersona._records import Scope, Source
+
+__all__ = ["ReadScope"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadScope:
+    agent_id: str
+    project_id: str | None = None
+    channel: str | None = None
+    source_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.agent_id, str):
+            raise InvalidRequest("agent_id", "must be a string")
+
+    @property
+    def projects(self) -> tuple[str, ...] | None:
+        if self.project_id is None:
+            return None
+        if self.project_id == "":
+            return ("",)
+        return (self.project_id, "")
+
+    @property
+    def channels(self) -> tuple[str, ...] | None:
+        if not self.channel:
+            return None
+        return (self.channel, "")
+
+    @property
+    def source_is_prefix(self) -> bool:
+        return bool(self.source_id) and not self.source_id[-1].isalnum()
+
+    def sees(self, scope: Scope, source: Source | None = None) -> bool:
+        """Whether a record in ``scope`` (with ``source``, for memories) is visible to this read."""
+        if scope.agent_id != self.agent_id:
+            return False
+        projects = self.projects
+        if projects is not None and scope.project_id not in projects:
+            return False
+        channels = self.channels
+        if channels is not None and scope.channel not in channels:
+            return False
+        if self.source_id:
+            if source is None:
+                return False
+            if self.source_is_prefix:
+                return source.id.startswith(self.source_id)
+            return source.id == self.source_id
+        return True
+
+    def redis_query(self, *, with_source: bool) -> str:
+        """The RediSearch filter clause for this scope (tags are hex, see ``_documents.tag``).
+
+        ``with_source`` is false for indexes that have no source (episodes, raw entries).
+        """
+        parts = [f"@agent:{{{tag(self.agent_id)}}}"]
+        projects = self.projects
+        if projects is not None:
+            parts.append("@project:{" + "|".join(tag(p) for p in projects) + "}")
+        channels = self.channels
+        if channels is not None:
+            parts.append("@channel:{" + "|".join(tag(c) for c in channels) + "}")
+        if with_source and self.source_id:
+            if self.source_is_prefix:
+                parts.append(f"@source:{{{tag_prefix(self.source_id)}*}}")
+            else:
+                parts.append(f"@source:{{{tag(self.source_id)}}}")
+        return " ".join(parts)
+
+    def vector_filter(self, kinds: tuple[PointKind, ...] | None = None) -> VectorFilter:
+        """The Qdrant filter for this scope. ``source_id`` is not in the vector payload: callers
+        check it on the hydrated records with :meth:`sees`."""
+        return VectorFilter(
+            agent_id=self.agent_id, project_ids=self.projects, channels=self.channels, kinds=kinds
+        )
