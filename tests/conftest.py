@@ -1,0 +1,88 @@
+"""Shared test fixtures: one real Redis for the whole session, and per-test isolation by key prefix.
+
+No mock stands in for Redis. The session starts one :class:`EmbeddedRedis` in a temporary data dir
+(or uses the Redis named by ``CPERSONA_TEST_REDIS_URL``, which must have search and JSON), and every
+test that touches it works under its own key prefix, whose keys and search indexes are deleted when
+the test ends. Fixtures:
+
+``redis_url``   the session's Redis URL.
+``key_prefix``  a fresh prefix per test (``t`` + 8 hex digits, no ``:``), for ``Keys(prefix)`` or
+                ``Settings(key_prefix=...)``.
+``redis``       a connected client (``connect_redis``: replies as bytes) for this test; at teardown
+                every key under ``<key_prefix>:`` and every index named ``<key_prefix>:...`` is dropped.
+``settings``    ``Settings`` pointing at the session's Redis with this test's prefix and a fresh
+                ``tmp_path`` data dir; ``dataclasses.replace`` it to change anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import pytest
+
+from cpersona._redis_conn import close_redis, connect_redis
+from cpersona._redis_server import EmbeddedRedis
+from cpersona._settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from cpersona._redis_conn import RedisClient
+
+_CLEANUP_SECS = 10.0
+
+
+@pytest.fixture(scope="session")
+async def redis_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    external = os.environ.get("CPERSONA_TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    settings = Settings(data_dir=tmp_path_factory.mktemp("session-redis"))
+    async with EmbeddedRedis(settings) as server:
+        yield server.url
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    return "t" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def settings(redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
+    return Settings(redis_url=redis_url, key_prefix=key_prefix, data_dir=tmp_path / "data")
+
+
+@pytest.fixture
+async def redis(redis_url: str, key_prefix: str) -> AsyncIterator[RedisClient]:
+    settings = Settings(redis_url=redis_url, key_prefix=key_prefix)
+    client = await connect_redis(settings, redis_url)
+    try:
+        yield client
+    finally:
+        try:
+            with anyio.fail_after(_CLEANUP_SECS):
+                await _drop_prefix(client, key_prefix)
+        finally:
+            await close_redis(client)
+
+
+async def _drop_prefix(client: RedisClient, prefix: str) -> None:
+    # Indexes first, so that deleting their documents does not make Redis re-index them one by one.
+    untyped = cast("Any", client)
+    for raw in await untyped.execute_command("FT._LIST") or ():
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if name.startswith(prefix):
+            await untyped.execute_command("FT.DROPINDEX", name)
+    batch: list[bytes] = []
+    async for key in client.scan_iter(match=f"{prefix}:*", count=500):
+        batch.append(key)
+        if len(batch) >= 500:
+            await client.delete(*batch)
+            batch.clear()
+    if batch:
+        await client.delete(*batch)
