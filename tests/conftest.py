@@ -86,3 +86,12 @@ async def _drop_prefix(client: RedisClient, prefix: str) -> None:
             batch.clear()
     if batch:
         await client.delete(*batch)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir shared by the session's engines so the ONNX model is built once, not per test.
+
+    Engines that use it must not take the data-dir lock: give them ``redis_url`` and ``qdrant_url``.
+    """
+    return tmp_path_factory.mktemp("models")

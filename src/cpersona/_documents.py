@@ -7,18 +7,17 @@ process never share a connection through class state.
 The search indexes are created here with an explicit ``FT.CREATE`` rather than redis-om's generated
 schema, because recall needs control over them: BM25 over the text fields only, and tags that can
 match the empty string. Scope values are caller text, so tags hold the value's UTF-8 bytes in hex
-(``''`` becomes ``_``): a tag query then never needs escaping and the global pool is an ordinary value.
+(``''`` becomes ``x``): a tag query then never needs escaping and the global pool is an ordinary value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
 import redis.exceptions
-from aredis_om import Field, JsonModel  # type: ignore[attr-defined]
+from aredis_om import Field, JsonModel
 
 from cpersona._records import (
     Association,
@@ -32,9 +31,11 @@ from cpersona._records import (
     Scope,
     Source,
 )
+from cpersona._redis_conn import command
 
 if TYPE_CHECKING:
     from cpersona._keys import Keys
+    from cpersona._redis_conn import RedisClient
 
 __all__ = [
     "DocumentModels",
@@ -53,8 +54,8 @@ INDEX_VERSION = 1
 
 
 def tag(value: str) -> str:
-    """The tag form of a scope value: hex of its UTF-8 bytes, ``_`` for the empty string."""
-    return value.encode().hex() or "_"
+    """The tag form of a scope value: hex of its UTF-8 bytes, or ``x`` (not a hex digit) for ``''``."""
+    return value.encode().hex() or "x"
 
 
 def tag_prefix(value: str) -> str:
@@ -62,20 +63,20 @@ def tag_prefix(value: str) -> str:
     return value.encode().hex()
 
 
-class _ScopedDoc(JsonModel):  # type: ignore[misc]
+class _ScopedDoc(JsonModel):
     agent_id: str
     project_id: str = ""
     channel: str = ""
-    tag_agent: str = Field(default="_")
-    tag_project: str = Field(default="_")
-    tag_channel: str = Field(default="_")
+    tag_agent: str = Field(default="x")
+    tag_project: str = Field(default="x")
+    tag_channel: str = Field(default="x")
 
 
 class MemoryDoc(_ScopedDoc):
     source: dict[str, str]
-    tag_source: str = "_"
+    tag_source: str = "x"
     msg_id: str = ""
-    tag_msg: str = "_"
+    tag_msg: str = "x"
     content: str
     ts: float
     seq: int
@@ -111,7 +112,7 @@ class EpisodeDoc(_ScopedDoc):
 
 class RawDoc(_ScopedDoc):
     session_id: str
-    tag_session: str = "_"
+    tag_session: str = "x"
     turn_id: str | None = None
     topic_id: str | None = None
     source: str
@@ -125,7 +126,7 @@ class RawDoc(_ScopedDoc):
     suppressed: bool = False
 
 
-class ProfileDoc(JsonModel):  # type: ignore[misc]
+class ProfileDoc(JsonModel):
     agent_id: str
     content: str
     updated_at: float
@@ -141,35 +142,35 @@ class DocumentModels:
     profile: type[ProfileDoc]
 
 
-def bind_documents(client: aioredis.Redis, keys: Keys) -> DocumentModels:
+def bind_documents(client: RedisClient, keys: Keys) -> DocumentModels:
     """Make model classes whose keys live under ``keys.prefix`` on ``client``.
 
     redis-om keeps the connection on the class, so each engine gets its own subclasses instead of
     setting a process-wide connection.
     """
 
-    class BoundMemory(MemoryDoc, index=True):  # type: ignore[call-arg]
+    class BoundMemory(MemoryDoc, index=True):
         class Meta:
             database = client
             global_key_prefix = keys.prefix
             model_key_prefix = "mem"
             index_name = keys.memory_index
 
-    class BoundEpisode(EpisodeDoc, index=True):  # type: ignore[call-arg]
+    class BoundEpisode(EpisodeDoc, index=True):
         class Meta:
             database = client
             global_key_prefix = keys.prefix
             model_key_prefix = "ep"
             index_name = keys.episode_index
 
-    class BoundRaw(RawDoc, index=True):  # type: ignore[call-arg]
+    class BoundRaw(RawDoc, index=True):
         class Meta:
             database = client
             global_key_prefix = keys.prefix
             model_key_prefix = "raw"
             index_name = keys.raw_index
 
-    class BoundProfile(ProfileDoc, index=True):  # type: ignore[call-arg]
+    class BoundProfile(ProfileDoc, index=True):
         class Meta:
             database = client
             global_key_prefix = keys.prefix
@@ -214,7 +215,7 @@ _INDEXES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-async def ensure_indexes(client: aioredis.Redis, keys: Keys) -> None:
+async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
     """Create the search indexes if they do not exist yet (idempotent, safe to race)."""
     targets = {
         "memory": (keys.memory_index, keys.memory_prefix),
@@ -223,8 +224,8 @@ async def ensure_indexes(client: aioredis.Redis, keys: Keys) -> None:
     }
     for kind, (name, prefix) in targets.items():
         try:
-            await client.execute_command(
-                "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, "SCHEMA", *_INDEXES[kind]
+            await command(
+                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, "SCHEMA", *_INDEXES[kind]
             )
         except redis.exceptions.ResponseError as exc:
             if "already exists" not in str(exc).lower():
@@ -407,4 +408,5 @@ def profile_from_doc(doc: Mapping[str, Any]) -> ProfileRecord:
 
 def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
     """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
-    return cast("dict[str, Any]", model(**doc).model_dump(mode="json"))
+    out: dict[str, Any] = model(**doc).model_dump(mode="json")
+    return out

@@ -22,6 +22,7 @@ from cpersona._records import (
     SECRECY_LEVELS,
     STORE_KINDS,
     Association,
+    CaptureStatus,
     EmotionVector,
     MetaMemory,
     RawSource,
@@ -76,7 +77,7 @@ _EMOTION_LABELS: dict[str, tuple[str, float]] = {
     "anger": ("anger", -0.9), "angry": ("anger", -0.9),
     "anticipation": ("anticipation", 0.4), "anticipatory": ("anticipation", 0.4),
 }  # fmt: skip
-_CAPTURE = ("provided", "inferred", "legacy", "unavailable")
+_CAPTURE: tuple[CaptureStatus, ...] = ("provided", "inferred", "legacy", "unavailable")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -48,15 +48,15 @@ from cpersona._records import (
     new_id,
     parse_ref,
 )
-from cpersona._redis_conn import connect_redis, redis_errors, redis_info
-from cpersona._redis_server import EmbeddedRedis
+from cpersona._redis_conn import close_redis, command, connect_redis, json_ops, redis_errors, redis_info
+from cpersona._redis_server import DataDirLock, EmbeddedRedis
 from cpersona._results import BatchResult, DeleteResult, StoreResult
 from cpersona._settings import Settings
 from cpersona._validate import as_int, as_str, clean_text
 from cpersona._vectors import open_vector_store
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from cpersona._redis_conn import RedisClient
 
 __all__ = ["Engine", "open"]
 
@@ -76,7 +76,7 @@ def _digest(text: str) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Backends:
-    redis: aioredis.Redis
+    redis: RedisClient
     docs: DocumentModels
     vectors: VectorStore | None
     embedder: Embedder | None
@@ -108,8 +108,11 @@ class Engine:
             if url is None:
                 server = await stack.enter_async_context(EmbeddedRedis(self.settings))
                 url = server.url
+            elif self.settings.embedded_qdrant and self.settings.embedding_mode != "none":
+                # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
+                await stack.enter_async_context(DataDirLock(self.settings.data_dir))
             client = await connect_redis(self.settings, url)
-            stack.push_async_callback(client.aclose)
+            stack.push_async_callback(close_redis, client)
             info = await redis_info(client)
             async with redis_errors():
                 await ensure_indexes(client, self.keys)
@@ -143,7 +146,7 @@ class Engine:
         return self._backends
 
     @property
-    def redis(self) -> aioredis.Redis:
+    def redis(self) -> RedisClient:
         """The engine's Redis client (for tools and tests that need to look underneath)."""
         return self._b.redis
 
@@ -316,7 +319,9 @@ class Engine:
             for r in records:
                 key = self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
                 # Only touch documents that still exist: a delete may have raced this write.
-                pipe.json().merge(key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model})
+                json_ops(pipe).merge(
+                    key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model}
+                )
                 pipe.srem(self.keys.vector_pending, key)
             replies = await pipe.execute(raise_on_error=False)
         missing = [r for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
@@ -335,7 +340,7 @@ class Engine:
         for start in range(0, len(members), _PENDING_BATCH):
             chunk = members[start : start + _PENDING_BATCH]
             async with redis_errors():
-                docs = await b.redis.json().mget(chunk, "$")
+                docs = await json_ops(b.redis).mget(chunk, "$")
             records: list[MemoryRecord | EpisodeRecord] = []
             gone: list[str] = []
             for key, found in zip(chunk, docs, strict=True):
@@ -480,19 +485,35 @@ class Engine:
         """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
         count = as_int(limit, "limit", lo=0, hi=_LIST_MAX)
         scope = self._read_scope(agent_id, project_id, channel, source_id)
-        index, sort, decode = {
-            "memory": (self.keys.memory_index, "seq", memory_from_doc),
-            "episode": (self.keys.episode_index, "seq", episode_from_doc),
-            "raw": (self.keys.raw_index, "ts", raw_from_doc),
+        index, sort = {
+            "memory": (self.keys.memory_index, "seq"),
+            "episode": (self.keys.episode_index, "seq"),
+            "raw": (self.keys.raw_index, "ts"),
         }[kind]
         query = scope.redis_query(with_source=kind == "memory")
         if kind == "episode" and scope.source_id and not scope.channel:
             return []  # episodes carry no source: a source filter excludes them unless a channel is set
         async with redis_errors():
-            reply = await self._b.redis.execute_command(
-                "FT.SEARCH", index, query, "SORTBY", sort, "DESC", "LIMIT", 0, count, "DIALECT", 2
+            reply = await command(
+                self._b.redis,
+                "FT.SEARCH",
+                index,
+                query,
+                "SORTBY",
+                sort,
+                "DESC",
+                "LIMIT",
+                0,
+                count,
+                "DIALECT",
+                2,
             )
-        return [decode(doc) for doc in _search_docs(reply)]  # type: ignore[operator]
+        docs = _search_docs(reply)
+        if kind == "memory":
+            return [memory_from_doc(doc) for doc in docs]
+        if kind == "episode":
+            return [episode_from_doc(doc) for doc in docs]
+        return [raw_from_doc(doc) for doc in docs]
 
     def _read_scope(
         self, agent_id: object, project_id: object, channel: object, source_id: object
@@ -521,8 +542,8 @@ class Engine:
                 ("episodes", self.keys.episode_index),
                 ("raw_entries", self.keys.raw_index),
             ):
-                reply = await b.redis.execute_command("FT.SEARCH", index, query, "LIMIT", 0, 0, "DIALECT", 2)
-                counts[name] = int(reply[0])
+                reply = await command(b.redis, "FT.SEARCH", index, query, "LIMIT", 0, 0, "DIALECT", 2)
+                counts[name] = _search_total(reply)
             pending = int(await b.redis.scard(self.keys.vector_pending))
         vectors = None
         if b.vectors is not None:
@@ -632,10 +653,10 @@ class Engine:
         async with redis_errors():
             for index in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index):
                 while True:
-                    reply = await b.redis.execute_command(
-                        "FT.SEARCH", index, query, "NOCONTENT", "LIMIT", 0, 500, "DIALECT", 2
+                    reply = await command(
+                        b.redis, "FT.SEARCH", index, query, "NOCONTENT", "LIMIT", 0, 500, "DIALECT", 2
                     )
-                    found = [k.decode() if isinstance(k, bytes) else k for k in reply[1:]]
+                    found = _search_keys(reply)
                     if not found:
                         break
                     pipe = b.redis.pipeline(transaction=False)
@@ -658,12 +679,48 @@ class Engine:
         return DeleteResult(deleted)
 
 
-def _search_docs(reply: Sequence[Any]) -> list[dict[str, Any]]:
+def _search_hits(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
+    """``(key, fields)`` of each hit of an ``FT.SEARCH`` reply, in RESP2 or RESP3 form.
+
+    redis-py 8 speaks RESP3 by default, where the reply is a map (``total_results``, ``results``);
+    under RESP2 it is a flat list ``[total, key, fields, key, fields, ...]`` (no fields with NOCONTENT).
+    """
+    if isinstance(reply, Mapping):
+        hits = reply.get(b"results", reply.get("results")) or []
+        out = []
+        for hit in hits:
+            key = hit.get(b"id", hit.get("id"))
+            fields = hit.get(b"extra_attributes", hit.get("extra_attributes")) or {}
+            out.append((key.decode() if isinstance(key, bytes) else str(key), dict(fields)))
+        return out
+    items = list(reply[1:])
+    if len(items) > 1 and isinstance(items[1], list):
+        pairs = [
+            (items[i], dict(zip(items[i + 1][::2], items[i + 1][1::2], strict=True)))
+            for i in range(0, len(items), 2)
+        ]
+    else:
+        pairs = [(k, {}) for k in items]
+    return [(k.decode() if isinstance(k, bytes) else str(k), f) for k, f in pairs]
+
+
+def _search_total(reply: Any) -> int:
+    """The total hit count of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
+    if isinstance(reply, Mapping):
+        return int(reply.get(b"total_results", reply.get("total_results", 0)))
+    return int(reply[0])
+
+
+def _search_keys(reply: Any) -> list[str]:
+    """The keys of the hits of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
+    return [key for key, _ in _search_hits(reply)]
+
+
+def _search_docs(reply: Any) -> list[dict[str, Any]]:
     """Documents from an ``FT.SEARCH`` reply on a JSON index (each hit's ``$`` field)."""
     docs: list[dict[str, Any]] = []
-    for fields in reply[2::2]:
-        pairs = dict(zip(fields[::2], fields[1::2], strict=True))
-        raw = pairs.get(b"$", pairs.get("$"))
+    for _, fields in _search_hits(reply):
+        raw = fields.get(b"$", fields.get("$"))
         if raw is not None:
             docs.append(orjson.loads(raw))
     return docs

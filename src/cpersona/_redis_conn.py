@@ -227,3 +227,13 @@ def _version(raw: object) -> str:
     except ValueError:
         return _text(raw)
     return f"{number // 10_000}.{number // 100 % 100}.{number % 100}"
+
+
+async def command(client: RedisClient, *args: Any) -> Any:
+    """Run a raw command (``FT.SEARCH``, ``FT.CREATE``...): the stubs leave ``execute_command`` untyped."""
+    return await cast("Any", client).execute_command(*args)
+
+
+def json_ops(client_or_pipe: object) -> Any:
+    """``client.json()`` for RedisJSON calls (``merge``, ``mget``) that the type stubs do not know."""
+    return cast("Any", client_or_pipe).json()

@@ -497,7 +497,13 @@ def _config_text(layout: _Layout, modules: tuple[Path, ...], *, port: int, use_s
         "appendfsync everysec",
         'save ""',
     ]
-    lines += [f"loadmodule {_quote(str(module))}" for module in modules]
+    search, json_module = modules
+    # A query that runs past the search module's timeout must fail loudly: the default policy returns
+    # partial results without saying so, which would silently drop recall candidates.
+    lines += [
+        f"loadmodule {_quote(str(search))} ON_TIMEOUT FAIL",
+        f"loadmodule {_quote(str(json_module))}",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,58 @@
+"""Settings are read from CPERSONA_* once, and a bad value is refused with the variable's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cpersona import InvalidSetting, Settings
+
+
+def test_defaults_without_environment() -> None:
+    settings = Settings.from_env({})
+    assert settings.redis_url is None
+    assert settings.embedded_redis
+    assert settings.port == 8077
+    assert settings.host == "127.0.0.1"
+    assert settings.embedding_mode == "onnx"
+
+
+def test_values_are_parsed_by_type() -> None:
+    settings = Settings.from_env(
+        {
+            "CPERSONA_PORT": "9000",
+            "CPERSONA_DATA_DIR": "/tmp/x",
+            "CPERSONA_EMBEDDING_MODE": "NONE",
+            "CPERSONA_REDIS_TIMEOUT_SECS": "2.5",
+            "CPERSONA_REDIS_URL": "redis://h:1",
+        }
+    )
+    assert settings.port == 9000
+    assert settings.data_dir == Path("/tmp/x")
+    assert settings.embedding_mode == "none"
+    assert settings.redis_timeout_secs == 2.5
+    assert not settings.embedded_redis
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"CPERSONA_PORT": "eighty"}, "CPERSONA_PORT"),
+        ({"CPERSONA_PORT": "70000"}, "CPERSONA_PORT"),
+        ({"CPERSONA_EMBEDDING_MODE": "magic"}, "CPERSONA_EMBEDDING_MODE"),
+        ({"CPERSONA_EMBEDDING_MODE": "http"}, "CPERSONA_EMBEDDING_URL"),
+        ({"CPERSONA_REDIS_TIMEOUT_SECS": "0"}, "CPERSONA_REDIS_TIMEOUT_SECS"),
+        ({"CPERSONA_KEY_PREFIX": "a:b"}, "CPERSONA_KEY_PREFIX"),
+        ({"CPERSONA_FUTURE_TIMESTAMP_MODE": "maybe"}, "CPERSONA_FUTURE_TIMESTAMP_MODE"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], name: str) -> None:
+    with pytest.raises(InvalidSetting) as err:
+        Settings.from_env(env)
+    assert err.value.name == name
+
+
+def test_overrides_must_be_settings() -> None:
+    with pytest.raises(InvalidSetting):
+        Settings.from_env({}, colour="red")

@@ -1,0 +1,280 @@
+"""The write path against the real embedded Redis and the real embedding model.
+
+Vectors go to Qdrant's in-process engine (``qdrant_url=":memory:"``); the embedded edge adapter has its
+own contract suite and the crash test uses it end to end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import cpersona
+from cpersona import InvalidRequest, MemoryRecord, RecordNotFound, Settings
+from cpersona._errors import ContentTooLarge
+
+
+@pytest.fixture
+async def engine(redis: object, redis_url: str, key_prefix: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
+    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    async with cpersona.open(settings) as memory:
+        yield memory
+
+
+@pytest.fixture
+async def keyword_engine(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
+) -> AsyncIterator[cpersona.Engine]:
+    settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
+    async with cpersona.open(settings) as memory:
+        yield memory
+
+
+async def test_store_then_get_round_trips_every_field(engine: cpersona.Engine) -> None:
+    result = await engine.store(
+        "The staging database moved to eu-west-2",
+        agent_id="ops",
+        project_id="infra",
+        channel="deploys",
+        source={"type": "User", "id": "u42", "name": "Kim"},
+        id="msg-1",
+        timestamp="2026-03-01T10:00:00Z",
+        metadata={"ticket": "OPS-7"},
+        emotion="trust",
+        meta={"intent": "record the move", "tags": ["db"]},
+    )
+    assert result.result == "stored"
+    assert result.embedded
+    assert not result.vector_pending
+    record = await engine.get(result.ref, agent_id="ops")
+    assert isinstance(record, MemoryRecord)
+    assert record.content == "The staging database moved to eu-west-2"
+    assert record.scope == cpersona.Scope("ops", "infra", "deploys")
+    assert record.source == cpersona.Source("User", "u42", "Kim")
+    assert record.msg_id == "msg-1"
+    assert record.timestamp == pytest.approx(1772359200.0)
+    assert record.metadata == {"ticket": "OPS-7"}
+    assert record.emotion.trust == 1.0
+    assert record.emotion.valence == pytest.approx(0.7)
+    assert record.meta.capture_status == "provided"
+    assert record.meta.intent == "record the move"
+    assert record.embedded
+    assert not record.vector_pending
+    assert record.embedding_model == "onnx:all-MiniLM-L6-v2"
+    vectors = engine.vectors
+    assert vectors is not None
+    assert await vectors.existing([record.id]) == {record.id}
+
+
+async def test_insertion_sequence_increases(keyword_engine: cpersona.Engine) -> None:
+    refs = [(await keyword_engine.store(f"fact number {i}", agent_id="a")).ref for i in range(3)]
+    seqs = []
+    for ref in refs:
+        rec = await keyword_engine.get(ref, agent_id="a")
+        assert isinstance(rec, MemoryRecord)
+        seqs.append(rec.seq)
+    assert seqs == sorted(seqs)
+    assert len(set(seqs)) == 3
+
+
+async def test_dedup_by_caller_id_and_by_content(keyword_engine: cpersona.Engine) -> None:
+    first = await keyword_engine.store("alpha", agent_id="a", id="m1")
+    by_id = await keyword_engine.store("something else", agent_id="a", id="m1")
+    by_content = await keyword_engine.store("alpha", agent_id="a")
+    other_agent = await keyword_engine.store("alpha", agent_id="b")
+    other_channel = await keyword_engine.store("alpha", agent_id="a", channel="c2")
+    assert (by_id.result, by_id.ref, by_id.skipped_reason) == ("skipped", first.ref, "duplicate_id")
+    assert (by_content.result, by_content.ref, by_content.skipped_reason) == (
+        "skipped",
+        first.ref,
+        "duplicate_content",
+    )
+    assert other_agent.result == "stored"
+    assert other_channel.result == "stored"
+
+
+async def test_dedup_claim_is_released_by_delete(keyword_engine: cpersona.Engine) -> None:
+    first = await keyword_engine.store("beta", agent_id="a", id="m2")
+    await keyword_engine.delete(first.ref, agent_id="a")
+    again = await keyword_engine.store("beta", agent_id="a", id="m2")
+    assert again.result == "stored"
+    assert again.ref != first.ref
+
+
+async def test_batch_dedups_within_itself(keyword_engine: cpersona.Engine) -> None:
+    batch = await keyword_engine.store_batch(
+        [
+            {"content": "x1", "agent_id": "a"},
+            {"content": "x1", "agent_id": "a"},
+            {"content": "x2", "agent_id": "a"},
+        ]
+    )
+    assert [r.result for r in batch.results] == ["stored", "skipped", "stored"]
+    assert batch.results[1].ref == batch.results[0].ref
+
+
+async def test_batch_validates_everything_before_writing(keyword_engine: cpersona.Engine) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.store_batch(
+            [{"content": "ok", "agent_id": "a"}, {"content": "", "agent_id": "a"}]
+        )
+    assert err.value.field == "records[1].content"
+    stats = await keyword_engine.stats("a")
+    assert stats["memories"] == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"content": "x"}, "agent_id"),
+        ({"content": 5, "agent_id": "a"}, "content"),
+        ({"content": "   ", "agent_id": "a"}, "content"),
+        ({"content": "x", "agent_id": "a", "colour": "red"}, "colour"),
+        ({"content": "x", "agent_id": "a", "timestamp": "yesterday"}, "timestamp"),
+        ({"content": "x", "agent_id": "a", "store": "attic"}, "store"),
+        ({"content": "x", "agent_id": "a", "emotion": {"joy": 2}}, "emotion.joy"),
+        ({"content": "x", "agent_id": "a", "source": {"id": 3}}, "source.id"),
+        ({"content": "x\x00y", "agent_id": "a"}, "content"),
+    ],
+)
+async def test_bad_input_names_the_field(
+    keyword_engine: cpersona.Engine, fields: dict[str, object], field: str
+) -> None:
+    content = fields.pop("content")
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.store(content, **fields)
+    assert err.value.field == field
+
+
+async def test_limits_are_refused_not_truncated(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        embedding_mode="none",
+        max_content_length=10,
+        max_metadata_length=20,
+    )
+    async with cpersona.open(settings) as memory:
+        with pytest.raises(ContentTooLarge) as err:
+            await memory.store("x" * 11, agent_id="a")
+        assert err.value.field == "content"
+        with pytest.raises(ContentTooLarge) as err:
+            await memory.store("ok", agent_id="a", metadata={"k": "v" * 30})
+        assert err.value.field == "metadata"
+        assert (await memory.stats("a"))["memories"] == 0
+
+
+async def test_future_timestamp_warns(keyword_engine: cpersona.Engine) -> None:
+    result = await keyword_engine.store("from the future", agent_id="a", timestamp=time.time() + 3600)
+    assert result.warnings == ("timestamp_ahead_of_clock",)
+    now = await keyword_engine.store("from now", agent_id="a", timestamp=time.time())
+    assert now.warnings == ()
+
+
+async def test_get_refuses_other_agents(keyword_engine: cpersona.Engine) -> None:
+    result = await keyword_engine.store("private", agent_id="a")
+    with pytest.raises(RecordNotFound):
+        await keyword_engine.get(result.ref, agent_id="b")
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.get("mem:not-a-uuid", agent_id="a")
+    assert err.value.field == "ref"
+
+
+async def test_update_replaces_and_reembeds(engine: cpersona.Engine) -> None:
+    stored = await engine.store("the meeting is on Monday", agent_id="a")
+    updated = await engine.update(stored.ref, agent_id="a", content="the meeting moved to Tuesday")
+    assert updated.version == 2
+    assert updated.embedded
+    fetched = await engine.get(stored.ref, agent_id="a")
+    assert isinstance(fetched, MemoryRecord)
+    assert fetched.content == "the meeting moved to Tuesday"
+    # The old content's claim is released and the new one taken.
+    assert (await engine.store("the meeting is on Monday", agent_id="a")).result == "stored"
+    assert (await engine.store("the meeting moved to Tuesday", agent_id="a")).result == "skipped"
+
+
+async def test_list_newest_first_within_scope(keyword_engine: cpersona.Engine) -> None:
+    for i in range(3):
+        await keyword_engine.store(f"p{i}", agent_id="a", project_id="p")
+    await keyword_engine.store("global", agent_id="a")
+    await keyword_engine.store("other project", agent_id="a", project_id="q")
+    rows = await keyword_engine.list("memory", agent_id="a", project_id="p")
+    assert [r.content for r in rows if isinstance(r, MemoryRecord)] == ["global", "p2", "p1", "p0"]
+
+
+async def test_episode_raw_and_profile(keyword_engine: cpersona.Engine) -> None:
+    ep = await keyword_engine.archive_episode(
+        "Planned the Q3 launch",
+        agent_id="a",
+        keywords=["launch", "q3"],
+        history=[{"timestamp": "2026-05-02T09:00:00Z"}, {"timestamp": "2026-05-01T09:00:00Z"}],
+    )
+    record = await keyword_engine.get(ep.ref, agent_id="a")
+    assert isinstance(record, cpersona.EpisodeRecord)
+    assert record.start_time == pytest.approx(1777626000.0)
+    assert record.end_time == pytest.approx(1777712400.0)
+    raw = await keyword_engine.store_raw(
+        "user said hi",
+        agent_id="a",
+        session_id="s1",
+        source="conversation",
+        speaker="user",
+        visibility="normal",
+        secrecy_level="public",
+    )
+    assert isinstance(await keyword_engine.get(raw.ref, agent_id="a"), cpersona.RawRecord)
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.store_raw("x", agent_id="a", session_id="s1", source="conversation")
+    assert err.value.field == "speaker"
+    await keyword_engine.update_profile("a", "Prefers short answers")
+    profile = await keyword_engine.get_profile("a")
+    assert profile is not None
+    assert profile.content == "Prefers short answers"
+
+
+async def test_delete_agent_data_removes_only_that_agent(engine: cpersona.Engine) -> None:
+    await engine.store("a's note", agent_id="a", id="n1")
+    await engine.archive_episode("a's session", agent_id="a")
+    await engine.update_profile("a", "profile")
+    kept = await engine.store("b's note", agent_id="b", id="n1")
+    result = await engine.delete_agent_data("a")
+    assert result.deleted == 2
+    assert (await engine.stats("a"))["memories"] == 0
+    assert await engine.get_profile("a") is None
+    assert (await engine.store("a's note", agent_id="a", id="n1")).result == "stored"
+    assert (await engine.get(kept.ref, agent_id="b")).id == kept.id
+    stats = await engine.stats("b")
+    assert stats["vectors"] == 1
+
+
+async def test_pending_marks_are_finished_on_start(redis_url: str, key_prefix: str, model_dir: Path) -> None:
+    """A record left 'vector pending' (a crash between Redis and Qdrant) gets its vector on the next start."""
+    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    async with cpersona.open(settings, embedding_mode="none") as writer:
+        stored = await writer.store("written while the vector store was away", agent_id="a")
+        # Simulate the crash window: the document is in Redis with its mark, the vector never arrived.
+        key = writer.keys.memory(stored.id)
+        await writer.redis.json().merge(key, "$", {"vector_pending": 1})
+        await writer.redis.sadd(writer.keys.vector_pending, key)
+    async with cpersona.open(settings) as memory:
+        record = await memory.get(stored.ref, agent_id="a")
+        assert isinstance(record, MemoryRecord)
+        assert record.embedded
+        assert not record.vector_pending
+        assert await memory.redis.scard(memory.keys.vector_pending) == 0
+        assert memory.vectors is not None
+        assert await memory.vectors.existing([stored.id]) == {stored.id}
+
+
+async def test_engine_refuses_use_when_closed(redis_url: str, key_prefix: str, tmp_path: Path) -> None:
+    engine = cpersona.Engine(
+        Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
+    )
+    with pytest.raises(cpersona.EngineClosed):
+        await engine.store("x", agent_id="a")
