@@ -1,0 +1,252 @@
+"""The ``cpersona`` command, run for real in a subprocess against the session's Redis.
+
+Settings travel the way a user sets them, in ``CPERSONA_*`` variables. Each process has its own
+in-memory Qdrant and no embedder, which is all these commands need.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import orjson
+import pytest
+
+if TYPE_CHECKING:
+    from cpersona._redis_conn import RedisClient
+
+AGENT = "cli-agent"
+_SCRIPT = Path(sys.executable).with_name("cpersona")
+
+
+@pytest.fixture
+def env(redis_url: str, key_prefix: str, tmp_path: Path, redis: RedisClient) -> dict[str, str]:
+    # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    return {
+        **base,
+        "CPERSONA_REDIS_URL": redis_url,
+        "CPERSONA_KEY_PREFIX": key_prefix,
+        "CPERSONA_DATA_DIR": str(tmp_path / "data"),
+        "CPERSONA_QDRANT_URL": ":memory:",
+        "CPERSONA_EMBEDDING_MODE": "none",
+    }
+
+
+def run(env: dict[str, str], *args: str, module: bool = False) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "cpersona"] if module or not _SCRIPT.exists() else [str(_SCRIPT)]
+    return subprocess.run(
+        [*command, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def stats(env: dict[str, str], agent: str = AGENT) -> dict[str, object]:
+    done = run(env, "stats", "--agent", agent, "--json")
+    assert done.returncode == 0, done.stderr
+    parsed: dict[str, object] = orjson.loads(done.stdout)
+    return parsed
+
+
+def test_remember_then_stats_and_get(env: dict[str, str]) -> None:
+    done = run(env, "remember", "The deploy key rotates on Fridays", "--agent", AGENT, "--project", "ops",
+               "--id", "m-1", "--metadata", '{"via": "cli"}')  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    match = re.fullmatch(r"stored (mem:[0-9a-f-]{36})\n", done.stdout)
+    assert match, done.stdout
+    ref = match.group(1)
+    assert stats(env)["memories"] == 1
+
+    again = run(env, "remember", "The deploy key rotates on Fridays", "--agent", AGENT, "--project", "ops")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"skipped {ref} (duplicate_content)\n"
+
+    got = run(env, "get", ref, "--agent", AGENT, module=True)
+    assert got.returncode == 0, got.stderr
+    record = orjson.loads(got.stdout)
+    assert (record["ref"], record["content"], record["project_id"]) == (
+        ref,
+        "The deploy key rotates on Fridays",
+        "ops",
+    )
+    assert record["metadata"] == {"via": "cli"}
+
+    plain = run(env, "stats")
+    assert plain.returncode == 0, plain.stderr
+    assert "memories: 1" in plain.stdout.splitlines()
+
+
+def test_remember_reports_warnings_and_json(env: dict[str, str]) -> None:
+    done = run(
+        env, "remember", "from the future", "--agent", AGENT, "--timestamp", "2999-01-01T00:00:00Z", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result = orjson.loads(done.stdout)
+    assert result["result"] == "stored"
+    assert result["warnings"] == ["timestamp_ahead_of_clock"]
+    epoch = run(env, "remember", "epoch seconds", "--agent", AGENT, "--timestamp", "1700000000")
+    assert epoch.returncode == 0, epoch.stderr
+
+
+def test_bad_input_exits_2_with_a_one_line_error(env: dict[str, str]) -> None:
+    bad_metadata = run(env, "remember", "x", "--agent", AGENT, "--metadata", "{not json")
+    assert bad_metadata.returncode == 2
+    assert bad_metadata.stderr.startswith("error: metadata: is not valid JSON")
+    assert bad_metadata.stderr.count("\n") == 1
+
+    blank = run(env, "remember", "   ", "--agent", AGENT)
+    assert blank.returncode == 2
+    assert blank.stderr == "error: content: must not be empty or only whitespace\n"
+
+    bad_ref = run(env, "get", "mem:nope", "--agent", AGENT)
+    assert bad_ref.returncode == 2
+    assert bad_ref.stderr.startswith("error: ref: ")
+
+    bad_setting = run({**env, "CPERSONA_PORT": "eighty"}, "stats")
+    assert bad_setting.returncode == 2
+    assert bad_setting.stderr.startswith("error: CPERSONA_PORT must be an integer")
+
+    missing_flag = run(env, "remember", "x")
+    assert missing_flag.returncode == 2
+    assert "--agent" in missing_flag.stderr
+
+
+def test_unknown_record_exits_1(env: dict[str, str]) -> None:
+    done = run(env, "get", "mem:01900000-0000-7000-8000-000000000000", "--agent", AGENT)
+    assert done.returncode == 1
+    assert done.stderr == "error: record not found: mem:01900000-0000-7000-8000-000000000000\n"
+
+
+def test_unavailable_redis_exits_3(env: dict[str, str]) -> None:
+    dead = {**env, "CPERSONA_REDIS_URL": "redis://127.0.0.1:1/0", "CPERSONA_REDIS_TIMEOUT_SECS": "2"}
+    done = run(dead, "stats")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("error: redis unavailable: ")
+    assert done.stderr.count("\n") == 1
+
+
+def test_forget_needs_yes(env: dict[str, str]) -> None:
+    assert run(env, "remember", "one", "--agent", AGENT).returncode == 0
+    assert run(env, "remember", "two", "--agent", AGENT).returncode == 0
+    assert run(env, "remember", "someone else's", "--agent", "other").returncode == 0
+    refused = run(env, "forget", "--agent", AGENT)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: --yes: is required")
+    assert stats(env)["memories"] == 2
+    done = run(env, "forget", "--agent", AGENT, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"deleted 2 record(s) of agent '{AGENT}'\n"
+    assert stats(env)["memories"] == 0
+    assert stats(env, "other")["memories"] == 1
+
+
+def _jsonl(tmp_path: Path) -> Path:
+    lines = [
+        '{"content": "first imported memory", "id": "i-1"}',
+        '{"content": "second imported memory", "agent_id": "explicit-agent"}',
+        "",
+        '{"agent_id": "x"}',
+        '{"content": "fourth imported memory", "timestamp": "2024-02-01T09:00:00Z"}',
+        "not json at all",
+        '{"content": "first imported memory", "id": "i-1b"}',
+    ]
+    path = tmp_path / "memories.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_stops_at_the_first_bad_line(env: dict[str, str], tmp_path: Path) -> None:
+    done = run(env, "import", str(_jsonl(tmp_path)), "--agent", AGENT)
+    assert done.returncode == 2
+    assert "line 4: content: is required" in done.stderr
+    assert "error: line 4: content: is required; stopped there" in done.stderr
+    assert "line 6" not in done.stderr
+    # The bar is drawn on stderr even when it is not a terminal.
+    assert re.search(r"import: +\d+%\|", done.stderr), done.stderr
+    assert re.search(r"\b4/7\b", done.stderr), done.stderr
+    assert re.match(
+        r"stored 2, skipped 0 \(duplicates\), failed 1 in [\d.]+ s \([\d.]+ records/s\)\n$", done.stdout
+    )
+    assert stats(env)["memories"] == 1
+    assert stats(env, "explicit-agent")["memories"] == 1
+
+
+def test_import_can_skip_bad_lines(env: dict[str, str], tmp_path: Path) -> None:
+    done = run(
+        env, "import", str(_jsonl(tmp_path)), "--agent", AGENT, "--on-error", "skip", "--batch-size", "2"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "line 4: content: is required" in done.stderr
+    assert "line 6: body: is not valid JSON" in done.stderr
+    assert re.search(r"\b7/7\b", done.stderr), done.stderr
+    assert done.stdout.startswith("stored 3, skipped 1 (duplicates), failed 2 in ")
+    assert stats(env)["memories"] == 2
+
+    # Importing again stores nothing new: every line is a duplicate by id or content.
+    again = run(env, "import", str(_jsonl(tmp_path)), "--agent", AGENT, "--on-error", "skip", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("stored 0, skipped 4 (duplicates), failed 2 in ")
+    assert "%|" not in again.stderr
+
+
+def test_import_without_agent_names_the_field(env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"content": "no agent here"}\n')
+    done = run(env, "import", str(path))
+    assert done.returncode == 2
+    assert "error: line 1: agent_id: is required" in done.stderr
+    missing = run(env, "import", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 2
+    assert "no such file" in missing.stderr
+
+
+def test_python_dash_m_and_help(env: dict[str, str]) -> None:
+    done = run(env, "--help", module=True)
+    assert done.returncode == 0
+    for command in ("serve", "remember", "import", "stats", "get", "forget"):
+        assert command in done.stdout
+
+
+def test_serve_answers_and_shuts_down_on_sigint(env: dict[str, str], free_tcp_port: int) -> None:
+    command = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
+    args = [*command, "serve", "--host", "127.0.0.1", "--port", str(free_tcp_port)]
+    with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as server:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert server.poll() is None, server.communicate()[1]
+                try:
+                    response = httpx.get(f"http://127.0.0.1:{free_tcp_port}/health", timeout=2)
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "the server did not come up"
+                    time.sleep(0.2)
+            assert response.status_code == 200
+            assert {"search", "ReJSON"} <= set(response.json()["redis"]["modules"])
+            stored = httpx.post(
+                f"http://127.0.0.1:{free_tcp_port}/v1/encode",
+                json={"content": "over the wire", "agent_id": AGENT},
+            )
+            assert stored.json()["result"] == "stored"
+        finally:
+            server.send_signal(signal.SIGINT)
+            _, stderr = server.communicate(timeout=30)
+    # uvicorn shuts down gracefully, then re-raises SIGINT: the command ends as interrupted.
+    assert server.returncode == 130, stderr
+    assert "Application startup complete" in stderr
+    assert "Application shutdown complete" in stderr
+    assert stats(env)["memories"] == 1
+
+
+def test_serve_exits_3_when_the_engine_cannot_start(env: dict[str, str], free_tcp_port: int) -> None:
+    dead = {**env, "CPERSONA_REDIS_URL": "redis://127.0.0.1:1/0", "CPERSONA_REDIS_TIMEOUT_SECS": "2"}
+    done = run(dead, "serve", "--port", str(free_tcp_port))
+    assert done.returncode == 3
+    assert "redis unavailable" in done.stderr.lower() or "cannot use Redis" in done.stderr
+    assert done.stderr.rstrip().endswith("error: the server did not start (the log above says why)")
