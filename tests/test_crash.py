@@ -1,0 +1,140 @@
+"""Nothing acknowledged is lost when the server is killed mid-import.
+
+A real ``cpersona serve`` runs on its embedded defaults (embedded Redis, the Qdrant edge engine on disk,
+the ONNX model). A client streams batches of memories at it; while batches are in flight the server is
+killed with SIGKILL. The server is started again on the same data directory, and every record whose batch
+was acknowledged must be readable, must carry its vector mark cleared, and must have its vector in the
+on-disk Qdrant shard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+import httpx
+import pytest
+
+import cpersona
+from cpersona import MemoryRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
+BATCH = 16
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")},
+        "CPERSONA_DATA_DIR": str(data_dir),
+        "CPERSONA_PORT": str(port),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+async def _wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
+    with anyio.fail_after(120):
+        while True:
+            if proc.poll() is not None:
+                tail = (await anyio.Path(log).read_text())[-3000:]
+                raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
+            try:
+                if (await client.get("/health")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await anyio.sleep(0.2)
+
+
+@pytest.fixture
+def server_dir(tmp_path: Path) -> Iterator[Path]:
+    data = tmp_path / "data"
+    yield data
+    # A killed server leaves its redis-server child running; stop it so the test leaves nothing behind.
+    pidfile = data / "redis" / "redis.pid"
+    if pidfile.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+
+
+def _records(start: int, count: int) -> list[dict[str, object]]:
+    return [
+        {"agent_id": "crash", "content": f"memory {n}: the courier delivered parcel {n * 7919 % 10007}"}
+        for n in range(start, start + count)
+    ]
+
+
+async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "server.log"
+    acknowledged: list[str] = []
+    proc = _start(server_dir, port, log)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        await _wait_healthy(client, proc, log)
+
+        enough = anyio.Event()
+
+        async def send_batches() -> None:
+            n = 0
+            while True:
+                try:
+                    reply = await client.post("/v1/encode/batch", json={"records": _records(n, BATCH)})
+                except httpx.TransportError:
+                    return  # the server died under this request: it was never acknowledged
+                assert reply.status_code == 200, reply.text
+                acknowledged.extend(r["ref"] for r in reply.json()["results"])
+                n += BATCH
+                if len(acknowledged) >= 10 * BATCH:
+                    enough.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send_batches)
+            # Kill while batches are in flight, after a good number have been acknowledged.
+            with anyio.fail_after(180):
+                await enough.wait()
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        killed_at = len(acknowledged)
+        assert killed_at >= 10 * BATCH
+
+        proc = _start(server_dir, port, log)
+        try:
+            await _wait_healthy(client, proc, log)
+            for ref in acknowledged:
+                reply = await client.get(f"/v1/records/{ref}", params={"agent_id": "crash"})
+                assert reply.status_code == 200, (ref, reply.text)
+                assert reply.json()["record"]["embedded"] is True, ref
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+
+    # The server is down: open the same data dir in-process and look at the Qdrant shard itself.
+    async with cpersona.open(data_dir=server_dir) as memory:
+        assert memory.vectors is not None
+        ids = [ref.partition(":")[2] for ref in acknowledged]
+        assert await memory.vectors.existing(ids) == set(ids)
+        assert await memory.redis.scard(memory.keys.vector_pending) == 0
+        sample = await memory.get(acknowledged[-1], agent_id="crash")
+        assert isinstance(sample, MemoryRecord)
+        assert sample.embedded
