@@ -136,6 +136,8 @@ def main() -> None:
     args = parser.parse_args()
 
     command = shlex.join([os.path.relpath(sys.executable), *sys.argv])
+    # Other work on the same cores skews every figure below; the load average at the start says how much.
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     with tempfile.TemporaryDirectory(prefix="cpersona-bench-") as tmp:
         figures = anyio.run(measure, Path(tmp), args.threads, args.queries, args.batches)
 
@@ -165,7 +167,7 @@ def main() -> None:
         f"- git commit: {_git_commit()}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs",
         f"- python {platform.python_version()}, onnxruntime {onnxruntime.__version__}",
-        f"- embedding_threads={args.threads}",
+        f"- embedding_threads={args.threads}; 1-minute load average at start: {load:.2f}",
         "",
         "| measure | value |",
         "|---|---|",
