@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions
 from aredis_om import Field, JsonModel
 
+from cpersona._lexical import STOPWORDS, doc_grams
 from cpersona._records import (
     Association,
     EmotionVector,
@@ -63,7 +64,16 @@ def tag_prefix(value: str) -> str:
     return value.encode().hex()
 
 
-class _ScopedDoc(JsonModel):
+class _Document(JsonModel):
+    """Base of our documents. It skips ``JsonModel.__init__``, which starts an async "is RedisJSON
+    loaded" probe and never awaits it (a warning per instance); the engine checks the module once at
+    connect time instead."""
+
+    def __init__(self, **data: Any) -> None:
+        super(JsonModel, self).__init__(**data)
+
+
+class _ScopedDoc(_Document):
     agent_id: str
     project_id: str = ""
     channel: str = ""
@@ -78,6 +88,7 @@ class MemoryDoc(_ScopedDoc):
     msg_id: str = ""
     tag_msg: str = "x"
     content: str
+    grams: list[str] = []
     ts: float
     seq: int
     metadata: dict[str, Any] = {}
@@ -99,6 +110,7 @@ class EpisodeDoc(_ScopedDoc):
     summary: str
     keywords: list[str] = []
     text: str = ""
+    grams: list[str] = []
     ts: float
     seq: int
     start_time: float | None = None
@@ -126,7 +138,7 @@ class RawDoc(_ScopedDoc):
     suppressed: bool = False
 
 
-class ProfileDoc(JsonModel):
+class ProfileDoc(_Document):
     agent_id: str
     content: str
     updated_at: float
@@ -189,6 +201,7 @@ _SCOPE_FIELDS = (
 _INDEXES: dict[str, tuple[str, ...]] = {
     "memory": (
         "$.content", "AS", "content", "TEXT",
+        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
         "$.tag_source", "AS", "source", "TAG",
         "$.tag_msg", "AS", "msg", "TAG",
@@ -199,6 +212,7 @@ _INDEXES: dict[str, tuple[str, ...]] = {
     ),
     "episode": (
         "$.text", "AS", "text", "TEXT",
+        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
@@ -214,6 +228,10 @@ _INDEXES: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
+# The lexical arms drop these words from phrases, so the indexes they search declare the same list.
+_LEXICAL_OPTIONS = ("STOPWORDS", str(len(STOPWORDS)), *STOPWORDS)
+_OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _LEXICAL_OPTIONS, "raw": ()}
+
 
 async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
     """Create the search indexes if they do not exist yet (idempotent, safe to race)."""
@@ -225,8 +243,9 @@ async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
     for kind, (name, prefix) in targets.items():
         try:
             await command(
-                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, "SCHEMA", *_INDEXES[kind]
-            )
+                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
+                "SCHEMA", *_INDEXES[kind],
+            )  # fmt: skip
         except redis.exceptions.ResponseError as exc:
             if "already exists" not in str(exc).lower():
                 raise
@@ -283,6 +302,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
+        "grams": doc_grams(rec.content),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "metadata": dict(rec.metadata),
@@ -328,12 +348,14 @@ def memory_from_doc(doc: Mapping[str, Any]) -> MemoryRecord:
 
 
 def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
+    text = " ".join((rec.summary, *rec.keywords))
     return {
         "pk": rec.id,
         **_scope_doc(rec.scope),
         "summary": rec.summary,
         "keywords": list(rec.keywords),
-        "text": " ".join((rec.summary, *rec.keywords)),
+        "text": text,
+        "grams": doc_grams(text),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "start_time": rec.start_time,
@@ -408,5 +430,5 @@ def profile_from_doc(doc: Mapping[str, Any]) -> ProfileRecord:
 
 def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
     """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
-    out: dict[str, Any] = model(**doc).model_dump(mode="json")
+    out: dict[str, Any] = model.model_validate(doc).model_dump(mode="json")
     return out

@@ -35,9 +35,10 @@ from cpersona._documents import (
 )
 from cpersona._drafts import MemoryDraft, episode_draft, memory_draft, raw_draft
 from cpersona._embedding import open_embedder
-from cpersona._errors import EngineClosed, InvalidRequest, RecordNotFound
+from cpersona._errors import EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
 from cpersona._isolation import ReadScope
 from cpersona._keys import Keys
+from cpersona._policy import load_policies
 from cpersona._protocols import Embedder, VectorPoint, VectorStore
 from cpersona._records import (
     EpisodeRecord,
@@ -56,6 +57,7 @@ from cpersona._validate import as_int, as_str, clean_text
 from cpersona._vectors import open_vector_store
 
 if TYPE_CHECKING:
+    from cpersona._recall import Recaller, RecallResult
     from cpersona._redis_conn import RedisClient
 
 __all__ = ["Engine", "open"]
@@ -95,6 +97,13 @@ class Engine:
         self.keys = Keys(settings.key_prefix)
         self._backends: _Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._recaller: Recaller | None = None
+        # Policies are read at construction so a broken policy file stops the start before any I/O.
+        self.policies = load_policies()
+        if settings.recall_policy not in self.policies:
+            raise InvalidSetting(
+                "CPERSONA_RECALL_POLICY", f"names no policy file: {settings.recall_policy!r}"
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,10 +132,21 @@ class Engine:
                 vectors = await open_vector_store(self.settings, "records", embedder.dim)
                 stack.push_async_callback(vectors.aclose)
             self._backends = _Backends(client, bind_documents(client, self.keys), vectors, embedder, info)
+            from cpersona._recall import Recaller
+
+            self._recaller = Recaller(
+                settings=self.settings,
+                policies=self.policies,
+                redis=client,
+                keys=self.keys,
+                vectors=vectors,
+                embedder=embedder,
+            )
             self._stack = stack
             await self.finish_pending()
         except BaseException:
             self._backends = None
+            self._recaller = None
             self._stack = None
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
@@ -134,7 +154,7 @@ class Engine:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        stack, self._stack, self._backends = self._stack, None, None
+        stack, self._stack, self._backends, self._recaller = self._stack, None, None, None
         if stack is not None:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
@@ -168,6 +188,26 @@ class Engine:
             "vector_engine": None if b.vectors is None else b.vectors.engine_name,
             "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
         }
+
+    # ------------------------------------------------------------------ recall
+
+    @property
+    def recaller(self) -> Recaller:
+        """The engine's recall runner (for tools and tests that wrap arms)."""
+        self._b  # noqa: B018 - raises EngineClosed when closed
+        assert self._recaller is not None
+        return self._recaller
+
+    async def recall(self, query: object, **fields: Any) -> RecallResult:
+        """Recall the rows that answer ``query`` (``agent_id`` required; see ``POST /v1/recall/query``).
+
+        Library callers may ask for up to ``CPERSONA_RECALL_MAX_LIMIT`` rows; HTTP caps ``limit`` at 100.
+        """
+        from cpersona._recall import recall_request
+
+        max_limit = fields.pop("_max_limit", self.settings.recall_max_limit)
+        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=max_limit)
+        return await self.recaller.recall(req)
 
     # ------------------------------------------------------------------ memories
 
@@ -676,6 +716,7 @@ class Engine:
             await b.redis.delete(self.keys.profile(agent))
         if b.vectors is not None:
             await b.vectors.delete_where(ReadScope(agent).vector_filter())
+        self.recaller.stats.forget(agent)
         return DeleteResult(deleted)
 
 

@@ -13,6 +13,7 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     ├── RecordNotFound            no record with that ref in this scope              HTTP 404
     ├── DataDirLocked             another engine already owns the data directory
     ├── EngineClosed              the engine was used outside ``async with``
+    ├── GraphError                a recall graph was wired wrong (raised when it is built)
     └── BackendUnavailable        a backend did not answer within its deadline       HTTP 503
         ├── RedisUnavailable
         ├── VectorStoreUnavailable
@@ -30,6 +31,7 @@ __all__ = [
     "DataDirLocked",
     "EmbedderUnavailable",
     "EngineClosed",
+    "GraphError",
     "InvalidRequest",
     "InvalidSetting",
     "RecordNotFound",
@@ -104,6 +106,12 @@ class EngineClosed(CpersonaError):
     """The engine is not open: use it inside ``async with cpersona.open(...)``."""
 
     code = "ENGINE_CLOSED"
+
+
+class GraphError(CpersonaError):
+    """A recall graph was wired wrong: a stage's input does not match the previous stage's output."""
+
+    code = "GRAPH_ERROR"
 
 
 class BackendUnavailable(CpersonaError):

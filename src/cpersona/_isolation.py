@@ -66,12 +66,16 @@ class ReadScope:
         if channels is not None and scope.channel not in channels:
             return False
         if self.source_id:
-            if source is None:
-                return False
-            if self.source_is_prefix:
-                return source.id.startswith(self.source_id)
-            return source.id == self.source_id
+            return source is not None and self.sees_source(source.id)
         return True
+
+    def sees_source(self, source_id: str) -> bool:
+        """Whether a record with this ``source.id`` passes the source filter."""
+        if not self.source_id:
+            return True
+        if self.source_is_prefix:
+            return source_id.startswith(self.source_id)
+        return source_id == self.source_id
 
     def redis_query(self, *, with_source: bool) -> str:
         """The RediSearch filter clause for this scope (tags are hex, see ``_documents.tag``).

@@ -76,6 +76,10 @@ class Keys:
         part = _glob_escape(_part(agent_id))
         return (f"{self.prefix}:dedup:msg:{part}:*", f"{self.prefix}:dedup:content:{part}:*")
 
+    def calibration(self, agent_id: str) -> str:
+        """The agent's calibrated gate and whether it is selected (a JSON document)."""
+        return f"{self.prefix}:calib:{_part(agent_id)}"
+
     @property
     def schema_version(self) -> str:
         return f"{self.prefix}:schema"

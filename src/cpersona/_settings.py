@@ -19,10 +19,11 @@ from cpersona._errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["EmbeddingMode", "FutureTimestampMode", "Settings"]
+__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "Settings"]
 
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
+RecallMode = Literal["rrf", "rsf", "cascade"]
 
 _T = TypeVar("_T")
 
@@ -64,7 +65,18 @@ class Settings:
     redis_startup_timeout_secs: float = 20.0
     qdrant_timeout_secs: float = 10.0
 
-    max_memories: int = 10_000
+    max_memories: int | None = None
+
+    recall_mode: RecallMode = "rrf"
+    recall_policy: str = "single-pass-v0"
+    recall_depth_floor: int | None = None
+    recall_arm_timeout_ms: float = 2_000.0
+    recall_max_limit: int = 10_000
+
+    def __post_init__(self) -> None:
+        # Accept a plain string for the data dir from Python callers; everything downstream wants a Path.
+        if not isinstance(self.data_dir, Path):
+            object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -103,6 +115,7 @@ class Settings:
             "redis_timeout_secs",
             "redis_startup_timeout_secs",
             "qdrant_timeout_secs",
+            "recall_arm_timeout_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be greater than 0")
@@ -112,9 +125,13 @@ class Settings:
             "max_key_length",
             "batch_max",
             "max_memories",
+            "recall_max_limit",
         ):
-            if getattr(self, name) < 1:
+            value = getattr(self, name)
+            if value is not None and value < 1:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be at least 1")
+        if self.recall_depth_floor is not None and self.recall_depth_floor < 0:
+            raise InvalidSetting("CPERSONA_RECALL_DEPTH_FLOOR", "must be 0 or more")
         if not self.key_prefix or ":" in self.key_prefix:
             raise InvalidSetting("CPERSONA_KEY_PREFIX", "must be non-empty and contain no ':'")
 
@@ -130,6 +147,7 @@ class Settings:
 _CHOICES: dict[str, tuple[str, ...]] = {
     "embedding_mode": ("onnx", "none", "http", "api"),
     "future_timestamp_mode": ("warn", "reject", "off"),
+    "recall_mode": ("rrf", "rsf", "cascade"),
 }
 
 
@@ -143,7 +161,7 @@ def _parse(env_name: str, field_name: str, raw: str) -> object:
     annotation = Settings.__dataclass_fields__[field_name].type
     if annotation == "Path":
         return Path(raw).expanduser()
-    if annotation == "int":
+    if annotation in ("int", "int | None"):
         return _convert(env_name, raw, int, "an integer")
     if annotation == "float":
         return _convert(env_name, raw, float, "a number")

@@ -1,0 +1,585 @@
+"""One recall as an async task graph.
+
+::
+
+    validate ─► resolve scope, policy, depth
+       │  one task group for the request:
+       ├─ memory keyword ─┐                          (each arm under its own deadline; a failed or
+       ├─ episode full text┤                           late arm contributes nothing and is reported)
+       ├─ embed query ‖ scope stats ─► near ‖ far ‖ block
+       └─ profile, calibrated gate
+       ▼
+    hydrate the rows once (JSON.MGET) → source and exclusion filters → stage chain
+       (fuse → score → gate → autocut → count → seats) → rows, best first
+
+The stage chain is pure and type-checked (see ``_stages``); this module does the I/O around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import orjson
+
+from cpersona._arms import ScopeStats, ScopeStatsCache, vector_far, vector_near
+from cpersona._candidates import ArmName, ArmResult, ArmRow
+from cpersona._errors import InvalidRequest
+from cpersona._gate import gate_config
+from cpersona._isolation import ReadScope
+from cpersona._lexical import episode_fts, memory_keyword
+from cpersona._records import Source, format_time
+from cpersona._redis_conn import command, json_ops, redis_errors
+from cpersona._stages import Chain, RecallPlan, Retrieved, Seated, default_chain
+from cpersona._validate import as_bool, as_choice, as_int, as_str, as_str_list
+
+if TYPE_CHECKING:
+    from cpersona._fusion import Candidate, FusionMode
+    from cpersona._keys import Keys
+    from cpersona._policy import Policy
+    from cpersona._protocols import Embedder, Vector, VectorStore
+    from cpersona._redis_conn import RedisClient
+    from cpersona._settings import Settings
+
+__all__ = ["RecallRequest", "RecallResult", "RecallRow", "Recaller", "recall_request"]
+
+log = logging.getLogger("cpersona.recall")
+
+Order = Literal["best_first", "best_last"]
+_MODES: tuple[FusionMode, ...] = ("rrf", "rsf", "cascade")
+_ORDERS: tuple[Order, ...] = ("best_first", "best_last")
+_REQUEST_FIELDS = frozenset(
+    {
+        "agent_id", "query", "limit", "deep", "mode", "project_id", "channel", "source_id",
+        "exclude_contents", "full_content", "order", "policy", "header",
+    }
+)  # fmt: skip
+_MAX_QUERY = 4_000
+_MAX_EXCLUDES = 256
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallRequest:
+    scope: ReadScope
+    query: str
+    limit: int
+    deep: bool
+    mode: FusionMode
+    policy: str
+    exclude_contents: tuple[str, ...] = ()
+    full_content: bool = False
+    order: Order = "best_first"
+
+    @property
+    def blank(self) -> bool:
+        return not self.query.strip()
+
+
+def recall_request(
+    body: Mapping[str, Any], settings: Settings, policies: Mapping[str, Policy], *, max_limit: int
+) -> RecallRequest:
+    """Validate a recall request; every problem names its field."""
+    for key in body:
+        if key not in _REQUEST_FIELDS:
+            raise InvalidRequest(key, "is not a known field")
+    klen = settings.max_key_length
+    if "agent_id" not in body:
+        raise InvalidRequest("agent_id", "is required")
+    if "query" not in body:
+        raise InvalidRequest("query", "is required (an empty string asks for the newest records)")
+    policy_name = as_str(body.get("policy", settings.recall_policy), "policy", max_len=klen)
+    if policy_name not in policies:
+        raise InvalidRequest(
+            "policy", f"unknown policy {policy_name!r}; known: {', '.join(sorted(policies))}"
+        )
+    policy = policies[policy_name]
+    top = min(max_limit, policy.depth.max)
+    project = body.get("project_id")
+    channel = body.get("channel")
+    return RecallRequest(
+        scope=ReadScope(
+            agent_id=as_str(body["agent_id"], "agent_id", max_len=klen),
+            project_id=None if project is None else as_str(project, "project_id", max_len=klen),
+            channel=None if channel is None else as_str(channel, "channel", max_len=klen),
+            source_id=as_str(body.get("source_id", ""), "source_id", max_len=klen),
+        ),
+        query=as_str(body["query"], "query", max_len=_MAX_QUERY),
+        limit=as_int(body.get("limit", policy.limit.default), "limit", lo=0, hi=top),
+        deep=as_bool(body.get("deep", False), "deep"),
+        mode=as_choice(body.get("mode", settings.recall_mode), "mode", _MODES),
+        policy=policy_name,
+        exclude_contents=as_str_list(
+            body.get("exclude_contents", []),
+            "exclude_contents",
+            max_items=_MAX_EXCLUDES,
+            max_len=settings.max_content_length,
+        ),
+        full_content=as_bool(body.get("full_content", False), "full_content"),
+        order=as_choice(body.get("order", "best_first"), "order", _ORDERS),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallRow:
+    """One returned row. ``content`` is cut to the policy's preview length unless ``full_content``."""
+
+    ref: str | None
+    kind: Literal["memory", "episode", "profile"]
+    content: str
+    content_len: int
+    content_truncated: bool
+    msg_id: str
+    timestamp: float | None
+    source: Source | None
+    match_reason: Mapping[str, Any] | None
+    score: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ref": self.ref, "kind": self.kind, "content": self.content}
+        if self.content_truncated:
+            out["content_truncated"] = True
+            out["content_len"] = self.content_len
+        if self.msg_id:
+            out["id"] = self.msg_id
+        out["timestamp"] = None if self.timestamp is None else format_time(self.timestamp)
+        if self.source is not None:
+            out["source"] = dataclasses.asdict(self.source)
+        if self.score is not None:
+            out["score"] = self.score
+        if self.match_reason is not None:
+            out["match_reason"] = dict(self.match_reason)
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Degraded:
+    arm: str
+    status: str
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallResult:
+    """A recall's answer. ``final`` is the last stage set, from which the whole history can be read."""
+
+    rows: tuple[RecallRow, ...]
+    policy: Mapping[str, str]
+    limit: int
+    depth: int
+    mode: FusionMode
+    order: Order
+    degraded: tuple[Degraded, ...]
+    final: Seated
+    timing_ms: Mapping[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": True,
+            "policy": dict(self.policy),
+            "mode": self.mode,
+            "order": self.order,
+            "count": len(self.rows),
+            "rows": [r.to_json() for r in self.rows],
+        }
+        if self.depth != self.limit:
+            out["depth"] = self.depth
+        if self.degraded:
+            out["degraded"] = [dataclasses.asdict(d) for d in self.degraded]
+        return out
+
+
+ArmCall = Callable[[], Awaitable[ArmResult]]
+
+
+class Recaller:
+    """Runs recalls for one engine. Holds the backends and per-engine caches, nothing global."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        policies: Mapping[str, Policy],
+        redis: RedisClient,
+        keys: Keys,
+        vectors: VectorStore | None,
+        embedder: Embedder | None,
+        chain: Chain | None = None,
+    ) -> None:
+        self.settings = settings
+        self.policies = policies
+        self.redis = redis
+        self.keys = keys
+        self.vectors = vectors
+        self.embedder = embedder
+        self.chain = chain or default_chain()
+        self.stats = ScopeStatsCache()
+        # Tests and benchmarks wrap arms (e.g. to switch one off or slow it down); production leaves it.
+        self.arm_wrapper: Callable[[ArmName, ArmCall], ArmCall] | None = None
+
+    async def recall(self, req: RecallRequest) -> RecallResult:
+        started = time.perf_counter()
+        policy = self.policies[req.policy]
+        blank = req.blank
+        depth = req.limit
+        if req.mode != "cascade" and not blank:
+            floor = self.settings.recall_depth_floor
+            depth = min(policy.depth.max, max(req.limit, policy.depth.floor if floor is None else floor))
+        filtering = bool(req.scope.source_id or req.exclude_contents)
+        fetch = depth * 2 + 10 if filtering else depth
+        window = self.settings.max_memories or policy.vector.scan_window
+        reach = policy.vector.reach
+        with_episodes = not req.scope.source_id or bool(req.scope.channel)
+
+        results: dict[str, ArmResult] = {}
+        side: dict[str, Any] = {}
+
+        async def run_arm(name: ArmName, call: ArmCall) -> None:
+            wrapped = call if self.arm_wrapper is None else self.arm_wrapper(name, call)
+            t0 = time.perf_counter()
+            result: ArmResult
+            with anyio.move_on_after(self.settings.recall_arm_timeout_ms / 1000) as scope:
+                try:
+                    result = await wrapped()
+                except Exception as exc:
+                    log.warning("recall arm %s failed: %s", name, exc)
+                    result = ArmResult(name, status="error", detail=f"{type(exc).__name__}: {exc}")
+            if scope.cancelled_caught:
+                result = ArmResult(
+                    name,
+                    status="timeout",
+                    detail=f"no answer within {self.settings.recall_arm_timeout_ms:g} ms",
+                )
+            results[name] = dataclasses.replace(result, elapsed_ms=(time.perf_counter() - t0) * 1000)
+
+        async def vector_side() -> None:
+            vector: Vector | None = None
+            stats_box: list[ScopeStats] = []
+
+            async def embed() -> None:
+                nonlocal vector
+                if self.embedder is None or blank:
+                    return
+                try:
+                    vector = await self.embedder.embed_query(req.query)
+                except Exception as exc:
+                    log.warning("query embedding failed: %s", exc)
+                    side["embed_error"] = f"{type(exc).__name__}: {exc}"
+
+            async def stats() -> None:
+                stats_box.append(await self.stats.get(self.redis, self.keys, req.scope, window, reach))
+
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(embed)
+                inner.start_soon(stats)
+            side["stats"] = stats_box[0]
+            side["vector"] = vector
+            if vector is None or self.vectors is None:
+                return
+            threshold = side["threshold"] = await self._vector_threshold(req.scope.agent_id, policy)
+            floor = threshold if req.mode == "cascade" else threshold * policy.vector.rrf_threshold_factor
+            vectors, st = self.vectors, stats_box[0]
+            async with anyio.create_task_group() as inner:
+                near = functools.partial(vector_near, vectors, vector, req.scope, st)
+                near = functools.partial(near, fetch=fetch, floor=floor, with_episodes=with_episodes)
+                inner.start_soon(run_arm, "vector_near", near)
+                if reach > window:
+                    far_fetch = min(fetch, policy.vector.far_limit or depth)
+                    far = functools.partial(vector_far, vectors, vector, req.scope, st)
+                    far = functools.partial(far, fetch=far_fetch, floor=floor, with_episodes=with_episodes)
+                    inner.start_soon(run_arm, "vector_far", far)
+
+        async def profile() -> None:
+            async with redis_errors():
+                side["profile"] = await json_ops(self.redis).get(self.keys.profile(req.scope.agent_id))
+
+        async def calibration() -> None:
+            side["calibrated"] = await self._calibrated_gate(req.scope.agent_id)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                run_arm, "memory_keyword",
+                lambda: memory_keyword(self.redis, self.keys, req.scope, req.query, fetch),
+            )  # fmt: skip
+            if with_episodes:
+                tg.start_soon(
+                    run_arm,
+                    "episode_fts",
+                    lambda: episode_fts(self.redis, self.keys, req.scope, req.query, fetch),
+                )
+            tg.start_soon(vector_side)
+            tg.start_soon(profile)
+            tg.start_soon(calibration)
+        retrieved_at = time.perf_counter()
+
+        docs = await self._hydrate(results)
+        arms = {name: self._filter(res, docs, req, depth, policy) for name, res in results.items()}
+        vector: Vector | None = side.get("vector")
+        single = self._single_arm_refs(arms, docs, has_vector=vector is not None)
+        stats: ScopeStats = side["stats"]
+        threshold = side.get("threshold", policy.vector.min_similarity)
+        profile_doc = side.get("profile")
+        profile_ref = f"profile:{req.scope.agent_id}" if profile_doc else None
+        rules = policy.score_adjust
+        boundary = await self._episode_boundary(req.scope) if rules.episode_penalty else None
+        anchor = time.time()
+        if rules.prior_age_rate > 0 and rules.prior_age_anchor == "newest":
+            anchor = await self._newest_memory_time(req.scope) or anchor
+        retrieved = Retrieved(
+            arms=arms,
+            profile_ref=profile_ref,
+            single_arm_refs=single,
+            created_at={ref: float(d.get("created_at", 0.0)) for ref, d in docs.items()},
+            timestamps={ref: float(d["ts"]) for ref, d in docs.items() if "ts" in d},
+            episode_boundary=boundary,
+            prior_anchor=anchor,
+        )
+        plan = RecallPlan(
+            policy=policy,
+            mode=req.mode,
+            limit=req.limit,
+            depth=depth,
+            gate=gate_config(
+                stats.pool,
+                policy.gate,
+                deep=req.deep,
+                calibrated=side.get("calibrated"),
+                rrf_k=policy.fusion.rrf_k,
+                blank_query=blank,
+            ),
+            blank_query=blank,
+            vector_threshold=threshold,
+        )
+        final, stage_ms = self.chain.run(retrieved, plan)
+        rows = self._render(final, docs, profile_doc, req, policy)
+        degraded = tuple(Degraded(r.arm, r.status, r.detail) for r in results.values() if r.status != "ok")
+        if "embed_error" in side:
+            degraded = (Degraded("embedding", "error", side["embed_error"]), *degraded)
+        done = time.perf_counter()
+        timing = {
+            "retrieve": (retrieved_at - started) * 1000,
+            **stage_ms,
+            "total": (done - started) * 1000,
+        }
+        return RecallResult(
+            rows=rows,
+            policy={"scoring": policy.scoring, "process": policy.name},
+            limit=req.limit,
+            depth=depth,
+            mode=req.mode,
+            order=req.order,
+            degraded=degraded,
+            final=final,
+            timing_ms=timing,
+        )
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    async def _vector_threshold(self, agent_id: str, policy: Policy) -> float:
+        calibrated = await self._calibrated_gate(agent_id)
+        return calibrated if calibrated is not None else policy.vector.min_similarity
+
+    async def _calibrated_gate(self, agent_id: str) -> float | None:
+        async with redis_errors():
+            doc = await json_ops(self.redis).get(self.keys.calibration(agent_id))
+        if not doc or not doc.get("selected"):
+            return None
+        value = doc.get("threshold")
+        return float(value) if isinstance(value, int | float) else None
+
+    async def _hydrate(self, results: Mapping[str, ArmResult]) -> dict[str, dict[str, Any]]:
+        refs = list(dict.fromkeys(row.ref for res in results.values() for row in res.rows))
+        if not refs:
+            return {}
+        keys = [self.keys.memory(r[4:]) if r.startswith("mem:") else self.keys.episode(r[3:]) for r in refs]
+        async with redis_errors():
+            found = await json_ops(self.redis).mget(keys, "$")
+        return {ref: doc[0] for ref, doc in zip(refs, found, strict=True) if doc}
+
+    def _filter(
+        self,
+        result: ArmResult,
+        docs: Mapping[str, Mapping[str, Any]],
+        req: RecallRequest,
+        depth: int,
+        policy: Policy,
+    ) -> ArmResult:
+        """Drop rows deleted since, outside the source filter, or excluded; re-rank; cut to the depth.
+        The block arm's list is kept at its own length (it feeds seats, not fusion)."""
+        excludes = [e.strip().lower() for e in req.exclude_contents]
+        keep: list[ArmRow] = []
+        cap = depth if result.arm != "block" else len(result.rows)
+        for row in result.rows:
+            doc = docs.get(row.ref)
+            if doc is None or not self._visible(row.ref, doc, req.scope):
+                continue
+            if excludes and _excluded(_text_of(row.ref, doc), excludes, policy.exclude.prefix_min_chars):
+                continue
+            keep.append(dataclasses.replace(row, rank=len(keep)))
+            if len(keep) >= cap:
+                break
+        return dataclasses.replace(result, rows=tuple(keep))
+
+    @staticmethod
+    def _visible(ref: str, doc: Mapping[str, Any], scope: ReadScope) -> bool:
+        if not scope.source_id:
+            return True
+        if ref.startswith("ep:"):
+            return bool(scope.channel)  # episodes have no source: seen only when a channel is set
+        src = doc.get("source") or {}
+        return scope.sees_source(str(src.get("id", "")))
+
+    @staticmethod
+    def _single_arm_refs(
+        arms: Mapping[str, ArmResult], docs: Mapping[str, Mapping[str, Any]], *, has_vector: bool
+    ) -> frozenset[str]:
+        lexical = [arms[n] for n in ("episode_fts", "memory_keyword") if n in arms]
+        if not has_vector:
+            return frozenset(row.ref for res in lexical for row in res.rows)
+        return frozenset(
+            res.rows[0].ref
+            for res in lexical
+            if res.rows and not docs.get(res.rows[0].ref, {}).get("embedded", False)
+        )
+
+    async def _episode_boundary(self, scope: ReadScope) -> float | None:
+        query = ReadScope(scope.agent_id, scope.project_id, scope.channel).redis_query(with_source=False)
+        async with redis_errors():
+            reply = await command(
+                self.redis, "FT.SEARCH", self.keys.episode_index, query, "SORTBY", "seq", "DESC",
+                "LIMIT", 0, 1, "DIALECT", 2,
+            )  # fmt: skip
+        if int(reply[0]) == 0:
+            return None
+        doc = _reply_doc(reply)
+        return None if doc is None else float(doc.get("created_at", 0.0))
+
+    async def _newest_memory_time(self, scope: ReadScope) -> float | None:
+        query = ReadScope(scope.agent_id, scope.project_id, scope.channel).redis_query(with_source=False)
+        async with redis_errors():
+            reply = await command(
+                self.redis, "FT.SEARCH", self.keys.memory_index, query, "SORTBY", "ts", "DESC",
+                "LIMIT", 0, 1, "RETURN", 1, "ts", "DIALECT", 2,
+            )  # fmt: skip
+        if int(reply[0]) == 0 or len(reply) < 3:
+            return None
+        fields = reply[2]
+        pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+        value = pairs.get(b"ts")
+        return None if value is None else float(value)
+
+    def _render(
+        self,
+        final: Seated,
+        docs: Mapping[str, Mapping[str, Any]],
+        profile_doc: Mapping[str, Any] | None,
+        req: RecallRequest,
+        policy: Policy,
+    ) -> tuple[RecallRow, ...]:
+        preview = None if req.full_content else policy.render.preview_chars
+        rows: list[RecallRow] = []
+        for cand in final.rows:
+            if cand.kind == "profile":
+                if profile_doc is not None:
+                    rows.append(_profile_row(profile_doc, preview))
+                continue
+            doc = docs.get(cand.ref)
+            if doc is None:
+                continue
+            rows.append(_row(cand.ref, doc, preview, _match_reason(cand), cand.fused))
+        for seat in final.seats:
+            doc = docs.get(seat.ref)
+            if doc is None:
+                continue
+            reason = {
+                "signal": "block", "admission": "reservation", "order": "vector",
+                "block": seat.row.block_index, "cosine": seat.row.raw,
+            }  # fmt: skip
+            rows.append(_row(seat.ref, doc, preview, reason, None))
+        if req.order == "best_last":
+            rows.reverse()
+        return tuple(rows)
+
+
+def _match_reason(cand: Candidate) -> dict[str, Any] | None:
+    if cand.rsf is not None:
+        reason: dict[str, Any] = {"signal": "rsf", "score": cand.rsf}
+    elif cand.cosine is not None:
+        reason = {"signal": "cosine", "score": cand.cosine}
+    elif cand.rrf is not None:
+        reason = {"signal": "rrf", "score": cand.rrf}
+    else:
+        return None
+    if cand.cosine is not None:
+        reason["cosine"] = cand.cosine
+    if cand.rrf is not None:
+        reason["rrf"] = cand.rrf
+    if cand.rsf is not None:
+        reason["rsf"] = cand.rsf
+    return reason
+
+
+def _text_of(ref: str, doc: Mapping[str, Any]) -> str:
+    return str(doc.get("content") if ref.startswith("mem:") else doc.get("summary", ""))
+
+
+def _excluded(text: str, excludes: Sequence[str], prefix_min: int) -> bool:
+    norm = text.strip().lower()
+    for entry in excludes:
+        if len(entry) >= prefix_min:
+            if norm.startswith(entry) or entry.startswith(norm):
+                return True
+        elif norm == entry:
+            return True
+    return False
+
+
+def _cut(text: str, preview: int | None) -> tuple[str, bool]:
+    if preview is None or len(text) <= preview:
+        return text, False
+    return text[:preview], True
+
+
+def _row(
+    ref: str,
+    doc: Mapping[str, Any],
+    preview: int | None,
+    reason: Mapping[str, Any] | None,
+    score: float | None,
+) -> RecallRow:
+    if ref.startswith("mem:"):
+        text = str(doc["content"])
+        src = doc.get("source") or {}
+        source: Source | None = Source(src.get("type", "Agent"), src.get("id", ""), src.get("name", ""))
+        kind: Literal["memory", "episode"] = "memory"
+        msg_id = str(doc.get("msg_id", ""))
+    else:
+        text = "[Episode] " + str(doc["summary"])
+        source, kind, msg_id = None, "episode", ""
+    content, truncated = _cut(text, preview)
+    return RecallRow(
+        ref=ref, kind=kind, content=content, content_len=len(text), content_truncated=truncated,
+        msg_id=msg_id, timestamp=float(doc["ts"]), source=source, match_reason=reason, score=score,
+    )  # fmt: skip
+
+
+def _profile_row(doc: Mapping[str, Any], preview: int | None) -> RecallRow:
+    text = "[Profile] " + str(doc["content"])
+    content, truncated = _cut(text, preview)
+    return RecallRow(
+        ref=None, kind="profile", content=content, content_len=len(text), content_truncated=truncated,
+        msg_id="", timestamp=None, source=None, match_reason=None, score=None,
+    )  # fmt: skip
+
+
+def _reply_doc(reply: Sequence[Any]) -> dict[str, Any] | None:
+    if len(reply) < 3:
+        return None
+    fields = reply[2]
+    pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+    raw = pairs.get(b"$", pairs.get("$"))
+    return None if raw is None else dict(orjson.loads(raw))

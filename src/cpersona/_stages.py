@@ -1,0 +1,238 @@
+"""The recall stages after the arms: typed steps over frozen candidate sets, checked when wired.
+
+Each stage declares the set type it takes and the set type it returns. :class:`Chain` checks every edge
+when it is built and refuses a mis-wired chain with a :class:`~cpersona.GraphError` naming both stages,
+before any I/O happens. Each set keeps a reference to the set it was made from, so the whole history of a
+recall — what each arm found, what fusion scored, what the gate refused, what the count cut — can be read
+back from the last set without anything having been copied or re-run.
+
+::
+
+    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─count─► Counted ─seats─► Seated
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from cpersona._errors import GraphError
+from cpersona._fusion import Candidate, FusionMode, cascade, rrf, rsf
+from cpersona._gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from cpersona._candidates import ArmResult, ArmRow
+    from cpersona._policy import Policy
+
+__all__ = [
+    "Chain",
+    "Counted",
+    "Gated",
+    "Ranked",
+    "RecallPlan",
+    "Retrieved",
+    "Seat",
+    "Seated",
+    "Stage",
+    "default_chain",
+]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallPlan:
+    """What every stage of one recall may consult: the policy and the request's resolved choices."""
+
+    policy: Policy
+    mode: FusionMode
+    limit: int
+    depth: int
+    gate: GateConfig
+    blank_query: bool
+    vector_threshold: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retrieved:
+    """The arms' lists (filtered for source and exclusions, re-ranked, cut to the depth) and what
+    fusion and scoring need to know about their rows."""
+
+    arms: Mapping[str, ArmResult]
+    profile_ref: str | None
+    single_arm_refs: frozenset[str]
+    created_at: Mapping[str, float]
+    timestamps: Mapping[str, float]
+    episode_boundary: float | None
+    prior_anchor: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ranked:
+    rows: tuple[Candidate, ...]
+    source: Retrieved
+    fused: tuple[Candidate, ...] = ()
+    penalty: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    prior: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gated:
+    rows: tuple[Candidate, ...]
+    decisions: tuple[Decision, ...]
+    source: Ranked
+    autocut_fired: bool = False
+    autocut_dropped: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counted:
+    rows: tuple[Candidate, ...]
+    before_cut: tuple[str, ...]
+    cut_by_count: tuple[str, ...]
+    source: Gated
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seat:
+    ref: str
+    kind: Literal["block"]
+    row: ArmRow
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seated:
+    rows: tuple[Candidate, ...]
+    seats: tuple[Seat, ...]
+    source: Counted
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stage(Generic[In, Out]):
+    """One typed step. ``run`` is pure: it returns a new set and leaves its input as it was."""
+
+    name: str
+    takes: type[In]
+    gives: type[Out]
+    run: Callable[[In, RecallPlan], Out]
+
+
+class Chain:
+    """An ordered, type-checked list of stages."""
+
+    def __init__(self, stages: Sequence[Stage[Any, Any]], *, takes: type[Any], gives: type[Any]) -> None:
+        if not stages:
+            raise GraphError("a chain needs at least one stage")
+        if stages[0].takes is not takes:
+            raise GraphError(
+                f"the chain takes {takes.__name__} but {stages[0].name} takes {stages[0].takes.__name__}"
+            )
+        for before, after in itertools.pairwise(stages):
+            if before.gives is not after.takes:
+                gives_name, takes_name = before.gives.__name__, after.takes.__name__
+                raise GraphError(f"{before.name} gives {gives_name} but {after.name} takes {takes_name}")
+        last = stages[-1]
+        if last.gives is not gives:
+            raise GraphError(f"the chain gives {gives.__name__} but {last.name} gives {last.gives.__name__}")
+        self.stages = tuple(stages)
+
+    def run(self, data: Any, plan: RecallPlan) -> tuple[Any, dict[str, float]]:
+        """Run every stage; return the last set and each stage's time in milliseconds."""
+        timing: dict[str, float] = {}
+        for stage in self.stages:
+            start = time.perf_counter()
+            data = stage.run(data, plan)
+            timing[stage.name] = (time.perf_counter() - start) * 1000
+        return data, timing
+
+
+# ----------------------------------------------------------------------------------------------- stages
+
+
+def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
+    policy = plan.policy
+    if plan.mode == "cascade" or plan.blank_query:
+        rows = cascade(
+            data.arms, limit=plan.limit, vector_threshold=plan.vector_threshold, profile_ref=data.profile_ref
+        )
+    elif plan.mode == "rsf":
+        rows = rsf(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
+    else:
+        rows = rrf(
+            data.arms,
+            k=policy.fusion.rrf_k,
+            far_weight=policy.vector.far_weight,
+            profile_ref=data.profile_ref,
+            single_arm_refs=data.single_arm_refs,
+        )
+    return Ranked(rows=rows, source=data, fused=rows)
+
+
+def _score(data: Ranked, plan: RecallPlan) -> Ranked:
+    rules = plan.policy.score_adjust
+    rows = data.rows
+    penalty: Mapping[str, float] = {}
+    weights: Mapping[str, float] = {}
+    if rules.episode_penalty:
+        rows, penalty = episode_penalty(rows, data.source.created_at, data.source.episode_boundary, rules)
+    rows, weights = prior(rows, data.source.timestamps, data.source.prior_anchor, rules)
+    return dataclasses.replace(data, rows=rows, penalty=penalty, prior=weights)
+
+
+def _gate(data: Ranked, plan: RecallPlan) -> Gated:
+    decisions = tuple(decide(row, plan.gate, plan.policy.gate) for row in data.rows)
+    passed = tuple(row for row, d in zip(data.rows, decisions, strict=True) if d.passed)
+    return Gated(rows=passed, decisions=decisions, source=data)
+
+
+def _autocut(data: Gated, plan: RecallPlan) -> Gated:
+    cut_at, dropped = autocut(data.rows, plan.policy.autocut)
+    if cut_at is None:
+        return data
+    gone = set(dropped)
+    return dataclasses.replace(
+        data,
+        rows=tuple(r for r in data.rows if r.ref not in gone),
+        autocut_fired=True,
+        autocut_dropped=dropped,
+    )
+
+
+def _count(data: Gated, plan: RecallPlan) -> Counted:
+    before = tuple(r.ref for r in data.rows)
+    return Counted(
+        rows=data.rows[: plan.limit], before_cut=before, cut_by_count=before[plan.limit :], source=data
+    )
+
+
+def _seats(data: Counted, plan: RecallPlan) -> Seated:
+    retrieved = data.source.source.source
+    block = retrieved.arms.get("block")
+    seats: list[Seat] = []
+    if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:
+        returned = {r.ref for r in data.rows}
+        for row in block.rows:
+            if len(seats) >= plan.policy.seats.block:
+                break
+            if row.ref not in returned:
+                seats.append(Seat(row.ref, "block", row))
+                returned.add(row.ref)
+    return Seated(rows=data.rows, seats=tuple(seats), source=data)
+
+
+FUSE: Stage[Retrieved, Ranked] = Stage("fuse", Retrieved, Ranked, _fuse)
+SCORE: Stage[Ranked, Ranked] = Stage("score", Ranked, Ranked, _score)
+GATE: Stage[Ranked, Gated] = Stage("gate", Ranked, Gated, _gate)
+AUTOCUT: Stage[Gated, Gated] = Stage("autocut", Gated, Gated, _autocut)
+COUNT: Stage[Gated, Counted] = Stage("count", Gated, Counted, _count)
+SEATS: Stage[Counted, Seated] = Stage("seats", Counted, Seated, _seats)
+
+
+def default_chain() -> Chain:
+    """The single-pass chain: fuse, score, gate, autocut, count, seats."""
+    return Chain([FUSE, SCORE, GATE, AUTOCUT, COUNT, SEATS], takes=Retrieved, gives=Seated)
