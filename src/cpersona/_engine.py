@@ -40,6 +40,7 @@ from cpersona._isolation import ReadScope
 from cpersona._keys import Keys
 from cpersona._policy import load_policies
 from cpersona._protocols import Embedder, VectorPoint, VectorStore
+from cpersona._recall import Recaller, recall_request
 from cpersona._records import (
     EpisodeRecord,
     Fidelity,
@@ -57,7 +58,7 @@ from cpersona._validate import as_int, as_str, clean_text
 from cpersona._vectors import open_vector_store
 
 if TYPE_CHECKING:
-    from cpersona._recall import Recaller, RecallResult
+    from cpersona._recall import RecallResult
     from cpersona._redis_conn import RedisClient
 
 __all__ = ["Engine", "open"]
@@ -132,8 +133,6 @@ class Engine:
                 vectors = await open_vector_store(self.settings, "records", embedder.dim)
                 stack.push_async_callback(vectors.aclose)
             self._backends = _Backends(client, bind_documents(client, self.keys), vectors, embedder, info)
-            from cpersona._recall import Recaller
-
             self._recaller = Recaller(
                 settings=self.settings,
                 policies=self.policies,
@@ -198,15 +197,14 @@ class Engine:
         assert self._recaller is not None
         return self._recaller
 
-    async def recall(self, query: object, **fields: Any) -> RecallResult:
+    async def recall(self, query: object, *, limit_cap: int | None = None, **fields: Any) -> RecallResult:
         """Recall the rows that answer ``query`` (``agent_id`` required; see ``POST /v1/recall/query``).
 
-        Library callers may ask for up to ``CPERSONA_RECALL_MAX_LIMIT`` rows; HTTP caps ``limit`` at 100.
+        ``limit`` may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``, which the HTTP edge sets
+        to 100); past it the request is refused, not clamped.
         """
-        from cpersona._recall import recall_request
-
-        max_limit = fields.pop("_max_limit", self.settings.recall_max_limit)
-        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=max_limit)
+        cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
+        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
         return await self.recaller.recall(req)
 
     # ------------------------------------------------------------------ memories

@@ -72,6 +72,8 @@ __all__ = [
 log = logging.getLogger("cpersona.http")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# The recall operations seed caps a request's limit at 100 rows; library callers may ask for more.
+HTTP_MAX_LIMIT = 100
 """The largest request body the app reads (the Cerememory server's cap); larger bodies get a 413."""
 
 # Bodies above this size are parsed in a worker thread: orjson holds the event loop for about a
@@ -432,7 +434,14 @@ def _body_handlers(max_body_bytes: int) -> dict[str, _Handler]:
         record = await _engine(request).update_profile(request.path_params["agent_id"], profile)
         return _ok({"profile": record_to_json(record)})
 
+    async def recall_query(request: Request) -> Response:
+        body = await body_of(request)
+        query, rest = _split(body, "query", reserved=("limit_cap",))
+        result = await _engine(request).recall(query, limit_cap=HTTP_MAX_LIMIT, **rest)
+        return ORJSONResponse(result.to_json())
+
     return {
+        "recall_query": recall_query,
         "encode": encode,
         "encode_batch": encode_batch,
         "encode_raw": encode_raw,
@@ -526,6 +535,7 @@ def create_app(settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> S
         Route("/v1/records/{ref}", _delete_record, methods=["DELETE"]),
         Route("/v1/agents/{agent_id:path}", _delete_agent, methods=["DELETE"]),
         Route("/v1/introspect/stats", _stats, methods=["GET"]),
+        Route("/v1/recall/query", body["recall_query"], methods=["POST"]),
     ]
     return Starlette(
         routes=routes,
@@ -903,6 +913,53 @@ def _schemas() -> dict[str, Any]:
                 "vectors": {"type": ["integer", "null"], "description": "null without an embedder"},
             },
         },
+        "RecallRequest": _obj(
+            {
+                "agent_id": _str("The agent whose memory is searched (exact)"),
+                "query": _str("The question; an empty string lists the newest records"),
+                "limit": {"type": "integer", "minimum": 0, "maximum": 100, "default": 10},
+                "deep": {"type": "boolean", "default": False, "description": "Halve the gate's thresholds"},
+                "mode": {"type": "string", "enum": ["rrf", "rsf", "cascade"], "description": "Fusion mode"},
+                "project_id": _str("Project X sees X and the global pool ''; '' sees only the pool"),
+                "channel": _str("Channel X sees X and the global pool ''"),
+                "source_id": _str("Exact source id, or a prefix when it ends in a non-alphanumeric"),
+                "exclude_contents": {"type": "array", "items": {"type": "string"}},
+                "full_content": {"type": "boolean", "default": False, "description": "No 500-char preview"},
+                "order": {"type": "string", "enum": ["best_first", "best_last"], "default": "best_first"},
+                "policy": _str("The recall policy to run (a file in stages/)", default="single-pass-v0"),
+                "header": {"type": "object", "description": "Accepted and ignored"},
+            },
+            ("agent_id", "query"),
+        ),
+        "RecallRow": _obj(
+            {
+                "ref": {"type": ["string", "null"], "description": "null for the profile row"},
+                "kind": {"type": "string", "enum": ["memory", "episode", "profile"]},
+                "content": {"type": "string"},
+                "content_truncated": {"type": "boolean"},
+                "content_len": {"type": "integer"},
+                "id": _str("The caller's id of the memory"),
+                "timestamp": {"type": ["string", "null"], "format": "date-time"},
+                "source": {"type": "object"},
+                "score": {"type": "number", "description": "The fused score"},
+                "match_reason": {
+                    "type": "object",
+                    "description": "signal (cosine | rrf | rsf | block), score, and the scores it carries",
+                },
+            }
+        ),
+        "RecallResult": _obj(
+            {
+                "ok": ok,
+                "policy": _obj({"scoring": {"type": "string"}, "process": {"type": "string"}}),
+                "mode": {"type": "string"},
+                "order": {"type": "string"},
+                "count": {"type": "integer"},
+                "rows": {"type": "array", "items": _ref("RecallRow")},
+                "depth": {"type": "integer", "description": "Rows per arm, when it differs from limit"},
+                "degraded": {"type": "array", "items": {"type": "object"}},
+            }
+        ),
         "Health": {
             "type": "object",
             "properties": {
@@ -1053,6 +1110,17 @@ def openapi_document() -> dict[str, Any]:
                         "confirm", "query", "Must be 'true'; otherwise 400 FORGET_UNCONFIRMED", required=True
                     ),
                 ],
+            )
+        },
+        "/v1/recall/query": {
+            "post": _op(
+                "Recall the rows that answer a question (recall.query, policy single-pass-v0)",
+                _ref("RecallResult"),
+                body=_ref("RecallRequest"),
+                errors=(400, 503),
+                description="Rows come back best first (`order: best_last` gives CPersona's order, best row "
+                "last). Each row says why it is there in `match_reason`. An arm that fails or misses its "
+                "deadline contributes nothing and is named in `degraded`; the recall still answers.",
             )
         },
         "/v1/introspect/stats": {
