@@ -102,6 +102,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("ref", help="mem:<uuid>, ep:<uuid> or raw:<uuid>")
     p.add_argument("--agent", required=True, help="the owning agent")
 
+    p = sub.add_parser("recall", parents=[common], help="recall the rows that answer a question")
+    p.add_argument("question", help="the question (an empty string lists the newest records)")
+    p.add_argument("--agent", required=True, help="agent id")
+    p.add_argument("--project", help="project id (sees the project and the global pool)")
+    p.add_argument("--channel", help="channel (sees the channel and the global pool)")
+    p.add_argument("--source", help="source id, or a prefix when it ends in a non-alphanumeric")
+    p.add_argument("--limit", type=int, default=10, help="rows to return (default 10)")
+    p.add_argument("--mode", choices=("rrf", "rsf", "cascade"), help="fusion mode (CPERSONA_RECALL_MODE)")
+    p.add_argument("--deep", action="store_true", help="halve the gate's thresholds")
+    p.add_argument("--full", action="store_true", help="whole contents, not 500-character previews")
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+
     p = sub.add_parser("forget", parents=[common], help="delete all data of one agent")
     p.add_argument("--agent", required=True, help="agent id")
     p.add_argument("--yes", action="store_true", help="confirm the deletion")
@@ -179,6 +191,36 @@ async def _stats(engine: Engine, args: argparse.Namespace) -> int:
 async def _get(engine: Engine, args: argparse.Namespace) -> int:
     record = await engine.get(args.ref, agent_id=args.agent)
     print(orjson.dumps(record_to_json(record), option=orjson.OPT_INDENT_2).decode())
+    return EXIT_OK
+
+
+async def _recall(engine: Engine, args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"agent_id": args.agent, "limit": args.limit, "deep": args.deep}
+    for name, value in (
+        ("project_id", args.project),
+        ("channel", args.channel),
+        ("source_id", args.source),
+        ("mode", args.mode),
+    ):
+        if value is not None:
+            fields[name] = value
+    result = await engine.recall(args.question, full_content=args.full, **fields)
+    if args.json:
+        print(orjson.dumps(result.to_json()).decode())
+        return EXIT_OK
+    print(f"{len(result.rows)} row(s), policy {result.policy['process']}, mode {result.mode}")
+    for degraded in result.degraded:
+        print(f"degraded: {degraded.arm} {degraded.status} ({degraded.detail})", file=sys.stderr)
+    width = max((len(str(r.ref)) for r in result.rows), default=3)
+    for n, row in enumerate(result.rows, 1):
+        reason = row.match_reason or {}
+        signal = str(reason.get("signal", "-"))
+        score = reason.get("score", reason.get("cosine"))
+        shown = "" if score is None else f"{score:.4f}"
+        text = " ".join(row.content.split())
+        if len(text) > 100:
+            text = text[:99] + "…"
+        print(f"{n:>3}  {row.ref!s:<{width}}  {signal:<6} {shown:>7}  {text}")
     return EXIT_OK
 
 
@@ -325,6 +367,7 @@ _COMMANDS: dict[str, _Command] = {
     "stats": _stats,
     "get": _get,
     "forget": _forget,
+    "recall": _recall,
 }
 
 
