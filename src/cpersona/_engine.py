@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import orjson
 
+from cpersona._calibrate import GATE_CHOICES, PRECISIONS, calibrate, select_gate
 from cpersona._documents import (
     DocumentModels,
     bind_documents,
@@ -54,7 +55,7 @@ from cpersona._redis_conn import close_redis, command, connect_redis, json_ops, 
 from cpersona._redis_server import DataDirLock, EmbeddedRedis
 from cpersona._results import BatchResult, DeleteResult, StoreResult
 from cpersona._settings import Settings
-from cpersona._validate import as_int, as_str, clean_text
+from cpersona._validate import as_choice, as_int, as_str, clean_text
 from cpersona._vectors import open_vector_store
 
 if TYPE_CHECKING:
@@ -206,6 +207,20 @@ class Engine:
         cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
         req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
         return await self.recaller.recall(req)
+
+    async def calibrate(self, agent_id: object, *, precision: object = "balanced") -> dict[str, Any]:
+        """Calibrate the agent's gate from its own memories (deterministic), store it and select it."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        level = as_choice(precision, "precision", PRECISIONS)
+        policy = self.policies[self.settings.recall_policy]
+        b = self._b
+        return await calibrate(b.redis, self.keys, b.embedder, policy, agent, level)
+
+    async def select_gate(self, agent_id: object, gate: object) -> dict[str, Any]:
+        """Choose the agent's gate: ``calibrated`` (needs a calibration) or ``heuristic``."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        choice = as_choice(gate, "gate", GATE_CHOICES)
+        return await select_gate(self._b.redis, self.keys, agent, choice)
 
     # ------------------------------------------------------------------ memories
 
@@ -711,7 +726,7 @@ class Engine:
                         batch = []
                 if batch:
                     await b.redis.delete(*batch)
-            await b.redis.delete(self.keys.profile(agent))
+            await b.redis.delete(self.keys.profile(agent), self.keys.calibration(agent))
         if b.vectors is not None:
             await b.vectors.delete_where(ReadScope(agent).vector_filter())
         self.recaller.stats.forget(agent)

@@ -440,7 +440,28 @@ def _body_handlers(max_body_bytes: int) -> dict[str, _Handler]:
         result = await _engine(request).recall(query, limit_cap=HTTP_MAX_LIMIT, **rest)
         return ORJSONResponse(result.to_json())
 
+    async def calibrate(request: Request) -> Response:
+        body = await body_of(request)
+        for key in body:
+            if key not in ("agent_id", "precision", "header"):
+                raise InvalidRequest(key, "is not a known field")
+        agent_id, rest = _split(body, "agent_id")
+        doc = await _engine(request).calibrate(agent_id, precision=rest.get("precision", "balanced"))
+        return _ok({"calibration": doc})
+
+    async def select_gate(request: Request) -> Response:
+        body = await body_of(request)
+        for key in body:
+            if key not in ("agent_id", "gate", "header"):
+                raise InvalidRequest(key, "is not a known field")
+        agent_id, rest = _split(body, "agent_id")
+        if "gate" not in rest:
+            raise InvalidRequest("gate", "is required: calibrated or heuristic")
+        return _ok(await _engine(request).select_gate(agent_id, rest["gate"]))
+
     return {
+        "calibrate": calibrate,
+        "select_gate": select_gate,
         "recall_query": recall_query,
         "encode": encode,
         "encode_batch": encode_batch,
@@ -536,6 +557,8 @@ def create_app(settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> S
         Route("/v1/agents/{agent_id:path}", _delete_agent, methods=["DELETE"]),
         Route("/v1/introspect/stats", _stats, methods=["GET"]),
         Route("/v1/recall/query", body["recall_query"], methods=["POST"]),
+        Route("/v1/recall/calibrate", body["calibrate"], methods=["POST"]),
+        Route("/v1/recall/gate", body["select_gate"], methods=["PUT"]),
     ]
     return Starlette(
         routes=routes,
@@ -1121,6 +1144,36 @@ def openapi_document() -> dict[str, Any]:
                 description="Rows come back best first (`order: best_last` gives CPersona's order, best row "
                 "last). Each row says why it is there in `match_reason`. An arm that fails or misses its "
                 "deadline contributes nothing and is named in `degraded`; the recall still answers.",
+            )
+        },
+        "/v1/recall/calibrate": {
+            "post": _op(
+                "Calibrate the agent's gate from its own memories (deterministic) and select it",
+                {"type": "object"},
+                body=_obj(
+                    {
+                        "agent_id": _str("The agent"),
+                        "precision": {"type": "string", "enum": ["strict", "balanced", "lenient"]},
+                        "header": {"type": "object"},
+                    },
+                    ("agent_id",),
+                ),
+                errors=(400, 503),
+            )
+        },
+        "/v1/recall/gate": {
+            "put": _op(
+                "Select the agent's gate: calibrated or heuristic",
+                {"type": "object"},
+                body=_obj(
+                    {
+                        "agent_id": _str("The agent"),
+                        "gate": {"type": "string", "enum": ["calibrated", "heuristic"]},
+                        "header": {"type": "object"},
+                    },
+                    ("agent_id", "gate"),
+                ),
+                errors=(400, 503),
             )
         },
         "/v1/introspect/stats": {
