@@ -37,7 +37,8 @@ class VectorPoint:
     """One vector with the payload the search filters need.
 
     ``id`` is the record's UUID string (for blocks: a UUID derived from the parent and the block index).
-    ``parent`` is the owning record's UUID for a block, else the same as ``id``.
+    ``parent`` is the owning record's UUID for a block, else the same as ``id`` (left empty, the adapters
+    store ``id``).
     """
 
     id: str
@@ -57,8 +58,8 @@ class VectorFilter:
     """A search restriction. Every field that is not ``None`` must match.
 
     ``project_ids`` and ``channels`` are sets of accepted values (the caller adds the global pool ``''``
-    itself: isolation rules live in the engine, not in the adapters). Ranges are inclusive on ``min_*``
-    and exclusive on ``max_*``.
+    itself: isolation rules live in the engine, not in the adapters). An empty tuple accepts nothing, so
+    the filter matches no point. Ranges are inclusive on ``min_*`` and exclusive on ``max_*``.
     """
 
     agent_id: str
@@ -94,7 +95,11 @@ class VectorStore(Protocol):
         ...
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        """Insert or replace points. Durable when it returns."""
+        """Insert or replace points. Durable when it returns.
+
+        Every point is checked first (UUID id, vector of the collection's dimension, finite, not all
+        zeros); a bad one raises ``ValueError`` and nothing of the batch is written.
+        """
         ...
 
     async def delete(self, ids: Sequence[str]) -> None:
@@ -106,11 +111,15 @@ class VectorStore(Protocol):
         ...
 
     async def search(self, vector: Vector, flt: VectorFilter, limit: int) -> list[VectorHit]:
-        """The ``limit`` nearest points that match ``flt``, best first (ties: lower ``seq`` first)."""
+        """The ``limit`` nearest points that match ``flt``, best first.
+
+        Equal scores order by lower ``seq``, then lower ``block_index``, then id, so every adapter
+        returns the same list for the same data.
+        """
         ...
 
     async def existing(self, ids: Sequence[str]) -> set[str]:
-        """Which of these ids have a point."""
+        """Which of these ids have a point, in canonical (lowercase, hyphenated) UUID form."""
         ...
 
     async def count(self, flt: VectorFilter) -> int:
