@@ -1,0 +1,594 @@
+"""The quality benchmark command: every selected system on the same LoCoMo data, one report.
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.quality locomo [--systems bm25,dense,rrf,cpersona] [--quick]
+                                                  [--k 20] [--data PATH]
+
+It loads LoCoMo (:mod:`.locomo`), warms the embedding cache (:mod:`.embed_cache`), indexes each
+conversation in every system (:mod:`.systems`), asks every non-adversarial question of its own
+conversation, scores the answers (:mod:`.metrics`) and writes ``benchmarks/results/quality_locomo.md``
+and ``quality_locomo_recall.png`` (``--quick``, one conversation, writes ``quality_locomo_quick.*`` so a
+smoke run never overwrites the full figures). Before the report it checks that the dense system, seen
+through the harness, ranks exactly as a direct cosine computation over the same vectors does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+from tqdm import tqdm
+
+from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
+from benchmarks.quality.locomo import (
+    CATEGORY_NAMES,
+    DEFAULT_DATA,
+    RECALL_CATEGORIES,
+    REPO_ROOT,
+    LoCoMo,
+    Question,
+    load_locomo,
+)
+from benchmarks.quality.metrics import macro_average, recall_curve, score_question
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from benchmarks.quality.systems import RetrievalSystem
+
+RESULTS_DIR: Final = REPO_ROOT / "benchmarks" / "results"
+ALL_SYSTEMS: Final = ("bm25", "dense", "rrf", "cpersona")
+TURN_KS: Final = (1, 5, 10, 20)
+EPISODE_KS: Final = (1, 3, 5, 10)
+
+# Reference figures measured on this kind of machine with the same embedder
+# (../shared/reference/benchmark-protocol.md): full LoCoMo, 1,536 non-adversarial QA.
+REFERENCE: Final[dict[str, tuple[float, float]]] = {
+    "bm25": (0.505, 0.374),
+    "dense": (0.454, 0.309),
+    "rrf": (0.540, 0.387),
+}
+REFERENCE_QA: Final = 1536
+_MATERIAL: Final = 0.01
+METHOD_NOTES: Final = [
+    "## Method and choices",
+    "",
+    "- **Units**: one turn = one unit, content `<speaker>: <text>`; an image turn appends "
+    "` [image: <blip_caption>]`. Timestamp = the session's date-time read as UTC; one index per "
+    "conversation, and a question searches only its own conversation. Ingest in time order.",
+    "- **BM25** (`bm25s`, Lucene variant, k1 1.5, b 0.75): bm25s's default tokeniser (lower-case, "
+    "`\\b\\w\\w+\\b`, so one-letter words drop out), its English stop words, no stemming. Turns with "
+    "score 0 share no term with the question and are not returned (so a short query can return fewer "
+    "than k rows); ranking them after the matches instead (in corpus order) moved neither overall "
+    "recall@10 nor NDCG@10 at four decimals (checked).",
+    "- **Dense**: exact cosine over every turn of the conversation, numpy, all-MiniLM-L6-v2 through "
+    "cpersona's own ONNX embedder, vectors cached on disk by sha256 of the text.",
+    "- **RRF**: score = 1/(60 + rank_bm25) + 1/(60 + rank_dense), each list 100 deep.",
+    "- **Ties** are broken by position in the conversation (earlier first), so reruns are identical.",
+    "- **Metrics**: macro averages over questions; recall@k = |G ∩ top-k| / |G|; NDCG@10 with binary "
+    "gains and the ideal over min(|G|, 10); a repeated id counts once, at its first place.",
+    "- **Sensitivity found while building the harness**: BM25 recall@10 moves with the wording around the "
+    "caption: 0.502 with ` [shares an image: …]`, 0.505 with ` [image: …]` (used: matches the "
+    "reference run exactly), 0.509 with the bare caption, 0.512 without captions (NDCG@10 0.372 / 0.374 "
+    "/ 0.375 / 0.385). Captions stay in, as the protocol asks; the spread (~0.01) is the size of "
+    "difference this benchmark cannot resolve by itself.",
+    "",
+]
+_TIE: Final = 1e-6
+
+
+@dataclasses.dataclass
+class SystemRun:
+    name: str
+    turns: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Question id → ranked turn ids."""
+    sessions: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    index_secs: float = 0.0
+    search_ms: list[float] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class DenseCheck:
+    questions: int = 0
+    identical: int = 0
+    tie_reordered: int = 0
+    mismatched: list[str] = dataclasses.field(default_factory=list)
+    max_score_gap: float = 0.0
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None and not self.mismatched and self.questions > 0
+
+    def describe(self) -> str:
+        if self.skipped is not None:
+            return f"not run ({self.skipped})"
+        verdict = "PASS" if self.ok else "FAIL"
+        text = (
+            f"{verdict}: {self.identical}/{self.questions} questions rank identically to a direct "
+            f"pure-Python cosine over the same cached vectors"
+        )
+        if self.tie_reordered:
+            text += f", {self.tie_reordered} differ only inside ties (|Δcos| < {_TIE:g})"
+        if self.mismatched:
+            text += f"; MISMATCH on {', '.join(self.mismatched)}"
+        return text + f"; largest |harness cos - direct cos| on the list = {self.max_score_gap:.1e}"
+
+
+@dataclasses.dataclass
+class Outcome:
+    data: LoCoMo
+    runs: list[SystemRun]
+    skipped: dict[str, str]
+    dense_check: DenseCheck
+    episodes: bool
+    depth: int
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def _make_systems(names: Sequence[str], cache: EmbeddingCache | None, threads: int | None) -> list[Any]:
+    from benchmarks.quality.systems import BM25, Cpersona, Dense, RRFHybrid
+
+    made: list[Any] = []
+    for name in names:
+        if name == "bm25":
+            made.append(BM25())
+        elif name == "dense":
+            assert cache is not None
+            made.append(Dense(cache))
+        elif name == "rrf":
+            assert cache is not None
+            made.append(RRFHybrid(cache))
+        elif name == "cpersona":
+            made.append(Cpersona(embedding_threads=threads))
+    return made
+
+
+async def _run_system(
+    system: RetrievalSystem, data: LoCoMo, depth: int, *, episodes: bool, progress: bool
+) -> SystemRun:
+    run = SystemRun(system.name)
+    questions = data.recall_questions()
+    with tqdm(total=len(questions), desc=system.name, unit="q", disable=not progress) as bar:
+        for conv in data.conversations:
+            started = time.perf_counter()
+            await system.index(conv.conv_id, conv.turns)
+            if episodes:
+                await system.index(f"{conv.conv_id}-sessions", conv.sessions)
+            run.index_secs += time.perf_counter() - started
+            for question in conv.questions:
+                if question.category not in RECALL_CATEGORIES:
+                    continue
+                started = time.perf_counter()
+                run.turns[question.qid] = await system.search(conv.conv_id, question.question, depth)
+                run.search_ms.append((time.perf_counter() - started) * 1000.0)
+                if episodes:
+                    key = f"{conv.conv_id}-sessions"
+                    run.sessions[question.qid] = await system.search(key, question.question, depth)
+                bar.update(1)
+    return run
+
+
+def _check_dense(data: LoCoMo, cache: EmbeddingCache, dense: SystemRun, depth: int, count: int) -> DenseCheck:
+    """Rank a few questions again by a plain-Python cosine and compare with what the harness scored."""
+    check = DenseCheck()
+    questions = data.recall_questions()
+    if count <= 0 or not questions:
+        check.skipped = "no questions to check"
+        return check
+    step = max(1, len(questions) // count)
+    conversations = {conv.conv_id: conv for conv in data.conversations}
+    for question in questions[::step][:count]:
+        turns = conversations[question.conv_id].turns
+        matrix = cache.lookup([turn.content for turn in turns]).tolist()
+        [query] = cache.lookup([question.question]).tolist()
+        query_norm = math.sqrt(math.fsum(x * x for x in query))
+        cosines = []
+        for row in matrix:
+            norm = math.sqrt(math.fsum(x * x for x in row))
+            cosines.append(math.fsum(a * b for a, b in zip(row, query, strict=True)) / (norm * query_norm))
+        direct = sorted(range(len(turns)), key=lambda i: (-cosines[i], i))[:depth]
+        direct_ids = [turns[i].dia_id for i in direct]
+        harness_ids = dense.turns[question.qid]
+        position = {turn.dia_id: i for i, turn in enumerate(turns)}
+        check.questions += 1
+        # The harness list must hold, place by place, the same cosines as the direct ranking.
+        gaps = [
+            abs(cosines[position[h]] - cosines[position[d]])
+            for h, d in zip(harness_ids, direct_ids, strict=False)
+        ]
+        check.max_score_gap = max([check.max_score_gap, *gaps])
+        if harness_ids == direct_ids:
+            check.identical += 1
+        elif len(harness_ids) == len(direct_ids) and max(gaps) < _TIE:
+            check.tie_reordered += 1
+        else:
+            check.mismatched.append(question.qid)
+    return check
+
+
+async def run_benchmark(
+    data: LoCoMo,
+    systems: Sequence[str],
+    *,
+    depth: int,
+    cache_dir: Path,
+    episodes: bool,
+    progress: bool,
+    check_questions: int,
+    threads: int | None,
+) -> Outcome:
+    skipped: dict[str, str] = {}
+    selected = list(systems)
+    if "cpersona" in selected:
+        from benchmarks.quality.systems import Cpersona
+
+        reason = Cpersona.unavailable_reason()
+        if reason is not None:
+            print(f"cpersona: {reason}")
+            skipped["cpersona"] = reason
+            selected.remove("cpersona")
+    needs_vectors = any(name in ("dense", "rrf") for name in selected)
+    cache = EmbeddingCache(cache_dir, threads=threads, progress=progress) if needs_vectors else None
+    runs: list[SystemRun] = []
+    try:
+        if cache is not None:
+            # One pass over everything that will be embedded, so the systems only read the cache.
+            texts = [turn.content for conv in data.conversations for turn in conv.turns]
+            texts += [q.question for q in data.recall_questions()]
+            if episodes:
+                texts += [s.summary for conv in data.conversations for s in conv.sessions]
+            computed = await cache.ensure(texts, desc="embedding (cache misses)")
+            print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
+        for system in _make_systems(selected, cache, threads):
+            try:
+                runs.append(await _run_system(system, data, depth, episodes=episodes, progress=progress))
+            finally:
+                await system.aclose()
+        dense_run = next((run for run in runs if run.name == "dense"), None)
+        if dense_run is None or cache is None:
+            check = DenseCheck(skipped="dense not among the systems run")
+        else:
+            check = _check_dense(data, cache, dense_run, depth, check_questions)
+    finally:
+        if cache is not None:
+            await cache.aclose()
+    return Outcome(data, runs, skipped, check, episodes, depth)
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+
+
+def _turn_scores(
+    run: SystemRun, questions: Sequence[Question], ks: Sequence[int]
+) -> dict[Any, dict[str, float]]:
+    return macro_average(
+        score_question(run.turns[q.qid], q.evidence, group=q.category, ks=ks) for q in questions
+    )
+
+
+def _session_scores(run: SystemRun, questions: Sequence[Question]) -> dict[Any, dict[str, float]]:
+    return macro_average(
+        score_question(run.sessions[q.qid], q.sessions, group=q.category, ks=EPISODE_KS) for q in questions
+    )
+
+
+def _curves(run: SystemRun, questions: Sequence[Question], depth: int) -> dict[Any, list[float]]:
+    sums: dict[Any, list[float]] = {}
+    counts: dict[Any, int] = {}
+    for q in questions:
+        curve = recall_curve(run.turns[q.qid], q.evidence, depth)
+        for key in (q.category, "overall"):
+            total = sums.setdefault(key, [0.0] * depth)
+            for i, value in enumerate(curve):
+                total[i] += value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: [value / counts[key] for value in total] for key, total in sums.items()}
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def _git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", "benchmarks/quality")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + (" (with uncommitted changes under benchmarks/quality)" if dirty else "")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"python {platform.python_version()}"]
+    for package in ("numpy", "bm25s", "onnxruntime"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(parts)
+
+
+def _row_label(key: Any) -> str:
+    if key == "overall":
+        return "**overall** (non-adversarial)"
+    return f"{key} {CATEGORY_NAMES[key]}"
+
+
+def _table(
+    title: str, metric: str, scores: dict[str, dict[Any, dict[str, float]]], *, digits: int = 3
+) -> list[str]:
+    names = list(scores)
+    keys = [*RECALL_CATEGORIES, "overall"]
+    lines = [f"#### {title}", "", "| category | n | " + " | ".join(names) + " |"]
+    lines.append("|---|---:|" + "---:|" * len(names))
+    for key in keys:
+        first = scores[names[0]] if names else {}
+        if key not in first:
+            continue
+        count = int(first[key]["count"])
+        cells = [f"{scores[name][key][metric]:.{digits}f}" for name in names]
+        lines.append(f"| {_row_label(key)} | {count} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _latency(run: SystemRun) -> str:
+    if not run.search_ms:
+        return "-"
+    ordered = sorted(run.search_ms)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"{statistics.median(ordered):.2f} / {p95:.2f}"
+
+
+def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: bool) -> str:
+    data = outcome.data
+    questions = data.recall_questions()
+    ks = [k for k in TURN_KS if k <= outcome.depth]
+    turn_scores = {run.name: _turn_scores(run, questions, ks) for run in outcome.runs}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    dropped = data.dropped_for_recall()
+    adversarial = sum(1 for q in data.questions if q.category == 5)
+    dropped_adversarial = len(data.dropped) - len(dropped)
+    partial = [q for q in questions if q.unresolved]
+    turns = sum(len(conv.turns) for conv in data.conversations)
+    sessions = sum(len(conv.sessions) for conv in data.conversations)
+
+    lines = [
+        "# Retrieval quality on LoCoMo (turn level, no time cue)",
+        "",
+        f"- command: `{command}`",
+        f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- git commit: {_git_commit()}",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"1-minute load average at the end: {load:.2f}",
+        f"- software: {_versions()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build)",
+        f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
+        f"{len(data.conversations)} conversation(s), {sessions} sessions, {turns} turns"
+        + (" (**--quick: one conversation, not comparable with the reference figures**)" if quick else "")
+        + ("; image captions in the turn content" if data.captions else "; **image captions left out**"),
+        f"- depth asked of every system: k = {outcome.depth}; "
+        "protocol: `shared/reference/benchmark-protocol.md`",
+        "",
+        "## Questions",
+        "",
+        f"- QA items: {data.total_questions}; adversarial (category 5, excluded from recall): "
+        f"{adversarial + dropped_adversarial}",
+        f"- non-adversarial with resolvable evidence, **used: {len(questions)}**; "
+        f"**dropped: {len(dropped)}** (no resolvable evidence)"
+        + "".join(
+            f"\n  - `{d.qid}` (category {d.category}) evidence {list(d.raw_evidence)!r}" for d in dropped
+        ),
+        f"- kept with part of their evidence unresolved (the unresolved ids are ignored): {len(partial)}"
+        + "".join(f"\n  - `{q.qid}`: unresolved {list(q.unresolved)!r}" for q in partial),
+        "- evidence normalisation: ids split on `;`, `,` and whitespace; ranges expanded; trailing dots, "
+        "zero padding (`D30:05`) and a stray colon (`D:11:26`) repaired; ids naming no turn dropped.",
+        "",
+    ]
+    if outcome.skipped:
+        lines += ["## Systems not run", ""]
+        lines += [f"- **{name}**: {reason}" for name, reason in outcome.skipped.items()]
+        lines.append("")
+    lines += [
+        "## Honesty check",
+        "",
+        f"- dense through the harness vs a direct cosine: {outcome.dense_check.describe()}",
+        "",
+        "## Turn level (primary)",
+        "",
+        f"![recall@k by system]({chart_name})",
+        "",
+    ]
+    if turn_scores:
+        for k in ks:
+            lines += _table(f"recall@{k}", f"recall@{k}", turn_scores)
+        if outcome.depth >= 10:
+            lines += _table("any-hit@10", "any_hit@10", turn_scores)
+        lines += _table("NDCG@10 (binary gains)", "ndcg@10", turn_scores)
+        lines += _table(f"mean rows returned (of {outcome.depth} asked)", "rows", turn_scores, digits=1)
+        lines += [
+            "#### time (not a speed benchmark: single caller, shared machine)",
+            "",
+            "| system | index all conversations (s) | search p50 / p95 (ms) |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {run.name} | {run.index_secs:.1f} | {_latency(run)} |" for run in outcome.runs]
+        lines.append("")
+
+        if not quick and len(questions) == REFERENCE_QA:
+            lines += [
+                "## Against the reference figures (protocol file, same machine kind, same embedder)",
+                "",
+                "| system | recall@10 ref | recall@10 here | Δ | NDCG@10 ref | NDCG@10 here | Δ |",
+                "|---|---:|---:|---:|---:|---:|---:|",
+            ]
+            for name, (ref_recall, ref_ndcg) in REFERENCE.items():
+                if name not in turn_scores:
+                    continue
+                recall, ndcg = (
+                    turn_scores[name]["overall"]["recall@10"],
+                    turn_scores[name]["overall"]["ndcg@10"],
+                )
+                flag = (
+                    " **differs**" if max(abs(recall - ref_recall), abs(ndcg - ref_ndcg)) > _MATERIAL else ""
+                )
+                lines.append(
+                    f"| {name} | {ref_recall:.3f} | {recall:.3f} | {recall - ref_recall:+.3f} "
+                    f"| {ref_ndcg:.3f} | {ndcg:.3f} | {ndcg - ref_ndcg:+.3f}{flag} |"
+                )
+            lines += ["", f"A gap above {_MATERIAL} on either figure is marked **differs**.", ""]
+    lines += METHOD_NOTES
+
+    if outcome.episodes and outcome.runs:
+        session_scores = {run.name: _session_scores(run, questions) for run in outcome.runs}
+        lines += [
+            "## Episode level (secondary): one session = one unit, indexed by its summary",
+            "",
+            "Each system indexes the sessions' summaries (`session_summary.session_N_summary`, "
+            "GPT-written, shipped with LoCoMo) as a separate corpus per conversation; a session is a hit "
+            "when it holds any evidence turn.",
+            "",
+        ]
+        for k in EPISODE_KS:
+            lines += _table(f"sessions: recall@{k}", f"recall@{k}", session_scores)
+        lines += _table("sessions: NDCG@10", "ndcg@10", session_scores)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_chart(outcome: Outcome, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    questions = outcome.data.recall_questions()
+    curves = {run.name: _curves(run, questions, outcome.depth) for run in outcome.runs}
+    keys: list[Any] = ["overall", *RECALL_CATEGORIES]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.8), sharey=True)
+    ks = list(range(1, outcome.depth + 1))
+    for axis, key in zip(axes, keys, strict=True):
+        for name, by_key in curves.items():
+            if key in by_key:
+                axis.plot(ks, by_key[key], marker="o", markersize=2.5, label=name)
+        count = sum(1 for q in questions if key == "overall" or q.category == key)
+        title = "overall" if key == "overall" else f"{key} {CATEGORY_NAMES[key]}"
+        axis.set_title(f"{title} (n={count})")
+        axis.set_xlabel("k")
+        axis.set_xticks([1, 5, 10, 15, 20] if outcome.depth >= 20 else ks[:: max(1, len(ks) // 5)])
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("recall@k")
+    axes[0].set_ylim(0.0, 1.0)
+    axes[0].legend(loc="upper left")
+    fig.suptitle("LoCoMo turn-level recall@k (non-adversarial, no time cue)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------- command
+
+
+def _systems_arg(text: str) -> list[str]:
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in ALL_SYSTEMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(ALL_SYSTEMS)}; got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="dataset", required=True)
+    locomo = commands.add_parser("locomo", help="LoCoMo, turn level (and sessions as episodes)")
+    locomo.add_argument("--systems", type=_systems_arg, default=list(ALL_SYSTEMS), help="comma-separated")
+    locomo.add_argument("--quick", action="store_true", help="one conversation only (a smoke run)")
+    locomo.add_argument("--k", type=int, default=20, help="rows asked of every system (at least 10)")
+    locomo.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    locomo.add_argument("--conversations", help="comma-separated sample ids, e.g. conv-26,conv-30")
+    locomo.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the report and chart")
+    locomo.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache folder")
+    locomo.add_argument("--threads", type=int, default=None, help="embedding threads (default: setting)")
+    locomo.add_argument("--no-episodes", action="store_true", help="skip the session-level measure")
+    locomo.add_argument(
+        "--no-captions", action="store_true", help="leave image captions out (comparison only; off-protocol)"
+    )
+    locomo.add_argument("--check-questions", type=int, default=8, help="questions in the dense check")
+    locomo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """Run the command; returns the path of the report written."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(args_list)
+    if args.k < 10:
+        raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
+    command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])
+
+    conversations = None
+    if args.conversations:
+        conversations = [conv.strip() for conv in args.conversations.split(",") if conv.strip()]
+    elif args.quick:
+        conversations = [load_locomo(args.data).conversations[0].conv_id]
+    data = load_locomo(args.data, conversations=conversations, captions=not args.no_captions)
+    episodes = not args.no_episodes and all(s.summary for conv in data.conversations for s in conv.sessions)
+    if not args.no_episodes and not episodes:
+        print("some sessions have no summary in the data: the episode measure is skipped")
+    print(
+        f"LoCoMo: {len(data.conversations)} conversation(s), {len(data.recall_questions())} questions used, "
+        f"{len(data.dropped_for_recall())} dropped (no resolvable evidence)"
+    )
+
+    outcome = anyio.run(
+        lambda: run_benchmark(
+            data,
+            args.systems,
+            depth=args.k,
+            cache_dir=args.cache_dir,
+            episodes=episodes,
+            progress=not args.no_progress,
+            check_questions=args.check_questions,
+            threads=args.threads,
+        )
+    )
+    print(f"dense check: {outcome.dense_check.describe()}")
+
+    stem = "quality_locomo" + ("_quick" if args.quick else "_subset" if conversations else "")
+    stem += "_nocaptions" if args.no_captions else ""
+    chart = args.out / f"{stem}_recall.png"
+    report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick)
+    print(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{stem}.md"
+    path.write_text(report, encoding="utf-8")
+    if outcome.runs:
+        write_chart(outcome, chart)
+    print(f"wrote {path}" + (f" and {chart}" if outcome.runs else ""))
+    if outcome.dense_check.mismatched:
+        raise SystemExit("the dense honesty check failed: see the report")
+    return path
+
+
+if __name__ == "__main__":
+    main()
