@@ -18,6 +18,7 @@ from cpersona._errors import (
     DataDirLocked,
     EmbedderUnavailable,
     EngineClosed,
+    GraphError,
     InvalidRequest,
     InvalidSetting,
     RecordNotFound,
@@ -36,6 +37,7 @@ from cpersona._records import (
     Scope,
     Source,
 )
+from cpersona._recall import RecallResult, RecallRow
 from cpersona._results import BatchResult, DeleteResult, StoreResult
 from cpersona._settings import Settings
 
@@ -55,12 +57,15 @@ __all__ = (
     "EngineClosed",
     "EpisodeRecord",
     "Fidelity",
+    "GraphError",
     "InvalidRequest",
     "InvalidSetting",
     "MemoryRecord",
     "MetaMemory",
     "ProfileRecord",
     "RawRecord",
+    "RecallResult",
+    "RecallRow",
     "RecordNotFound",
     "RedisUnavailable",
     "Scope",
