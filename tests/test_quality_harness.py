@@ -364,6 +364,25 @@ async def test_bm25_and_rrf_fuse_by_reciprocal_rank(tmp_path: Path) -> None:
     assert await rrf.search("c", "the dog at the beach", 10) == ["A", "C", "B"]
     await rrf.aclose()
 
+    # One row deep: bm25 [A], dense [C]; both score 1/61 and the tie goes to the earlier turn.
+    shallow = RRFHybrid(cache, depth=1, name="rrf:1")
+    await shallow.index("c", units)
+    assert shallow.name == "rrf:1"
+    assert await shallow.search("c", "the dog at the beach", 10) == ["A", "C"]
+    whole = RRFHybrid(cache, depth=None)
+    await whole.index("c", units)
+    assert await whole.search("c", "the dog at the beach", 10) == ["A", "C", "B"]
+
+
+def test_system_names_on_the_command_line() -> None:
+    from benchmarks.quality.__main__ import build_parser
+
+    args = build_parser().parse_args(["locomo", "--systems", "BM25, dense,rrf,rrf:20,rrf:all,bm25"])
+    assert args.systems == ["bm25", "dense", "rrf", "rrf:20", "rrf:all"]
+    for bad in ("bm26", "rrf:0", "rrf:x", ""):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["locomo", "--systems", bad])
+
 
 # ------------------------------------------------------------------------------------------ command
 

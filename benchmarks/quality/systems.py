@@ -13,7 +13,7 @@ answers with unit ids, best first::
 * :class:`Dense`: exact cosine (numpy, every unit scored) over the cached MiniLM vectors of
   :mod:`.embed_cache`; always returns min(k, corpus size) ids.
 * :class:`RRFHybrid`: reciprocal-rank fusion, score = Σ 1 / (60 + rank), of the BM25 and dense lists,
-  each taken 100 deep.
+  each taken 100 deep (other depths for comparison: ``rrf:20``, ``rrf:all`` on the command line).
 * :class:`Cpersona`: the engine itself, through its library API (a slot: recall is still being
   written; see the class).
 
@@ -171,7 +171,11 @@ class RRFHybrid:
 
     name = "rrf"
 
-    def __init__(self, cache: EmbeddingCache, *, k_rrf: int = RRF_K, depth: int = RRF_DEPTH) -> None:
+    def __init__(
+        self, cache: EmbeddingCache, *, k_rrf: int = RRF_K, depth: int | None = RRF_DEPTH, name: str = "rrf"
+    ) -> None:
+        """``depth`` is how far down each list is read; ``None`` reads every unit of the corpus."""
+        self.name = name
         self._bm25 = BM25()
         self._dense = Dense(cache)
         self._k_rrf = k_rrf
@@ -185,13 +189,14 @@ class RRFHybrid:
 
     async def search(self, conv_id: str, question: str, k: int) -> list[str]:
         fused: dict[str, float] = {}
+        order = self._order[conv_id]
+        depth = len(order) if self._depth is None else self._depth
         for ranked in (
-            await self._bm25.search(conv_id, question, self._depth),
-            await self._dense.search(conv_id, question, self._depth),
+            await self._bm25.search(conv_id, question, depth),
+            await self._dense.search(conv_id, question, depth),
         ):
             for rank, unit_id in enumerate(ranked, start=1):
                 fused[unit_id] = fused.get(unit_id, 0.0) + 1.0 / (self._k_rrf + rank)
-        order = self._order[conv_id]
         return sorted(fused, key=lambda unit_id: (-fused[unit_id], order[unit_id]))[:k]
 
     async def aclose(self) -> None:
