@@ -73,11 +73,13 @@ REFERENCE_NOTES: Final = [
     "to 0.303.",
     "- **Dense** sits 0.017 below the reference with captions. Without them (`--no-captions`, "
     "`quality_locomo_nocaptions.md`) it gives 0.454 / 0.312, the reference recall@10 exactly: the "
-    "reference run most likely embedded turns without their captions. MiniLM mean-pools the whole text, "
-    "and a generic `a photo of …` clause on 1,226 of 5,882 turns pulls them together.",
-    "- **RRF**: the reference 0.540 / 0.387 is reproduced (0.541 / 0.387) only by fusing the *entire* "
-    "lists (`rrf:all`) of BM25 with captions and dense without them; at the protocol's depth 100 that mix "
-    "gives 0.536 / 0.385, and with captions in both arms 0.523 / 0.377 (this run).",
+    "reference run most likely embedded turns without their captions. Probable cause: MiniLM mean-pools "
+    "the whole text, and the same generic `a photo of …` clause on 1,226 of 5,882 turns pulls those "
+    "vectors toward each other.",
+    "- **RRF**: the reference 0.540 / 0.387 is reproduced by fusing the *entire* lists (`rrf:all`) once "
+    "dense has no captions: 0.540 / 0.389 with captions in neither arm (`quality_locomo_nocaptions.md`), "
+    "0.5405 / 0.3866 with captions in BM25 only. At the protocol's depth 100 those give 0.535 / 0.388 and "
+    "0.536 / 0.385; with captions in both arms, 0.523 / 0.377 (this run).",
     "- **RRF depth matters more than any of this** (see `rrf:20` above): at K = 60 a turn ranked about "
     "50th by both arms (2/110 = 0.0182) outscores a turn ranked first by one arm only (1/61 = 0.0164), so "
     "deep lists let weak agreement push strong single-arm hits out of the top 10. Reading each list 20 "
