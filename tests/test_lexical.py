@@ -1,0 +1,416 @@
+"""The lexical arms (memory keyword, episode full text) against the real RediSearch index.
+
+Query terms follow CPersona's trigram rules; CJK text is found by any substring of three or more
+characters through the ``grams`` field; identifiers are matched as phrases of their tokenizer pieces;
+the whole-query fallback runs only when the terms find nothing; isolation holds for any query text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpersona
+from cpersona import Settings
+from cpersona._isolation import ReadScope
+from cpersona._lexical import SCORER, _unscored, doc_grams, episode_fts, fts_terms, memory_keyword
+from cpersona._redis_conn import command
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
+
+    from cpersona._candidates import ArmResult
+
+
+@pytest.fixture
+async def engine(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
+) -> AsyncIterator[cpersona.Engine]:
+    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
+    async with cpersona.open(settings_) as memory:
+        yield memory
+
+
+async def remember(engine: cpersona.Engine, content: str, agent_id: str = "a", **fields: Any) -> str:
+    return (await engine.store(content, agent_id=agent_id, **fields)).ref
+
+
+async def keyword(
+    engine: cpersona.Engine,
+    query: str,
+    scope: ReadScope | None = None,
+    fetch: int = 20,
+    *,
+    extra_terms: Sequence[str] = (),
+    period: tuple[float, float] | None = None,
+) -> ArmResult:
+    return await memory_keyword(
+        engine.redis,
+        engine.keys,
+        scope or ReadScope("a"),
+        query,
+        fetch,
+        extra_terms=extra_terms,
+        period=period,
+    )
+
+
+async def episodes(engine: cpersona.Engine, query: str, scope: ReadScope | None = None) -> ArmResult:
+    return await episode_fts(engine.redis, engine.keys, scope or ReadScope("a"), query, 20)
+
+
+def refs(result: ArmResult) -> list[str]:
+    return [row.ref for row in result.rows]
+
+
+# ------------------------------------------------------------------------------------ pure functions
+
+
+@pytest.mark.parametrize(
+    ("query", "terms"),
+    [
+        ("東京タワーはどこ", ("東京タ", "京タワ", "タワー", "ワーは", "ーはど", "はどこ")),
+        ("東京タワーに行った", ("東京タ", "京タワ", "タワー", "ワーに", "ーに行", "に行っ", "行った")),
+        ("東京 大阪 に", ()),  # CJK runs shorter than three characters are dropped
+        ("先週、東京タワー", ("東京タ", "京タワ", "タワー")),  # '、' is not CJK: it splits the run
+        ("北京见面是什么时候", ("北京见", "京见面", "见面是", "面是什", "是什么", "什么时", "么时候")),
+        ("ｶﾀｶﾅです", ("ｶﾀｶ", "ﾀｶﾅ", "ｶﾅで", "ﾅです")),  # half-width katakana is CJK
+        ("𠮷野家で", ("𠮷野家", "野家で")),  # a supplementary-plane ideograph
+        ("Python3で書いた", ("Python3", "で書い", "書いた")),
+        ("CVE-2024-3094 bug-218 2.5.5a1 #354", ("CVE-2024-3094", "bug-218", "2.5.5a1", "#354")),
+        ('"Hello," (world)! ok? [x]', ("Hello", "world")),  # ends stripped, short tokens dropped
+        ("東京(tokyo)です", ("(tokyo)",)),  # only whitespace tokens are stripped, not inner runs
+        ("deploy Deploy deploy", ("deploy", "Deploy")),
+        ("", ()),
+        (" \n\u3000 ", ()),
+    ],
+)
+def test_fts_terms(query: str, terms: tuple[str, ...]) -> None:
+    assert fts_terms(query) == terms
+
+
+def test_fts_terms_appends_extra_phrases() -> None:
+    assert fts_terms("deploy now", [" 山田太郎 ", "ab", "deploy", "staging db"]) == (
+        "deploy",
+        "now",
+        "山田太郎",
+        "staging db",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "grams"),
+    [
+        ("plain english words, nothing glued", []),
+        ("東京タワー", ["東京タ 京タワ タワー ワー ー"]),
+        ("先週、東京タワーで", ["先週 週", "東京タ 京タワ タワー ワーで ーで で"]),
+        ("東京でPythonを学んだ", ["東京で 京で で", "を学ん 学んだ んだ だ", "Python"]),
+        ("line one\nline two", ["one", "line"]),  # the index tokenizer does not split at a newline
+        ("nbsp\u00a0joined words", ["nbsp", "joined"]),
+        ("a、b", ["a b"]),  # the tokenizer keeps 'a、b' whole; '、' is punctuation here
+        ("don\u2019t «panic»", ["don t", "panic"]),  # non-ASCII punctuation cuts like ASCII punctuation
+        ("a\\-b", ["a b"]),  # the tokenizer reads '\\-' as an escaped '-' and keeps 'a-b' whole
+    ],
+)
+def test_doc_grams(text: str, grams: list[str]) -> None:
+    assert doc_grams(text) == grams
+
+
+def test_scope_filter_is_rewritten_to_score_nothing() -> None:
+    scope = ReadScope("a", "p", "c", "discord:")
+    assert _unscored(scope.redis_query(with_source=True)) == (
+        "(@agent:{61|z} => {$weight: 0;}) (@project:{70|x|z} => {$weight: 0;}) "
+        "(@channel:{63|x|z} => {$weight: 0;}) (@source:{646973636f72643a*|z} => {$weight: 0;})"
+    )
+    with pytest.raises(ValueError, match="unexpected scope clause"):
+        _unscored("@agent:{61} -@project:{70}")
+
+
+async def test_this_server_has_the_chosen_scorer(engine: cpersona.Engine) -> None:
+    # BM25STD is the standard BM25 of RediSearch 2.10; the classic "BM25" is a different formula.
+    reply = await command(
+        engine.redis, "FT.SEARCH", engine.keys.memory_index, "*", "SCORER", SCORER, "LIMIT", 0, 0
+    )
+    assert reply[0] == 0
+
+
+# --------------------------------------------------------------------------------------- CJK text
+
+
+async def test_japanese_found_by_a_substring_of_the_question(engine: cpersona.Engine) -> None:
+    met = await remember(engine, "先週、東京タワーで山田さんに会った")
+    tower_only = await remember(engine, "タワーの展望台は高い")
+    weather = await remember(engine, "東京の天気は晴れ")  # shares only the two characters 東京
+    result = await keyword(engine, "東京タワーはどこ")
+    assert refs(result) == [met, tower_only]
+    assert weather not in refs(result)
+    assert all(row.raw is not None and row.raw > 0 for row in result.rows)
+
+
+async def test_chinese_found_by_a_substring_and_not_by_two_characters(engine: cpersona.Engine) -> None:
+    met = await remember(engine, "我们去年在北京见面了")
+    await remember(engine, "北京很冷")
+    assert refs(await keyword(engine, "北京见面是什么时候")) == [met]
+
+
+async def test_longer_substrings_are_adjacent_grams_in_order_within_one_run(engine: cpersona.Engine) -> None:
+    whole = await remember(engine, "東京タワーに登った")
+    await remember(engine, "タワー東京の話")  # the same characters in another order
+    split = await remember(engine, "東京タ。京タワーだ")  # every gram present, but across two runs
+    # A query with no term of its own, so only the alias phrase can match.
+    assert refs(await keyword(engine, "x", extra_terms=["東京タワー"])) == [whole]
+    assert set(refs(await keyword(engine, "x", extra_terms=["京タワー"]))) == {whole, split}
+
+
+async def test_latin_words_glued_to_japanese_are_found(engine: cpersona.Engine) -> None:
+    glued = await remember(engine, "山田さんはPythonでAPIを書いた")
+    assert refs(await keyword(engine, "Python API")) == [glued]
+
+
+# -------------------------------------------------------------------------------------- English
+
+
+async def test_a_rarer_term_outranks_a_common_one(engine: cpersona.Engine) -> None:
+    # Five two-word memories, so every document has the average length and BM25's length factor is 1:
+    # a row's score is the idf of the term it holds, ln(1 + (N - n + 0.5) / (n + 0.5)).
+    rare = await remember(engine, "zebra crossing")
+    common = [await remember(engine, f"cobalt {word}") for word in ("mine", "blue", "alloy", "oxide")]
+    result = await keyword(engine, "cobalt zebra")
+    assert result.rows[0].ref == rare
+    assert set(refs(result)[1:]) == set(common)
+    assert result.rows[0].raw == pytest.approx(math.log(1 + (5 - 1 + 0.5) / (1 + 0.5)))
+    assert result.rows[1].raw == pytest.approx(math.log(1 + (5 - 4 + 0.5) / (4 + 0.5)))
+    # The scope filter adds nothing to the score, however narrow it is.
+    narrow = await keyword(engine, "cobalt zebra", ReadScope("a", "", "", "a"))
+    assert narrow.rows[0].raw == pytest.approx(result.rows[0].raw)
+
+
+async def test_case_folding_and_stemming_for_words_but_not_phrases(engine: cpersona.Engine) -> None:
+    deployed = await remember(engine, "Deployed the new servers on Monday")
+    # A single word is case-insensitive and stemmed: DEPLOY finds "Deployed", server finds "servers".
+    assert refs(await keyword(engine, "DEPLOY server")) == [deployed]
+    # A phrase (here the pieces of one hyphenated token) is exact: no stemming inside it, and the
+    # whole-query fallback (the same phrase) finds nothing either.
+    assert refs(await keyword(engine, "deploy-server")) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("CVE-2024-3094", 0),
+        ("bug-218", 1),
+        ("2.5.5a1", 2),
+        ("#354", 3),
+        ("xz-utils", 0),
+        ("state-of-the-art", 4),
+    ],
+)
+async def test_identifiers_match_as_phrases_of_their_pieces(
+    engine: cpersona.Engine, query: str, expected: int
+) -> None:
+    wanted = [
+        await remember(engine, "Patched CVE-2024-3094 in xz-utils"),
+        await remember(engine, "Fixed bug-218 in the parser"),
+        await remember(engine, "Released 2.5.5a1 to PyPI"),
+        await remember(engine, "See issue #354 for details"),
+        # Stopwords are not indexed and leave no gap: this phrase is "state art".
+        await remember(engine, "A state-of-the-art parser"),
+    ]
+    for distractor in (
+        "CVE-2024-9999 is unrelated",
+        "bug-219 stays open",
+        "2.5.4 and 5a1",
+        "issue 355",
+        "xz",
+        "the art of the state",
+    ):
+        await remember(engine, distractor)
+    assert refs(await keyword(engine, query)) == [wanted[expected]]
+
+
+async def test_ties_put_the_newer_row_first(engine: cpersona.Engine) -> None:
+    older = await remember(engine, "zebra one")
+    newer = await remember(engine, "zebra two")
+    result = await keyword(engine, "zebra")
+    assert refs(result) == [newer, older]
+    assert result.rows[0].raw == result.rows[1].raw
+
+
+# ---------------------------------------------------------------------- fallback and blank queries
+
+
+async def test_fallback_runs_only_when_the_terms_find_nothing(engine: cpersona.Engine) -> None:
+    phrase = await remember(engine, "ok go")
+    await remember(engine, "go ok now")  # the same words in another order
+    longer = await remember(engine, "ok go team")
+    # No term of three or more characters: the whole query as a phrase, newest first, unscored.
+    result = await keyword(engine, "ok go")
+    assert refs(result) == [longer, phrase]
+    assert all(row.raw is None for row in result.rows)
+    # A term that matches: BM25 rows only, and the phrase rows do not join.
+    zebra = await remember(engine, "zebra ok")
+    result = await keyword(engine, "zebra ok go")
+    assert refs(result) == [zebra]
+    assert result.rows[0].raw is not None
+
+
+async def test_fallback_finds_short_cjk_queries_as_substrings(engine: cpersona.Engine) -> None:
+    tower = await remember(engine, "東京タワー")
+    await remember(engine, "大阪城")
+    weather = await remember(engine, "明日の東京")  # 東京 at the very end of the run
+    assert refs(await keyword(engine, "東京")) == [weather, tower]
+    assert refs(await keyword(engine, "東京 大阪")) == []  # both must occur
+
+
+async def test_fallback_uses_extra_terms(engine: cpersona.Engine) -> None:
+    alias = await remember(engine, "Met Bob at the harbour")
+    assert refs(await keyword(engine, "ok", extra_terms=["bob"])) == [alias]
+
+
+async def test_blank_query_lists_the_newest_by_insertion(engine: cpersona.Engine) -> None:
+    stored = [await remember(engine, f"note number {n}") for n in range(3)]
+    result = await keyword(engine, "   ", fetch=2)
+    assert refs(result) == [stored[2], stored[1]]
+    assert all(row.raw is None for row in result.rows)
+    assert refs(await keyword(engine, "", fetch=0)) == []
+
+
+async def test_period_keeps_start_inclusive_end_exclusive(engine: cpersona.Engine) -> None:
+    day = 86_400.0
+    base = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    late = await remember(engine, "lantern three", timestamp=base + 2 * day)
+    early = await remember(engine, "lantern one", timestamp=base)
+    middle = await remember(engine, "lantern two", timestamp=base + day)
+    assert refs(await keyword(engine, "lantern", period=(base + day, base + 2 * day))) == [middle]
+    # Blank query inside a period: by record time, not by insertion order.
+    assert refs(await keyword(engine, "", period=(base, base + 3 * day))) == [late, middle, early]
+    assert refs(await keyword(engine, "lantern", period=(base + day, base + day))) == []
+
+
+# ------------------------------------------------------------------------------------------ episodes
+
+
+async def test_episode_full_text(engine: cpersona.Engine) -> None:
+    lighthouse = (
+        await engine.archive_episode(
+            "Planned the lighthouse renovation", agent_id="a", keywords=["budget", "CVE-2024-3094"]
+        )
+    ).ref
+    japanese = (await engine.archive_episode("灯台の改修を計画した", agent_id="a")).ref
+    other_channel = (await engine.archive_episode("ok go", agent_id="a", channel="c")).ref
+    result = await episodes(engine, "lighthouse budget")
+    assert refs(result) == [lighthouse]
+    assert result.arm == "episode_fts"
+    assert refs(await episodes(engine, "cve-2024-3094")) == [lighthouse]
+    assert refs(await episodes(engine, "灯台の改修はいつ")) == [japanese]
+    assert refs(await episodes(engine, "ok go")) == []  # no fallback for episodes
+    assert refs(await episodes(engine, "")) == [other_channel, japanese, lighthouse]
+    # Episodes have no source: a source filter hides them unless a channel is given.
+    assert refs(await episodes(engine, "", ReadScope("a", source_id="a"))) == []
+    assert refs(await episodes(engine, "", ReadScope("a", channel="c", source_id="a"))) == [
+        other_channel,
+        japanese,
+        lighthouse,
+    ]
+
+
+# ------------------------------------------------------------------------------------------ isolation
+
+_PLACES = [
+    ("a", "", "", "discord:1"),
+    ("a", "p", "", "discord:2"),
+    ("a", "q", "c", "slack:1"),
+    ("a", "", "d", "discord:1"),
+    ("b", "", "", "discord:1"),
+    ("b", "p", "c", "slack:1"),
+]
+_TEXTS = [
+    "harbor 東京タワー meeting CVE-2024-3094",
+    "harbor ok go 北京见面",
+    "harbor bug-218 the zebra",
+    "harbor #354 東京 タワー",
+    "harbor 2.5.5a1 cobalt",
+    "harbor ok go zebra 東京タワー",
+]
+_READS = [
+    ReadScope("a"),
+    ReadScope("a", ""),
+    ReadScope("a", "p"),
+    ReadScope("a", "q", "c"),
+    ReadScope("a", None, "d"),
+    ReadScope("a", source_id="discord:"),
+    ReadScope("a", source_id="discord:1"),
+    ReadScope("b", "p", "c", "slack:1"),
+    ReadScope("nobody"),
+]
+
+
+@pytest.fixture
+async def places(engine: cpersona.Engine) -> dict[str, tuple[str, str, str, str]]:
+    """A memory and an episode per place, all holding "harbor"; ref -> (agent, project, channel, source)."""
+    where = {}
+    for place, text in zip(_PLACES, _TEXTS, strict=True):
+        agent, project, channel, source = place
+        ref = await remember(
+            engine, text, agent_id=agent, project_id=project, channel=channel, source={"id": source}
+        )
+        where[ref] = place
+        episode = await engine.archive_episode(text, agent_id=agent, project_id=project, channel=channel)
+        where[episode.ref] = place
+    return where
+
+
+def _visible(read: ReadScope, ref: str, place: tuple[str, str, str, str]) -> bool:
+    agent, project, channel, source = place
+    if ref.startswith("ep:"):
+        # Episodes have no source: a source filter hides them, unless a channel is given.
+        unsourced = dataclasses.replace(read, source_id="")
+        return (not read.source_id or bool(read.channel)) and unsourced.sees(
+            cpersona.Scope(agent, project, channel)
+        )
+    return read.sees(cpersona.Scope(agent, project, channel), cpersona.Source("Agent", source, ""))
+
+
+def _want(read: ReadScope, where: dict[str, tuple[str, str, str, str]], kind: str) -> set[str]:
+    return {ref for ref, place in where.items() if ref.startswith(kind) and _visible(read, ref, place)}
+
+
+async def test_scope_isolation(engine: cpersona.Engine, places: dict[str, tuple[str, str, str, str]]) -> None:
+    for read in _READS:
+        memories, eps = _want(read, places, "mem:"), _want(read, places, "ep:")
+        for query in ("harbor", "東京タワー", "", "ok go"):
+            assert set(refs(await keyword(engine, query, read))) <= memories, (read, query)
+            assert set(refs(await episodes(engine, query, read))) <= eps, (read, query)
+        assert set(refs(await keyword(engine, "harbor", read))) == memories, read
+        assert set(refs(await episodes(engine, "harbor", read))) == eps, read
+
+
+_NASTY = st.text(
+    alphabet=st.sampled_from(list("\"'`.,;:!?()[]{}@#$%^&*-+=~|/\\<>_ \t\n\u3000东京タワー山田ab12%*$=>{};")),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    query=st.one_of(st.text(max_size=60), _NASTY),
+    extra=st.lists(st.one_of(st.text(max_size=12), _NASTY), max_size=2),
+    read=st.sampled_from(_READS),
+)
+async def test_any_query_is_safe_and_stays_in_scope(
+    engine: cpersona.Engine,
+    places: dict[str, tuple[str, str, str, str]],
+    query: str,
+    extra: list[str],
+    read: ReadScope,
+) -> None:
+    memories = await keyword(engine, query, read, extra_terms=extra)
+    assert set(refs(memories)) <= _want(read, places, "mem:")
+    eps = await episode_fts(engine.redis, engine.keys, read, query, 20, extra_terms=extra)
+    assert set(refs(eps)) <= _want(read, places, "ep:")
