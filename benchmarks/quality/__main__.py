@@ -176,8 +176,12 @@ def _make_systems(names: Sequence[str], cache: EmbeddingCache | None, threads: i
             assert cache is not None
             depth = name.partition(":")[2] or str(RRF_DEPTH)
             made.append(RRFHybrid(cache, depth=None if depth == "all" else int(depth), name=name))
-        elif name == "cpersona":
-            made.append(Cpersona(embedding_threads=threads))
+        elif name == "cpersona" or name.startswith("cpersona:"):
+            # cpersona:<mode> (rrf | rsf | cascade) or cpersona:<arms> (bm25 | dense): one engine each.
+            variant = name.partition(":")[2]
+            mode = variant if variant in ("rrf", "rsf", "cascade") else None
+            arms = variant if variant in ("bm25", "dense") else "all"
+            made.append(Cpersona(embedding_threads=threads, mode=mode, arms=arms, name=name))
     return made
 
 
@@ -257,14 +261,16 @@ async def run_benchmark(
 ) -> Outcome:
     skipped: dict[str, str] = {}
     selected = list(systems)
-    if "cpersona" in selected:
+    wanted = [name for name in selected if name == "cpersona" or name.startswith("cpersona:")]
+    if wanted:
         from benchmarks.quality.systems import Cpersona
 
         reason = Cpersona.unavailable_reason()
         if reason is not None:
             print(f"cpersona: {reason}")
-            skipped["cpersona"] = reason
-            selected.remove("cpersona")
+            for name in wanted:
+                skipped[name] = reason
+                selected.remove(name)
     needs_vectors = any(name == "dense" or name.startswith("rrf") for name in selected)
     cache = EmbeddingCache(cache_dir, threads=threads, progress=progress) if needs_vectors else None
     runs: list[SystemRun] = []
@@ -537,8 +543,10 @@ def _known_system(name: str) -> bool:
     if name in ALL_SYSTEMS:
         return True
     # RRF read to another depth than 100: rrf:20, rrf:all.
-    base, _, depth = name.partition(":")
-    return base == "rrf" and (depth == "all" or (depth.isdigit() and int(depth) > 0))
+    base, _, variant = name.partition(":")
+    if base == "cpersona":
+        return variant in ("rrf", "rsf", "cascade", "bm25", "dense")
+    return base == "rrf" and (variant == "all" or (variant.isdigit() and int(variant) > 0))
 
 
 def _systems_arg(text: str) -> list[str]:
@@ -546,7 +554,8 @@ def _systems_arg(text: str) -> list[str]:
     unknown = [name for name in names if not _known_system(name)]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"choose from {','.join(ALL_SYSTEMS)} (and rrf:<depth> or rrf:all); got {text!r}"
+            f"choose from {','.join(ALL_SYSTEMS)} (and rrf:<depth>, rrf:all, "
+            f"cpersona:<rrf|rsf|cascade|bm25|dense>); got {text!r}"
         )
     return list(dict.fromkeys(names))
 

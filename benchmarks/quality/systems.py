@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import numpy as np
 
@@ -212,7 +212,8 @@ class Cpersona:
 
     Search assumes this recall API (being written by another engineer when this slot was made)::
 
-        result = await memory.recall(question, agent_id=conv_id, limit=k)
+        fields = {} if self._mode is None else {"mode": self._mode}
+        result = await memory.recall(question, agent_id=conv_id, limit=k, **fields)
         for row in result.rows: row.msg_id, row.ref
 
     Rows are mapped back to unit ids through the ``ref`` each store returned. A unit whose content
@@ -226,9 +227,27 @@ class Cpersona:
 
     name = "cpersona"
 
-    def __init__(self, *, data_dir: Path | None = None, embedding_threads: int | None = None) -> None:
+    # Ablations of the same engine: which arms a variant keeps (the others contribute nothing).
+    ARM_SETS: ClassVar[dict[str, frozenset[str] | None]] = {
+        "all": None,
+        "bm25": frozenset({"memory_keyword", "episode_fts"}),
+        "dense": frozenset({"vector_near", "vector_far"}),
+    }
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path | None = None,
+        embedding_threads: int | None = None,
+        mode: str | None = None,
+        arms: str = "all",
+        name: str = "cpersona",
+    ) -> None:
         self._data_dir = data_dir
         self._threads = embedding_threads
+        self._mode = mode
+        self._arms = self.ARM_SETS[arms]
+        self.name = name
         self._stack = contextlib.AsyncExitStack()
         self._memory: Any = None
         self._refs: dict[str, dict[str, list[str]]] = {}
@@ -259,6 +278,9 @@ class Cpersona:
         )
         settings = Settings(data_dir=data_dir, embedding_threads=threads)
         self._memory = await self._stack.enter_async_context(cpersona.open(settings))
+        keep = self._arms
+        if keep is not None:
+            self._memory.recaller.arm_wrapper = _only(keep)
         return self._memory
 
     async def index(self, conv_id: str, units: Sequence[Unit]) -> None:
@@ -279,10 +301,14 @@ class Cpersona:
             batch = await memory.store_batch(records)
             for unit, result in zip(chunk, batch.results, strict=True):
                 refs.setdefault(result.ref, []).append(unit.unit_id)
+        if hasattr(memory, "drain_blocks"):
+            # Blocks are built after the store; measure with them in place, as a settled store has them.
+            await memory.drain_blocks()
 
     async def search(self, conv_id: str, question: str, k: int) -> list[str]:
         memory = await self._engine()
-        result = await memory.recall(question, agent_id=conv_id, limit=k)
+        fields = {} if self._mode is None else {"mode": self._mode}
+        result = await memory.recall(question, agent_id=conv_id, limit=k, **fields)
         refs = self._refs.get(conv_id, {})
         ids: list[str] = []
         for row in result.rows:
@@ -294,3 +320,19 @@ class Cpersona:
     async def aclose(self) -> None:
         self._memory = None
         await self._stack.aclose()
+
+
+def _only(keep: frozenset[str]) -> Any:
+    """An arm wrapper that lets only the ``keep`` arms run; the others answer with no rows."""
+    from cpersona._candidates import ArmResult
+
+    def wrap(name: str, call: Any) -> Any:
+        if name in keep:
+            return call
+
+        async def nothing() -> ArmResult:
+            return ArmResult(name, status="skipped", detail="switched off for this benchmark variant")  # type: ignore[arg-type]
+
+        return nothing
+
+    return wrap
