@@ -168,9 +168,21 @@ async def test_longer_substrings_are_adjacent_grams_in_order_within_one_run(engi
     assert set(refs(await keyword(engine, "x", extra_terms=["京タワー"]))) == {whole, split}
 
 
-async def test_latin_words_glued_to_japanese_are_found(engine: cpersona.Engine) -> None:
-    glued = await remember(engine, "山田さんはPythonでAPIを書いた")
-    assert refs(await keyword(engine, "Python API")) == [glued]
+@pytest.mark.parametrize(
+    ("content", "query"),
+    [
+        ("山田さんはPythonでAPIを書いた", "Python API"),  # glued to Japanese
+        ("first line\nsecond line", "second"),  # the tokenizer does not split at a newline
+        ("don\u2019t panic", "don't"),  # a curly apostrophe cuts like a straight one
+        ("«quoted» words", "quoted"),
+        ("escaped\\ space", "space"),  # the tokenizer keeps an escaped separator inside the token
+        ("東京でCVE-2024-3094を直した", "CVE-2024-3094"),
+    ],
+)
+async def test_words_the_tokenizer_glues_are_found(engine: cpersona.Engine, content: str, query: str) -> None:
+    glued = await remember(engine, content)
+    await remember(engine, "an unrelated memory")
+    assert refs(await keyword(engine, query)) == [glued]
 
 
 # -------------------------------------------------------------------------------------- English

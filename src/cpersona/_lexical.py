@@ -139,10 +139,11 @@ def doc_grams(text: str) -> list[str]:
     """The ``grams`` array of a document whose searchable text is ``text``.
 
     One element per CJK run: its overlapping 3-grams in order, then its two tail grams of two and one
-    characters (``東京タワー`` gives ``東京タ 京タワ タワー ワー ー``). Then one element per run of
-    non-CJK text that the index tokenizer glues to something it should have been split from (a CJK
-    character, a newline, a non-breaking or ideographic space) or that holds a backslash or control
-    character, with those characters blanked, so that its words can be found in this field.
+    characters (``東京タワー`` gives ``東京タ 京タワ タワー ワー ー``). Then, for each stretch of non-CJK
+    text that the index tokenizer does not cut as this module cuts queries (glued to a CJK character, a
+    newline, a non-breaking or ideographic space or an escaped separator, or holding a backslash, a
+    control character or non-ASCII punctuation), one element with its pieces, so that its words can be
+    found in this field.
     """
     out = [" ".join([run[i : i + 3] for i in range(len(run))]) for run in _CJK_RUN.findall(text)]
     for m in _STRETCH.finditer(text):
@@ -150,9 +151,10 @@ def doc_grams(text: str) -> list[str]:
         stretch = m.group()
         if not _WORDISH.search(stretch):
             continue  # punctuation only (、 。 「 」 ...): nothing to search for
-        glued = (start > 0 and text[start - 1] not in _INDEX_BREAK) or (
-            end < len(text) and text[end] not in _INDEX_BREAK
-        )
+        # A backslash before a separator makes the tokenizer keep the separator inside the token.
+        glued = (
+            start > 0 and (text[start - 1] not in _INDEX_BREAK or text[start - 2 : start - 1] == "\\")
+        ) or (end < len(text) and text[end] not in _INDEX_BREAK)
         if not (glued or _INDEX_ODD.search(stretch) or not stretch.isascii()):
             continue
         pieces = _split(stretch)
