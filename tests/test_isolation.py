@@ -5,8 +5,7 @@ Qdrant engine (in-process mode) with generated stores and scopes."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -20,7 +19,11 @@ from cpersona._protocols import VectorPoint
 from cpersona._records import Scope, Source
 from cpersona._vectors import open_vector_store
 
-AGENTS = ["a", "b", "a:b", "ａ"]
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+AGENTS = ["a", "b", "a:b", "\uff41"]  # the last is a full-width "a": a different agent
 PROJECTS = ["", "p", "q", "p:x"]
 CHANNELS = ["", "c", "d"]
 SOURCES = ["", "discord:1", "discord:2", "slack:1", "x"]

@@ -25,6 +25,7 @@ from cpersona._errors import (
     RedisUnavailable,
     VectorStoreUnavailable,
 )
+from cpersona._recall import RecallResult, RecallRow
 from cpersona._records import (
     Association,
     EmotionVector,
@@ -37,7 +38,6 @@ from cpersona._records import (
     Scope,
     Source,
 )
-from cpersona._recall import RecallResult, RecallRow
 from cpersona._results import BatchResult, DeleteResult, StoreResult
 from cpersona._settings import Settings
 
