@@ -42,7 +42,7 @@ async def engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path
 ) -> AsyncIterator[cpersona.Engine]:
     settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings) as memory:
+    async with cpersona.open(settings, background=False) as memory:
         await memory.store_batch(_corpus())
         yield memory
 

@@ -20,7 +20,7 @@ from cpersona._errors import ContentTooLarge
 @pytest.fixture
 async def engine(redis: object, redis_url: str, key_prefix: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
     settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings) as memory:
+    async with cpersona.open(settings, background=False) as memory:
         yield memory
 
 

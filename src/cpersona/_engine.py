@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import orjson
 
+from cpersona._blocks import BlockBuilder, ParentKind, block_filter, block_ids
 from cpersona._calibrate import GATE_CHOICES, PRECISIONS, calibrate, select_gate
 from cpersona._documents import (
     DocumentModels,
@@ -59,6 +60,8 @@ from cpersona._validate import as_choice, as_int, as_str, clean_text
 from cpersona._vectors import open_vector_store
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
     from cpersona._recall import RecallResult
     from cpersona._redis_conn import RedisClient
 
@@ -85,6 +88,8 @@ class _Backends:
     vectors: VectorStore | None
     embedder: Embedder | None
     redis_info: Mapping[str, Any]
+    blocks: VectorStore | None = None
+    builder: BlockBuilder | None = None
 
 
 class Engine:
@@ -133,7 +138,10 @@ class Engine:
                 stack.push_async_callback(embedder.aclose)
                 vectors = await open_vector_store(self.settings, "records", embedder.dim)
                 stack.push_async_callback(vectors.aclose)
-            self._backends = _Backends(client, bind_documents(client, self.keys), vectors, embedder, info)
+            blocks, builder = await self._open_blocks(stack, client, embedder)
+            self._backends = _Backends(
+                client, bind_documents(client, self.keys), vectors, embedder, info, blocks, builder
+            )
             self._recaller = Recaller(
                 settings=self.settings,
                 policies=self.policies,
@@ -141,6 +149,7 @@ class Engine:
                 keys=self.keys,
                 vectors=vectors,
                 embedder=embedder,
+                blocks=blocks,
             )
             self._stack = stack
             await self.finish_pending()
@@ -159,6 +168,50 @@ class Engine:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
 
+    async def _open_blocks(
+        self, stack: contextlib.AsyncExitStack, client: RedisClient, embedder: Embedder | None
+    ) -> tuple[VectorStore | None, BlockBuilder | None]:
+        """The block collection and its builder; none without an embedder (no vectors, no blocks)."""
+        if embedder is None:
+            return None, None
+        blocks = await open_vector_store(self.settings, "blocks", embedder.dim, binary_quantized=True)
+        stack.push_async_callback(blocks.aclose)
+        rules = self.policies[self.settings.recall_policy].blocks
+        builder = BlockBuilder(
+            redis=client,
+            keys=self.keys,
+            blocks=blocks,
+            embedder=embedder,
+            max_per_record=rules.max_per_record,
+            max_chars=rules.max_chars,
+            redis_timeout_secs=self.settings.redis_timeout_secs,
+        )
+        await builder.ensure_group()
+        # Runs before the client closes (exit callbacks run last-in, first-out).
+        stack.push_async_callback(builder.release)
+        return blocks, builder
+
+    async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Build block vectors from the block stream until cancelled (start it in a task group).
+
+        Returns at once when the engine builds no blocks (``embedding_mode="none"``).
+        """
+        builder = self._b.builder
+        if builder is None:
+            task_status.started()
+            return
+        await builder.run(task_status=task_status)
+
+    @property
+    def builds_blocks(self) -> bool:
+        """Whether stores queue block builds (they do unless ``embedding_mode="none"``)."""
+        return self._b.builder is not None
+
+    async def drain_blocks(self) -> int:
+        """Build the blocks of every record queued so far, then return how many events were processed."""
+        builder = self._b.builder
+        return 0 if builder is None else await builder.drain()
+
     @property
     def _b(self) -> _Backends:
         if self._backends is None:
@@ -173,6 +226,11 @@ class Engine:
     @property
     def vectors(self) -> VectorStore | None:
         return self._b.vectors
+
+    @property
+    def blocks(self) -> VectorStore | None:
+        """The block-vector collection (``None`` when the engine embeds nothing)."""
+        return self._b.blocks
 
     @property
     def embedder(self) -> Embedder | None:
@@ -304,6 +362,7 @@ class Engine:
                     pipe.set(key, rec.id)
                 if rec.vector_pending:
                     pipe.sadd(self.keys.vector_pending, self.keys.memory(rec.id))
+                self._queue_blocks(pipe, self.keys.memory(rec.id))
             await pipe.execute()
         embedded = await self._write_vectors(records)
         for rec, (i, d, _, _) in zip(records, fresh, strict=True):
@@ -335,6 +394,12 @@ class Engine:
                 reason = "duplicate_id" if ":dedup:msg:" in key else "duplicate_content"
                 return record_id, reason
         return None
+
+    def _queue_blocks(self, pipe: Any, record_key: str) -> None:
+        """Add the record's block event to the transaction that writes it, so that an acknowledged
+        write always has its event (and a failed one never has)."""
+        if self._b.builder is not None:
+            pipe.xadd(self.keys.block_stream, {"key": record_key})
 
     async def _write_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:
         """Embed and upsert; clear the pending marks of what reached Qdrant. Returns the ids written.
@@ -437,6 +502,7 @@ class Engine:
             pipe.json().set(self.keys.episode(rec.id), "$", validated(b.docs.episode, episode_to_doc(rec)))
             if rec.vector_pending:
                 pipe.sadd(self.keys.vector_pending, self.keys.episode(rec.id))
+            self._queue_blocks(pipe, self.keys.episode(rec.id))
             await pipe.execute()
         ok = rec.id in await self._write_vectors([rec])
         return StoreResult("stored", rec.ref, embedded=ok, vector_pending=rec.vector_pending and not ok)
@@ -664,6 +730,9 @@ class Engine:
                 pipe.set(new_claim, new.id)
             if new.vector_pending:
                 pipe.sadd(self.keys.vector_pending, self.keys.memory(new.id))
+            if content_changed or new.timestamp != current.timestamp:
+                # Blocks carry the text and the record's time; other fields do not reach them.
+                self._queue_blocks(pipe, self.keys.memory(new.id))
             await pipe.execute()
         ok = new.id in await self._write_vectors([new])
         return dataclasses.replace(
@@ -695,6 +764,9 @@ class Engine:
             await pipe.execute()
         if kind != "raw" and b.vectors is not None:
             await b.vectors.delete([record.id])
+        if b.builder is not None and b.blocks is not None and not isinstance(record, RawRecord):
+            parent: ParentKind = "memory" if isinstance(record, MemoryRecord) else "episode"
+            await b.blocks.delete(block_ids(parent, record.id, b.builder.max_per_record))
         return DeleteResult(1)
 
     async def delete_agent_data(self, agent_id: object) -> DeleteResult:
@@ -729,6 +801,8 @@ class Engine:
             await b.redis.delete(self.keys.profile(agent), self.keys.calibration(agent))
         if b.vectors is not None:
             await b.vectors.delete_where(ReadScope(agent).vector_filter())
+        if b.blocks is not None:
+            await b.blocks.delete_where(block_filter(agent))
         self.recaller.stats.forget(agent)
         return DeleteResult(deleted)
 
@@ -781,11 +855,18 @@ def _search_docs(reply: Any) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def open(settings: Settings | None = None, **overrides: Any) -> AsyncIterator[Engine]:
+async def open(
+    settings: Settings | None = None, *, background: bool = True, **overrides: Any
+) -> AsyncIterator[Engine]:
     """Open the engine: ``async with cpersona.open() as memory: ...``.
 
     ``settings`` defaults to :meth:`Settings.from_env`; keyword ``overrides`` replace single settings,
     e.g. ``cpersona.open(data_dir="/tmp/mem", embedding_mode="none")``.
+
+    ``background`` runs the block worker (:meth:`Engine.run_block_worker`) in a task group for as long
+    as the engine is open. The task group ties the context to the task that entered it, so code that
+    enters and exits in different tasks (pytest-asyncio fixtures, for one) passes ``background=False``
+    and calls :meth:`Engine.drain_blocks` when it wants the blocks built.
     """
     if settings is None:
         settings = Settings.from_env(**overrides)
@@ -793,4 +874,12 @@ async def open(settings: Settings | None = None, **overrides: Any) -> AsyncItera
         settings = dataclasses.replace(settings, **overrides)
         settings.validate()
     async with Engine(settings) as engine:
-        yield engine
+        if not background or not engine.builds_blocks:
+            yield engine
+            return
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.run_block_worker)
+            try:
+                yield engine
+            finally:
+                tg.cancel_scope.cancel()

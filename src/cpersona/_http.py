@@ -536,7 +536,17 @@ def create_app(settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> S
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with Engine(settings) as engine:
-            yield {"engine": engine}
+            if not engine.builds_blocks:
+                yield {"engine": engine}
+                return
+            # The block worker lives as long as the app: started before the first request, cancelled
+            # at shutdown before the engine closes.
+            async with anyio.create_task_group() as tg:
+                await tg.start(engine.run_block_worker)
+                try:
+                    yield {"engine": engine}
+                finally:
+                    tg.cancel_scope.cancel()
 
     body = _body_handlers(max_body_bytes)
     routes = [

@@ -90,6 +90,11 @@ class Keys:
         """Stream of 'build blocks for this record' events consumed by the block worker."""
         return f"{self.prefix}:stream:blocks"
 
+    @property
+    def block_group(self) -> str:
+        """The consumer group of the block workers on :attr:`block_stream`."""
+        return f"{self.prefix}:block-builders"
+
     def trace_channel(self, agent_id: str) -> str:
         return f"{self.prefix}:trace:{agent_id}"
 

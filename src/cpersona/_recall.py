@@ -6,7 +6,8 @@
        │  one task group for the request:
        ├─ memory keyword ─┐                          (each arm under its own deadline; a failed or
        ├─ episode full text┤                           late arm contributes nothing and is reported)
-       ├─ embed query ‖ scope stats ─► near ‖ far ‖ block
+       ├─ embed query ‖ scope stats ─► near ‖ far
+       │     └─► block (as soon as the query vector exists; it feeds the held seats only)
        └─ profile, calibrated gate
        ▼
     hydrate the rows once (JSON.MGET) → source and exclusion filters → stage chain
@@ -28,6 +29,7 @@ import anyio
 import orjson
 
 from cpersona._arms import ScopeStats, ScopeStatsCache, vector_far, vector_near
+from cpersona._blocks import block_arm
 from cpersona._candidates import ArmName, ArmResult, ArmRow
 from cpersona._errors import InvalidRequest
 from cpersona._gate import gate_config
@@ -209,6 +211,7 @@ class Recaller:
         vectors: VectorStore | None,
         embedder: Embedder | None,
         chain: Chain | None = None,
+        blocks: VectorStore | None = None,
     ) -> None:
         self.settings = settings
         self.policies = policies
@@ -216,6 +219,7 @@ class Recaller:
         self.keys = keys
         self.vectors = vectors
         self.embedder = embedder
+        self.blocks = blocks
         self.chain = chain or default_chain()
         self.stats = ScopeStatsCache()
         # Tests and benchmarks wrap arms (e.g. to switch one off or slow it down); production leaves it.
@@ -269,6 +273,16 @@ class Recaller:
                 except Exception as exc:
                     log.warning("query embedding failed: %s", exc)
                     side["embed_error"] = f"{type(exc).__name__}: {exc}"
+                    return
+                if self.blocks is not None and policy.seats.block > 0:
+                    # The block arm needs only the vector, so it starts now, in the request's task group,
+                    # without waiting for the scope statistics the other vector arms need. Its rows fill
+                    # seats after up to `limit` returned rows; a source filter or exclusions drop rows
+                    # after the search, so then it looks deeper, like the other arms.
+                    wanted = req.limit + policy.seats.block
+                    wanted = wanted * 2 + 10 if filtering else wanted
+                    arm = functools.partial(block_arm, self.blocks, vector, req.scope, limit=wanted)
+                    tg.start_soon(run_arm, "block", arm)
 
             async def stats() -> None:
                 stats_box.append(await self.stats.get(self.redis, self.keys, req.scope, window, reach))

@@ -352,6 +352,10 @@ async def _import(engine: Engine, args: argparse.Namespace) -> int:
         f"stored {tally.stored}, skipped {tally.skipped} (duplicates), failed {tally.failed} "
         f"in {elapsed:.2f} s ({rate:.1f} records/s)"
     )
+    if engine.builds_blocks and tally.stored:
+        # No worker runs in a one-shot command: build the new records' blocks before exiting.
+        built = await engine.drain_blocks()
+        print(f"built the blocks of {built} record(s)")
     if stop is not None:
         print(f"error: {stop}; stopped there (lines before it were stored)", file=sys.stderr)
         return EXIT_BAD_INPUT
