@@ -277,7 +277,7 @@ class Cpersona:
             self._threads if self._threads is not None else Settings(data_dir=data_dir).embedding_threads
         )
         settings = Settings(data_dir=data_dir, embedding_threads=threads)
-        self._memory = await self._stack.enter_async_context(cpersona.open(settings))
+        self._memory = await self._stack.enter_async_context(cpersona.open(settings, background=False))
         keep = self._arms
         if keep is not None:
             self._memory.recaller.arm_wrapper = _only(keep)
