@@ -31,7 +31,7 @@ import orjson
 from cpersona._arms import ScopeStats, ScopeStatsCache, vector_far, vector_near
 from cpersona._blocks import block_arm
 from cpersona._candidates import ArmName, ArmResult, ArmRow
-from cpersona._errors import InvalidRequest
+from cpersona._errors import CpersonaError, InvalidRequest
 from cpersona._gate import gate_config
 from cpersona._isolation import ReadScope
 from cpersona._lexical import episode_fts, memory_keyword
@@ -314,12 +314,13 @@ class Recaller:
         async def calibration() -> None:
             side["calibrated"] = await self._calibrated_gate(req.scope.agent_id)
 
-        async with anyio.create_task_group() as tg:
+        async with _PlainErrors(), anyio.create_task_group() as tg:
             tg.start_soon(
                 run_arm, "memory_keyword",
                 lambda: memory_keyword(self.redis, self.keys, req.scope, req.query, fetch),
             )  # fmt: skip
-            if with_episodes:
+            # A blank query lists the newest memories only: episode full text has no term to match.
+            if with_episodes and not blank:
                 tg.start_soon(
                     run_arm,
                     "episode_fts",
@@ -517,6 +518,31 @@ class Recaller:
         if req.order == "best_last":
             rows.reverse()
         return tuple(rows)
+
+
+class _PlainErrors:
+    """Re-raise a failed task group as the error a caller expects: the first cpersona error among its
+    leaves (``RedisUnavailable`` when Redis goes away mid-recall), not an ``ExceptionGroup``."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if not isinstance(exc, BaseExceptionGroup):
+            return
+        leaves = _leaves(exc)
+        first: BaseException | None = next((e for e in leaves if isinstance(e, CpersonaError)), None)
+        if first is None and len(leaves) == 1:
+            first = leaves[0]
+        if first is not None:
+            raise first from None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 def _match_reason(cand: Candidate) -> dict[str, Any] | None:
