@@ -1,0 +1,86 @@
+"""The behaviour golden: a fixed corpus and question set whose full ordered output is pinned.
+
+Changes that must not alter recall (a trace not requested, a cue not given, a refactor) are proven not to
+by this file. A deliberate change of behaviour regenerates it, reviewed like code::
+
+    CPERSONA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_golden.py
+
+Rows are named by the caller ids of the corpus (episodes by their position in it), so the golden does not
+depend on the random record ids; scores are rounded to 4 decimals.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+
+import cpersona
+from cpersona import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+HERE = Path(__file__).parent / "golden"
+CORPUS = orjson.loads((HERE / "corpus.json").read_bytes())
+GOLDEN = HERE / "single-pass-v0.json"
+
+
+@pytest.fixture
+async def engine(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> AsyncIterator[tuple[cpersona.Engine, dict[str, str]]]:
+    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    agent = CORPUS["agent_id"]
+    async with cpersona.open(settings, background=False) as memory:
+        names: dict[str, str] = {}
+        batch = await memory.store_batch([{**m, "agent_id": agent} for m in CORPUS["memories"]])
+        for row, result in zip(CORPUS["memories"], batch.results, strict=True):
+            names[result.ref] = row["id"]
+        for n, episode in enumerate(CORPUS["episodes"]):
+            result = await memory.archive_episode(agent_id=agent, **episode)
+            names[result.ref] = f"episode-{n}"
+        await memory.update_profile(agent, CORPUS["profile"])
+        await memory.drain_blocks()
+        yield memory, names
+
+
+def _summary(result: cpersona.RecallResult, names: dict[str, str]) -> dict[str, Any]:
+    rows = []
+    for row in result.rows:
+        reason = dict(row.match_reason or {})
+        rows.append(
+            {
+                "row": "profile" if row.ref is None else names[row.ref],
+                "signal": reason.get("signal"),
+                "admission": reason.get("admission"),
+                "score": None if row.score is None else round(row.score, 4),
+                "cosine": None if reason.get("cosine") is None else round(reason["cosine"], 4),
+            }
+        )
+    return {
+        "policy": dict(result.policy),
+        "mode": result.mode,
+        "depth": result.depth,
+        "degraded": [d.arm for d in result.degraded],
+        "rows": rows,
+    }
+
+
+async def test_recall_matches_the_golden(engine: tuple[cpersona.Engine, dict[str, str]]) -> None:
+    memory, names = engine
+    observed = []
+    for question in CORPUS["questions"]:
+        query = question["query"]
+        fields = {k: v for k, v in question.items() if k != "query"}
+        result = await memory.recall(query, agent_id=CORPUS["agent_id"], **fields)
+        observed.append({"question": question, **_summary(result, names)})
+    if os.environ.get("CPERSONA_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_bytes(orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n")
+        pytest.skip("golden regenerated; review the diff and commit it")
+    expected = orjson.loads(GOLDEN.read_bytes())
+    for want, got in zip(expected, observed, strict=True):
+        assert got == want, want["question"]
