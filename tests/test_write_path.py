@@ -7,8 +7,7 @@ own contract suite and the crash test uses it end to end.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,9 +15,15 @@ import cpersona
 from cpersona import InvalidRequest, MemoryRecord, RecordNotFound, Settings
 from cpersona._errors import ContentTooLarge
 
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
 
 @pytest.fixture
-async def engine(redis: object, redis_url: str, key_prefix: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
+async def engine(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> AsyncIterator[cpersona.Engine]:
     settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
     async with cpersona.open(settings, background=False) as memory:
         yield memory
