@@ -75,6 +75,9 @@ AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
 _PENDING_BATCH = 64
 _MAX_PROFILE = 2_000
 _LIST_MAX = 1_000
+# An index build is a maintenance call that grows with the store (tens of seconds at 100k memories on two
+# cores), so it gets its own deadline instead of the per-request qdrant_timeout_secs.
+_OPTIMIZE_TIMEOUT_SECS = 3_600.0
 
 
 def _digest(text: str) -> str:
@@ -475,6 +478,24 @@ class Engine:
         if done:
             log.info("finished %d pending vector write(s)", done)
         return done
+
+    async def optimize(self, *, timeout_secs: float = _OPTIMIZE_TIMEOUT_SECS) -> None:
+        """Build the vector indexes now: run each vector store's optimiser, if it has one.
+
+        The embedded Qdrant engine has no background optimiser: its points stay in a segment searched by
+        brute force, and its HNSW graph and quantised copy are not built, until
+        :meth:`~cpersona._vector_edge.EdgeVectorStore.optimize` runs. Call this after a bulk import and
+        now and then as a maintenance task (``cpersona optimize``). A Qdrant server optimises in the
+        background, so its adapter has no ``optimize`` and is left alone. It may take seconds on a large
+        store and, with the embedded engine, holds the GIL meanwhile (recalls wait for it).
+        """
+        b = self._b
+        for store in (b.vectors, b.blocks):
+            # Duck-typed so that the remote adapter (and qdrant-client) need not be imported to tell them
+            # apart: only the embedded adapter defines optimize().
+            optimize = getattr(store, "optimize", None)
+            if optimize is not None:
+                await optimize(timeout_secs=timeout_secs)
 
     # ------------------------------------------------------------------ episodes, raw, profile
 

@@ -55,6 +55,9 @@ REQUIRED_MODULES = ("search", "ReJSON")
 
 # Closing only drops sockets; it gets a short, fixed allowance so a teardown can never hang.
 _CLOSE_TIMEOUT_SECS = 2.0
+# Connections one client may hold at once. A recall runs several Redis calls in parallel, so 64 concurrent
+# recalls want more than this; the pool makes the extra calls wait for a free connection (see new_client).
+_MAX_CONNECTIONS = 100
 
 # Errors meaning "Redis did not answer": a refused or dropped connection (including AUTH failures and a
 # server still loading its data, both ConnectionError subclasses in redis-py), or a missed deadline.
@@ -114,14 +117,21 @@ def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:
     # under code and under redis-om that read the RESP2 arrays. The stubs do not know the argument.
     pinned: dict[str, Any] = {"protocol": 2}
     try:
-        return redis.asyncio.Redis.from_url(
+        # A blocking pool: when every connection is busy a call waits (up to ``timeout``) for one to come
+        # back. redis-py's default pool raises MaxConnectionsError instead, which failed recalls outright
+        # at 64 concurrent callers.
+        pool: redis.asyncio.BlockingConnectionPool[Any] = redis.asyncio.BlockingConnectionPool.from_url(
             url,
+            max_connections=_MAX_CONNECTIONS,
+            timeout=timeout,
             decode_responses=False,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=retry,
             **pinned,
         )
+        # from_pool (the client owns and closes the pool) is missing from the type stubs.
+        return cast("RedisClient", cast("Any", redis.asyncio.Redis).from_pool(pool))
     except ValueError as exc:
         raise InvalidSetting("CPERSONA_REDIS_URL", f"is not a usable Redis URL ({exc})") from None
 

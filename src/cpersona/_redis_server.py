@@ -304,7 +304,16 @@ class EmbeddedRedis:
                 if info is not None and int(info.get("process_id", -1)) == process.pid:
                     break
                 await anyio.sleep(_POLL_SECS)
-            modules = await module_versions(client)
+            while True:
+                try:
+                    modules = await module_versions(client)
+                    break
+                except redis.exceptions.BusyLoadingError:
+                    # INFO answers while the AOF is still loading but other commands do not: a reopened
+                    # store of some size is still loading here. Wait (the startup deadline still applies).
+                    if process.returncode is not None:
+                        return process.returncode
+                    await anyio.sleep(_POLL_SECS)
         except (redis.exceptions.RedisError, TimeoutError) as exc:
             raise RedisUnavailable(f"the embedded redis-server failed its first commands: {exc}") from exc
         finally:

@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="whole contents, not 500-character previews")
     p.add_argument("--json", action="store_true", help="print the response as JSON")
 
+    p = sub.add_parser(
+        "optimize",
+        parents=[common],
+        help="build the embedded vector indexes now (after a large import; the embedded engine never does "
+        "it on its own)",
+    )
+
     p = sub.add_parser("forget", parents=[common], help="delete all data of one agent")
     p.add_argument("--agent", required=True, help="agent id")
     p.add_argument("--yes", action="store_true", help="confirm the deletion")
@@ -221,6 +228,13 @@ async def _recall(engine: Engine, args: argparse.Namespace) -> int:
         if len(text) > 100:
             text = text[:99] + "…"
         print(f"{n:>3}  {row.ref!s:<{width}}  {signal:<6} {shown:>7}  {text}")
+    return EXIT_OK
+
+
+async def _optimize(engine: Engine, args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    await engine.optimize()
+    print(f"optimized in {time.monotonic() - started:.1f} s")
     return EXIT_OK
 
 
@@ -372,6 +386,7 @@ _COMMANDS: dict[str, _Command] = {
     "get": _get,
     "forget": _forget,
     "recall": _recall,
+    "optimize": _optimize,
 }
 
 
