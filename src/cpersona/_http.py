@@ -960,6 +960,11 @@ def _schemas() -> dict[str, Any]:
                 "full_content": {"type": "boolean", "default": False, "description": "No 500-char preview"},
                 "order": {"type": "string", "enum": ["best_first", "best_last"], "default": "best_first"},
                 "policy": _str("The recall policy to run (a file in stages/)", default="single-pass-v0"),
+                "trace": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Return the recall trace (refs, ranks, scores and reasons; no text)",
+                },
                 "header": {"type": "object", "description": "Accepted and ignored"},
             },
             ("agent_id", "query"),
@@ -991,6 +996,13 @@ def _schemas() -> dict[str, Any]:
                 "rows": {"type": "array", "items": _ref("RecallRow")},
                 "depth": {"type": "integer", "description": "Rows per arm, when it differs from limit"},
                 "degraded": {"type": "array", "items": {"type": "object"}},
+                "trace": {
+                    "type": ["object", "null"],
+                    "description": "Only when the request set trace: the recall trace, trace_version 1 "
+                    "(policy, server_version, scope, request, config, arms, fusion, scoring, gate, autocut, "
+                    "order, reservation, stages, suspected, coverage, timing_ms); the profile row's ref is "
+                    "'profile' there",
+                },
             }
         ),
         "Health": {

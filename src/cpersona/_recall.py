@@ -38,6 +38,7 @@ from cpersona._lexical import episode_fts, memory_keyword
 from cpersona._records import Source, format_time
 from cpersona._redis_conn import command, json_ops, redis_errors
 from cpersona._stages import Chain, RecallPlan, Retrieved, Seated, default_chain
+from cpersona._trace import TRACE_VERSION, build_trace
 from cpersona._validate import as_bool, as_choice, as_int, as_str, as_str_list
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ _ORDERS: tuple[Order, ...] = ("best_first", "best_last")
 _REQUEST_FIELDS = frozenset(
     {
         "agent_id", "query", "limit", "deep", "mode", "project_id", "channel", "source_id",
-        "exclude_contents", "full_content", "order", "policy", "header",
+        "exclude_contents", "full_content", "order", "policy", "header", "trace",
     }
 )  # fmt: skip
 _MAX_QUERY = 4_000
@@ -76,6 +77,7 @@ class RecallRequest:
     exclude_contents: tuple[str, ...] = ()
     full_content: bool = False
     order: Order = "best_first"
+    trace: bool = False
 
     @property
     def blank(self) -> bool:
@@ -123,6 +125,7 @@ def recall_request(
         ),
         full_content=as_bool(body.get("full_content", False), "full_content"),
         order=as_choice(body.get("order", "best_first"), "order", _ORDERS),
+        trace=as_bool(body.get("trace", False), "trace"),
     )
 
 
@@ -167,7 +170,12 @@ class Degraded:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecallResult:
-    """A recall's answer. ``final`` is the last stage set, from which the whole history can be read."""
+    """A recall's answer. ``final`` is the last stage set, from which the whole history can be read.
+
+    ``trace`` is the recall trace when one was built (``_trace``); it is part of the response only when
+    the request asked for it (``trace_requested``), so a trace built for the server's own use (a
+    sampler) leaves the response as it was.
+    """
 
     rows: tuple[RecallRow, ...]
     policy: Mapping[str, str]
@@ -178,6 +186,8 @@ class RecallResult:
     degraded: tuple[Degraded, ...]
     final: Seated
     timing_ms: Mapping[str, float]
+    trace: Mapping[str, Any] | None = None
+    trace_requested: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -192,6 +202,8 @@ class RecallResult:
             out["depth"] = self.depth
         if self.degraded:
             out["degraded"] = [dataclasses.asdict(d) for d in self.degraded]
+        if self.trace_requested:
+            out["trace"] = None if self.trace is None else dict(self.trace)
         return out
 
 
@@ -225,7 +237,10 @@ class Recaller:
         # Tests and benchmarks wrap arms (e.g. to switch one off or slow it down); production leaves it.
         self.arm_wrapper: Callable[[ArmName, ArmCall], ArmCall] | None = None
 
-    async def recall(self, req: RecallRequest) -> RecallResult:
+    async def recall(self, req: RecallRequest, *, want_trace: bool | None = None) -> RecallResult:
+        """Run one recall. A trace is built when ``want_trace`` is true (default: when the request asks
+        for one); it goes into the response only if the request asked. ``want_trace=False`` builds none,
+        and a request that asked then gets ``trace: null``."""
         started = time.perf_counter()
         policy = self.policies[req.policy]
         blank = req.blank
@@ -380,7 +395,7 @@ class Recaller:
             **stage_ms,
             "total": (done - started) * 1000,
         }
-        return RecallResult(
+        result = RecallResult(
             rows=rows,
             policy={"scoring": policy.scoring, "process": policy.name},
             limit=req.limit,
@@ -390,9 +405,45 @@ class Recaller:
             degraded=degraded,
             final=final,
             timing_ms=timing,
+            trace_requested=req.trace,
         )
+        if not (req.trace if want_trace is None else want_trace):
+            return result
+        trace = self._trace(req, result, policy, plan, window, docs, profile_doc)
+        # The trace's own cost joins the recall's times; ``total`` stays the recall without it.
+        cost = trace.get("timing_ms", {})
+        timing = {**timing, **{k: cost[k] for k in ("trace", "coverage") if k in cost}}
+        return dataclasses.replace(result, trace=trace, timing_ms=timing)
 
     # ------------------------------------------------------------------------------------------ helpers
+
+    def _trace(
+        self,
+        req: RecallRequest,
+        result: RecallResult,
+        policy: Policy,
+        plan: RecallPlan,
+        window: int,
+        docs: Mapping[str, Mapping[str, Any]],
+        profile_doc: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The trace of a finished recall. A failure to build it never fails the recall: the trace
+        then names the error instead (the rows are already final)."""
+        try:
+            return build_trace(
+                req,
+                result,
+                policy=policy,
+                gate=plan.gate,
+                settings=self.settings,
+                scan_window=window,
+                embedding_model=None if self.embedder is None else self.embedder.name,
+                docs=docs,
+                profile_doc=profile_doc,
+            )
+        except Exception as exc:
+            log.exception("building the recall trace failed")
+            return {"trace_version": TRACE_VERSION, "error": type(exc).__name__}
 
     async def _vector_threshold(self, agent_id: str, policy: Policy) -> float:
         calibrated = await self._calibrated_gate(agent_id)
