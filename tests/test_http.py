@@ -76,8 +76,9 @@ def http_settings(settings: Settings, redis: RedisClient) -> Settings:
 async def client(http_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     # pytest-asyncio sets a fixture up and tears it down in different tasks, so this fixture cannot
     # hold the task group that ``serving`` runs the ASGI lifespan in. It enters the app's lifespan
-    # context directly instead and hands its state to each request, as Starlette's router does.
-    app = create_app(http_settings, max_body_bytes=4096)
+    # context directly instead and hands its state to each request, as Starlette's router does. For the
+    # same reason the lifespan runs no background tasks (they need a task group around the app's life).
+    app = create_app(http_settings, max_body_bytes=4096, background=False)
     async with app.router.lifespan_context(app) as state:
         assert state is not None
 

@@ -72,7 +72,8 @@ async def engine(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path
 ) -> AsyncIterator[cpersona.Engine]:
     settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    async with cpersona.open(settings_) as memory:
+    # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
+    async with cpersona.open(settings_, background=False) as memory:
         yield memory
 
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +43,7 @@ from cpersona._isolation import ReadScope
 from cpersona._keys import Keys
 from cpersona._policy import load_policies
 from cpersona._protocols import Embedder, VectorPoint, VectorStore
+from cpersona._publisher import TracePublisher, TraceStats
 from cpersona._recall import Recaller, recall_request
 from cpersona._records import (
     EpisodeRecord,
@@ -93,6 +95,7 @@ class _Backends:
     redis_info: Mapping[str, Any]
     blocks: VectorStore | None = None
     builder: BlockBuilder | None = None
+    publisher: TracePublisher | None = None
 
 
 class Engine:
@@ -108,6 +111,9 @@ class Engine:
         self._backends: _Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._recaller: Recaller | None = None
+        # Decides which untraced recalls are traced anyway (CPERSONA_TRACE_SAMPLE); one per engine, seeded
+        # by CPERSONA_TRACE_SAMPLE_SEED when set so a run's sample can be repeated.
+        self._trace_rng = random.Random(settings.trace_sample_seed)
         # Policies are read at construction so a broken policy file stops the start before any I/O.
         self.policies = load_policies()
         if settings.recall_policy not in self.policies:
@@ -142,8 +148,23 @@ class Engine:
                 vectors = await open_vector_store(self.settings, "records", embedder.dim)
                 stack.push_async_callback(vectors.aclose)
             blocks, builder = await self._open_blocks(stack, client, embedder)
+            publisher = TracePublisher(
+                client,
+                self.keys,
+                capacity=self.settings.trace_queue_size,
+                timeout_secs=self.settings.redis_timeout_secs,
+            )
+            # Closed before the client (exit callbacks run last-in, first-out).
+            stack.callback(publisher.close)
             self._backends = _Backends(
-                client, bind_documents(client, self.keys), vectors, embedder, info, blocks, builder
+                client,
+                bind_documents(client, self.keys),
+                vectors,
+                embedder,
+                info,
+                blocks,
+                builder,
+                publisher=publisher,
             )
             self._recaller = Recaller(
                 settings=self.settings,
@@ -205,6 +226,35 @@ class Engine:
             return
         await builder.run(task_status=task_status)
 
+    async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Publish queued recall traces to Redis until cancelled (start it in a task group)."""
+        await self._publisher.run(task_status=task_status)
+
+    async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every background task of the engine (block worker, trace publisher) until cancelled.
+
+        ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body; it reports
+        started once each task has.
+        """
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.run_block_worker)
+            await tg.start(self.run_trace_publisher)
+            task_status.started()
+
+    async def drain_traces(self) -> int:
+        """Publish every trace queued so far, then return how many were taken off the queue."""
+        return await self._publisher.drain()
+
+    def trace_stats(self) -> TraceStats:
+        """The trace publisher's counters (published, dropped, failed, queued, capacity)."""
+        return self._publisher.stats()
+
+    @property
+    def _publisher(self) -> TracePublisher:
+        publisher = self._b.publisher
+        assert publisher is not None
+        return publisher
+
     @property
     def builds_blocks(self) -> bool:
         """Whether stores queue block builds (they do unless ``embedding_mode="none"``)."""
@@ -248,6 +298,7 @@ class Engine:
             "redis": {**b.redis_info, "embedded": self.settings.embedded_redis},
             "vector_engine": None if b.vectors is None else b.vectors.engine_name,
             "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
+            "traces": self._publisher.stats().to_json(),
         }
 
     # ------------------------------------------------------------------ recall
@@ -267,7 +318,15 @@ class Engine:
         """
         cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
         req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
-        return await self.recaller.recall(req)
+        rate = self.settings.trace_sample
+        sampled = not req.trace and rate > 0 and self._trace_rng.random() < rate
+        result = await self.recaller.recall(req, want_trace=req.trace or sampled)
+        if result.trace is not None:
+            self._publisher.offer(req.scope.agent_id, result.trace)
+            if sampled:
+                # A sampled trace goes to the channel only: the caller's answer is what it asked for.
+                result = dataclasses.replace(result, trace=None)
+        return result
 
     async def calibrate(self, agent_id: object, *, precision: object = "balanced") -> dict[str, Any]:
         """Calibrate the agent's gate from its own memories (deterministic), store it and select it."""
@@ -884,10 +943,11 @@ async def open(
     ``settings`` defaults to :meth:`Settings.from_env`; keyword ``overrides`` replace single settings,
     e.g. ``cpersona.open(data_dir="/tmp/mem", embedding_mode="none")``.
 
-    ``background`` runs the block worker (:meth:`Engine.run_block_worker`) in a task group for as long
-    as the engine is open. The task group ties the context to the task that entered it, so code that
-    enters and exits in different tasks (pytest-asyncio fixtures, for one) passes ``background=False``
-    and calls :meth:`Engine.drain_blocks` when it wants the blocks built.
+    ``background`` runs the engine's background tasks (:meth:`Engine.run_background`: the block worker
+    and the trace publisher) in a task group for as long as the engine is open. The task group ties the
+    context to the task that entered it, so code that enters and exits in different tasks
+    (pytest-asyncio fixtures, for one) passes ``background=False`` and calls :meth:`Engine.drain_blocks`
+    when it wants the blocks built and :meth:`Engine.drain_traces` when it wants traces published.
     """
     if settings is None:
         settings = Settings.from_env(**overrides)
@@ -895,11 +955,11 @@ async def open(
         settings = dataclasses.replace(settings, **overrides)
         settings.validate()
     async with Engine(settings) as engine:
-        if not background or not engine.builds_blocks:
+        if not background:
             yield engine
             return
         async with anyio.create_task_group() as tg:
-            await tg.start(engine.run_block_worker)
+            await tg.start(engine.run_background)
             try:
                 yield engine
             finally:

@@ -527,26 +527,30 @@ async def _stats(request: Request) -> Response:
 # --------------------------------------------------------------------------------------------- the app
 
 
-def create_app(settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
+def create_app(
+    settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES, background: bool = True
+) -> Starlette:
     """The HTTP API over an engine opened with ``settings`` when the app starts (its lifespan).
 
-    ``max_body_bytes`` caps request bodies (413 beyond it).
+    ``max_body_bytes`` caps request bodies (413 beyond it). ``background`` runs the engine's background
+    tasks (block worker, trace publisher) in a task group around the app's life, as ``cpersona.open``
+    does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.
     """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        async with Engine(settings) as engine:
-            if not engine.builds_blocks:
+        if not background:
+            async with Engine(settings) as engine:
                 yield {"engine": engine}
-                return
-            # The block worker lives as long as the app: started before the first request, cancelled
-            # at shutdown before the engine closes.
-            async with anyio.create_task_group() as tg:
-                await tg.start(engine.run_block_worker)
-                try:
-                    yield {"engine": engine}
-                finally:
-                    tg.cancel_scope.cancel()
+            return
+        # The background tasks live as long as the app: started before the first request, cancelled at
+        # shutdown before the engine closes.
+        async with Engine(settings) as engine, anyio.create_task_group() as tg:
+            await tg.start(engine.run_background)
+            try:
+                yield {"engine": engine}
+            finally:
+                tg.cancel_scope.cancel()
 
     body = _body_handlers(max_body_bytes)
     routes = [
@@ -1025,6 +1029,15 @@ def _schemas() -> dict[str, Any]:
                         {"type": "null"},
                         _obj({"name": {"type": "string"}, "dim": {"type": "integer"}}),
                     ]
+                },
+                "traces": {
+                    "type": "object",
+                    "description": "This worker's trace publisher: traces published on the Redis channel, "
+                    "dropped (queue full), failed (Redis error or deadline), queued now, queue capacity",
+                    "properties": {
+                        name: {"type": "integer"}
+                        for name in ("published", "dropped", "failed", "queued", "capacity")
+                    },
                 },
             },
         },

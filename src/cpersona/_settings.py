@@ -73,6 +73,10 @@ class Settings:
     recall_arm_timeout_ms: float = 2_000.0
     recall_max_limit: int = 10_000
 
+    trace_queue_size: int = 1_000
+    trace_sample: float = 0.0
+    trace_sample_seed: int | None = None
+
     def __post_init__(self) -> None:
         # Accept a plain string for the data dir from Python callers; everything downstream wants a Path.
         if not isinstance(self.data_dir, Path):
@@ -126,10 +130,13 @@ class Settings:
             "batch_max",
             "max_memories",
             "recall_max_limit",
+            "trace_queue_size",
         ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be at least 1")
+        if not 0.0 <= self.trace_sample <= 1.0:
+            raise InvalidSetting("CPERSONA_TRACE_SAMPLE", f"must be between 0 and 1, got {self.trace_sample}")
         if self.recall_depth_floor is not None and self.recall_depth_floor < 0:
             raise InvalidSetting("CPERSONA_RECALL_DEPTH_FLOOR", "must be 0 or more")
         if not self.key_prefix or ":" in self.key_prefix:

@@ -1,4 +1,5 @@
-"""The ``cpersona`` command: run the HTTP API, and store, import, inspect and forget memories by hand.
+"""The ``cpersona`` command: run the HTTP API, store, import, inspect and forget memories by hand, and
+follow recall traces live (``cpersona trace tail``).
 
 The command parses its arguments, reads the settings (``CPERSONA_*`` variables plus a few flags), and
 then makes one ``anyio.run`` call that opens the engine and awaits the library; it holds no logic of its
@@ -33,6 +34,7 @@ from cpersona._engine import Engine
 from cpersona._errors import BackendUnavailable, CpersonaError, InvalidRequest, InvalidSetting
 from cpersona._http import record_to_json, serve, single_error
 from cpersona._settings import Settings
+from cpersona._trace_tail import tail_traces
 
 __all__ = ["main"]
 
@@ -120,6 +122,18 @@ def _parser() -> argparse.ArgumentParser:
         help="build the embedded vector indexes now (after a large import; the embedded engine never does "
         "it on its own)",
     )
+
+    p = sub.add_parser("trace", help="follow recall traces")
+    trace_sub = p.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    p = trace_sub.add_parser(
+        "tail",
+        parents=[common],
+        help="print recall traces as engines publish them (on the Redis they share) until Ctrl-C",
+    )
+    p.add_argument("--agent", help="only this agent's traces (default: every agent)")
+    p.add_argument("--project", help="only traces whose scope names this project")
+    p.add_argument("--json", action="store_true", help="one JSON trace per line")
+    p.add_argument("--count", type=int, help="stop after this many traces")
 
     p = sub.add_parser("forget", parents=[common], help="delete all data of one agent")
     p.add_argument("--agent", required=True, help="agent id")
@@ -235,6 +249,14 @@ async def _optimize(engine: Engine, args: argparse.Namespace) -> int:
     started = time.monotonic()
     await engine.optimize()
     print(f"optimized in {time.monotonic() - started:.1f} s")
+    return EXIT_OK
+
+
+async def _trace_tail(settings: Settings, args: argparse.Namespace) -> int:
+    # No engine here: the tailer only listens on the Redis the engines publish to.
+    if args.count is not None and args.count < 1:
+        raise _BadInput("--count: must be at least 1")
+    await tail_traces(settings, agent=args.agent, project=args.project, as_json=args.json, count=args.count)
     return EXIT_OK
 
 
@@ -393,6 +415,8 @@ _COMMANDS: dict[str, _Command] = {
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "serve":
         return await _serve(settings, args)
+    if args.command == "trace":
+        return await _trace_tail(settings, args)
     if args.command == "forget" and not args.yes:
         raise InvalidRequest("--yes", f"is required to delete all data of agent {args.agent!r}")
     async with Engine(settings) as engine:

@@ -1,0 +1,209 @@
+"""``cpersona trace tail``, run for real in a subprocess against the session's Redis.
+
+The tailer is started, the test waits for its ``listening on`` line (printed once the subscription is
+confirmed, so nothing published after it is missed), then runs traced recalls on an in-process engine and
+publishes them with ``drain_traces``; the tailer stops by itself after ``--count`` traces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+import pytest
+
+import cpersona
+from cpersona._publisher import encode_trace
+from cpersona._trace_tail import render_trace
+
+if TYPE_CHECKING:
+    from anyio.abc import Process
+
+    from cpersona import Settings
+    from cpersona._redis_conn import RedisClient
+
+AGENT = "tailed"
+_SCRIPT = Path(sys.executable).with_name("cpersona")
+_WAIT_SECS = 60.0
+
+
+@pytest.fixture
+def engine_settings(settings: Settings, redis: RedisClient) -> Settings:
+    # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
+    return dataclasses.replace(settings, embedding_mode="none")
+
+
+def tail_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env.update(
+        CPERSONA_KEY_PREFIX=settings.key_prefix,
+        CPERSONA_DATA_DIR=str(tmp_path / "tail-data"),
+        CPERSONA_EMBEDDING_MODE="none",
+    )
+    if settings.redis_url is not None:
+        env["CPERSONA_REDIS_URL"] = settings.redis_url
+    env.update(extra)
+    return env
+
+
+def command(*args: str) -> list[str]:
+    base = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
+    return [*base, "trace", "tail", *args]
+
+
+async def wait_listening(process: Process) -> str:
+    """The tailer's stderr up to and including its ``listening on`` line."""
+    assert process.stderr is not None
+    seen = b""
+    with anyio.fail_after(_WAIT_SECS):
+        while b"listening on" not in seen:
+            chunk = await process.stderr.receive()
+            seen += chunk
+    return seen.decode()
+
+
+async def finish(process: Process) -> tuple[int, str, str]:
+    """Wait for the tailer to exit; its code, stdout and (remaining) stderr."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = bytearray(), bytearray()
+
+    async def read(stream: Any, into: bytearray) -> None:
+        async for chunk in stream:
+            into.extend(chunk)
+
+    with anyio.fail_after(_WAIT_SECS):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read, process.stdout, out)
+            tg.start_soon(read, process.stderr, err)
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def traced_recalls(settings: Settings, questions: list[tuple[str, str, str | None]]) -> list[Any]:
+    """Run one traced recall per ``(question, agent, project)`` plus an untraced one, publish, return
+    the traces in order."""
+    traces = []
+    async with cpersona.open(settings, background=False) as memory:
+        await memory.store_batch(
+            [
+                {"content": "The deploy key rotates every Friday", "agent_id": AGENT, "project_id": "ops"},
+                {"content": "Staging needs a green build", "agent_id": AGENT, "project_id": "ops"},
+                {"content": "Deploys freeze in December", "agent_id": "someone-else"},
+            ]
+        )
+        for question, agent, project in questions:
+            await memory.recall(question, agent_id=agent)  # untraced: never published
+            fields = {} if project is None else {"project_id": project}
+            result = await memory.recall(question, agent_id=agent, trace=True, **fields)
+            traces.append(result.trace)
+        assert await memory.drain_traces() == len(questions)
+    return traces
+
+
+async def test_tail_json_prints_one_trace_per_line(engine_settings: Settings, tmp_path: Path) -> None:
+    env = tail_env(engine_settings, tmp_path)
+    async with await anyio.open_process(
+        command("--count", "2", "--json", "--project", "ops"), env=env
+    ) as proc:
+        listening = await wait_listening(proc)
+        assert f"{engine_settings.key_prefix}:trace:*" in listening
+        traces = await traced_recalls(
+            engine_settings,
+            [
+                ("deploy key", AGENT, "ops"),
+                ("deploy", "someone-else", None),  # another project: filtered out
+                ("green build", AGENT, "ops"),
+            ],
+        )
+        code, out, err = await finish(proc)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    received = [orjson.loads(line) for line in lines]
+    expected = [orjson.loads(encode_trace(t)) for t in (traces[0], traces[2])]
+    assert received == expected
+
+
+async def test_tail_renders_each_recall_readably(
+    engine_settings: Settings, tmp_path: Path, redis_url: str
+) -> None:
+    # No CPERSONA_REDIS_URL: the tailer finds the running server through <data_dir>/redis/redis.url, as
+    # it would on a machine where `cpersona serve` runs the embedded Redis.
+    env = tail_env(engine_settings, tmp_path)
+    del env["CPERSONA_REDIS_URL"]
+    url_file = Path(env["CPERSONA_DATA_DIR"]) / "redis" / "redis.url"
+    url_file.parent.mkdir(parents=True)
+    url_file.write_text(redis_url + "\n")
+    async with await anyio.open_process(command("--count", "2", "--agent", AGENT), env=env) as proc:
+        listening = await wait_listening(proc)
+        assert f"{engine_settings.key_prefix}:trace:{AGENT}" in listening
+        traces = await traced_recalls(
+            engine_settings,
+            [
+                ("deploy", "someone-else", None),  # another agent's channel: not subscribed
+                ("deploy key", AGENT, "ops"),
+                ("green build friday", AGENT, None),
+            ],
+        )
+        code, out, err = await finish(proc)
+    assert code == 0, err
+    accounts = [block for block in out.split("── recall") if block.strip()]
+    assert len(accounts) == 2, out
+    for account, trace in zip(accounts, traces[1:], strict=True):
+        assert f"agent {AGENT}" in account
+        assert "policy single-pass-v0" in account
+        for label in ("arms", "gate", "autocut", "count", "seats", "coverage", "timing"):
+            assert f"   {label} " in account, (label, account)
+        assert f"origin {trace['gate']['origin']}" in account
+        assert f"pool {trace['gate']['pool']}" in account
+        for arm, rows in trace["arms"].items():
+            assert f"{arm} {len(rows)}" in account
+            if rows:
+                assert rows[0]["ref"] in account
+    assert "project ops" in accounts[0]
+    assert "project" not in accounts[1].splitlines()[0]
+
+
+async def test_tail_without_a_running_server_says_so(engine_settings: Settings, tmp_path: Path) -> None:
+    env = tail_env(engine_settings, tmp_path)
+    del env["CPERSONA_REDIS_URL"]
+    async with await anyio.open_process(command("--count", "1"), env=env) as proc:
+        code, out, err = await finish(proc)
+    assert code == 3
+    assert "no cpersona Redis is running" in err
+    assert out == ""
+    # It started no Redis of its own in the data dir.
+    assert not (tmp_path / "tail-data" / "redis" / "redis.conf").exists()
+
+
+async def test_tail_refuses_a_bad_count(engine_settings: Settings, tmp_path: Path) -> None:
+    async with await anyio.open_process(
+        command("--count", "0"), env=tail_env(engine_settings, tmp_path)
+    ) as proc:
+        code, _, err = await finish(proc)
+    assert code == 2
+    assert "--count" in err
+
+
+async def test_tail_stops_on_ctrl_c_with_130(engine_settings: Settings, tmp_path: Path) -> None:
+    async with await anyio.open_process(command(), env=tail_env(engine_settings, tmp_path)) as proc:
+        await wait_listening(proc)
+        proc.send_signal(signal.SIGINT)
+        code, out, _ = await finish(proc)
+    assert code == 130
+    assert out == ""
+
+
+def test_render_copes_with_a_sparse_trace() -> None:
+    text = render_trace({"scope": {"agent_id": "a"}, "arms": {}})
+    assert text.startswith("── recall  agent a")
+    assert "arms     none ran" in text
+    assert "gate     -" in text
