@@ -34,6 +34,8 @@ from cpersona import Settings
 from embedding_speed import sentences
 
 RESULTS = Path(__file__).parent / "results" / "store_speed.md"
+# Other work on a 2-core machine changes every figure here; the results say how busy it was.
+LOAD_AT_START = os.getloadavg()
 
 
 def _git_commit() -> str:
@@ -98,6 +100,7 @@ async def main_async(records: int, singles: int) -> str:
         f"- command: `{shlex.join([sys.executable.split('/')[-1], *sys.argv])}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
         f"- git commit: {_git_commit()}",
+        f"- load average at start (1/5/15 min): {' / '.join(f'{x:.2f}' for x in LOAD_AT_START)}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         f"- corpus: {records} synthetic sentences of about 20 words, one agent, batches of 256; "
