@@ -52,9 +52,17 @@ def tail_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, str]
     return env
 
 
+# A test run started in the background (``nohup ... &``, some CI runners) inherits SIGINT as ignored,
+# and a child keeps an ignored signal across exec: restore the default before exec so Ctrl-C is testable.
+_WITH_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def command(*args: str) -> list[str]:
     base = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
-    return [*base, "trace", "tail", *args]
+    return [sys.executable, "-c", _WITH_SIGINT, *base, "trace", "tail", *args]
 
 
 async def wait_listening(process: Process) -> str:
@@ -197,7 +205,11 @@ async def test_tail_stops_on_ctrl_c_with_130(engine_settings: Settings, tmp_path
     async with await anyio.open_process(command(), env=tail_env(engine_settings, tmp_path)) as proc:
         await wait_listening(proc)
         proc.send_signal(signal.SIGINT)
-        code, out, _ = await finish(proc)
+        try:
+            code, out, _ = await finish(proc)
+        finally:
+            if proc.returncode is None:
+                proc.kill()  # never leave the test hanging on a tailer that ignored the signal
     assert code == 130
     assert out == ""
 
