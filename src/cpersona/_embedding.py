@@ -268,6 +268,11 @@ class _OnnxSession:
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # onnxruntime's pool threads busy-wait for work between runs by default. Here they share the cores
+        # with Redis, the vector engine and the event loop, which a recall keeps busy at the same time as
+        # it embeds; spinning took their CPU (recall p50 at 10k memories on 2 cores: 92-100 ms with
+        # spinning, 34-42 ms without; benchmarks/recall_speed.py).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # Warnings about unused initializers and the like are noise for a graph we generate ourselves.
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(

@@ -1,0 +1,792 @@
+"""Recall latency and throughput of the engine on its embedded defaults, at 10k and 100k memories.
+
+The engine runs as a library in this process (embedded Redis, the embedded Qdrant engine on disk,
+all-MiniLM-L6-v2 on onnxruntime) with the query-embedding cache off, so every recall embeds its question.
+For each corpus size the benchmark:
+
+1. builds a store of that many memories for one agent through ``store_batch`` (batches of 256), then calls
+   ``Engine.optimize()`` (the embedded engine has no background optimiser) and times it, with a short
+   single-caller probe before and after, so the effect of the index build is visible;
+2. copies the built store into a temporary directory and measures ``recall(limit=10)`` with 1, 8 and 64
+   concurrent callers (an anyio task group, a fixed number of recalls per level): p50/p95/p99 latency,
+   recalls per second, and how many recalls came back degraded (an arm failed or timed out);
+3. reports where a single caller's time goes: the recall's own ``timing_ms`` (retrieval, then each stage),
+   each arm's elapsed time, and the query embedding timed alone.
+
+Memories are LoCoMo turns (``"<speaker>: <text>"``, image captions included) followed by generated ones,
+each a LoCoMo speaker with two sentences drawn from LoCoMo turns and from ``embedding_speed.sentences()``,
+kept only when new (the engine skips duplicate content). Questions are LoCoMo's, cycled. Without the
+LoCoMo file both fall back to synthetic text. Corpus ``n`` is a prefix of every larger corpus, so a
+larger store is grown from a cached smaller one (10k, then 90k more to reach 100k) and is optimised again.
+
+Built stores are cached under ``benchmarks/.cache/recall_speed/`` (gitignored), keyed by size, a hash of
+the corpus text and :data:`_CACHE_VERSION` (bump it when the engine's stored layout changes); a cached
+store whose vector collections differ from what the current engine opens is rebuilt. ``--rebuild`` forces
+a build. ``--quick`` (1k memories, fewer recalls, no cache, under a minute) is for CI. Run it from the
+repository root::
+
+    .venv/bin/python benchmarks/recall_speed.py            # 10k and 100k: ingest takes 15+ min uncached
+    .venv/bin/python benchmarks/recall_speed.py --quick
+
+Everything stays in this process and on this machine; nothing goes over the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from tqdm import tqdm
+
+import cpersona
+from cpersona import Settings
+
+try:
+    from benchmarks.embedding_speed import sentences
+except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on sys.path
+    from embedding_speed import sentences
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "recall_speed.md"
+CACHE = HERE / ".cache" / "recall_speed"
+RAW = HERE / ".cache" / "recall_speed_last.json"
+LOCOMO = HERE.parents[1] / "shared" / "data" / "locomo" / "locomo10.json"
+
+_CACHE_VERSION = 1
+"""Part of every cache key: bump it when a store built earlier no longer represents the engine."""
+
+AGENT = "bench-agent"
+LIMIT = 10
+BATCH = 256
+TARGET_P50_MS = 30.0
+_SEED = 20_261_129
+_PROBE_RECALLS = 100
+_EMBED_SAMPLES = 200
+_WARMUP = 20
+_INDEX_WAIT_SECS = 300.0
+_REOPEN_SECS = 600.0
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SYNTHETIC_SPEAKERS = ("Alice", "Bob", "Carmen", "Deepak", "Emeka", "Fumiko")
+
+
+# ------------------------------------------------------------------------------------------------ corpus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Texts:
+    """What the corpus and the questions are made from."""
+
+    source: str
+    turns: tuple[str, ...]
+    speakers: tuple[str, ...]
+    fragments: tuple[str, ...]
+    questions: tuple[str, ...]
+
+
+def load_texts(path: Path) -> Texts:
+    """LoCoMo turns, speakers, sentence fragments and questions; synthetic text when the file is absent."""
+    synthetic = tuple(dict.fromkeys(sentences(6_000, seed=_SEED)))
+    if not path.is_file():
+        subjects = ("the budget", "the flight", "the dentist", "the lease", "the migration", "the dinner")
+        asks = ("When did we talk about {}?", "What was decided about {}?", "Who mentioned {} last?")
+        questions = tuple(a.format(s) for a in asks for s in subjects)
+        return Texts("synthetic (LoCoMo file not found)", (), _SYNTHETIC_SPEAKERS, synthetic, questions)
+    samples = json.loads(path.read_bytes())
+    turns: list[str] = []
+    speakers: list[str] = []
+    fragments: list[str] = []
+    questions: list[str] = []
+    for sample in samples:
+        body = sample["conversation"]
+        speakers.extend(str(body.get(k, "")) for k in ("speaker_a", "speaker_b") if body.get(k))
+        numbers = sorted(
+            int(key.split("_")[1])
+            for key, value in body.items()
+            if re.fullmatch(r"session_\d+", key) and isinstance(value, list)
+        )
+        for number in numbers:
+            for turn in body[f"session_{number}"]:
+                text = str(turn["text"])
+                content = f"{turn['speaker']}: {text}"
+                if turn.get("blip_caption"):
+                    content += f" [image: {turn['blip_caption']}]"
+                turns.append(content)
+                fragments.extend(s for s in _SENTENCE_END.split(text) if len(s.split()) >= 4)
+        questions.extend(str(qa["question"]) for qa in sample["qa"])
+    return Texts(
+        "LoCoMo (locomo10.json) + generated",
+        tuple(dict.fromkeys(turns)),
+        tuple(dict.fromkeys(speakers)),
+        tuple(dict.fromkeys(fragments)) + synthetic,
+        tuple(questions),
+    )
+
+
+def build_corpus(texts: Texts, size: int) -> list[str]:
+    """``size`` distinct memories: the LoCoMo turns first, then generated ones (deterministic).
+
+    Generation does not depend on ``size``, so every corpus is a prefix of every larger one.
+    """
+    corpus = list(texts.turns[:size])
+    seen = set(corpus)
+    rng = random.Random(_SEED)
+    while len(corpus) < size:
+        text = f"{rng.choice(texts.speakers)}: {rng.choice(texts.fragments)} {rng.choice(texts.fragments)}"
+        if text not in seen:
+            seen.add(text)
+            corpus.append(text)
+    return corpus
+
+
+def corpus_key(corpus: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for text in corpus:
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return f"n{len(corpus)}-{digest.hexdigest()[:12]}-v{_CACHE_VERSION}"
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def settings_for(data_dir: Path) -> Settings:
+    # from_env({}) ignores CPERSONA_* variables of the shell: the figures are for the defaults, except the
+    # query cache, which is off so that every recall pays for its embedding as a new question would.
+    # The startup allowance is raised because a reopened store of 100k memories replays its append-only
+    # file before the embedded Redis answers (the time is reported as "reopen").
+    return Settings.from_env(
+        {}, data_dir=data_dir, embedding_cache_size=0, redis_startup_timeout_secs=_REOPEN_SECS
+    )
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=HERE
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "../src"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=HERE,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head} (src/ has uncommitted changes)" if dirty else head
+
+
+def collections(data_dir: Path) -> list[str]:
+    root = data_dir / "qdrant"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+async def wait_indexed(memory: cpersona.Engine, size: int) -> None:
+    """Wait until the search index and the vector store hold every memory.
+
+    A store reopened from its append-only file may still be re-indexing when the engine is up; a
+    measurement then would search a partial index.
+    """
+    deadline = time.monotonic() + _INDEX_WAIT_SECS
+    while True:
+        stats = await memory.stats(AGENT)
+        if stats["memories"] == size and stats["vectors"] == size and stats["vector_pending"] == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"store not ready after {_INDEX_WAIT_SECS:.0f}s: {stats}")
+        await anyio.sleep(0.5)
+
+
+async def drain_blocks(memory: cpersona.Engine) -> None:
+    # Engines that build block vectors off the write path must finish them before the store is measured.
+    drain = getattr(memory, "drain_blocks", None)
+    if drain is not None:
+        await drain()
+
+
+# --------------------------------------------------------------------------------------------- measuring
+
+
+@dataclasses.dataclass(slots=True)
+class Level:
+    callers: int
+    recalls: int
+    latencies_ms: list[float]
+    wall_secs: float
+    degraded: dict[str, int]
+    timings: list[dict[str, float]]
+    arms: list[dict[str, float]]
+
+    @property
+    def throughput(self) -> float:
+        return self.recalls / self.wall_secs
+
+    def pct(self, fraction: float) -> float:
+        return percentile(self.latencies_ms, fraction)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "callers": self.callers,
+            "recalls": self.recalls,
+            "p50_ms": self.pct(0.50),
+            "p95_ms": self.pct(0.95),
+            "p99_ms": self.pct(0.99),
+            "mean_ms": statistics.mean(self.latencies_ms),
+            "recalls_per_sec": self.throughput,
+            "degraded": dict(self.degraded),
+        }
+
+
+def _arm_times(result: Any) -> dict[str, float]:
+    """Each arm's elapsed time, read from the stage history that the result carries."""
+    node = result.final
+    while node is not None and not hasattr(node, "arms"):
+        node = getattr(node, "source", None)
+    if node is None:
+        return {}
+    return {name: float(arm.elapsed_ms) for name, arm in node.arms.items()}
+
+
+async def run_level(
+    memory: cpersona.Engine, questions: Sequence[str], callers: int, recalls: int, offset: int = 0
+) -> Level:
+    """``recalls`` recalls shared among ``callers`` concurrent tasks; each latency is one await."""
+    level = Level(callers, recalls, [], 0.0, defaultdict(int), [], [])
+    issued = 0
+
+    async def caller() -> None:
+        nonlocal issued
+        while issued < recalls:
+            question = questions[(offset + issued) % len(questions)]
+            issued += 1
+            started = time.perf_counter()
+            result = await memory.recall(question, agent_id=AGENT, limit=LIMIT)
+            level.latencies_ms.append((time.perf_counter() - started) * 1000)
+            level.timings.append(dict(result.timing_ms))
+            level.arms.append(_arm_times(result))
+            for degraded in result.degraded:
+                level.degraded[f"{degraded.arm} {degraded.status}"] += 1
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(callers):
+            tg.start_soon(caller)
+    level.wall_secs = time.perf_counter() - started
+    return level
+
+
+def _means(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    sums: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        for key, value in row.items():
+            sums[key].append(value)
+    return {key: statistics.mean(values) for key, values in sums.items()}
+
+
+async def embed_alone(memory: cpersona.Engine, questions: Sequence[str], count: int) -> dict[str, float]:
+    """The query embedding on its own, sequential, same questions, cache off."""
+    embedder = memory.embedder
+    assert embedder is not None
+    samples = []
+    for n in range(count):
+        started = time.perf_counter()
+        await embedder.embed_query(questions[n % len(questions)])
+        samples.append((time.perf_counter() - started) * 1000)
+    return {"mean_ms": statistics.mean(samples), "p50_ms": percentile(samples, 0.5)}
+
+
+# ----------------------------------------------------------------------------------------------- building
+
+
+async def ingest(memory: cpersona.Engine, corpus: Sequence[str], start: int, label: str) -> dict[str, float]:
+    # Memories go in in corpus order and each batch is one Redis transaction, so the count of stored
+    # memories is where an interrupted build resumes.
+    held = (await memory.stats(AGENT))["memories"]
+    start = max(start, held)
+    stored = skipped = 0
+    began = time.perf_counter()
+    with tqdm(total=len(corpus), initial=start, desc=label, unit="mem", file=sys.stderr) as bar:
+        for first in range(start, len(corpus), BATCH):
+            chunk = corpus[first : first + BATCH]
+            result = await memory.store_batch([{"agent_id": AGENT, "content": text} for text in chunk])
+            stored += result.stored
+            skipped += result.skipped
+            bar.update(len(chunk))
+    store_secs = time.perf_counter() - began
+    if skipped:
+        raise RuntimeError(f"{skipped} memories were skipped as duplicates; the corpus must be unique")
+    drained = time.perf_counter()
+    await drain_blocks(memory)
+    return {
+        "stored": stored,
+        "store_secs": store_secs,
+        "records_per_sec": stored / store_secs if store_secs else 0.0,
+        "drain_blocks_secs": time.perf_counter() - drained,
+        "resumed_from": start,
+    }
+
+
+async def build_store(
+    data_dir: Path, corpus: Sequence[str], start: int, questions: Sequence[str], probes: int
+) -> dict[str, Any]:
+    """Ingest ``corpus[start:]`` into the store at ``data_dir``, optimise it, and say how that went."""
+    async with cpersona.open(settings_for(data_dir)) as memory:
+        meta: dict[str, Any] = {"size": len(corpus), "grown_from": start}
+        meta["ingest"] = await ingest(memory, corpus, start, f"ingest {len(corpus):,}")
+        await wait_indexed(memory, len(corpus))
+        for question in questions[:_WARMUP]:
+            await memory.recall(question, agent_id=AGENT, limit=LIMIT)
+        before = await run_level(memory, questions, 1, probes)
+        began = time.perf_counter()
+        await memory.optimize()
+        meta["optimize_secs"] = time.perf_counter() - began
+        after = await run_level(memory, questions, 1, probes)
+        meta["probe"] = {"recalls": probes, "before_p50_ms": before.pct(0.5), "after_p50_ms": after.pct(0.5)}
+    meta["collections"] = await anyio.to_thread.run_sync(collections, data_dir)
+    meta["built_at"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    meta["built_commit"] = git_commit()
+    return meta
+
+
+def _cached_meta(home: Path) -> dict[str, Any] | None:
+    path = home / "meta.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _start_build(work: Path, corpus: Sequence[str], smaller: Sequence[int], rebuild: bool) -> int:
+    """Seed ``work`` with the largest cached smaller store and return that store's size.
+
+    An interrupted build (a long one is likely to meet a restart) is resumed where it stopped: its
+    ``seed.json`` says what it started from, and :func:`ingest` skips what the store already holds.
+    """
+    seed = work / "seed.json"
+    if not rebuild and seed.is_file() and (work / "data").is_dir():
+        return int(json.loads(seed.read_text())["grown_from"])
+    shutil.rmtree(work, ignore_errors=True)
+    start = 0
+    for size in sorted(smaller, reverse=True):
+        base = CACHE / corpus_key(corpus[:size])
+        if (base / "meta.json").is_file():
+            shutil.copytree(base / "data", work / "data")
+            start = size
+            break
+    (work / "data").mkdir(parents=True, exist_ok=True)
+    seed.write_text(json.dumps({"grown_from": start}))
+    return start
+
+
+def _finish_build(work: Path, home: Path, meta: dict[str, Any]) -> None:
+    # meta.json is written last and the directory renamed into place, so a build that dies half-way
+    # never passes for a cached store.
+    (work / "meta.json").write_text(json.dumps(meta, indent=2))
+    shutil.rmtree(home, ignore_errors=True)
+    work.rename(home)
+
+
+async def cached_store(
+    corpus: Sequence[str], smaller: Sequence[int], questions: Sequence[str], rebuild: bool
+) -> tuple[Path, dict[str, Any]]:
+    """The cache directory holding a built store of ``corpus`` (building it, from a smaller one if cached)."""
+    key = corpus_key(corpus)
+    home = CACHE / key
+    meta = None if rebuild else await anyio.to_thread.run_sync(_cached_meta, home)
+    if meta is not None:
+        return home, {**meta, "from_cache": True}
+    work = CACHE / f"{key}.building"
+    start = await anyio.to_thread.run_sync(_start_build, work, corpus, smaller, rebuild)
+    meta = await build_store(work / "data", corpus, start, questions, _PROBE_RECALLS)
+    await anyio.to_thread.run_sync(_finish_build, work, home, meta)
+    return home, {**meta, "from_cache": False}
+
+
+@dataclasses.dataclass(slots=True)
+class SizeResult:
+    size: int
+    build: dict[str, Any]
+    levels: list[Level]
+    embed: dict[str, float]
+    reopen_secs: float
+
+
+async def measure(
+    data_dir: Path, size: int, questions: Sequence[str], plan: Sequence[tuple[int, int]], expected: list[str]
+) -> tuple[list[Level], dict[str, float], float] | None:
+    """Run every concurrency level on the store at ``data_dir``; ``None`` if its layout is stale."""
+    began = time.perf_counter()
+    async with cpersona.open(settings_for(data_dir)) as memory:
+        if expected and await anyio.to_thread.run_sync(collections, data_dir) != expected:
+            return None
+        await wait_indexed(memory, size)
+        reopen_secs = time.perf_counter() - began
+        for question in questions[:_WARMUP]:
+            await memory.recall(question, agent_id=AGENT, limit=LIMIT)
+        levels = []
+        for callers, recalls in plan:
+            level = await run_level(memory, questions, callers, recalls)
+            levels.append(level)
+            print(
+                f"  {size:,} memories, {callers} caller(s), {recalls} recalls: p50 {level.pct(0.5):.1f} ms, "
+                f"p95 {level.pct(0.95):.1f} ms, {level.throughput:.1f} recalls/s, "
+                f"load {os.getloadavg()[0]:.1f}",
+                file=sys.stderr,
+            )
+        embed = await embed_alone(memory, questions, _EMBED_SAMPLES)
+    return levels, embed, reopen_secs
+
+
+async def run_size(
+    texts: Texts,
+    size: int,
+    smaller: Sequence[int],
+    plan: Sequence[tuple[int, int]],
+    quick: bool,
+    rebuild: bool,
+) -> SizeResult:
+    corpus = build_corpus(texts, size)
+    questions = texts.questions
+    tmp = Path(await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="cpersona-recall-")))
+    try:
+        data_dir = tmp / "data"
+        if quick:
+            # CI: no cache, a fresh store every time.
+            build = await build_store(data_dir, corpus, 0, questions, 30)
+            build["from_cache"] = False
+        else:
+            home, build = await cached_store(corpus, smaller, questions, rebuild)
+            await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
+        measured = await measure(data_dir, size, questions, plan, [] if quick else build["collections"])
+        if measured is None:
+            print(
+                f"cached {size:,} store has other collections than the engine opens; rebuilding",
+                file=sys.stderr,
+            )
+            await anyio.to_thread.run_sync(shutil.rmtree, data_dir)
+            home, build = await cached_store(corpus, smaller, questions, True)
+            await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
+            measured = await measure(data_dir, size, questions, plan, build["collections"])
+            assert measured is not None
+    finally:
+        await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+    levels, embed, reopen_secs = measured
+    return SizeResult(size, build, levels, embed, reopen_secs)
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def render(
+    results: Sequence[SizeResult],
+    texts: Texts,
+    *,
+    command: str,
+    load_start: float,
+    load_end: float,
+    chart: str,
+) -> str:
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}" for name in ("onnxruntime", "qdrant-edge-py", "redis")
+    )
+    lines = [
+        "# Recall speed: the engine on its embedded defaults",
+        "",
+        f"- command: `{command}`",
+        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
+        f"- git commit: {git_commit()}",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; {versions}",
+        f"- 1-minute load average: {load_start:.2f} at start, {load_end:.2f} at the end (other work on the "
+        "same cores skews every figure)",
+        f"- corpus: {texts.source}; one agent; stored through `store_batch` in batches of {BATCH}",
+        f"- recall: `limit={LIMIT}`, default policy and mode, embeddings on, query-embedding cache off "
+        f"(`embedding_cache_size=0`); questions: {len(texts.questions):,} "
+        f"{'LoCoMo' if texts.turns else 'synthetic'} questions, cycled; {_WARMUP} warm-up recalls first",
+        "",
+        "## Build",
+        "",
+        "| memories | ingested here | store throughput | block drain | optimize "
+        "| 1-caller p50 before / after optimize | reopen | built |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        b = r.build
+        grown = f" (grown from {b['grown_from']:,})" if b["grown_from"] else ""
+        if b["ingest"].get("resumed_from", 0) > b["grown_from"]:
+            grown += f" (resumed at {b['ingest']['resumed_from']:,}; figures for the rest)"
+        probe = b["probe"]
+        lines.append(
+            f"| {r.size:,} | {b['ingest']['stored']:,}{grown} "
+            f"| {b['ingest']['records_per_sec']:.0f} records/s "
+            f"| {b['ingest']['drain_blocks_secs']:.1f} s | {b['optimize_secs']:.1f} s "
+            f"| {_ms(probe['before_p50_ms'])} / {_ms(probe['after_p50_ms'])} ms ({probe['recalls']} recalls) "
+            f"| {r.reopen_secs:.1f} s "
+            f"| {'cache, ' if b.get('from_cache') else ''}{b['built_at']}, {b['built_commit']} |"
+        )
+    lines += [
+        "",
+        "Store throughput is `store_batch` alone (Redis write, embedding, vector upsert and flush), while "
+        "the engine's background block worker (where the engine has one) embeds block vectors beside it; "
+        "block drain is the block work still queued when the last batch returned. Reopen is the "
+        "time from `cpersona.open` on a copy of the built store until its search index and vectors are "
+        "complete (the embedded Redis replays its append-only file first).",
+        "",
+        "## Latency and throughput",
+        "",
+        f"![recall latency and throughput]({chart})",
+        "",
+        "| memories | callers | recalls | p50 ms | p95 ms | p99 ms | mean ms | recalls/s | degraded |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for lv in r.levels:
+            degraded = ", ".join(f"{k}: {v}" for k, v in sorted(lv.degraded.items())) or "0"
+            lines.append(
+                f"| {r.size:,} | {lv.callers} | {lv.recalls} | {_ms(lv.pct(0.5))} | {_ms(lv.pct(0.95))} "
+                f"| {_ms(lv.pct(0.99))} | {_ms(statistics.mean(lv.latencies_ms))} | {lv.throughput:.1f} "
+                f"| {degraded} |"
+            )
+    lines += ["", "## Where a single caller's time goes (means over the 1-caller run, ms)", ""]
+    single = {r.size: next(lv for lv in r.levels if lv.callers == 1) for r in results if r.levels}
+    timing = {size: _means(lv.timings) for size, lv in single.items()}
+    arms = {size: _means(lv.arms) for size, lv in single.items()}
+    lines += [
+        "| part | " + " | ".join(f"{size:,}" for size in single) + " |",
+        "|---|" + "---|" * len(single),
+    ]
+
+    def row(name: str, values: dict[int, float | None]) -> None:
+        shown = ["-" if v is None else _ms(v) for v in values.values()]
+        lines.append(f"| {name} | " + " | ".join(shown) + " |")
+
+    row("**total** (`timing_ms.total`)", {s: timing[s].get("total") for s in single})
+    row(
+        "retrieve: all arms, in parallel (`timing_ms.retrieve`)",
+        {s: timing[s].get("retrieve") for s in single},
+    )
+    arm_names = sorted({name for a in arms.values() for name in a})
+    for name in arm_names:
+        row(f"&nbsp;&nbsp;arm {name} (own elapsed)", {s: arms[s].get(name) for s in single})
+    stage_names = [k for k in next(iter(timing.values()), {}) if k not in ("retrieve", "total")]
+    row(
+        "after retrieval: hydrate (JSON.MGET), filters, render",
+        {
+            s: timing[s]["total"] - timing[s]["retrieve"] - sum(timing[s].get(k, 0.0) for k in stage_names)
+            for s in single
+        },
+    )
+    for name in stage_names:
+        row(f"stage {name}", {s: timing[s].get(name) for s in single})
+    row(
+        "query embedding alone, mean (`embed_query`, sequential)",
+        {r.size: r.embed["mean_ms"] for r in results},
+    )
+    row("query embedding alone, p50", {r.size: r.embed["p50_ms"] for r in results})
+    lines.append(
+        "| query embedding share of the mean recall | "
+        + " | ".join(f"{r.embed['mean_ms'] / timing[r.size]['total']:.0%}" for r in results)
+        + " |"
+    )
+    lines += ["", "## Findings", "", *findings(results, timing, arms)]
+    return "\n".join(lines) + "\n"
+
+
+def findings(
+    results: Sequence[SizeResult], timing: dict[int, dict[str, float]], arms: dict[int, dict[str, float]]
+) -> list[str]:
+    """Statements computed from the figures, so that they stay true when the figures change."""
+    out: list[str] = []
+    largest = max(results, key=lambda r: r.size)
+    one = next(lv for lv in largest.levels if lv.callers == 1)
+    p50 = one.pct(0.5)
+    verdict = "met" if p50 < TARGET_P50_MS else "**not met**"
+    out.append(
+        f"- Target (p50 under {TARGET_P50_MS:.0f} ms for one caller at the largest size, embedding "
+        f"included): {verdict} at {largest.size:,} memories, p50 {p50:.1f} ms."
+    )
+    for r in results:
+        slowest = max(arms[r.size].items(), key=lambda kv: kv[1], default=None)
+        if slowest is not None:
+            total = timing[r.size]["total"]
+            out.append(
+                f"- At {r.size:,}: the slowest arm is {slowest[0]} ({slowest[1]:.1f} ms of a {total:.1f} ms "
+                f"mean recall, retrieval {timing[r.size]['retrieve']:.1f} ms); the query embedding alone "
+                f"takes {r.embed['mean_ms']:.1f} ms."
+            )
+    for r in results:
+        by = {lv.callers: lv for lv in r.levels}
+        if 1 not in by:
+            continue
+        base = by[1].throughput
+        parts = [f"{c} callers {lv.throughput / base:.2f}x" for c, lv in sorted(by.items()) if c != 1]
+        out.append(
+            f"- Scaling at {r.size:,} (throughput relative to one caller, {base:.1f} recalls/s): "
+            + ", ".join(parts)
+            + "."
+        )
+    out.append(
+        f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
+        "(a capacity limiter of 1, onnxruntime using both cores), and the embedded Qdrant binding keeps the "
+        "GIL while it searches, so a search blocks the event loop and every other caller for its duration: "
+        "concurrent callers overlap only their Redis round trips with the other work."
+    )
+    for r in results:
+        probe, grown = r.build["probe"], r.build["grown_from"]
+        before = (
+            f"{grown:,} indexed and {r.size - grown:,} in a brute-force segment"
+            if grown
+            else "every point in a brute-force segment"
+        )
+        out.append(
+            f"- Index build at {r.size:,}: optimize took {r.build['optimize_secs']:.1f} s; the 1-caller "
+            f"p50 went from {probe['before_p50_ms']:.1f} ms ({before}) to {probe['after_p50_ms']:.1f} ms "
+            f"({probe['recalls']} recalls each, measured when the store was built)."
+        )
+    degraded = [(r.size, lv) for r in results for lv in r.levels if lv.degraded]
+    for size, lv in degraded:
+        total = sum(lv.degraded.values())
+        out.append(
+            f"- {total} degraded arm result(s) at {size:,} with {lv.callers} callers "
+            f"({', '.join(f'{k}: {v}' for k, v in sorted(lv.degraded.items()))}): those recalls ran without "
+            "that arm (its deadline is `recall_arm_timeout_ms`), so their latency understates a full recall."
+        )
+    return out
+
+
+def write_chart(results: Sequence[SizeResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for r in results:
+        callers = [lv.callers for lv in r.levels]
+        left.plot(callers, [lv.pct(0.5) for lv in r.levels], marker="o", label=f"{r.size:,} p50")
+        left.plot(
+            callers, [lv.pct(0.95) for lv in r.levels], marker="x", linestyle="--", label=f"{r.size:,} p95"
+        )
+        right.plot(callers, [lv.throughput for lv in r.levels], marker="o", label=f"{r.size:,} memories")
+    for axis in (left, right):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("concurrent callers")
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    left.set_yscale("log")
+    left.set_ylabel("recall latency (ms)")
+    left.axhline(TARGET_P50_MS, color="grey", linewidth=0.8, linestyle=":")
+    right.set_ylabel("recalls/s")
+    right.set_ylim(bottom=0)
+    fig.suptitle(f"cpersona recall, limit {LIMIT}, embedded defaults, {os.cpu_count()} CPUs")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -------------------------------------------------------------------------------------------------- main
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1k memories, few recalls, no cache (CI)")
+    parser.add_argument("--sizes", type=_ints, help="memories per store (default 10000,100000)")
+    parser.add_argument("--callers", type=_ints, default=[1, 8, 64], help="concurrency levels")
+    parser.add_argument("--recalls", type=_ints, help="recalls per level (default 300,800,1600)")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
+    parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
+    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/recall_speed.md)")
+    return parser
+
+
+async def run_all(args: argparse.Namespace, texts: Texts) -> list[SizeResult]:
+    plan = list(zip(args.callers, args.recalls, strict=True))
+    results = []
+    for n, size in enumerate(args.sizes):
+        results.append(await run_size(texts, size, args.sizes[:n], plan, args.quick, args.rebuild))
+        # Saved after every size, so that a run stopped later still leaves what it measured.
+        await anyio.to_thread.run_sync(save_raw, results)
+    return results
+
+
+def save_raw(results: Sequence[SizeResult]) -> None:
+    raw = {
+        str(r.size): {
+            "build": r.build,
+            "embed": r.embed,
+            "reopen_secs": r.reopen_secs,
+            "levels": [lv.to_json() for lv in r.levels],
+        }
+        for r in results
+    }
+    RAW.parent.mkdir(parents=True, exist_ok=True)
+    RAW.write_text(json.dumps(raw, indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = build_parser().parse_args(argv)
+    if args.sizes is None:
+        args.sizes = [1_000] if args.quick else [10_000, 100_000]
+    args.sizes = sorted(args.sizes)
+    if args.recalls is None:
+        args.recalls = [60, 120, 256] if args.quick else [300, 800, 1600]
+    if len(args.recalls) != len(args.callers):
+        raise SystemExit("--recalls needs one count per --callers level")
+    if args.out is None:
+        # A quick run must not overwrite the committed full results.
+        args.out = CACHE.parent / "recall_speed_quick.md" if args.quick else RESULTS
+    shown = sys.argv if argv is None else [os.path.relpath(__file__), *argv]
+    command = shlex.join([os.path.relpath(sys.executable), *shown])
+    load_start = os.getloadavg()[0]
+    texts = load_texts(args.data)
+    results = anyio.run(run_all, args, texts)
+    chart = args.out.with_suffix(".png")
+    write_chart(results, chart)
+    report = render(
+        results, texts, command=command, load_start=load_start, load_end=os.getloadavg()[0], chart=chart.name
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report, encoding="utf-8")
+    print(report)
+    print(f"wrote {args.out} and {chart}")
+    return args.out
+
+
+if __name__ == "__main__":
+    main()
