@@ -15,7 +15,6 @@ import dataclasses
 import math
 import socket
 import sys
-import time
 import uuid
 from typing import TYPE_CHECKING, Protocol
 
@@ -747,6 +746,9 @@ async def test_edge_quantised_index_after_optimize_still_rescores(tmp_path: Path
 # --------------------------------------------------------------------------- remote only
 
 
+_HANG_GUARD_SECS = 30.0
+
+
 def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -756,12 +758,11 @@ def closed_port() -> int:
 
 async def test_remote_refused_connection_is_unavailable_within_the_deadline(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    started = time.monotonic()
-    with pytest.raises(VectorStoreUnavailable, match=r"127\.0\.0\.1"):
+    # The outer bound only turns a hang into a failure; the error itself must come from the adapter.
+    with anyio.fail_after(_HANG_GUARD_SECS), pytest.raises(VectorStoreUnavailable, match=r"127\.0\.0\.1"):
         await open_vector_store(
             Settings(data_dir=tmp_path, qdrant_url=url, qdrant_timeout_secs=0.5), "memories", DIM
         )
-    assert time.monotonic() - started < 2.0
 
 
 async def test_remote_silent_server_is_unavailable_within_the_deadline(tmp_path: Path) -> None:
@@ -770,13 +771,15 @@ async def test_remote_silent_server_is_unavailable_within_the_deadline(tmp_path:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        started = time.monotonic()
-        with pytest.raises(VectorStoreUnavailable, match=r"within 0\.5s") as caught:
+        # The error names the 0.5 s deadline and is caused by its timeout: the adapter's deadline fired,
+        # not the outer guard (which only turns a hang into a failure).
+        with (
+            anyio.fail_after(_HANG_GUARD_SECS),
+            pytest.raises(VectorStoreUnavailable, match=r"within 0\.5s") as caught,
+        ):
             await open_vector_store(
                 Settings(data_dir=tmp_path, qdrant_url=url, qdrant_timeout_secs=0.5), "memories", DIM
             )
-        elapsed = time.monotonic() - started
-    assert 0.4 <= elapsed < 2.0
     assert isinstance(caught.value.__cause__, TimeoutError)
 
 
