@@ -730,6 +730,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--callers", type=_ints, default=[1, 8, 64], help="concurrency levels")
     parser.add_argument("--recalls", type=_ints, help="recalls per level (default 300,800,1600)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build and cache the stores, measure nothing (so the build can run while the machine is busy)",
+    )
     parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
     parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/recall_speed.md)")
     return parser
@@ -738,6 +743,10 @@ def build_parser() -> argparse.ArgumentParser:
 async def run_all(args: argparse.Namespace, texts: Texts) -> list[SizeResult]:
     plan = list(zip(args.callers, args.recalls, strict=True))
     results = []
+    if args.build_only:
+        for n, size in enumerate(args.sizes):
+            await cached_store(build_corpus(texts, size), args.sizes[:n], texts.questions, args.rebuild)
+        return results
     for n, size in enumerate(args.sizes):
         results.append(await run_size(texts, size, args.sizes[:n], plan, args.quick, args.rebuild))
         # Saved after every size, so that a run stopped later still leaves what it measured.
@@ -775,7 +784,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
     command = shlex.join([os.path.relpath(sys.executable), *shown])
     load_start = os.getloadavg()[0]
     texts = load_texts(args.data)
+    if args.build_only and args.quick:
+        raise SystemExit("--build-only builds the cached stores; --quick uses none")
     results = anyio.run(run_all, args, texts)
+    if args.build_only:
+        print(f"built {', '.join(f'{n:,}' for n in args.sizes)}; measure with the same --sizes")
+        return CACHE
     chart = args.out.with_suffix(".png")
     write_chart(results, chart)
     report = render(
