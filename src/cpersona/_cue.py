@@ -371,9 +371,9 @@ def cue_seats(
 def _iso(ts: float, *, exact: bool = False) -> str:
     """UTC with a ``Z``, to the second; ``exact`` keeps a fraction of a second when there is one."""
     moment = datetime.fromtimestamp(ts, UTC)
-    if exact and moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits.
+    spec = "microseconds" if exact and moment.microsecond else "seconds"
+    return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
 
 def _kind(value: object) -> str:

@@ -1,0 +1,253 @@
+"""Policy files: the five shipped policies, ``extends`` chains, the ``[cue]`` table and refused files.
+
+Refused files are written into a temporary directory next to a copy of the real ``single-pass-v0``, so
+every case checks the loader against the schema the engine actually runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cpersona import InvalidSetting
+from cpersona._policy import CuePolicy, load_policies, policy_dir
+
+BASE = policy_dir() / "single-pass-v0.toml"
+
+CUE_V0 = CuePolicy(
+    margins={"sure": 0.0, "likely": 0.5, "vague": 1.0},
+    lift={"sure": 3, "likely": 2, "vague": 1},
+    seats={"sure": 1, "likely": 1, "vague": 1},
+    seat_cut_rows=False,
+    move="before_count",
+    recent_only_hours=0.0,
+    search_episodes=False,
+    depth=0,
+    merge_k=61,
+    vector_floor_factor=0.5,
+    revisions=1,
+)
+CUE_V0_1 = dataclasses.replace(CUE_V0, recent_only_hours=24.0, move="after_count")
+CUE_V0_2 = dataclasses.replace(CUE_V0_1, search_episodes=True)
+CUE_V0_3 = dataclasses.replace(
+    CUE_V0_2, depth=50, seats={"sure": 3, "likely": 2, "vague": 1}, seat_cut_rows=True
+)
+
+CUE_TABLE = """
+[cue]
+margins = { sure = 0.0, likely = 0.5, vague = 1.0 }
+lift = { sure = 3, likely = 2, vague = 1 }
+seats = { sure = 1, likely = 1, vague = 1 }
+seat_cut_rows = false
+move = "before_count"
+recent_only_hours = 0
+search_episodes = false
+depth = 0
+merge_k = 61
+vector_floor_factor = 0.5
+revisions = 1
+"""
+
+
+def folder(tmp_path: Path, **files: str) -> Path:
+    """A policy directory with the real single-pass-v0 and the given files (stem -> TOML text)."""
+    shutil.copy(BASE, tmp_path / BASE.name)
+    for stem, text in files.items():
+        (tmp_path / f"{stem}.toml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def refused(directory: Path) -> InvalidSetting:
+    with pytest.raises(InvalidSetting) as err:
+        load_policies(directory)
+    return err.value
+
+
+# ------------------------------------------------------------------------------------ shipped policies
+
+
+def test_the_five_shipped_policies_load_with_their_values() -> None:
+    policies = load_policies()
+    assert set(policies) == {"single-pass-v0", "cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"}
+    assert policies["single-pass-v0"].cue is None
+    assert policies["cued-v0"].cue == CUE_V0
+    assert policies["cued-v0.1"].cue == CUE_V0_1
+    assert policies["cued-v0.2"].cue == CUE_V0_2
+    assert policies["cued-v0.3"].cue == CUE_V0_3
+
+
+def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
+    policies = load_policies()
+    single = policies["single-pass-v0"]
+    for name in ("cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"):
+        assert policies[name].name == name
+        assert dataclasses.replace(policies[name], name=single.name, cue=None) == single
+
+
+def test_every_shipped_file_says_what_it_extends_and_names_its_own_stem() -> None:
+    chain = {"cued-v0": "single-pass-v0", "cued-v0.1": "cued-v0", "cued-v0.2": "cued-v0.1"}
+    chain["cued-v0.3"] = "cued-v0.2"
+    for stem, base in chain.items():
+        raw = tomllib.loads((policy_dir() / f"{stem}.toml").read_text(encoding="utf-8"))
+        assert (raw["name"], raw["extends"]) == (stem, base)
+
+
+def test_the_wheel_ships_the_policy_directory() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    include = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert include["stages"] == "cpersona/stages"
+
+
+# ----------------------------------------------------------------------------------------------- extends
+
+
+def test_a_child_gives_only_what_it_changes(tmp_path: Path) -> None:
+    d = folder(
+        tmp_path,
+        base=f'name = "base"\nextends = "single-pass-v0"\n{CUE_TABLE}',
+        child='name = "child"\nextends = "base"\n[cue]\nlift = { likely = 5 }\n[limit]\ndefault = 7\n',
+    )
+    policies = load_policies(d)
+    child, base = policies["child"], policies["base"]
+    assert child.cue == dataclasses.replace(CUE_V0, lift={"sure": 3, "likely": 5, "vague": 1})
+    assert (child.limit.default, child.limit.max) == (7, base.limit.max)
+    assert base.cue == CUE_V0  # the base is not changed by the file built on it
+    assert base.limit.default == 10
+
+
+def test_a_file_that_extends_nothing_still_needs_every_key(tmp_path: Path) -> None:
+    d = folder(tmp_path, lone='name = "lone"\n[limit]\ndefault = 7\nmax = 9\n')
+    err = refused(d)
+    assert err.name == "policy file lone.toml"
+    assert "is missing" in err.problem
+
+
+def test_the_name_is_never_inherited(tmp_path: Path) -> None:
+    err = refused(folder(tmp_path, child='extends = "single-pass-v0"\n'))
+    assert (err.name, err.problem) == ("policy file child.toml", "is missing name")
+
+
+def test_a_child_must_name_itself_after_its_stem(tmp_path: Path) -> None:
+    err = refused(folder(tmp_path, **{"cued-v9.1": 'name = "cued-v9"\nextends = "single-pass-v0"\n'}))
+    assert err.name == "policy file cued-v9.1.toml"
+    assert "cued-v9" in err.problem
+    assert "cued-v9.1" in load_policies(
+        folder(tmp_path, **{"cued-v9.1": 'name = "cued-v9.1"\nextends = "single-pass-v0"\n'})
+    )
+
+
+def test_an_unknown_base_is_refused_naming_the_file(tmp_path: Path) -> None:
+    err = refused(folder(tmp_path, child='name = "child"\nextends = "single-pass-v9"\n'))
+    assert err.name == "policy file child.toml"
+    assert "single-pass-v9" in err.problem
+
+
+def test_extends_must_be_a_name(tmp_path: Path) -> None:
+    err = refused(folder(tmp_path, child='name = "child"\nextends = ["single-pass-v0"]\n'))
+    assert err.name == "policy file child.toml"
+    assert "extends" in err.problem
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"a": 'name = "a"\nextends = "a"\n'},
+        {"a": 'name = "a"\nextends = "b"\n', "b": 'name = "b"\nextends = "a"\n'},
+        {
+            "a": 'name = "a"\nextends = "b"\n',
+            "b": 'name = "b"\nextends = "c"\n',
+            "c": 'name = "c"\nextends = "b"\n',
+        },
+    ],
+)
+def test_a_cycle_is_refused_naming_a_file_in_it(tmp_path: Path, files: dict[str, str]) -> None:
+    err = refused(folder(tmp_path, **files))
+    assert err.name.removeprefix("policy file ").removesuffix(".toml") in files
+    assert "extends itself" in err.problem
+
+
+def test_a_fault_in_a_base_is_reported_against_the_base(tmp_path: Path) -> None:
+    # "a-child" sorts before "z-base", so only building bases first names the right file.
+    d = folder(
+        tmp_path,
+        **{
+            "a-child": 'name = "a-child"\nextends = "z-base"\n',
+            "z-base": 'name = "z-base"\nextends = "single-pass-v0"\n[limit]\ndefault = "ten"\n',
+        },
+    )
+    err = refused(d)
+    assert (err.name, err.problem) == ("policy file z-base.toml", "limit.default must be an integer")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[limit]\nlimit = 3\n", "has an unknown key limit.limit"),
+        ("[limit]\ndefault = 1.5\n", "limit.default must be an integer"),
+        ("[vector]\nmin_similarity = nan\n", "vector.min_similarity must be a finite number"),
+        (
+            "[gate]\nprecision_beta = { strict = true }\n",
+            "gate.precision_beta.strict must be a finite number",
+        ),
+        ("limit = 3\n", "needs a [limit] table"),
+        ("colour = 3\n", "has an unknown key colour"),
+        ("cue = 3\n", "needs a [cue] table"),
+    ],
+)
+def test_the_merged_result_is_checked_like_a_lone_file(tmp_path: Path, text: str, problem: str) -> None:
+    err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{text}'))
+    assert (err.name, err.problem) == ("policy file child.toml", problem)
+
+
+# ---------------------------------------------------------------------------------------- the cue table
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("lift = { certain = 4 }", "cue.lift has an unknown confidence 'certain'"),
+        ("margins = { sure = -0.5 }", "cue.margins.sure must be at least 0, got -0.5"),
+        ("seats = { vague = -1 }", "cue.seats.vague must be at least 0, got -1"),
+        ("lift = { sure = 1.5 }", "cue.lift.sure must be an integer"),
+        ("seats = { sure = true }", "cue.seats.sure must be an integer"),
+        ("margins = { likely = inf }", "cue.margins.likely must be a finite number"),
+        ("lift = 3", "cue.lift must be a table"),
+        ('move = "during_count"', "cue.move must be one of before_count, after_count"),
+        ("recent_only_hours = -1", "cue.recent_only_hours must be at least 0, got -1.0"),
+        ("depth = -5", "cue.depth must be at least 0, got -5"),
+        ("merge_k = 0", "cue.merge_k must be at least 1, got 0"),
+        ("revisions = 1.0", "cue.revisions must be an integer"),
+        ("search_episodes = 1", "cue.search_episodes must be true or false"),
+        ("spread = 2", "has an unknown key cue.spread"),
+    ],
+)
+def test_a_bad_cue_key_is_refused_naming_file_and_key(tmp_path: Path, override: str, problem: str) -> None:
+    d = folder(
+        tmp_path,
+        base=f'name = "base"\nextends = "single-pass-v0"\n{CUE_TABLE}',
+        child=f'name = "child"\nextends = "base"\n[cue]\n{override}\n',
+    )
+    err = refused(d)
+    assert (err.name, err.problem) == ("policy file child.toml", problem)
+
+
+@pytest.mark.parametrize("key", ["margins", "lift", "seats", "revisions", "merge_k", "move"])
+def test_every_cue_key_is_required(tmp_path: Path, key: str) -> None:
+    table = "\n".join(line for line in CUE_TABLE.splitlines() if not line.startswith(f"{key} "))
+    err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{table}\n'))
+    assert (err.name, err.problem) == ("policy file child.toml", f"is missing cue.{key}")
+
+
+@pytest.mark.parametrize("table", ["margins", "lift", "seats"])
+def test_a_confidence_table_needs_all_three_words(tmp_path: Path, table: str) -> None:
+    lines = [
+        f"{table} = {{ sure = 1, likely = 1 }}" if line.startswith(f"{table} ") else line
+        for line in CUE_TABLE.splitlines()
+    ]
+    body = "\n".join(lines)
+    err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{body}\n'))
+    assert (err.name, err.problem) == ("policy file child.toml", f"cue.{table} is missing 'vague'")
