@@ -14,8 +14,8 @@ answers with unit ids, best first::
   :mod:`.embed_cache`; always returns min(k, corpus size) ids.
 * :class:`RRFHybrid`: reciprocal-rank fusion, score = Σ 1 / (60 + rank), of the BM25 and dense lists,
   each taken 100 deep (other depths for comparison: ``rrf:20``, ``rrf:all`` on the command line).
-* :class:`Cpersona`: the engine itself, through its library API (a slot: recall is still being
-  written; see the class).
+* :class:`Cpersona`: the engine itself, through its library API. With ``store_cache`` it keeps each
+  built store on disk (see :meth:`Cpersona.preload`), so a rerun does not ingest again.
 
 Ties are broken by position in the corpus (earlier first), so every run ranks identically.
 """
@@ -23,10 +23,18 @@ Ties are broken by position in the corpus (earlier first), so every run ranks id
 from __future__ import annotations
 
 import contextlib
+import datetime
+import functools
+import hashlib
+import json
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
+import anyio
+import anyio.to_thread
 import numpy as np
 
 if TYPE_CHECKING:
@@ -40,16 +48,20 @@ __all__ = [
     "BM25",
     "RRF_DEPTH",
     "RRF_K",
+    "STORE_CACHE_VERSION",
     "Cpersona",
     "Dense",
     "RRFHybrid",
     "RetrievalSystem",
     "Unit",
+    "corpora_key",
     "rank_scores",
 ]
 
 RRF_K: Final = 60
 RRF_DEPTH: Final = 100
+STORE_CACHE_VERSION: Final = 1
+"""Part of every store-cache key: bump it when a store built earlier no longer stands for the engine."""
 _STORE_CHUNK = 500
 
 
@@ -208,13 +220,10 @@ class Cpersona:
     """cpersona's engine through its library API: one agent per conversation.
 
     Ingest: ``Engine.store_batch`` with ``content``, ``agent_id`` = the corpus key, ``msg_id`` = the
-    unit id (``dia_id``), ``timestamp`` and ``metadata`` (conversation, session, dia_id), in time order.
+    unit id (``dia_id``), ``timestamp`` and ``metadata`` (conversation, session, dia_id), in time order,
+    then the blocks are drained. Search::
 
-    Search assumes this recall API (being written by another engineer when this slot was made)::
-
-        fields = {} if self._mode is None else {"mode": self._mode}
         result = await memory.recall(question, agent_id=conv_id, limit=k, **fields)
-        for row in result.rows: row.msg_id, row.ref
 
     Rows are mapped back to unit ids through the ``ref`` each store returned. A unit whose content
     duplicates an earlier one in the same agent is skipped by the engine's dedup and shares that
@@ -223,6 +232,17 @@ class Cpersona:
     The engine embeds with its own in-process MiniLM (same model, same ONNX graph as the cache), so its
     vectors match the other systems' up to float noise. It runs on a temporary data dir (embedded Redis
     and embedded Qdrant) removed at :meth:`aclose`.
+
+    **Store cache** (``store_cache``, off by default). Ingest is slow (every turn is embedded and cut into
+    blocks), so a run may hand every corpus to :meth:`preload` before its first search. With a cache
+    folder, the built store is kept under ``<store_cache>/<key>/`` (``data/``, and ``meta.json`` holding
+    the ref-to-unit mapping), where the key is :func:`corpora_key`: a hash of every corpus key and unit
+    (id, content, timestamp, metadata) in order, and :data:`STORE_CACHE_VERSION`. A run copies the cached
+    store into its temporary dir and opens the copy, so nothing a run does reaches the cache. The store
+    is built as the incremental :meth:`index` calls would build it (same engine settings, same order,
+    one engine for all corpora), so results do not depend on whether it came from the cache. A build
+    goes to ``<key>.building`` and is renamed into place only when complete; a cached store whose vector
+    collections or per-agent record counts differ from what the current engine opens is rebuilt.
     """
 
     name = "cpersona"
@@ -242,15 +262,21 @@ class Cpersona:
         mode: str | None = None,
         arms: str = "all",
         name: str = "cpersona",
+        store_cache: Path | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._threads = embedding_threads
         self._mode = mode
         self._arms = self.ARM_SETS[arms]
         self.name = name
+        self.store_cache = store_cache
         self._stack = contextlib.AsyncExitStack()
         self._memory: Any = None
         self._refs: dict[str, dict[str, list[str]]] = {}
+        # Corpus key -> digest of the units a preloaded store holds for it.
+        self._preloaded: dict[str, str] = {}
+        self.cache_info: dict[str, Any] | None = None
+        """What :meth:`preload` did: the cache key, whether it hit, build and copy times."""
 
     @staticmethod
     def unavailable_reason() -> str | None:
@@ -261,46 +287,132 @@ class Cpersona:
             return "cpersona.Engine has no 'recall' method yet (recall is still being written); skipped"
         return None
 
-    async def _engine(self) -> Any:
+    def _settings(self, data_dir: Path) -> Any:
+        from cpersona._settings import Settings
+
+        threads = (
+            self._threads if self._threads is not None else Settings(data_dir=data_dir).embedding_threads
+        )
+        return Settings(data_dir=data_dir, embedding_threads=threads)
+
+    def _work_dir(self) -> Path:
+        if self._data_dir is not None:
+            return self._data_dir
+        return Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="cpersona-q-")))
+
+    async def _engine(self, data_dir: Path | None = None) -> Any:
+        """The open engine; the first call opens it on ``data_dir`` (default: the working dir)."""
         if self._memory is not None:
             return self._memory
         reason = self.unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)
         import cpersona
-        from cpersona._settings import Settings
 
-        data_dir = self._data_dir
-        if data_dir is None:
-            data_dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="cpersona-q-")))
-        threads = (
-            self._threads if self._threads is not None else Settings(data_dir=data_dir).embedding_threads
-        )
-        settings = Settings(data_dir=data_dir, embedding_threads=threads)
+        settings = self._settings(data_dir if data_dir is not None else self._work_dir())
         self._memory = await self._stack.enter_async_context(cpersona.open(settings, background=False))
         keep = self._arms
         if keep is not None:
             self._memory.recaller.arm_wrapper = _only(keep)
         return self._memory
 
+    async def engine(self) -> Any:
+        """The open :class:`cpersona.Engine` (for harnesses that call ``recall`` with other fields)."""
+        return await self._engine()
+
+    def unit_ids(self, conv_id: str, row: Any) -> list[str]:
+        """The unit ids one returned row stands for (several when the engine folded duplicates)."""
+        return list(self._refs.get(conv_id, {}).get(row.ref) or ([row.msg_id] if row.msg_id else []))
+
+    async def preload(self, corpora: Sequence[tuple[str, Sequence[Unit]]]) -> bool:
+        """Make the engine hold every corpus, from the store cache when it can; ``True`` on a cache hit.
+
+        Without a store cache this is :meth:`index` for each corpus in order. After it, :meth:`index` of
+        a preloaded corpus with the same units does nothing; other units are refused, since the store
+        would no longer match its key.
+        """
+        if self._memory is not None:
+            raise RuntimeError("preload must come before the engine is first used")
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(reason)
+        if self.store_cache is None:
+            for conv_id, units in corpora:
+                await self.index(conv_id, units)
+            return False
+        key = corpora_key(corpora)
+        home = self.store_cache / key
+        began = time.perf_counter()
+        meta = await anyio.to_thread.run_sync(_read_meta, home)
+        built = meta is None
+        if meta is None:
+            meta = await self._build(home, corpora)
+        copy_secs = 0.0
+        for attempt in range(2):
+            target = self._work_dir() / f"store-{attempt}"
+            copied = time.perf_counter()
+            await anyio.to_thread.run_sync(_copy_store, home / "data", target)
+            copy_secs = time.perf_counter() - copied
+            memory = await self._engine(target)
+            if await _matches(memory, target, meta):
+                break
+            if attempt == 1:
+                raise RuntimeError(f"a freshly built store at {home} does not match what the engine opens")
+            # Built by an older engine: close the copy and build the store again.
+            await self._reset()
+            meta = await self._build(home, corpora)
+            built = True
+        self._refs = {conv_id: dict(refs) for conv_id, refs in meta["refs"].items()}
+        self._preloaded = {conv_id: _units_digest(units) for conv_id, units in corpora}
+        self.cache_info = {
+            "key": key,
+            "hit": not built,
+            "folder": str(home),
+            "built_secs": meta.get("built_secs"),
+            "copy_secs": copy_secs,
+            "ready_secs": time.perf_counter() - began,
+        }
+        return not built
+
+    async def _build(self, home: Path, corpora: Sequence[tuple[str, Sequence[Unit]]]) -> dict[str, Any]:
+        import cpersona
+
+        work = home.with_name(home.name + ".building")
+        await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, work, ignore_errors=True))
+        began = time.perf_counter()
+        refs: dict[str, dict[str, list[str]]] = {}
+        async with cpersona.open(self._settings(work / "data"), background=False) as memory:
+            for conv_id, units in corpora:
+                refs[conv_id] = await _store_units(memory, conv_id, units)
+            await memory.drain_blocks()
+        meta = {
+            "version": STORE_CACHE_VERSION,
+            "key": home.name,
+            "corpora": [[conv_id, len(units)] for conv_id, units in corpora],
+            "refs": refs,
+            "collections": await anyio.to_thread.run_sync(_collections, work / "data"),
+            "built_secs": time.perf_counter() - began,
+            "built_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpersona": cpersona.__version__,
+        }
+        await anyio.to_thread.run_sync(_finish_build, work, home, meta)
+        return meta
+
+    async def _reset(self) -> None:
+        self._memory = None
+        await self._stack.aclose()
+        self._stack = contextlib.AsyncExitStack()
+
     async def index(self, conv_id: str, units: Sequence[Unit]) -> None:
+        if conv_id in self._preloaded:
+            if _units_digest(units) != self._preloaded[conv_id]:
+                raise ValueError(f"{conv_id} was preloaded with other units than these")
+            return
         memory = await self._engine()
-        refs = self._refs.setdefault(conv_id, {})
-        for start in range(0, len(units), _STORE_CHUNK):
-            chunk = units[start : start + _STORE_CHUNK]
-            records = [
-                {
-                    "content": unit.content,
-                    "agent_id": conv_id,
-                    "msg_id": unit.unit_id,
-                    "timestamp": unit.timestamp,
-                    "metadata": unit.metadata,
-                }
-                for unit in chunk
-            ]
-            batch = await memory.store_batch(records)
-            for unit, result in zip(chunk, batch.results, strict=True):
-                refs.setdefault(result.ref, []).append(unit.unit_id)
+        refs = await _store_units(memory, conv_id, units)
+        known = self._refs.setdefault(conv_id, {})
+        for ref, ids in refs.items():
+            known.setdefault(ref, []).extend(ids)
         if hasattr(memory, "drain_blocks"):
             # Blocks are built after the store; measure with them in place, as a settled store has them.
             await memory.drain_blocks()
@@ -309,17 +421,91 @@ class Cpersona:
         memory = await self._engine()
         fields = {} if self._mode is None else {"mode": self._mode}
         result = await memory.recall(question, agent_id=conv_id, limit=k, **fields)
-        refs = self._refs.get(conv_id, {})
         ids: list[str] = []
         for row in result.rows:
-            for unit_id in refs.get(row.ref) or [row.msg_id]:
-                if unit_id and unit_id not in ids:
+            for unit_id in self.unit_ids(conv_id, row):
+                if unit_id not in ids:
                     ids.append(unit_id)
         return ids[:k]
 
     async def aclose(self) -> None:
-        self._memory = None
-        await self._stack.aclose()
+        await self._reset()
+
+
+async def _store_units(memory: Any, conv_id: str, units: Sequence[Unit]) -> dict[str, list[str]]:
+    """Store ``units`` in order as agent ``conv_id``; returns ref -> unit ids (duplicates share a ref)."""
+    refs: dict[str, list[str]] = {}
+    for start in range(0, len(units), _STORE_CHUNK):
+        chunk = units[start : start + _STORE_CHUNK]
+        records = [
+            {
+                "content": unit.content,
+                "agent_id": conv_id,
+                "msg_id": unit.unit_id,
+                "timestamp": unit.timestamp,
+                "metadata": unit.metadata,
+            }
+            for unit in chunk
+        ]
+        batch = await memory.store_batch(records)
+        for unit, result in zip(chunk, batch.results, strict=True):
+            refs.setdefault(result.ref, []).append(unit.unit_id)
+    return refs
+
+
+async def _matches(memory: Any, data_dir: Path, meta: dict[str, Any]) -> bool:
+    """Whether the engine opened on a cached store sees what the build left: same collections, counts."""
+    if await anyio.to_thread.run_sync(_collections, data_dir) != meta["collections"]:
+        return False
+    for conv_id, refs in meta["refs"].items():
+        stats = await memory.stats(conv_id)
+        if stats["memories"] != len(refs):
+            return False
+    return True
+
+
+def _units_digest(units: Sequence[Unit]) -> str:
+    digest = hashlib.sha256()
+    for unit in units:
+        part = [unit.unit_id, unit.content, repr(float(unit.timestamp)), unit.metadata]
+        digest.update(json.dumps(part, sort_keys=True, ensure_ascii=False).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def corpora_key(corpora: Sequence[tuple[str, Sequence[Unit]]]) -> str:
+    """The store-cache key of a list of corpora: counts, a hash of keys and units, and the version."""
+    digest = hashlib.sha256()
+    for conv_id, units in corpora:
+        digest.update(json.dumps([conv_id, len(units), _units_digest(units)]).encode())
+    units_total = sum(len(units) for _, units in corpora)
+    return f"c{len(corpora)}-u{units_total}-{digest.hexdigest()[:16]}-v{STORE_CACHE_VERSION}"
+
+
+def _read_meta(home: Path) -> dict[str, Any] | None:
+    path = home / "meta.json"
+    if not path.is_file():
+        return None
+    meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return meta if meta.get("version") == STORE_CACHE_VERSION else None
+
+
+def _finish_build(work: Path, home: Path, meta: dict[str, Any]) -> None:
+    # meta.json is written last and the folder renamed into place, so a build that dies half-way never
+    # passes for a cached store.
+    (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    shutil.rmtree(home, ignore_errors=True)
+    work.rename(home)
+
+
+def _copy_store(source: Path, target: Path) -> None:
+    # The lock names whichever engine last had the store open; a copy starts unlocked.
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("engine.lock"))
+
+
+def _collections(data_dir: Path) -> list[str]:
+    root = data_dir / "qdrant"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
 
 def _only(keep: frozenset[str]) -> Any:
