@@ -83,7 +83,9 @@ __all__ = [
     "Replay",
     "Report",
     "attribute",
+    "LOST_AT",
     "ingest",
+    "lost_at",
     "main",
     "manual_code",
     "manual_ref_code",
@@ -270,21 +272,40 @@ def _single_arm(
 # ------------------------------------------------------------------------------------- the two verdicts
 
 
-def manual_ref_code(seen: Replay, ref: str) -> str:
-    """Why one gold is not in the replayed answer, from the replay alone (``returned`` if it is)."""
+# Where the manual path saw a gold lost, and the code each place stands for.
+LOST_AT: Final[Mapping[str, str]] = {
+    "no arm": CANDIDATE_MISS,
+    "gate": FILTER_DROP,
+    "autocut": FILTER_DROP,
+    "count cut": RANKING_MISS,
+    "below the block seats": RANKING_MISS,
+    "unexplained": UNATTRIBUTED,
+    RETURNED: RETURNED,
+}
+
+
+def lost_at(seen: Replay, ref: str) -> str:
+    """The step of the replay where one gold left the answer (``returned`` if it did not)."""
     if ref in seen.returned:
         return RETURNED
     if not seen.reached(ref):
-        return CANDIDATE_MISS
+        return "no arm"
     if ref in seen.candidates:
-        if ref in seen.refused or ref in seen.autocut_dropped:
-            return FILTER_DROP
+        if ref in seen.refused:
+            return "gate"
+        if ref in seen.autocut_dropped:
+            return "autocut"
         if ref in seen.cut_by_count:
-            return RANKING_MISS
-        return UNATTRIBUTED
+            return "count cut"
+        return "unexplained"
     if ref in seen.arms.get("block", ()):
-        return RANKING_MISS  # reached only by the block arm, below the seats it holds
-    return UNATTRIBUTED
+        return "below the block seats"
+    return "unexplained"
+
+
+def manual_ref_code(seen: Replay, ref: str) -> str:
+    """Why one gold is not in the replayed answer, from the replay alone (``returned`` if it is)."""
+    return LOST_AT[lost_at(seen, ref)]
 
 
 def manual_code(seen: Replay, missing: Iterable[str]) -> str:
@@ -331,6 +352,8 @@ class Attribution:
     manual_code: str | None
     trace_by_gold: Mapping[str, str]
     manual_by_gold: Mapping[str, str]
+    manual_lost_at: Mapping[str, str]
+    """Per gold, the step of the manual re-run where it left the answer."""
     replayed: bool
     """Whether the manual re-run returned exactly the response's rows, in order."""
     degraded: tuple[str, ...]
@@ -370,7 +393,8 @@ async def attribute(
     # The engine's clients carry their own deadlines; this one only bounds the whole re-run.
     with anyio.fail_after(_REPLAY_DEADLINE_SECS):
         seen = await replay(memory, agent, question, limit=limit, policy=policy)
-    by_hand = {ref: manual_ref_code(seen, ref) for ref in gold}
+    where = {ref: lost_at(seen, ref) for ref in gold}
+    by_hand = {ref: LOST_AT[step] for ref, step in where.items()}
     by_hand_code = manual_code(seen, missing) if missing else None
     return Attribution(
         qid=qid,
@@ -381,6 +405,7 @@ async def attribute(
         manual_code=by_hand_code,
         trace_by_gold=by_trace,
         manual_by_gold=by_hand,
+        manual_lost_at=where,
         replayed=seen.returned == answer,
         degraded=tuple(f"{d.arm} {d.status}" for d in result.degraded),
         trace_bytes=payload,
@@ -456,6 +481,11 @@ class Report:
             verdicts = a.trace_by_gold if path == "trace" else a.manual_by_gold
             tally.update(verdicts[ref] for ref in a.missing)
         return {code: tally.get(code, 0) for code in CODES}
+
+    def lost_at_counts(self) -> dict[str, int]:
+        """Missing golds per step where the manual re-run saw them leave the answer."""
+        tally = Counter(a.manual_lost_at[ref] for a in self.failed for ref in a.missing)
+        return {step: tally.get(step, 0) for step in LOST_AT if step != RETURNED}
 
     @property
     def disagreements(self) -> list[Attribution]:
@@ -570,7 +600,9 @@ def render(
             for cat in sorted(by_category)
         ),
         f"- **questions where the two paths disagree: {len(report.disagreements)}** (target: none; the "
-        "comparison covers the question's code and every gold's verdict, returned golds included)",
+        "comparison covers the question's code and every gold's verdict, returned golds included), "
+        f"{sum(1 for a in report.disagreements if not a.replayed)} of them on questions the re-run did "
+        "not reproduce",
         f"- questions whose manual re-run did not return exactly the response's rows: "
         f"{len(report.not_replayed)}",
         f"- recalls that came back degraded (an arm failed or ran out of time): "
@@ -583,6 +615,10 @@ def render(
         "## Missing gold turns per code",
         "",
         *_table(report, "code", report.gold_counts("trace"), report.gold_counts("manual")),
+        "",
+        "Where the manual re-run saw the missing golds leave the answer: "
+        + ", ".join(f"{step} {n}" for step, n in report.lost_at_counts().items())
+        + ".",
         "",
     ]
     if report.disagreements:

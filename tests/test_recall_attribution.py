@@ -1,12 +1,12 @@
 """The manual-attribution check (``benchmarks/recall_attribution.py``, seed §1.4 item 2) as tests.
 
-On a small self-made store, one failure of each kind is built on purpose — a gold no arm reaches, a gold
-the gate refuses because the agent's calibrated threshold is forced high, a gold that passes the gate and
-falls below the count cut — and both paths (the trace read through the confirmation tool, and the recall
-re-run by hand from the engine's pieces) must name the expected code. A bug planted in the trace builder
-must show up as a disagreement, which is what makes the two paths a check of the trace. Then the
-``--quick`` command runs on the first LoCoMo conversation cut to its first three sessions (about twenty
-questions), when the data is there.
+On a small self-made store, one failure of each kind is built on purpose — a gold no arm reaches; a gold
+the gate refuses because the agent's calibrated threshold is forced high; a gold that passes the gate and
+falls below the count cut; a gold only the block arm reached, left below the seats — and both paths (the
+trace read through the confirmation tool, and the recall re-run by hand from the engine's pieces) must
+name the expected code. A bug planted in the trace builder must show up as a disagreement, which is what
+makes the two paths a check of the trace. Then the ``--quick`` command runs on the first LoCoMo
+conversation cut to its first three sessions (about twenty questions), when the data is there.
 
 The engine is the real one: the shared test Redis, Qdrant in-process, the ONNX embedder.
 """
@@ -103,6 +103,7 @@ async def test_a_gold_no_arm_reaches_is_a_candidate_miss_on_both_paths(engine: c
     assert got.replayed
     assert got.manual_code == got.trace_code == CANDIDATE_MISS
     assert got.manual_by_gold == got.trace_by_gold == {gold: CANDIDATE_MISS}
+    assert got.manual_lost_at == {gold: "no arm"}
     seen = await replay(engine, agent, QUESTION, limit=2)
     assert not seen.reached(gold)
     assert seen.arms["vector_near"]
@@ -130,6 +131,7 @@ async def test_a_gold_the_calibrated_gate_refuses_is_a_filter_drop_on_both_paths
     assert got.replayed
     assert got.manual_code == got.trace_code == FILTER_DROP
     assert got.manual_by_gold == got.trace_by_gold == {gold: FILTER_DROP}
+    assert got.manual_lost_at == {gold: "gate"}
     seen = await replay(engine, agent, QUESTION, limit=3, policy=policy)
     assert gold in seen.arms["vector_near"]
     assert gold in seen.refused
@@ -152,6 +154,32 @@ async def test_a_gold_below_the_count_cut_is_a_ranking_miss_on_both_paths(engine
     assert got.missing == (gold,)
     assert got.manual_code == got.trace_code == RANKING_MISS
     assert got.manual_by_gold == got.trace_by_gold == {gold: RANKING_MISS, seen.kept[0]: RETURNED}
+    assert got.manual_lost_at == {gold: "count cut", seen.kept[0]: RETURNED}
+
+
+async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_miss(
+    engine: cpersona.Engine,
+) -> None:
+    agent = new_agent()
+    # The calibrated gate refuses every vector-found row and the opened heuristic gate lets the keyword
+    # arm's lexical-only row through, so the one returned row is not on the block list: its two seats
+    # then go to the block arm's first two rows and its third row is left below them.
+    policy = add_policy(engine, "attr-open-heuristic", gate={"start": 0.0, "span": 0.0})
+    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
+    await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
+    seen = await replay(engine, agent, QUESTION, limit=1, policy=policy)
+    fused = {ref for name, arm in seen.arms.items() if name != "block" for ref in arm}
+    below = [ref for ref in seen.arms["block"] if ref not in seen.returned and ref not in fused]
+    assert len(seen.seated) == 2
+    assert below
+    gold = below[0]
+    assert gold in refs[: len(DEPLOY_NOTES)]
+    got = await attribute(engine, agent, QUESTION, [gold], limit=1, policy=policy)
+    assert got.replayed
+    assert got.manual_code == got.trace_code == RANKING_MISS
+    assert got.manual_lost_at == {gold: "below the block seats"}
+    assert got.trace_by_gold == {gold: RANKING_MISS}
 
 
 async def test_a_bug_in_the_trace_shows_as_a_disagreement(
