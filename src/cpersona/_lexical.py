@@ -292,7 +292,8 @@ async def memory_keyword(
     A blank ``query`` lists the newest memories (by insertion ``seq``; inside a ``period`` by record
     time, then ``seq``). When the query has no usable term, or its terms match nothing, the whole-query
     fallback lists the newest memories that contain the whole query (or one of ``extra_terms``) as a
-    phrase. Listed rows have ``raw=None``. ``period`` keeps rows with ``start <= ts < end``.
+    phrase, in the same order as the blank listing. Listed rows have ``raw=None``. ``period`` keeps rows
+    with ``start <= ts < end``, in the fallback too.
     """
     began = time.perf_counter()
     async with redis_errors("memory keyword search failed"):
@@ -350,7 +351,9 @@ async def _memory_rows(
     if not wanted:
         return []
     matching = f"{plain} ({' | '.join(wanted)})"
-    return await _newest(client, index, prefix, "mem", matching, fetch, by_time=False)
+    # Inside a period the listing goes by record time, as the blank listing there does: a cue is about
+    # when things happened, and a record filed late under an old time belongs with its period.
+    return await _newest(client, index, prefix, "mem", matching, fetch, by_time=period is not None)
 
 
 async def _episode_rows(
