@@ -1,13 +1,18 @@
-"""The benchmark's time-cue parser (``benchmarks/quality/cues.py``) on hand-written questions.
+"""The time-cue benchmark's own parts: the cue parser, the scores, the TMD loader and the question sets.
 
-No data file is needed: every question below is written here, and every expected period is worked out
-by hand in the test. "Now" is a Sunday afternoon, 22 October 2023, 11:17:51 UTC, unless a test says
-otherwise.
+The parser (``benchmarks/quality/cues.py``) is tested on hand-written questions: no data file is
+needed, and every expected period is worked out by hand in the test. "Now" is a Sunday, 22 October
+2023, 11:17:51 UTC, unless a test says otherwise. The scores of ``cue_bench`` are checked on answers
+written by hand, the TMD loader on a tiny folder written by the test; the last tests read the real data
+and are skipped when it is not beside the repository. The benchmark run itself is tested in
+``test_quality_harness.py``.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
+import math
 import sys
 from pathlib import Path
 
@@ -19,7 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.quality import cue_bench  # noqa: E402
 from benchmarks.quality.cues import SAID_AFTER_DAYS, Cue, parse_cue, read_cue  # noqa: E402
+from benchmarks.quality.locomo import DEFAULT_DATA  # noqa: E402
+from benchmarks.quality.tmd import DEFAULT_TMD, load_tmd, parse_turn_time  # noqa: E402
 
 UTC = datetime.UTC
 NOW = datetime.datetime(2023, 10, 22, 11, 17, 51, tzinfo=UTC)  # a Sunday
@@ -415,3 +423,234 @@ def test_past_phrases_start_by_now_and_always_map_to_a_valid_request(
     mapping = cue.time_cue()
     assert set(mapping) == {"after", "before", "confidence"}
     assert mapping["after"] <= mapping["before"]
+
+
+# ------------------------------------------------------------------------------------- scoring
+
+# 1 / log2(i + 1) for places 1..3.
+P1, P2, P3 = 1.0, 1 / math.log2(3), 0.5
+
+
+def _answer(
+    rows: list[list[str]], signals: list[str], time_cue: dict[str, object] | None = None
+) -> cue_bench.Answer:
+    return cue_bench.Answer(tuple(tuple(r) for r in rows), tuple(signals), 1.0, time_cue, ())
+
+
+def test_scores_count_every_returned_row_for_ndcg_and_the_first_ten_for_recall_at_10() -> None:
+    rows = [[f"x{i}"] for i in range(10)] + [["g1"], ["g2"]]
+    answer = _answer(rows, ["rrf"] * 10 + ["block", "cue"])
+    values = cue_bench.score(answer, ["g1", "g2", "g3"])
+    # Gold at places 11 and 12 of 12 rows; the ideal is min(|G|, |R|) = 3 gold rows at the top.
+    ideal = P1 + P2 + P3
+    assert values["ndcg_rows"] == pytest.approx((1 / math.log2(12) + 1 / math.log2(13)) / ideal)
+    assert values["ndcg@10"] == 0.0
+    assert values["recall@10"] == 0.0
+    assert values["capped@10"] == 0.0
+    assert values["recall_rows"] == pytest.approx(2 / 3)
+    assert values["any_rows"] == 1.0
+    assert values["mrr_rows"] == pytest.approx(1 / 11)
+    assert values["rows"] == 12.0
+    assert answer.cue_seats == 1
+    assert answer.returned == frozenset((f"x{i}",) for i in range(10))
+
+
+def test_a_row_standing_for_folded_units_counts_each_once() -> None:
+    answer = _answer([["a", "b"], ["a"], ["c"]], ["rrf", "rrf", "cosine"])
+    assert answer.ids == ["a", "b", "c"]
+    values = cue_bench.score(answer, ["b"])
+    # "b" is second of three units; the ideal of one gold unit is 1.
+    assert values["ndcg_rows"] == pytest.approx(P2)
+    assert values["capped@10"] == 1.0
+    assert cue_bench.score(_answer([], []), ["b"])["ndcg_rows"] == 0.0
+
+
+def test_cue_seats_come_from_the_response_when_it_says() -> None:
+    assert _answer([["a"]], ["cue"], {"seated": 2}).cue_seats == 2
+    assert _answer([["a"], ["b"]], ["cue", "cue"]).cue_seats == 2
+
+
+def test_sign_test_by_hand() -> None:
+    assert cue_bench._sign_p(0, 0) == 1.0
+    # P(X >= 3 | n = 3) = 1/8; P(X >= 8 | n = 13) = (C(13,8)+...+C(13,13)) / 2^13 = 2380 / 8192.
+    assert cue_bench._sign_p(3, 0) == pytest.approx(1 / 8)
+    assert cue_bench._sign_p(8, 5) == pytest.approx(2380 / 8192)
+
+
+def _question(qid: str, gold: tuple[str, ...], times: tuple[float, ...]) -> cue_bench.CueQuestion:
+    cue = _cue("What did we chat about on May 8th?")
+    return cue_bench.CueQuestion(
+        "tmd",
+        "dates",
+        qid,
+        "tmd-1",
+        "What did we chat about on May 8th?",
+        gold,
+        times,
+        NOW.timestamp(),
+        cue,
+        cue,
+    )
+
+
+def test_summary_counts_ups_downs_honesty_and_the_verdict() -> None:
+    inside = datetime.datetime(2023, 5, 8, 12, tzinfo=UTC).timestamp()
+    outside = datetime.datetime(2023, 6, 8, 12, tzinfo=UTC).timestamp()
+    period = {"period": ["2023-05-08T00:00:00+00:00", "2023-05-09T00:00:00+00:00"], "seated": 1, "moved": 2}
+    plain = ["rrf", "rrf"]
+    # q1: the cue lifts the gold row from second to first; extra (one more row) finds nothing new.
+    q1 = cue_bench.Outcome(
+        _question("q1", ("g",), (inside,)),
+        nocue=_answer([["x"], ["g"]], plain),
+        cue=_answer([["g"], ["x"], ["y"]], [*plain, "cue"], {**period, "revised": True}),
+        extra=_answer([["x"], ["g"], ["z"]], [*plain, "rrf"]),
+        ignored=False,
+    )
+    # q2: the cue changes nothing and its period misses the gold turn.
+    same = _answer([["g"], ["x"]], plain)
+    unmoved = _answer([["g"], ["x"]], plain, {**period, "seated": 0})
+    q2 = cue_bench.Outcome(_question("q2", ("g",), (outside,)), same, unmoved, same, ignored=False)
+    s = cue_bench.summarise("t", [q1, q2])
+    assert s.n == 2
+    assert (s.up, s.down, s.up_extra, s.down_extra) == (1, 0, 1, 0)
+    assert s.means["no cue"]["ndcg_rows"] == pytest.approx((P2 + 1.0) / 2)
+    assert s.means["cue"]["ndcg_rows"] == pytest.approx(1.0)
+    assert s.verdict
+    assert (s.holds_read, s.holds_searched, s.searched_known) == (1, 1, 2)
+    assert (s.revised, s.moved, s.seated, s.same_rows) == (1, 4, 1, 2)
+    # The cue run of q1 returned one row more (its seat): extra matched that, and the cue still won.
+    assert s.means["extra"]["rows"] == pytest.approx(2.5)
+
+    # No gain at all: no verdict.
+    flat = cue_bench.summarise("flat", [q2])
+    assert not flat.verdict
+    assert (flat.up, flat.down) == (0, 0)
+
+
+# ------------------------------------------------------------------------------------------ TMD
+
+
+def _write_tmd(folder: Path) -> None:
+    (folder / "ConversationData").mkdir(parents=True)
+
+    def turn(number: int, dia_id: str, speaker: str, text: str, when: str, **extra: str) -> dict[str, str]:
+        return {"speaker": speaker, "dia_id": dia_id, "text": text, "date_time": when,
+                "response_number": str(number), **extra}  # fmt: skip
+
+    log = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:00 AM on 8 May, 2023",
+        "session_1": [
+            turn(0, "D1:1", "Ann", "hi", "01:00:00 AM on Monday 08 May, 2023"),
+            turn(
+                1, "D1:2", "Bo", "look", "02:00:00 AM on Monday 08 May, 2023", blip_caption="a photo of a cat"
+            ),
+        ],
+        "session_2_date_time": "3:00 AM on 9 May, 2023",
+        "session_2": [turn(2, "D2:1", "Ann", "later", "03:00:00 AM on Tuesday 09 May, 2023")],
+    }
+    (folder / "ConversationData" / "26.json").write_text(json.dumps(log), encoding="utf-8")
+    tests = folder / "TestData"
+    (tests / "time_qs").mkdir(parents=True)
+    (tests / "content_time_qs").mkdir()
+    first = {"questions": ["What did we chat about on May 8th?", "May 8?"], "relevant_docs": [0, 1, 99]}
+    second = {"questions": ["What about May 30th?"], "relevant_docs": [42]}
+    items = {"file_indexes": [26], "file_26": [first, second]}
+    (tests / "time_qs" / "test_dates.json").write_text(json.dumps(items), encoding="utf-8")
+    content = {
+        "file_indexes": [26],
+        "file_26": [{"questions": ["What did Bo show on May 8th?"], "relevant_docs": [1]}],
+    }
+    (tests / "content_time_qs" / "content_time_qs.json").write_text(json.dumps(content), encoding="utf-8")
+
+
+def test_tmd_loader_on_a_tiny_folder(tmp_path: Path) -> None:
+    _write_tmd(tmp_path)
+    data = load_tmd(tmp_path, logs=[26], sets=["content_time_qs", "dates"])
+    [conv] = data.conversations
+    assert conv.conv_id == "tmd-26"
+    assert [t.unit_id for t in conv.turns] == ["0", "1", "2"]
+    assert conv.turns[1].content == "Bo: look [image: a photo of a cat]"
+    assert conv.turns[1].metadata == {
+        "conversation": "tmd-26",
+        "session": 1,
+        "dia_id": "D1:2",
+        "response_number": 1,
+    }
+    assert conv.turns[0].timestamp == datetime.datetime(2023, 5, 8, 1, tzinfo=UTC).timestamp()
+    assert conv.now == datetime.datetime(2023, 5, 9, 3, tzinfo=UTC).timestamp()
+    content, dates = conv.questions
+    assert (content.set_name, content.gold) == ("content_time_qs", ("1",))
+    assert dates.question == "What did we chat about on May 8th?"
+    assert dates.paraphrases == ("What did we chat about on May 8th?", "May 8?")
+    # Gold id 99 names no turn: dropped and counted; the item whose only gold is unknown is dropped.
+    assert dates.gold == ("0", "1")
+    assert data.unknown_gold == 2
+    assert data.dropped == ("tmd-26:dates:1",)
+
+    selection = cue_bench.tmd_questions(tmp_path, logs=[26], sets=["content_time_qs", "dates"])
+    assert [q.qid for q in selection.questions] == ["tmd-26:content_time_qs:0", "tmd-26:dates:0"]
+    assert selection.questions[1].gold_times == (conv.turns[0].timestamp, conv.turns[1].timestamp)
+    assert selection.counts["dates"] == {"items": 1, "cued": 1, "wordings": 2, "wordings cued": 2}
+
+
+def test_tmd_loader_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="--tmd"):
+        load_tmd(tmp_path / "nope")
+    _write_tmd(tmp_path)
+    with pytest.raises(ValueError, match="unknown TMD log"):
+        load_tmd(tmp_path, logs=[27])
+    with pytest.raises(ValueError, match="ambiguous"):
+        load_tmd(tmp_path, sets=["ambiguous"])
+
+
+def test_tmd_turn_time_is_utc() -> None:
+    expected = datetime.datetime(2023, 5, 8, 13, 56, 4, tzinfo=UTC).timestamp()
+    assert parse_turn_time("01:56:04 PM on Monday 08 May, 2023") == expected
+
+
+needs_tmd = pytest.mark.skipif(
+    not (DEFAULT_TMD / "ConversationData").is_dir(), reason=f"TMD data not found at {DEFAULT_TMD}"
+)
+needs_locomo = pytest.mark.skipif(
+    not DEFAULT_DATA.is_file(), reason=f"LoCoMo data not found at {DEFAULT_DATA}"
+)
+
+
+@needs_tmd
+def test_tmd_on_the_real_folder() -> None:
+    data = load_tmd()
+    assert [c.log for c in data.conversations] == [26, 28, 31, 41, 42, 43, 44, 45, 46, 47, 48, 49]
+    assert sum(len(c.turns) for c in data.conversations) == 7463
+    assert (data.unknown_gold, data.dropped) == (0, ())
+    selection = cue_bench.tmd_questions(DEFAULT_TMD, logs=None)
+    counts = selection.counts
+    # Every wording of the time sets that name a time gets a cue; the session sets get none.
+    for name in ("dates", "date_span", "day_span", "earlier_today", "last_named_day", "month", "rel_day"):
+        assert counts[name]["cued"] == counts[name]["items"]
+        assert counts[name]["wordings cued"] == counts[name]["wordings"]
+    for name in ("session", "rel_session", "session_span"):
+        assert counts[name].get("cued", 0) == 0
+        assert counts[name]["wordings cued"] == 0
+    assert counts["content_time_qs"] == {
+        "items": 177,
+        "cued": 145,
+        "no cue": 32,
+        "wordings": 177,
+        "wordings cued": 145,
+    }
+    assert len(selection.questions) == 1220
+
+
+@needs_locomo
+def test_locomo_cue_set_is_the_questions_that_name_a_date_month_or_year() -> None:
+    selection = cue_bench.locomo_questions(DEFAULT_DATA, conversations=None)
+    assert len(selection.questions) == 202
+    assert all(q.read.named for q in selection.questions)
+    # The period used ends SAID_AFTER_DAYS later than the one read; it starts where it did.
+    for q in selection.questions:
+        assert q.cue.start == q.read.start
+        assert q.cue.end - q.read.end == datetime.timedelta(days=SAID_AFTER_DAYS)
+    holds = sum(1 for q in selection.questions if any(q.cue.holds(t) for t in q.gold_times))
+    assert holds == 186

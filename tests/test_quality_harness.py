@@ -424,3 +424,101 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert overall.count("|") == 5
     chart = tmp_path / "quality_locomo_quick_recall.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------ store cache
+
+
+class _TimedUnit:
+    def __init__(self, unit_id: str, content: str, timestamp: float) -> None:
+        self.unit_id = unit_id
+        self.content = content
+        self.timestamp = timestamp
+        self.metadata: dict[str, object] = {"turn": unit_id}
+
+
+@pytest.mark.slow
+async def test_cpersona_store_cache_builds_once_and_answers_the_same(tmp_path: Path) -> None:
+    import anyio.to_thread
+    from benchmarks.quality.systems import Cpersona, corpora_key
+
+    texts = ["Ann: we adopted a puppy called Rex", "Bo: the weather was awful", "Ann: Rex chewed my shoes"]
+    # The last unit repeats the first: the engine folds it into the same record, and the mapping kept
+    # in the cache must still credit both unit ids.
+    units = [_TimedUnit(str(i), text, 1.68e9 + 3600 * i) for i, text in enumerate([*texts, texts[0]])]
+    corpora = [("a", units), ("b", units[:2])]
+    answers = []
+    for expected_hit in (False, True):
+        system = Cpersona(store_cache=tmp_path)
+        try:
+            assert await system.preload(corpora) is expected_hit
+            assert system.cache_info is not None
+            assert system.cache_info["key"] == corpora_key(corpora)
+            # A preloaded corpus is not stored twice; other units under its key are refused.
+            await system.index("a", units)
+            with pytest.raises(ValueError, match="preloaded with other units"):
+                await system.index("a", units[:1])
+            answers.append(await system.search("a", "What is the puppy called?", 10))
+            memory = await system.engine()
+            assert (await memory.stats("a"))["memories"] == 3
+            assert (await memory.stats("b"))["memories"] == 2
+        finally:
+            await system.aclose()
+    assert answers[0] == answers[1]
+    assert {"0", "3"} <= set(answers[0])
+    folders = await anyio.to_thread.run_sync(lambda: sorted(p.name for p in tmp_path.iterdir()))
+    # One finished store and nothing half-built left beside it.
+    assert folders == [corpora_key(corpora)]
+
+
+# ------------------------------------------------------------------------------------------ time cue
+
+
+def test_cue_command_line() -> None:
+    from benchmarks.quality.__main__ import build_parser
+
+    args = build_parser().parse_args(["cue", "--quick", "--sets", "tmd"])
+    assert (args.dataset, args.quick, args.sets) == ("cue", True, "tmd")
+    from benchmarks.quality.cue_bench import _sets_arg
+
+    assert _sets_arg("LoCoMo, tmd,tmd") == ["locomo", "tmd"]
+    with pytest.raises(SystemExit):
+        _sets_arg("tmd,lme")
+
+
+@pytest.mark.slow
+@needs_data
+def test_cue_quick_run_end_to_end(tmp_path: Path) -> None:
+    import anyio
+    from benchmarks.quality.cue_bench import cue_unsupported
+    from benchmarks.quality.tmd import DEFAULT_TMD
+
+    reason = anyio.run(cue_unsupported)
+    if reason is not None:
+        pytest.skip(f"the cue benchmark needs an engine that takes time_cue: {reason}")
+    if not (DEFAULT_TMD / "ConversationData").is_dir():
+        pytest.skip(f"TMD data not found at {DEFAULT_TMD}")
+    pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
+    from benchmarks.quality.__main__ import main
+
+    report = main(["cue", "--quick", "--out", str(tmp_path), "--no-progress"])
+    assert report == tmp_path / "quality_cue_quick.md"
+    text = report.read_text(encoding="utf-8")
+    assert "**--quick**" in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    # TMD log 26 has 73 questions with a cue; LoCoMo conv-26 has 8 that name a date, month or year.
+    assert rows["TMD overall"].split("|")[2].strip() == "73"
+    assert rows["LoCoMo (names a date, month or year)"].split("|")[2].strip() == "8"
+    for heading in ("## Questions", "### Verdicts", "## Honesty", "## Cost of the cue", "## Method"):
+        assert heading in text
+    honesty = text.split("## Honesty", 1)[1].split("## Cost of the cue", 1)[0]
+    overall = next(line for line in honesty.splitlines() if line.startswith("| TMD overall"))
+    cells = [cell.strip() for cell in overall.split("|")[1:-1]]
+    # The engine's invariant (seed §2.6): the rows a cued recall returns, seats aside, are those of the
+    # recall without the cue.
+    assert cells[7].startswith("73/73")
+    # The cue did something on TMD: rows were seated or moved.
+    assert int(cells[5]) + int(cells[6]) > 0
+    assert len([line for line in text.splitlines() if line.startswith("- **TMD")]) == 3
+    chart = tmp_path / "quality_cue_quick.png"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -3,7 +3,10 @@
 Run from the repository root::
 
     .venv/bin/python -m benchmarks.quality locomo [--systems bm25,dense,rrf,cpersona] [--quick]
-                                                  [--k 20] [--data PATH]
+                                                  [--k 20] [--data PATH] [--store-cache]
+    .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
+
+``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
 
 It loads LoCoMo (:mod:`.locomo`), warms the embedding cache (:mod:`.embed_cache`), indexes each
 conversation in every system (:mod:`.systems`), asks every non-adversarial question of its own
@@ -164,7 +167,9 @@ class Outcome:
 # ---------------------------------------------------------------------------------------------- running
 
 
-def _make_systems(names: Sequence[str], cache: EmbeddingCache | None, threads: int | None) -> list[Any]:
+def _make_systems(
+    names: Sequence[str], cache: EmbeddingCache | None, threads: int | None, store_cache: Path | None = None
+) -> list[Any]:
     from benchmarks.quality.systems import BM25, RRF_DEPTH, Cpersona, Dense, RRFHybrid
 
     made: list[Any] = []
@@ -183,7 +188,9 @@ def _make_systems(names: Sequence[str], cache: EmbeddingCache | None, threads: i
             variant = name.partition(":")[2]
             mode = variant if variant in ("rrf", "rsf", "cascade") else None
             arms = variant if variant in ("bm25", "dense") else "all"
-            made.append(Cpersona(embedding_threads=threads, mode=mode, arms=arms, name=name))
+            made.append(
+                Cpersona(embedding_threads=threads, mode=mode, arms=arms, name=name, store_cache=store_cache)
+            )
     return made
 
 
@@ -192,6 +199,19 @@ async def _run_system(
 ) -> SystemRun:
     run = SystemRun(system.name)
     questions = data.recall_questions()
+    from benchmarks.quality.systems import Cpersona
+
+    if isinstance(system, Cpersona) and system.store_cache is not None:
+        # One store for every corpus, in the order the loop below indexes them, read from the store
+        # cache when it holds it: the index calls below then find their corpus already there.
+        corpora: list[tuple[str, Any]] = []
+        for conv in data.conversations:
+            corpora.append((conv.conv_id, conv.turns))
+            if episodes:
+                corpora.append((f"{conv.conv_id}-sessions", conv.sessions))
+        started = time.perf_counter()
+        await system.preload(corpora)
+        run.index_secs += time.perf_counter() - started
     with tqdm(total=len(questions), desc=system.name, unit="q", disable=not progress) as bar:
         for conv in data.conversations:
             started = time.perf_counter()
@@ -260,6 +280,7 @@ async def run_benchmark(
     progress: bool,
     check_questions: int,
     threads: int | None,
+    store_cache: Path | None = None,
 ) -> Outcome:
     skipped: dict[str, str] = {}
     selected = list(systems)
@@ -285,7 +306,7 @@ async def run_benchmark(
                 texts += [s.summary for conv in data.conversations for s in conv.sessions]
             computed = await cache.ensure(texts, desc="embedding (cache misses)")
             print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
-        for system in _make_systems(selected, cache, threads):
+        for system in _make_systems(selected, cache, threads, store_cache):
             try:
                 runs.append(await _run_system(system, data, depth, episodes=episodes, progress=progress))
             finally:
@@ -580,13 +601,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     locomo.add_argument("--check-questions", type=int, default=8, help="questions in the dense check")
     locomo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    locomo.add_argument(
+        "--store-cache",
+        action="store_true",
+        help="keep built cpersona stores under benchmarks/.cache/stores (a rerun does not ingest; the "
+        "index time is then the time to load the store)",
+    )
+    from benchmarks.quality import cue_bench
+
+    cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
+    cue_bench.add_arguments(cue)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
+def main(argv: Sequence[str] | None = None) -> Path | None:
     """Run the command; returns the path of the report written."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
+    if args.dataset == "cue":
+        from benchmarks.quality import cue_bench
+
+        return cue_bench.run_command(args, args_list)
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])
@@ -615,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             progress=not args.no_progress,
             check_questions=args.check_questions,
             threads=args.threads,
+            store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
         )
     )
     print(f"dense check: {outcome.dense_check.describe()}")
