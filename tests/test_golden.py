@@ -84,3 +84,21 @@ async def test_recall_matches_the_golden(engine: tuple[cpersona.Engine, dict[str
     expected = orjson.loads(GOLDEN.read_bytes())
     for want, got in zip(expected, observed, strict=True):
         assert got == want, want["question"]
+
+
+async def test_a_cued_policy_without_a_cue_matches_the_golden(
+    engine: tuple[cpersona.Engine, dict[str, str]],
+) -> None:
+    # Every cued policy is single-pass-v0 plus a [cue] table: with no cue given, not one row may differ.
+    memory, names = engine
+    expected = orjson.loads(GOLDEN.read_bytes())
+    for policy in ("cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"):
+        for want in expected:
+            question = want["question"]
+            fields = {k: v for k, v in question.items() if k != "query"}
+            result = await memory.recall(
+                question["query"], agent_id=CORPUS["agent_id"], policy=policy, **fields
+            )
+            got = {"question": question, **_summary(result, names)}
+            assert got["policy"] == {**want["policy"], "process": policy}
+            assert {**got, "policy": want["policy"]} == want, (policy, question)

@@ -598,3 +598,60 @@ async def test_onnx_embedder_embeds_what_the_api_stores(settings: Settings, redi
         assert updated.json()["record"]["embedded"] is True
         stats = (await client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
         assert (stats["memories"], stats["vectors"], stats["vector_pending"]) == (2, 2, 0)
+
+
+async def test_recall_over_http(client: httpx.AsyncClient) -> None:
+    stored = await client.post(
+        "/v1/encode",
+        json={
+            "content": "The staging database moved to eu-west-1.",
+            "agent_id": "h",
+            "timestamp": "2026-03-02",
+        },
+    )
+    assert stored.status_code == 200, stored.text
+    response = await client.post(
+        "/v1/recall/query", json={"agent_id": "h", "query": "staging database region"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["ok"] is True
+    assert body["policy"]["process"] == "single-pass-v0"
+    assert [row["ref"] for row in body["rows"]] == [stored.json()["ref"]]
+    assert "time_cue" not in body
+
+
+async def test_recall_over_http_with_a_time_cue(client: httpx.AsyncClient) -> None:
+    for day in ("2026-03-02", "2026-06-15"):
+        stored = await client.post(
+            "/v1/encode",
+            json={"content": f"Deploy notes written on {day}.", "agent_id": "h", "timestamp": day},
+        )
+        assert stored.status_code == 200, stored.text
+    cue = {"after": "2026-06-01", "before": "2026-06-30", "confidence": "sure"}
+    response = await client.post(
+        "/v1/recall/query", json={"agent_id": "h", "query": "deploy notes", "time_cue": cue, "trace": True}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["policy"]["process"] == "cued-v0.3"
+    assert body["time_cue"]["period"] == ["2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z"]
+    assert body["time_cue"]["confidence"] == "sure"
+    assert [row["ref"] for row in body["trace"]["arms"]["cue"]] != []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"time_cue": {"ago": {"unit": "years", "value": 1}, "confidence": "sure"}}, "time_cue.ago.unit"),
+        ({"time_cue": {"after": "2026-06-01"}}, "time_cue.confidence"),
+        ({"time_cue": {"after": "2026-06-01", "confidence": "sure", "when": 1}}, "time_cue.when"),
+        ({"time_cue": {"after": "2026-06-01", "confidence": "sure"}, "policy": "single-pass-v0"}, "time_cue"),
+        ({"limit": 101}, "limit"),
+    ],
+)
+async def test_recall_over_http_refuses_bad_input(
+    client: httpx.AsyncClient, body: dict[str, Any], field: str
+) -> None:
+    response = await client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", **body})
+    assert_error(response, 400, "VALIDATION_ERROR", field)

@@ -120,6 +120,12 @@ class Engine:
             raise InvalidSetting(
                 "CPERSONA_RECALL_POLICY", f"names no policy file: {settings.recall_policy!r}"
             )
+        cue_policy = self.policies.get(settings.recall_cue_policy)
+        if cue_policy is None or cue_policy.cue is None:
+            raise InvalidSetting(
+                "CPERSONA_RECALL_CUE_POLICY",
+                f"must name a policy file with a [cue] table: {settings.recall_cue_policy!r}",
+            )
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -963,7 +963,25 @@ def _schemas() -> dict[str, Any]:
                 "exclude_contents": {"type": "array", "items": {"type": "string"}},
                 "full_content": {"type": "boolean", "default": False, "description": "No 500-char preview"},
                 "order": {"type": "string", "enum": ["best_first", "best_last"], "default": "best_first"},
-                "policy": _str("The recall policy to run (a file in stages/)", default="single-pass-v0"),
+                "policy": _str(
+                    "The recall policy to run (a file in stages/); default CPERSONA_RECALL_POLICY, or "
+                    "CPERSONA_RECALL_CUE_POLICY when a time_cue is given"
+                ),
+                "time_cue": {
+                    "type": ["object", "null"],
+                    "description": "When the answer was stored: {after?, before?} (ISO dates or times, UTC "
+                    "without an offset; a date in before includes that day) or {ago: {unit: days|weeks|"
+                    "months, value} | 'long_ago'}, with confidence sure|likely|vague (required). The engine "
+                    "also searches that period and moves rows it found there up by at most 3/2/1 places, "
+                    "adding as many seats; it never removes a row. {} or null means no cue",
+                    "additionalProperties": False,
+                    "properties": {
+                        "after": {"type": "string"},
+                        "before": {"type": "string"},
+                        "ago": {"oneOf": [{"type": "object"}, {"type": "string", "enum": ["long_ago"]}]},
+                        "confidence": {"type": "string", "enum": ["sure", "likely", "vague"]},
+                    },
+                },
                 "trace": {
                     "type": "boolean",
                     "default": False,
@@ -1000,6 +1018,11 @@ def _schemas() -> dict[str, Any]:
                 "rows": {"type": "array", "items": _ref("RecallRow")},
                 "depth": {"type": "integer", "description": "Rows per arm, when it differs from limit"},
                 "degraded": {"type": "array", "items": {"type": "object"}},
+                "time_cue": {
+                    "type": "object",
+                    "description": "Only with a cue: {policy, period: [start, end], confidence (the step "
+                    "searched), revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
+                },
                 "trace": {
                     "type": ["object", "null"],
                     "description": "Only when the request set trace: the recall trace, trace_version 1 "

@@ -8,10 +8,17 @@
        ├─ episode full text┤                           late arm contributes nothing and is reported)
        ├─ embed query ‖ scope stats ─► near ‖ far
        │     └─► block (as soon as the query vector exists; it feeds the held seats only)
-       └─ profile, calibrated gate
+       ├─ profile, calibrated gate
+       └─ with a time cue: scope span ‖ (wait for the query vector) ─► cue arm over the period
+             └─► if it found nothing: widen one confidence step and run only the cue arm again,
+                 unless CPERSONA_RECALL_CUE_TIME_LIMIT_MS has passed since the recall started
        ▼
     hydrate the rows once (JSON.MGET) → source and exclusion filters → stage chain
-       (fuse → score → gate → autocut → count → seats) → rows, best first
+       (fuse → score → gate → autocut → count → cue move → seats) → rows, best first
+
+The cue loop runs inside the same task group as the ordinary arms, so its first search overlaps them and a
+revision never re-runs them. Its whole loop is bounded by the cue time limit, measured from the start of
+the recall: a cue arm still searching at the limit is cancelled and the stop is recorded.
 
 The stage chain is pure and type-checked (see ``_stages``); this module does the I/O around it.
 """
@@ -31,20 +38,23 @@ import orjson
 from cpersona._arms import ScopeStats, ScopeStatsCache, vector_far, vector_near
 from cpersona._blocks import block_arm
 from cpersona._candidates import ArmName, ArmResult, ArmRow
+from cpersona._cue import Period, TimeCue, cue_period, own_period, parse_time_cue, recent_only, wider
+from cpersona._cue_arm import cue_arm, scope_span
 from cpersona._errors import CpersonaError, InvalidRequest
 from cpersona._gate import gate_config
 from cpersona._isolation import ReadScope
 from cpersona._lexical import episode_fts, memory_keyword
 from cpersona._records import Source, format_time
 from cpersona._redis_conn import command, json_ops, redis_errors
-from cpersona._stages import Chain, RecallPlan, Retrieved, Seated, default_chain
+from cpersona._stages import Chain, CueFound, RecallPlan, Retrieved, Seated, default_chain
 from cpersona._trace import TRACE_VERSION, build_trace
 from cpersona._validate import as_bool, as_choice, as_int, as_str, as_str_list
 
 if TYPE_CHECKING:
+    from cpersona._cue import Confidence
     from cpersona._fusion import Candidate, FusionMode
     from cpersona._keys import Keys
-    from cpersona._policy import Policy
+    from cpersona._policy import CuePolicy, Policy
     from cpersona._protocols import Embedder, Vector, VectorStore
     from cpersona._redis_conn import RedisClient
     from cpersona._settings import Settings
@@ -59,7 +69,7 @@ _ORDERS: tuple[Order, ...] = ("best_first", "best_last")
 _REQUEST_FIELDS = frozenset(
     {
         "agent_id", "query", "limit", "deep", "mode", "project_id", "channel", "source_id",
-        "exclude_contents", "full_content", "order", "policy", "header", "trace",
+        "exclude_contents", "full_content", "order", "policy", "header", "trace", "time_cue",
     }
 )  # fmt: skip
 _MAX_QUERY = 4_000
@@ -78,6 +88,7 @@ class RecallRequest:
     full_content: bool = False
     order: Order = "best_first"
     trace: bool = False
+    time_cue: TimeCue | None = None
 
     @property
     def blank(self) -> bool:
@@ -96,12 +107,21 @@ def recall_request(
         raise InvalidRequest("agent_id", "is required")
     if "query" not in body:
         raise InvalidRequest("query", "is required (an empty string asks for the newest records)")
-    policy_name = as_str(body.get("policy", settings.recall_policy), "policy", max_len=klen)
+    time_cue = parse_time_cue(body.get("time_cue"))
+    # Without a named policy, a recall with a cue runs the cue policy and one without runs the plain one,
+    # so a recall without a cue answers exactly as it did before cues existed.
+    default = settings.recall_policy if time_cue is None else settings.recall_cue_policy
+    policy_name = as_str(body.get("policy", default), "policy", max_len=klen)
     if policy_name not in policies:
         raise InvalidRequest(
             "policy", f"unknown policy {policy_name!r}; known: {', '.join(sorted(policies))}"
         )
     policy = policies[policy_name]
+    if time_cue is not None and policy.cue is None:
+        cued = ", ".join(sorted(name for name, p in policies.items() if p.cue is not None))
+        raise InvalidRequest(
+            "time_cue", f"policy {policy_name} takes no time cue; a cued policy does: {cued}"
+        )
     top = min(max_limit, policy.depth.max)
     project = body.get("project_id")
     channel = body.get("channel")
@@ -126,6 +146,7 @@ def recall_request(
         full_content=as_bool(body.get("full_content", False), "full_content"),
         order=as_choice(body.get("order", "best_first"), "order", _ORDERS),
         trace=as_bool(body.get("trace", False), "trace"),
+        time_cue=time_cue,
     )
 
 
@@ -174,7 +195,8 @@ class RecallResult:
 
     ``trace`` is the recall trace when one was built (``_trace``); it is part of the response only when
     the request asked for it (``trace_requested``), so a trace built for the server's own use (a
-    sampler) leaves the response as it was.
+    sampler) leaves the response as it was. ``time_cue`` is the response's account of a cue (``None``
+    without one); ``cue_log`` is what the cue loop did, stage by stage, for the trace.
     """
 
     rows: tuple[RecallRow, ...]
@@ -188,6 +210,8 @@ class RecallResult:
     timing_ms: Mapping[str, float]
     trace: Mapping[str, Any] | None = None
     trace_requested: bool = False
+    time_cue: Mapping[str, Any] | None = None
+    cue_log: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -202,6 +226,8 @@ class RecallResult:
             out["depth"] = self.depth
         if self.degraded:
             out["degraded"] = [dataclasses.asdict(d) for d in self.degraded]
+        if self.time_cue is not None:
+            out["time_cue"] = dict(self.time_cue)
         if self.trace_requested:
             out["trace"] = None if self.trace is None else dict(self.trace)
         return out
@@ -256,6 +282,11 @@ class Recaller:
 
         results: dict[str, ArmResult] = {}
         side: dict[str, Any] = {}
+        # Set once the query vector exists or is known not to: the cue arm reuses it, never embeds again.
+        embedded = anyio.Event()
+        cue_run = None
+        if req.time_cue is not None and policy.cue is not None:
+            cue_run = _CueRun(req.time_cue, policy.cue, self.settings.recall_cue_time_limit_ms)
 
         async def run_arm(name: ArmName, call: ArmCall) -> None:
             wrapped = call if self.arm_wrapper is None else self.arm_wrapper(name, call)
@@ -280,6 +311,13 @@ class Recaller:
             stats_box: list[ScopeStats] = []
 
             async def embed() -> None:
+                try:
+                    await embed_query()
+                finally:
+                    side["query_vector"] = vector
+                    embedded.set()
+
+            async def embed_query() -> None:
                 nonlocal vector
                 if self.embedder is None or blank:
                     return
@@ -329,6 +367,79 @@ class Recaller:
         async def calibration() -> None:
             side["calibrated"] = await self._calibrated_gate(req.scope.agent_id)
 
+        async def cue_side(run: _CueRun) -> None:
+            try:
+                await cue_loop(run)
+            except Exception as exc:
+                # Like any arm: a failed cue loop is reported as degraded and never fails the recall.
+                log.warning("recall arm cue failed: %s", exc)
+                run.result = ArmResult("cue", status="error", detail=f"{type(exc).__name__}: {exc}")
+
+        async def cue_loop(run: _CueRun) -> None:
+            span = await scope_span(self.redis, self.keys, req.scope)
+            now = time.time()
+            if recent_only(run.cue, span, now, run.policy.recent_only_hours):
+                run.recent_only = True
+                run.ignored = own_period(run.cue, span, now)
+                return
+            threshold = await self._vector_threshold(req.scope.agent_id, policy)
+            await embedded.wait()
+            vector: Vector | None = side.get("query_vector")
+            cue_depth = run.policy.depth or depth
+            search = functools.partial(
+                cue_arm,
+                redis=self.redis,
+                keys=self.keys,
+                vectors=self.vectors,
+                vector=vector,
+                scope=req.scope,
+                query=req.query,
+                depth=cue_depth * 2 + 10 if filtering else cue_depth,
+                floor=threshold * run.policy.vector_floor_factor,
+                search_episodes=run.policy.search_episodes and with_episodes,
+                merge_k=run.policy.merge_k,
+            )
+            limit_s = self.settings.recall_cue_time_limit_ms / 1000
+            confidence: Confidence | None = run.cue.confidence
+            for stage in range(run.policy.revisions + 1):
+                assert confidence is not None
+                period = cue_period(run.cue, confidence, span, now, run.policy.margins)
+                entry: dict[str, Any] = {
+                    "stage": stage,
+                    "searched": "all arms and the cue arm" if stage == 0 else "the cue arm",
+                    "confidence": confidence,
+                    "period": None if period is None else period.to_json(),
+                }
+                run.stages.append(entry)
+                run.confidence, run.period = confidence, period
+                result = await self._search_period(search, period, started, limit_s)
+                run.result = result
+                entry["found"] = len(result.rows)
+                entry["next"] = None
+                if result.status == "timeout" and result.detail == _CUE_LIMIT_DETAIL:
+                    entry["next"] = "stop: time limit"
+                    run.stop = "time_limit"
+                    break
+                if result.rows or result.status != "ok":
+                    break
+                suspected = {
+                    "stage": stage, "code": "CANDIDATE_MISS", "reason": "the cue period holds no candidate",
+                }  # fmt: skip
+                run.suspected.append(suspected)
+                step = wider(confidence) if stage < run.policy.revisions else None
+                if step is None:
+                    why = "no wider step" if wider(confidence) is None else "no revision left"
+                    entry["next"] = suspected["action"] = f"stop: {why}"
+                    run.stop = why.replace(" ", "_")
+                    break
+                if time.perf_counter() - started >= limit_s:
+                    entry["next"] = suspected["action"] = "stop: time limit"
+                    run.stop = "time_limit"
+                    break
+                entry["next"] = suspected["action"] = f"widen to {step}"
+                confidence = step
+                run.revised = True
+
         async with _PlainErrors(), anyio.create_task_group() as tg:
             tg.start_soon(
                 run_arm, "memory_keyword",
@@ -344,10 +455,19 @@ class Recaller:
             tg.start_soon(vector_side)
             tg.start_soon(profile)
             tg.start_soon(calibration)
+            if cue_run is not None:
+                tg.start_soon(cue_side, cue_run)
         retrieved_at = time.perf_counter()
+        if cue_run is not None and cue_run.result is not None:
+            results["cue"] = cue_run.result
 
         docs = await self._hydrate(results)
         arms = {name: self._filter(res, docs, req, depth, policy) for name, res in results.items()}
+        cue_found = None
+        if cue_run is not None and "cue" in arms:
+            cue_list = arms.pop("cue")
+            # The cue's own depth applies after the filters (it looked deeper when rows could be dropped).
+            cue_found = cue_run.found(cue_list.rows[: cue_run.policy.depth or depth])
         vector: Vector | None = side.get("vector")
         single = self._single_arm_refs(arms, docs, has_vector=vector is not None)
         stats: ScopeStats = side["stats"]
@@ -367,6 +487,7 @@ class Recaller:
             timestamps={ref: float(d["ts"]) for ref, d in docs.items() if "ts" in d},
             episode_boundary=boundary,
             prior_anchor=anchor,
+            cue=cue_found,
         )
         plan = RecallPlan(
             policy=policy,
@@ -387,6 +508,7 @@ class Recaller:
         final, stage_ms = self.chain.run(retrieved, plan)
         rows = self._render(final, docs, profile_doc, req, policy)
         degraded = tuple(Degraded(r.arm, r.status, r.detail) for r in results.values() if r.status != "ok")
+        time_cue, cue_log = (None, None) if cue_run is None else cue_run.report(final, req.policy)
         if "embed_error" in side:
             degraded = (Degraded("embedding", "error", side["embed_error"]), *degraded)
         done = time.perf_counter()
@@ -406,6 +528,8 @@ class Recaller:
             final=final,
             timing_ms=timing,
             trace_requested=req.trace,
+            time_cue=time_cue,
+            cue_log=cue_log,
         )
         if not (req.trace if want_trace is None else want_trace):
             return result
@@ -416,6 +540,42 @@ class Recaller:
         return dataclasses.replace(result, trace=trace, timing_ms=timing)
 
     # ------------------------------------------------------------------------------------------ helpers
+
+    async def _search_period(
+        self,
+        search: Callable[..., Awaitable[ArmResult]],
+        period: Period | None,
+        started: float,
+        limit_s: float,
+    ) -> ArmResult:
+        """One stage of the cue loop: the cue arm over ``period``, under whichever comes first of the arm
+        deadline and the cue time limit (counted from the start of the recall)."""
+        if period is None:
+            # No period to search (an empty scope, or long_ago over a scope with no span).
+            return ArmResult("cue")
+        remaining = limit_s - (time.perf_counter() - started)
+        arm_s = self.settings.recall_arm_timeout_ms / 1000
+        if remaining <= 0:
+            return ArmResult("cue", status="timeout", detail=_CUE_LIMIT_DETAIL)
+        call: ArmCall = functools.partial(search, period=(period.start, period.end))
+        wrapped = call if self.arm_wrapper is None else self.arm_wrapper("cue", call)
+        t0 = time.perf_counter()
+        result = ArmResult("cue")
+        with anyio.move_on_after(min(remaining, arm_s)) as scope:
+            try:
+                result = await wrapped()
+            except Exception as exc:
+                log.warning("recall arm cue failed: %s", exc)
+                result = ArmResult("cue", status="error", detail=f"{type(exc).__name__}: {exc}")
+        if scope.cancelled_caught:
+            at_limit = remaining <= arm_s
+            detail = (
+                _CUE_LIMIT_DETAIL
+                if at_limit
+                else f"no answer within {self.settings.recall_arm_timeout_ms:g} ms"
+            )
+            result = ArmResult("cue", status="timeout", detail=detail)
+        return dataclasses.replace(result, elapsed_ms=(time.perf_counter() - t0) * 1000)
 
     def _trace(
         self,
@@ -478,7 +638,7 @@ class Recaller:
         The block arm's list is kept at its own length (it feeds seats, not fusion)."""
         excludes = [e.strip().lower() for e in req.exclude_contents]
         keep: list[ArmRow] = []
-        cap = depth if result.arm != "block" else len(result.rows)
+        cap = depth if result.arm not in ("block", "cue") else len(result.rows)
         for row in result.rows:
             doc = docs.get(row.ref)
             if doc is None or not self._visible(row.ref, doc, req.scope):
@@ -547,6 +707,8 @@ class Recaller:
         policy: Policy,
     ) -> tuple[RecallRow, ...]:
         preview = None if req.full_content else policy.render.preview_chars
+        cue = final.source.source.source.source.cue
+        cue_ranks = {} if cue is None else cue.ranks
         rows: list[RecallRow] = []
         for cand in final.rows:
             if cand.kind == "profile":
@@ -556,19 +718,97 @@ class Recaller:
             doc = docs.get(cand.ref)
             if doc is None:
                 continue
-            rows.append(_row(cand.ref, doc, preview, _match_reason(cand), cand.fused))
+            reason = _match_reason(cand)
+            if cand.ref in cue_ranks:
+                reason = {**(reason or {}), "cue_rank": cue_ranks[cand.ref]}
+            rows.append(_row(cand.ref, doc, preview, reason, cand.fused))
         for seat in final.seats:
             doc = docs.get(seat.ref)
             if doc is None:
                 continue
-            reason = {
-                "signal": "block", "admission": "reservation", "order": "vector",
-                "block": seat.row.block_index, "cosine": seat.row.raw,
-            }  # fmt: skip
+            if seat.kind == "cue":
+                reason = {"signal": "cue", "admission": "reservation", "cue_rank": seat.row.rank}
+            else:
+                reason = {
+                    "signal": "block", "admission": "reservation", "order": "vector",
+                    "block": seat.row.block_index, "cosine": seat.row.raw,
+                }  # fmt: skip
+                if seat.ref in cue_ranks:
+                    reason["cue_rank"] = cue_ranks[seat.ref]
             rows.append(_row(seat.ref, doc, preview, reason, None))
         if req.order == "best_last":
             rows.reverse()
         return tuple(rows)
+
+
+_CUE_LIMIT_DETAIL = "stopped at the cue time limit (CPERSONA_RECALL_CUE_TIME_LIMIT_MS)"
+
+
+class _CueRun:
+    """The cue loop of one recall: what it searched, stage by stage, and what it found (mutable while the
+    loop runs inside the request's task group; read once the group has finished)."""
+
+    def __init__(self, cue: TimeCue, policy: CuePolicy, limit_ms: float) -> None:
+        self.cue = cue
+        self.policy = policy
+        self.limit_ms = limit_ms
+        self.recent_only = False
+        self.confidence: Confidence = cue.confidence
+        self.period: Period | None = None
+        self.result: ArmResult | None = None
+        self.ignored: Period | None = None
+        self.revised = False
+        self.stop: str | None = None
+        self.stages: list[dict[str, Any]] = []
+        self.suspected: list[dict[str, Any]] = []
+
+    def found(self, rows: Sequence[ArmRow]) -> CueFound:
+        step = self.confidence
+        return CueFound(
+            rows=tuple(rows),
+            confidence=step,
+            period=self.period,
+            lift=self.policy.lift[step],
+            seats=self.policy.seats[step],
+            move=self.policy.move,
+            seat_cut_rows=self.policy.seat_cut_rows,
+        )
+
+    def report(self, final: Seated, policy_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The response's ``time_cue`` and the trace's account of the loop."""
+        if self.recent_only:
+            period = None if self.ignored is None else self.ignored.to_json()
+            ignored = {"reason": "recent_only", "period": period}
+            return {"policy": policy_name, "ignored": "recent_only", "period": period}, {
+                "cue_ignored": ignored
+            }
+        counted = final.source
+        moves = counted.moves or counted.source.moves
+        lifted = [m for m in moves if m.to < m.from_]
+        seated = [seat.ref for seat in final.seats if seat.kind == "cue"]
+        response = {
+            "policy": policy_name,
+            "period": None if self.period is None else self.period.to_json(),
+            "confidence": self.confidence,
+            "revised": self.revised,
+            "moved": len(lifted),
+            "seated": len(seated),
+        }
+        log_ = {
+            "cue": {
+                "bound": self.policy.lift[self.confidence],
+                "confidence": self.confidence,
+                "lifted": [m.to_json() for m in lifted],
+                "seated": seated,
+            },
+            "stages": self.stages,
+            "suspected": self.suspected,
+            "budget": {
+                "cue_time_limit_ms": self.limit_ms,
+                "stop": self.stop,
+            },
+        }
+        return response, log_
 
 
 class _PlainErrors:

@@ -69,6 +69,8 @@ class Settings:
 
     recall_mode: RecallMode = "rrf"
     recall_policy: str = "single-pass-v0"
+    recall_cue_policy: str = "cued-v0.3"
+    recall_cue_time_limit_ms: float = 1_000.0
     recall_depth_floor: int | None = None
     recall_arm_timeout_ms: float = 2_000.0
     recall_max_limit: int = 10_000
@@ -120,6 +122,7 @@ class Settings:
             "redis_startup_timeout_secs",
             "qdrant_timeout_secs",
             "recall_arm_timeout_ms",
+            "recall_cue_time_limit_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidSetting("CPERSONA_" + name.upper(), "must be greater than 0")

@@ -8,7 +8,11 @@ back from the last set without anything having been copied or re-run.
 
 ::
 
-    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─count─► Counted ─seats─► Seated
+    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─cue (before count)─► Gated
+      ─count─► Counted ─cue (after count)─► Counted ─seats─► Seated
+
+The two cue stages leave their set as it is unless the recall carries a time cue and the policy moves rows
+at that point (cued-v0 moved them before the count; every later version after it, seed §2.9).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from cpersona._cue import Move, bounded_move, cue_seats
 from cpersona._errors import GraphError
 from cpersona._fusion import Candidate, FusionMode, cascade, rrf, rsf
 from cpersona._gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
@@ -26,10 +31,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from cpersona._candidates import ArmResult, ArmRow
+    from cpersona._cue import Confidence, Period
     from cpersona._policy import Policy
 
 __all__ = [
     "Chain",
+    "CueFound",
     "Counted",
     "Gated",
     "Ranked",
@@ -59,6 +66,27 @@ class RecallPlan:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CueFound:
+    """What the cue loop searched and found, for the stages after fusion (which it never enters).
+
+    ``rows`` is the cue arm's list from the last stage searched (filtered like every arm, ranked from 0);
+    ``confidence`` is the step that stage searched, which sets ``lift`` and ``seats``.
+    """
+
+    rows: tuple[ArmRow, ...]
+    confidence: Confidence
+    period: Period | None
+    lift: int
+    seats: int
+    move: Literal["before_count", "after_count"]
+    seat_cut_rows: bool
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        return {row.ref: row.rank for row in self.rows}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Retrieved:
     """The arms' lists (filtered for source and exclusions, re-ranked, cut to the depth) and what
     fusion and scoring need to know about their rows."""
@@ -70,6 +98,7 @@ class Retrieved:
     timestamps: Mapping[str, float]
     episode_boundary: float | None
     prior_anchor: float
+    cue: CueFound | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +117,7 @@ class Gated:
     source: Ranked
     autocut_fired: bool = False
     autocut_dropped: tuple[str, ...] = ()
+    moves: tuple[Move, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,12 +126,13 @@ class Counted:
     before_cut: tuple[str, ...]
     cut_by_count: tuple[str, ...]
     source: Gated
+    moves: tuple[Move, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Seat:
     ref: str
-    kind: Literal["block"]
+    kind: Literal["block", "cue"]
     row: ArmRow
 
 
@@ -203,6 +234,19 @@ def _autocut(data: Gated, plan: RecallPlan) -> Gated:
     )
 
 
+def _retrieved_of(data: Gated) -> Retrieved:
+    return data.source.source
+
+
+def _cue_before_count(data: Gated, plan: RecallPlan) -> Gated:
+    cue = _retrieved_of(data).cue
+    if cue is None or cue.move != "before_count":
+        return data
+    order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
+    by_ref = {r.ref: r for r in data.rows}
+    return dataclasses.replace(data, rows=tuple(by_ref[ref] for ref in order), moves=moves)
+
+
 def _count(data: Gated, plan: RecallPlan) -> Counted:
     before = tuple(r.ref for r in data.rows)
     return Counted(
@@ -210,8 +254,17 @@ def _count(data: Gated, plan: RecallPlan) -> Counted:
     )
 
 
+def _cue_after_count(data: Counted, plan: RecallPlan) -> Counted:
+    cue = _retrieved_of(data.source).cue
+    if cue is None or cue.move != "after_count":
+        return data
+    order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
+    by_ref = {r.ref: r for r in data.rows}
+    return dataclasses.replace(data, rows=tuple(by_ref[ref] for ref in order), moves=moves)
+
+
 def _seats(data: Counted, plan: RecallPlan) -> Seated:
-    retrieved = data.source.source.source
+    retrieved = _retrieved_of(data.source)
     block = retrieved.arms.get("block")
     seats: list[Seat] = []
     if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:
@@ -222,6 +275,20 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
             if row.ref not in returned:
                 seats.append(Seat(row.ref, "block", row))
                 returned.add(row.ref)
+    cue = retrieved.cue
+    if cue is not None and cue.seats > 0 and cue.rows:
+        taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
+        reached = {row.ref for name, arm in retrieved.arms.items() if name != "block" for row in arm.rows}
+        rows = {row.ref: row for row in cue.rows}
+        chosen = cue_seats(
+            [row.ref for row in cue.rows],
+            returned=taken,
+            reached=reached,
+            cut_by_count=data.cut_by_count,
+            seats=cue.seats,
+            allow_cut=cue.seat_cut_rows,
+        )
+        seats.extend(Seat(ref, "cue", rows[ref]) for ref in chosen)
     return Seated(rows=data.rows, seats=tuple(seats), source=data)
 
 
@@ -229,10 +296,16 @@ FUSE: Stage[Retrieved, Ranked] = Stage("fuse", Retrieved, Ranked, _fuse)
 SCORE: Stage[Ranked, Ranked] = Stage("score", Ranked, Ranked, _score)
 GATE: Stage[Ranked, Gated] = Stage("gate", Ranked, Gated, _gate)
 AUTOCUT: Stage[Gated, Gated] = Stage("autocut", Gated, Gated, _autocut)
+CUE_BEFORE_COUNT: Stage[Gated, Gated] = Stage("cue_before_count", Gated, Gated, _cue_before_count)
 COUNT: Stage[Gated, Counted] = Stage("count", Gated, Counted, _count)
+CUE_AFTER_COUNT: Stage[Counted, Counted] = Stage("cue_after_count", Counted, Counted, _cue_after_count)
 SEATS: Stage[Counted, Seated] = Stage("seats", Counted, Seated, _seats)
 
 
 def default_chain() -> Chain:
-    """The single-pass chain: fuse, score, gate, autocut, count, seats."""
-    return Chain([FUSE, SCORE, GATE, AUTOCUT, COUNT, SEATS], takes=Retrieved, gives=Seated)
+    """The recall chain: fuse, score, gate, autocut, (cue), count, (cue), seats."""
+    return Chain(
+        [FUSE, SCORE, GATE, AUTOCUT, CUE_BEFORE_COUNT, COUNT, CUE_AFTER_COUNT, SEATS],
+        takes=Retrieved,
+        gives=Seated,
+    )

@@ -40,6 +40,7 @@ from cpersona._stages import Counted, Gated, Ranked, Retrieved, Seated
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
+    from cpersona._candidates import ArmRow
     from cpersona._gate import GateConfig
     from cpersona._policy import Policy
     from cpersona._recall import RecallRequest, RecallResult
@@ -101,7 +102,7 @@ def build_trace(
                 "age_anchor": rules.prior_age_anchor,
             },
             "episode_penalty": rules.episode_penalty,
-            "time_cue": None,
+            "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
         },
         "config": {
             "embedding_mode": settings.embedding_mode,
@@ -113,8 +114,8 @@ def build_trace(
             "autocut_enabled": policy.autocut.enabled,
         },
         "arms": {
-            name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in arm.rows]
-            for name, arm in retrieved.arms.items()
+            name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in rows]
+            for name, rows in _arm_lists(retrieved)
         },
         "fusion": [
             {"ref": c.ref, "score": c.fused, "votes": dict(c.votes)}
@@ -137,6 +138,10 @@ def build_trace(
         "stages": [{"stage": 0, "searched": "all arms", "next": None}],
         "suspected": [],
     }
+    if result.cue_log is not None:
+        # What the cue loop did: its stages, what it suspected, the bounded move and seats, or why the
+        # cue was not used.
+        trace.update(result.cue_log)
     ledger_started = time.perf_counter()
     trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile_doc))
     ledger_done = time.perf_counter()
@@ -147,6 +152,13 @@ def build_trace(
         "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
     }
     return trace
+
+
+def _arm_lists(retrieved: Retrieved) -> Iterator[tuple[str, tuple[ArmRow, ...]]]:
+    for name, arm in retrieved.arms.items():
+        yield name, arm.rows
+    if retrieved.cue is not None:
+        yield "cue", retrieved.cue.rows
 
 
 def _walk(final: Seated) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:

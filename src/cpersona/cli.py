@@ -114,6 +114,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("rrf", "rsf", "cascade"), help="fusion mode (CPERSONA_RECALL_MODE)")
     p.add_argument("--deep", action="store_true", help="halve the gate's thresholds")
     p.add_argument("--full", action="store_true", help="whole contents, not 500-character previews")
+    p.add_argument(
+        "--when",
+        help="a time cue ending in sure, likely or vague: '2026-08-01..2026-08-31 likely', '..2026-08-31 "
+        "sure', '2026-08-14 sure', '3 weeks ago likely', 'long ago vague', or a JSON object",
+    )
     p.add_argument("--json", action="store_true", help="print the response as JSON")
 
     p = sub.add_parser(
@@ -225,11 +230,15 @@ async def _recall(engine: Engine, args: argparse.Namespace) -> int:
     ):
         if value is not None:
             fields[name] = value
+    if args.when is not None:
+        fields["time_cue"] = when_to_cue(args.when)
     result = await engine.recall(args.question, full_content=args.full, **fields)
     if args.json:
         print(orjson.dumps(result.to_json()).decode())
         return EXIT_OK
     print(f"{len(result.rows)} row(s), policy {result.policy['process']}, mode {result.mode}")
+    if result.time_cue is not None:
+        print("time cue: " + ", ".join(f"{k} {v}" for k, v in result.time_cue.items() if k != "policy"))
     for degraded in result.degraded:
         print(f"degraded: {degraded.arm} {degraded.status} ({degraded.detail})", file=sys.stderr)
     width = max((len(str(r.ref)) for r in result.rows), default=3)
@@ -243,6 +252,53 @@ async def _recall(engine: Engine, args: argparse.Namespace) -> int:
             text = text[:99] + "…"
         print(f"{n:>3}  {row.ref!s:<{width}}  {signal:<6} {shown:>7}  {text}")
     return EXIT_OK
+
+
+_AGO = re.compile(r"^(\d+)\s+(day|week|month)s?\s+ago$")
+
+
+def when_to_cue(text: str) -> dict[str, Any]:
+    """Read ``--when`` into the ``time_cue`` mapping the engine takes (which checks the dates themselves).
+
+    A JSON object is passed as it is; otherwise the last word is the confidence and the rest is a day
+    (``2026-08-14``), a range (``after..before``, either end empty), ``N days|weeks|months ago`` or
+    ``long ago``.
+    """
+    raw = text.strip()
+    if raw.startswith("{"):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise _BadInput(f"--when: not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise _BadInput("--when: a JSON cue must be an object")
+        return value
+    words = raw.replace(",", " ").split()
+    if not words or words[-1].lower() not in ("sure", "likely", "vague"):
+        raise _BadInput("--when: end it with how sure you are: sure, likely or vague")
+    confidence, rest = words[-1].lower(), " ".join(words[:-1]).lower()
+    if rest in ("long ago", "long_ago"):
+        return {"ago": "long_ago", "confidence": confidence}
+    ago = _AGO.match(rest)
+    if ago:
+        return {"ago": {"unit": ago[2] + "s", "value": int(ago[1])}, "confidence": confidence}
+    if ".." in rest:
+        after, _, before = (part.strip() for part in rest.partition(".."))
+        cue: dict[str, Any] = {"confidence": confidence}
+        if after:
+            cue["after"] = after
+        if before:
+            cue["before"] = before
+        if len(cue) == 1:
+            raise _BadInput("--when: a range needs at least one end, as in 2026-08-01..2026-08-31")
+        return cue
+    if rest and " " not in rest and rest[0].isdigit():
+        # A day (or a time); the engine reads it and names the field if it cannot.
+        return {"after": rest, "before": rest, "confidence": confidence}
+    raise _BadInput(
+        f"--when: cannot read {' '.join(words[:-1])!r}; give a day, a range (after..before), "
+        "'N days|weeks|months ago' or 'long ago'"
+    )
 
 
 async def _optimize(engine: Engine, args: argparse.Namespace) -> int:

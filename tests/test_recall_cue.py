@@ -1,0 +1,392 @@
+"""The time cue inside a recall: the loop, the bounded move, the seats, the revision and the time limit.
+
+The pure parts (reading a cue, periods, the move and seat rules) are tested in ``test_cue.py`` and the cue
+arm's searches in ``test_cue_arm.py``. Here the engine runs whole recalls, with and without a cue, on real
+Redis, real Qdrant and the real embedder, and the seed's §2.6 invariants are checked as properties over
+generated stores, questions and cues.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpersona
+from cpersona import InvalidRequest, Settings
+from cpersona.cli import when_to_cue
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from cpersona._candidates import ArmResult
+
+AGENT = "cue-agent"
+DAY = 86_400.0
+NOW = time.time()
+
+# A small store spread over the last year: topics repeat across months so a cue has something to choose.
+TOPICS = [
+    "the garden fence was painted green",
+    "we planned a hiking trip to the mountains",
+    "the database migration finished late",
+    "Maya adopted a grey cat named Pixel",
+    "the team reviewed the budget for the conference",
+    "Tom started learning the violin",
+]
+
+
+def _ts(days_ago: float) -> str:
+    moment = datetime.datetime.fromtimestamp(NOW - days_ago * DAY, datetime.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@pytest.fixture
+async def engine(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> AsyncIterator[cpersona.Engine]:
+    settings_ = Settings(
+        data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:"
+    )
+    async with cpersona.open(settings_, background=False) as memory:
+        yield memory
+
+
+async def _seed(memory: cpersona.Engine, agent: str = AGENT) -> dict[str, str]:
+    """Store every topic at several times (days ago); return ref → content."""
+    records = []
+    for n, (topic, days) in enumerate(itertools.product(TOPICS, (300, 120, 40, 10))):
+        records.append({"content": f"{topic} (note {n})", "agent_id": agent, "timestamp": _ts(days)})
+    batch = await memory.store_batch(records)
+    await memory.drain_blocks()
+    return {r.ref: rec["content"] for r, rec in zip(batch.results, records, strict=True)}
+
+
+def _plain_rows(result: cpersona.RecallResult) -> list[str | None]:
+    return [row.ref for row in result.rows if (row.match_reason or {}).get("admission") != "reservation"]
+
+
+def _seat_rows(result: cpersona.RecallResult, signal: str) -> list[str | None]:
+    return [
+        row.ref
+        for row in result.rows
+        if (row.match_reason or {}).get("admission") == "reservation"
+        and (row.match_reason or {}).get("signal") == signal
+    ]
+
+
+# ------------------------------------------------------------------------------------- the request
+
+
+async def test_a_cue_needs_a_cued_policy(engine: cpersona.Engine) -> None:
+    cue = {"ago": {"unit": "weeks", "value": 2}, "confidence": "likely"}
+    with pytest.raises(InvalidRequest) as caught:
+        await engine.recall("cat", agent_id=AGENT, time_cue=cue, policy="single-pass-v0")
+    assert caught.value.field == "time_cue"
+    assert "cued-v0.3" in str(caught.value)
+
+
+async def test_a_bad_cue_is_refused_naming_its_part(engine: cpersona.Engine) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        await engine.recall(
+            "cat", agent_id=AGENT, time_cue={"ago": {"unit": "years", "value": 2}, "confidence": "sure"}
+        )
+    assert caught.value.field == "time_cue.ago.unit"
+    with pytest.raises(InvalidRequest) as caught:
+        await engine.recall("cat", agent_id=AGENT, time_cue={"after": "2026-01-01"})
+    assert caught.value.field == "time_cue.confidence"
+
+
+async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
+    await _seed(engine)
+    plain = await engine.recall("cat", agent_id=AGENT)
+    empty = await engine.recall("cat", agent_id=AGENT, time_cue={})
+    assert empty.to_json() == plain.to_json()
+    assert "time_cue" not in empty.to_json()
+    assert empty.policy["process"] == "single-pass-v0"
+
+
+# --------------------------------------------------------------------------------- what a cue does
+
+
+async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpersona.Engine) -> None:
+    await _seed(engine)
+    cue = {"after": _ts(45)[:10], "before": _ts(35)[:10], "confidence": "sure"}
+    result = await engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
+    body = result.to_json()
+    assert result.policy["process"] == "cued-v0.3"
+    tc = body["time_cue"]
+    assert tc["policy"] == "cued-v0.3"
+    assert tc["confidence"] == "sure"
+    assert tc["revised"] is False
+    start, end = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in tc["period"])
+    assert start <= NOW - 40 * DAY < end
+    # The cue arm found the note stored 40 days ago (and only rows in the period), and says so on the row.
+    trace = body["trace"]
+    cue_refs = [r["ref"] for r in trace["arms"]["cue"]]
+    assert cue_refs
+    for ref in cue_refs:
+        doc = await engine.get(ref, agent_id=AGENT)
+        assert start <= doc.timestamp < end  # type: ignore[union-attr]
+    ranked = {row.ref: (row.match_reason or {}).get("cue_rank") for row in result.rows}
+    for ref, rank in ranked.items():
+        if ref in cue_refs:
+            assert rank == cue_refs.index(ref)
+        else:
+            assert rank is None
+    assert trace["request"]["time_cue"] == {
+        "after": cue["after"] + "T00:00:00Z", "before": _next_day(cue["before"]), "confidence": "sure"
+    }  # fmt: skip
+    assert trace["stages"][0]["confidence"] == "sure"
+    assert trace["cue"]["bound"] == 3
+    assert [seat["ref"] for seat in trace["reservation"] if seat["kind"] == "cue"] == trace["cue"]["seated"]
+
+
+def _next_day(day: str) -> str:
+    return (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat() + "T00:00:00Z"
+
+
+async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
+    await _seed(engine)
+    today = datetime.datetime.fromtimestamp(NOW, datetime.UTC).date().isoformat()
+    plain = await engine.recall("cat", agent_id=AGENT, policy="cued-v0.3")
+    cued = await engine.recall(
+        "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, trace=True
+    )
+    assert [r.to_json() for r in cued.rows] == [r.to_json() for r in plain.rows]
+    assert cued.to_json()["time_cue"]["ignored"] == "recent_only"
+    assert cued.trace is not None
+    assert cued.trace["cue_ignored"]["reason"] == "recent_only"
+    # cued-v0 predates the rule: the same cue is used there.
+    old = await engine.recall(
+        "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, policy="cued-v0"
+    )
+    assert "ignored" not in old.to_json()["time_cue"]
+
+
+async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(engine: cpersona.Engine) -> None:
+    await _seed(engine)
+    calls: list[str] = []
+
+    def count(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
+        async def counted() -> ArmResult:
+            calls.append(name)
+            return await call()
+
+        return counted
+
+    engine.recaller.arm_wrapper = count
+    # Nothing was stored 200-210 days ago; 'likely' widens by half the length on each side (195-215):
+    # still nothing, so the recall stops after one revision.
+    cue = {"after": _ts(210)[:10], "before": _ts(201)[:10], "confidence": "likely"}
+    result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
+    tc = result.to_json()["time_cue"]
+    assert tc["revised"] is True
+    assert tc["confidence"] == "vague"
+    assert calls.count("cue") == 2
+    assert all(calls.count(arm) <= 1 for arm in set(calls) - {"cue"})
+    trace = result.trace
+    assert trace is not None
+    assert [s["confidence"] for s in trace["stages"]] == ["likely", "vague"]
+    assert trace["stages"][0]["next"] == "widen to vague"
+    reason = "the cue period holds no candidate"
+    assert trace["suspected"] == [
+        {"stage": 0, "code": "CANDIDATE_MISS", "reason": reason, "action": "widen to vague"},
+        {"stage": 1, "code": "CANDIDATE_MISS", "reason": reason, "action": "stop: no wider step"},
+    ]
+    assert trace["budget"]["stop"] == "no_wider_step"
+    # The revision ran the cue arm only: every ordinary arm's list is the uncued recall's.
+    engine.recaller.arm_wrapper = None
+    plain = await engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.3")
+    assert _plain_rows(result) == _plain_rows(plain)
+
+
+async def test_a_vague_cue_over_an_empty_period_stops(engine: cpersona.Engine) -> None:
+    await _seed(engine)
+    cue = {"after": _ts(230)[:10], "before": _ts(225)[:10], "confidence": "vague"}
+    result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
+    assert result.to_json()["time_cue"]["revised"] is False
+    assert result.trace is not None
+    assert result.trace["budget"]["stop"] == "no_wider_step"
+    assert result.trace["stages"][-1]["next"] == "stop: no wider step"
+
+
+async def test_a_slow_cue_arm_stops_at_the_time_limit(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> None:
+    settings_ = Settings(
+        data_dir=model_dir,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_url=":memory:",
+        recall_cue_time_limit_ms=300,
+    )
+    async with cpersona.open(settings_, background=False) as memory:
+        await _seed(memory)
+        plain = await memory.recall("hiking trip", agent_id=AGENT, policy="cued-v0.3")
+
+        def slow(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
+            if name != "cue":
+                return call
+
+            async def late() -> ArmResult:
+                await anyio.sleep(60)
+                return await call()
+
+            return late
+
+        memory.recaller.arm_wrapper = slow
+        cue = {"ago": {"unit": "weeks", "value": 6}, "confidence": "likely"}
+        began = time.perf_counter()
+        with anyio.fail_after(30):  # a guard against a hang, not a measurement
+            result = await memory.recall("hiking trip", agent_id=AGENT, time_cue=cue, trace=True)
+        elapsed = time.perf_counter() - began
+    # The recall answered long before the slow arm would have (60 s): it was stopped at the limit.
+    assert elapsed < 30
+    assert result.trace is not None
+    assert result.trace["budget"] == {"cue_time_limit_ms": 300, "stop": "time_limit"}
+    assert [d.arm for d in result.degraded] == ["cue"]
+    assert result.degraded[0].status == "timeout"
+    # Without its arm the cue moves nothing and seats nothing: the rows are the uncued recall's.
+    assert [r.ref for r in result.rows] == [r.ref for r in plain.rows]
+
+
+# ------------------------------------------------------------------------------- the invariants
+
+_runs = itertools.count()
+
+CUE_ST = st.one_of(
+    st.builds(
+        lambda a, b, c: {"after": _ts(max(a, b))[:10], "before": _ts(min(a, b))[:10], "confidence": c},
+        st.integers(1, 330),
+        st.integers(1, 330),
+        st.sampled_from(["sure", "likely", "vague"]),
+    ),
+    st.builds(
+        lambda u, v, c: {"ago": {"unit": u, "value": v}, "confidence": c},
+        st.sampled_from(["days", "weeks", "months"]),
+        st.integers(0, 12),
+        st.sampled_from(["sure", "likely", "vague"]),
+    ),
+    st.builds(lambda c: {"ago": "long_ago", "confidence": c}, st.sampled_from(["sure", "likely", "vague"])),
+)
+QUERY_ST = st.sampled_from(
+    [
+        "cat",
+        "garden fence",
+        "budget conference",
+        "violin",
+        "database migration",
+        "hiking",
+        "",
+        "Pixel the grey cat",
+    ]
+)
+LIFT = {"sure": 3, "likely": 2, "vague": 1}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cue=CUE_ST,
+    query=QUERY_ST,
+    limit=st.integers(1, 8),
+    policy=st.sampled_from(["cued-v0.1", "cued-v0.2", "cued-v0.3"]),
+    other_project=st.booleans(),
+)
+async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
+    engine: cpersona.Engine,
+    cue: dict[str, Any],
+    query: str,
+    limit: int,
+    policy: str,
+    other_project: bool,
+) -> None:
+    agent = f"{AGENT}-{next(_runs)}"
+    await _seed(engine, agent)
+    # A neighbour in the same period who must never be seen: another agent, and (sometimes) another
+    # project of the same agent.
+    await engine.store_batch(
+        [
+            {"content": f"{topic} (neighbour)", "agent_id": agent + "-other", "timestamp": _ts(40)}
+            for topic in TOPICS
+        ]
+    )
+    if other_project:
+        await engine.store_batch(
+            [
+                {"content": f"{t} (project)", "agent_id": agent, "project_id": "p2", "timestamp": _ts(40)}
+                for t in TOPICS
+            ]
+        )
+    scope = {"agent_id": agent, "project_id": "p1"}
+    plain = await engine.recall(query, limit=limit, policy=policy, trace=True, **scope)
+    cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
+    assert plain.trace is not None
+    assert cued.trace is not None
+
+    tc = cued.to_json()["time_cue"]
+    if tc.get("ignored"):
+        assert [r.to_json() for r in cued.rows] == [r.to_json() for r in plain.rows]
+        return
+    # The gate admitted the same rows and the count returned the same rows.
+    passed = lambda t: sorted(d["ref"] for d in t["gate"]["decisions"] if d["passed"])  # noqa: E731
+    assert passed(cued.trace) == passed(plain.trace)
+    assert sorted(cued.trace["order"]["cut_by_count"]) == sorted(plain.trace["order"]["cut_by_count"])
+    before, after = _plain_rows(plain), _plain_rows(cued)
+    assert sorted(map(str, after)) == sorted(map(str, before))
+    # No row rises more than L places, L of the step actually searched.
+    bound = LIFT[tc["confidence"]]
+    for new, ref in enumerate(after):
+        assert before.index(ref) - new <= bound
+    # The block seats are unchanged; at most L cue seats, none a returned row, all found by the cue arm.
+    assert _seat_rows(cued, "block") == _seat_rows(plain, "block")
+    seats = _seat_rows(cued, "cue")
+    assert len(seats) <= bound
+    assert tc["seated"] == len(seats)
+    assert not set(seats) & set(after)
+    assert set(seats) <= {r["ref"] for r in cued.trace["arms"]["cue"]}
+    # Isolation is never widened: every row is the agent's, in project p1 or the global pool.
+    for row in cued.rows:
+        if row.ref is None:
+            continue
+        record = await engine.get(row.ref, agent_id=agent)
+        assert record is not None
+        assert record.scope.project_id in ("", "p1")  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------------- the edges
+
+
+@pytest.mark.parametrize(
+    ("text", "cue"),
+    [
+        (
+            "2026-08-01..2026-08-31 likely",
+            {"after": "2026-08-01", "before": "2026-08-31", "confidence": "likely"},
+        ),
+        ("..2026-08-31 sure", {"before": "2026-08-31", "confidence": "sure"}),
+        ("2026-08-01.., vague", {"after": "2026-08-01", "confidence": "vague"}),
+        ("2026-08-14 sure", {"after": "2026-08-14", "before": "2026-08-14", "confidence": "sure"}),
+        ("3 weeks ago, likely", {"ago": {"unit": "weeks", "value": 3}, "confidence": "likely"}),
+        ("1 day ago sure", {"ago": {"unit": "days", "value": 1}, "confidence": "sure"}),
+        ("long ago vague", {"ago": "long_ago", "confidence": "vague"}),
+        ('{"ago": "long_ago", "confidence": "vague"}', {"ago": "long_ago", "confidence": "vague"}),
+    ],
+)
+def test_when_reads_the_cli_forms(text: str, cue: dict[str, Any]) -> None:
+    assert when_to_cue(text) == cue
+
+
+@pytest.mark.parametrize(
+    "text", ["3 weeks ago", "sometime likely", "..  sure", "[1] sure", "yesterday-ish maybe"]
+)
+def test_when_refuses_what_it_cannot_read(text: str) -> None:
+    with pytest.raises(Exception, match="--when"):
+        when_to_cue(text)
