@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cpersona
@@ -23,7 +23,7 @@ from cpersona import InvalidRequest, Settings
 from cpersona.cli import when_to_cue
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from pathlib import Path
 
     from cpersona._candidates import ArmResult
@@ -59,11 +59,16 @@ async def engine(
         yield memory
 
 
-async def _seed(memory: cpersona.Engine, agent: str = AGENT) -> dict[str, str]:
-    """Store every topic at several times (days ago); return ref → content."""
+async def _seed(
+    memory: cpersona.Engine, agent: str = AGENT, notes: Sequence[tuple[int, int]] | None = None
+) -> dict[str, str]:
+    """Store notes (topic index, days ago); by default every topic at 300, 120, 40 and 10 days ago.
+    Return ref → content."""
+    if notes is None:
+        notes = list(itertools.product(range(len(TOPICS)), (300, 120, 40, 10)))
     records = []
-    for n, (topic, days) in enumerate(itertools.product(TOPICS, (300, 120, 40, 10))):
-        records.append({"content": f"{topic} (note {n})", "agent_id": agent, "timestamp": _ts(days)})
+    for n, (topic, days) in enumerate(notes):
+        records.append({"content": f"{TOPICS[topic]} (note {n})", "agent_id": agent, "timestamp": _ts(days)})
     batch = await memory.store_batch(records)
     await memory.drain_blocks()
     return {r.ref: rec["content"] for r, rec in zip(batch.results, records, strict=True)}
@@ -151,6 +156,33 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
 
 def _next_day(day: str) -> str:
     return (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat() + "T00:00:00Z"
+
+
+async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cpersona.Engine) -> None:
+    # Five near-identical notes on five days, and other topics on other days.
+    days = (300, 200, 100, 50, 20)
+    await _seed(engine, notes=[(5, d) for d in days] + [(n, d + 1) for n, d in enumerate(days)])
+    plain = await engine.recall("Tom learning the violin", agent_id=AGENT, limit=5, policy="cued-v0.3")
+    order = _plain_rows(plain)
+    assert len(order) == 5
+    last = order[-1]
+    assert last is not None
+    record = await engine.get(last, agent_id=AGENT)
+    day = datetime.datetime.fromtimestamp(record.timestamp, datetime.UTC).date().isoformat()
+    for confidence, bound in (("sure", 3), ("likely", 2), ("vague", 1)):
+        # The day holds that note alone (the margins of likely and vague stay within a day or two).
+        cue = {"after": day, "before": day, "confidence": confidence}
+        cued = await engine.recall(
+            "Tom learning the violin", agent_id=AGENT, limit=5, time_cue=cue, trace=True
+        )
+        assert cued.trace is not None
+        assert cued.trace["arms"]["cue"][0]["ref"] == last
+        moved = _plain_rows(cued)
+        assert moved.index(last) == 4 - bound
+        # Every other row keeps its order and steps down at most one place.
+        assert [r for r in moved if r != last] == [r for r in order if r != last]
+        assert cued.to_json()["time_cue"]["moved"] == 1
+        assert cued.trace["cue"]["lifted"] == [{"row": last, "from": 4, "to": 4 - bound}]
 
 
 async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
@@ -292,8 +324,9 @@ QUERY_ST = st.sampled_from(
 LIFT = {"sure": 3, "likely": 2, "vague": 1}
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
+    notes=st.lists(st.tuples(st.integers(0, len(TOPICS) - 1), st.integers(1, 330)), min_size=10, max_size=40),
     cue=CUE_ST,
     query=QUERY_ST,
     limit=st.integers(1, 8),
@@ -302,6 +335,7 @@ LIFT = {"sure": 3, "likely": 2, "vague": 1}
 )
 async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     engine: cpersona.Engine,
+    notes: list[tuple[int, int]],
     cue: dict[str, Any],
     query: str,
     limit: int,
@@ -309,7 +343,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     other_project: bool,
 ) -> None:
     agent = f"{AGENT}-{next(_runs)}"
-    await _seed(engine, agent)
+    await _seed(engine, agent, notes)
     # A neighbour in the same period who must never be seen: another agent, and (sometimes) another
     # project of the same agent.
     await engine.store_batch(
@@ -327,11 +361,32 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
         )
     scope = {"agent_id": agent, "project_id": "p1"}
     plain = await engine.recall(query, limit=limit, policy=policy, trace=True, **scope)
-    cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
+    calls: list[str] = []
+
+    def count(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
+        async def counted() -> ArmResult:
+            calls.append(name)
+            return await call()
+
+        return counted
+
+    engine.recaller.arm_wrapper = count
+    try:
+        cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
+    finally:
+        engine.recaller.arm_wrapper = None
+    # A revision re-runs the cue arm only: every ordinary arm ran once at most.
+    assert all(calls.count(arm) == 1 for arm in set(calls) - {"cue"})
+    assert calls.count("cue") <= 2
     assert plain.trace is not None
     assert cued.trace is not None
 
     tc = cued.to_json()["time_cue"]
+    # What the examples exercised (shown by --hypothesis-show-statistics).
+    event(
+        f"ignored={bool(tc.get('ignored'))} moved={tc.get('moved', 0) > 0} seated={tc.get('seated', 0) > 0}"
+    )
+    event(f"revised={tc.get('revised')}")
     if tc.get("ignored"):
         assert [r.to_json() for r in cued.rows] == [r.to_json() for r in plain.rows]
         return
