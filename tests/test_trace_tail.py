@@ -219,3 +219,28 @@ def test_render_copes_with_a_sparse_trace() -> None:
     assert text.startswith("── recall  agent a")
     assert "arms     none ran" in text
     assert "gate     -" in text
+
+
+def test_render_tells_what_the_cue_did() -> None:
+    trace = {
+        "scope": {"agent_id": "a"},
+        "arms": {},
+        "cue": {
+            "bound": 2,
+            "confidence": "vague",
+            "lifted": [{"row": "mem:x", "from": 3, "to": 1}],
+            "seated": [],
+        },
+        "stages": [
+            {"stage": 0, "searched": "all arms and the cue arm", "confidence": "likely", "found": 0},
+            {"stage": 1, "searched": "the cue arm", "confidence": "vague", "found": 4},
+        ],
+        "budget": {"cue_time_limit_ms": 1000, "stop": None},
+    }
+    text = render_trace(trace)
+    assert "time cue likely found 0 then vague found 4, moved 1 (at most 2), seated 0" in text
+    stopped = render_trace({**trace, "budget": {"stop": "time_limit"}})
+    assert "stopped: time limit" in stopped
+    ignored = render_trace({"scope": {"agent_id": "a"}, "arms": {}, "cue_ignored": {"reason": "recent_only"}})
+    assert "time cue not used (recent_only)" in ignored
+    assert "time cue" not in render_trace({"scope": {"agent_id": "a"}, "arms": {}})

@@ -153,6 +153,9 @@ def render_trace(trace: Mapping[str, Any], *, received: float | None = None) -> 
     lines.append(_line("gate", _gate(_map(trace.get("gate")))))
     lines.append(_line("autocut", _autocut(_map(trace.get("autocut")))))
     lines.append(_line("count", _count(_map(trace.get("order")))))
+    cue = _cue(trace)
+    if cue:
+        lines.append(_line("time cue", cue))
     lines.append(_line("seats", _seats(trace.get("reservation", trace.get("seats")))))
     if "coverage" in trace:
         lines.append(_line("coverage", _coverage(_map(trace.get("coverage")))))
@@ -162,6 +165,34 @@ def render_trace(trace: Mapping[str, Any], *, received: float | None = None) -> 
         lines.append(_line("degraded", ", ".join(parts)))
     lines.append(_line("timing", _timing(_map(trace.get("timing_ms")))))
     return "\n".join(lines)
+
+
+def _cue(trace: Mapping[str, Any]) -> str:
+    """The cue loop in one line: the stages it searched, what it moved and seated, why it stopped."""
+    ignored = _map(trace.get("cue_ignored"))
+    if ignored:
+        return f"not used ({ignored.get('reason', '?')})"
+    cue = _map(trace.get("cue"))
+    if not cue:
+        return ""
+    stages = trace.get("stages")
+    searched = []
+    if isinstance(stages, Sequence) and not isinstance(stages, str):
+        for stage in stages:
+            entry = _map(stage)
+            if "confidence" in entry:
+                searched.append(f"{entry['confidence']} found {entry.get('found', '?')}")
+    parts = [" then ".join(searched) or "no stage"]
+    lifted = cue.get("lifted")
+    seated = cue.get("seated")
+    parts.append(
+        f"moved {len(lifted) if isinstance(lifted, Sequence) else '?'} (at most {cue.get('bound', '?')})"
+    )
+    parts.append(f"seated {len(seated) if isinstance(seated, Sequence) else '?'}")
+    stop = _map(trace.get("budget")).get("stop")
+    if stop:
+        parts.append(f"stopped: {str(stop).replace('_', ' ')}")
+    return ", ".join(parts)
 
 
 def _header(trace: Mapping[str, Any], received: float | None) -> str:
