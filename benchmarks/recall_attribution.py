@@ -559,6 +559,7 @@ def render(
     load_end: float,
     sessions: int | None,
     limit: int,
+    partial: bool = False,
 ) -> str:
     attributions = report.attributions
     failed = report.failed
@@ -584,6 +585,16 @@ def render(
         f"- time: ingest {report.ingest_secs:.0f} s (blocks included), recall + replay "
         f"{report.attribute_secs:.0f} s",
         "",
+        *(
+            [
+                "**A partial run** (a subset of LoCoMo). The full run, every conversation and every "
+                "non-adversarial question: `.venv/bin/python -m benchmarks.recall_attribution` (it ingests "
+                "about 5,900 turns; give it a quiet machine).",
+                "",
+            ]
+            if partial
+            else []
+        ),
         "A question **failed** when some gold turn is not among the returned rows. The trace path reads "
         "only the trace's JSON bytes (as published) and asks `benchmarks/recall_trace_confirm.py`; the "
         "manual path re-runs the recall from the engine's arms and pure stage functions, never reading the "
@@ -710,6 +721,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         load_end=os.getloadavg()[0],
         sessions=args.sessions,
         limit=args.limit,
+        partial=bool(args.quick or args.conversations or args.sessions or args.questions),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

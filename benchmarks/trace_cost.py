@@ -210,6 +210,7 @@ def summarise(samples: Sequence[Sample]) -> dict[str, Any]:
 class Run:
     size: int
     warmup: int
+    quick: bool
     store: dict[str, Any]
     samples: tuple[Sample, ...]
     publisher: dict[str, int]
@@ -255,7 +256,7 @@ async def run(
         samples, publisher = await _measure_store(data_dir, size, questions, pairs, warmup, expected)
     finally:
         await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
-    return Run(size, warmup, store, tuple(samples), publisher, summarise(samples))
+    return Run(size, warmup, quick, store, tuple(samples), publisher, summarise(samples))
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -298,6 +299,16 @@ def render(result: Run, texts: Texts, *, command: str, load_start: float, load_e
         f"{s['recalls']['pairs']} questions each asked traced and untraced back to back, the order "
         f"alternating per pair, after {result.warmup} warm-up pairs",
         "",
+        *(
+            [
+                "**A quick run** (a small store built for the run, few recalls): a smoke check, not the "
+                "figure. The measurement is `.venv/bin/python -m benchmarks.trace_cost` (10k memories, 400 "
+                "pairs, on the store `benchmarks/recall_speed.py` caches), on a quiet machine.",
+                "",
+            ]
+            if result.quick
+            else []
+        ),
         "## The trace's cost against the recall's own time",
         "",
         "| per traced recall (ms) | p50 / p95 / mean |",
