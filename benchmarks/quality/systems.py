@@ -38,7 +38,7 @@ import anyio.to_thread
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -243,6 +243,10 @@ class Cpersona:
     one engine for all corpora), so results do not depend on whether it came from the cache. A build
     goes to ``<key>.building`` and is renamed into place only when complete; a cached store whose vector
     collections or per-agent record counts differ from what the current engine opens is rebuilt.
+
+    ``engine_settings`` are further :class:`cpersona.Settings` fields for every engine this system opens
+    (the build's too). They are not part of the cache key, so they must not change what is stored: the
+    query-embedding cache, timeouts and recall settings are fine.
     """
 
     name = "cpersona"
@@ -263,6 +267,7 @@ class Cpersona:
         arms: str = "all",
         name: str = "cpersona",
         store_cache: Path | None = None,
+        engine_settings: Mapping[str, Any] | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._threads = embedding_threads
@@ -270,6 +275,7 @@ class Cpersona:
         self._arms = self.ARM_SETS[arms]
         self.name = name
         self.store_cache = store_cache
+        self._overrides = dict(engine_settings or {})
         self._stack = contextlib.AsyncExitStack()
         self._memory: Any = None
         self._refs: dict[str, dict[str, list[str]]] = {}
@@ -293,7 +299,7 @@ class Cpersona:
         threads = (
             self._threads if self._threads is not None else Settings(data_dir=data_dir).embedding_threads
         )
-        return Settings(data_dir=data_dir, embedding_threads=threads)
+        return Settings(data_dir=data_dir, embedding_threads=threads, **self._overrides)
 
     def _work_dir(self) -> Path:
         if self._data_dir is not None:
