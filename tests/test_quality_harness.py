@@ -447,13 +447,14 @@ async def test_cpersona_store_cache_builds_once_and_answers_the_same(tmp_path: P
     # in the cache must still credit both unit ids.
     units = [_TimedUnit(str(i), text, 1.68e9 + 3600 * i) for i, text in enumerate([*texts, texts[0]])]
     corpora = [("a", units), ("b", units[:2])]
+    key = await anyio.to_thread.run_sync(corpora_key, corpora)
     answers = []
     for expected_hit in (False, True):
         system = Cpersona(store_cache=tmp_path)
         try:
             assert await system.preload(corpora) is expected_hit
             assert system.cache_info is not None
-            assert system.cache_info["key"] == corpora_key(corpora)
+            assert system.cache_info["key"] == key
             # A preloaded corpus is not stored twice; other units under its key are refused.
             await system.index("a", units)
             with pytest.raises(ValueError, match="preloaded with other units"):
@@ -468,7 +469,7 @@ async def test_cpersona_store_cache_builds_once_and_answers_the_same(tmp_path: P
     assert {"0", "3"} <= set(answers[0])
     folders = await anyio.to_thread.run_sync(lambda: sorted(p.name for p in tmp_path.iterdir()))
     # One finished store and nothing half-built left beside it.
-    assert folders == [corpora_key(corpora)]
+    assert folders == [key]
 
 
 # ------------------------------------------------------------------------------------------ time cue

@@ -62,6 +62,11 @@ RRF_K: Final = 60
 RRF_DEPTH: Final = 100
 STORE_CACHE_VERSION: Final = 1
 """Part of every store-cache key: bump it when a store built earlier no longer stands for the engine."""
+STORE_LAYOUT_MODULES: Final = (
+    "_blocks", "_documents", "_drafts", "_embedding", "_keys",
+    "_onnx_bert", "_records", "_vector_edge", "_vectors",
+)  # fmt: skip
+"""The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500
 
 
@@ -237,7 +242,9 @@ class Cpersona:
     blocks), so a run may hand every corpus to :meth:`preload` before its first search. With a cache
     folder, the built store is kept under ``<store_cache>/<key>/`` (``data/``, and ``meta.json`` holding
     the ref-to-unit mapping), where the key is :func:`corpora_key`: a hash of every corpus key and unit
-    (id, content, timestamp, metadata) in order, and :data:`STORE_CACHE_VERSION`. A run copies the cached
+    (id, content, timestamp, metadata) in order, of the source of the engine modules that decide what a
+    store holds (:data:`STORE_LAYOUT_MODULES`: records, documents and indexes, keys, embedder, blocks,
+    vector store), and :data:`STORE_CACHE_VERSION`. A run copies the cached
     store into its temporary dir and opens the copy, so nothing a run does reaches the cache. The store
     is built as the incremental :meth:`index` calls would build it (same engine settings, same order,
     one engine for all corpora), so results do not depend on whether it came from the cache. A build
@@ -346,7 +353,7 @@ class Cpersona:
             for conv_id, units in corpora:
                 await self.index(conv_id, units)
             return False
-        key = corpora_key(corpora)
+        key = await anyio.to_thread.run_sync(corpora_key, corpora)
         home = self.store_cache / key
         began = time.perf_counter()
         meta = await anyio.to_thread.run_sync(_read_meta, home)
@@ -480,8 +487,16 @@ def _units_digest(units: Sequence[Unit]) -> str:
 
 
 def corpora_key(corpora: Sequence[tuple[str, Sequence[Unit]]]) -> str:
-    """The store-cache key of a list of corpora: counts, a hash of keys and units, and the version."""
+    """The store-cache key of a list of corpora: counts, a hash of keys, units and the engine's store
+    layout (the source of :data:`STORE_LAYOUT_MODULES`), and the version. Reads those source files."""
+    import importlib.util
+
     digest = hashlib.sha256()
+    for module in STORE_LAYOUT_MODULES:
+        spec = importlib.util.find_spec(f"cpersona.{module}")
+        if spec is None or spec.origin is None:
+            raise RuntimeError(f"cpersona.{module} not found: the store cache key cannot be computed")
+        digest.update(Path(spec.origin).read_bytes())
     for conv_id, units in corpora:
         digest.update(json.dumps([conv_id, len(units), _units_digest(units)]).encode())
     units_total = sum(len(units) for _, units in corpora)
