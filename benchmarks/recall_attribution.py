@@ -3,7 +3,7 @@
 Every non-adversarial LoCoMo question is asked of its own conversation (one agent per conversation, one
 memory per turn, stored as the quality harness's ``Cpersona`` system stores them) with ``limit=10`` and
 ``trace=True``. A question **failed** when some gold turn is not among the returned rows. Each failure is
-then attributed twice, by two paths that share nothing but the engine's pure scoring functions:
+then attributed twice, by two paths that never see each other's inputs:
 
 * **the trace path** reads nothing but the trace, as the JSON bytes the live channel would carry
   (:func:`cpersona._publisher.encode_trace`, parsed back), and asks the confirmation tool
@@ -25,6 +25,11 @@ got past the gate and autocut; ``RANKING_MISS`` when one was cut by the count or
 arm; else ``UNATTRIBUTED``. Returned golds are compared too (both paths must say "returned"), and the
 manual re-run must return exactly the rows the response returned, or the manual attribution is not a
 replay of that recall; such questions are listed apart.
+
+What agreement shows: the trace records faithfully what the stages did — a wrong field, a set read from the
+wrong stage, a mislabelled decision or cut would each make the paths disagree (the tests plant one such
+bug). What it cannot show: a fault inside the pure functions both paths call (fusion, the gate's rule,
+autocut), or inside the arms, would be reproduced by the re-run and agreed on.
 
 The replay covers what the shipped single-pass policy does: rrf, rsf or cascade fusion, heuristic or
 calibrated gate, autocut, count cut and block seats, without a source filter, exclusions, time cue, episode
