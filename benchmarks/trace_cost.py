@@ -24,7 +24,7 @@ target is a fifth, ours a tenth.
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.trace_cost            # 10k memories, 400 pairs (needs the cached store)
+    .venv/bin/python -m benchmarks.trace_cost            # 10k memories, 400 pairs, the cached store
     .venv/bin/python -m benchmarks.trace_cost --quick    # 1k memories built here, 30 pairs (CI smoke)
 
 Without a cached store the full run builds it first (as ``recall_speed.py --build-only`` would; that takes
