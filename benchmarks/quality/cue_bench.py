@@ -613,6 +613,16 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
                 f"| {tally.get('cued', 0)} | {other} |"
             )
         lines += [f"- {note}" for note in selection.notes]
+    kinds: dict[str, collections.Counter[str]] = {}
+    for o in outcomes:
+        kinds.setdefault(o.question.dataset, collections.Counter())[
+            f"{o.question.read.kind} ({o.question.read.confidence})"
+        ] += 1
+    for dataset, tally in kinds.items():
+        lines.append(
+            f"- {dataset} cues by kind (confidence): "
+            + ", ".join(f"{kind} {count}" for kind, count in sorted(tally.items()))
+        )
     lines += [
         "",
         "TMD: each item lists several wordings; the first is asked (`wordings cued` counts how many of all "
