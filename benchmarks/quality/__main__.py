@@ -8,6 +8,11 @@ Run from the repository root::
 
 ``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
 
+The peers ``cpersona-2.6.14`` and ``mem0`` (``--systems ...,cpersona-2.6.14,mem0``) are the systems of
+:mod:`benchmarks.peers`: each installs itself into its own venv on first use and gets the run's vectors
+over loopback HTTP. A peer that cannot run is listed with its exact error; mem0's ranking is checked
+against a direct cosine the way dense's is.
+
 It loads LoCoMo (:mod:`.locomo`), warms the embedding cache (:mod:`.embed_cache`), indexes each
 conversation in every system (:mod:`.systems`), asks every non-adversarial question of its own
 conversation, scores the answers (:mod:`.metrics`) and writes ``benchmarks/results/quality_locomo.md``
@@ -35,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from tqdm import tqdm
 
+from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.locomo import (
     CATEGORY_NAMES,
@@ -65,6 +71,8 @@ REFERENCE: Final[dict[str, tuple[float, float]]] = {
     "rrf": (0.540, 0.387),
     # CPersona 2.6.14 itself under its defaults (the issue's target for cpersona's default policy).
     "cpersona": (0.595, 0.413),
+    # --- peers (benchmarks/peers): the same reference run, now measured by running 2.6.14 itself.
+    "cpersona-2.6.14": (0.595, 0.413),
 }
 REFERENCE_QA: Final = 1536
 # Written up after investigating the gap at commit 22e7198. The --no-captions and rrf:<depth> variants are
@@ -162,6 +170,10 @@ class Outcome:
     dense_check: DenseCheck
     episodes: bool
     depth: int
+    # --- peers (benchmarks/peers): what each peer ran with, and mem0's check against a direct cosine.
+    peer_notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    peer_checks: dict[str, DenseCheck] = dataclasses.field(default_factory=dict)
+    peer_agreement: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -191,6 +203,9 @@ def _make_systems(
             made.append(
                 Cpersona(embedding_threads=threads, mode=mode, arms=arms, name=name, store_cache=store_cache)
             )
+        elif name in PEER_SYSTEMS:  # --- peers (benchmarks/peers)
+            assert cache is not None
+            made.append(make_peer(name, cache))
     return made
 
 
@@ -232,8 +247,13 @@ async def _run_system(
     return run
 
 
-def _check_dense(data: LoCoMo, cache: EmbeddingCache, dense: SystemRun, depth: int, count: int) -> DenseCheck:
-    """Rank a few questions again by a plain-Python cosine and compare with what the harness scored."""
+def _check_dense(
+    data: LoCoMo, cache: EmbeddingCache, dense: SystemRun, depth: int, count: int, floor: float | None = None
+) -> DenseCheck:
+    """Rank a few questions again by a plain-Python cosine and compare with what the harness scored.
+
+    ``floor`` leaves out of the direct ranking the rows whose cosine is below it (mem0's threshold).
+    """
     check = DenseCheck()
     questions = data.recall_questions()
     if count <= 0 or not questions:
@@ -251,6 +271,7 @@ def _check_dense(data: LoCoMo, cache: EmbeddingCache, dense: SystemRun, depth: i
             norm = math.sqrt(math.fsum(x * x for x in row))
             cosines.append(math.fsum(a * b for a, b in zip(row, query, strict=True)) / (norm * query_norm))
         direct = sorted(range(len(turns)), key=lambda i: (-cosines[i], i))[:depth]
+        direct = [i for i in direct if floor is None or cosines[i] >= floor]
         direct_ids = [turns[i].dia_id for i in direct]
         harness_ids = dense.turns[question.qid]
         position = {turn.dia_id: i for i, turn in enumerate(turns)}
@@ -294,7 +315,10 @@ async def run_benchmark(
             for name in wanted:
                 skipped[name] = reason
                 selected.remove(name)
-    needs_vectors = any(name == "dense" or name.startswith("rrf") for name in selected)
+    needs_vectors = any(
+        name == "dense" or name.startswith("rrf") or name in PEER_SYSTEMS for name in selected
+    )
+    peer_notes: dict[str, list[str]] = {}
     cache = EmbeddingCache(cache_dir, threads=threads, progress=progress) if needs_vectors else None
     runs: list[SystemRun] = []
     try:
@@ -309,17 +333,40 @@ async def run_benchmark(
         for system in _make_systems(selected, cache, threads, store_cache):
             try:
                 runs.append(await _run_system(system, data, depth, episodes=episodes, progress=progress))
+            except PeerError as exc:
+                # --- peers: a peer that could not run is reported with its exact error, not dropped.
+                print(f"{system.name}: could not run:\n{exc}")
+                skipped[system.name] = str(exc)
             finally:
+                if system.name in PEER_SYSTEMS:
+                    peer_notes[system.name] = system.describe()
                 await system.aclose()
         dense_run = next((run for run in runs if run.name == "dense"), None)
         if dense_run is None or cache is None:
             check = DenseCheck(skipped="dense not among the systems run")
         else:
             check = _check_dense(data, cache, dense_run, depth, check_questions)
+        peer_checks: dict[str, DenseCheck] = {}
+        peer_agreement: dict[str, str] = {}
+        mem0_run = next((run for run in runs if run.name == "mem0"), None)
+        if mem0_run is not None and cache is not None:
+            from benchmarks.peers.mem0_peer import DEFAULT_THRESHOLD
+
+            peer_checks["mem0"] = _check_dense(
+                data, cache, mem0_run, depth, check_questions, floor=DEFAULT_THRESHOLD
+            )
+            if dense_run is not None:
+                from benchmarks.peers.checks import agreement
+
+                contents = {c.conv_id: {t.unit_id: t.content for t in c.turns} for c in data.conversations}
+                asked = [(q.qid, q.question, contents[q.conv_id]) for q in data.recall_questions()]
+                peer_agreement["mem0"] = agreement(
+                    asked, mem0_run.turns, dense_run.turns, cache, floor=DEFAULT_THRESHOLD
+                ).describe("mem0", "dense")
     finally:
         if cache is not None:
             await cache.aclose()
-    return Outcome(data, runs, skipped, check, episodes, depth)
+    return Outcome(data, runs, skipped, check, episodes, depth, peer_notes, peer_checks, peer_agreement)
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -363,10 +410,10 @@ def _git_commit() -> str:
 
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "benchmarks/quality")
+        dirty = git("status", "--porcelain", "--", "benchmarks/quality", "benchmarks/peers")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return commit + (" (with uncommitted changes under benchmarks/quality)" if dirty else "")
+    return commit + (" (with uncommitted changes under benchmarks/quality or peers)" if dirty else "")
 
 
 def _versions() -> str:
@@ -464,6 +511,15 @@ def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: boo
         "## Honesty check",
         "",
         f"- dense through the harness vs a direct cosine: {outcome.dense_check.describe()}",
+        *(
+            f"- {name} (`infer=False`) vs the same direct cosine, cut at its default threshold: "
+            f"{check.describe()}"
+            for name, check in outcome.peer_checks.items()
+        ),
+        *(
+            f"- {name} vs dense (cut at the same threshold) on every question: {text}"
+            for name, text in outcome.peer_agreement.items()
+        ),
         "",
         "## Turn level (primary)",
         "",
@@ -511,6 +567,15 @@ def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: boo
             if data.captions:
                 lines += REFERENCE_NOTES
     lines += METHOD_NOTES
+    if outcome.peer_notes:  # --- peers (benchmarks/peers)
+        lines += ["## Peers: how they ran", ""]
+        lines += [f"- **{name}**: {note}" for name, notes in outcome.peer_notes.items() for note in notes]
+        lines += [
+            "- Both peers run in their own venvs under `benchmarks/.cache/peers/` and get their vectors over "
+            "HTTP from a loopback server in this process that answers from the same embedding cache as "
+            "`dense` (exact float32 values). Their search times include a JSON round trip to the worker.",
+            "",
+        ]
 
     if outcome.episodes and outcome.runs:
         session_scores = {run.name: _session_scores(run, questions) for run in outcome.runs}
@@ -563,7 +628,7 @@ def write_chart(outcome: Outcome, path: Path) -> None:
 
 
 def _known_system(name: str) -> bool:
-    if name in ALL_SYSTEMS:
+    if name in ALL_SYSTEMS or name in PEER_SYSTEMS:
         return True
     # RRF read to another depth than 100: rrf:20, rrf:all.
     base, _, variant = name.partition(":")
@@ -578,7 +643,7 @@ def _systems_arg(text: str) -> list[str]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"choose from {','.join(ALL_SYSTEMS)} (and rrf:<depth>, rrf:all, "
-            f"cpersona:<rrf|rsf|cascade|bm25|dense>); got {text!r}"
+            f"cpersona:<rrf|rsf|cascade|bm25|dense>, peers {','.join(PEER_SYSTEMS)}); got {text!r}"
         )
     return list(dict.fromkeys(names))
 

@@ -1,0 +1,118 @@
+"""Drives the released CPersona (PyPI ``cpersona``) through its library API, under its own interpreter.
+
+Run by :class:`benchmarks.peers.cpersona_ref.CPersonaRef` as ``<peer venv>/bin/python
+_cpersona_worker.py``; never imported by the benchmark (the package name is the same as ours). The
+benchmark sets every ``CPERSONA_*`` variable in the environment before this starts, because CPersona reads
+its configuration at import. The calls are the ones its own benchmarks make (reference
+``cpersona-recall.md`` §6.2 A): ``server.do_store_boundary`` to store and ``memory_handlers.do_recall``
+to recall, with the HTTP embedding client it builds from the environment.
+
+Ops (JSON lines, see :mod:`_wire`):
+
+* ``store`` ``{agent, records: [{content, msg_id, timestamp, metadata}]}`` stores in order and answers
+  ``{results: [{result, id, reason?}]}``;
+* ``recall`` ``{agent, query, limit}`` answers ``{rows: [{ref, id}], elapsed_ms}``, best first (CPersona
+  returns its messages best last), the profile row left out (it has no ref);
+* ``stats`` answers the row counts of the database.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+import time
+from typing import Any
+
+from _wire import claim_stdout, serve
+
+CHANNEL = claim_stdout()
+
+import anyio  # noqa: E402
+
+from cpersona import config, database, server, vector  # noqa: E402
+from cpersona import memory_handlers as mh  # noqa: E402
+
+# What the benchmark pins, read back after import so that it can check the pins took effect.
+_CONFIG_ECHO = (
+    "EMBEDDING_MODE",
+    "EMBEDDING_URL",
+    "EMBEDDING_CACHE_SIZE",
+    "FUSED_GATE_ENABLED",
+    "AUTOCUT_ENABLED",
+    "AUTO_CALIBRATE",
+    "TASK_QUEUE_ENABLED",
+    "BLOCK_BUILD_ENABLED",
+    "BLOCK_RETRIEVAL_ENABLED",
+    "RECALL_MODE",
+    "MAX_MEMORIES",
+    "RECALL_LIBRARY_MAX_LIMIT",
+    "UPDATE_CHECK_ENABLED",
+    "DB_PATH",
+)
+
+
+async def store(request: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    for record in request["records"]:
+        reply = await server.do_store_boundary(
+            request["agent"],
+            content=record["content"],
+            msg_id=record.get("msg_id", ""),
+            timestamp=record.get("timestamp", ""),
+            metadata=record.get("metadata"),
+        )
+        if reply.get("result") not in ("stored", "skipped") or not reply.get("embedded", True):
+            # A row stored without its vector would silently leave the vector arm; refuse instead.
+            raise RuntimeError(f"store of {record.get('msg_id')!r} answered {reply}")
+        results.append({"result": reply["result"], "id": reply.get("id"), "reason": reply.get("reason")})
+    return {"results": results}
+
+
+async def recall(request: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    reply = await mh.do_recall(request["agent"], request["query"], int(request["limit"]))
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    if reply.get("error") or reply.get("ok") is False:
+        raise RuntimeError(f"recall answered { ({k: v for k, v in reply.items() if k != 'messages'}) }")
+    rows = [
+        {"ref": message["ref"], "id": message.get("id", "")}
+        for message in reversed(reply.get("messages") or [])
+        if message.get("ref")
+    ]
+    extra = {k: reply[k] for k in ("advisory", "gate_fallback", "depth") if k in reply}
+    return {"rows": rows, "elapsed_ms": elapsed_ms, **extra}
+
+
+async def stats(request: dict[str, Any]) -> dict[str, Any]:
+    db = await database.get_db()
+    counts = {}
+    for table in ("memories", "episodes", "record_blocks"):
+        async with db.execute(f"SELECT COUNT(*) FROM {table}") as cursor:
+            row = await cursor.fetchone()
+        counts[table] = int(row[0]) if row else 0
+    return counts
+
+
+async def main() -> None:
+    client = vector.build_embedding_client()
+    if client is None:
+        raise SystemExit("CPERSONA_EMBEDDING_MODE is none: the benchmark must set http")
+    vector._embedding_client = client
+    await client.initialize()
+    await database.init_db()
+    try:
+        hello = {
+            "peer": "cpersona",
+            "version": importlib.metadata.version("cpersona"),
+            "python": platform.python_version(),
+            "config": {name: getattr(config, name, None) for name in _CONFIG_ECHO},
+        }
+        await serve(CHANNEL, hello, {"store": store, "recall": recall, "stats": stats})
+    finally:
+        await database.close_db()
+
+
+if __name__ == "__main__":
+    anyio.run(main)
+    sys.exit(0)
