@@ -194,6 +194,31 @@ def test_block_ids_are_deterministic_and_tell_the_parent_kind() -> None:
     assert parent_kind_of(VectorHit(str(uuid.uuid4()), 0.5, "block", parent, 1, 0.0, block_index=5)) is None
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    parent=st.uuids(),
+    index=st.integers(min_value=0, max_value=10_000),
+    kind=st.sampled_from(["memory", "episode", None]),
+    spelling=st.sampled_from(["canonical", "upper", "braces", "hex"]),
+)
+def test_parent_kind_of_agrees_with_block_id(
+    parent: uuid.UUID, index: int, kind: str | None, spelling: str
+) -> None:
+    # parent_kind_of hashes on bytes for speed; it must say exactly what recomputing block_id says,
+    # whatever spelling of the parent id a payload holds.
+    written = {
+        "canonical": str(parent),
+        "upper": str(parent).upper(),
+        "braces": "{" + str(parent) + "}",
+        "hex": parent.hex,
+    }[spelling]
+    hit_id = str(uuid.uuid4()) if kind is None else block_id(kind, str(parent), index)  # type: ignore[arg-type]
+    hit = VectorHit(hit_id, 0.5, "block", written, 1, 0.0, block_index=index)
+    expected = next((k for k in ("memory", "episode") if block_id(k, written, index) == hit_id), None)
+    assert expected == kind
+    assert parent_kind_of(hit) == expected
+
+
 # ------------------------------------------------------------------------------------------ the arm
 
 DIM = 8
