@@ -309,6 +309,7 @@ class Recaller:
         async def vector_side() -> None:
             vector: Vector | None = None
             stats_box: list[ScopeStats] = []
+            threshold_box: list[float] = []
 
             async def embed() -> None:
                 try:
@@ -339,6 +340,9 @@ class Recaller:
 
             async def stats() -> None:
                 stats_box.append(await self.stats.get(self.redis, self.keys, req.scope, window, reach))
+                # Read while the query embeds, so the near arm can search the moment the vector exists.
+                if self.vectors is not None and self.embedder is not None and not blank:
+                    threshold_box.append(await self._vector_threshold(req.scope.agent_id, policy))
 
             async with anyio.create_task_group() as inner:
                 inner.start_soon(embed)
@@ -347,7 +351,7 @@ class Recaller:
             side["vector"] = vector
             if vector is None or self.vectors is None:
                 return
-            threshold = side["threshold"] = await self._vector_threshold(req.scope.agent_id, policy)
+            threshold = side["threshold"] = threshold_box[0]
             floor = threshold if req.mode == "cascade" else threshold * policy.vector.rrf_threshold_factor
             vectors, st = self.vectors, stats_box[0]
             async with anyio.create_task_group() as inner:
@@ -441,6 +445,8 @@ class Recaller:
                 run.revised = True
 
         async with _PlainErrors(), anyio.create_task_group() as tg:
+            # The vector side first: the query embedding heads the longest chain of the graph.
+            tg.start_soon(vector_side)
             tg.start_soon(
                 run_arm, "memory_keyword",
                 lambda: memory_keyword(self.redis, self.keys, req.scope, req.query, fetch),
@@ -452,7 +458,6 @@ class Recaller:
                     "episode_fts",
                     lambda: episode_fts(self.redis, self.keys, req.scope, req.query, fetch),
                 )
-            tg.start_soon(vector_side)
             tg.start_soon(profile)
             tg.start_soon(calibration)
             if cue_run is not None:
