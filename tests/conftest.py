@@ -16,6 +16,7 @@ the test ends. Fixtures:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from typing import TYPE_CHECKING, Any, cast
@@ -23,12 +24,14 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import pytest
 
+import cpersona
 from cpersona._redis_conn import close_redis, connect_redis
 from cpersona._redis_server import EmbeddedRedis
 from cpersona._settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
     from cpersona._redis_conn import RedisClient
@@ -95,3 +98,30 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Engines that use it must not take the data-dir lock: give them ``redis_url`` and ``qdrant_url``.
     """
     return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def open_test_engine(
+    redis_url: str, model_dir: Path
+) -> Callable[..., AbstractAsyncContextManager[cpersona.Engine]]:
+    """Open an engine with the ONNX embedder on the session's Redis and an in-memory Qdrant, under a
+    fresh key prefix starting with ``tag``; its keys and indexes are dropped when it closes.
+
+    Opening one costs about a second, so modules share one (``scope="module"``) and each test works
+    under its own agent id. ``overrides`` are further settings.
+    """
+
+    @contextlib.asynccontextmanager
+    async def open_engine(tag: str, **overrides: Any) -> AsyncIterator[cpersona.Engine]:
+        prefix = tag + uuid.uuid4().hex[:8]
+        settings = Settings(
+            data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:", **overrides
+        )
+        async with cpersona.open(settings, background=False) as memory:
+            try:
+                yield memory
+            finally:
+                with anyio.fail_after(_CLEANUP_SECS):
+                    await _drop_prefix(memory.redis, prefix)
+
+    return open_engine

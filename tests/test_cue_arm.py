@@ -21,8 +21,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-import cpersona
-from cpersona import Settings
 from cpersona._candidates import ArmRow
 from cpersona._cue_arm import CUE_MERGE_K, cue_arm, merge_lists, scope_span
 from cpersona._errors import RedisUnavailable, VectorStoreUnavailable
@@ -32,9 +30,9 @@ from cpersona._redis_conn import close_redis, new_client
 from test_isolation import record_st, scope_st, visible
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
-    from pathlib import Path
+    from collections.abc import AsyncIterator, Callable, Sequence
 
+    import cpersona
     from cpersona._candidates import ArmResult
     from cpersona._protocols import Vector, VectorFilter, VectorHit, VectorPoint, VectorStore
     from cpersona._redis_conn import RedisClient
@@ -46,25 +44,10 @@ ALL = -1.0  # a cosine floor every hit passes
 
 
 @pytest.fixture(scope="module")
-async def shared_engine(redis_url: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     """One engine with the ONNX embedder for the module; each test works under its own agent id."""
-    prefix = "c" + uuid.uuid4().hex[:8]
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        try:
-            yield memory
-        finally:
-            await _drop_keys(memory.redis, prefix)
-
-
-async def _drop_keys(client: Any, prefix: str) -> None:
-    for raw in await client.execute_command("FT._LIST"):
-        name = raw.decode() if isinstance(raw, bytes) else str(raw)
-        if name.startswith(prefix + ":"):
-            await client.execute_command("FT.DROPINDEX", name)
-    keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=500)]
-    for i in range(0, len(keys), 500):
-        await client.delete(*keys[i : i + 500])
+    async with open_test_engine("c") as memory:
+        yield memory
 
 
 @pytest.fixture

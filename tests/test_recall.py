@@ -75,27 +75,11 @@ def make_engine(
 
 
 @pytest.fixture(scope="module")
-async def shared_engine(redis_url: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
-    """One engine with the ONNX embedder for the module (opening one costs about a second); each test
-    works under its own agent id (the ``agent`` fixture), and the module's keys go at the end."""
-    prefix = "m" + uuid.uuid4().hex[:8]
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        try:
-            yield memory
-        finally:
-            await _drop_keys(memory, prefix)
-
-
-async def _drop_keys(memory: cpersona.Engine, prefix: str) -> None:
-    client: Any = memory.redis
-    for raw in await client.execute_command("FT._LIST"):
-        name = raw.decode() if isinstance(raw, bytes) else str(raw)
-        if name.startswith(prefix + ":"):
-            await client.execute_command("FT.DROPINDEX", name)
-    keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=500)]
-    for i in range(0, len(keys), 500):
-        await client.delete(*keys[i : i + 500])
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+    """One engine with the ONNX embedder for the module; each test works under its own agent id (the
+    ``agent`` fixture)."""
+    async with open_test_engine("m") as memory:
+        yield memory
 
 
 @pytest.fixture

@@ -30,32 +30,19 @@ from benchmarks.recall_trace_confirm import (
 
 import cpersona
 import cpersona._trace
-from cpersona import Settings
 from cpersona._redis_conn import json_ops
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
     from cpersona._policy import Policy
 
 
 @pytest.fixture(scope="module")
-async def engine(redis_url: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
-    prefix = "ra" + uuid.uuid4().hex[:8]
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        try:
-            yield memory
-        finally:
-            client: Any = memory.redis
-            for raw in await client.execute_command("FT._LIST"):
-                name = raw.decode() if isinstance(raw, bytes) else str(raw)
-                if name.startswith(prefix + ":"):
-                    await client.execute_command("FT.DROPINDEX", name)
-            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=500)]
-            for i in range(0, len(keys), 500):
-                await client.delete(*keys[i : i + 500])
+async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("ra") as memory:
+        yield memory
 
 
 def add_policy(engine: cpersona.Engine, name: str, **changes: dict[str, Any]) -> str:

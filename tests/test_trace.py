@@ -28,8 +28,7 @@ from cpersona._policy import load_policies
 from cpersona._recall import RecallResult, recall_request
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator, Sequence
-    from pathlib import Path
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
     "trace_version": int,
@@ -90,23 +89,10 @@ def agent_id() -> str:
 
 
 @pytest.fixture(scope="module")
-async def engine(redis_url: str, model_dir: Path) -> AsyncIterator[cpersona.Engine]:
-    """One ONNX engine for the module; each test or example works under its own agent id, and the
-    module's keys and indexes are dropped at the end."""
-    prefix = "tr" + uuid.uuid4().hex[:8]
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        try:
-            yield memory
-        finally:
-            client: Any = memory.redis
-            for raw in await client.execute_command("FT._LIST"):
-                name = raw.decode() if isinstance(raw, bytes) else str(raw)
-                if name.startswith(prefix + ":"):
-                    await client.execute_command("FT.DROPINDEX", name)
-            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=500)]
-            for i in range(0, len(keys), 500):
-                await client.delete(*keys[i : i + 500])
+async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+    """One ONNX engine for the module; each test or example works under its own agent id."""
+    async with open_test_engine("tr") as memory:
+        yield memory
 
 
 @pytest.fixture(scope="module")
