@@ -6,7 +6,8 @@ scripts written here, so they need nothing installed. The peer tests install ``c
 ``mem0ai`` into their venvs under ``benchmarks/.cache/peers`` from the package registry (once; later
 tests of the run reuse them) and are skipped, with pip's own error as the reason, when that cannot be
 done (no registry reachable). Their end-to-end run uses a small LoCoMo-shaped file written here (one
-conversation, a few questions), so they need no evaluation data either.
+conversation, a few questions), so they need no evaluation data either; the speed smoke run measures both
+engines on 300 memories with a handful of recalls (figures not checked, only that they are there).
 """
 
 from __future__ import annotations
@@ -418,17 +419,21 @@ async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
     cache = EmbeddingCache(progress=False)
     try:
         await cache.ensure([t.content for t in conv.turns] + [q.question for q in conv.questions])
+        # One peer at a time: each holds task groups that must close in the order they opened.
         reference = make_peer("cpersona-2.6.14", cache)
-        mem0 = make_peer("mem0", cache)
         try:
-            for system in (reference, mem0):
-                await system.index(conv.conv_id, conv.turns)
+            await reference.index(conv.conv_id, conv.turns)
             found = await reference.search(conv.conv_id, "Thanks!", 10)
             # "Bo: Thanks!" is stored once (D1:10); D2:5 repeats it and shares the row.
             assert found[:2] == ["D1:10", "D2:5"]
             assert (await reference.search(conv.conv_id, "What is Ann's locker code?", 10))[0] == "D1:7"
             stats = await reference.call("stats")
             assert stats == {"memories": len(conv.turns) - 1, "episodes": 0, "record_blocks": 0}
+        finally:
+            await reference.aclose()
+        mem0 = make_peer("mem0", cache)
+        try:
+            await mem0.index(conv.conv_id, conv.turns)
             # mem0 keeps both copies as separate memories; its list is the direct cosine ranking.
             ranked = await mem0.search(conv.conv_id, "Thanks!", 10)
             assert set(ranked[:2]) == {"D1:10", "D2:5"}
@@ -438,7 +443,6 @@ async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
             want = [conv.turns[i].unit_id for i in expected_ranking(cosines, 10)]
             assert await mem0.search(conv.conv_id, "What is the name of Ann's dog?", 10) == want
         finally:
-            await reference.aclose()
             await mem0.aclose()
     finally:
         await cache.aclose()
@@ -510,3 +514,28 @@ def test_a_peer_that_cannot_install_is_listed_with_its_error(
     assert f"- **cpersona-2.6.14**: broken-peer: pip install {missing} failed (exit 1):" in text
     # The run went on without it: dense is in the tables, the peer is not.
     assert "| category | n | dense |\n" in text
+
+
+# ------------------------------------------------------------------------------------------ speed
+
+
+@pytest.mark.slow
+def test_speed_quick_run_reports_both_systems_and_their_ratios(tmp_path: Path) -> None:
+    anyio.run(_installed_or_skip, CPersonaRef)
+    from benchmarks import speed_peers
+
+    out = tmp_path / "speed.md"
+    speed_peers.main(["--quick", "--sizes", "300", "--callers", "1,4", "--recalls", "6,8", "--out", str(out)])
+    text = out.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| 300 |")]
+    # Two latency rows (one per concurrency level) and one build row, all with the peer's figures.
+    assert [row.split("|")[2].strip() for row in rows[:2]] == ["1", "4"]
+    for row in rows[:2]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[4].count("/") == 2, row  # CPersona's p50 / p95 / p99
+        assert float(cells[6].strip("*")) > 0.0  # p50 ratio
+        assert float(cells[9].strip("*")) > 0.0  # throughput ratio
+    assert "could not run" not in text
+    returned = text.split("CPersona 2.6.14 returned ", 1)[1].split(" rows", 1)[0]
+    assert 0.0 < float(returned) <= 10.0
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,16 +10,23 @@
    builds, and lets the subclass check what the worker says about itself.
 
 Everything is torn down in reverse order at :meth:`PeerSystem.aclose`. Any failure is a
-:class:`~benchmarks.peers._process.PeerError` carrying the exact error, for the report.
+:class:`~benchmarks.peers._process.PeerError` carrying the exact error, for the report. A started peer
+holds task groups (the server's, the worker's): close peers in the reverse order of starting them, as
+the harness does by running one system at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import anyio
+import anyio.to_thread
 
 from benchmarks.peers._process import PeerError, Worker, open_worker
 from benchmarks.peers.embed_server import EmbedServer, serve_embeddings
@@ -59,14 +66,17 @@ class PeerSystem:
     script: ClassVar[str]
     model: ClassVar[str] = "all-MiniLM-L6-v2"
 
-    def __init__(self, source: Source, *, name: str) -> None:
+    def __init__(self, source: Source, *, name: str, work_dir: Path | None = None) -> None:
+        """``work_dir`` keeps the peer's files (database, log) in a folder that outlives the run;
+        by default they go to a temporary folder removed at :meth:`aclose`."""
         self.name = name
         self._source = source
         self._stack = contextlib.AsyncExitStack()
         self._worker: Worker | None = None
         self.server: EmbedServer | None = None
         self.installed: dict[str, Any] | None = None
-        self.work_dir: Path | None = None
+        self.work_dir = work_dir
+        self._given_work_dir = work_dir
 
     # ------------------------------------------------------------------ subclass hooks
 
@@ -95,8 +105,13 @@ class PeerSystem:
             return self._worker
         self.installed = await self.venv.ensure()
         self.server = await self._stack.enter_async_context(serve_embeddings(self._source, model=self.model))
-        work = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix=f"peer-{self.venv.name}-")))
-        self.work_dir = work
+        if self.work_dir is None:
+            made = functools.partial(tempfile.mkdtemp, prefix=f"peer-{self.venv.name}-")
+            self.work_dir = Path(await anyio.to_thread.run_sync(made))
+            removal = functools.partial(shutil.rmtree, self.work_dir, ignore_errors=True)
+            self._stack.push_async_callback(anyio.to_thread.run_sync, removal)
+        work = self.work_dir
+        await anyio.to_thread.run_sync(lambda: work.mkdir(parents=True, exist_ok=True))
         worker = await self._stack.enter_async_context(
             open_worker(
                 self.name,
@@ -126,7 +141,10 @@ class PeerSystem:
 
     async def aclose(self) -> None:
         self._worker = None
-        await self._stack.aclose()
+        try:
+            await self._stack.aclose()
+        finally:
+            self.work_dir = self._given_work_dir
 
     # ------------------------------------------------------------------ the protocol's other half
 

@@ -69,10 +69,16 @@ class CPersonaRef(PeerSystem):
     script = "_cpersona_worker.py"
 
     def __init__(
-        self, source: Source, *, name: str = f"cpersona-{VERSION}", settings: dict[str, str] | None = None
+        self,
+        source: Source,
+        *,
+        name: str = f"cpersona-{VERSION}",
+        settings: dict[str, str] | None = None,
+        work_dir: Path | None = None,
     ) -> None:
-        """``settings`` are extra ``CPERSONA_*`` variables on top of the pins (the speed benchmark's)."""
-        super().__init__(source, name=name)
+        """``settings`` are extra ``CPERSONA_*`` variables on top of the pins (the speed benchmark's);
+        ``work_dir`` holds ``cpersona.db`` (an existing one is opened as it is)."""
+        super().__init__(source, name=name, work_dir=work_dir)
         self._settings = dict(settings or {})
         # Corpus key -> CPersona ref ("mem:<id>") -> the unit ids stored as (or folded into) that row.
         self._refs: dict[str, dict[str, list[str]]] = {}
