@@ -291,6 +291,68 @@ async def test_arm_collapses_to_the_best_block_and_never_sums(block_store: Vecto
     ]
 
 
+class _FixedHits:
+    """Only what block_arm calls: a search that answers with given hits, best first."""
+
+    def __init__(self, hits: list[VectorHit]) -> None:
+        self.hits = hits
+
+    async def search(self, vector: object, flt: VectorFilter, limit: int) -> list[VectorHit]:
+        return sorted(self.hits, key=lambda h: (-h.score, h.seq, h.block_index, h.id))[:limit]
+
+
+def _collapse_every_hit(hits: list[VectorHit], limit: int) -> list[tuple[str, int, float, int]]:
+    """The arm's answer computed over every hit, without skipping any."""
+    best: dict[str, tuple[float, str, str, int]] = {}
+    for hit in hits:
+        kind = next(
+            (k for k in ("memory", "episode") if block_id(k, hit.parent, hit.block_index) == hit.id), None
+        )
+        if kind is None:
+            continue
+        ref = ("mem:" if kind == "memory" else "ep:") + hit.parent
+        held = best.get(ref)
+        if held is None or (-hit.score, hit.block_index) < (-held[0], held[3]):
+            best[ref] = (hit.score, kind, hit.parent, hit.block_index)
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[1][1], item[1][2], item[1][3]))
+    return [(ref, rank, score, index) for rank, (ref, (score, _, _, index)) in enumerate(ranked[:limit])]
+
+
+_PARENTS = [str(uuid.UUID(int=n + 1)) for n in range(6)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.lists(
+        st.tuples(
+            st.sampled_from(_PARENTS),
+            st.integers(min_value=0, max_value=3),
+            st.sampled_from(["memory", "episode", None]),
+            st.sampled_from([0.9, 0.8, 0.8, 0.7, 0.5, 0.5, 0.3]),
+        ),
+        max_size=40,
+    ),
+    limit=st.integers(min_value=1, max_value=8),
+)
+async def test_arm_answers_as_if_it_read_every_hit(
+    raw: list[tuple[str, int, str | None, float]], limit: int
+) -> None:
+    # The arm stops reading hits once they cannot change its first `limit` records; with ties in score,
+    # equal-scored blocks of one record and foreign points, its rows must equal a full collapse.
+    hits: dict[str, VectorHit] = {}
+    for parent, index, kind, score in raw:
+        point = (
+            block_id(kind, parent, index)
+            if kind is not None
+            else str(uuid.uuid5(uuid.NAMESPACE_URL, parent + str(index)))
+        )  # type: ignore[arg-type]
+        hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
+    store = _FixedHits(list(hits.values()))
+    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit)  # type: ignore[arg-type]
+    expected = _collapse_every_hit(await store.search(None, VectorFilter("a"), 200), limit)
+    assert [(r.ref, r.rank, r.raw, r.block_index) for r in result.rows] == expected
+
+
 # ------------------------------------------------------------------------------------------ end to end
 
 LONG = (

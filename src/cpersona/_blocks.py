@@ -360,14 +360,24 @@ async def block_arm(
         return ArmResult("block")
     hits = await blocks.search(vector, scope.vector_filter(kinds=("block",)), max_hits)
     best: dict[str, tuple[float, ParentKind, str, int]] = {}
-    for hit in hits:
+    # Hits are read best first, so once `limit` records are held, a hit scoring below the last of them
+    # can neither enter the first `limit` records nor change their best block: the rest is skipped
+    # (telling a hit's parent kind is most of this loop's cost, and most hits fall past the cut).
+    cutoff: float | None = None
+    for hit in sorted(hits, key=lambda h: -h.score):
+        if cutoff is not None and hit.score < cutoff:
+            break
         kind = parent_kind_of(hit)
         if kind is None:
             continue
         ref = _REF_PREFIX[kind] + hit.parent
         entry = (hit.score, kind, hit.parent, hit.block_index)
         held = best.get(ref)
-        if held is None or (-entry[0], entry[3]) < (-held[0], held[3]):
+        if held is None:
+            best[ref] = entry
+            if len(best) == limit:
+                cutoff = hit.score
+        elif (-entry[0], entry[3]) < (-held[0], held[3]):
             best[ref] = entry
     ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[1][1], item[1][2], item[1][3]))
     rows = tuple(

@@ -241,8 +241,10 @@ def hit_from_payload(raw_id: object, score: float, payload: Mapping[str, object]
     """Build a hit from what an engine returned for one scored point."""
     if payload is None:
         raise ValueError(f"the engine returned point {raw_id} without its payload")
+    # The embedded engine hands ids back as UUID objects, whose text is already canonical.
+    pid = str(raw_id) if isinstance(raw_id, uuid.UUID) else point_id(str(raw_id))
     return VectorHit(
-        id=point_id(str(raw_id)),
+        id=pid,
         score=float(score),
         kind=cast("PointKind", payload["kind"]),
         parent=str(payload["parent"]),
@@ -272,7 +274,8 @@ def _tie_groups(hits: Sequence[VectorHit]) -> list[list[VectorHit]]:
         else:
             groups.append([hit])
     for group in groups:
-        group.sort(key=lambda h: (h.seq, h.block_index, h.id))
+        if len(group) > 1:
+            group.sort(key=lambda h: (h.seq, h.block_index, h.id))
     return groups
 
 
