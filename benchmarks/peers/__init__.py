@@ -8,11 +8,13 @@ in the benchmark process that answers from the same MiniLM embeddings the other 
 * :mod:`.cpersona_ref`: ``cpersona==2.6.14`` through its library API, gate pinned to its heuristic regime;
 * :mod:`.mem0_peer`: ``mem0ai`` with ``infer=False``, local Qdrant, telemetry off;
 * :mod:`.embed_server`: the loopback server (CPersona's ``/embed`` and an OpenAI-compatible route);
+* :mod:`.checks`: whole-run agreement of two systems' rankings (mem0 against dense);
 * :mod:`._venv`, :mod:`._process`, :mod:`._system`: install, worker process, shared lifecycle;
   ``_wire.py`` and the ``_*_worker.py`` scripts run inside the peers' interpreters.
 
 Both systems implement the quality harness's ``RetrievalSystem`` protocol; anything that stops a peer is
-a :class:`PeerError` whose message the reports print as it is.
+a :class:`PeerError` whose message the reports print as it is. ``benchmarks/speed_peers.py`` times
+CPersona 2.6.14 against cpersona on the same corpus.
 """
 
 from __future__ import annotations
