@@ -354,11 +354,16 @@ async def block_arm(
     record's blocks are never added up), and orders by (-cosine, kind, record id, block index). ``raw``
     is that block's cosine and ``block_index`` its index. The source filter and exclusions are applied
     later, on the hydrated records, like for every arm.
+
+    The search is restricted by scope alone, not also to ``kind == "block"``: the block collection holds
+    block points only (the builder is its one writer), so that clause matched every point while costing
+    a payload check at each graph node the search visits (measured on a single-agent shard, same
+    answers, search time 0.89x at 26k blocks and 0.63x at 266k).
     """
     started = time.perf_counter()
     if limit <= 0 or max_hits <= 0:
         return ArmResult("block")
-    hits = await blocks.search(vector, scope.vector_filter(kinds=("block",)), max_hits)
+    hits = await blocks.search(vector, scope.vector_filter(), max_hits)
     best: dict[str, tuple[float, ParentKind, str, int]] = {}
     # Hits are read best first, so once `limit` records are held, a hit scoring below the last of them
     # can neither enter the first `limit` records nor change their best block: the rest is skipped
