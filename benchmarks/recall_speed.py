@@ -658,9 +658,10 @@ def findings(
         )
     out.append(
         f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
-        "(a capacity limiter of 1, onnxruntime using both cores), and the embedded Qdrant binding keeps the "
-        "GIL while it searches, so a search blocks the event loop and every other caller for its duration: "
-        "concurrent callers overlap only their Redis round trips with the other work."
+        "(a capacity limiter of 1, onnxruntime using both cores). The embedded Qdrant binding releases the "
+        "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
+        "arm reads about 200 hits), so concurrent callers share two cores and one interpreter: more callers "
+        "queue rather than add throughput."
     )
     for r in results:
         probe, grown = r.build["probe"], r.build["grown_from"]
