@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cpersona._candidates import ArmResult
+    from cpersona._recall import ArmCall
 
 AGENT = "cue-agent"
 DAY = 86_400.0
@@ -72,6 +73,19 @@ async def _seed(
     batch = await memory.store_batch(records)
     await memory.drain_blocks()
     return {r.ref: rec["content"] for r, rec in zip(batch.results, records, strict=True)}
+
+
+def _counting(calls: list[str]) -> Callable[[str, ArmCall], ArmCall]:
+    """An arm wrapper that appends each arm's name to ``calls`` as it runs."""
+
+    def wrap(name: str, call: ArmCall) -> ArmCall:
+        async def counted() -> ArmResult:
+            calls.append(name)
+            return await call()
+
+        return counted
+
+    return wrap
 
 
 def _plain_rows(result: cpersona.RecallResult) -> list[str | None]:
@@ -206,15 +220,7 @@ async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
 async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(engine: cpersona.Engine) -> None:
     await _seed(engine)
     calls: list[str] = []
-
-    def count(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
-        async def counted() -> ArmResult:
-            calls.append(name)
-            return await call()
-
-        return counted
-
-    engine.recaller.arm_wrapper = count
+    engine.recaller.arm_wrapper = _counting(calls)
     # Nothing was stored 200-210 days ago; 'likely' widens by half the length on each side (195-215):
     # still nothing, so the recall stops after one revision.
     cue = {"after": _ts(210)[:10], "before": _ts(201)[:10], "confidence": "likely"}
@@ -362,15 +368,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     scope = {"agent_id": agent, "project_id": "p1"}
     plain = await engine.recall(query, limit=limit, policy=policy, trace=True, **scope)
     calls: list[str] = []
-
-    def count(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
-        async def counted() -> ArmResult:
-            calls.append(name)
-            return await call()
-
-        return counted
-
-    engine.recaller.arm_wrapper = count
+    engine.recaller.arm_wrapper = _counting(calls)
     try:
         cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
     finally:
