@@ -275,19 +275,22 @@ async def test_a_slow_cue_arm_stops_at_the_time_limit(
                 return call
 
             async def late() -> ArmResult:
-                await anyio.sleep(60)
+                try:
+                    await anyio.sleep(60)
+                except anyio.get_cancelled_exc_class():
+                    cancelled.append(name)
+                    raise
                 return await call()
 
             return late
 
+        cancelled: list[str] = []
         memory.recaller.arm_wrapper = slow
         cue = {"ago": {"unit": "weeks", "value": 6}, "confidence": "likely"}
-        began = time.perf_counter()
         with anyio.fail_after(30):  # a guard against a hang, not a measurement
             result = await memory.recall("hiking trip", agent_id=AGENT, time_cue=cue, trace=True)
-        elapsed = time.perf_counter() - began
-    # The recall answered long before the slow arm would have (60 s): it was stopped at the limit.
-    assert elapsed < 30
+    # The slow arm was cancelled at the limit (it would have slept 60 s), and the recall answered.
+    assert cancelled == ["cue"]
     assert result.trace is not None
     assert result.trace["budget"] == {"cue_time_limit_ms": 300, "stop": "time_limit"}
     assert [d.arm for d in result.degraded] == ["cue"]
