@@ -284,6 +284,15 @@ class Recaller:
         side: dict[str, Any] = {}
         # Set once the query vector exists or is known not to: the cue arm reuses it, never embeds again.
         embedded = anyio.Event()
+        # Set once the agent's calibration has been read: the gate, the vector floor and the cue arm's floor
+        # all come from that one read.
+        calibrated = anyio.Event()
+
+        async def vector_threshold() -> float:
+            await calibrated.wait()
+            gate = side.get("calibrated")
+            return gate if gate is not None else policy.vector.min_similarity
+
         cue_run = None
         if req.time_cue is not None and policy.cue is not None:
             cue_run = _CueRun(req.time_cue, policy.cue, self.settings.recall_cue_time_limit_ms)
@@ -342,7 +351,7 @@ class Recaller:
                 stats_box.append(await self.stats.get(self.redis, self.keys, req.scope, window, reach))
                 # Read while the query embeds, so the near arm can search the moment the vector exists.
                 if self.vectors is not None and self.embedder is not None and not blank:
-                    threshold_box.append(await self._vector_threshold(req.scope.agent_id, policy))
+                    threshold_box.append(await vector_threshold())
 
             async with anyio.create_task_group() as inner:
                 inner.start_soon(embed)
@@ -369,7 +378,11 @@ class Recaller:
                 side["profile"] = await json_ops(self.redis).get(self.keys.profile(req.scope.agent_id))
 
         async def calibration() -> None:
-            side["calibrated"] = await self._calibrated_gate(req.scope.agent_id)
+            try:
+                side["calibrated"] = await self._calibrated_gate(req.scope.agent_id)
+            finally:
+                # A failed read fails the recall, so a waiter it wakes never shapes an answer.
+                calibrated.set()
 
         async def cue_side(run: _CueRun) -> None:
             try:
@@ -386,7 +399,7 @@ class Recaller:
                 run.recent_only = True
                 run.ignored = own_period(run.cue, span, now)
                 return
-            threshold = await self._vector_threshold(req.scope.agent_id, policy)
+            threshold = await vector_threshold()
             await embedded.wait()
             vector: Vector | None = side.get("query_vector")
             cue_depth = run.policy.depth or depth
@@ -609,10 +622,6 @@ class Recaller:
         except Exception as exc:
             log.exception("building the recall trace failed")
             return {"trace_version": TRACE_VERSION, "error": type(exc).__name__}
-
-    async def _vector_threshold(self, agent_id: str, policy: Policy) -> float:
-        calibrated = await self._calibrated_gate(agent_id)
-        return calibrated if calibrated is not None else policy.vector.min_similarity
 
     async def _calibrated_gate(self, agent_id: str) -> float | None:
         async with redis_errors():
