@@ -34,6 +34,9 @@ from cpersona._stages import (
 POLICY = load_policies()["single-pass-v0"]
 
 
+STAGE_NAMES = ("fuse", "score", "gate", "autocut", "cue_before_count", "count", "cue_after_count", "seats")
+
+
 def plan(*, limit: int = 3, pool: int = 500, blank: bool = False, policy: Any = POLICY) -> RecallPlan:
     return RecallPlan(
         policy=policy,
@@ -103,16 +106,7 @@ def test_chain_refuses_no_stages_and_accepts_the_default() -> None:
     with pytest.raises(GraphError):
         Chain([], takes=Retrieved, gives=Seated)
     chain = default_chain()
-    assert [s.name for s in chain.stages] == [
-        "fuse",
-        "score",
-        "gate",
-        "autocut",
-        "cue_before_count",
-        "count",
-        "cue_after_count",
-        "seats",
-    ]
+    assert [s.name for s in chain.stages] == list(STAGE_NAMES)
 
 
 def test_chain_is_checked_before_anything_runs() -> None:
@@ -135,16 +129,7 @@ def test_default_chain_by_hand() -> None:
     data = retrieved()
     final, timing = default_chain().run(data, plan(limit=3, pool=500))
     assert isinstance(final, Seated)
-    assert set(timing) == {
-        "fuse",
-        "score",
-        "gate",
-        "autocut",
-        "cue_before_count",
-        "count",
-        "cue_after_count",
-        "seats",
-    }
+    assert set(timing) == set(STAGE_NAMES)
 
     # Fusion (K = 60):
     #   mem:2 = near r1 + keyword r0 = 1/62 + 1/61 = 0.032522
