@@ -11,14 +11,17 @@ Ops (JSON lines, see :mod:`_wire`):
 
 * ``store`` ``{agent, records: [{content, msg_id, timestamp, metadata}]}`` stores in order and answers
   ``{results: [{result, id, reason?}]}``;
-* ``recall`` ``{agent, query, limit}`` answers ``{rows: [{ref, id}], elapsed_ms}``, best first (CPersona
-  returns its messages best last), the profile row left out (it has no ref);
+* ``recall`` ``{agent, query, limit, time_cue?}`` answers ``{rows: [{ref, id, signal}], elapsed_ms,
+  time_cue?}``, best first (CPersona returns its messages best last), the profile row left out (it has no
+  ref); ``signal`` is the row's ``match_reason.signal`` (``cue`` marks a seat the time cue held) and
+  ``time_cue`` is what CPersona says it did with a cue it was given;
 * ``stats`` answers the row counts of the database.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import platform
 import sys
 import time
@@ -30,7 +33,7 @@ CHANNEL = claim_stdout()
 
 import anyio  # noqa: E402
 
-from cpersona import config, database, server, vector  # noqa: E402
+from cpersona import config, cue, database, server, vector  # noqa: E402
 from cpersona import memory_handlers as mh  # noqa: E402
 
 # What the benchmark pins, read back after import so that it can check the pins took effect.
@@ -71,16 +74,22 @@ async def store(request: dict[str, Any]) -> dict[str, Any]:
 
 async def recall(request: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
-    reply = await mh.do_recall(request["agent"], request["query"], int(request["limit"]))
+    # The cue goes in as the caller's mapping, the form CPersona's recall tool passes on.
+    cued = {"time_cue": request["time_cue"]} if request.get("time_cue") else {}
+    reply = await mh.do_recall(request["agent"], request["query"], int(request["limit"]), **cued)
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     if reply.get("error") or reply.get("ok") is False:
         raise RuntimeError(f"recall answered { ({k: v for k, v in reply.items() if k != 'messages'}) }")
     rows = [
-        {"ref": message["ref"], "id": message.get("id", "")}
+        {
+            "ref": message["ref"],
+            "id": message.get("id", ""),
+            "signal": str((message.get("match_reason") or {}).get("signal", "")),
+        }
         for message in reversed(reply.get("messages") or [])
         if message.get("ref")
     ]
-    extra = {k: reply[k] for k in ("advisory", "gate_fallback", "depth") if k in reply}
+    extra = {k: reply[k] for k in ("advisory", "gate_fallback", "depth", "time_cue") if k in reply}
     return {"rows": rows, "elapsed_ms": elapsed_ms, **extra}
 
 
@@ -107,6 +116,11 @@ async def main() -> None:
             "version": importlib.metadata.version("cpersona"),
             "python": platform.python_version(),
             "config": {name: getattr(config, name, None) for name in _CONFIG_ECHO},
+            # Whether this release's recall takes a time period, read from the installed code itself.
+            "time_cue": {
+                "parameter": "time_cue" in inspect.signature(mh.do_recall).parameters,
+                "policy": getattr(cue, "POLICY", None),
+            },
         }
         await serve(CHANNEL, hello, {"store": store, "recall": recall, "stats": stats})
     finally:

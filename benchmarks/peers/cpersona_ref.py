@@ -22,6 +22,11 @@ Corpus key = CPersona agent (one agent per conversation); turn = memory, stored 
 ``msg_id`` = the unit id, its timestamp (ISO 8601, UTC) and metadata. CPersona skips a turn whose content
 repeats an earlier one in the same agent and answers with that row's id; such units share the row, and a
 hit on it counts for each of them (as for our own engine). Recall asks ``limit = k``.
+
+2.6.14's recall also takes a ``time_cue`` (``memory_handlers.do_recall(..., time_cue=...)``, policy
+``cued-v0.3`` in its ``cpersona/cue.py``): :meth:`CPersonaRef.recall` passes one through and returns the
+rows with the signal that marks a cue seat, for the time-cue comparison. The worker's hello says whether
+the installed release has the parameter (:attr:`CPersonaRef.takes_time_cue`).
 """
 
 from __future__ import annotations
@@ -151,13 +156,33 @@ class CPersonaRef(PeerSystem):
                 raise PeerError(f"{self.name}: store of {unit.unit_id!r} gave no row id: {result}")
             known.setdefault(f"mem:{result['id']}", []).append(unit.unit_id)
 
+    @property
+    def takes_time_cue(self) -> bool | None:
+        """Whether the running release's recall has a ``time_cue`` parameter (``None`` before start)."""
+        said = self.hello.get("time_cue")
+        return None if not isinstance(said, dict) else bool(said.get("parameter"))
+
+    def unit_ids(self, conv_id: str, row: dict[str, Any]) -> list[str]:
+        """The unit ids one returned row stands for (several when CPersona folded repeats into it)."""
+        return list(self._refs.get(conv_id, {}).get(row["ref"]) or ([row["id"]] if row.get("id") else []))
+
+    async def recall(
+        self, conv_id: str, question: str, limit: int, *, time_cue: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """One recall as the worker answers it: ``rows`` (each with ``units``, the unit ids it stands for,
+        and ``signal``), ``elapsed_ms`` and, when a cue was given, CPersona's ``time_cue`` report."""
+        fields = {} if time_cue is None else {"time_cue": dict(time_cue)}
+        reply = await self.call("recall", agent=conv_id, query=question, limit=limit, **fields)
+        for row in reply["rows"]:
+            row["units"] = self.unit_ids(conv_id, row)
+        return reply
+
     async def search(self, conv_id: str, question: str, k: int) -> list[str]:
-        reply = await self.call("recall", agent=conv_id, query=question, limit=k)
+        reply = await self.recall(conv_id, question, k)
         self.recall_ms.append(float(reply["elapsed_ms"]))
-        refs = self._refs.get(conv_id, {})
         ids: list[str] = []
         for row in reply["rows"]:
-            for unit_id in refs.get(row["ref"]) or ([row["id"]] if row.get("id") else []):
+            for unit_id in row["units"]:
                 if unit_id not in ids:
                     ids.append(unit_id)
         return ids[:k]

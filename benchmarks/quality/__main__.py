@@ -1,12 +1,16 @@
-"""The quality benchmark command: every selected system on the same LoCoMo data, one report.
+"""The quality benchmark command: every selected system on the same data, one report.
 
 Run from the repository root::
 
     .venv/bin/python -m benchmarks.quality locomo [--systems bm25,dense,rrf,cpersona] [--quick]
                                                   [--k 20] [--data PATH] [--store-cache]
+    .venv/bin/python -m benchmarks.quality tmd [--systems ...] [--quick] [--store-cache]
     .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
 
 ``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
+``tmd`` runs the side-by-side below on TMD instead of LoCoMo (:mod:`.tmd_peers`): the same systems, the
+same run, checks and tables, grouped by TMD's question sets, plus the time cue for the systems that take
+one.
 
 The peers ``cpersona-2.6.14`` and ``mem0`` (``--systems ...,cpersona-2.6.14,mem0``) are the systems of
 :mod:`benchmarks.peers`: each installs itself into its own venv on first use and gets the run's vectors
@@ -42,21 +46,22 @@ from tqdm import tqdm
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
+from benchmarks.quality.layout import LOCOMO_LAYOUT, Layout
 from benchmarks.quality.locomo import (
-    CATEGORY_NAMES,
     DEFAULT_DATA,
-    RECALL_CATEGORIES,
     REPO_ROOT,
-    LoCoMo,
     Question,
     load_locomo,
 )
-from benchmarks.quality.metrics import macro_average, recall_curve, score_question
+from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+    from benchmarks.quality.layout import GroupedQuestion
     from benchmarks.quality.systems import RetrievalSystem
+
+    AfterRun = Callable[[Any, "SystemRun"], Awaitable[None]]
 
 RESULTS_DIR: Final = REPO_ROOT / "benchmarks" / "results"
 ALL_SYSTEMS: Final = ("bm25", "dense", "rrf", "cpersona")
@@ -101,12 +106,7 @@ REFERENCE_NOTES: Final = [
     "",
 ]
 _MATERIAL: Final = 0.01
-METHOD_NOTES: Final = [
-    "## Method and choices",
-    "",
-    "- **Units**: one turn = one unit, content `<speaker>: <text>`; an image turn appends "
-    "` [image: <blip_caption>]`. Timestamp = the session's date-time read as UTC; one index per "
-    "conversation, and a question searches only its own conversation. Ingest in time order.",
+SYSTEM_NOTES: Final = [
     "- **BM25** (`bm25s`, Lucene variant, k1 1.5, b 0.75): bm25s's default tokeniser (lower-case, "
     "`\\b\\w\\w+\\b`, so one-letter words drop out), its English stop words, no stemming. Turns with "
     "score 0 share no term with the question and are not returned (so a short query can return fewer "
@@ -119,6 +119,15 @@ METHOD_NOTES: Final = [
     "- **Ties** are broken by position in the conversation (earlier first), so reruns are identical.",
     "- **Metrics**: macro averages over questions; recall@k = |G ∩ top-k| / |G|; NDCG@10 with binary "
     "gains and the ideal over min(|G|, 10); a repeated id counts once, at its first place.",
+]
+"""Method notes that hold for every dataset the command runs (the systems and the metrics)."""
+METHOD_NOTES: Final = [
+    "## Method and choices",
+    "",
+    "- **Units**: one turn = one unit, content `<speaker>: <text>`; an image turn appends "
+    "` [image: <blip_caption>]`. Timestamp = the session's date-time read as UTC; one index per "
+    "conversation, and a question searches only its own conversation. Ingest in time order.",
+    *SYSTEM_NOTES,
     "",
 ]
 _TIE: Final = 1e-6
@@ -164,7 +173,8 @@ class DenseCheck:
 
 @dataclasses.dataclass
 class Outcome:
-    data: LoCoMo
+    data: Any
+    """The dataset run: :class:`LoCoMo`, or TMD's ``TMD`` (same reading surface)."""
     runs: list[SystemRun]
     skipped: dict[str, str]
     dense_check: DenseCheck
@@ -174,6 +184,7 @@ class Outcome:
     peer_notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     peer_checks: dict[str, DenseCheck] = dataclasses.field(default_factory=dict)
     peer_agreement: dict[str, str] = dataclasses.field(default_factory=dict)
+    layout: Layout = LOCOMO_LAYOUT
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -210,10 +221,11 @@ def _make_systems(
 
 
 async def _run_system(
-    system: RetrievalSystem, data: LoCoMo, depth: int, *, episodes: bool, progress: bool
+    system: RetrievalSystem, data: Any, depth: int, *, episodes: bool, progress: bool
 ) -> SystemRun:
     run = SystemRun(system.name)
     questions = data.recall_questions()
+    scored = {question.qid for question in questions}
     from benchmarks.quality.systems import Cpersona
 
     if isinstance(system, Cpersona) and system.store_cache is not None:
@@ -235,7 +247,7 @@ async def _run_system(
                 await system.index(f"{conv.conv_id}-sessions", conv.sessions)
             run.index_secs += time.perf_counter() - started
             for question in conv.questions:
-                if question.category not in RECALL_CATEGORIES:
+                if question.qid not in scored:
                     continue
                 started = time.perf_counter()
                 run.turns[question.qid] = await system.search(conv.conv_id, question.question, depth)
@@ -248,7 +260,7 @@ async def _run_system(
 
 
 def _check_dense(
-    data: LoCoMo, cache: EmbeddingCache, dense: SystemRun, depth: int, count: int, floor: float | None = None
+    data: Any, cache: EmbeddingCache, dense: SystemRun, depth: int, count: int, floor: float | None = None
 ) -> DenseCheck:
     """Rank a few questions again by a plain-Python cosine and compare with what the harness scored.
 
@@ -272,9 +284,9 @@ def _check_dense(
             cosines.append(math.fsum(a * b for a, b in zip(row, query, strict=True)) / (norm * query_norm))
         direct = sorted(range(len(turns)), key=lambda i: (-cosines[i], i))[:depth]
         direct = [i for i in direct if floor is None or cosines[i] >= floor]
-        direct_ids = [turns[i].dia_id for i in direct]
+        direct_ids = [turns[i].unit_id for i in direct]
         harness_ids = dense.turns[question.qid]
-        position = {turn.dia_id: i for i, turn in enumerate(turns)}
+        position = {turn.unit_id: i for i, turn in enumerate(turns)}
         check.questions += 1
         # The harness list must hold, place by place, the same cosines as the direct ranking.
         gaps = [
@@ -292,7 +304,7 @@ def _check_dense(
 
 
 async def run_benchmark(
-    data: LoCoMo,
+    data: Any,
     systems: Sequence[str],
     *,
     depth: int,
@@ -302,7 +314,15 @@ async def run_benchmark(
     check_questions: int,
     threads: int | None,
     store_cache: Path | None = None,
+    layout: Layout = LOCOMO_LAYOUT,
+    after_run: AfterRun | None = None,
 ) -> Outcome:
+    """Every system in turn over ``data`` (:class:`LoCoMo`, or anything read the same way).
+
+    ``after_run(system, run)`` is awaited after a system has answered every question and before it is
+    closed, so a dataset can ask more of the same open system (TMD's time cue). A :class:`PeerError` it
+    raises drops the system like one raised while running.
+    """
     skipped: dict[str, str] = {}
     selected = list(systems)
     wanted = [name for name in selected if name == "cpersona" or name.startswith("cpersona:")]
@@ -332,7 +352,10 @@ async def run_benchmark(
             print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
         for system in _make_systems(selected, cache, threads, store_cache):
             try:
-                runs.append(await _run_system(system, data, depth, episodes=episodes, progress=progress))
+                run = await _run_system(system, data, depth, episodes=episodes, progress=progress)
+                if after_run is not None:
+                    await after_run(system, run)
+                runs.append(run)
             except PeerError as exc:
                 # --- peers: a peer that could not run is reported with its exact error, not dropped.
                 print(f"{system.name}: could not run:\n{exc}")
@@ -366,32 +389,56 @@ async def run_benchmark(
     finally:
         if cache is not None:
             await cache.aclose()
-    return Outcome(data, runs, skipped, check, episodes, depth, peer_notes, peer_checks, peer_agreement)
+    return Outcome(
+        data, runs, skipped, check, episodes, depth, peer_notes, peer_checks, peer_agreement, layout
+    )
 
 
 # ---------------------------------------------------------------------------------------------- scoring
 
 
-def _turn_scores(
-    run: SystemRun, questions: Sequence[Question], ks: Sequence[int]
+_EVERY: Final = object()
+"""macro_average's overall key while averaging by group, where a question may count twice; dropped."""
+
+
+def _grouped(
+    scored: Iterable[tuple[GroupedQuestion, QuestionScore]], layout: Layout
 ) -> dict[Any, dict[str, float]]:
-    return macro_average(
-        score_question(run.turns[q.qid], q.evidence, group=q.category, ks=ks) for q in questions
+    """Means by every group of ``layout`` a question is in, and over all questions (``overall``)."""
+    pairs = list(scored)
+    by_group = macro_average(
+        (QuestionScore(group, s.values) for q, s in pairs for group in layout.group_of(q)), overall=_EVERY
+    )
+    by_group.pop(_EVERY, None)
+    everything = macro_average(s for _, s in pairs)
+    if "overall" in everything:
+        by_group["overall"] = everything["overall"]
+    return by_group
+
+
+def _turn_scores(
+    run: SystemRun, questions: Sequence[GroupedQuestion], ks: Sequence[int], layout: Layout = LOCOMO_LAYOUT
+) -> dict[Any, dict[str, float]]:
+    return _grouped(
+        ((q, score_question(run.turns[q.qid], q.evidence, group=None, ks=ks)) for q in questions), layout
     )
 
 
 def _session_scores(run: SystemRun, questions: Sequence[Question]) -> dict[Any, dict[str, float]]:
-    return macro_average(
-        score_question(run.sessions[q.qid], q.sessions, group=q.category, ks=EPISODE_KS) for q in questions
+    return _grouped(
+        ((q, score_question(run.sessions[q.qid], q.sessions, group=None, ks=EPISODE_KS)) for q in questions),
+        LOCOMO_LAYOUT,
     )
 
 
-def _curves(run: SystemRun, questions: Sequence[Question], depth: int) -> dict[Any, list[float]]:
+def _curves(
+    run: SystemRun, questions: Sequence[GroupedQuestion], depth: int, layout: Layout = LOCOMO_LAYOUT
+) -> dict[Any, list[float]]:
     sums: dict[Any, list[float]] = {}
     counts: dict[Any, int] = {}
     for q in questions:
         curve = recall_curve(run.turns[q.qid], q.evidence, depth)
-        for key in (q.category, "overall"):
+        for key in (*layout.group_of(q), "overall"):
             total = sums.setdefault(key, [0.0] * depth)
             for i, value in enumerate(curve):
                 total[i] += value
@@ -410,10 +457,19 @@ def _git_commit() -> str:
 
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "benchmarks/quality", "benchmarks/peers")
+        dirty = git(
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "src",
+            "benchmarks/quality",
+            "benchmarks/peers",
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return commit + (" (with uncommitted changes under benchmarks/quality or peers)" if dirty else "")
+    # The engine's source decides cpersona's figures as much as the harness does.
+    return commit + (" (with uncommitted changes under src/, benchmarks/quality or peers)" if dirty else "")
 
 
 def _versions() -> str:
@@ -428,18 +484,21 @@ def _versions() -> str:
     return ", ".join(parts)
 
 
-def _row_label(key: Any) -> str:
-    if key == "overall":
-        return "**overall** (non-adversarial)"
-    return f"{key} {CATEGORY_NAMES[key]}"
+def _row_label(key: Any, layout: Layout) -> str:
+    return layout.overall_label if key == "overall" else layout.labels[key]
 
 
 def _table(
-    title: str, metric: str, scores: dict[str, dict[Any, dict[str, float]]], *, digits: int = 3
+    title: str,
+    metric: str,
+    scores: dict[str, dict[Any, dict[str, float]]],
+    *,
+    digits: int = 3,
+    layout: Layout = LOCOMO_LAYOUT,
 ) -> list[str]:
     names = list(scores)
-    keys = [*RECALL_CATEGORIES, "overall"]
-    lines = [f"#### {title}", "", "| category | n | " + " | ".join(names) + " |"]
+    keys = [*layout.groups, "overall"]
+    lines = [f"#### {title}", "", f"| {layout.row_name} | n | " + " | ".join(names) + " |"]
     lines.append("|---|---:|" + "---:|" * len(names))
     for key in keys:
         first = scores[names[0]] if names else {}
@@ -447,7 +506,7 @@ def _table(
             continue
         count = int(first[key]["count"])
         cells = [f"{scores[name][key][metric]:.{digits}f}" for name in names]
-        lines.append(f"| {_row_label(key)} | {count} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_row_label(key, layout)} | {count} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
@@ -459,50 +518,35 @@ def _latency(run: SystemRun) -> str:
     return f"{statistics.median(ordered):.2f} / {p95:.2f}"
 
 
-def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: bool) -> str:
-    data = outcome.data
-    questions = data.recall_questions()
-    ks = [k for k in TURN_KS if k <= outcome.depth]
-    turn_scores = {run.name: _turn_scores(run, questions, ks) for run in outcome.runs}
+def run_header(command: str, *, load_start: float | None = None) -> list[str]:
+    """The lines every report of this command opens with: command, date, commit, machine and load."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    dropped = data.dropped_for_recall()
-    adversarial = sum(1 for q in data.questions if q.category == 5)
-    dropped_adversarial = len(data.dropped) - len(dropped)
-    partial = [q for q in questions if q.unresolved]
-    turns = sum(len(conv.turns) for conv in data.conversations)
-    sessions = sum(len(conv.sessions) for conv in data.conversations)
-
-    lines = [
-        "# Retrieval quality on LoCoMo (turn level, no time cue)",
-        "",
+    loads = f"1-minute load average at the end: {load:.2f}"
+    if load_start is not None:
+        loads = f"1-minute load average at the start {load_start:.2f}, at the end {load:.2f}"
+    return [
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- git commit: {_git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"1-minute load average at the end: {load:.2f}",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; {loads}",
         f"- software: {_versions()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build)",
-        f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
-        f"{len(data.conversations)} conversation(s), {sessions} sessions, {turns} turns"
-        + (" (**--quick: one conversation, not comparable with the reference figures**)" if quick else "")
-        + ("; image captions in the turn content" if data.captions else "; **image captions left out**"),
-        f"- depth asked of every system: k = {outcome.depth}; "
-        "protocol: `shared/reference/benchmark-protocol.md`",
-        "",
-        "## Questions",
-        "",
-        f"- QA items: {data.total_questions}; adversarial (category 5, excluded from recall): "
-        f"{adversarial + dropped_adversarial}",
-        f"- non-adversarial with resolvable evidence, **used: {len(questions)}**; "
-        f"**dropped: {len(dropped)}** (no resolvable evidence)"
-        + "".join(
-            f"\n  - `{d.qid}` (category {d.category}) evidence {list(d.raw_evidence)!r}" for d in dropped
-        ),
-        f"- kept with part of their evidence unresolved (the unresolved ids are ignored): {len(partial)}"
-        + "".join(f"\n  - `{q.qid}`: unresolved {list(q.unresolved)!r}" for q in partial),
-        "- evidence normalisation: ids split on `;`, `,` and whitespace; ranges expanded; trailing dots, "
-        "zero padding (`D30:05`) and a stray colon (`D:11:26`) repaired; ids naming no turn dropped.",
-        "",
     ]
+
+
+def turn_scores(outcome: Outcome) -> dict[str, dict[Any, dict[str, float]]]:
+    """System -> group -> metric means at the turn level, grouped by the outcome's layout."""
+    questions = outcome.data.recall_questions()
+    ks = [k for k in TURN_KS if k <= outcome.depth]
+    return {run.name: _turn_scores(run, questions, ks, outcome.layout) for run in outcome.runs}
+
+
+def comparison_sections(
+    outcome: Outcome, scores: dict[str, dict[Any, dict[str, float]]], chart_name: str
+) -> list[str]:
+    """The systems not run, the honesty checks and the turn-level tables: the part every dataset shares."""
+    ks = [k for k in TURN_KS if k <= outcome.depth]
+    layout = outcome.layout
+    lines: list[str] = []
     if outcome.skipped:
         lines += ["## Systems not run", ""]
         lines += [f"- **{name}**: {reason}" for name, reason in outcome.skipped.items()]
@@ -526,56 +570,99 @@ def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: boo
         f"![recall@k by system]({chart_name})",
         "",
     ]
-    if turn_scores:
-        for k in ks:
-            lines += _table(f"recall@{k}", f"recall@{k}", turn_scores)
-        if outcome.depth >= 10:
-            lines += _table("any-hit@10", "any_hit@10", turn_scores)
-        lines += _table("NDCG@10 (binary gains)", "ndcg@10", turn_scores)
-        lines += _table(f"mean rows returned (of {outcome.depth} asked)", "rows", turn_scores, digits=1)
-        lines += [
-            "#### time (not a speed benchmark: single caller, shared machine)",
-            "",
-            "| system | index all conversations (s) | search p50 / p95 (ms) |",
-            "|---|---:|---:|",
-        ]
-        lines += [f"| {run.name} | {run.index_secs:.1f} | {_latency(run)} |" for run in outcome.runs]
-        lines.append("")
+    if not scores:
+        return lines
+    for k in ks:
+        lines += _table(f"recall@{k}", f"recall@{k}", scores, layout=layout)
+    if outcome.depth >= 10:
+        lines += _table("any-hit@10", "any_hit@10", scores, layout=layout)
+    lines += _table("NDCG@10 (binary gains)", "ndcg@10", scores, layout=layout)
+    lines += _table(f"mean rows returned (of {outcome.depth} asked)", "rows", scores, digits=1, layout=layout)
+    lines += [
+        "#### time (not a speed benchmark: single caller, shared machine)",
+        "",
+        "| system | index all conversations (s) | search p50 / p95 (ms) |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {run.name} | {run.index_secs:.1f} | {_latency(run)} |" for run in outcome.runs]
+    lines.append("")
+    return lines
 
-        if not quick and len(questions) == REFERENCE_QA:
-            lines += [
-                "## Against the reference figures (protocol file, same machine kind, same embedder)",
-                "",
-                "| system | recall@10 ref | recall@10 here | Δ | NDCG@10 ref | NDCG@10 here | Δ |",
-                "|---|---:|---:|---:|---:|---:|---:|",
-            ]
-            for name, (ref_recall, ref_ndcg) in REFERENCE.items():
-                if name not in turn_scores:
-                    continue
-                recall, ndcg = (
-                    turn_scores[name]["overall"]["recall@10"],
-                    turn_scores[name]["overall"]["ndcg@10"],
-                )
-                flag = (
-                    " **differs**" if max(abs(recall - ref_recall), abs(ndcg - ref_ndcg)) > _MATERIAL else ""
-                )
-                lines.append(
-                    f"| {name} | {ref_recall:.3f} | {recall:.3f} | {recall - ref_recall:+.3f} "
-                    f"| {ref_ndcg:.3f} | {ndcg:.3f} | {ndcg - ref_ndcg:+.3f}{flag} |"
-                )
-            lines += ["", f"A gap above {_MATERIAL} on either figure is marked **differs**.", ""]
-            if data.captions:
-                lines += REFERENCE_NOTES
-    lines += METHOD_NOTES
-    if outcome.peer_notes:  # --- peers (benchmarks/peers)
-        lines += ["## Peers: how they ran", ""]
-        lines += [f"- **{name}**: {note}" for name, notes in outcome.peer_notes.items() for note in notes]
+
+def peer_sections(outcome: Outcome) -> list[str]:
+    """How the peers ran (nothing when none was asked for)."""
+    if not outcome.peer_notes:
+        return []
+    lines = ["## Peers: how they ran", ""]
+    lines += [f"- **{name}**: {note}" for name, notes in outcome.peer_notes.items() for note in notes]
+    lines += [
+        "- Both peers run in their own venvs under `benchmarks/.cache/peers/` and get their vectors over "
+        "HTTP from a loopback server in this process that answers from the same embedding cache as "
+        "`dense` (exact float32 values). Their search times include a JSON round trip to the worker.",
+        "",
+    ]
+    return lines
+
+
+def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: bool) -> str:
+    data = outcome.data
+    questions = data.recall_questions()
+    scores = turn_scores(outcome)
+    dropped = data.dropped_for_recall()
+    adversarial = sum(1 for q in data.questions if q.category == 5)
+    dropped_adversarial = len(data.dropped) - len(dropped)
+    partial = [q for q in questions if q.unresolved]
+    turns = sum(len(conv.turns) for conv in data.conversations)
+    sessions = sum(len(conv.sessions) for conv in data.conversations)
+
+    lines = [
+        "# Retrieval quality on LoCoMo (turn level, no time cue)",
+        "",
+        *run_header(command),
+        f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
+        f"{len(data.conversations)} conversation(s), {sessions} sessions, {turns} turns"
+        + (" (**--quick: one conversation, not comparable with the reference figures**)" if quick else "")
+        + ("; image captions in the turn content" if data.captions else "; **image captions left out**"),
+        f"- depth asked of every system: k = {outcome.depth}; "
+        "protocol: `shared/reference/benchmark-protocol.md`",
+        "",
+        "## Questions",
+        "",
+        f"- QA items: {data.total_questions}; adversarial (category 5, excluded from recall): "
+        f"{adversarial + dropped_adversarial}",
+        f"- non-adversarial with resolvable evidence, **used: {len(questions)}**; "
+        f"**dropped: {len(dropped)}** (no resolvable evidence)"
+        + "".join(
+            f"\n  - `{d.qid}` (category {d.category}) evidence {list(d.raw_evidence)!r}" for d in dropped
+        ),
+        f"- kept with part of their evidence unresolved (the unresolved ids are ignored): {len(partial)}"
+        + "".join(f"\n  - `{q.qid}`: unresolved {list(q.unresolved)!r}" for q in partial),
+        "- evidence normalisation: ids split on `;`, `,` and whitespace; ranges expanded; trailing dots, "
+        "zero padding (`D30:05`) and a stray colon (`D:11:26`) repaired; ids naming no turn dropped.",
+        "",
+        *comparison_sections(outcome, scores, chart_name),
+    ]
+    if scores and not quick and len(questions) == REFERENCE_QA:
         lines += [
-            "- Both peers run in their own venvs under `benchmarks/.cache/peers/` and get their vectors over "
-            "HTTP from a loopback server in this process that answers from the same embedding cache as "
-            "`dense` (exact float32 values). Their search times include a JSON round trip to the worker.",
+            "## Against the reference figures (protocol file, same machine kind, same embedder)",
             "",
+            "| system | recall@10 ref | recall@10 here | Δ | NDCG@10 ref | NDCG@10 here | Δ |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
+        for name, (ref_recall, ref_ndcg) in REFERENCE.items():
+            if name not in scores:
+                continue
+            recall, ndcg = (scores[name]["overall"]["recall@10"], scores[name]["overall"]["ndcg@10"])
+            flag = " **differs**" if max(abs(recall - ref_recall), abs(ndcg - ref_ndcg)) > _MATERIAL else ""
+            lines.append(
+                f"| {name} | {ref_recall:.3f} | {recall:.3f} | {recall - ref_recall:+.3f} "
+                f"| {ref_ndcg:.3f} | {ndcg:.3f} | {ndcg - ref_ndcg:+.3f}{flag} |"
+            )
+        lines += ["", f"A gap above {_MATERIAL} on either figure is marked **differs**.", ""]
+        if data.captions:
+            lines += REFERENCE_NOTES
+    lines += METHOD_NOTES
+    lines += peer_sections(outcome)
 
     if outcome.episodes and outcome.runs:
         session_scores = {run.name: _session_scores(run, questions) for run in outcome.runs}
@@ -599,17 +686,18 @@ def write_chart(outcome: Outcome, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    layout = outcome.layout
     questions = outcome.data.recall_questions()
-    curves = {run.name: _curves(run, questions, outcome.depth) for run in outcome.runs}
-    keys: list[Any] = ["overall", *RECALL_CATEGORIES]
+    curves = {run.name: _curves(run, questions, outcome.depth, layout) for run in outcome.runs}
+    keys: list[Any] = ["overall", *layout.chart_groups]
     fig, axes = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.8), sharey=True)
     ks = list(range(1, outcome.depth + 1))
     for axis, key in zip(axes, keys, strict=True):
         for name, by_key in curves.items():
             if key in by_key:
                 axis.plot(ks, by_key[key], marker="o", markersize=2.5, label=name)
-        count = sum(1 for q in questions if key == "overall" or q.category == key)
-        title = "overall" if key == "overall" else f"{key} {CATEGORY_NAMES[key]}"
+        count = sum(1 for q in questions if key == "overall" or key in layout.group_of(q))
+        title = "overall" if key == "overall" else layout.labels[key]
         axis.set_title(f"{title} (n={count})")
         axis.set_xlabel("k")
         axis.set_xticks([1, 5, 10, 15, 20] if outcome.depth >= 20 else ks[:: max(1, len(ks) // 5)])
@@ -617,7 +705,7 @@ def write_chart(outcome: Outcome, path: Path) -> None:
     axes[0].set_ylabel("recall@k")
     axes[0].set_ylim(0.0, 1.0)
     axes[0].legend(loc="upper left")
-    fig.suptitle("LoCoMo turn-level recall@k (non-adversarial, no time cue)")
+    fig.suptitle(layout.chart_title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -648,31 +736,42 @@ def _systems_arg(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="dataset", required=True)
-    locomo = commands.add_parser("locomo", help="LoCoMo, turn level (and sessions as episodes)")
-    locomo.add_argument("--systems", type=_systems_arg, default=list(ALL_SYSTEMS), help="comma-separated")
-    locomo.add_argument("--quick", action="store_true", help="one conversation only (a smoke run)")
-    locomo.add_argument("--k", type=int, default=20, help="rows asked of every system (at least 10)")
-    locomo.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
-    locomo.add_argument("--conversations", help="comma-separated sample ids, e.g. conv-26,conv-30")
-    locomo.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the report and chart")
-    locomo.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache folder")
-    locomo.add_argument("--threads", type=int, default=None, help="embedding threads (default: setting)")
-    locomo.add_argument("--no-episodes", action="store_true", help="skip the session-level measure")
-    locomo.add_argument(
-        "--no-captions", action="store_true", help="leave image captions out (comparison only; off-protocol)"
-    )
-    locomo.add_argument("--check-questions", type=int, default=8, help="questions in the dense check")
-    locomo.add_argument("--no-progress", action="store_true", help="no progress bars")
-    locomo.add_argument(
+def _shared_arguments(parser: argparse.ArgumentParser, quick: str) -> None:
+    """The options the side-by-side commands (``locomo``, ``tmd``) have in common."""
+    parser.add_argument("--systems", type=_systems_arg, default=list(ALL_SYSTEMS), help="comma-separated")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--k", type=int, default=20, help="rows asked of every system (at least 10)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the report and chart")
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache folder")
+    parser.add_argument("--threads", type=int, default=None, help="embedding threads (default: setting)")
+    parser.add_argument("--check-questions", type=int, default=8, help="questions in the dense check")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
         "--store-cache",
         action="store_true",
         help="keep built cpersona stores under benchmarks/.cache/stores (a rerun does not ingest; the "
         "index time is then the time to load the store)",
     )
-    from benchmarks.quality import cue_bench
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="dataset", required=True)
+    locomo = commands.add_parser("locomo", help="LoCoMo, turn level (and sessions as episodes)")
+    _shared_arguments(locomo, "one conversation only (a smoke run)")
+    locomo.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    locomo.add_argument("--conversations", help="comma-separated sample ids, e.g. conv-26,conv-30")
+    locomo.add_argument("--no-episodes", action="store_true", help="skip the session-level measure")
+    locomo.add_argument(
+        "--no-captions", action="store_true", help="leave image captions out (comparison only; off-protocol)"
+    )
+    from benchmarks.quality import cue_bench, tmd_peers
+    from benchmarks.quality.tmd import DEFAULT_TMD
+
+    tmd = commands.add_parser("tmd", help="TMD, turn level, by question set, and the time cue where taken")
+    _shared_arguments(tmd, f"TMD log {tmd_peers.QUICK_LOG} only (a smoke run)")
+    tmd.add_argument("--tmd", type=Path, default=DEFAULT_TMD, help="path to the TMD folder")
+    tmd.add_argument("--no-cue", action="store_true", help="skip the time-cue comparison")
 
     cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
     cue_bench.add_arguments(cue)
@@ -690,6 +789,8 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])
+    if args.dataset == "tmd":
+        return _tmd_main(args, command)
 
     conversations = None
     if args.conversations:
@@ -724,6 +825,65 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     stem += "_nocaptions" if args.no_captions else ""
     chart = args.out / f"{stem}_recall.png"
     report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick)
+    print(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{stem}.md"
+    path.write_text(report, encoding="utf-8")
+    if outcome.runs:
+        write_chart(outcome, chart)
+    print(f"wrote {path}" + (f" and {chart}" if outcome.runs else ""))
+    if outcome.dense_check.mismatched:
+        raise SystemExit("the dense honesty check failed: see the report")
+    return path
+
+
+def _tmd_main(args: argparse.Namespace, command: str) -> Path:
+    """``tmd``: the LoCoMo path above on TMD, grouped by question set, with the time cue's runs."""
+    from benchmarks.quality import cue_bench, tmd_peers
+    from benchmarks.quality.tmd import load_tmd
+
+    load_start = os.getloadavg()[0]
+    logs = [tmd_peers.QUICK_LOG] if args.quick else None
+    data = load_tmd(args.tmd, logs=logs)
+    print(f"TMD: {len(data.conversations)} log(s), {len(data.questions)} questions")
+    cue_runs = None
+    if not args.no_cue:
+        unsupported = {}
+        if "cpersona" in args.systems and (reason := anyio.run(cue_bench.cue_unsupported)) is not None:
+            unsupported["cpersona"] = reason
+        selection = cue_bench.tmd_questions(args.tmd, logs=logs)
+        cue_runs = tmd_peers.CueRuns(selection, progress=not args.no_progress, unsupported=unsupported)
+    outcome = anyio.run(
+        lambda: run_benchmark(
+            data,
+            args.systems,
+            depth=args.k,
+            cache_dir=args.cache_dir,
+            episodes=False,
+            progress=not args.no_progress,
+            check_questions=args.check_questions,
+            threads=args.threads,
+            store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
+            layout=tmd_peers.TMD_LAYOUT,
+            after_run=cue_runs,
+        )
+    )
+    print(f"dense check: {outcome.dense_check.describe()}")
+
+    stem = "quality_tmd_peers" + ("_quick" if args.quick else "")
+    chart = args.out / f"{stem}.png"
+    scores = turn_scores(outcome)
+    lines = [
+        "# Retrieval quality on TMD, side by side (turn level; the time cue where a system takes one)",
+        "",
+        *run_header(command, load_start=load_start),
+        *tmd_peers.data_lines(data, depth=args.k, quick=args.quick),
+        *comparison_sections(outcome, scores, chart.name),
+        *tmd_peers.cue_sections(cue_runs, args.systems),
+        *tmd_peers.method_notes(SYSTEM_NOTES),
+        *peer_sections(outcome),
+    ]
+    report = "\n".join(lines).rstrip() + "\n"
     print(report)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{stem}.md"

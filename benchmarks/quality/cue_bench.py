@@ -67,9 +67,13 @@ from benchmarks.quality.tmd import CONTENT_SET, DEFAULT_TMD, SETS, TIME_SETS, lo
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
+    from benchmarks.peers.cpersona_ref import CPersonaRef
     from benchmarks.quality.systems import Cpersona
+
+    Ask = Callable[["CueQuestion", int, "Mapping[str, str] | None"], Awaitable["Answer"]]
+    """One recall of a question at a limit, with a ``time_cue`` or without (``None``)."""
 
 __all__ = [
     "LIMIT",
@@ -78,8 +82,11 @@ __all__ = [
     "Outcome",
     "add_arguments",
     "cue_unsupported",
+    "engine_ask",
     "locomo_questions",
+    "peer_ask",
     "run_command",
+    "run_questions",
     "score",
     "tmd_questions",
 ]
@@ -358,15 +365,41 @@ async def _ask(
     return Answer(rows, signals, elapsed, body.get("time_cue"), degraded)
 
 
+def engine_ask(system: Cpersona, memory: Any) -> Ask:
+    """Questions asked of cpersona's open engine ``memory`` (rows mapped to units by ``system``)."""
+
+    async def ask(q: CueQuestion, limit: int, time_cue: Mapping[str, str] | None) -> Answer:
+        return await _ask(system, memory, q, limit=limit, time_cue=time_cue)
+
+    return ask
+
+
+def peer_ask(peer: CPersonaRef) -> Ask:
+    """Questions asked of CPersona 2.6.14 (the peer), which takes the same ``time_cue`` mapping.
+
+    Its time is the worker's own measure of ``do_recall`` (no JSON round trip); it reports no degraded
+    arms, so that column stays empty for it.
+    """
+
+    async def ask(q: CueQuestion, limit: int, time_cue: Mapping[str, str] | None) -> Answer:
+        reply = await peer.recall(
+            q.agent, q.question, limit, time_cue=None if time_cue is None else dict(time_cue)
+        )
+        rows = tuple(tuple(row["units"]) for row in reply["rows"])
+        signals = tuple(str(row.get("signal", "")) for row in reply["rows"])
+        return Answer(rows, signals, float(reply["elapsed_ms"]), reply.get("time_cue"), ())
+
+    return ask
+
+
 async def run_questions(
-    system: Cpersona, questions: Sequence[CueQuestion], *, progress: bool, desc: str
+    ask: Ask, questions: Sequence[CueQuestion], *, progress: bool, desc: str
 ) -> list[Outcome]:
     """The three runs of every question, one recall at a time, in a fixed order."""
-    memory = await system.engine()
     for q in questions[:_WARMUP]:
         # Warm the engine's caches and code paths so the first measured recalls are not outliers.
-        await _ask(system, memory, q, limit=LIMIT, time_cue=None)
-        await _ask(system, memory, q, limit=LIMIT, time_cue=q.cue.time_cue())
+        await ask(q, LIMIT, None)
+        await ask(q, LIMIT, q.cue.time_cue())
     outcomes = []
     for index, q in enumerate(tqdm(questions, desc=desc, unit="q", disable=not progress)):
         ignored = q.recent_only
@@ -374,13 +407,13 @@ async def run_questions(
         # Which of the two goes first alternates, so neither pays more often for whatever the first
         # recall of a question warms (the query-embedding cache is off for the same reason).
         if index % 2 == 0:
-            nocue = await _ask(system, memory, q, limit=LIMIT, time_cue=None)
-            cue = await _ask(system, memory, q, limit=LIMIT, time_cue=cued)
+            nocue = await ask(q, LIMIT, None)
+            cue = await ask(q, LIMIT, cued)
         else:
-            cue = await _ask(system, memory, q, limit=LIMIT, time_cue=cued)
-            nocue = await _ask(system, memory, q, limit=LIMIT, time_cue=None)
+            cue = await ask(q, LIMIT, cued)
+            nocue = await ask(q, LIMIT, None)
         seats = 0 if ignored else cue.cue_seats
-        extra = nocue if seats == 0 else await _ask(system, memory, q, limit=LIMIT + seats, time_cue=None)
+        extra = nocue if seats == 0 else await ask(q, LIMIT + seats, None)
         outcomes.append(Outcome(q, nocue, cue, extra, ignored))
     return outcomes
 
@@ -899,8 +932,9 @@ async def _run_all(
                 f"({system.cache_info})"
             )
             caches[selection.dataset] = system.cache_info
+            ask = engine_ask(system, await system.engine())
             done = await run_questions(
-                system, selection.questions, progress=not args.no_progress, desc=f"cue {selection.dataset}"
+                ask, selection.questions, progress=not args.no_progress, desc=f"cue {selection.dataset}"
             )
             outcomes.extend(done)
             policies = {str((o.cue.time_cue or {}).get("policy")) for o in done if o.cue.time_cue}

@@ -118,6 +118,16 @@ class TmdQuestion:
     gold: tuple[str, ...]
     """Unit ids (response numbers) of the turns the question refers to, never empty."""
 
+    # The names the side-by-side harness (``benchmarks.quality.__main__``) reads a question by, so TMD
+    # runs through the same code as LoCoMo: the set stands where LoCoMo has its category.
+    @property
+    def category(self) -> str:
+        return self.set_name
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return self.gold
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TmdConversation:
@@ -131,6 +141,11 @@ class TmdConversation:
     def now(self) -> float:
         """The dataset's "now" for relative questions: the time of the log's last turn."""
         return self.turns[-1].timestamp
+
+    @property
+    def sessions(self) -> tuple[()]:
+        """No episode corpus: TMD ships no session summaries (the harness's episode measure is off)."""
+        return ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,6 +163,10 @@ class TMD:
     @property
     def questions(self) -> list[TmdQuestion]:
         return [q for conv in self.conversations for q in conv.questions]
+
+    def recall_questions(self) -> list[TmdQuestion]:
+        """Every loaded question is scored (the harness's name for the scored ones)."""
+        return self.questions
 
 
 def _load_turns(conv_id: str, body: Mapping[str, Any]) -> tuple[TmdTurn, ...]:
