@@ -18,7 +18,18 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import Settings
 from cpersona._isolation import ReadScope
-from cpersona._lexical import SCORER, _unscored, doc_grams, episode_fts, fts_terms, memory_keyword
+from cpersona._lexical import (
+    SCORER,
+    _clauses,
+    _ranked_query,
+    _unscored,
+    doc_grams,
+    doc_stems,
+    episode_fts,
+    fts_terms,
+    memory_keyword,
+    word_stem,
+)
 from cpersona._redis_conn import command
 
 if TYPE_CHECKING:
@@ -187,6 +198,68 @@ async def test_words_the_tokenizer_glues_are_found(engine: cpersona.Engine, cont
 
 
 # -------------------------------------------------------------------------------------- English
+
+
+def test_a_word_and_its_inflections_share_one_stem_term() -> None:
+    assert word_stem("deploy") == word_stem("deployed") == word_stem("Deploying") == "_deploy"
+    assert doc_stems("We deployed it; 東京でPythonを学んだ, and CVE-2024-3094") == (
+        "_we _deploy _python _cve _2024 _3094"
+    )
+    assert doc_stems("東京タワー") == ""
+
+
+async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engine) -> None:
+    # Six agents written interleaved, so that each agent's rows are spread over the index's document ids
+    # (the pattern under which the server's own stemming scored a row for some of its word forms only).
+    forms = ["deploy", "deployed", "deploying", "paint", "painted", "paintings", "lemonade", "lemonades"]
+    fillers = ["harbour", "window", "garden", "letter", "ticket", "violin", "station"]
+    for i in range(60):
+        agent = f"g{i % 6}"
+        words = [forms[(i * 7) % len(forms)], fillers[i % len(fillers)], forms[(i * 3) % len(forms)]]
+        await remember(engine, " ".join(words[: 1 + i % 3]), agent_id=agent)
+    query = "deployed paintings lemonade"
+    clauses = _clauses(fts_terms(query), "content")
+    reply = await command(
+        engine.redis, "FT.SEARCH", engine.keys.memory_index, _ranked_query("", clauses),
+        "VERBATIM", "WITHSCORES", "SCORER", SCORER, "NOCONTENT", "LIMIT", 0, 100, "DIALECT", 2,
+    )  # fmt: skip
+    unfiltered = {
+        "mem:" + reply[i].decode().removeprefix(engine.keys.memory_prefix): float(reply[i + 1])
+        for i in range(1, len(reply), 2)
+    }
+    for n in range(6):
+        result = await keyword(engine, query, ReadScope(f"g{n}"))
+        assert result.rows
+        for row in result.rows:
+            assert row.raw == pytest.approx(unfiltered[row.ref], rel=1e-12), row.ref
+
+    # The control: the same documents under an index that lets the server stem (a plain TEXT field),
+    # searched with the server's stemming. Some row's score changes when the scope filter is added.
+    control = engine.keys.prefix + ":idx:control"
+    await command(
+        engine.redis, "FT.CREATE", control, "ON", "JSON", "PREFIX", 1, engine.keys.memory_prefix,
+        "SCHEMA", "$.content", "AS", "content", "TEXT", "$.tag_agent", "AS", "agent", "TAG",
+    )  # fmt: skip
+    while True:
+        info = await command(engine.redis, "FT.INFO", control)
+        if int(dict(zip(info[::2], info[1::2], strict=False))[b"indexing"]) == 0:
+            break
+
+    async def scores(query: str) -> dict[bytes, float]:
+        reply = await command(
+            engine.redis, "FT.SEARCH", control, query, "WITHSCORES", "SCORER", SCORER, "NOCONTENT",
+            "LIMIT", 0, 100, "DIALECT", 2,
+        )  # fmt: skip
+        return {reply[i]: float(reply[i + 1]) for i in range(1, len(reply), 2)}
+
+    clauses = ["@content:deployed", "@content:paintings", "@content:lemonade"]
+    whole = await scores(_ranked_query("", clauses))
+    skewed = 0
+    for n in range(6):
+        filters = _unscored(ReadScope(f"g{n}").redis_query(with_source=False).split()[0])
+        for key, score in (await scores(_ranked_query(filters, clauses))).items():
+            skewed += score != pytest.approx(whole[key], rel=1e-12)
+    assert skewed
 
 
 async def test_a_rarer_term_outranks_a_common_one(engine: cpersona.Engine) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions
 from aredis_om import Field, JsonModel
 
-from cpersona._lexical import STOPWORDS, doc_grams
+from cpersona._lexical import STOPWORDS, doc_grams, doc_stems
 from cpersona._records import (
     Association,
     EmotionVector,
@@ -89,6 +89,7 @@ class MemoryDoc(_ScopedDoc):
     tag_msg: str = "x"
     content: str
     grams: list[str] = []
+    stems: str = ""
     ts: float
     seq: int
     metadata: dict[str, Any] = {}
@@ -111,6 +112,7 @@ class EpisodeDoc(_ScopedDoc):
     keywords: list[str] = []
     text: str = ""
     grams: list[str] = []
+    stems: str = ""
     ts: float
     seq: int
     start_time: float | None = None
@@ -200,8 +202,9 @@ _SCOPE_FIELDS = (
 
 _INDEXES: dict[str, tuple[str, ...]] = {
     "memory": (
-        "$.content", "AS", "content", "TEXT",
+        "$.content", "AS", "content", "TEXT", "NOSTEM",
         "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
+        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
         "$.tag_source", "AS", "source", "TAG",
         "$.tag_msg", "AS", "msg", "TAG",
@@ -211,8 +214,9 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.vector_pending", "AS", "pending", "NUMERIC",
     ),
     "episode": (
-        "$.text", "AS", "text", "TEXT",
+        "$.text", "AS", "text", "TEXT", "NOSTEM",
         "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
+        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
@@ -234,13 +238,16 @@ _OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _
 
 
 async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
-    """Create the search indexes if they do not exist yet (idempotent, safe to race)."""
+    """Create the search indexes if they do not exist yet (idempotent, safe to race), and bring a store
+    written before the ``stems`` field existed up to date (:func:`_add_stems`)."""
     targets = {
         "memory": (keys.memory_index, keys.memory_prefix),
         "episode": (keys.episode_index, keys.episode_prefix),
         "raw": (keys.raw_index, keys.raw_prefix),
     }
     for kind, (name, prefix) in targets.items():
+        if kind in _TEXT_FIELD and await _lacks_stems(client, name):
+            await _add_stems(client, name, prefix, _TEXT_FIELD[kind])
         try:
             await command(
                 client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
@@ -249,6 +256,47 @@ async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
         except redis.exceptions.ResponseError as exc:
             if "already exists" not in str(exc).lower():
                 raise
+
+
+# The searchable text of each kind with a ``stems`` field.
+_TEXT_FIELD = {"memory": "content", "episode": "text"}
+_MIGRATE_BATCH = 500
+
+
+async def _lacks_stems(client: RedisClient, name: str) -> bool:
+    try:
+        info = await command(client, "FT.INFO", name)
+    except redis.exceptions.ResponseError:
+        return False  # no index yet: it is created with the field
+    fields = dict(zip(info[::2], info[1::2], strict=False)).get(b"attributes", [])
+    return not any(b"stems" in attribute for attribute in fields)
+
+
+async def _add_stems(client: RedisClient, name: str, prefix: str, field: str) -> None:
+    """Give every document under ``prefix`` its ``stems``, then drop the index (keeping the documents)
+    so that :func:`ensure_indexes` creates it with the current schema.
+
+    The documents are written before the new index exists, so that it indexes each one once (an index
+    that saw both versions would count the superseded one in BM25 until its collector ran).
+    """
+    batch: list[bytes] = []
+
+    async def flush() -> None:
+        texts = await client.json().mget(batch, f"$.{field}")  # type: ignore[no-untyped-call]
+        pipe = client.pipeline(transaction=False)
+        for key, found in zip(batch, texts, strict=True):
+            if found:
+                pipe.json().set(key, "$.stems", doc_stems(str(found[0])))
+        await pipe.execute()
+        batch.clear()
+
+    async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        batch.append(key)
+        if len(batch) >= _MIGRATE_BATCH:
+            await flush()
+    if batch:
+        await flush()
+    await command(client, "FT.DROPINDEX", name)
 
 
 def _scope_doc(scope: Scope) -> dict[str, str]:
@@ -303,6 +351,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
         "grams": doc_grams(rec.content),
+        "stems": doc_stems(rec.content),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "metadata": dict(rec.metadata),
@@ -356,6 +405,7 @@ def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
         "keywords": list(rec.keywords),
         "text": text,
         "grams": doc_grams(text),
+        "stems": doc_stems(text),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "start_time": rec.start_time,

@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import orjson
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 log = logging.getLogger("cpersona")
+_R = TypeVar("_R", MemoryRecord, EpisodeRecord)
 
 RecordKind = Literal["memory", "episode", "raw"]
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
@@ -397,7 +398,6 @@ class Engine:
         if not fresh:
             return [r for r in results if r is not None]
 
-        embedder = b.embedder
         now = time.time()
         async with redis_errors():
             first_seq = await b.redis.incrby(self.keys.sequence, len(fresh)) - len(fresh) + 1
@@ -419,10 +419,10 @@ class Engine:
                 created_at=now,
                 updated_at=now,
                 locked=d.locked,
-                vector_pending=embedder is not None,
             )
             for n, (_, d, record_id, _) in enumerate(fresh)
         ]
+        records = await self._with_vectors(records)
         async with redis_errors():
             pipe = b.redis.pipeline(transaction=True)
             for rec, (_, _, _, claims) in zip(records, fresh, strict=True):
@@ -434,11 +434,9 @@ class Engine:
                     pipe.sadd(self.keys.vector_pending, self.keys.memory(rec.id))
                 self._queue_blocks(pipe, self.keys.memory(rec.id))
             await pipe.execute()
-        embedded = await self._write_vectors(records)
         for rec, (i, d, _, _) in zip(records, fresh, strict=True):
-            ok = rec.id in embedded
             results[i] = StoreResult(
-                "stored", rec.ref, d.msg_id, embedded=ok, vector_pending=rec.vector_pending and not ok,
+                "stored", rec.ref, d.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
                 warnings=d.warnings,
             )  # fmt: skip
         return [r for r in results if r is not None]
@@ -471,15 +469,11 @@ class Engine:
         if self._b.builder is not None:
             pipe.xadd(self.keys.block_stream, {"key": record_key})
 
-    async def _write_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:
-        """Embed and upsert; clear the pending marks of what reached Qdrant. Returns the ids written.
-
-        A failing embedder or vector store leaves the marks in place (the records stay pending and are
-        finished later); it does not fail the store, which is already durable in Redis.
-        """
+    async def _upsert_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> bool:
+        """Embed and upsert the records' vectors. False when the embedder or the vector store failed."""
         b = self._b
         if b.embedder is None or b.vectors is None or not records:
-            return set()
+            return False
         texts = [r.content if isinstance(r, MemoryRecord) else r.summary for r in records]
         try:
             vectors = await b.embedder.embed(texts)
@@ -500,6 +494,37 @@ class Engine:
             await b.vectors.upsert(points)
         except Exception as exc:
             log.warning("vector write deferred for %d record(s): %s", len(records), exc)
+            return False
+        return True
+
+    async def _with_vectors(self, records: Sequence[_R]) -> list[_R]:
+        """Write the vectors of records not yet in Redis; return them with their vector state set.
+
+        The vector goes first so that each document is written to Redis once, already saying whether
+        its vector exists. Merging that state in afterwards (as a second write) left the superseded
+        version's entries in the full-text index until the search module's collector ran, and BM25
+        counted them. A failing embedder or vector store does not fail the store: the records are
+        written pending and finished later (:meth:`finish_pending`). A crash after the vector and before
+        the document leaves a vector without a record, which recall skips (no document, no row).
+        """
+        b = self._b
+        if b.embedder is None:
+            return list(records)
+        if not await self._upsert_vectors(records):
+            return [dataclasses.replace(r, vector_pending=True) for r in records]
+        model = b.embedder.name
+        return [
+            dataclasses.replace(r, embedded=True, embedding_model=model, vector_pending=False)
+            for r in records
+        ]
+
+    async def _write_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:
+        """Finish records already in Redis: upsert, then clear their pending marks. Returns the ids written.
+
+        Only the pending path rewrites a document after its first write (rare: it follows a failure).
+        """
+        b = self._b
+        if b.embedder is None or not await self._upsert_vectors(records):
             return set()
         model = b.embedder.name
         async with redis_errors():
@@ -513,7 +538,7 @@ class Engine:
                 pipe.srem(self.keys.vector_pending, key)
             replies = await pipe.execute(raise_on_error=False)
         missing = [r for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
-        if missing:
+        if missing and b.vectors is not None:
             await b.vectors.delete([r.id for r in missing])
         return {r.id for r in records} - {r.id for r in missing}
 
@@ -583,8 +608,8 @@ class Engine:
             end_time=d.end_time,
             resolved=d.resolved,
             created_at=now,
-            vector_pending=b.embedder is not None,
         )
+        (rec,) = await self._with_vectors([rec])
         async with redis_errors():
             pipe = b.redis.pipeline(transaction=True)
             pipe.json().set(self.keys.episode(rec.id), "$", validated(b.docs.episode, episode_to_doc(rec)))
@@ -592,8 +617,7 @@ class Engine:
                 pipe.sadd(self.keys.vector_pending, self.keys.episode(rec.id))
             self._queue_blocks(pipe, self.keys.episode(rec.id))
             await pipe.execute()
-        ok = rec.id in await self._write_vectors([rec])
-        return StoreResult("stored", rec.ref, embedded=ok, vector_pending=rec.vector_pending and not ok)
+        return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
     async def store_raw(self, content: object, **fields: Any) -> StoreResult:
         """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
@@ -801,9 +825,10 @@ class Engine:
             else current.meta,
             updated_at=now,
             version=current.version + 1,
-            vector_pending=b.embedder is not None,
+            vector_pending=False,
             embedded=False if b.embedder is not None else current.embedded,
         )
+        (new,) = await self._with_vectors([new])
         old_claim = self.keys.content_claim(
             current.scope.agent_id, current.scope.project_id, current.scope.channel, _digest(current.content)
         )
@@ -822,10 +847,7 @@ class Engine:
                 # Blocks carry the text and the record's time; other fields do not reach them.
                 self._queue_blocks(pipe, self.keys.memory(new.id))
             await pipe.execute()
-        ok = new.id in await self._write_vectors([new])
-        return dataclasses.replace(
-            new, embedded=ok or new.embedded, vector_pending=new.vector_pending and not ok
-        )
+        return new
 
     async def delete(self, ref: object, *, agent_id: object) -> DeleteResult:
         """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""

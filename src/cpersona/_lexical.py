@@ -24,20 +24,31 @@ or ideographic spaces, so in ``東京でPythonを学んだ`` or ``line one\\nlin
 index token; :func:`doc_grams` copies such words into the ``grams`` array as well, and non-CJK terms are
 searched in both fields.
 
-Scores are RediSearch's ``BM25STD`` (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)), document
-length counted over all text fields), positive and higher-is-better, unlike SQLite's ``bm25()`` which
-CPersona reports as a negative number. Terms are OR-ed and a row's score is the sum over the terms it
-holds. Single words are searched with RediSearch's English stemming (``deploy`` also finds ``deployed``),
-the nearest an inverted index comes to FTS5 finding a word inside its inflections; phrases are exact.
+Scores are RediSearch's ``BM25STD`` (k1 = 1.2, b = 0.5 as the server reports it in ``EXPLAINSCORE``,
+idf = ln(1 + (N - n + 0.5) / (n + 0.5)), document length counted over all text fields), positive and
+higher-is-better, unlike SQLite's ``bm25()`` which CPersona reports as a negative number. Terms are OR-ed
+and a row's score is the sum over the terms it holds.
+
+A single word is matched by its English (Snowball) stem, the nearest an inverted index comes to FTS5
+finding a word inside its inflections (``deploy`` also finds ``deployed``). The stems are computed here,
+not by the server: every document carries a ``stems`` field (:func:`doc_stems`, ``TEXT NOSTEM``) and a
+word becomes the one term ``@stems:<stem>``, searched ``VERBATIM``. The server's own stemming would turn
+each word into a union of the word and its stem forms, and RediSearch 2.10 scores such a union nested
+under the scope filter with only some of its matching children, depending on internal document ids: the
+same row scored 2.56 or 5.12 for the same word. One term per word has no union to get wrong. Phrases
+are exact.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
 import unicodedata
 from typing import TYPE_CHECKING, Any, Literal
+
+import snowballstemmer
 
 from cpersona._candidates import ArmResult
 from cpersona._redis_conn import command, redis_errors
@@ -49,7 +60,16 @@ if TYPE_CHECKING:
     from cpersona._keys import Keys
     from cpersona._redis_conn import RedisClient
 
-__all__ = ["SCORER", "STOPWORDS", "doc_grams", "episode_fts", "fts_terms", "memory_keyword"]
+__all__ = [
+    "SCORER",
+    "STOPWORDS",
+    "doc_grams",
+    "doc_stems",
+    "episode_fts",
+    "fts_terms",
+    "memory_keyword",
+    "word_stem",
+]
 
 SCORER = "BM25STD"
 """The RediSearch scorer of both arms: standard BM25 (search 2.10 also has the older ``BM25`` variant)."""
@@ -164,6 +184,37 @@ def doc_grams(text: str) -> list[str]:
     return out
 
 
+_STEM_MARK = "_"
+
+
+@functools.cache
+def _stemmer() -> Any:
+    # Built on first use (not at import); the stemmer keeps no state between words.
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_stem(piece: str) -> str:
+    """The term a lone word is indexed and searched as: ``_`` and its lower-cased English stem."""
+    stem: str = _stemmer().stemWord(piece.lower())
+    # The marker keeps stems apart from the words of the text fields: the index keeps one posting per
+    # term and document for all fields together, so ``zebra`` in both ``content`` and ``stems`` would
+    # count twice in BM25 (and a word whose stem differs from it, once). It also keeps a stem from ever
+    # being a stopword, which the index would drop.
+    return _STEM_MARK + stem
+
+
+def doc_stems(text: str) -> str:
+    """The ``stems`` field of a document whose searchable text is ``text``: the stem of every non-CJK
+    piece that a query could search as a lone word (see :func:`_clause`), in text order."""
+    out: list[str] = []
+    for run in _RUNS.findall(text):
+        if _CJK_RUN.fullmatch(run):
+            continue
+        out.extend(word_stem(p) for p in _pieces(run) if any(ch.isalnum() for ch in p))
+    return " ".join(out)
+
+
 def _split(text: str) -> list[str]:
     """Non-CJK ``text`` cut into pieces (see :data:`_ASCII_BOUNDARY`)."""
     pieces: list[str] = []
@@ -203,8 +254,8 @@ def _clause(term: str, text_field: str) -> str | None:
     """A RediSearch clause matching rows that contain ``term``, or ``None`` if nothing in it is searchable.
 
     CJK runs are phrases of consecutive grams; every other stretch is the phrase of its tokenizer pieces
-    in the text field or in ``grams`` (glued words). A lone word is left unquoted so that it is stemmed;
-    a phrase is exact, and so is a piece without a letter or digit (the parser refuses a bare ``_``).
+    in the text field or in ``grams`` (glued words). A lone word is its stem in ``stems``; a phrase is
+    exact, and so is a piece without a letter or digit (the parser refuses a bare ``_``).
     A term with several stretches needs all of them (in any order: an inverted index cannot check that
     they touch).
     """
@@ -215,7 +266,7 @@ def _clause(term: str, text_field: str) -> str | None:
             continue
         pieces = _pieces(run)
         if len(pieces) == 1 and any(ch.isalnum() for ch in pieces[0]):
-            parts.append(f"@{text_field}|grams:{pieces[0]}")
+            parts.append(f"@stems:{word_stem(pieces[0])}")
         elif pieces:
             parts.append(f'@{text_field}|grams:"{" ".join(pieces)}"')
     if not parts:
@@ -387,7 +438,7 @@ async def _bm25(
 ) -> list[tuple[str, float | None]]:
     reply = await command(
         client, "FT.SEARCH", index, query,
-        "WITHSCORES", "SCORER", SCORER, "RETURN", "1", "seq", "LIMIT", 0, fetch, "DIALECT", 2,
+        "VERBATIM", "WITHSCORES", "SCORER", SCORER, "RETURN", "1", "seq", "LIMIT", 0, fetch, "DIALECT", 2,
     )  # fmt: skip
     hits: list[tuple[float, int, str]] = []
     for i in range(1, len(reply), 3):
@@ -405,15 +456,15 @@ async def _newest(
 ) -> list[tuple[str, float | None]]:
     if not by_time:
         reply = await command(
-            client, "FT.SEARCH", index, query, "NOCONTENT", "SORTBY", "seq", "DESC", "LIMIT", 0, fetch,
-            "DIALECT", 2,
+            client, "FT.SEARCH", index, query, "VERBATIM", "NOCONTENT", "SORTBY", "seq", "DESC",
+            "LIMIT", 0, fetch, "DIALECT", 2,
         )  # fmt: skip
         return [(_ref(key, prefix, kind), None) for key in reply[1:]]
     # By record time, ties by insertion order: FT.SEARCH sorts by one field only, so aggregate (both
     # fields are sortable, and only the kept rows load their key).
     reply = await command(
-        client, "FT.AGGREGATE", index, query, "SORTBY", 4, "@ts", "DESC", "@seq", "DESC", "MAX", fetch,
-        "LOAD", 1, "@__key", "DIALECT", 2,
+        client, "FT.AGGREGATE", index, query, "VERBATIM", "SORTBY", 4, "@ts", "DESC", "@seq", "DESC",
+        "MAX", fetch, "LOAD", 1, "@__key", "DIALECT", 2,
     )  # fmt: skip
     return [(_ref(_pairs(row)[b"__key"], prefix, kind), None) for row in reply[1:]]
 
