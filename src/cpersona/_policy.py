@@ -97,6 +97,7 @@ class SeatPolicy:
 class BlockPolicy:
     max_per_record: int
     max_chars: int
+    search_hits: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -344,7 +344,10 @@ class Recaller:
                     # after the search, so then it looks deeper, like the other arms.
                     wanted = req.limit + policy.seats.block
                     wanted = wanted * 2 + 10 if filtering else wanted
-                    arm = functools.partial(block_arm, self.blocks, vector, req.scope, limit=wanted)
+                    arm = functools.partial(
+                        block_arm, self.blocks, vector, req.scope, limit=wanted,
+                        max_hits=policy.blocks.search_hits,
+                    )  # fmt: skip
                     tg.start_soon(run_arm, "block", arm)
 
             async def stats() -> None:
