@@ -60,8 +60,9 @@ __all__ = [
 
 RRF_K: Final = 60
 RRF_DEPTH: Final = 100
-STORE_CACHE_VERSION: Final = 1
-"""Part of every store-cache key: bump it when a store built earlier no longer stands for the engine."""
+STORE_CACHE_VERSION: Final = 2
+"""Part of every store-cache key: bump it when a store built earlier no longer stands for the engine (2: each
+document is written once, so stores built before hold BM25 statistics of twice-written documents)."""
 STORE_LAYOUT_MODULES: Final = (
     "_blocks", "_documents", "_drafts", "_embedding", "_keys",
     "_onnx_bert", "_records", "_vector_edge", "_vectors",
