@@ -208,6 +208,17 @@ def test_a_word_and_its_inflections_share_one_stem_term() -> None:
     assert doc_stems("東京タワー") == ""
 
 
+async def test_question_words_are_left_out_of_a_ranked_search_with_other_terms(
+    engine: cpersona.Engine,
+) -> None:
+    painted = await remember(engine, "Caroline painted a sunrise")
+    asked = await remember(engine, "what did you do when it rained")
+    # "what", "did" and "when" would find the second memory; the question is about painting.
+    assert refs(await keyword(engine, "What did Caroline paint when?")) == [painted]
+    # Alone, they are all the question has, so they are searched.
+    assert refs(await keyword(engine, "what did?")) == [asked]
+
+
 async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engine) -> None:
     # Six agents written interleaved, so that each agent's rows are spread over the index's document ids
     # (the pattern under which the server's own stemming scored a row for some of its word forms only).

