@@ -61,6 +61,7 @@ from tqdm import tqdm
 
 import cpersona
 from cpersona import Settings
+from cpersona._policy import load_policies
 
 try:
     from benchmarks.embedding_speed import sentences
@@ -656,11 +657,12 @@ def findings(
             + ", ".join(parts)
             + "."
         )
+    hits = load_policies()[Settings().recall_policy].blocks.search_hits
     out.append(
         f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
         "(a capacity limiter of 1, onnxruntime using both cores). The embedded Qdrant binding releases the "
         "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
-        "arm reads about 200 hits), so concurrent callers share two cores and one interpreter: more callers "
+        f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: more callers "
         "queue rather than add throughput."
     )
     for r in results:
