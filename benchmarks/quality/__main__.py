@@ -778,6 +778,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
+    """One benchmark run over ``data`` with the options both subcommands share."""
+    return anyio.run(
+        lambda: run_benchmark(
+            data,
+            args.systems,
+            depth=args.k,
+            cache_dir=args.cache_dir,
+            progress=not args.no_progress,
+            check_questions=args.check_questions,
+            threads=args.threads,
+            store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
+            **extra,
+        )
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> Path | None:
     """Run the command; returns the path of the report written."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -806,19 +823,7 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
         f"{len(data.dropped_for_recall())} dropped (no resolvable evidence)"
     )
 
-    outcome = anyio.run(
-        lambda: run_benchmark(
-            data,
-            args.systems,
-            depth=args.k,
-            cache_dir=args.cache_dir,
-            episodes=episodes,
-            progress=not args.no_progress,
-            check_questions=args.check_questions,
-            threads=args.threads,
-            store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
-        )
-    )
+    outcome = _run(data, args, episodes=episodes)
     print(f"dense check: {outcome.dense_check.describe()}")
 
     stem = "quality_locomo" + ("_quick" if args.quick else "_subset" if conversations else "")
@@ -853,21 +858,7 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
             unsupported["cpersona"] = reason
         selection = cue_bench.tmd_questions(args.tmd, logs=logs)
         cue_runs = tmd_peers.CueRuns(selection, progress=not args.no_progress, unsupported=unsupported)
-    outcome = anyio.run(
-        lambda: run_benchmark(
-            data,
-            args.systems,
-            depth=args.k,
-            cache_dir=args.cache_dir,
-            episodes=False,
-            progress=not args.no_progress,
-            check_questions=args.check_questions,
-            threads=args.threads,
-            store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
-            layout=tmd_peers.TMD_LAYOUT,
-            after_run=cue_runs,
-        )
-    )
+    outcome = _run(data, args, episodes=False, layout=tmd_peers.TMD_LAYOUT, after_run=cue_runs)
     print(f"dense check: {outcome.dense_check.describe()}")
 
     stem = "quality_tmd_peers" + ("_quick" if args.quick else "")
