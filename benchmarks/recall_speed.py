@@ -726,20 +726,45 @@ def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_size_arguments(parser: argparse.ArgumentParser, *, results: Path, rebuild_help: str) -> None:
+    """The options every speed benchmark over corpus sizes takes (this one and ``speed_peers``)."""
     parser.add_argument("--quick", action="store_true", help="1k memories, few recalls, no cache (CI)")
     parser.add_argument("--sizes", type=_ints, help="memories per store (default 10000,100000)")
     parser.add_argument("--callers", type=_ints, default=[1, 8, 64], help="concurrency levels")
     parser.add_argument("--recalls", type=_ints, help="recalls per level (default 300,800,1600)")
-    parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
+    parser.add_argument("--rebuild", action="store_true", help=rebuild_help)
+    parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
+    parser.add_argument("--out", type=Path, help=f"results file (default {results.relative_to(HERE.parent)})")
+
+
+def settle_size_arguments(
+    args: argparse.Namespace, argv: Sequence[str] | None, script: str, *, results: Path
+) -> str:
+    """Fill in the size options' defaults and check them; returns the command line for the report.
+
+    A quick run writes beside the cache, so that it never overwrites the committed full results.
+    """
+    if args.sizes is None:
+        args.sizes = [1_000] if args.quick else [10_000, 100_000]
+    args.sizes = sorted(args.sizes)
+    if args.recalls is None:
+        args.recalls = [60, 120, 256] if args.quick else [300, 800, 1600]
+    if len(args.recalls) != len(args.callers):
+        raise SystemExit("--recalls needs one count per --callers level")
+    if args.out is None:
+        args.out = CACHE.parent / f"{results.stem}_quick.md" if args.quick else results
+    shown = sys.argv if argv is None else [os.path.relpath(script), *argv]
+    return shlex.join([os.path.relpath(sys.executable), *shown])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_size_arguments(parser, results=RESULTS, rebuild_help="rebuild cached stores")
     parser.add_argument(
         "--build-only",
         action="store_true",
         help="build and cache the stores, measure nothing (so the build can run while the machine is busy)",
     )
-    parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
-    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/recall_speed.md)")
     return parser
 
 
@@ -773,18 +798,7 @@ def save_raw(results: Sequence[SizeResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
-    if args.sizes is None:
-        args.sizes = [1_000] if args.quick else [10_000, 100_000]
-    args.sizes = sorted(args.sizes)
-    if args.recalls is None:
-        args.recalls = [60, 120, 256] if args.quick else [300, 800, 1600]
-    if len(args.recalls) != len(args.callers):
-        raise SystemExit("--recalls needs one count per --callers level")
-    if args.out is None:
-        # A quick run must not overwrite the committed full results.
-        args.out = CACHE.parent / "recall_speed_quick.md" if args.quick else RESULTS
-    shown = sys.argv if argv is None else [os.path.relpath(__file__), *argv]
-    command = shlex.join([os.path.relpath(sys.executable), *shown])
+    command = settle_size_arguments(args, argv, __file__, results=RESULTS)
     load_start = os.getloadavg()[0]
     texts = load_texts(args.data)
     if args.build_only and args.quick:

@@ -42,7 +42,6 @@ import functools
 import json
 import os
 import platform
-import shlex
 import shutil
 import statistics
 import sys
@@ -443,13 +442,7 @@ def write_chart(ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult], pat
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1k memories, few recalls, no cache (CI)")
-    parser.add_argument("--sizes", type=rs._ints, help="memories per store (default 10000,100000)")
-    parser.add_argument("--callers", type=rs._ints, default=[1, 8, 64], help="concurrency levels")
-    parser.add_argument("--recalls", type=rs._ints, help="recalls per level (default 300,800,1600)")
-    parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores of both systems")
-    parser.add_argument("--data", type=Path, default=rs.LOCOMO, help="locomo10.json")
-    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/speed_peers.md)")
+    rs.add_size_arguments(parser, results=RESULTS, rebuild_help="rebuild cached stores of both systems")
     return parser
 
 
@@ -482,17 +475,7 @@ async def run_all(
 
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
-    if args.sizes is None:
-        args.sizes = [1_000] if args.quick else [10_000, 100_000]
-    args.sizes = sorted(args.sizes)
-    if args.recalls is None:
-        args.recalls = [60, 120, 256] if args.quick else [300, 800, 1600]
-    if len(args.recalls) != len(args.callers):
-        raise SystemExit("--recalls needs one count per --callers level")
-    if args.out is None:
-        args.out = rs.CACHE.parent / "speed_peers_quick.md" if args.quick else RESULTS
-    shown = sys.argv if argv is None else [os.path.relpath(__file__), *argv]
-    command = shlex.join([os.path.relpath(sys.executable), *shown])
+    command = rs.settle_size_arguments(args, argv, __file__, results=RESULTS)
     load_start = os.getloadavg()[0]
     texts = rs.load_texts(args.data)
     ours, theirs, failures = anyio.run(run_all, args, texts)
