@@ -8,6 +8,8 @@ The search indexes are created here with an explicit ``FT.CREATE`` rather than r
 schema, because recall needs control over them: BM25 over the text fields only, and tags that can
 match the empty string. Scope values are caller text, so tags hold the value's UTF-8 bytes in hex
 (``''`` becomes ``x``): a tag query then never needs escaping and the global pool is an ordinary value.
+Memory and episode documents also carry what the lexical arms search besides the text: ``grams`` (CJK
+trigrams, glued words) and ``stems`` (the engine's own word stems); see ``_lexical``.
 """
 
 from __future__ import annotations
