@@ -795,6 +795,19 @@ def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
     )
 
 
+def _write(report: str, outcome: Outcome, path: Path, chart: Path) -> Path:
+    """Print and write the report (and its chart); fail the command if the dense honesty check failed."""
+    print(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report, encoding="utf-8")
+    if outcome.runs:
+        write_chart(outcome, chart)
+    print(f"wrote {path}" + (f" and {chart}" if outcome.runs else ""))
+    if outcome.dense_check.mismatched:
+        raise SystemExit("the dense honesty check failed: see the report")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> Path | None:
     """Run the command; returns the path of the report written."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -830,16 +843,7 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     stem += "_nocaptions" if args.no_captions else ""
     chart = args.out / f"{stem}_recall.png"
     report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick)
-    print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{stem}.md"
-    path.write_text(report, encoding="utf-8")
-    if outcome.runs:
-        write_chart(outcome, chart)
-    print(f"wrote {path}" + (f" and {chart}" if outcome.runs else ""))
-    if outcome.dense_check.mismatched:
-        raise SystemExit("the dense honesty check failed: see the report")
-    return path
+    return _write(report, outcome, args.out / f"{stem}.md", chart)
 
 
 def _tmd_main(args: argparse.Namespace, command: str) -> Path:
@@ -875,16 +879,7 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
         *peer_sections(outcome),
     ]
     report = "\n".join(lines).rstrip() + "\n"
-    print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{stem}.md"
-    path.write_text(report, encoding="utf-8")
-    if outcome.runs:
-        write_chart(outcome, chart)
-    print(f"wrote {path}" + (f" and {chart}" if outcome.runs else ""))
-    if outcome.dense_check.mismatched:
-        raise SystemExit("the dense honesty check failed: see the report")
-    return path
+    return _write(report, outcome, args.out / f"{stem}.md", chart)
 
 
 if __name__ == "__main__":
