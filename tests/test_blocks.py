@@ -31,6 +31,7 @@ from cpersona._blocks import (
 from cpersona._http import create_app
 from cpersona._isolation import ReadScope
 from cpersona._keys import Keys
+from cpersona._policy import load_policies
 from cpersona._protocols import VectorFilter, VectorHit, VectorPoint
 from cpersona._vectors import open_vector_store
 
@@ -222,6 +223,8 @@ def test_parent_kind_of_agrees_with_block_id(
 # ------------------------------------------------------------------------------------------ the arm
 
 DIM = 8
+# The block arm reads as many hits as the default policy says.
+HITS = load_policies()["single-pass-v0"].blocks.search_hits
 
 
 def _unit(*values: float) -> np.typing.NDArray[np.float32]:
@@ -275,7 +278,7 @@ async def test_arm_collapses_to_the_best_block_and_never_sums(block_store: Vecto
             VectorPoint(str(uuid.uuid4()), _unit(1.0), "block", "a", "", "", 1.0, 1, many, 7),
         ]
     )
-    result = await block_arm(block_store, query, ReadScope("a"), limit=10)
+    result = await block_arm(block_store, query, ReadScope("a"), limit=10, max_hits=HITS)
     assert result.arm == "block"
     assert [(r.ref, r.block_index, r.rank) for r in result.rows] == [
         (f"mem:{one}", 1, 0),
@@ -283,12 +286,12 @@ async def test_arm_collapses_to_the_best_block_and_never_sums(block_store: Vecto
         (f"mem:{many}", 1, 2),
     ]
     assert result.rows[0].raw == pytest.approx(float(_unit(1.0, 0.2) @ query), abs=1e-5)
-    limited = await block_arm(block_store, query, ReadScope("a"), limit=2)
+    limited = await block_arm(block_store, query, ReadScope("a"), limit=2, max_hits=HITS)
     assert [r.ref for r in limited.rows] == [r.ref for r in result.rows[:2]]
-    assert (await block_arm(block_store, query, ReadScope("a"), limit=0)).rows == ()
-    assert [r.ref for r in (await block_arm(block_store, query, ReadScope("b"), limit=5)).rows] == [
-        f"mem:{other_agent}"
-    ]
+    assert (await block_arm(block_store, query, ReadScope("a"), limit=0, max_hits=HITS)).rows == ()
+    assert [
+        r.ref for r in (await block_arm(block_store, query, ReadScope("b"), limit=5, max_hits=HITS)).rows
+    ] == [f"mem:{other_agent}"]
 
 
 class _FixedHits:
@@ -348,7 +351,7 @@ async def test_arm_answers_as_if_it_read_every_hit(
         )  # type: ignore[arg-type]
         hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
     store = _FixedHits(list(hits.values()))
-    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit)  # type: ignore[arg-type]
+    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit, max_hits=HITS)  # type: ignore[arg-type]
     expected = _collapse_every_hit(await store.search(None, VectorFilter("a"), 200), limit)
     assert [(r.ref, r.rank, r.raw, r.block_index) for r in result.rows] == expected
 
@@ -462,7 +465,7 @@ async def test_the_block_arm_finds_the_paragraph_that_answers(engine: cpersona.E
     assert engine.blocks is not None
     assert engine.embedder is not None
     vector = await engine.embedder.embed_query(QUESTION)
-    result = await block_arm(engine.blocks, vector, ReadScope("a"), limit=3)
+    result = await block_arm(engine.blocks, vector, ReadScope("a"), limit=3, max_hits=HITS)
     top = result.rows[0]
     assert top.ref == stored.ref
     spans = split_blocks(LONG)
@@ -505,7 +508,9 @@ async def test_no_other_agents_blocks_ever_appear(engine: cpersona.Engine) -> No
     assert engine.blocks is not None
     assert engine.embedder is not None
     vector = await engine.embedder.embed_query(QUESTION)
-    rows = (await block_arm(engine.blocks, vector, ReadScope("a", project_id=""), limit=10)).rows
+    rows = (
+        await block_arm(engine.blocks, vector, ReadScope("a", project_id=""), limit=10, max_hits=HITS)
+    ).rows
     assert [r.ref for r in rows] == [mine.ref]
     result = await engine.recall(QUESTION, agent_id="a", project_id="", limit=5)
     assert {row.ref for row in result.rows} <= {mine.ref}

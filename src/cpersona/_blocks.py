@@ -346,14 +346,14 @@ _REF_PREFIX: Mapping[ParentKind, str] = {"memory": "mem:", "episode": "ep:"}
 
 
 async def block_arm(
-    blocks: VectorStore, vector: Vector, scope: ReadScope, *, limit: int, max_hits: int = 200
+    blocks: VectorStore, vector: Vector, scope: ReadScope, *, limit: int, max_hits: int
 ) -> ArmResult:
     """The records whose best block is nearest the query, best first, up to ``limit``.
 
-    Looks at the ``max_hits`` nearest blocks in the scope, keeps each record's best block (scores of a
-    record's blocks are never added up), and orders by (-cosine, kind, record id, block index). ``raw``
-    is that block's cosine and ``block_index`` its index. The source filter and exclusions are applied
-    later, on the hydrated records, like for every arm.
+    Looks at the ``max_hits`` nearest blocks in the scope (the policy's ``blocks.search_hits``), keeps
+    each record's best block (scores of a record's blocks are never added up), and orders by (-cosine,
+    kind, record id, block index). ``raw`` is that block's cosine and ``block_index`` its index. The
+    source filter and exclusions are applied later, on the hydrated records, like for every arm.
 
     The search is restricted by scope alone, not also to ``kind == "block"``: the block collection holds
     block points only (the builder is its one writer), so that clause matched every point while costing
