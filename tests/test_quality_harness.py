@@ -51,6 +51,13 @@ needs_data = pytest.mark.skipif(
 D1, D2, D3, D5 = 1.0, 1 / math.log2(3), 0.5, 1 / math.log2(6)
 
 
+def table_rows(section: str) -> dict[str, list[str]]:
+    """A report's markdown table as {first cell: the other cells, unstripped}."""
+    return {
+        line.split("|")[1].strip(): line.split("|")[2:-1] for line in section.splitlines() if line[:2] == "| "
+    }
+
+
 # ------------------------------------------------------------------------------------------ metrics
 
 
@@ -507,11 +514,7 @@ def test_cue_quick_run_end_to_end(tmp_path: Path) -> None:
     text = report.read_text(encoding="utf-8")
     assert "**--quick**" in text
     headline = text.split("## NDCG over the returned rows", 1)[1].split("### Verdicts", 1)[0]
-    rows = {
-        line.split("|")[1].strip(): line.split("|")[2:-1]
-        for line in headline.splitlines()
-        if line[:2] == "| "
-    }
+    rows = table_rows(headline)
     # TMD log 26 has 73 questions with a cue; LoCoMo conv-26 has 8 that name a date, month or year.
     assert rows["TMD overall"][0].strip() == "73"
     assert rows["LoCoMo (names a date, month or year)"][0].strip() == "8"

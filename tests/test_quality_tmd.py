@@ -30,6 +30,8 @@ from benchmarks.quality import cue_bench, tmd_peers  # noqa: E402
 from benchmarks.quality.__main__ import SystemRun, _turn_scores  # noqa: E402
 from benchmarks.quality.tmd import DEFAULT_TMD, TIME_SETS, TmdQuestion, load_tmd  # noqa: E402
 
+from test_quality_harness import table_rows  # noqa: E402
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -120,11 +122,7 @@ def test_command_on_a_small_folder_writes_tables_by_set_and_passes_the_dense_che
     text = report.read_text(encoding="utf-8")
     assert "PASS: 3/3 questions rank identically" in text
     recall_10 = text.split("#### recall@10\n", 1)[1].split("####", 1)[0]
-    rows = {
-        line.split("|")[1].strip(): line.split("|")[2:-1]
-        for line in recall_10.splitlines()
-        if line[:2] == "| "
-    }
+    rows = table_rows(recall_10)
     assert rows["question set"] == [" n ", " bm25 ", " dense "]
     assert [cell.strip() for cell in rows["**overall**"][:1]] == ["3"]
     assert [cell.strip() for cell in rows["time_qs, all 11 sets"][:1]] == ["2"]
