@@ -191,7 +191,9 @@ async def replay(
                 pieces.vectors, vector, scope, stats, fetch=far, floor=vector_floor, with_episodes=True
             )
     if vector is not None and pieces.blocks is not None and rules.seats.block > 0:
-        found["block"] = await block_arm(pieces.blocks, vector, scope, limit=limit + rules.seats.block)
+        found["block"] = await block_arm(
+            pieces.blocks, vector, scope, limit=limit + rules.seats.block, max_hits=rules.blocks.search_hits
+        )
 
     docs = await _documents(memory, {row.ref for arm in found.values() for row in arm.rows})
     arms = {name: _present(arm, docs, None if name == "block" else depth) for name, arm in found.items()}
