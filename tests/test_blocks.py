@@ -33,7 +33,7 @@ from cpersona._isolation import ReadScope
 from cpersona._keys import Keys
 from cpersona._policy import load_policies
 from cpersona._protocols import VectorFilter, VectorHit, VectorPoint
-from cpersona._vectors import open_vector_store
+from cpersona._vectors import TIE_EPSILON, open_tail_start, open_vector_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -300,7 +300,9 @@ class _FixedHits:
     def __init__(self, hits: list[VectorHit]) -> None:
         self.hits = hits
 
-    async def search(self, vector: object, flt: VectorFilter, limit: int) -> list[VectorHit]:
+    async def search(
+        self, vector: object, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
         return sorted(self.hits, key=lambda h: (-h.score, h.seq, h.block_index, h.id))[:limit]
 
 
@@ -354,6 +356,79 @@ async def test_arm_answers_as_if_it_read_every_hit(
     result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit, max_hits=HITS)  # type: ignore[arg-type]
     expected = _collapse_every_hit(await store.search(None, VectorFilter("a"), 200), limit)
     assert [(r.ref, r.rank, r.raw, r.block_index) for r in result.rows] == expected
+
+
+class _OpenTailHits(_FixedHits):
+    """Answers an ``open_tail`` search as an engine may: the last run of tied scores holds the run's
+    *last* points instead of its first (in protocol order among themselves). Counts the searches."""
+
+    def __init__(self, hits: list[VectorHit]) -> None:
+        super().__init__(hits)
+        self.calls: list[bool] = []
+
+    async def search(
+        self, vector: object, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
+        self.calls.append(open_tail)
+        every = await super().search(vector, flt, len(self.hits))
+        answer = every[:limit]
+        if not open_tail or not answer:
+            return answer
+        start = open_tail_start(answer)
+        end = start
+        while end < len(every) and abs(every[end].score - answer[start].score) <= TIE_EPSILON:
+            end += 1
+        return answer[:start] + every[end - (len(answer) - start) : end]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.lists(
+        st.tuples(
+            st.sampled_from(_PARENTS),
+            st.integers(min_value=0, max_value=3),
+            st.sampled_from([0.9, 0.8, 0.8, 0.7, 0.5, 0.5, 0.3]),
+        ),
+        max_size=40,
+    ),
+    limit=st.integers(min_value=1, max_value=6),
+    max_hits=st.integers(min_value=1, max_value=12),
+)
+async def test_an_open_tail_never_changes_the_arm(
+    raw: list[tuple[str, int, float]], limit: int, max_hits: int
+) -> None:
+    # The arm searches with the tied run at the far end left open and repeats the search only when its
+    # cut falls in that run: its rows must equal a collapse of the complete answer.
+    hits: dict[str, VectorHit] = {}
+    for parent, index, score in raw:
+        point = block_id("memory", parent, index)
+        hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
+    store = _OpenTailHits(list(hits.values()))
+    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit, max_hits=max_hits)  # type: ignore[arg-type]
+    assert store.calls[0] is True
+    assert len(store.calls) <= 2
+    expected = _collapse_every_hit(
+        await _FixedHits(store.hits).search(None, VectorFilter("a"), max_hits), limit
+    )
+    assert [(r.ref, r.rank, r.raw, r.block_index) for r in result.rows] == expected
+
+
+async def test_the_arm_searches_once_when_its_cut_is_above_the_open_tail() -> None:
+    parents = [str(uuid.UUID(int=n + 1)) for n in range(8)]
+    scores = [0.9, 0.85, 0.8, 0.5, 0.5, 0.5, 0.5, 0.5]
+    hits = [
+        VectorHit(block_id("memory", p, 0), s, "block", p, 1, 0.0)
+        for p, s in zip(parents, scores, strict=True)
+    ]
+    store = _OpenTailHits(hits)
+    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=2, max_hits=5)  # type: ignore[arg-type]
+    assert [r.ref for r in result.rows] == [f"mem:{parents[0]}", f"mem:{parents[1]}"]
+    assert store.calls == [True]
+    # A cut inside the tied run needs the run complete: the search is repeated once.
+    store = _OpenTailHits(hits)
+    result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=4, max_hits=5)  # type: ignore[arg-type]
+    assert store.calls == [True, False]
+    assert [r.ref for r in result.rows][-1] == f"mem:{parents[3]}"
 
 
 # ------------------------------------------------------------------------------------------ end to end

@@ -454,6 +454,35 @@ async def test_preview_cut_and_full_content(keyword_engine: cpersona.Engine) -> 
     assert "content_truncated" not in row.to_json()
 
 
+async def test_a_record_missing_a_field_the_recall_reads_is_read_whole(
+    keyword_engine: cpersona.Engine,
+) -> None:
+    # A recall reads only the fields it needs, by position in one JSON path; a record without one of
+    # them (written by an older engine) must come back the same, not shifted, dropped or failing.
+    a = await keyword_engine.store(
+        "the lighthouse keeper paints the railings blue", agent_id="a", msg_id="m1"
+    )
+    b = await keyword_engine.store("the lighthouse keeper feeds the gulls at dawn", agent_id="a", msg_id="m2")
+    ep = await keyword_engine.archive_episode("the lighthouse keeper's week in review", agent_id="a")
+
+    async def shown() -> set[tuple[Any, ...]]:
+        rows = [
+            row
+            for query in ("railings", "gulls", "review")
+            for row in (await keyword_engine.recall(query, agent_id="a")).rows
+        ]
+        return {(r.ref, r.content, r.msg_id, r.timestamp, r.source) for r in rows}
+
+    before = await shown()
+    assert {ref for ref, *_ in before} == {a.ref, b.ref, ep.ref}
+    client = keyword_engine.redis.json()
+    await client.delete(keyword_engine.keys.memory(a.id), "$.msg_id")
+    await client.delete(keyword_engine.keys.episode(ep.id), "$.embedded")
+    after = await shown()
+    # The memory without msg_id shows the default, as a whole read of it gives; the rest is unchanged.
+    assert after == {(r, c, "" if r == a.ref else m, t, s) for r, c, m, t, s in before}
+
+
 async def test_preview_of_exactly_500_is_not_cut(keyword_engine: cpersona.Engine) -> None:
     text = ("x" * 9 + " ") * 50
     assert len(text.strip()) == 499

@@ -30,7 +30,7 @@ from cpersona._protocols import PointKind, VectorFilter, VectorHit, VectorPoint,
 from cpersona._settings import Settings
 from cpersona._vector_edge import EdgeVectorStore
 from cpersona._vector_remote import RemoteVectorStore
-from cpersona._vectors import open_vector_store
+from cpersona._vectors import TIE_EPSILON, open_tail_start, open_vector_store, top_hits
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -461,6 +461,57 @@ async def test_ties_hold_among_thousands_of_points(store: VectorStore) -> None:
     for query in (twin, -twin, query_like(rng)):
         hits = await store.search(query, flt, 6)
         assert [h.id for h in hits] == [e[0] for e in brute_force(points, query, flt, 6)]
+
+
+async def test_an_open_tail_differs_from_the_complete_answer_only_in_its_last_tied_run(
+    store: VectorStore,
+) -> None:
+    rng = np.random.default_rng(31)
+    twin = query_like(rng)
+    # 40 exact copies of one vector, written in shuffled seq order, so a limit inside them cuts a tie.
+    points = random_points(rng, 300)
+    points = [dataclasses.replace(p, vector=twin.copy(), seq=1000 + (i * 17) % 40) if i < 40 else p
+              for i, p in enumerate(points)]  # fmt: skip
+    await store.upsert(points)
+    flt = VectorFilter(agent_id="agent-a")
+    for limit in (1, 10, 39, 40, 41, 60):
+        complete = await store.search(twin, flt, limit)
+        opened = await store.search(twin, flt, limit, open_tail=True)
+        assert len(opened) == len(complete) == min(limit, 300)
+        tail = open_tail_start(complete)
+        assert [h.id for h in opened[:tail]] == [h.id for h in complete[:tail]]
+        # The open run holds points of the same score, in protocol order among themselves.
+        assert all(abs(h.score - complete[tail].score) <= 2 * TIE_EPSILON for h in opened[tail:])
+        assert [(h.seq, h.block_index, h.id) for h in opened[tail:]] == sorted(
+            (h.seq, h.block_index, h.id) for h in opened[tail:]
+        )
+    # Without a tie at the cut both answers are the same (the copies score lowest of all here; the local
+    # mode's scores differ in float noise between calls of different sizes).
+    opened = await store.search(-twin, flt, 25, open_tail=True)
+    complete = await store.search(-twin, flt, 25)
+    assert [h.id for h in opened] == [h.id for h in complete]
+    assert all(abs(a.score - b.score) <= TIE_EPSILON for a, b in zip(opened, complete, strict=True))
+
+
+async def test_an_open_tail_is_one_fetch_of_the_limit() -> None:
+    # Ten points tie; a complete answer of 4 must look past them (fetching 5, then 10, then 20), an open
+    # one stops after its first window.
+    hits = [VectorHit(new_id(), 0.5, "memory", "", seq, 0.0) for seq in range(10, 0, -1)]
+    asked: list[int] = []
+
+    async def fetch(n: int) -> list[VectorHit]:
+        asked.append(n)
+        return hits[:n]
+
+    opened = await top_hits(fetch, 4, open_tail=True)
+    assert asked == [5]
+    assert [h.seq for h in opened] == [6, 7, 8, 9]
+    asked.clear()
+    complete = await top_hits(fetch, 4)
+    assert asked == [5, 10, 20]
+    assert [h.seq for h in complete] == [1, 2, 3, 4]
+    assert open_tail_start(complete) == 0
+    assert open_tail_start([]) == 0
 
 
 async def test_upsert_replaces(store: VectorStore) -> None:

@@ -44,6 +44,7 @@ from cpersona._candidates import ArmResult, ArmRow
 from cpersona._errors import BackendUnavailable
 from cpersona._protocols import VectorFilter, VectorPoint
 from cpersona._redis_conn import command, json_ops, redis_errors
+from cpersona._vectors import open_tail_start
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -363,15 +364,36 @@ async def block_arm(
     started = time.perf_counter()
     if limit <= 0 or max_hits <= 0:
         return ArmResult("block")
-    hits = await blocks.search(vector, scope.vector_filter(), max_hits)
-    best: dict[str, tuple[float, ParentKind, str, int]] = {}
+    flt = scope.vector_filter()
+    # The hits past the cut below are never read, so the search may leave its last run of tied scores
+    # open (no second fetch to complete it: 22% of searches needed one at 100k memories). Only when the
+    # cut falls in that run, or is never reached, is the search repeated with the run completed.
+    hits = await blocks.search(vector, flt, max_hits, open_tail=True)
+    ranked, read = _best_blocks(hits, limit)
+    if len(hits) == max_hits and read > open_tail_start(hits):
+        ranked, _ = _best_blocks(await blocks.search(vector, flt, max_hits), limit)
+    rows = tuple(
+        ArmRow(ref, rank, score, block_index=index)
+        for rank, (ref, (score, _, _, index)) in enumerate(ranked[:limit])
+    )
+    return ArmResult("block", rows, elapsed_ms=(time.perf_counter() - started) * 1000)
+
+
+_Best = tuple[float, ParentKind, str, int]  # (cosine, parent kind, parent id, block index)
+
+
+def _best_blocks(hits: Sequence[VectorHit], limit: int) -> tuple[list[tuple[str, _Best]], int]:
+    """Each record's best block among ``hits`` (best first), ranked; and how many hits were read."""
+    best: dict[str, _Best] = {}
     # Hits are read best first, so once `limit` records are held, a hit scoring below the last of them
     # can neither enter the first `limit` records nor change their best block: the rest is skipped
     # (telling a hit's parent kind is most of this loop's cost, and most hits fall past the cut).
     cutoff: float | None = None
-    for hit in sorted(hits, key=lambda h: -h.score):
+    read = 0
+    for hit in hits:
         if cutoff is not None and hit.score < cutoff:
             break
+        read += 1
         kind = parent_kind_of(hit)
         if kind is None:
             continue
@@ -385,11 +407,7 @@ async def block_arm(
         elif (-entry[0], entry[3]) < (-held[0], held[3]):
             best[ref] = entry
     ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[1][1], item[1][2], item[1][3]))
-    rows = tuple(
-        ArmRow(ref, rank, score, block_index=index)
-        for rank, (ref, (score, _, _, index)) in enumerate(ranked[:limit])
-    )
-    return ArmResult("block", rows, elapsed_ms=(time.perf_counter() - started) * 1000)
+    return ranked, read
 
 
 # ------------------------------------------------------------------------------------------- building

@@ -110,11 +110,16 @@ class VectorStore(Protocol):
         """Delete every point that matches the filter."""
         ...
 
-    async def search(self, vector: Vector, flt: VectorFilter, limit: int) -> list[VectorHit]:
+    async def search(
+        self, vector: Vector, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
         """The ``limit`` nearest points that match ``flt``, best first.
 
         Equal scores order by lower ``seq``, then lower ``block_index``, then id, so every adapter
-        returns the same list for the same data.
+        returns the same list for the same data. An engine orders equal scores as it likes, so when the
+        last hits tie with points past ``limit`` the adapter fetches further to finish the run; with
+        ``open_tail`` it does not, and that last run of equal scores (see :func:`open_tail_start`) may hold
+        other points than the complete answer would. A caller that reads nothing of it saves the fetch.
         """
         ...
 

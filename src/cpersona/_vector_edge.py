@@ -365,7 +365,9 @@ class EdgeVectorStore:
         await self._run("delete by filter", functools.partial(self._shard.update, operation))
         await self._run("flush", self._shard.flush)
 
-    async def search(self, vector: Vector, flt: VectorFilter, limit: int) -> list[VectorHit]:
+    async def search(
+        self, vector: Vector, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
         """The ``limit`` nearest points that match ``flt``, best first (ties: lower ``seq`` first)."""
         if limit < 0:
             raise ValueError(f"search limit must be at least 0, got {limit}")
@@ -395,7 +397,7 @@ class EdgeVectorStore:
         async def fetch(n: int) -> list[VectorHit]:
             return await self._run("search", functools.partial(fetch_in_thread, n))
 
-        return await top_hits(fetch, limit)
+        return await top_hits(fetch, limit, open_tail=open_tail)
 
     async def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids have a point (in canonical UUID form)."""

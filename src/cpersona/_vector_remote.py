@@ -330,7 +330,9 @@ class RemoteVectorStore:
             functools.partial(self._client.delete, self._name, points_selector=selector, wait=True),
         )
 
-    async def search(self, vector: Vector, flt: VectorFilter, limit: int) -> list[VectorHit]:
+    async def search(
+        self, vector: Vector, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
         """The ``limit`` nearest points that match ``flt``, best first (ties: lower ``seq`` first)."""
         if limit < 0:
             raise ValueError(f"search limit must be at least 0, got {limit}")
@@ -361,7 +363,7 @@ class RemoteVectorStore:
         async def fetch(n: int) -> list[VectorHit]:
             return await self._run("search", functools.partial(query, n))
 
-        return await top_hits(fetch, limit)
+        return await top_hits(fetch, limit, open_tail=open_tail)
 
     async def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids have a point (in canonical UUID form)."""

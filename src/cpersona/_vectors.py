@@ -45,6 +45,7 @@ __all__ = [
     "finite_timeout",
     "hit_from_payload",
     "matches_nothing",
+    "open_tail_start",
     "open_vector_store",
     "point_id",
     "point_payload",
@@ -279,13 +280,31 @@ def _tie_groups(hits: Sequence[VectorHit]) -> list[list[VectorHit]]:
     return groups
 
 
-async def top_hits(fetch: Callable[[int], Awaitable[list[VectorHit]]], limit: int) -> list[VectorHit]:
+def open_tail_start(hits: Sequence[VectorHit]) -> int:
+    """Where the last run of equal scores (within :data:`TIE_EPSILON`) begins in hits sorted best first.
+
+    It is the part of an ``open_tail`` search that may differ from the complete answer; everything
+    before it is exact.
+    """
+    start = len(hits) - 1
+    while start > 0 and hits[start - 1].score - hits[start].score <= TIE_EPSILON:
+        start -= 1
+    return max(start, 0)
+
+
+async def top_hits(
+    fetch: Callable[[int], Awaitable[list[VectorHit]]], limit: int, *, open_tail: bool = False
+) -> list[VectorHit]:
     """The best ``limit`` hits in protocol order, asking ``fetch(n)`` for the engine's best ``n``.
 
     An engine orders equal scores as it likes, so the ``limit``-th hit may tie with hits past the cut
     that have a lower ``seq``. One extra hit shows whether the tied run reaches the end of what was
-    fetched; while it does, the window doubles until the run is complete.
+    fetched; while it does, the window doubles until the run is complete. With ``open_tail`` that first
+    window is put in protocol order and cut, as it is: the same hits as the complete answer whenever no
+    run reaches its end (an approximate engine's answer depends on the size of the window asked).
     """
+    if open_tail:
+        return [hit for group in _tie_groups(await fetch(limit + 1)) for hit in group][:limit]
     fetch_n = limit + 1
     while True:
         hits = await fetch(fetch_n)
