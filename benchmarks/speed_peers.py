@@ -24,6 +24,21 @@ default window is the same size).
 Ratios are CPersona 2.6.14 over cpersona for latency (above 1: cpersona is faster) and cpersona over
 CPersona 2.6.14 for throughput (above 1: cpersona serves more).
 
+After its concurrency levels, each system (same store, one caller) also prices two request options,
+**a requested trace** and **a time cue**: the same questions are asked plain, traced and cued, one recall
+at a time, the order of the three rotating from question to question so that drift in the machine's
+load falls on all of them alike (:func:`interleave`). The figures are ratios within a system, traced (or
+cued) p50 and p95 over plain p50 and p95. cpersona runs ``Engine.recall(..., trace=True)`` (engine opened
+without background tasks; the queued trace is published after each traced recall, outside its timed
+call, and that step is timed on its own) and ``time_cue=...``; CPersona 2.6.14 runs
+``memory_handlers.do_recall(..., trace=True)`` (its trace stays in the worker) and ``time_cue=...``. Both
+get the same cue, ``{"ago": {"unit": "weeks", "value": N}, "confidence": "likely"}`` ("about N weeks
+ago"), where N is the age of cpersona's newest memory in whole weeks (:func:`time_cue_for`): the stores
+hold no timestamps of their own (every memory is stamped when it was stored), so a cue both systems read
+the same way has to be relative to the shared clock, and this one's period holds every memory of
+stores built within a few days of each other. Each system's account of the cue (used or ignored, seats,
+the period it searched) is reported beside its figures.
+
 Caches (gitignored): cpersona's stores under ``benchmarks/.cache/recall_speed/`` (shared with
 :mod:`recall_speed`); CPersona's built databases under ``benchmarks/.cache/peers/cpersona-2.6.14/stores/``
 and the corpus vectors under ``benchmarks/.cache/peers/corpus_vectors/``, keyed by the same corpus key.
@@ -36,10 +51,12 @@ and the corpus vectors under ``benchmarks/.cache/peers/corpus_vectors/``, keyed 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import functools
 import json
+import math
 import os
 import platform
 import shutil
@@ -48,7 +65,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import anyio.to_thread
@@ -61,12 +78,13 @@ except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on sys.pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks import recall_speed as rs
 
+import cpersona
 from benchmarks.peers._process import PeerError
 from benchmarks.peers._venv import PEERS_CACHE
-from benchmarks.peers.cpersona_ref import VERSION, CPersonaRef
+from benchmarks.peers.cpersona_ref import VERSION, CPersonaRef, iso_utc
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -78,6 +96,13 @@ STORES: Final = PEERS_CACHE / PEER / "stores"
 VECTORS: Final = PEERS_CACHE / "corpus_vectors"
 _STORE_BATCH: Final = 100
 _EMBED_BATCH: Final = 256
+
+Arm = Literal["plain", "traced", "cued"]
+COST_ARMS: Final[tuple[Arm, ...]] = ("plain", "traced", "cued")
+"""How each question of the cost runs is asked: as is, with a trace requested, with a time cue."""
+_COST_WARMUP: Final = 5
+"""Questions asked all three ways before the cost runs are measured."""
+_WEEK_SECS: Final = 7 * 86_400.0
 
 
 # ------------------------------------------------------------------------------------------ embeddings
@@ -146,6 +171,227 @@ def _save_npy(path: Path, matrix: npt.NDArray[np.float32]) -> None:
     os.replace(partial, path)
 
 
+# ------------------------------------------------------------------------------------------ trace and cue
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sample:
+    """One recall of the cost runs."""
+
+    ms: float
+    """As timed in this process (for CPersona 2.6.14: around the request to its worker)."""
+    inside_ms: float | None = None
+    """CPersona 2.6.14's library call alone, timed inside its worker."""
+    time_cue: Mapping[str, Any] | None = None
+    """The system's account of the cue it was given."""
+    publish_ms: float | None = None
+    """cpersona: publishing the queued trace, after the timed call."""
+
+
+@dataclasses.dataclass
+class Costs:
+    """One system's cost runs at one corpus size: plain, traced and cued recalls of the same questions."""
+
+    system: str
+    cue: dict[str, Any]
+    samples: dict[str, list[Sample]] = dataclasses.field(default_factory=dict)
+    span: str = ""
+    """What the system's store spans in time, for the report."""
+    not_offered: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Arm -> why the system cannot be asked that way (the arm is then not run)."""
+    error: str | None = None
+
+    @property
+    def questions(self) -> int:
+        return len(self.samples.get("plain", []))
+
+    def ms(self, arm: str, *, inside: bool = False) -> list[float]:
+        found = self.samples.get(arm, [])
+        if inside:
+            return [s.inside_ms for s in found if s.inside_ms is not None]
+        return [s.ms for s in found]
+
+    def ratio(self, arm: str, fraction: float, *, inside: bool = False) -> float | None:
+        """``arm``'s percentile over plain's (above 1: asking that way costs time); ``None`` if not run."""
+        mine, plain = self.ms(arm, inside=inside), self.ms("plain", inside=inside)
+        if not mine or not plain:
+            return None
+        return rs.percentile(mine, fraction) / rs.percentile(plain, fraction)
+
+
+def time_cue_for(newest: float, now: float) -> dict[str, Any]:
+    """The cue "about N weeks ago", N the age of ``newest`` (a POSIX time) in whole weeks, at ``likely``.
+
+    Both systems read ``ago`` the same way (reference ``cpersona-recall.md`` §3.9): a period one week
+    wide centred N weeks before now, widened by half its width on each side at ``likely``. So memories
+    stored within about three and a half days of ``newest`` lie inside it, and since its own period
+    starts at least three and a half days before now, neither system's recent-only rule drops it.
+    """
+    weeks = max(0, round((now - newest) / _WEEK_SECS))
+    return {"ago": {"unit": "weeks", "value": weeks}, "confidence": "likely"}
+
+
+async def interleave(
+    ask: Callable[[Arm, str], Awaitable[Sample]],
+    questions: Sequence[str],
+    count: int,
+    arms: Sequence[Arm] = COST_ARMS,
+    *,
+    warmup: int = _COST_WARMUP,
+) -> dict[str, list[Sample]]:
+    """Ask each of ``count`` questions every way of ``arms``, one recall at a time.
+
+    The first way rotates from one question to the next (plain, traced, cued; then traced, cued, plain;
+    ...), so each comes first, second and last equally often and whatever one recall warms for the next
+    is shared out. The warm-up questions come from the second half of the list, away from the measured
+    ones.
+    """
+    for question in questions[len(questions) // 2 :][:warmup]:
+        for arm in arms:
+            await ask(arm, question)
+    samples: dict[str, list[Sample]] = {arm: [] for arm in arms}
+    for index in range(count):
+        question = questions[index % len(questions)]
+        turn = index % len(arms)
+        for arm in (*arms[turn:], *arms[:turn]):
+            samples[arm].append(await ask(arm, question))
+    return samples
+
+
+async def measure_our_costs(data_dir: Path, size: int, questions: Sequence[str], count: int) -> Costs:
+    """cpersona's cost runs on the store at ``data_dir`` (the cue is derived here, from its newest memory)."""
+    # Without background tasks a queued trace is published only where ask() drains it, so publishing
+    # never lands inside another recall's timed window (as in trace_cost.py).
+    async with cpersona.open(rs.settings_for(data_dir), background=False) as memory:
+        await rs.wait_indexed(memory, size)
+        [newest] = await memory.list(agent_id=rs.AGENT, limit=1)
+        cue = time_cue_for(newest.timestamp, time.time())
+
+        async def ask(arm: Arm, question: str) -> Sample:
+            fields: dict[str, Any] = {"trace": True} if arm == "traced" else {}
+            if arm == "cued":
+                fields["time_cue"] = cue
+            started = time.perf_counter()
+            result = await memory.recall(question, agent_id=rs.AGENT, limit=rs.LIMIT, **fields)
+            ms = (time.perf_counter() - started) * 1000
+            if arm != "traced":
+                return Sample(ms, time_cue=result.time_cue)
+            if result.trace is None:
+                raise RuntimeError(f"a traced recall of {question!r} came back without its trace")
+            began = time.perf_counter()
+            taken = await memory.drain_traces()
+            if taken != 1:
+                raise RuntimeError(f"expected one queued trace after a traced recall, found {taken}")
+            return Sample(ms, publish_ms=(time.perf_counter() - began) * 1000)
+
+        samples = await interleave(ask, questions, count)
+    span = f"newest memory stored {_utc(iso_utc(newest.timestamp))}"
+    return Costs("cpersona", cue, samples, span=span)
+
+
+def _utc(iso: object) -> str:
+    """An ISO 8601 time as ``YYYY-MM-DD HH:MM:SS`` in UTC (as it was, if it does not read as one)."""
+    try:
+        moment = datetime.datetime.fromisoformat(str(iso))
+    except ValueError:
+        return str(iso)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.UTC)
+    return f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+async def measure_peer_costs(
+    peer: CPersonaRef, questions: Sequence[str], count: int, cue: dict[str, Any]
+) -> Costs:
+    """CPersona 2.6.14's cost runs in its open worker, with the cue cpersona was given."""
+    costs = Costs(PEER, cue)
+    span = await peer.call("span", agent=rs.AGENT)
+    costs.span = f"memories stored {_utc(span['oldest'])} to {_utc(span['newest'])}"
+    if peer.takes_trace is not True:
+        costs.not_offered["traced"] = (
+            f"not offered by {VERSION}: `memory_handlers.do_recall` has no `trace` parameter "
+            f"(worker hello: {peer.hello.get('trace')!r})"
+        )
+    if peer.takes_time_cue is not True:
+        costs.not_offered["cued"] = (
+            f"not offered by {VERSION}: `memory_handlers.do_recall` has no `time_cue` parameter "
+            f"(worker hello: {peer.hello.get('time_cue')!r})"
+        )
+
+    async def ask(arm: Arm, question: str) -> Sample:
+        fields: dict[str, Any] = {"trace": True} if arm == "traced" else {}
+        if arm == "cued":
+            fields["time_cue"] = cue
+        started = time.perf_counter()
+        reply = await peer.call("recall", agent=rs.AGENT, query=question, limit=rs.LIMIT, **fields)
+        ms = (time.perf_counter() - started) * 1000
+        return Sample(ms, inside_ms=float(reply["elapsed_ms"]), time_cue=reply.get("time_cue"))
+
+    arms = [arm for arm in COST_ARMS if arm not in costs.not_offered]
+    costs.samples = await interleave(ask, questions, count, arms)
+    return costs
+
+
+async def run_ours(
+    texts: rs.Texts,
+    size: int,
+    smaller: Sequence[int],
+    plan: Sequence[tuple[int, int]],
+    count: int,
+    *,
+    quick: bool,
+    rebuild: bool,
+) -> tuple[rs.SizeResult, Costs]:
+    """:func:`recall_speed.run_size`'s measurement, then the cost runs on the same copy of the store.
+
+    The steps are ``run_size``'s own (its store cache, its stale-layout rebuild), spelled out here because
+    ``run_size`` removes its copy of the store when it returns, and a quick run's store is built for the
+    run and cached nowhere.
+    """
+    corpus = rs.build_corpus(texts, size)
+    questions = texts.questions
+    tmp = Path(await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="speed-ours-")))
+    try:
+        data_dir = tmp / "data"
+        if quick:
+            build = await rs.build_store(data_dir, corpus, 0, questions, 30)
+            build["from_cache"] = False
+        else:
+            home, build = await rs.cached_store(corpus, smaller, questions, rebuild)
+            await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
+        measured = await rs.measure(data_dir, size, questions, plan, [] if quick else build["collections"])
+        if measured is None:
+            print(
+                f"cached {size:,} store has other collections than the engine opens; rebuilding",
+                file=sys.stderr,
+            )
+            await anyio.to_thread.run_sync(shutil.rmtree, data_dir)
+            home, build = await rs.cached_store(corpus, smaller, questions, True)
+            await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
+            measured = await rs.measure(data_dir, size, questions, plan, build["collections"])
+            assert measured is not None
+        costs = await measure_our_costs(data_dir, size, questions, count)
+    finally:
+        await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+    levels, embed, reopen_secs = measured
+    _print_costs(costs, size)
+    return rs.SizeResult(size, build, levels, embed, reopen_secs), costs
+
+
+def _print_costs(costs: Costs, size: int) -> None:
+    shown = ", ".join(
+        f"{arm} / plain p50 {ratio:.2f}"
+        for arm in ("traced", "cued")
+        if (ratio := costs.ratio(arm, 0.5)) is not None
+    )
+    print(f"  {costs.system} {size:,} memories, cost runs: {shown or costs.error}", file=sys.stderr)
+
+
+def cost_questions(plan: Sequence[tuple[int, int]]) -> int:
+    """How many questions the cost runs ask: as many recalls as the one-caller level makes."""
+    return next((recalls for callers, recalls in plan if callers == 1), plan[0][1])
+
+
 # ------------------------------------------------------------------------------------------ the peer
 
 
@@ -159,6 +405,7 @@ class PeerResult:
     """Callers -> the library call alone, timed inside the worker (``elapsed_ms``)."""
     rows: list[int]
     hello: dict[str, Any]
+    costs: Costs
 
 
 def _peer(source: SwitchableSource, work_dir: Path) -> CPersonaRef:
@@ -243,6 +490,7 @@ async def measure_peer(
     questions: Sequence[str],
     plan: Sequence[tuple[int, int]],
     *,
+    cue: dict[str, Any],
     quick: bool,
     rebuild: bool,
 ) -> PeerResult:
@@ -278,11 +526,17 @@ async def measure_peer(
                     file=sys.stderr,
                 )
             hello = peer.hello
+            try:
+                costs = await measure_peer_costs(peer, questions, cost_questions(plan), cue)
+            except PeerError as exc:
+                # The cost runs failing leaves the figures above standing; the report lists the error.
+                costs = Costs(PEER, cue, error=str(exc))
+            _print_costs(costs, len(corpus))
         finally:
             await peer.aclose()
     finally:
         await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
-    return PeerResult(len(corpus), build, levels, inside, rows, hello)
+    return PeerResult(len(corpus), build, levels, inside, rows, hello, costs)
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -301,6 +555,7 @@ def render(
     command: str,
     load_start: float,
     chart: str,
+    costs: Mapping[int, Costs],
 ) -> str:
     lines = [
         f"# Recall speed: cpersona against CPersona {VERSION}, same corpus, same run",
@@ -372,11 +627,155 @@ def render(
         "with its vector served from precomputed corpus vectors over loopback (no embedding cost), so the "
         "two are not like for like: the recall figures are the comparison.",
         "",
+        *cost_sections(ours, theirs, costs),
         "## Findings",
         "",
         *findings(ours, theirs),
+        *cost_findings(theirs, costs),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _pair(samples: Sequence[float]) -> str:
+    return f"{rs.percentile(samples, 0.5):.1f} / {rs.percentile(samples, 0.95):.1f}" if samples else "-"
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"**{value:.2f}**"
+
+
+def _cost_rows(size: int, costs: Costs, arm: Arm, extra: Callable[[Costs], list[str]]) -> list[str]:
+    """The rows of one system in one cost table (CPersona 2.6.14: seen from here, then the call alone)."""
+    label = "cpersona" if costs.system == "cpersona" else f"CPersona {VERSION}"
+    blanks = len(extra(costs))
+    if costs.error is not None:
+        return [f"| {size:,} | {label} | cost runs failed: {costs.error} | - | - | - | - |" + " - |" * blanks]
+    if arm in costs.not_offered:
+        return [f"| {size:,} | {label} | {costs.not_offered[arm]} | - | - | - | - |" + " - |" * blanks]
+    views = [(label, False)]
+    if costs.system != "cpersona":
+        views = [(f"{label}, seen from here", False), (f"{label}, call alone", True)]
+    rows = []
+    for name, inside in views:
+        rows.append(
+            f"| {size:,} | {name} | {costs.questions} | {_pair(costs.ms('plain', inside=inside))} "
+            f"| {_pair(costs.ms(arm, inside=inside))} | {_times(costs.ratio(arm, 0.5, inside=inside))} "
+            f"| {_times(costs.ratio(arm, 0.95, inside=inside))} |"
+            + "".join(f" {cell} |" for cell in extra(costs))
+        )
+    return rows
+
+
+def _trace_cells(costs: Costs) -> list[str]:
+    published = [s.publish_ms for s in costs.samples.get("traced", []) if s.publish_ms is not None]
+    if costs.system == "cpersona":
+        return [f"publish p50 {rs.percentile(published, 0.5):.1f} ms" if published else "-"]
+    return ["trace kept in the worker"]
+
+
+def _cue_cells(costs: Costs) -> list[str]:
+    """Cue used (of the cued recalls), mean seats, the period searched, anything else the system said."""
+    said = [dict(s.time_cue) if s.time_cue else {} for s in costs.samples.get("cued", [])]
+    if not said:
+        return ["-", "-", "-", "-"]
+    used = [r for r in said if r and "ignored" not in r]
+    seats = statistics.mean(float(r.get("seated", 0) or 0) for r in said)
+    period = next((r.get("period") for r in used if r.get("period")), None)
+    shown = " to ".join(_utc(p)[:16] for p in period) if isinstance(period, list) else "-"
+    notes = collections.Counter(
+        f"{key}: {json.dumps(r[key], sort_keys=True)[:80]}"
+        for r in said
+        for key in ("ignored", "remainder")
+        if key in r
+    )
+    noted = "; ".join(f"{text} ({n}/{len(said)})" for text, n in notes.items()) or "-"
+    return [f"{len(used)}/{len(said)}", f"{seats:.1f}", shown, noted]
+
+
+def cost_sections(
+    ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult], costs: Mapping[int, Costs]
+) -> list[str]:
+    """The trace and cue tables: each system's traced and cued recalls against its own plain ones."""
+    if not costs:
+        return []
+    peers = {r.size: r.costs for r in theirs}
+    per_size = [(r.size, [c for c in (costs.get(r.size), peers.get(r.size)) if c is not None]) for r in ours]
+    lines = [
+        "## What a requested trace and a time cue cost (one caller)",
+        "",
+        "At each size, after its concurrency levels and on the same store, each system answers the same "
+        f"questions three ways, one recall at a time and `limit={rs.LIMIT}`: plain, with a trace requested, "
+        "and with a time cue. The first of the three rotates from question to question, so drift in the "
+        f"machine's load falls on all three alike; {_COST_WARMUP} other questions are asked all three ways "
+        "first. Ratio = the traced (cued) p50 or p95 over the plain p50 or p95 of the same system (above "
+        "1: the option costs time). cpersona: `Engine.recall(..., trace=True)` and `time_cue=...` in "
+        "process, the engine opened without background tasks, the queued trace published "
+        "(`drain_traces`) after each traced recall outside its timed call (that step's p50 is in the "
+        f"note). CPersona {VERSION}: `memory_handlers.do_recall(..., trace=True)` (a trace of refs, ranks, "
+        "scores and reasons per stage plus a coverage ledger, built in its worker and not shipped over "
+        "the pipe) and `time_cue=...`, seen from here (request, queue, pipe) and the call alone.",
+        "",
+        "### Trace",
+        "",
+        "| memories | system | questions | plain p50 / p95 (ms) | traced p50 / p95 (ms) | traced / plain p50 "
+        "| traced / plain p95 | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size, found in per_size:
+        for c in found:
+            lines += _cost_rows(size, c, "traced", _trace_cells)
+    lines += [
+        "",
+        "### Time cue",
+        "",
+        'The same cue for both systems at each size, `ago` in weeks ("about N weeks ago"), N the age of '
+        "cpersona's newest memory in whole weeks, at `likely`: both read it as a week-wide period centred N "
+        "weeks back and widened by half its width on each side, which holds every memory of stores built "
+        "within a few days of each other (these stores carry the times they were built at). *Cue used* "
+        "counts the cued recalls whose answer reports the cue applied (not ignored); *seats* is the mean "
+        "of `time_cue.seated`; the period is the one the system reports it searched.",
+        "",
+    ]
+    for size, found in per_size:
+        spans = "; ".join(f"{c.system}: {c.span}" for c in found if c.span)
+        cue = json.dumps(found[0].cue, sort_keys=True) if found else "-"
+        lines.append(f"- {size:,} memories: cue `{cue}`; {spans} (UTC)")
+    lines += [
+        "",
+        "| memories | system | questions | plain p50 / p95 (ms) | cued p50 / p95 (ms) | cued / plain p50 "
+        "| cued / plain p95 | cue used | seats | period searched (UTC) | also reported |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size, found in per_size:
+        for c in found:
+            lines += _cost_rows(size, c, "cued", _cue_cells)
+    return [*lines, ""]
+
+
+def cost_findings(theirs: Sequence[PeerResult], costs: Mapping[int, Costs]) -> list[str]:
+    """One statement per size on what a trace and a cue cost each system (p50, seen from here)."""
+    peers = {r.size: r.costs for r in theirs}
+    out = []
+    for size, mine in costs.items():
+        other = peers.get(size)
+        parts = []
+        for arm, what in (("traced", "a requested trace"), ("cued", "a time cue")):
+            ours_ratio = mine.ratio(arm, 0.5)
+            if ours_ratio is None:
+                continue
+            if other is None or other.error is not None:
+                theirs_text = f"CPersona {VERSION} not measured"
+            elif arm in other.not_offered:
+                theirs_text = f"CPersona {VERSION}: {other.not_offered[arm]}"
+            else:
+                theirs_text = (
+                    f"CPersona {VERSION} {other.ratio(arm, 0.5) or math.nan:.2f}x "
+                    f"(call alone {other.ratio(arm, 0.5, inside=True) or math.nan:.2f}x)"
+                )
+            parts.append(f"{what} costs cpersona {ours_ratio:.2f}x its plain p50, {theirs_text}")
+        if parts:
+            out.append(f"- {size:,} memories, one caller: " + "; ".join(parts) + ".")
+    return out
 
 
 def findings(ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult]) -> list[str]:
@@ -448,20 +847,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run_all(
     args: argparse.Namespace, texts: rs.Texts
-) -> tuple[list[rs.SizeResult], list[PeerResult], dict[int, str]]:
+) -> tuple[list[rs.SizeResult], list[PeerResult], dict[int, str], dict[int, Costs]]:
     plan = list(zip(args.callers, args.recalls, strict=True))
     ours: list[rs.SizeResult] = []
+    our_costs: dict[int, Costs] = {}
     theirs: list[PeerResult] = []
     failures: dict[int, str] = {}
     embedder = await open_onnx_embedder()
     try:
         for n, size in enumerate(args.sizes):
-            ours.append(await rs.run_size(texts, size, args.sizes[:n], plan, args.quick, args.rebuild))
+            result, costs = await run_ours(
+                texts,
+                size,
+                args.sizes[:n],
+                plan,
+                cost_questions(plan),
+                quick=args.quick,
+                rebuild=args.rebuild,
+            )
+            ours.append(result)
+            our_costs[size] = costs
             corpus = rs.build_corpus(texts, size)
             try:
                 theirs.append(
                     await measure_peer(
-                        embedder, corpus, texts.questions, plan, quick=args.quick, rebuild=args.rebuild
+                        embedder,
+                        corpus,
+                        texts.questions,
+                        plan,
+                        cue=costs.cue,
+                        quick=args.quick,
+                        rebuild=args.rebuild,
                     )
                 )
             except PeerError as exc:
@@ -470,7 +886,7 @@ async def run_all(
                 failures[size] = str(exc)
     finally:
         await embedder.aclose()
-    return ours, theirs, failures
+    return ours, theirs, failures, our_costs
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
@@ -478,10 +894,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
     command = rs.settle_size_arguments(args, argv, __file__, results=RESULTS)
     load_start = os.getloadavg()[0]
     texts = rs.load_texts(args.data)
-    ours, theirs, failures = anyio.run(run_all, args, texts)
+    ours, theirs, failures, costs = anyio.run(run_all, args, texts)
     chart = args.out.with_suffix(".png")
     write_chart(ours, theirs, chart)
-    report = render(ours, theirs, failures, texts, command=command, load_start=load_start, chart=chart.name)
+    report = render(
+        ours, theirs, failures, texts, command=command, load_start=load_start, chart=chart.name, costs=costs
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report, encoding="utf-8")
     print(report)

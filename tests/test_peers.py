@@ -7,7 +7,8 @@ scripts written here, so they need nothing installed. The peer tests install ``c
 tests of the run reuse them) and are skipped, with pip's own error as the reason, when that cannot be
 done (no registry reachable). Their end-to-end run uses a small LoCoMo-shaped file written here (one
 conversation, a few questions), so they need no evaluation data either; the speed smoke run measures both
-engines on 300 memories with a handful of recalls (figures not checked, only that they are there).
+engines on 300 memories with a handful of recalls, the cost of a requested trace and of a time cue
+included (figures not checked, only that they are there and are positive ratios).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import httpx
@@ -539,3 +540,126 @@ def test_speed_quick_run_reports_both_systems_and_their_ratios(tmp_path: Path) -
     returned = text.split("CPersona 2.6.14 returned ", 1)[1].split(" rows", 1)[0]
     assert 0.0 < float(returned) <= 10.0
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # The trace and cue tables: every system, the six one-caller questions, positive finite ratios.
+    systems = ["cpersona", "CPersona 2.6.14, seen from here", "CPersona 2.6.14, call alone"]
+    trace = _cost_table(text, "### Trace", "### Time cue")
+    assert [row[1] for row in trace] == systems
+    cue = _cost_table(text, "| memories | system | questions | plain p50 / p95 (ms) | cued", "## Findings")
+    assert [row[1] for row in cue] == systems
+    for row in trace + cue:
+        assert row[0] == "300", row
+        assert row[2] == "6", row
+        for cell in row[5:7]:
+            ratio = float(cell.strip("*"))
+            assert 0.0 < ratio < float("inf"), row
+    assert trace[0][7].startswith("publish p50 ")
+    # Both systems were handed the same "about 0 weeks ago" cue (the stores were built minutes ago) and
+    # both applied it on every cued recall: not ignored, a period reported.
+    assert '- 300 memories: cue `{"ago": {"unit": "weeks", "value": 0}, "confidence": "likely"}`' in text
+    for row in cue:
+        assert row[7] == "6/6", row
+        assert float(row[8]) >= 0.0
+        assert " to " in row[9], row
+    findings = text.split("## Findings", 1)[1]
+    assert "- 300 memories, one caller: a requested trace costs cpersona " in findings
+    assert "a time cue costs cpersona " in findings
+
+
+def _cost_table(text: str, start: str, end: str) -> list[list[str]]:
+    """The cells of the rows of the first table after ``start`` and before ``end``."""
+    section = text.split(start, 1)[1].split(end, 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+
+
+def test_interleave_rotates_which_way_a_question_is_asked_first() -> None:
+    from benchmarks import speed_peers
+
+    asked: list[tuple[str, str]] = []
+
+    async def ask(arm: speed_peers.Arm, question: str) -> speed_peers.Sample:
+        asked.append((arm, question))
+        return speed_peers.Sample(float(len(asked)))
+
+    questions = [f"q{i}" for i in range(10)]
+    samples = anyio.run(lambda: speed_peers.interleave(ask, questions, 4, warmup=2))
+    # Warm-up: two questions from the second half, every way, not recorded.
+    assert asked[:6] == [(arm, q) for q in ("q5", "q6") for arm in ("plain", "traced", "cued")]
+    measured = asked[6:]
+    assert [q for _, q in measured] == ["q0"] * 3 + ["q1"] * 3 + ["q2"] * 3 + ["q3"] * 3
+    assert [arm for arm, _ in measured[::3]] == ["plain", "traced", "cued", "plain"]
+    assert [arm for arm, _ in measured[3:6]] == ["traced", "cued", "plain"]
+    assert {arm: len(found) for arm, found in samples.items()} == {"plain": 4, "traced": 4, "cued": 4}
+    # Each sample is filed under the way it was asked.
+    assert [s.ms for s in samples["traced"]] == [8.0, 10.0, 15.0, 17.0]
+
+
+def test_time_cue_is_about_n_weeks_ago_from_the_newest_memory() -> None:
+    from benchmarks import speed_peers
+
+    now = 1_800_000_000.0
+    day = 86_400.0
+    weeks = [speed_peers.time_cue_for(now - days * day, now)["ago"]["value"] for days in (0, 3, 4, 10, 25)]
+    assert weeks == [0, 0, 1, 1, 4]
+    assert speed_peers.time_cue_for(now, now) == {
+        "ago": {"unit": "weeks", "value": 0},
+        "confidence": "likely",
+    }
+    # A clock behind the store (negative age) still asks for this week, never for the future.
+    assert speed_peers.time_cue_for(now + 30 * day, now)["ago"]["value"] == 0
+
+
+async def test_a_peer_without_a_trace_gets_no_traced_recalls_and_says_why() -> None:
+    from benchmarks import speed_peers
+
+    requests: list[dict[str, Any]] = []
+
+    class OldPeer:
+        takes_trace = False
+        takes_time_cue = True
+        hello: ClassVar[dict[str, Any]] = {"trace": {"parameter": False}}
+
+        async def call(self, op: str, **fields: Any) -> dict[str, Any]:
+            if op == "span":
+                return {"memories": 3, "oldest": "2026-01-01T00:00:00+00:00", "newest": "2026-01-02T00:00:00"}
+            requests.append(fields)
+            return {
+                "rows": [],
+                "elapsed_ms": 2.0,
+                "time_cue": {"policy": "p", "seated": 1, "period": ["a", "b"]},
+            }
+
+    cue = speed_peers.time_cue_for(0.0, 0.0)
+    costs = await speed_peers.measure_peer_costs(OldPeer(), ["a", "b", "c"], 3, cue)  # type: ignore[arg-type]
+    assert not any("trace" in fields for fields in requests)
+    assert [fields.get("time_cue") for fields in requests].count(cue) == len(requests) // 2
+    assert set(costs.samples) == {"plain", "cued"}
+    assert costs.not_offered["traced"] == (
+        "not offered by 2.6.14: `memory_handlers.do_recall` has no `trace` parameter "
+        "(worker hello: {'parameter': False})"
+    )
+    assert costs.span == "memories stored 2026-01-01 00:00:00 to 2026-01-02 00:00:00"
+    assert costs.ratio("traced", 0.5) is None
+    assert costs.ratio("cued", 0.5, inside=True) == 1.0
+
+    # The report keeps the row and says why it has no figures; a failed run is listed with its error.
+    from types import SimpleNamespace
+
+    failed = speed_peers.Costs("cpersona", cue, error="RuntimeError: no trace")
+    text = "\n".join(
+        speed_peers.cost_sections(
+            [SimpleNamespace(size=300), SimpleNamespace(size=1000)],  # type: ignore[list-item]
+            [SimpleNamespace(size=300, costs=costs)],  # type: ignore[list-item]
+            {1000: failed},
+        )
+    )
+    trace = text.split("### Trace", 1)[1].split("### Time cue", 1)[0]
+    assert (
+        "| 300 | CPersona 2.6.14 | not offered by 2.6.14: `memory_handlers.do_recall` has no `trace`" in trace
+    )
+    assert "| 1,000 | cpersona | cost runs failed: RuntimeError: no trace |" in trace
+    cued = [line for line in text.splitlines() if line.startswith("| 300 | CPersona 2.6.14, call alone")]
+    assert len(cued) == 1
+    cells = [cell.strip() for cell in cued[0].strip("|").split("|")]
+    assert cells[5:9] == ["**1.00**", "**1.00**", "3/3", "1.0"]

@@ -11,11 +11,16 @@ Ops (JSON lines, see :mod:`_wire`):
 
 * ``store`` ``{agent, records: [{content, msg_id, timestamp, metadata}]}`` stores in order and answers
   ``{results: [{result, id, reason?}]}``;
-* ``recall`` ``{agent, query, limit, time_cue?}`` answers ``{rows: [{ref, id, signal}], elapsed_ms,
-  time_cue?}``, best first (CPersona returns its messages best last), the profile row left out (it has no
-  ref); ``signal`` is the row's ``match_reason.signal`` (``cue`` marks a seat the time cue held) and
-  ``time_cue`` is what CPersona says it did with a cue it was given;
-* ``stats`` answers the row counts of the database.
+* ``recall`` ``{agent, query, limit, time_cue?, trace?}`` answers ``{rows: [{ref, id, signal}],
+  elapsed_ms, time_cue?, trace_keys?}``, best first (CPersona returns its messages best last), the
+  profile row left out (it has no ref); ``signal`` is the row's ``match_reason.signal`` (``cue`` marks a
+  seat the time cue held) and ``time_cue`` is what CPersona says it did with a cue it was given. With
+  ``trace`` the call asks ``do_recall`` for its recall trace; the trace itself stays here (shipping it
+  over the pipe would add a cost the library call does not have) and ``trace_keys`` counts its top-level
+  keys, to show that one was built;
+* ``stats`` answers the row counts of the database;
+* ``span`` ``{agent}`` answers ``{memories, oldest, newest}``: the stored timestamps (ISO 8601) of the
+  agent's oldest and newest memory, for a benchmark that builds a time cue from them.
 """
 
 from __future__ import annotations
@@ -74,9 +79,12 @@ async def store(request: dict[str, Any]) -> dict[str, Any]:
 
 async def recall(request: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
-    # The cue goes in as the caller's mapping, the form CPersona's recall tool passes on.
-    cued = {"time_cue": request["time_cue"]} if request.get("time_cue") else {}
-    reply = await mh.do_recall(request["agent"], request["query"], int(request["limit"]), **cued)
+    # The cue goes in as the caller's mapping, the form CPersona's recall tool passes on. Neither field
+    # is passed unless asked for, so a plain recall is the same call as before these options existed.
+    extra: dict[str, Any] = {"time_cue": request["time_cue"]} if request.get("time_cue") else {}
+    if request.get("trace"):
+        extra["trace"] = True
+    reply = await mh.do_recall(request["agent"], request["query"], int(request["limit"]), **extra)
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     if reply.get("error") or reply.get("ok") is False:
         raise RuntimeError(f"recall answered { ({k: v for k, v in reply.items() if k != 'messages'}) }")
@@ -89,8 +97,13 @@ async def recall(request: dict[str, Any]) -> dict[str, Any]:
         for message in reversed(reply.get("messages") or [])
         if message.get("ref")
     ]
-    extra = {k: reply[k] for k in ("advisory", "gate_fallback", "depth", "time_cue") if k in reply}
-    return {"rows": rows, "elapsed_ms": elapsed_ms, **extra}
+    said = {k: reply[k] for k in ("advisory", "gate_fallback", "depth", "time_cue") if k in reply}
+    if request.get("trace"):
+        trace = reply.get("trace")
+        if not isinstance(trace, dict) or not trace:
+            raise RuntimeError(f"a recall asked for its trace answered without one: {sorted(reply)}")
+        said["trace_keys"] = len(trace)
+    return {"rows": rows, "elapsed_ms": elapsed_ms, **said}
 
 
 async def stats(request: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +116,15 @@ async def stats(request: dict[str, Any]) -> dict[str, Any]:
     return counts
 
 
+async def span(request: dict[str, Any]) -> dict[str, Any]:
+    db = await database.get_db()
+    query = "SELECT COUNT(*), MIN(timestamp), MAX(timestamp) FROM memories WHERE agent_id = ?"
+    async with db.execute(query, (request["agent"],)) as cursor:
+        row = await cursor.fetchone()
+    count, oldest, newest = row if row else (0, None, None)
+    return {"memories": int(count), "oldest": oldest, "newest": newest}
+
+
 async def main() -> None:
     client = vector.build_embedding_client()
     if client is None:
@@ -110,19 +132,19 @@ async def main() -> None:
     vector._embedding_client = client
     await client.initialize()
     await database.init_db()
+    parameters = inspect.signature(mh.do_recall).parameters
     try:
         hello = {
             "peer": "cpersona",
             "version": importlib.metadata.version("cpersona"),
             "python": platform.python_version(),
             "config": {name: getattr(config, name, None) for name in _CONFIG_ECHO},
-            # Whether this release's recall takes a time period, read from the installed code itself.
-            "time_cue": {
-                "parameter": "time_cue" in inspect.signature(mh.do_recall).parameters,
-                "policy": getattr(cue, "POLICY", None),
-            },
+            # Whether this release's recall takes a time period and can return a trace, read from the
+            # installed code itself.
+            "time_cue": {"parameter": "time_cue" in parameters, "policy": getattr(cue, "POLICY", None)},
+            "trace": {"parameter": "trace" in parameters},
         }
-        await serve(CHANNEL, hello, {"store": store, "recall": recall, "stats": stats})
+        await serve(CHANNEL, hello, {"store": store, "recall": recall, "stats": stats, "span": span})
     finally:
         await database.close_db()
 

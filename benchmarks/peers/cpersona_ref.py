@@ -27,6 +27,12 @@ hit on it counts for each of them (as for our own engine). Recall asks ``limit =
 ``cued-v0.3`` in its ``cpersona/cue.py``): :meth:`CPersonaRef.recall` passes one through and returns the
 rows with the signal that marks a cue seat, for the time-cue comparison. The worker's hello says whether
 the installed release has the parameter (:attr:`CPersonaRef.takes_time_cue`).
+
+Its recall can also return its recall trace (``do_recall(..., trace=True)``, ``cpersona/recall_trace.py``:
+refs, ranks, scores and reasons per stage, and a coverage ledger). The worker asks for it when a request
+says ``trace`` and keeps it on its side; its hello says whether the parameter exists
+(:attr:`CPersonaRef.takes_trace`), and the ``span`` op gives the agent's oldest and newest stored time.
+The speed benchmark (``benchmarks/speed_peers.py``) uses both to price a trace and a cue.
 """
 
 from __future__ import annotations
@@ -160,6 +166,12 @@ class CPersonaRef(PeerSystem):
     def takes_time_cue(self) -> bool | None:
         """Whether the running release's recall has a ``time_cue`` parameter (``None`` before start)."""
         said = self.hello.get("time_cue")
+        return None if not isinstance(said, dict) else bool(said.get("parameter"))
+
+    @property
+    def takes_trace(self) -> bool | None:
+        """Whether the running release's recall has a ``trace`` parameter (``None`` before start)."""
+        said = self.hello.get("trace")
         return None if not isinstance(said, dict) else bool(said.get("parameter"))
 
     def unit_ids(self, conv_id: str, row: dict[str, Any]) -> list[str]:
