@@ -5,7 +5,8 @@ The grouping and the cue bookkeeping are checked on hand-made questions. A small
 here runs the command with bm25 and dense (it embeds a handful of texts, so it is marked slow). The quick
 run over the real TMD log 26 with all six systems, the peers' time cue included, is skipped when the TMD
 folder is not beside the repository or the peers cannot be installed from the package registry, as the
-LoCoMo and peer quick runs are.
+LoCoMo and peer quick runs are. The ``all`` command (LoCoMo, then TMD, same options) runs on the small
+TMD folder and a tiny LoCoMo-shaped file with dense and CPersona 2.6.14.
 """
 
 from __future__ import annotations
@@ -246,3 +247,77 @@ def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
     assert "- **mem0**: takes no period" in text
     assert "Policy each system reported: cpersona `cued-v0.3`; cpersona-2.6.14 `cued-v0.3`." in text
     assert (tmp_path / "quality_tmd_peers_quick.png").read_bytes()[:8] == PNG
+
+
+# ------------------------------------------------------------------------------------------ all
+
+
+def test_all_defaults_to_both_peers_and_runs_tmd_when_locomo_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks.quality import __main__ as command
+
+    args = command.build_parser().parse_args(["all", "--quick", "--store-cache"])
+    assert args.systems == ["bm25", "dense", "rrf", "cpersona", "cpersona-2.6.14", "mem0"]
+    assert (args.quick, args.store_cache, args.no_cue, args.conversations) == (True, True, False, None)
+    ran: list[str] = []
+
+    def locomo(args: Any, command_line: str, *, stem: str) -> Path:
+        ran.append(f"locomo {stem} {command_line}")
+        raise SystemExit("the dense honesty check failed: see the report")
+
+    def tmd(args: Any, command_line: str) -> Path:
+        ran.append("tmd")
+        return tmp_path / "quality_tmd_peers_quick.md"
+
+    monkeypatch.setattr(command, "_locomo_main", locomo)
+    monkeypatch.setattr(command, "_tmd_main", tmd)
+    with pytest.raises(SystemExit, match=r"^LoCoMo: the dense honesty check failed: see the report$"):
+        command.main(["all", "--quick", "--systems", "dense"])
+    assert ran[0].startswith("locomo quality_locomo_peers ")
+    assert ran[0].endswith(" -m benchmarks.quality all --quick --systems dense")
+    assert ran[1:] == ["tmd"]
+
+
+@pytest.mark.slow
+def test_all_writes_the_locomo_and_tmd_reports_side_by_side(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
+    try:
+        anyio.run(CPersonaRef.venv.ensure)
+    except PeerError as exc:
+        pytest.skip(f"cannot install {CPersonaRef.venv.name} from the package registry: {exc}")
+    from benchmarks.quality.__main__ import main
+
+    from test_peers import _tiny_locomo
+
+    folder = tmp_path / "tmd"
+    _write_small_tmd(folder)
+    locomo_file = tmp_path / "tiny.json"
+    _tiny_locomo(locomo_file)
+    args = ["all", "--quick", "--systems", "dense,cpersona-2.6.14", "--k", "10", "--tmd", str(folder)]
+    report = main([*args, "--data", str(locomo_file), "--out", str(tmp_path), "--no-progress"])
+    assert report == tmp_path / "quality_tmd_peers_quick.md"
+    command_line = "-m benchmarks.quality all --quick --systems dense,cpersona-2.6.14 --k 10"
+    for name, title, questions in (
+        ("quality_locomo_peers_quick", "# Retrieval quality on LoCoMo", 4),
+        ("quality_tmd_peers_quick", "# Retrieval quality on TMD, side by side", 3),
+    ):
+        text = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        assert text.startswith(title), name
+        assert command_line in text
+        assert "## Systems not run" not in text
+        assert f"PASS: {questions}/{questions} questions rank identically" in text
+        recall_10 = _table(text, "#### recall@10\n")
+        # LoCoMo labels its row "**overall** (non-adversarial)", TMD "**overall**".
+        overall = next(v for k, v in recall_10.items() if k.startswith("**overall**"))[0].split(" | ")
+        assert overall[0] == str(questions)
+        assert [0.0 <= float(cell) <= 1.0 for cell in overall[1:]] == [True, True], name
+    chart = tmp_path / "quality_locomo_peers_quick_recall.png"
+    assert chart.read_bytes()[:8] == PNG
+    assert (tmp_path / "quality_tmd_peers_quick.png").read_bytes()[:8] == PNG
+    # TMD's cue ran for the peer, on its three cued questions; the LoCoMo report has its sessions too.
+    tmd_text = report.read_text(encoding="utf-8")
+    cue = _table(tmd_text, "| set | n | system | no cue |")
+    assert [row.split(" | ")[:2] for row in cue["TMD overall"]] == [["3", "cpersona-2.6.14"]]
+    locomo_text = (tmp_path / "quality_locomo_peers_quick.md").read_text(encoding="utf-8")
+    assert "#### sessions: recall@1" in locomo_text

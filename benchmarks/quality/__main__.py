@@ -6,7 +6,12 @@ Run from the repository root::
                                                   [--k 20] [--data PATH] [--store-cache]
     .venv/bin/python -m benchmarks.quality tmd [--systems ...] [--quick] [--store-cache]
     .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks.quality all [--systems ...] [--quick] [--store-cache]
 
+``all`` is the side by side in one command: ``locomo`` then ``tmd`` with the same options (its systems
+default to :data:`SIDE_BY_SIDE`, both peers included), each writing its own report,
+``quality_locomo_peers.md`` and ``quality_tmd_peers.md`` (``*_quick.*`` with ``--quick``). The second
+runs even if the first fails its dense honesty check; the command then fails at the end.
 ``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
 ``tmd`` runs the side-by-side below on TMD instead of LoCoMo (:mod:`.tmd_peers`): the same systems, the
 same run, checks and tables, grouped by TMD's question sets, plus the time cue for the systems that take
@@ -65,6 +70,9 @@ if TYPE_CHECKING:
 
 RESULTS_DIR: Final = REPO_ROOT / "benchmarks" / "results"
 ALL_SYSTEMS: Final = ("bm25", "dense", "rrf", "cpersona")
+SIDE_BY_SIDE: Final = (*ALL_SYSTEMS, *PEER_SYSTEMS)
+"""The systems ``all`` runs unless told otherwise: the baselines, cpersona and both peers."""
+LOCOMO_PEERS_STEM: Final = "quality_locomo_peers"
 TURN_KS: Final = (1, 5, 10, 20)
 EPISODE_KS: Final = (1, 3, 5, 10)
 
@@ -736,9 +744,13 @@ def _systems_arg(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _shared_arguments(parser: argparse.ArgumentParser, quick: str) -> None:
-    """The options the side-by-side commands (``locomo``, ``tmd``) have in common."""
-    parser.add_argument("--systems", type=_systems_arg, default=list(ALL_SYSTEMS), help="comma-separated")
+def _shared_arguments(
+    parser: argparse.ArgumentParser, quick: str, systems: Sequence[str] = ALL_SYSTEMS
+) -> None:
+    """The options the side-by-side commands (``locomo``, ``tmd``, ``all``) have in common."""
+    parser.add_argument(
+        "--systems", type=_systems_arg, default=list(systems), help=f"comma-separated ({','.join(systems)})"
+    )
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--k", type=int, default=20, help="rows asked of every system (at least 10)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the report and chart")
@@ -775,6 +787,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
     cue_bench.add_arguments(cue)
+
+    both = commands.add_parser("all", help="locomo, then tmd, with the same options: both reports")
+    _shared_arguments(
+        both,
+        f"LoCoMo's first conversation and TMD log {tmd_peers.QUICK_LOG} only (a smoke run)",
+        systems=SIDE_BY_SIDE,
+    )
+    both.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    both.add_argument("--tmd", type=Path, default=DEFAULT_TMD, help="path to the TMD folder")
+    both.add_argument("--no-episodes", action="store_true", help="skip LoCoMo's session-level measure")
+    both.add_argument("--no-cue", action="store_true", help="skip TMD's time-cue comparison")
+    # The locomo options ``all`` does not offer: it runs the protocol's whole LoCoMo, captions included.
+    both.set_defaults(conversations=None, no_captions=False)
     return parser
 
 
@@ -809,7 +834,7 @@ def _write(report: str, outcome: Outcome, path: Path, chart: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> Path | None:
-    """Run the command; returns the path of the report written."""
+    """Run the command; returns the path of the report written (``all``: TMD's, LoCoMo's beside it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
     if args.dataset == "cue":
@@ -821,7 +846,13 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])
     if args.dataset == "tmd":
         return _tmd_main(args, command)
+    if args.dataset == "all":
+        return _all_main(args, command)
+    return _locomo_main(args, command)
 
+
+def _locomo_main(args: argparse.Namespace, command: str, *, stem: str = "quality_locomo") -> Path:
+    """``locomo``: every system on LoCoMo; ``stem`` names the report (``all`` writes its own)."""
     conversations = None
     if args.conversations:
         conversations = [conv.strip() for conv in args.conversations.split(",") if conv.strip()]
@@ -839,7 +870,7 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     outcome = _run(data, args, episodes=episodes)
     print(f"dense check: {outcome.dense_check.describe()}")
 
-    stem = "quality_locomo" + ("_quick" if args.quick else "_subset" if conversations else "")
+    stem += "_quick" if args.quick else "_subset" if conversations else ""
     stem += "_nocaptions" if args.no_captions else ""
     chart = args.out / f"{stem}_recall.png"
     report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick)
@@ -880,6 +911,29 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     ]
     report = "\n".join(lines).rstrip() + "\n"
     return _write(report, outcome, args.out / f"{stem}.md", chart)
+
+
+def _all_main(args: argparse.Namespace, command: str) -> Path:
+    """``all``: ``locomo`` then ``tmd`` with the same options; the TMD report's path (LoCoMo's is beside it).
+
+    A dataset whose run ends the command (its dense honesty check failed, after its report was written)
+    does not stop the other one: the command fails once both have run, naming what failed.
+    """
+    runs = (
+        ("LoCoMo", lambda: _locomo_main(args, command, stem=LOCOMO_PEERS_STEM)),
+        ("TMD", lambda: _tmd_main(args, command)),
+    )
+    written: list[Path] = []
+    failed: list[str] = []
+    for name, run in runs:
+        try:
+            written.append(run())
+        except SystemExit as exc:
+            failed.append(f"{name}: {exc}")
+    print("all: wrote " + (", ".join(str(path) for path in written) or "nothing"))
+    if failed:
+        raise SystemExit("; ".join(failed))
+    return written[-1]
 
 
 if __name__ == "__main__":
