@@ -20,7 +20,11 @@ one.
 The peers ``cpersona-2.6.14`` and ``mem0`` (``--systems ...,cpersona-2.6.14,mem0``) are the systems of
 :mod:`benchmarks.peers`: each installs itself into its own venv on first use and gets the run's vectors
 over loopback HTTP. A peer that cannot run is listed with its exact error; mem0's ranking is checked
-against a direct cosine the way dense's is.
+against a direct cosine the way dense's is. A ``locomo`` run with a peer among its systems writes
+``quality_locomo_peers.*`` (as ``all`` does), so it never overwrites the report of cpersona's own variants.
+When cpersona or CPersona 2.6.14 is among the systems, ``locomo`` also compares their time cue (no cue /
+cue / extra rows, :mod:`.cue_peers`) on LoCoMo's questions that name a date, month or year, as ``tmd``
+does on TMD's; ``--no-cue`` skips it.
 
 It loads LoCoMo (:mod:`.locomo`), warms the embedding cache (:mod:`.embed_cache`), indexes each
 conversation in every system (:mod:`.systems`), asks every non-adversarial question of its own
@@ -50,6 +54,7 @@ import anyio
 from tqdm import tqdm
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
+from benchmarks.quality import cue_bench, cue_peers
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.layout import LOCOMO_LAYOUT, Layout
 from benchmarks.quality.locomo import (
@@ -612,7 +617,10 @@ def peer_sections(outcome: Outcome) -> list[str]:
     return lines
 
 
-def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: bool) -> str:
+def render_report(
+    outcome: Outcome, *, command: str, chart_name: str, quick: bool, cue: Sequence[str] = ()
+) -> str:
+    """The LoCoMo report; ``cue`` is the time-cue section (:func:`.cue_peers.cue_sections`), if any."""
     data = outcome.data
     questions = data.recall_questions()
     scores = turn_scores(outcome)
@@ -623,8 +631,9 @@ def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: boo
     turns = sum(len(conv.turns) for conv in data.conversations)
     sessions = sum(len(conv.sessions) for conv in data.conversations)
 
+    title = "turn level; the time cue where a system takes one" if cue else "turn level, no time cue"
     lines = [
-        "# Retrieval quality on LoCoMo (turn level, no time cue)",
+        f"# Retrieval quality on LoCoMo ({title})",
         "",
         *run_header(command),
         f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
@@ -669,6 +678,7 @@ def render_report(outcome: Outcome, *, command: str, chart_name: str, quick: boo
         lines += ["", f"A gap above {_MATERIAL} on either figure is marked **differs**.", ""]
         if data.captions:
             lines += REFERENCE_NOTES
+    lines += cue
     lines += METHOD_NOTES
     lines += peer_sections(outcome)
 
@@ -777,7 +787,10 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument(
         "--no-captions", action="store_true", help="leave image captions out (comparison only; off-protocol)"
     )
-    from benchmarks.quality import cue_bench, tmd_peers
+    locomo.add_argument(
+        "--no-cue", action="store_true", help="skip the time-cue comparison (cpersona and cpersona-2.6.14)"
+    )
+    from benchmarks.quality import tmd_peers
     from benchmarks.quality.tmd import DEFAULT_TMD
 
     tmd = commands.add_parser("tmd", help="TMD, turn level, by question set, and the time cue where taken")
@@ -797,7 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     both.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
     both.add_argument("--tmd", type=Path, default=DEFAULT_TMD, help="path to the TMD folder")
     both.add_argument("--no-episodes", action="store_true", help="skip LoCoMo's session-level measure")
-    both.add_argument("--no-cue", action="store_true", help="skip TMD's time-cue comparison")
+    both.add_argument("--no-cue", action="store_true", help="skip the time-cue comparison on both datasets")
     # The locomo options ``all`` does not offer: it runs the protocol's whole LoCoMo, captions included.
     both.set_defaults(conversations=None, no_captions=False)
     return parser
@@ -820,6 +833,22 @@ def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
     )
 
 
+def _cue_runs(
+    args: argparse.Namespace, select: Callable[[], cue_bench.Selection]
+) -> cue_peers.CueRuns | None:
+    """The time-cue runs both datasets hand the harness (``None`` with ``--no-cue``).
+
+    cpersona is probed once before the run: an engine that does not take ``time_cue`` is recorded with
+    the reason and keeps its plain figures. ``select`` reads the dataset's cued questions.
+    """
+    if args.no_cue:
+        return None
+    unsupported = {}
+    if "cpersona" in args.systems and (reason := anyio.run(cue_bench.cue_unsupported)) is not None:
+        unsupported["cpersona"] = reason
+    return cue_peers.CueRuns(select(), progress=not args.no_progress, unsupported=unsupported)
+
+
 def _write(report: str, outcome: Outcome, path: Path, chart: Path) -> Path:
     """Print and write the report (and its chart); fail the command if the dense honesty check failed."""
     print(report)
@@ -838,8 +867,6 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
     if args.dataset == "cue":
-        from benchmarks.quality import cue_bench
-
         return cue_bench.run_command(args, args_list)
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
@@ -851,8 +878,10 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     return _locomo_main(args, command)
 
 
-def _locomo_main(args: argparse.Namespace, command: str, *, stem: str = "quality_locomo") -> Path:
-    """``locomo``: every system on LoCoMo; ``stem`` names the report (``all`` writes its own)."""
+def _locomo_main(args: argparse.Namespace, command: str, *, stem: str | None = None) -> Path:
+    """``locomo``: every system on LoCoMo; ``stem`` names the report (by default, by the systems run)."""
+    if stem is None:
+        stem = LOCOMO_PEERS_STEM if any(name in PEER_SYSTEMS for name in args.systems) else "quality_locomo"
     conversations = None
     if args.conversations:
         conversations = [conv.strip() for conv in args.conversations.split(",") if conv.strip()]
@@ -866,33 +895,34 @@ def _locomo_main(args: argparse.Namespace, command: str, *, stem: str = "quality
         f"LoCoMo: {len(data.conversations)} conversation(s), {len(data.recall_questions())} questions used, "
         f"{len(data.dropped_for_recall())} dropped (no resolvable evidence)"
     )
+    # The time cue only where a system takes one, so a run of the baselines alone reads as it always did.
+    takes_cue = any(name in cue_peers.CUE_SYSTEMS for name in args.systems)
+    cue_runs = None
+    if takes_cue:
+        cue_runs = _cue_runs(args, lambda: cue_bench.locomo_questions(args.data, conversations=conversations))
 
-    outcome = _run(data, args, episodes=episodes)
+    outcome = _run(data, args, episodes=episodes, after_run=cue_runs)
     print(f"dense check: {outcome.dense_check.describe()}")
 
     stem += "_quick" if args.quick else "_subset" if conversations else ""
     stem += "_nocaptions" if args.no_captions else ""
     chart = args.out / f"{stem}_recall.png"
-    report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick)
+    cue_lines = cue_peers.cue_sections(cue_runs, args.systems, not_run=outcome.skipped) if takes_cue else []
+    report = render_report(outcome, command=command, chart_name=chart.name, quick=args.quick, cue=cue_lines)
+    cue_peers.write_answers(cue_runs, args.cache_dir / f"{stem}_cue_last.json")
     return _write(report, outcome, args.out / f"{stem}.md", chart)
 
 
 def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     """``tmd``: the LoCoMo path above on TMD, grouped by question set, with the time cue's runs."""
-    from benchmarks.quality import cue_bench, tmd_peers
+    from benchmarks.quality import tmd_peers
     from benchmarks.quality.tmd import load_tmd
 
     load_start = os.getloadavg()[0]
     logs = [tmd_peers.QUICK_LOG] if args.quick else None
     data = load_tmd(args.tmd, logs=logs)
     print(f"TMD: {len(data.conversations)} log(s), {len(data.questions)} questions")
-    cue_runs = None
-    if not args.no_cue:
-        unsupported = {}
-        if "cpersona" in args.systems and (reason := anyio.run(cue_bench.cue_unsupported)) is not None:
-            unsupported["cpersona"] = reason
-        selection = cue_bench.tmd_questions(args.tmd, logs=logs)
-        cue_runs = tmd_peers.CueRuns(selection, progress=not args.no_progress, unsupported=unsupported)
+    cue_runs = _cue_runs(args, lambda: cue_bench.tmd_questions(args.tmd, logs=logs))
     outcome = _run(data, args, episodes=False, layout=tmd_peers.TMD_LAYOUT, after_run=cue_runs)
     print(f"dense check: {outcome.dense_check.describe()}")
 
@@ -905,11 +935,12 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
         *run_header(command, load_start=load_start),
         *tmd_peers.data_lines(data, depth=args.k, quick=args.quick),
         *comparison_sections(outcome, scores, chart.name),
-        *tmd_peers.cue_sections(cue_runs, args.systems),
+        *cue_peers.cue_sections(cue_runs, args.systems, not_run=outcome.skipped),
         *tmd_peers.method_notes(SYSTEM_NOTES),
         *peer_sections(outcome),
     ]
     report = "\n".join(lines).rstrip() + "\n"
+    cue_peers.write_answers(cue_runs, args.cache_dir / f"{stem}_cue_last.json")
     return _write(report, outcome, args.out / f"{stem}.md", chart)
 
 

@@ -83,12 +83,15 @@ __all__ = [
     "add_arguments",
     "cue_unsupported",
     "engine_ask",
+    "kind_label",
     "locomo_questions",
     "peer_ask",
     "run_command",
     "run_questions",
     "score",
+    "summaries",
     "tmd_questions",
+    "verdict_line",
 ]
 
 LIMIT: Final = 10
@@ -535,9 +538,34 @@ def summarise(name: str, outcomes: Sequence[Outcome], *, subset: bool = False) -
     )
 
 
-def summaries(outcomes: Sequence[Outcome]) -> list[SetSummary]:
-    """By set: TMD content, TMD time sets (together and one by one), TMD overall, LoCoMo."""
+def kind_label(q: CueQuestion) -> str:
+    """The row a LoCoMo question's cue kind gets when the cued questions are split by kind."""
+    return f"LoCoMo/{q.read.kind} ({q.read.confidence})"
+
+
+def verdict_line(s: SetSummary) -> str:
+    """The seed's rule applied to one set: the three means, then whether the cue may be said to help."""
+    m = s.means
+    if not s.verdict:
+        verdict = "the cue does not beat both: **no claim**"
+    elif s.n < _CLAIM_MIN:
+        verdict = f"the cue beats both, but {s.n} questions are too few for a claim (seed §3: {_CLAIM_MIN})"
+    else:
+        verdict = "the cue beats both: **the cue helps** on this set"
+    return (
+        f"(n = {s.n}): cue {m['cue']['ndcg_rows']:.4f} vs no cue {m['no cue']['ndcg_rows']:.4f} "
+        f"and extra {m['extra']['ndcg_rows']:.4f}: {verdict}"
+    )
+
+
+def summaries(outcomes: Sequence[Outcome], *, locomo_kinds: bool = False) -> list[SetSummary]:
+    """By set: TMD content, TMD time sets (together and one by one), TMD overall, LoCoMo.
+
+    ``locomo_kinds`` adds a row for each kind of cue the LoCoMo questions were read with (date, month,
+    year, ...), after the LoCoMo row and, like TMD's single time sets, with no verdict of its own.
+    """
     groups: dict[str, list[Outcome]] = {}
+    kinds: collections.Counter[str] = collections.Counter()
     for o in outcomes:
         q = o.question
         if q.dataset == "tmd":
@@ -548,8 +576,21 @@ def summaries(outcomes: Sequence[Outcome]) -> list[SetSummary]:
                 groups.setdefault(f"TMD time_qs/{q.set_name}", []).append(o)
         else:
             groups.setdefault(LOCOMO_SET, []).append(o)
-    subsets = [f"TMD time_qs/{name}" for name in TIME_SETS]
-    order = ["TMD content_time_qs", "TMD time_qs (all cued sets)", *subsets, "TMD overall", LOCOMO_SET]
+            if locomo_kinds:
+                groups.setdefault(kind_label(q), []).append(o)
+                kinds[kind_label(q)] += 1
+    # The most frequent kinds first; ties by name, so the rows come out the same on every run.
+    by_kind = sorted(kinds, key=lambda label: (-kinds[label], label))
+    time_sets = [f"TMD time_qs/{name}" for name in TIME_SETS]
+    subsets = {*time_sets, *by_kind}
+    order = [
+        "TMD content_time_qs",
+        "TMD time_qs (all cued sets)",
+        *time_sets,
+        "TMD overall",
+        LOCOMO_SET,
+        *by_kind,
+    ]
     return [summarise(name, groups[name], subset=name in subsets) for name in order if name in groups]
 
 
@@ -682,22 +723,7 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
             f"| {'yes' if s.verdict else 'no'} |"
         )
     lines += ["", "### Verdicts (the seed's rule: the cue must beat both no cue and extra)", ""]
-    for s in sums:
-        if s.subset:
-            continue
-        m = s.means
-        if not s.verdict:
-            verdict = "the cue does not beat both: **no claim**"
-        elif s.n < _CLAIM_MIN:
-            verdict = (
-                f"the cue beats both, but {s.n} questions are too few for a claim (seed §3: {_CLAIM_MIN})"
-            )
-        else:
-            verdict = "the cue beats both: **the cue helps** on this set"
-        lines.append(
-            f"- **{s.name}** (n = {s.n}): cue {m['cue']['ndcg_rows']:.4f} vs no cue "
-            f"{m['no cue']['ndcg_rows']:.4f} and extra {m['extra']['ndcg_rows']:.4f}: {verdict}"
-        )
+    lines += [f"- **{s.name}** {verdict_line(s)}" for s in sums if not s.subset]
     lines += ["", "### Against the reference figures (NDCG over the returned rows)", ""]
     lines += ["| | questions | no cue | cue | extra |", "|---|---:|---:|---:|---:|"]
     here = {s.name: s for s in sums}
