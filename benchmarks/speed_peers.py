@@ -619,7 +619,14 @@ def render(
         peer = peers.get(r.size)
         theirs_cell = f"{peer.build['ingest']['records_per_sec']:.0f} records/s" if peer else "-"
         cached = ("cache, " if peer.build.get("from_cache") else "") + peer.build["built_at"] if peer else "-"
-        ours_cell = f"{r.build['ingest']['records_per_sec']:.0f} records/s"
+        ingest = r.build["ingest"]
+        # A store grown from a smaller cached one and resumed after its last batch stored nothing in the
+        # build on record: a rate of 0 would read as a measurement.
+        ours_cell = (
+            f"{ingest['records_per_sec']:.0f} records/s"
+            if ingest.get("stored")
+            else "not measured (store resumed complete from its cache; see store_speed.md)"
+        )
         lines.append(f"| {r.size:,} | {ours_cell} | {theirs_cell} | {cached} |")
     lines += [
         "",
