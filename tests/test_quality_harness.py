@@ -3,7 +3,8 @@
 Metric values are computed by hand in the comments. The loader test reads the real data file and is
 skipped when it is not beside the repository; tests of BM25 need the ``bench`` extra (``bm25s``). The
 end-to-end run is marked slow: it embeds one conversation with the ONNX model (cached afterwards under
-``benchmarks/.cache``).
+``benchmarks/.cache``) and runs cpersona and CPersona 2.6.14 beside two baselines, so the report's time-cue
+section is checked for both engines (or for the exact error of one that could not run).
 """
 
 from __future__ import annotations
@@ -412,6 +413,33 @@ def test_cpersona_slot_is_skipped_with_a_reason_without_recall(
     assert "**used: 150**" in text
 
 
+def _section(text: str, heading: str) -> str:
+    """A report's section from ``heading`` to the next heading of level two ("" when it is absent)."""
+    if heading not in text:
+        return ""
+    return text.split(heading, 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_cue_section_names_an_engine_that_did_not_run_and_the_systems_without_a_period() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.quality import cue_bench, cue_peers
+
+    selection = cue_bench.Selection("locomo", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
+    runs = cue_peers.CueRuns(selection, progress=False)
+    failed = {"cpersona-2.6.14": "cpersona-2.6.14: pip install failed (exit 1)", "bm25": "not this one"}
+    text = "\n".join(cue_peers.cue_sections(runs, ["mem0", "cpersona-2.6.14"], not_run=failed))
+    assert "- **mem0**: takes no period" in text
+    assert (
+        "- **cpersona-2.6.14: cue runs not done**: the system did not run: cpersona-2.6.14: pip install "
+        "failed (exit 1)" in text
+    )
+    # Only the systems that take a period get that line.
+    assert "bm25" not in text
+    assert "No system ran the cue." in text
+    assert "Not run (`--no-cue`)." in "\n".join(cue_peers.cue_sections(None, ["cpersona"]))
+
+
 @pytest.mark.slow
 @needs_data
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
@@ -419,18 +447,67 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
     from benchmarks.quality.__main__ import main
 
-    report = main(["locomo", "--quick", "--systems", "bm25,dense", "--out", str(tmp_path), "--no-progress"])
-    assert report == tmp_path / "quality_locomo_quick.md"
+    # Both engines that take a time period, beside two that take none: the report gets the cue section
+    # (and, a peer being among the systems, the name of the side-by-side report).
+    systems = ["bm25", "dense", "cpersona", "cpersona-2.6.14"]
+    args = ["locomo", "--quick", "--systems", ",".join(systems), "--store-cache"]
+    report = main([*args, "--out", str(tmp_path), "--no-progress"])
+    assert report == tmp_path / "quality_locomo_peers_quick.md"
     text = report.read_text(encoding="utf-8")
+    assert text.startswith(
+        "# Retrieval quality on LoCoMo (turn level; the time cue where a system takes one)"
+    )
     assert "**used: 150**; **dropped: 2**" in text
     assert "PASS: 8/8 questions rank identically" in text
     for heading in ("recall@1", "recall@5", "recall@10", "recall@20", "any-hit@10", "NDCG@10", "mean rows"):
         assert f"#### {heading}" in text
-    assert "| bm25 | dense |" in text
+    # A system that could not run (an engine without recall, a peer that cannot install) is listed with
+    # its exact error and left out of the tables; bm25 and dense always run.
+    not_run = dict(
+        line[4:].split("**: ", 1)
+        for line in _section(text, "## Systems not run").splitlines()
+        if line[:4] == "- **"
+    )
+    assert not {"bm25", "dense"} & not_run.keys()
+    ran = [name for name in systems if name not in not_run]
+    assert "| " + " | ".join(ran) + " |" in text
     overall = next(line for line in text.splitlines() if line.startswith("| **overall**"))
-    assert overall.count("|") == 5
-    chart = tmp_path / "quality_locomo_quick_recall.png"
+    assert overall.count("|") == 3 + len(ran)
+    chart = tmp_path / "quality_locomo_peers_quick_recall.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # The time cue, for each engine that takes one, on conv-26's 8 questions that name a date, month or
+    # year: no cue / cue / extra as finite NDCGs, a row per cue kind, the verdict, the honesty check.
+    cue = _section(text, "## Time cue: no cue / cue / the same number of extra uncued rows")
+    assert "- **bm25**: takes no period" in cue
+    assert "- **dense**: takes no period" in cue
+    rows: dict[str, list[list[str]]] = {}
+    for line in cue.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 10 and cells[1].isdigit():
+            rows.setdefault(cells[2], []).append(cells)
+    for engine in ("cpersona", "cpersona-2.6.14"):
+        if engine in not_run:
+            assert f"- **{engine}: cue runs not done**: the system did not run: {not_run[engine]}" in cue
+            assert engine not in rows
+            continue
+        overall_row, *kinds = rows[engine]
+        assert overall_row[:2] == ["LoCoMo (names a date, month or year)", "8"]
+        no_cue, cued, extra, delta = (float(cell) for cell in overall_row[3:7])
+        assert all(0.0 <= value <= 1.0 for value in (no_cue, cued, extra)), overall_row
+        assert math.isclose(delta, cued - no_cue, abs_tol=2e-4)
+        # The verdict column follows the seed's rule (checked where four decimals can tell).
+        if abs(cued - max(no_cue, extra)) > 1e-4:
+            assert overall_row[9] == ("yes" if cued > max(no_cue, extra) else "no")
+        # The kind rows split the same 8 questions.
+        assert kinds
+        assert all(row[0].startswith("LoCoMo/") for row in kinds)
+        assert sum(int(row[1]) for row in kinds) == 8
+        assert f"- **{engine}**, LoCoMo (names a date, month or year) (n = 8): cue {cued:.4f}" in cue
+        honesty = next(
+            line for line in cue.splitlines() if line.startswith(f"| {engine} | LoCoMo (names a date")
+        )
+        assert honesty.split("|")[3].strip().startswith("8/8")
 
 
 # ------------------------------------------------------------------------------------------ store cache
