@@ -726,10 +726,22 @@ def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-def add_size_arguments(parser: argparse.ArgumentParser, *, results: Path, rebuild_help: str) -> None:
+DEFAULT_SIZES: tuple[int, ...] = (10_000, 100_000)
+"""This benchmark's corpus sizes unless ``--sizes`` says otherwise."""
+
+
+def add_size_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    results: Path,
+    rebuild_help: str,
+    default_sizes: Sequence[int] = DEFAULT_SIZES,
+) -> None:
     """The options every speed benchmark over corpus sizes takes (this one and ``speed_peers``)."""
     parser.add_argument("--quick", action="store_true", help="1k memories, few recalls, no cache (CI)")
-    parser.add_argument("--sizes", type=_ints, help="memories per store (default 10000,100000)")
+    parser.set_defaults(default_sizes=list(default_sizes))
+    sizes = ",".join(str(n) for n in default_sizes)
+    parser.add_argument("--sizes", type=_ints, help=f"memories per store (default {sizes})")
     parser.add_argument("--callers", type=_ints, default=[1, 8, 64], help="concurrency levels")
     parser.add_argument("--recalls", type=_ints, help="recalls per level (default 300,800,1600)")
     parser.add_argument("--rebuild", action="store_true", help=rebuild_help)
@@ -745,7 +757,7 @@ def settle_size_arguments(
     A quick run writes beside the cache, so that it never overwrites the committed full results.
     """
     if args.sizes is None:
-        args.sizes = [1_000] if args.quick else [10_000, 100_000]
+        args.sizes = [1_000] if args.quick else list(args.default_sizes)
     args.sizes = sorted(args.sizes)
     if args.recalls is None:
         args.recalls = [60, 120, 256] if args.quick else [300, 800, 1600]

@@ -1,6 +1,6 @@
 """Recall speed of cpersona and of CPersona 2.6.14 on the same corpus, in the same run, as ratios.
 
-For each corpus size (1k with ``--quick``; 10k and 100k by default) the benchmark measures, one after
+For each corpus size (1k with ``--quick``; 1k, 10k and 100k by default) the benchmark measures, one after
 the other on the same machine:
 
 1. **cpersona**, exactly as :mod:`recall_speed` does (its store cache, its ``run_size``: embedded
@@ -45,7 +45,7 @@ and the corpus vectors under ``benchmarks/.cache/peers/corpus_vectors/``, keyed 
 ``--quick`` uses no cache. Run from the repository root::
 
     .venv/bin/python benchmarks/speed_peers.py --quick     # 1k memories, under a few minutes
-    .venv/bin/python benchmarks/speed_peers.py             # 10k and 100k: long (see recall_speed)
+    .venv/bin/python benchmarks/speed_peers.py             # 1k, 10k and 100k: long (see recall_speed)
 """
 
 from __future__ import annotations
@@ -848,7 +848,12 @@ def write_chart(ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult], pat
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    rs.add_size_arguments(parser, results=RESULTS, rebuild_help="rebuild cached stores of both systems")
+    rs.add_size_arguments(
+        parser,
+        results=RESULTS,
+        rebuild_help="rebuild cached stores of both systems",
+        default_sizes=(1_000, 10_000, 100_000),
+    )
     return parser
 
 
