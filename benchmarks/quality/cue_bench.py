@@ -487,6 +487,9 @@ class SetSummary:
     ignored_engine: int
     revised: int
     moved: int
+    """Rows moved as the system counts them (cpersona: rows lifted; 2.6.14: every row that changed place)."""
+    reordered: int
+    """Rows whose place the cue changed, counted here the same way for every system (seats aside)."""
     seated: int
     same_rows: int
     degraded: int
@@ -499,6 +502,21 @@ class SetSummary:
         return (
             cue > self.means["no cue"]["ndcg_rows"] + _EPS and cue > self.means["extra"]["ndcg_rows"] + _EPS
         )
+
+
+def _reordered(outcome: Outcome) -> int:
+    """How many places hold another row with the cue than without it, seats left out of both answers."""
+
+    def kept(answer: Answer) -> list[tuple[str, ...]]:
+        return [
+            row
+            for row, signal in zip(answer.rows, answer.signals, strict=True)
+            if signal not in _SEAT_SIGNALS
+        ]
+
+    return sum(
+        1 for cued, plain in zip(kept(outcome.cue), kept(outcome.nocue), strict=False) if cued != plain
+    )
 
 
 def summarise(name: str, outcomes: Sequence[Outcome], *, subset: bool = False) -> SetSummary:
@@ -530,6 +548,7 @@ def summarise(name: str, outcomes: Sequence[Outcome], *, subset: bool = False) -
         ignored_engine=sum(1 for o in outcomes if (o.cue.time_cue or {}).get("ignored")),
         revised=sum(1 for o in outcomes if (o.cue.time_cue or {}).get("revised")),
         moved=sum(int((o.cue.time_cue or {}).get("moved") or 0) for o in outcomes),
+        reordered=sum(_reordered(o) for o in outcomes),
         seated=sum(o.cue.cue_seats for o in passed),
         same_rows=sum(1 for o in outcomes if o.cue.returned == o.nocue.returned),
         degraded=sum(1 for o in outcomes for a in _arm_answers(o).values() if a.degraded),

@@ -200,22 +200,28 @@ def cue_sections(
         "",
         "#### Honesty of the cue runs",
         "",
-        "| system | set | same returned rows as no cue (seats aside) | cue seats used | rows moved "
+        "| system | set | same returned rows as no cue (seats aside) | cue seats used "
+        "| places changed (harness) | rows moved (system's count) "
         "| not used: recent-only (harness / system) |",
-        "|---|---|---|---:|---:|---|",
+        "|---|---|---|---:|---:|---:|---|",
     ]
     for name, sums in by_system.items():
         for s in sums:
             if s.subset:
                 continue
             lines.append(
-                f"| {name} | {s.name} | {cue_bench._frac(s.same_rows, s.n)} | {s.seated} | {s.moved} "
-                f"| {s.ignored_harness} / {s.ignored_engine} |"
+                f"| {name} | {s.name} | {cue_bench._frac(s.same_rows, s.n)} | {s.seated} | {s.reordered} "
+                f"| {s.moved} | {s.ignored_harness} / {s.ignored_engine} |"
             )
     lines += [
         "",
         "- Both systems promise that a cue reorders the rows the plain recall returns and adds seats after "
         "them, never other rows; the first column checks that on every cued question.",
+        "- *Places changed* counts, over the cued questions, the places of the answer (seats aside) that "
+        "hold another row with the cue than without it, the same count for both systems. *Rows moved* is "
+        "each system's own `time_cue.moved`, which the two define differently: cpersona counts the rows the "
+        "cue lifted, 2.6.14 every row whose place changed (lifted or pushed down), so that column does not "
+        "compare the systems.",
         "- The question order, the alternation of no cue and cue, and the five warm-up questions are "
         "`cue_bench.run_questions`'s; times are not compared here (the `cue` command measures the cue's "
         "cost for cpersona).",
