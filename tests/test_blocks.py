@@ -325,25 +325,20 @@ def _collapse_every_hit(hits: list[VectorHit], limit: int) -> list[tuple[str, in
 
 _PARENTS = [str(uuid.UUID(int=n + 1)) for n in range(6)]
 
-
-@settings(max_examples=300, deadline=None)
-@given(
-    raw=st.lists(
-        st.tuples(
-            st.sampled_from(_PARENTS),
-            st.integers(min_value=0, max_value=3),
-            st.sampled_from(["memory", "episode", None]),
-            st.sampled_from([0.9, 0.8, 0.8, 0.7, 0.5, 0.5, 0.3]),
-        ),
-        max_size=40,
+_RAW_HITS = st.lists(
+    st.tuples(
+        st.sampled_from(_PARENTS),
+        st.integers(min_value=0, max_value=3),
+        st.sampled_from(["memory", "episode", None]),
+        st.sampled_from([0.9, 0.8, 0.8, 0.7, 0.5, 0.5, 0.3]),
     ),
-    limit=st.integers(min_value=1, max_value=8),
+    max_size=40,
 )
-async def test_arm_answers_as_if_it_read_every_hit(
-    raw: list[tuple[str, int, str | None, float]], limit: int
-) -> None:
-    # The arm stops reading hits once they cannot change its first `limit` records; with ties in score,
-    # equal-scored blocks of one record and foreign points, its rows must equal a full collapse.
+"""Block hits as (parent, block index, parent kind or None for a point not written as a block, score):
+ties in score, equal-scored blocks of one record and foreign points."""
+
+
+def _hits_of(raw: list[tuple[str, int, str | None, float]]) -> list[VectorHit]:
     hits: dict[str, VectorHit] = {}
     for parent, index, kind, score in raw:
         point = (
@@ -352,7 +347,17 @@ async def test_arm_answers_as_if_it_read_every_hit(
             else str(uuid.uuid5(uuid.NAMESPACE_URL, parent + str(index)))
         )  # type: ignore[arg-type]
         hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
-    store = _FixedHits(list(hits.values()))
+    return list(hits.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=_RAW_HITS, limit=st.integers(min_value=1, max_value=8))
+async def test_arm_answers_as_if_it_read_every_hit(
+    raw: list[tuple[str, int, str | None, float]], limit: int
+) -> None:
+    # The arm stops reading hits once they cannot change its first `limit` records; with ties in score,
+    # equal-scored blocks of one record and foreign points, its rows must equal a full collapse.
+    store = _FixedHits(_hits_of(raw))
     result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit, max_hits=HITS)  # type: ignore[arg-type]
     expected = _collapse_every_hit(await store.search(None, VectorFilter("a"), 200), limit)
     assert [(r.ref, r.rank, r.raw, r.block_index) for r in result.rows] == expected
@@ -383,27 +388,16 @@ class _OpenTailHits(_FixedHits):
 
 @settings(max_examples=300, deadline=None)
 @given(
-    raw=st.lists(
-        st.tuples(
-            st.sampled_from(_PARENTS),
-            st.integers(min_value=0, max_value=3),
-            st.sampled_from([0.9, 0.8, 0.8, 0.7, 0.5, 0.5, 0.3]),
-        ),
-        max_size=40,
-    ),
+    raw=_RAW_HITS,
     limit=st.integers(min_value=1, max_value=6),
     max_hits=st.integers(min_value=1, max_value=12),
 )
 async def test_an_open_tail_never_changes_the_arm(
-    raw: list[tuple[str, int, float]], limit: int, max_hits: int
+    raw: list[tuple[str, int, str | None, float]], limit: int, max_hits: int
 ) -> None:
     # The arm searches with the tied run at the far end left open and repeats the search only when its
     # cut falls in that run: its rows must equal a collapse of the complete answer.
-    hits: dict[str, VectorHit] = {}
-    for parent, index, score in raw:
-        point = block_id("memory", parent, index)
-        hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
-    store = _OpenTailHits(list(hits.values()))
+    store = _OpenTailHits(_hits_of(raw))
     result = await block_arm(store, _unit(1.0), ReadScope("a"), limit=limit, max_hits=max_hits)  # type: ignore[arg-type]
     assert store.calls[0] is True
     assert len(store.calls) <= 2
