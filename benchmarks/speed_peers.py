@@ -724,14 +724,7 @@ def cost_sections(
         "",
         "### Trace",
         "",
-        "| memories | system | questions | plain p50 / p95 (ms) | traced p50 / p95 (ms) | traced / plain p50 "
-        "| traced / plain p95 | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for size, found in per_size:
-        for c in found:
-            lines += _cost_rows(size, c, "traced", _trace_cells)
-    lines += [
+        *_cost_table(per_size, "traced", _trace_cells, ["note"]),
         "",
         "### Time cue",
         "",
@@ -747,16 +740,26 @@ def cost_sections(
         spans = "; ".join(f"{c.system}: {c.span}" for c in found if c.span)
         cue = json.dumps(found[0].cue, sort_keys=True) if found else "-"
         lines.append(f"- {size:,} memories: cue `{cue}`; {spans} (UTC)")
-    lines += [
-        "",
-        "| memories | system | questions | plain p50 / p95 (ms) | cued p50 / p95 (ms) | cued / plain p50 "
-        "| cued / plain p95 | cue used | seats | period searched (UTC) | also reported |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    extra = ["cue used", "seats", "period searched (UTC)", "also reported"]
+    return [*lines, "", *_cost_table(per_size, "cued", _cue_cells, extra), ""]
+
+
+def _cost_table(
+    per_size: Sequence[tuple[int, Sequence[Costs]]],
+    arm: Arm,
+    cells: Callable[[Costs], list[str]],
+    extra: Sequence[str],
+) -> list[str]:
+    """One cost table: ``arm``'s recalls against plain ones, by size and system, then ``extra`` columns."""
+    columns = [
+        "memories", "system", "questions", "plain p50 / p95 (ms)", f"{arm} p50 / p95 (ms)",
+        f"{arm} / plain p50", f"{arm} / plain p95", *extra,
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for size, found in per_size:
         for c in found:
-            lines += _cost_rows(size, c, "cued", _cue_cells)
-    return [*lines, ""]
+            lines += _cost_rows(size, c, arm, cells)
+    return lines
 
 
 def cost_findings(theirs: Sequence[PeerResult], costs: Mapping[int, Costs]) -> list[str]:
