@@ -27,7 +27,7 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks.peers import PeerError  # noqa: E402
 from benchmarks.peers.cpersona_ref import CPersonaRef  # noqa: E402
 from benchmarks.peers.mem0_peer import Mem0  # noqa: E402
-from benchmarks.quality import cue_bench, tmd_peers  # noqa: E402
+from benchmarks.quality import cue_bench, cue_peers, tmd_peers  # noqa: E402
 from benchmarks.quality.__main__ import SystemRun, _turn_scores  # noqa: E402
 from benchmarks.quality.tmd import DEFAULT_TMD, TIME_SETS, TmdQuestion, load_tmd  # noqa: E402
 
@@ -141,7 +141,7 @@ def test_command_on_a_small_folder_writes_tables_by_set_and_passes_the_dense_che
 
 def test_a_peer_without_time_cue_is_recorded_and_keeps_its_plain_run() -> None:
     selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
-    runs = tmd_peers.CueRuns(selection, progress=False, unsupported={"cpersona": "no time_cue yet"})
+    runs = cue_peers.CueRuns(selection, progress=False, unsupported={"cpersona": "no time_cue yet"})
     old = SimpleNamespace(
         name="cpersona-2.6.14", takes_time_cue=False, hello={"time_cue": {"parameter": False}}
     )
@@ -151,7 +151,7 @@ def test_a_peer_without_time_cue_is_recorded_and_keeps_its_plain_run() -> None:
     assert runs.outcomes == {}
     assert runs.errors["cpersona"] == "no time_cue yet"
     assert "no time_cue parameter" in runs.errors["cpersona-2.6.14"]
-    text = "\n".join(tmd_peers.cue_sections(runs, ["bm25", "cpersona", "cpersona-2.6.14"]))
+    text = "\n".join(cue_peers.cue_sections(runs, ["bm25", "cpersona", "cpersona-2.6.14"]))
     assert "- **cpersona-2.6.14: cue runs not done**: the running release has no time_cue parameter" in text
     assert "- **bm25**: takes no period" in text
     assert "No system ran the cue." in text
@@ -163,7 +163,7 @@ def test_a_peer_failing_in_its_cue_runs_is_recorded(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(cue_bench, "run_questions", failing)
     selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
-    runs = tmd_peers.CueRuns(selection, progress=False)
+    runs = cue_peers.CueRuns(selection, progress=False)
     peer = SimpleNamespace(name="cpersona-2.6.14", takes_time_cue=True, hello={})
     anyio.run(runs, peer, None)
     assert runs.errors == {"cpersona-2.6.14": "cpersona-2.6.14: worker died"}

@@ -15,8 +15,8 @@ against dense). This module supplies the TMD parts:
   set, then overall; the chart's panels are overall, ``content_time_qs`` and all ``time_qs``;
 * the report's TMD sections (data, questions, the method notes).
 
-The time cue (:class:`CueRuns`, :func:`cue_sections`, :data:`PERIOD_SUPPORT`) is :mod:`.cue_peers`'s,
-shared with the LoCoMo side by side, and named here too. ``--quick`` runs log
+The time cue's runs and report section live in :mod:`.cue_peers`, shared with the LoCoMo side by side.
+``--quick`` runs log
 :data:`QUICK_LOG` only and writes ``quality_tmd_peers_quick.*``; the full run writes
 ``benchmarks/results/quality_tmd_peers.md`` and ``quality_tmd_peers.png``.
 """
@@ -28,7 +28,6 @@ import statistics
 from typing import TYPE_CHECKING, Final
 
 from benchmarks.quality import cue_bench
-from benchmarks.quality.cue_peers import CUE_SYSTEMS, PERIOD_SUPPORT, CueRuns, cue_sections
 from benchmarks.quality.layout import Layout
 from benchmarks.quality.tmd import CONTENT_SET, TIME_SETS
 
@@ -38,12 +37,8 @@ if TYPE_CHECKING:
     from benchmarks.quality.tmd import TMD, TmdQuestion
 
 __all__ = [
-    "CUE_SYSTEMS",
-    "PERIOD_SUPPORT",
     "QUICK_LOG",
     "TMD_LAYOUT",
-    "CueRuns",
-    "cue_sections",
     "data_lines",
     "method_notes",
 ]
