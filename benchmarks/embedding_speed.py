@@ -29,8 +29,8 @@ from pathlib import Path
 import anyio
 import onnxruntime
 
-from cpersona._embedding import OnnxEmbedder
-from cpersona._settings import Settings
+from cpersona.settings import Settings
+from cpersona.stores.embedding.embedders import OnnxEmbedder
 
 RESULTS = Path(__file__).parent / "results" / "embedding_speed.md"
 

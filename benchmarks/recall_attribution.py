@@ -6,13 +6,14 @@ memory per turn, stored as the quality harness's ``Cpersona`` system stores them
 then attributed twice, by two paths that never see each other's inputs:
 
 * **the trace path** reads nothing but the trace, as the JSON bytes the live channel would carry
-  (:func:`cpersona._publisher.encode_trace`, parsed back), and asks the confirmation tool
+  (:func:`cpersona.recall.trace.publisher.encode_trace`, parsed back), and asks the confirmation tool
   (``benchmarks/recall_trace_confirm.py``) for a code;
 * **the manual path** never looks at the trace or at the stage sets the recall kept. It re-runs the recall
   by hand from the engine's pieces — it embeds the question, calls each arm itself
-  (:func:`~cpersona._arms.vector_near`, :func:`~cpersona._lexical.memory_keyword` and
-  :func:`~cpersona._lexical.episode_fts`, :func:`~cpersona._blocks.block_arm`), reads the records and the
-  gate's inputs from Redis, then fuses (:mod:`cpersona._fusion`), gates (:func:`~cpersona._gate.decide`),
+  (:func:`~cpersona.recall.arms.vector.vector_near`, :func:`~cpersona.stores.redis.lexical.memory_keyword`
+  and :func:`~cpersona.stores.redis.lexical.episode_fts`, :func:`~cpersona.recall.arms.block.block_arm`),
+  reads the records and the gate's inputs from Redis, then fuses (:mod:`cpersona.recall.stages.fusion`),
+  gates (:func:`~cpersona.recall.stages.gate.decide`),
   autocuts, counts and seats as plain function calls — and decides the code from what it saw:
   a gold no arm reached is ``CANDIDATE_MISS``; one the gate or autocut refused is ``FILTER_DROP``; one
   that passed but fell below the count cut, or that only the block arm reached and no seat held, is
@@ -68,20 +69,20 @@ from benchmarks.quality.locomo import CATEGORY_NAMES, DEFAULT_DATA, REPO_ROOT, l
 from benchmarks.recall_speed import git_commit
 from benchmarks.recall_trace_confirm import CANDIDATE_MISS, FILTER_DROP, RANKING_MISS, UNATTRIBUTED, confirm
 from cpersona import Settings
-from cpersona._arms import ScopeStatsCache, vector_far, vector_near
-from cpersona._blocks import block_arm
-from cpersona._fusion import cascade, rrf, rsf
-from cpersona._gate import autocut, decide, gate_config
-from cpersona._isolation import ReadScope
-from cpersona._lexical import episode_fts, memory_keyword
-from cpersona._publisher import encode_trace
-from cpersona._redis_conn import json_ops
+from cpersona.model.scope import ReadScope
+from cpersona.recall.arms.block import block_arm
+from cpersona.recall.arms.vector import ScopeStatsCache, vector_far, vector_near
+from cpersona.recall.stages.fusion import cascade, rrf, rsf
+from cpersona.recall.stages.gate import autocut, decide, gate_config
+from cpersona.recall.trace.publisher import encode_trace
+from cpersona.stores.redis.connection import json_ops
+from cpersona.stores.redis.lexical import episode_fts, memory_keyword
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from benchmarks.quality.locomo import Conversation, LoCoMo, Question
-    from cpersona._candidates import ArmResult
+    from cpersona.model.candidates import ArmResult
 
 __all__ = [
     "Attribution",

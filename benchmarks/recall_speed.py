@@ -61,7 +61,7 @@ from tqdm import tqdm
 
 import cpersona
 from cpersona import Settings
-from cpersona._policy import load_policies
+from cpersona.recall.policy import load_policies
 
 try:
     from benchmarks.embedding_speed import sentences

@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from cpersona._protocols import Embedder
+    from cpersona.stores.protocols import Embedder
 
 PEER: Final = f"cpersona-{VERSION}"
 RESULTS: Final = rs.HERE / "results" / "speed_peers.md"
@@ -133,8 +133,8 @@ class SwitchableSource:
 
 async def open_onnx_embedder() -> Embedder:
     """cpersona's ONNX MiniLM with its query cache off (the same model files as the engine's)."""
-    from cpersona._embedding import open_embedder
-    from cpersona._settings import Settings
+    from cpersona.settings import Settings
+    from cpersona.stores.embedding.embedders import open_embedder
 
     data_dir = rs.HERE / ".cache"
     settings = Settings.from_env({}, data_dir=data_dir, embedding_mode="onnx", embedding_cache_size=0)

@@ -69,7 +69,7 @@ from benchmarks.recall_speed import (
     settings_for,
     wait_indexed,
 )
-from cpersona._publisher import encode_trace
+from cpersona.recall.trace.publisher import encode_trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

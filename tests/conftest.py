@@ -25,16 +25,16 @@ import anyio
 import pytest
 
 import cpersona
-from cpersona._redis_conn import close_redis, connect_redis
-from cpersona._redis_server import EmbeddedRedis
-from cpersona._settings import Settings
+from cpersona.settings import Settings
+from cpersona.stores.redis.connection import close_redis, connect_redis
+from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.redis.connection import RedisClient
 
 _CLEANUP_SECS = 10.0
 

@@ -20,7 +20,10 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import Settings
-from cpersona._blocks import (
+from cpersona.edges.http.app import create_app
+from cpersona.keys import Keys
+from cpersona.model.scope import ReadScope
+from cpersona.recall.arms.block import (
     BlockBuilder,
     block_arm,
     block_id,
@@ -28,19 +31,17 @@ from cpersona._blocks import (
     parent_kind_of,
     split_blocks,
 )
-from cpersona._http import create_app
-from cpersona._isolation import ReadScope
-from cpersona._keys import Keys
-from cpersona._policy import load_policies
-from cpersona._protocols import VectorFilter, VectorHit, VectorPoint
-from cpersona._vectors import TIE_EPSILON, open_tail_start, open_vector_store
+from cpersona.recall.policy import load_policies
+from cpersona.stores.protocols import VectorFilter, VectorHit, VectorPoint
+from cpersona.stores.vectors.common import TIE_EPSILON, open_tail_start
+from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from cpersona._protocols import VectorStore
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.protocols import VectorStore
+    from cpersona.stores.redis.connection import RedisClient
 
 # ------------------------------------------------------------------------------------------ splitter
 

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 if TYPE_CHECKING:
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "cli-agent"
 _SCRIPT = Path(sys.executable).with_name("cpersona")

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import cpersona
-from cpersona import Settings, _coverage
-from cpersona._coverage import MAX_PARTS, coverage, extract_parts, normalize
+from cpersona import Settings
+from cpersona.recall.trace import coverage as coverage_module
+from cpersona.recall.trace.coverage import MAX_PARTS, coverage, extract_parts, normalize
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -194,7 +195,7 @@ async def test_a_failed_ledger_leaves_the_recall_as_it_was(
         def fail(normalized: str) -> Any:
             raise RuntimeError("injected")
 
-        monkeypatch.setattr(_coverage, "extract_parts", fail)
+        monkeypatch.setattr(coverage_module, "extract_parts", fail)
         traced = await memory.recall("lantern harbour", agent_id="ag", trace=True)
     assert traced.trace is not None
     assert traced.trace["coverage"] == {"error": "RuntimeError"}

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cpersona import InvalidRequest
-from cpersona._cue import (
+from cpersona.model.time_cue import (
     Ago,
     Confidence,
     Move,

@@ -21,21 +21,21 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cpersona._candidates import ArmRow
-from cpersona._cue_arm import CUE_MERGE_K, cue_arm, merge_lists, scope_span
-from cpersona._errors import RedisUnavailable, VectorStoreUnavailable
-from cpersona._isolation import ReadScope
-from cpersona._lexical import memory_keyword
-from cpersona._redis_conn import close_redis, new_client
+from cpersona.errors import RedisUnavailable, VectorStoreUnavailable
+from cpersona.model.candidates import ArmRow
+from cpersona.model.scope import ReadScope
+from cpersona.recall.arms.cue import CUE_MERGE_K, cue_arm, merge_lists, scope_span
+from cpersona.stores.redis.connection import close_redis, new_client
+from cpersona.stores.redis.lexical import memory_keyword
 from test_isolation import record_st, scope_st, visible
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     import cpersona
-    from cpersona._candidates import ArmResult
-    from cpersona._protocols import Vector, VectorFilter, VectorHit, VectorPoint, VectorStore
-    from cpersona._redis_conn import RedisClient
+    from cpersona.model.candidates import ArmResult
+    from cpersona.stores.protocols import Vector, VectorFilter, VectorHit, VectorPoint, VectorStore
+    from cpersona.stores.redis.connection import RedisClient
 
 DAY = 86_400.0
 BASE = 1_740_787_200.0  # 2025-03-01T00:00:00Z

@@ -16,11 +16,17 @@ import numpy as np
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from cpersona import _onnx_bert
-from cpersona._embedding import ApiEmbedder, HttpEmbedder, OnnxEmbedder, QueryCache, open_embedder
-from cpersona._errors import EmbedderUnavailable, InvalidSetting
-from cpersona._protocols import Embedder
-from cpersona._settings import Settings
+from cpersona.errors import EmbedderUnavailable, InvalidSetting
+from cpersona.settings import Settings
+from cpersona.stores.embedding import onnx_bert
+from cpersona.stores.embedding.embedders import (
+    ApiEmbedder,
+    HttpEmbedder,
+    OnnxEmbedder,
+    QueryCache,
+    open_embedder,
+)
+from cpersona.stores.protocols import Embedder
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text("utf-8"))
 SENTENCES: list[str] = [entry["text"] for entry in REFERENCE["sentences"]]
@@ -146,7 +152,7 @@ async def test_onnx_reuses_cached_model_file_and_chunks_batches(
     def no_rebuild(*args: object) -> None:
         raise AssertionError("the cached ONNX file should have been reused")
 
-    monkeypatch.setattr(_onnx_bert, "build_encoder_graph", no_rebuild)
+    monkeypatch.setattr(onnx_bert, "build_encoder_graph", no_rebuild)
     small = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir, embedding_threads=1), batch_size=3)
     try:
         texts = SENTENCES + SENTENCES[:2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpersona._candidates import ArmResult, ArmRow
-from cpersona._fusion import Candidate, cascade, minmax, rrf, rsf
+from cpersona.model.candidates import ArmResult, ArmRow
+from cpersona.recall.stages.fusion import Candidate, cascade, minmax, rrf, rsf
 
 K = 60
 

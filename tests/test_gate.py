@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from cpersona._fusion import Candidate
-from cpersona._gate import (
+from cpersona.recall.policy import load_policies
+from cpersona.recall.stages.fusion import Candidate
+from cpersona.recall.stages.gate import (
     GateConfig,
     autocut,
     decide,
@@ -23,7 +24,6 @@ from cpersona._gate import (
     prior,
     separation_threshold,
 )
-from cpersona._policy import load_policies
 
 POLICY = load_policies()["single-pass-v0"]
 GATE = POLICY.gate

@@ -18,9 +18,9 @@ import anyio
 import httpx
 import pytest
 
-from cpersona._engine import Engine
-from cpersona._http import create_app, openapi_document
-from cpersona._redis_server import EmbeddedRedis
+from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.engine.facade import Engine
+from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.types import Receive, Scope, Send
 
-    from cpersona._redis_conn import RedisClient
-    from cpersona._settings import Settings
+    from cpersona.settings import Settings
+    from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "agent-a"
 MISSING_REF = "mem:01900000-0000-7000-8000-000000000000"

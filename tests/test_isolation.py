@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import MemoryRecord, Settings
-from cpersona._isolation import ReadScope
-from cpersona._protocols import VectorPoint
-from cpersona._records import Scope, Source
-from cpersona._vectors import open_vector_store
+from cpersona.model.records import Scope, Source
+from cpersona.model.scope import ReadScope
+from cpersona.stores.protocols import VectorPoint, scope_filter
+from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -129,7 +129,7 @@ async def test_vector_filter_never_leaks(
         await store.upsert(points)
         query = rng.normal(size=8).astype(np.float32)
         for read in reads:
-            hits = await store.search(query, read.vector_filter(), limit=100)
+            hits = await store.search(query, scope_filter(read), limit=100)
             got = {int(h.id[-12:]) for h in hits}
             # source_id is checked on hydrated records, so the vector filter ignores it.
             unsourced = ReadScope(read.agent_id, read.project_id, read.channel)

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import Settings
-from cpersona._isolation import ReadScope
-from cpersona._lexical import (
+from cpersona.model.scope import ReadScope
+from cpersona.stores.redis.connection import command
+from cpersona.stores.redis.lexical import (
     SCORER,
     _clauses,
     _ranked_query,
@@ -30,13 +31,13 @@ from cpersona._lexical import (
     memory_keyword,
     word_stem,
 )
-from cpersona._redis_conn import command
+from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
-    from cpersona._candidates import ArmResult
+    from cpersona.model.candidates import ArmResult
 
 
 @pytest.fixture
@@ -136,7 +137,7 @@ def test_doc_grams(text: str, grams: list[str]) -> None:
 
 def test_scope_filter_is_rewritten_to_score_nothing() -> None:
     scope = ReadScope("a", "p", "c", "discord:")
-    assert _unscored(scope.redis_query(with_source=True)) == (
+    assert _unscored(scope_query(scope, with_source=True)) == (
         "(@agent:{61|z} => {$weight: 0;}) (@project:{70|x|z} => {$weight: 0;}) "
         "(@channel:{63|x|z} => {$weight: 0;}) (@source:{646973636f72643a*|z} => {$weight: 0;})"
     )
@@ -267,7 +268,7 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     whole = await scores(_ranked_query("", clauses))
     skewed = 0
     for n in range(6):
-        filters = _unscored(ReadScope(f"g{n}").redis_query(with_source=False).split()[0])
+        filters = _unscored(scope_query(ReadScope(f"g{n}"), with_source=False).split()[0])
         for key, score in (await scores(_ranked_query(filters, clauses))).items():
             skewed += score != pytest.approx(whole[key], rel=1e-12)
     assert skewed

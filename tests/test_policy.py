@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cpersona import InvalidSetting
-from cpersona._policy import CuePolicy, load_policies, policy_dir
+from cpersona.recall.policy import CuePolicy, load_policies, policy_dir
 
 BASE = policy_dir() / "single-pass-v0.toml"
 

@@ -20,16 +20,16 @@ import pytest
 
 import cpersona
 from cpersona import Settings
-from cpersona._http import create_app
-from cpersona._keys import Keys
-from cpersona._publisher import TracePublisher, TraceStats, encode_trace
-from cpersona._redis_conn import close_redis, new_client
+from cpersona.edges.http.app import create_app
+from cpersona.keys import Keys
+from cpersona.recall.trace.publisher import TracePublisher, TraceStats, encode_trace
+from cpersona.stores.redis.connection import close_redis, new_client
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "tracer"
 _WAIT_SECS = 10.0

@@ -24,18 +24,19 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import InvalidRequest, Settings
-from cpersona._errors import BackendUnavailable
-from cpersona._isolation import ReadScope
-from cpersona._policy import load_policies
-from cpersona._recall import ArmCall, RecallResult, recall_request
-from cpersona._redis_conn import close_redis, new_client
-from cpersona._stages import Retrieved
+from cpersona.errors import BackendUnavailable
+from cpersona.model.scope import ReadScope
+from cpersona.recall.policy import load_policies
+from cpersona.recall.request import RecallResult, recall_request
+from cpersona.recall.stages.chain import Retrieved
+from cpersona.stores.redis.connection import close_redis, new_client
 from test_isolation import record_st, scope_st, visible
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from cpersona._candidates import ArmName, ArmResult
+    from cpersona.model.candidates import ArmName, ArmResult
+    from cpersona.recall.recaller import ArmCall
 
 POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v0"}
 POLICIES = load_policies()

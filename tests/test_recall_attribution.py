@@ -29,14 +29,14 @@ from benchmarks.recall_trace_confirm import (
 )
 
 import cpersona
-import cpersona._trace
-from cpersona._redis_conn import json_ops
+import cpersona.recall.trace.assemble
+from cpersona.stores.redis.connection import json_ops
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
-    from cpersona._policy import Policy
+    from cpersona.recall.policy import Policy
 
 
 @pytest.fixture(scope="module")
@@ -178,14 +178,14 @@ async def test_a_bug_in_the_trace_shows_as_a_disagreement(
     gold = refs[0]
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
     await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
-    real_gate = cpersona._trace._gate
+    real_gate = cpersona.recall.trace.assemble._gate
 
     def lenient(*args: Any, **kwargs: Any) -> dict[str, Any]:
         # A planted bug: the trace records every gate decision as passed.
         section = real_gate(*args, **kwargs)
         return {**section, "decisions": [{**d, "passed": True} for d in section["decisions"]]}
 
-    monkeypatch.setattr(cpersona._trace, "_gate", lenient)
+    monkeypatch.setattr(cpersona.recall.trace.assemble, "_gate", lenient)
     got = await attribute(engine, agent, QUESTION, [gold], limit=3, policy=policy)
     assert got.replayed
     assert got.manual_code == FILTER_DROP

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import InvalidRequest, Settings
-from cpersona.cli import when_to_cue
+from cpersona.edges.cli.main import when_to_cue
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from pathlib import Path
 
-    from cpersona._candidates import ArmResult
-    from cpersona._recall import ArmCall
+    from cpersona.model.candidates import ArmResult
+    from cpersona.recall.recaller import ArmCall
 
 AGENT = "cue-agent"
 DAY = 86_400.0

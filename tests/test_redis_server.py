@@ -16,21 +16,21 @@ import pytest
 import redis.exceptions
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from cpersona._errors import DataDirLocked, InvalidSetting, RedisUnavailable
-from cpersona._redis_conn import (
+from cpersona.errors import DataDirLocked, InvalidSetting, RedisUnavailable
+from cpersona.settings import Settings
+from cpersona.stores.redis.connection import (
     close_redis,
     connect_redis,
     redact_url,
     redis_errors,
     redis_info,
 )
-from cpersona._redis_server import DataDirLock, EmbeddedRedis, _ensure_executable, _pid_gone
-from cpersona._settings import Settings
+from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis, _ensure_executable, _pid_gone
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.redis.connection import RedisClient
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
@@ -212,9 +212,9 @@ from pathlib import Path
 
 import anyio
 
-from cpersona._redis_conn import close_redis, connect_redis
-from cpersona._redis_server import EmbeddedRedis
-from cpersona._settings import Settings
+from cpersona.stores.redis.connection import close_redis, connect_redis
+from cpersona.stores.redis.server import EmbeddedRedis
+from cpersona.settings import Settings
 
 
 async def main() -> None:
@@ -486,7 +486,7 @@ async def test_server_that_never_answers_is_stopped_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = _fake_binary(tmp_path, 'echo "pretending to start" >&2\nexec sleep 300')
-    monkeypatch.setattr("cpersona._redis_server._redis_binary", lambda: fake)
+    monkeypatch.setattr("cpersona.stores.redis.server._redis_binary", lambda: fake)
     data_dir = tmp_path / "data"
     with (
         anyio.fail_after(_HANG_GUARD_SECS),
@@ -504,7 +504,7 @@ async def test_server_that_exits_at_once_reports_its_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = _fake_binary(tmp_path, 'echo "cannot start: broken on purpose" >&2\nexit 3')
-    monkeypatch.setattr("cpersona._redis_server._redis_binary", lambda: fake)
+    monkeypatch.setattr("cpersona.stores.redis.server._redis_binary", lambda: fake)
     with pytest.raises(RedisUnavailable, match="exited with code 3") as caught:
         async with EmbeddedRedis(_settings(tmp_path / "data")):
             pytest.fail("a server that exited was reported ready")

@@ -13,11 +13,11 @@ import random
 from typing import TYPE_CHECKING
 
 import cpersona
-import cpersona._engine as engine_module
+import cpersona.engine.facade as engine_module
 from cpersona import Settings
-from cpersona._documents import _INDEXES, _OPTIONS
-from cpersona._engine import collect_index_garbage
-from cpersona._redis_conn import command
+from cpersona.engine.facade import collect_index_garbage
+from cpersona.stores.redis.connection import command
+from cpersona.stores.redis.documents import _INDEXES, _OPTIONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable

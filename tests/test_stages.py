@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from cpersona._candidates import ArmResult, ArmRow
-from cpersona._errors import GraphError
-from cpersona._gate import gate_config
-from cpersona._policy import load_policies
-from cpersona._stages import (
+from cpersona.errors import GraphError
+from cpersona.model.candidates import ArmResult, ArmRow
+from cpersona.recall.policy import load_policies
+from cpersona.recall.stages.chain import (
     AUTOCUT,
     COUNT,
     FUSE,
@@ -30,6 +29,7 @@ from cpersona._stages import (
     Stage,
     default_chain,
 )
+from cpersona.recall.stages.gate import gate_config
 
 POLICY = load_policies()["single-pass-v0"]
 

@@ -21,11 +21,12 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 import cpersona
-from cpersona import InvalidRequest, Settings, _recall
-from cpersona._coverage import normalize
-from cpersona._http import openapi_document
-from cpersona._policy import load_policies
-from cpersona._recall import RecallResult, recall_request
+from cpersona import InvalidRequest, Settings
+from cpersona.edges.http.app import openapi_document
+from cpersona.recall import recaller
+from cpersona.recall.policy import load_policies
+from cpersona.recall.request import RecallResult, recall_request
+from cpersona.recall.trace.coverage import normalize
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -470,7 +471,7 @@ async def test_a_trace_that_cannot_be_built_never_fails_the_recall(
     def broken(*args: object, **kwargs: object) -> dict[str, Any]:
         raise KeyError("injected")
 
-    monkeypatch.setattr(_recall, "build_trace", broken)
+    monkeypatch.setattr(recaller, "build_trace", broken)
     traced = await engine.recall("deploy key", agent_id=corpus, trace=True)
     body = traced.to_json()
     assert body.pop("trace") == {"trace_version": 1, "error": "KeyError"}

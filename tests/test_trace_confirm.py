@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import cpersona
-    from cpersona._candidates import ArmResult
-    from cpersona._policy import Policy
+    from cpersona.model.candidates import ArmResult
+    from cpersona.recall.policy import Policy
 
 # ---------------------------------------------------------------------------------- hand-built traces
 

@@ -19,14 +19,14 @@ import orjson
 import pytest
 
 import cpersona
-from cpersona._publisher import encode_trace
-from cpersona._trace_tail import render_trace
+from cpersona.edges.cli.trace_tail import render_trace
+from cpersona.recall.trace.publisher import encode_trace
 
 if TYPE_CHECKING:
     from anyio.abc import Process
 
     from cpersona import Settings
-    from cpersona._redis_conn import RedisClient
+    from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "tailed"
 _SCRIPT = Path(sys.executable).with_name("cpersona")

@@ -25,12 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import AsyncQdrantClient
 
-from cpersona._errors import InvalidSetting, VectorStoreUnavailable
-from cpersona._protocols import PointKind, VectorFilter, VectorHit, VectorPoint, VectorStore
-from cpersona._settings import Settings
-from cpersona._vector_edge import EdgeVectorStore
-from cpersona._vector_remote import RemoteVectorStore
-from cpersona._vectors import TIE_EPSILON, open_tail_start, open_vector_store, top_hits
+from cpersona.errors import InvalidSetting, VectorStoreUnavailable
+from cpersona.settings import Settings
+from cpersona.stores.protocols import PointKind, VectorFilter, VectorHit, VectorPoint, VectorStore
+from cpersona.stores.vectors.common import TIE_EPSILON, open_tail_start, top_hits
+from cpersona.stores.vectors.edge import EdgeVectorStore
+from cpersona.stores.vectors.factory import open_vector_store
+from cpersona.stores.vectors.remote import RemoteVectorStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -726,8 +727,8 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from cpersona._protocols import VectorPoint
-from cpersona._vector_edge import EdgeVectorStore
+from cpersona.stores.protocols import VectorPoint
+from cpersona.stores.vectors.edge import EdgeVectorStore
 
 
 async def main() -> None:

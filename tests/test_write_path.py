@@ -13,7 +13,7 @@ import pytest
 
 import cpersona
 from cpersona import InvalidRequest, MemoryRecord, RecordNotFound, Settings
-from cpersona._errors import ContentTooLarge
+from cpersona.errors import ContentTooLarge
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -1,7 +1,8 @@
 """MiniLM vectors on disk, so that a rerun of a quality benchmark embeds nothing it has embedded before.
 
-Vectors are computed by the project's own embedder (:func:`cpersona._embedding.open_embedder`, mode
-``onnx``: all-MiniLM-L6-v2 on onnxruntime) and kept per model under
+Vectors are computed by the project's own embedder
+(:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: all-MiniLM-L6-v2 on onnxruntime)
+and kept per model under
 ``<cache_dir>/embeddings/<model>/`` as two files:
 
 * ``vectors.npy``: float32, one row per text, in the order the texts were first embedded;
@@ -29,13 +30,13 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from cpersona._embedding import ONNX_MODEL_NAME, open_embedder
-from cpersona._settings import Settings
+from cpersona.settings import Settings
+from cpersona.stores.embedding.embedders import ONNX_MODEL_NAME, open_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona._protocols import Embedder
+    from cpersona.stores.protocols import Embedder
 
 __all__ = ["DEFAULT_CACHE_DIR", "MODEL_NAME", "EmbeddingCache", "text_key"]
 

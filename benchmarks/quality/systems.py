@@ -64,8 +64,8 @@ STORE_CACHE_VERSION: Final = 2
 """Part of every store-cache key: bump it when a store built earlier no longer stands for the engine (2: each
 document is written once, so stores built before hold BM25 statistics of twice-written documents)."""
 STORE_LAYOUT_MODULES: Final = (
-    "_blocks", "_documents", "_drafts", "_embedding", "_keys",
-    "_onnx_bert", "_records", "_vector_edge", "_vectors",
+    "recall.arms.block", "stores.redis.documents", "model.drafts", "stores.embedding.embedders", "keys",
+    "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.common",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500
@@ -302,7 +302,7 @@ class Cpersona:
         return None
 
     def _settings(self, data_dir: Path) -> Any:
-        from cpersona._settings import Settings
+        from cpersona.settings import Settings
 
         threads = (
             self._threads if self._threads is not None else Settings(data_dir=data_dir).embedding_threads
@@ -532,7 +532,7 @@ def _collections(data_dir: Path) -> list[str]:
 
 def _only(keep: frozenset[str]) -> Any:
     """An arm wrapper that lets only the ``keep`` arms run; the others answer with no rows."""
-    from cpersona._candidates import ArmResult
+    from cpersona.model.candidates import ArmResult
 
     def wrap(name: str, call: Any) -> Any:
         if name in keep:

@@ -10,8 +10,8 @@ The library API is what this module exports; everything else lives in private mo
 
 from __future__ import annotations
 
-from cpersona._engine import Engine, open
-from cpersona._errors import (
+from cpersona.engine.facade import Engine, open
+from cpersona.errors import (
     BackendUnavailable,
     ContentTooLarge,
     CpersonaError,
@@ -25,8 +25,7 @@ from cpersona._errors import (
     RedisUnavailable,
     VectorStoreUnavailable,
 )
-from cpersona._recall import RecallResult, RecallRow
-from cpersona._records import (
+from cpersona.model.records import (
     Association,
     EmotionVector,
     EpisodeRecord,
@@ -38,10 +37,10 @@ from cpersona._records import (
     Scope,
     Source,
 )
-from cpersona._results import BatchResult, DeleteResult, StoreResult
-from cpersona._settings import Settings
-
-__version__ = "0.1.0"
+from cpersona.model.results import BatchResult, DeleteResult, StoreResult
+from cpersona.recall.request import RecallResult, RecallRow
+from cpersona.settings import Settings
+from cpersona.version import __version__
 
 __all__ = (
     "Association",

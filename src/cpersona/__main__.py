@@ -1,5 +1,5 @@
 """``python -m cpersona``: the same command as the ``cpersona`` console script."""
 
-from cpersona.cli import main
+from cpersona.edges.cli.main import main
 
 raise SystemExit(main())

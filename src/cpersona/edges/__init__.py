@@ -1,0 +1,1 @@
+"""The ways in: HTTP, the command line (and later MCP)."""

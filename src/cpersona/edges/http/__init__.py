@@ -1,0 +1,1 @@
+"""The ASGI application."""

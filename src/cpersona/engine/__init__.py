@@ -1,0 +1,1 @@
+"""The engine facade: lifecycle, writes, reads, background workers, calibration."""

@@ -1,0 +1,1024 @@
+"""The engine: opens the backends, and runs the write path and the record reads.
+
+A store is crash-safe across the two stores. The record is written to Redis first, in one transaction
+with a "vector pending" mark (a member of one set); then its vector goes to Qdrant; then the mark is
+cleared. A crash between the steps leaves the mark, and :meth:`Engine.finish_pending` — run at every
+start — embeds and writes what is marked. So once a store is acknowledged, the record is in Redis and its
+vector reaches Qdrant, whatever happens next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
+import orjson
+import redis.exceptions
+
+from cpersona.engine.calibration import GATE_CHOICES, PRECISIONS, calibrate, select_gate
+from cpersona.errors import BackendUnavailable, EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
+from cpersona.keys import Keys
+from cpersona.model.drafts import MemoryDraft, episode_draft, memory_draft, raw_draft
+from cpersona.model.records import (
+    EpisodeRecord,
+    Fidelity,
+    MemoryRecord,
+    ProfileRecord,
+    RawRecord,
+    new_id,
+    parse_ref,
+)
+from cpersona.model.results import BatchResult, DeleteResult, StoreResult
+from cpersona.model.scope import ReadScope
+from cpersona.model.validate import as_choice, as_int, as_str, clean_text
+from cpersona.recall.arms.block import BlockBuilder, ParentKind, block_filter, block_ids
+from cpersona.recall.policy import load_policies
+from cpersona.recall.recaller import Recaller
+from cpersona.recall.request import recall_request
+from cpersona.recall.trace.publisher import TracePublisher, TraceStats
+from cpersona.settings import Settings
+from cpersona.stores.embedding.embedders import open_embedder
+from cpersona.stores.protocols import Embedder, VectorPoint, VectorStore, scope_filter
+from cpersona.stores.redis.connection import (
+    close_redis,
+    command,
+    connect_redis,
+    json_ops,
+    redis_errors,
+    redis_info,
+)
+from cpersona.stores.redis.documents import (
+    DocumentModels,
+    bind_documents,
+    ensure_indexes,
+    episode_from_doc,
+    episode_to_doc,
+    memory_from_doc,
+    memory_to_doc,
+    profile_from_doc,
+    raw_from_doc,
+    raw_to_doc,
+    validated,
+)
+from cpersona.stores.redis.scope import scope_query
+from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis
+from cpersona.stores.vectors.factory import open_vector_store
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
+    from cpersona.recall.request import RecallResult
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["Engine", "open"]
+
+log = logging.getLogger("cpersona")
+_R = TypeVar("_R", MemoryRecord, EpisodeRecord)
+
+RecordKind = Literal["memory", "episode", "raw"]
+AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
+
+_PENDING_BATCH = 64
+_MAX_PROFILE = 2_000
+_LIST_MAX = 1_000
+# An index build is a maintenance call that grows with the store (tens of seconds at 100k memories on two
+# cores), so it gets its own deadline instead of the per-request qdrant_timeout_secs.
+_OPTIMIZE_TIMEOUT_SECS = 3_600.0
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Backends:
+    redis: RedisClient
+    docs: DocumentModels
+    vectors: VectorStore | None
+    embedder: Embedder | None
+    redis_info: Mapping[str, Any]
+    blocks: VectorStore | None = None
+    builder: BlockBuilder | None = None
+    publisher: TracePublisher | None = None
+
+
+class Engine:
+    """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
+
+    Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
+    a backend that fails or misses its deadline raises a :class:`~cpersona.BackendUnavailable`.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self._backends: _Backends | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._recaller: Recaller | None = None
+        # Decides which untraced recalls are traced anyway (CPERSONA_TRACE_SAMPLE); one per engine, seeded
+        # by CPERSONA_TRACE_SAMPLE_SEED when set so a run's sample can be repeated.
+        self._trace_rng = random.Random(settings.trace_sample_seed)
+        # Policies are read at construction so a broken policy file stops the start before any I/O.
+        self.policies = load_policies()
+        if settings.recall_policy not in self.policies:
+            raise InvalidSetting(
+                "CPERSONA_RECALL_POLICY", f"names no policy file: {settings.recall_policy!r}"
+            )
+        cue_policy = self.policies.get(settings.recall_cue_policy)
+        if cue_policy is None or cue_policy.cue is None:
+            raise InvalidSetting(
+                "CPERSONA_RECALL_CUE_POLICY",
+                f"must name a policy file with a [cue] table: {settings.recall_cue_policy!r}",
+            )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Engine:
+        if self._stack is not None:
+            raise RuntimeError("the engine is already open")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            url = self.settings.redis_url
+            if url is None:
+                server = await stack.enter_async_context(EmbeddedRedis(self.settings))
+                url = server.url
+            elif self.settings.embedded_qdrant and self.settings.embedding_mode != "none":
+                # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
+                await stack.enter_async_context(DataDirLock(self.settings.data_dir))
+            client = await connect_redis(self.settings, url)
+            stack.push_async_callback(close_redis, client)
+            info = await redis_info(client)
+            async with redis_errors():
+                await ensure_indexes(client, self.keys)
+            await collect_index_garbage(client, self.keys)
+            embedder = await open_embedder(self.settings)
+            vectors: VectorStore | None = None
+            if embedder is not None:
+                stack.push_async_callback(embedder.aclose)
+                vectors = await open_vector_store(self.settings, "records", embedder.dim)
+                stack.push_async_callback(vectors.aclose)
+            blocks, builder = await self._open_blocks(stack, client, embedder)
+            publisher = TracePublisher(
+                client,
+                self.keys,
+                capacity=self.settings.trace_queue_size,
+                timeout_secs=self.settings.redis_timeout_secs,
+            )
+            # Closed before the client (exit callbacks run last-in, first-out).
+            stack.callback(publisher.close)
+            self._backends = _Backends(
+                client,
+                bind_documents(client, self.keys),
+                vectors,
+                embedder,
+                info,
+                blocks,
+                builder,
+                publisher=publisher,
+            )
+            self._recaller = Recaller(
+                settings=self.settings,
+                policies=self.policies,
+                redis=client,
+                keys=self.keys,
+                vectors=vectors,
+                embedder=embedder,
+                blocks=blocks,
+            )
+            self._stack = stack
+            await self.finish_pending()
+        except BaseException:
+            self._backends = None
+            self._recaller = None
+            self._stack = None
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._stack, self._backends, self._recaller = self._stack, None, None, None
+        if stack is not None:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+
+    async def _open_blocks(
+        self, stack: contextlib.AsyncExitStack, client: RedisClient, embedder: Embedder | None
+    ) -> tuple[VectorStore | None, BlockBuilder | None]:
+        """The block collection and its builder; none without an embedder (no vectors, no blocks)."""
+        if embedder is None:
+            return None, None
+        blocks = await open_vector_store(self.settings, "blocks", embedder.dim, binary_quantized=True)
+        stack.push_async_callback(blocks.aclose)
+        rules = self.policies[self.settings.recall_policy].blocks
+        builder = BlockBuilder(
+            redis=client,
+            keys=self.keys,
+            blocks=blocks,
+            embedder=embedder,
+            max_per_record=rules.max_per_record,
+            max_chars=rules.max_chars,
+            redis_timeout_secs=self.settings.redis_timeout_secs,
+        )
+        await builder.ensure_group()
+        # Runs before the client closes (exit callbacks run last-in, first-out).
+        stack.push_async_callback(builder.release)
+        return blocks, builder
+
+    async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Build block vectors from the block stream until cancelled (start it in a task group).
+
+        Returns at once when the engine builds no blocks (``embedding_mode="none"``).
+        """
+        builder = self._b.builder
+        if builder is None:
+            task_status.started()
+            return
+        await builder.run(task_status=task_status)
+
+    async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Publish queued recall traces to Redis until cancelled (start it in a task group)."""
+        await self._publisher.run(task_status=task_status)
+
+    async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every background task of the engine (block worker, trace publisher) until cancelled.
+
+        ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body; it reports
+        started once each task has.
+        """
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.run_block_worker)
+            await tg.start(self.run_trace_publisher)
+            task_status.started()
+
+    async def drain_traces(self) -> int:
+        """Publish every trace queued so far, then return how many were taken off the queue."""
+        return await self._publisher.drain()
+
+    def trace_stats(self) -> TraceStats:
+        """The trace publisher's counters (published, dropped, failed, queued, capacity)."""
+        return self._publisher.stats()
+
+    @property
+    def _publisher(self) -> TracePublisher:
+        publisher = self._b.publisher
+        assert publisher is not None
+        return publisher
+
+    @property
+    def builds_blocks(self) -> bool:
+        """Whether stores queue block builds (they do unless ``embedding_mode="none"``)."""
+        return self._b.builder is not None
+
+    async def drain_blocks(self) -> int:
+        """Build the blocks of every record queued so far, then return how many events were processed."""
+        builder = self._b.builder
+        return 0 if builder is None else await builder.drain()
+
+    @property
+    def _b(self) -> _Backends:
+        if self._backends is None:
+            raise EngineClosed("the engine is not open; use 'async with cpersona.open(...) as memory:'")
+        return self._backends
+
+    @property
+    def redis(self) -> RedisClient:
+        """The engine's Redis client (for tools and tests that need to look underneath)."""
+        return self._b.redis
+
+    @property
+    def vectors(self) -> VectorStore | None:
+        return self._b.vectors
+
+    @property
+    def blocks(self) -> VectorStore | None:
+        """The block-vector collection (``None`` when the engine embeds nothing)."""
+        return self._b.blocks
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._b.embedder
+
+    async def health(self) -> dict[str, Any]:
+        b = self._b
+        async with redis_errors():
+            await b.redis.ping()
+        return {
+            "ok": True,
+            "redis": {**b.redis_info, "embedded": self.settings.embedded_redis},
+            "vector_engine": None if b.vectors is None else b.vectors.engine_name,
+            "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
+            "traces": self._publisher.stats().to_json(),
+        }
+
+    # ------------------------------------------------------------------ recall
+
+    @property
+    def recaller(self) -> Recaller:
+        """The engine's recall runner (for tools and tests that wrap arms)."""
+        self._b  # noqa: B018 - raises EngineClosed when closed
+        assert self._recaller is not None
+        return self._recaller
+
+    async def recall(self, query: object, *, limit_cap: int | None = None, **fields: Any) -> RecallResult:
+        """Recall the rows that answer ``query`` (``agent_id`` required; see ``POST /v1/recall/query``).
+
+        ``limit`` may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``, which the HTTP edge sets
+        to 100); past it the request is refused, not clamped.
+        """
+        cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
+        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
+        rate = self.settings.trace_sample
+        sampled = not req.trace and rate > 0 and self._trace_rng.random() < rate
+        result = await self.recaller.recall(req, want_trace=req.trace or sampled)
+        if result.trace is not None:
+            self._publisher.offer(req.scope.agent_id, result.trace)
+            if sampled:
+                # A sampled trace goes to the channel only: the caller's answer is what it asked for.
+                result = dataclasses.replace(result, trace=None)
+        return result
+
+    async def calibrate(self, agent_id: object, *, precision: object = "balanced") -> dict[str, Any]:
+        """Calibrate the agent's gate from its own memories (deterministic), store it and select it."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        level = as_choice(precision, "precision", PRECISIONS)
+        policy = self.policies[self.settings.recall_policy]
+        b = self._b
+        return await calibrate(b.redis, self.keys, b.embedder, policy, agent, level)
+
+    async def select_gate(self, agent_id: object, gate: object) -> dict[str, Any]:
+        """Choose the agent's gate: ``calibrated`` (needs a calibration) or ``heuristic``."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        choice = as_choice(gate, "gate", GATE_CHOICES)
+        return await select_gate(self._b.redis, self.keys, agent, choice)
+
+    # ------------------------------------------------------------------ memories
+
+    async def store(self, content: object, **fields: Any) -> StoreResult:
+        """Store one memory. ``fields`` are those of ``POST /v1/encode`` (``agent_id`` is required)."""
+        draft = memory_draft({"content": content, **fields}, self.settings)
+        (result,) = await self._store_memories([draft])
+        return result
+
+    async def store_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+        """Store many memories: all are validated before any is written; one embedding call per chunk."""
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise InvalidRequest("records", "must be a list of records")
+        if len(records) > self.settings.batch_max:
+            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
+        drafts = []
+        for i, raw in enumerate(records):
+            if not isinstance(raw, Mapping):
+                raise InvalidRequest(f"records[{i}]", "must be an object")
+            drafts.append(memory_draft(raw, self.settings, prefix=f"records[{i}]."))
+        return BatchResult(tuple(await self._store_memories(drafts)))
+
+    async def _store_memories(self, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
+        b = self._b
+        results: list[StoreResult | None] = [None] * len(drafts)
+        fresh: list[tuple[int, MemoryDraft, str, list[str]]] = []
+        seen_in_batch: dict[str, str] = {}
+        async with redis_errors():
+            for i, draft in enumerate(drafts):
+                claims = self._claim_keys(draft)
+                existing = await self._existing_claim(claims)
+                if existing is None:
+                    for key in claims:
+                        if key in seen_in_batch:
+                            existing = (seen_in_batch[key], "duplicate")
+                            break
+                if existing is not None:
+                    results[i] = StoreResult(
+                        "skipped", f"mem:{existing[0]}", draft.msg_id, skipped_reason=existing[1]
+                    )
+                    continue
+                record_id = new_id()
+                for key in claims:
+                    seen_in_batch[key] = record_id
+                fresh.append((i, draft, record_id, claims))
+        if not fresh:
+            return [r for r in results if r is not None]
+
+        now = time.time()
+        async with redis_errors():
+            first_seq = await b.redis.incrby(self.keys.sequence, len(fresh)) - len(fresh) + 1
+        records = [
+            MemoryRecord(
+                id=record_id,
+                scope=d.scope,
+                source=d.source,
+                content=d.content,
+                timestamp=d.timestamp,
+                seq=first_seq + n,
+                msg_id=d.msg_id,
+                metadata=d.metadata,
+                store=d.store,
+                emotion=d.emotion,
+                fidelity=Fidelity(last_accessed_at=now, last_decay_tick=now),
+                meta=d.meta,
+                associations=d.associations,
+                created_at=now,
+                updated_at=now,
+                locked=d.locked,
+            )
+            for n, (_, d, record_id, _) in enumerate(fresh)
+        ]
+        records = await self._with_vectors(records)
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for rec, (_, _, _, claims) in zip(records, fresh, strict=True):
+                doc = validated(b.docs.memory, memory_to_doc(rec))
+                pipe.json().set(self.keys.memory(rec.id), "$", doc)
+                for key in claims:
+                    pipe.set(key, rec.id)
+                if rec.vector_pending:
+                    pipe.sadd(self.keys.vector_pending, self.keys.memory(rec.id))
+                self._queue_blocks(pipe, self.keys.memory(rec.id))
+            await pipe.execute()
+        for rec, (i, d, _, _) in zip(records, fresh, strict=True):
+            results[i] = StoreResult(
+                "stored", rec.ref, d.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
+                warnings=d.warnings,
+            )  # fmt: skip
+        return [r for r in results if r is not None]
+
+    def _claim_keys(self, draft: MemoryDraft) -> list[str]:
+        scope = draft.scope
+        digest = _digest(draft.content)
+        keys = []
+        if draft.msg_id:
+            keys.append(self.keys.msg_id_claim(scope.agent_id, scope.project_id, draft.msg_id))
+        keys.append(self.keys.content_claim(scope.agent_id, scope.project_id, scope.channel, digest))
+        return keys
+
+    async def _existing_claim(self, claims: Sequence[str]) -> tuple[str, str] | None:
+        """The record that already holds a claim, if it still exists (claims of deleted records are stale)."""
+        b = self._b
+        holders = await b.redis.mget(claims)
+        for key, holder in zip(claims, holders, strict=True):
+            if holder is None:
+                continue
+            record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
+            if await b.redis.exists(self.keys.memory(record_id)):
+                reason = "duplicate_id" if ":dedup:msg:" in key else "duplicate_content"
+                return record_id, reason
+        return None
+
+    def _queue_blocks(self, pipe: Any, record_key: str) -> None:
+        """Add the record's block event to the transaction that writes it, so that an acknowledged
+        write always has its event (and a failed one never has)."""
+        if self._b.builder is not None:
+            pipe.xadd(self.keys.block_stream, {"key": record_key})
+
+    async def _upsert_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> bool:
+        """Embed and upsert the records' vectors. False when the embedder or the vector store failed."""
+        b = self._b
+        if b.embedder is None or b.vectors is None or not records:
+            return False
+        texts = [r.content if isinstance(r, MemoryRecord) else r.summary for r in records]
+        try:
+            vectors = await b.embedder.embed(texts)
+            points = [
+                VectorPoint(
+                    id=r.id,
+                    vector=v,
+                    kind="memory" if isinstance(r, MemoryRecord) else "episode",
+                    agent_id=r.scope.agent_id,
+                    project_id=r.scope.project_id,
+                    channel=r.scope.channel,
+                    timestamp=r.timestamp,
+                    seq=r.seq,
+                    parent=r.id,
+                )
+                for r, v in zip(records, vectors, strict=True)
+            ]
+            await b.vectors.upsert(points)
+        except Exception as exc:
+            log.warning("vector write deferred for %d record(s): %s", len(records), exc)
+            return False
+        return True
+
+    async def _with_vectors(self, records: Sequence[_R]) -> list[_R]:
+        """Write the vectors of records not yet in Redis; return them with their vector state set.
+
+        The vector goes first so that each document is written to Redis once, already saying whether
+        its vector exists. Merging that state in afterwards (as a second write) left the superseded
+        version's entries in the full-text index until the search module's collector ran, and BM25
+        counted them. A failing embedder or vector store does not fail the store: the records are
+        written pending and finished later (:meth:`finish_pending`). A crash after the vector and before
+        the document leaves a vector without a record, which recall skips (no document, no row).
+        """
+        b = self._b
+        if b.embedder is None:
+            return list(records)
+        if not await self._upsert_vectors(records):
+            return [dataclasses.replace(r, vector_pending=True) for r in records]
+        model = b.embedder.name
+        return [
+            dataclasses.replace(r, embedded=True, embedding_model=model, vector_pending=False)
+            for r in records
+        ]
+
+    async def _write_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:
+        """Finish records already in Redis: upsert, then clear their pending marks. Returns the ids written.
+
+        Only the pending path rewrites a document after its first write (rare: it follows a failure).
+        """
+        b = self._b
+        if b.embedder is None or not await self._upsert_vectors(records):
+            return set()
+        model = b.embedder.name
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for r in records:
+                key = self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
+                # Only touch documents that still exist: a delete may have raced this write.
+                json_ops(pipe).merge(
+                    key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model}
+                )
+                pipe.srem(self.keys.vector_pending, key)
+            replies = await pipe.execute(raise_on_error=False)
+        missing = [r for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
+        if missing and b.vectors is not None:
+            await b.vectors.delete([r.id for r in missing])
+        return {r.id for r in records} - {r.id for r in missing}
+
+    async def finish_pending(self) -> int:
+        """Write the vectors of every record marked pending. Returns how many were finished."""
+        b = self._b
+        if b.embedder is None or b.vectors is None:
+            return 0
+        done = 0
+        async with redis_errors():
+            members = sorted(m.decode() for m in await b.redis.smembers(self.keys.vector_pending))
+        for start in range(0, len(members), _PENDING_BATCH):
+            chunk = members[start : start + _PENDING_BATCH]
+            async with redis_errors():
+                docs = await json_ops(b.redis).mget(chunk, "$")
+            records: list[MemoryRecord | EpisodeRecord] = []
+            gone: list[str] = []
+            for key, found in zip(chunk, docs, strict=True):
+                if not found:
+                    gone.append(key)
+                elif key.startswith(self.keys.memory_prefix):
+                    records.append(memory_from_doc(found[0]))
+                else:
+                    records.append(episode_from_doc(found[0]))
+            if gone:
+                async with redis_errors():
+                    await b.redis.srem(self.keys.vector_pending, *gone)
+            done += len(await self._write_vectors(records))
+        if done:
+            log.info("finished %d pending vector write(s)", done)
+        return done
+
+    async def optimize(self, *, timeout_secs: float = _OPTIMIZE_TIMEOUT_SECS) -> None:
+        """Build the vector indexes now: run each vector store's optimiser, if it has one.
+
+        The embedded Qdrant engine has no background optimiser: its points stay in a segment searched by
+        brute force, and its HNSW graph and quantised copy are not built, until
+        :meth:`~cpersona.stores.vectors.edge.EdgeVectorStore.optimize` runs. Call this after a bulk import and
+        now and then as a maintenance task (``cpersona optimize``). A Qdrant server optimises in the
+        background, so its adapter has no ``optimize`` and is left alone. It may take seconds on a large
+        store and, with the embedded engine, holds the GIL meanwhile (recalls wait for it).
+        """
+        b = self._b
+        for store in (b.vectors, b.blocks):
+            # Duck-typed so that the remote adapter (and qdrant-client) need not be imported to tell them
+            # apart: only the embedded adapter defines optimize().
+            optimize = getattr(store, "optimize", None)
+            if optimize is not None:
+                await optimize(timeout_secs=timeout_secs)
+
+    # ------------------------------------------------------------------ episodes, raw, profile
+
+    async def archive_episode(self, summary: object, **fields: Any) -> StoreResult:
+        """Archive a session summary (``summary``, ``keywords``, ``history`` or start/end time)."""
+        b = self._b
+        d = episode_draft({"summary": summary, **fields}, self.settings)
+        now = time.time()
+        async with redis_errors():
+            seq = int(await b.redis.incr(self.keys.sequence))
+        rec = EpisodeRecord(
+            id=new_id(),
+            scope=d.scope,
+            summary=d.summary,
+            seq=seq,
+            keywords=d.keywords,
+            start_time=d.start_time,
+            end_time=d.end_time,
+            resolved=d.resolved,
+            created_at=now,
+        )
+        (rec,) = await self._with_vectors([rec])
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.json().set(self.keys.episode(rec.id), "$", validated(b.docs.episode, episode_to_doc(rec)))
+            if rec.vector_pending:
+                pipe.sadd(self.keys.vector_pending, self.keys.episode(rec.id))
+            self._queue_blocks(pipe, self.keys.episode(rec.id))
+            await pipe.execute()
+        return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
+
+    async def store_raw(self, content: object, **fields: Any) -> StoreResult:
+        """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
+        (result,) = (await self.store_raw_batch([{"content": content, **fields}])).results
+        return result
+
+    async def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+        b = self._b
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise InvalidRequest("records", "must be a list of records")
+        if len(records) > self.settings.batch_max:
+            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
+        drafts = []
+        for i, raw in enumerate(records):
+            if not isinstance(raw, Mapping):
+                raise InvalidRequest(f"records[{i}]", "must be an object")
+            drafts.append(raw_draft(raw, self.settings, prefix=f"records[{i}]." if len(records) > 1 else ""))
+        now = time.time()
+        recs = [
+            RawRecord(
+                id=new_id(),
+                scope=d.scope,
+                session_id=d.session_id,
+                source=d.source,
+                speaker=d.speaker,
+                visibility=d.visibility,
+                secrecy_level=d.secrecy_level,
+                content=d.content,
+                created_at=now,
+                turn_id=d.turn_id,
+                topic_id=d.topic_id,
+                metadata=d.metadata,
+                meta=d.meta,
+            )
+            for d in drafts
+        ]
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            for rec in recs:
+                pipe.json().set(self.keys.raw(rec.id), "$", validated(b.docs.raw, raw_to_doc(rec)))
+            await pipe.execute()
+        return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
+
+    async def update_profile(self, agent_id: object, profile: object) -> ProfileRecord:
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        content = clean_text(profile, "profile", max_len=_MAX_PROFILE)
+        rec = ProfileRecord(agent, content, time.time())
+        doc = validated(b.docs.profile, {"pk": agent, **dataclasses.asdict(rec)})
+        async with redis_errors():
+            await b.redis.json().set(self.keys.profile(agent), "$", doc)
+        return rec
+
+    async def get_profile(self, agent_id: object) -> ProfileRecord | None:
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        async with redis_errors():
+            doc = await b.redis.json().get(self.keys.profile(agent))
+        return None if doc is None else profile_from_doc(doc)
+
+    # ------------------------------------------------------------------ reads
+
+    def _key_of(self, ref: object) -> tuple[str, str]:
+        if not isinstance(ref, str):
+            raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
+        parsed = parse_ref(ref)
+        if parsed is None:
+            raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
+        key = {"mem": self.keys.memory, "ep": self.keys.episode, "raw": self.keys.raw}[parsed.kind](parsed.id)
+        return parsed.kind, key
+
+    async def get(self, ref: object, *, agent_id: object) -> AnyRecord:
+        """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        kind, key = self._key_of(ref)
+        async with redis_errors():
+            doc = await self._b.redis.json().get(key)
+        if doc is None or doc.get("agent_id") != agent:
+            raise RecordNotFound(str(ref))
+        if kind == "mem":
+            return memory_from_doc(doc)
+        if kind == "ep":
+            return episode_from_doc(doc)
+        return raw_from_doc(doc)
+
+    async def list(
+        self,
+        kind: RecordKind = "memory",
+        *,
+        agent_id: object,
+        project_id: str | None = None,
+        channel: str | None = None,
+        source_id: str = "",
+        limit: object = 100,
+    ) -> list[AnyRecord]:
+        """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
+        count = as_int(limit, "limit", lo=0, hi=_LIST_MAX)
+        scope = self._read_scope(agent_id, project_id, channel, source_id)
+        index, sort = {
+            "memory": (self.keys.memory_index, "seq"),
+            "episode": (self.keys.episode_index, "seq"),
+            "raw": (self.keys.raw_index, "ts"),
+        }[kind]
+        query = scope_query(scope, with_source=kind == "memory")
+        if kind == "episode" and scope.source_id and not scope.channel:
+            return []  # episodes carry no source: a source filter excludes them unless a channel is set
+        async with redis_errors():
+            reply = await command(
+                self._b.redis,
+                "FT.SEARCH",
+                index,
+                query,
+                "SORTBY",
+                sort,
+                "DESC",
+                "LIMIT",
+                0,
+                count,
+                "DIALECT",
+                2,
+            )
+        docs = _search_docs(reply)
+        if kind == "memory":
+            return [memory_from_doc(doc) for doc in docs]
+        if kind == "episode":
+            return [episode_from_doc(doc) for doc in docs]
+        return [raw_from_doc(doc) for doc in docs]
+
+    def _read_scope(
+        self, agent_id: object, project_id: object, channel: object, source_id: object
+    ) -> ReadScope:
+        limit = self.settings.max_key_length
+        return ReadScope(
+            agent_id=as_str(agent_id, "agent_id", max_len=limit),
+            project_id=None if project_id is None else as_str(project_id, "project_id", max_len=limit),
+            channel=None if channel is None else as_str(channel, "channel", max_len=limit),
+            source_id=as_str(source_id, "source_id", max_len=limit),
+        )
+
+    async def stats(self, agent_id: object | None = None) -> dict[str, Any]:
+        """Record counts (for one agent, or all) and how many vector writes are pending."""
+        b = self._b
+        if agent_id is None:
+            query = "*"
+        else:
+            query = scope_query(
+                ReadScope(as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)),
+                with_source=False,
+            )
+        counts: dict[str, int] = {}
+        async with redis_errors():
+            for name, index in (
+                ("memories", self.keys.memory_index),
+                ("episodes", self.keys.episode_index),
+                ("raw_entries", self.keys.raw_index),
+            ):
+                reply = await command(b.redis, "FT.SEARCH", index, query, "LIMIT", 0, 0, "DIALECT", 2)
+                counts[name] = _search_total(reply)
+            pending = int(await b.redis.scard(self.keys.vector_pending))
+        vectors = None
+        if b.vectors is not None:
+            flt = None if agent_id is None else scope_filter(ReadScope(str(agent_id)))
+            vectors = await b.vectors.count(flt) if flt is not None else None
+        return {"ok": True, **counts, "vector_pending": pending, "vectors": vectors}
+
+    # ------------------------------------------------------------------ update and delete
+
+    async def update(self, ref: object, *, agent_id: object, **changes: Any) -> MemoryRecord:
+        """Replace fields of a memory wholesale (``content``, ``metadata``, ``emotion``, ``meta``, ``store``,
+        ``timestamp``). A content change re-embeds the memory and moves its dedup claim."""
+        b = self._b
+        current = await self.get(ref, agent_id=agent_id)
+        if not isinstance(current, MemoryRecord):
+            raise InvalidRequest("ref", "only memories can be updated")
+        allowed = {"content", "metadata", "emotion", "meta", "store", "timestamp", "record_id", "header"}
+        for key in changes:
+            if key not in allowed:
+                raise InvalidRequest(key, "cannot be updated")
+        if not any(k in changes for k in allowed - {"record_id", "header"}):
+            raise InvalidRequest("body", "names no field to update")
+        base: dict[str, Any] = {
+            "agent_id": current.scope.agent_id,
+            "project_id": current.scope.project_id,
+            "channel": current.scope.channel,
+            "content": changes.get("content", current.content),
+            "timestamp": changes.get("timestamp", current.timestamp),
+            "metadata": changes.get("metadata", dict(current.metadata)),
+            "store": changes.get("store", current.store),
+        }
+        if "emotion" in changes:
+            base["emotion"] = changes["emotion"]
+        if "meta" in changes:
+            base["meta"] = changes["meta"]
+        draft = memory_draft(base, self.settings)
+        content_changed = draft.content != current.content
+        now = time.time()
+        new = dataclasses.replace(
+            current,
+            content=draft.content,
+            timestamp=draft.timestamp,
+            metadata=draft.metadata,
+            store=draft.store,
+            emotion=draft.emotion if "emotion" in changes else current.emotion,
+            meta=dataclasses.replace(draft.meta, trigger="encode.update")
+            if "meta" in changes
+            else current.meta,
+            updated_at=now,
+            version=current.version + 1,
+            vector_pending=False,
+            embedded=False if b.embedder is not None else current.embedded,
+        )
+        (new,) = await self._with_vectors([new])
+        old_claim = self.keys.content_claim(
+            current.scope.agent_id, current.scope.project_id, current.scope.channel, _digest(current.content)
+        )
+        new_claim = self.keys.content_claim(
+            new.scope.agent_id, new.scope.project_id, new.scope.channel, _digest(new.content)
+        )
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.json().set(self.keys.memory(new.id), "$", validated(b.docs.memory, memory_to_doc(new)))
+            if content_changed:
+                pipe.delete(old_claim)
+                pipe.set(new_claim, new.id)
+            if new.vector_pending:
+                pipe.sadd(self.keys.vector_pending, self.keys.memory(new.id))
+            if content_changed or new.timestamp != current.timestamp:
+                # Blocks carry the text and the record's time; other fields do not reach them.
+                self._queue_blocks(pipe, self.keys.memory(new.id))
+            await pipe.execute()
+        return new
+
+    async def delete(self, ref: object, *, agent_id: object) -> DeleteResult:
+        """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
+        b = self._b
+        record = await self.get(ref, agent_id=agent_id)
+        kind, key = self._key_of(ref)
+        async with redis_errors():
+            pipe = b.redis.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.srem(self.keys.vector_pending, key)
+            if isinstance(record, MemoryRecord):
+                draft_claims = [
+                    self.keys.content_claim(
+                        record.scope.agent_id, record.scope.project_id, record.scope.channel,
+                        _digest(record.content),
+                    )
+                ]  # fmt: skip
+                if record.msg_id:
+                    draft_claims.append(
+                        self.keys.msg_id_claim(record.scope.agent_id, record.scope.project_id, record.msg_id)
+                    )
+                for claim in draft_claims:
+                    pipe.delete(claim)
+            await pipe.execute()
+        if kind != "raw" and b.vectors is not None:
+            await b.vectors.delete([record.id])
+        if b.builder is not None and b.blocks is not None and not isinstance(record, RawRecord):
+            parent: ParentKind = "memory" if isinstance(record, MemoryRecord) else "episode"
+            await b.blocks.delete(block_ids(parent, record.id, b.builder.max_per_record))
+        return DeleteResult(1)
+
+    async def delete_agent_data(self, agent_id: object) -> DeleteResult:
+        """Delete every record, claim, profile and vector of one agent."""
+        b = self._b
+        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        query = scope_query(ReadScope(agent), with_source=False)
+        deleted = 0
+        async with redis_errors():
+            for index in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index):
+                while True:
+                    reply = await command(
+                        b.redis, "FT.SEARCH", index, query, "NOCONTENT", "LIMIT", 0, 500, "DIALECT", 2
+                    )
+                    found = _search_keys(reply)
+                    if not found:
+                        break
+                    pipe = b.redis.pipeline(transaction=False)
+                    pipe.delete(*found)
+                    pipe.srem(self.keys.vector_pending, *found)
+                    await pipe.execute()
+                    deleted += len(found)
+            for pattern in self.keys.claims_of_agent(agent):
+                batch: list[bytes] = []
+                async for claim in b.redis.scan_iter(match=pattern, count=1000):
+                    batch.append(claim)
+                    if len(batch) >= 500:
+                        await b.redis.delete(*batch)
+                        batch = []
+                if batch:
+                    await b.redis.delete(*batch)
+            await b.redis.delete(self.keys.profile(agent), self.keys.calibration(agent))
+        if b.vectors is not None:
+            await b.vectors.delete_where(scope_filter(ReadScope(agent)))
+        if b.blocks is not None:
+            await b.blocks.delete_where(block_filter(agent))
+        self.recaller.stats.forget(agent)
+        return DeleteResult(deleted)
+
+
+def _search_hits(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
+    """``(key, fields)`` of each hit of an ``FT.SEARCH`` reply, in RESP2 or RESP3 form.
+
+    redis-py 8 speaks RESP3 by default, where the reply is a map (``total_results``, ``results``);
+    under RESP2 it is a flat list ``[total, key, fields, key, fields, ...]`` (no fields with NOCONTENT).
+    """
+    if isinstance(reply, Mapping):
+        hits = reply.get(b"results", reply.get("results")) or []
+        out = []
+        for hit in hits:
+            key = hit.get(b"id", hit.get("id"))
+            fields = hit.get(b"extra_attributes", hit.get("extra_attributes")) or {}
+            out.append((key.decode() if isinstance(key, bytes) else str(key), dict(fields)))
+        return out
+    items = list(reply[1:])
+    if len(items) > 1 and isinstance(items[1], list):
+        pairs = [
+            (items[i], dict(zip(items[i + 1][::2], items[i + 1][1::2], strict=True)))
+            for i in range(0, len(items), 2)
+        ]
+    else:
+        pairs = [(k, {}) for k in items]
+    return [(k.decode() if isinstance(k, bytes) else str(k), f) for k, f in pairs]
+
+
+def _search_total(reply: Any) -> int:
+    """The total hit count of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
+    if isinstance(reply, Mapping):
+        return int(reply.get(b"total_results", reply.get("total_results", 0)))
+    return int(reply[0])
+
+
+def _search_keys(reply: Any) -> list[str]:
+    """The keys of the hits of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
+    return [key for key, _ in _search_hits(reply)]
+
+
+def _search_docs(reply: Any) -> list[dict[str, Any]]:
+    """Documents from an ``FT.SEARCH`` reply on a JSON index (each hit's ``$`` field)."""
+    docs: list[dict[str, Any]] = []
+    for _, fields in _search_hits(reply):
+        raw = fields.get(b"$", fields.get("$"))
+        if raw is not None:
+            docs.append(orjson.loads(raw))
+    return docs
+
+
+@contextlib.asynccontextmanager
+async def open(
+    settings: Settings | None = None, *, background: bool = True, **overrides: Any
+) -> AsyncIterator[Engine]:
+    """Open the engine: ``async with cpersona.open() as memory: ...``.
+
+    ``settings`` defaults to :meth:`Settings.from_env`; keyword ``overrides`` replace single settings,
+    e.g. ``cpersona.open(data_dir="/tmp/mem", embedding_mode="none")``.
+
+    ``background`` runs the engine's background tasks (:meth:`Engine.run_background`: the block worker
+    and the trace publisher) in a task group for as long as the engine is open. The task group ties the
+    context to the task that entered it, so code that enters and exits in different tasks
+    (pytest-asyncio fixtures, for one) passes ``background=False`` and calls :meth:`Engine.drain_blocks`
+    when it wants the blocks built and :meth:`Engine.drain_traces` when it wants traces published.
+    """
+    if settings is None:
+        settings = Settings.from_env(**overrides)
+    elif overrides:
+        settings = dataclasses.replace(settings, **overrides)
+        settings.validate()
+    async with Engine(settings) as engine:
+        if not background:
+            yield engine
+            return
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.run_background)
+            try:
+                yield engine
+            finally:
+                tg.cancel_scope.cancel()
+
+
+async def collect_index_garbage(client: RedisClient, keys: Keys) -> None:
+    """Run the search module's garbage collector on every index now.
+
+    A Redis that reloads its append-only file replays every write, and the search module then keeps the
+    index entries of each superseded document version (a record written, then updated) until its
+    collector next runs. Until then BM25 counts those entries too: measured on a LoCoMo conversation
+    reopened after a store, every score rose about tenfold and the keyword arm's order changed on every
+    question. Collecting once when the engine opens makes a reopened store rank as it did before.
+    Best effort: a server that refuses the debug command (a managed Redis) only loses this repair.
+    """
+    for name in (keys.memory_index, keys.episode_index, keys.raw_index):
+        try:
+            await command(client, "FT.DEBUG", "GC_FORCEINVOKE", name)
+        except (redis.exceptions.ResponseError, BackendUnavailable) as exc:
+            log.warning("could not run the search index collector on %s: %s", name, exc)
+            return

@@ -1,0 +1,1 @@
+"""Pure values: records, scope rules, requests and results, the time cue."""

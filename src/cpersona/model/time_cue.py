@@ -1,0 +1,394 @@
+"""The time cue's pure core: reading a cue, turning it into a period, the bounded move and the cue seats.
+
+A caller that half-remembers *when* something happened passes ``time_cue`` with a confidence word. This
+module holds everything about the cue that needs no I/O, so the cue arm (``_cue_arm``) and the recall
+(``_recall``, ``_stages``) share one reading of it:
+
+* :func:`parse_time_cue` reads the request part into a frozen :class:`TimeCue`, refusing anything it
+  cannot read with :class:`~cpersona.InvalidRequest` naming the part (``time_cue.ago.unit``).
+* :func:`own_period` and :func:`cue_period` turn a cue into the half-open :class:`Period` the cue arm
+  searches, widened by the policy's margin for a confidence step; :func:`wider` names the next step of
+  the one revision, and :func:`recent_only` says whether the cue only points at the last day.
+* :func:`bounded_move` reorders the returned rows so that a row the cue arm ranked rises at most ``L``
+  places, and :func:`cue_seats` picks the records the held cue seats take.
+
+A cue is a prior, never a filter: nothing here drops a row or touches a score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from fractions import Fraction
+from typing import Any, Literal
+
+from cpersona.errors import InvalidRequest
+from cpersona.model.validate import as_choice, as_int, as_mapping
+
+__all__ = [
+    "CONFIDENCES",
+    "UNITS",
+    "Ago",
+    "Confidence",
+    "Move",
+    "Period",
+    "TimeCue",
+    "Unit",
+    "bounded_move",
+    "cue_period",
+    "cue_seats",
+    "own_period",
+    "parse_time_cue",
+    "recent_only",
+    "wider",
+]
+
+Confidence = Literal["sure", "likely", "vague"]
+CONFIDENCES: tuple[Confidence, ...] = ("sure", "likely", "vague")
+Unit = Literal["days", "weeks", "months"]
+UNITS: tuple[Unit, ...] = ("days", "weeks", "months")
+
+_DAY = 86_400.0
+# A month is 30 days by definition of the cue, not a calendar month.
+_UNIT_DAYS: dict[str, int] = {"days": 1, "weeks": 7, "months": 30}
+# The times a datetime can show: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. Every period is kept
+# inside them so that formatting it for a response or a trace can never overflow.
+_MIN_TS = -62_135_596_800.0
+_MAX_TS = 253_402_300_799.0
+# How far back an ``ago`` may reach. Anything further lies before year 1 anyway, and a bound keeps
+# ``value * width`` an ordinary float instead of an overflow.
+_MAX_AGO_DAYS = 3_652_425
+
+_CUE_KEYS = frozenset({"confidence", "after", "before", "ago"})
+_AGO_KEYS = frozenset({"unit", "value"})
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", re.DOTALL)
+_MAX_TIME_TEXT = 64
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ago:
+    """A relative cue: the period one ``unit`` long, centred ``value`` units before now."""
+
+    unit: Unit
+    value: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"unit": self.unit, "value": self.value}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimeCue:
+    """A read cue. Absolute ends are epoch seconds (UTC); ``before`` is exclusive.
+
+    A cue is either absolute (``after`` and/or ``before``) or relative (``ago``), never both;
+    :func:`parse_time_cue` guarantees it.
+    """
+
+    confidence: Confidence
+    after: float | None = None
+    before: float | None = None
+    ago: Ago | Literal["long_ago"] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The cue as read, for responses and traces: ISO times in UTC, a date in ``before`` as its end."""
+        out: dict[str, Any] = {"confidence": self.confidence}
+        if self.after is not None:
+            out["after"] = _iso(self.after, exact=True)
+        if self.before is not None:
+            out["before"] = _iso(self.before, exact=True)
+        if isinstance(self.ago, Ago):
+            out["ago"] = self.ago.to_json()
+        elif self.ago is not None:
+            out["ago"] = self.ago
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Period:
+    """The half-open span ``[start, end)`` of epoch seconds the cue arm searches."""
+
+    start: float
+    end: float
+
+    def to_json(self) -> list[str]:
+        return [_iso(self.start), _iso(self.end)]
+
+    def contains(self, ts: float) -> bool:
+        return self.start <= ts < self.end
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Move:
+    """A row whose position the bounded move changed (0-based positions among the returned rows)."""
+
+    ref: str
+    from_: int
+    to: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"row": self.ref, "from": self.from_, "to": self.to}
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+
+def parse_time_cue(raw: object, field: str = "time_cue") -> TimeCue | None:
+    """Read a request's ``time_cue``; ``None`` or ``{}`` is no cue. Every problem names its part."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(
+            field, f"must be an object with confidence and after/before or ago, got {_kind(raw)}"
+        )
+    body = as_mapping(raw, field)
+    if not body:
+        return None
+    for key in body:
+        if key not in _CUE_KEYS:
+            raise InvalidRequest(
+                f"{field}.{key}", "is not a part of a time cue (confidence, after, before, ago)"
+            )
+    if "confidence" not in body:
+        raise InvalidRequest(f"{field}.confidence", f"is required: one of {', '.join(CONFIDENCES)}")
+    confidence = as_choice(body["confidence"], f"{field}.confidence", CONFIDENCES)
+    # A JSON null stands for an absent part, as it does for the other optional request fields.
+    raw_after, raw_before, raw_ago = body.get("after"), body.get("before"), body.get("ago")
+    absolute = raw_after is not None or raw_before is not None
+    if absolute and raw_ago is not None:
+        raise InvalidRequest(field, "give after and/or before, or ago, not both")
+    if not absolute and raw_ago is None:
+        raise InvalidRequest(field, "needs after and/or before, or ago")
+    if raw_ago is not None:
+        return TimeCue(confidence=confidence, ago=_parse_ago(raw_ago, f"{field}.ago"))
+    after = None if raw_after is None else _parse_time(raw_after, f"{field}.after", end_of_day=False)
+    before = None if raw_before is None else _parse_time(raw_before, f"{field}.before", end_of_day=True)
+    if after is not None and before is not None and before <= after:
+        raise InvalidRequest(
+            f"{field}.before", f"must be later than after ({_iso(before, exact=True)} is not)"
+        )
+    return TimeCue(confidence=confidence, after=after, before=before)
+
+
+def _parse_ago(raw: object, field: str) -> Ago | Literal["long_ago"]:
+    if raw == "long_ago":
+        return "long_ago"
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(field, f'must be {{"unit", "value"}} or "long_ago", got {_show(raw)}')
+    body = as_mapping(raw, field)
+    for key in body:
+        if key not in _AGO_KEYS:
+            raise InvalidRequest(f"{field}.{key}", "is not a part of ago (unit, value)")
+    for key in ("unit", "value"):
+        if key not in body:
+            raise InvalidRequest(f"{field}.{key}", "is required")
+    unit = as_choice(body["unit"], f"{field}.unit", UNITS)
+    most = _MAX_AGO_DAYS // _UNIT_DAYS[unit]
+    value = as_int(body["value"], f"{field}.value", lo=0)
+    if value > most:
+        raise InvalidRequest(f"{field}.value", f"must be at most {most} {unit} (10,000 years), got {value}")
+    return Ago(unit=unit, value=value)
+
+
+def _parse_time(raw: object, field: str, *, end_of_day: bool) -> float:
+    """A date or ISO 8601 time as epoch seconds; a date in ``before`` stands for the end of that day."""
+    if isinstance(raw, datetime):
+        moment = raw if raw.tzinfo is not None else raw.replace(tzinfo=UTC)
+        return _in_range(moment, field)
+    if isinstance(raw, date):
+        return _day(raw, field, end_of_day=end_of_day)
+    if not isinstance(raw, str):
+        # Epoch numbers are refused on purpose: a cue is written by people and models, and a bare
+        # number (seconds? milliseconds? a year?) is too easy to get wrong without any error.
+        raise InvalidRequest(
+            field, f"must be a date (YYYY-MM-DD) or an ISO 8601 time as a string, got {_kind(raw)}"
+        )
+    if len(raw) > _MAX_TIME_TEXT:
+        raise InvalidRequest(field, f"must be at most {_MAX_TIME_TEXT} characters")
+    try:
+        if _DATE.fullmatch(raw):
+            return _day(date.fromisoformat(raw), field, end_of_day=end_of_day)
+        if _TIMESTAMP.fullmatch(raw):
+            moment = datetime.fromisoformat(raw)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return _in_range(moment, field)
+    except ValueError:
+        pass
+    raise InvalidRequest(
+        field, f"is not a date (YYYY-MM-DD) or an ISO 8601 time (YYYY-MM-DDTHH:MM[:SS][offset]): {raw!r}"
+    )
+
+
+def _day(day: date, field: str, *, end_of_day: bool) -> float:
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+    moment = midnight + _DAY if end_of_day else midnight
+    if moment > _MAX_TS:
+        raise InvalidRequest(field, "ends after the last representable time (9999-12-31T23:59:59Z)")
+    return moment
+
+
+def _in_range(moment: datetime, field: str) -> float:
+    # Converting an offset time near year 1 or 9999 to UTC can leave the datetime range; the timedelta
+    # arithmetic behind timestamp() still answers, so the check is made on the number.
+    ts = (moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(seconds=1)
+    if not _MIN_TS <= ts <= _MAX_TS:
+        raise InvalidRequest(field, "lies outside the years 1 to 9999 in UTC")
+    return ts
+
+
+# --------------------------------------------------------------------------------------------- periods
+
+
+def own_period(cue: TimeCue, span: tuple[float, float] | None, now: float) -> Period | None:
+    """The cue's own period, before any confidence margin; ``None`` when the scope gives it no start.
+
+    ``span`` is the (oldest, newest) record time in scope, ``None`` for an empty scope.
+    """
+    if cue.ago == "long_ago":
+        if span is None:
+            return None
+        oldest, newest = span
+        return _closed(oldest, oldest + (newest - oldest) / 3)
+    if isinstance(cue.ago, Ago):
+        width = _UNIT_DAYS[cue.ago.unit] * _DAY
+        centre = now - cue.ago.value * width
+        return _closed(centre - width / 2, min(centre + width / 2, now))
+    start = cue.after if cue.after is not None else (None if span is None else span[0])
+    if start is None:
+        return None
+    return _closed(start, cue.before if cue.before is not None else now)
+
+
+def cue_period(
+    cue: TimeCue,
+    confidence: Confidence,
+    span: tuple[float, float] | None,
+    now: float,
+    margins: Mapping[str, float],
+) -> Period | None:
+    """The period searched at a confidence step: the own period widened by its margin on both sides."""
+    own = own_period(cue, span, now)
+    if own is None:
+        return None
+    margin = (own.end - own.start) * margins[confidence]
+    return _closed(own.start - margin, own.end + margin)
+
+
+def recent_only(cue: TimeCue, span: tuple[float, float] | None, now: float, hours: float) -> bool:
+    """True when the cue's own period starts no earlier than ``hours`` before now (0 turns the rule off).
+
+    Such a cue points only at today or the future, which is how a caller that fills in the date of the
+    question (rather than a time the question names) goes wrong.
+    """
+    if hours <= 0:
+        return False
+    own = own_period(cue, span, now)
+    return own is not None and own.start >= now - hours * 3600.0
+
+
+def wider(confidence: Confidence) -> Confidence | None:
+    """The next confidence step of the one revision; none after ``vague``."""
+    step = CONFIDENCES.index(confidence) + 1
+    return CONFIDENCES[step] if step < len(CONFIDENCES) else None
+
+
+def _closed(start: float, end: float) -> Period:
+    """A period clipped to the formattable range and never empty (an end at or before the start: +1 s)."""
+    if end <= start:
+        end = start + 1.0
+    start = min(max(start, _MIN_TS), _MAX_TS - 1.0)
+    end = max(min(end, _MAX_TS), start + 1.0)
+    return Period(start=start, end=end)
+
+
+# ----------------------------------------------------------------------------------- the move and seats
+
+
+def bounded_move(
+    refs: Sequence[str], cue_rank: Mapping[str, int], lift: int
+) -> tuple[tuple[str, ...], tuple[Move, ...]]:
+    """Move rows the cue arm ranked up by at most ``lift`` places; returns the order and every changed row.
+
+    ``key(row) = p - L*61/(61 + c)`` for a row at position ``p`` that the cue arm ranked at ``c``
+    (0-based), else ``p``; ascending, a cue-ranked row first on a tie, then by ``p``. The keys are
+    :class:`~fractions.Fraction` values: two keys that are equal as fractions can differ in their last
+    bit as floats, and then the tie rule would hand the place to whichever rounded down.
+    """
+    if lift < 0:
+        raise ValueError(f"lift must be at least 0, got {lift}")
+    if len(set(refs)) != len(refs):
+        raise ValueError("refs must not repeat")
+
+    def key(item: tuple[int, str]) -> tuple[Fraction, int, int]:
+        p, ref = item
+        rank = cue_rank.get(ref)
+        if rank is None:
+            return (Fraction(p), 1, p)
+        if rank < 0:
+            raise ValueError(f"cue rank of {ref} must be at least 0, got {rank}")
+        return (p - Fraction(61 * lift, 61 + rank), 0, p)
+
+    ordered = sorted(enumerate(refs), key=key)
+    order = tuple(ref for _, ref in ordered)
+    moves = tuple(Move(ref, from_=p, to=to) for to, (p, ref) in enumerate(ordered) if p != to)
+    return order, moves
+
+
+def cue_seats(
+    cue_list: Sequence[str],
+    *,
+    returned: Collection[str],
+    reached: Collection[str],
+    cut_by_count: Collection[str],
+    seats: int,
+    allow_cut: bool,
+) -> tuple[str, ...]:
+    """The refs that take the held cue seats, in cue-arm order, at most ``seats`` of them.
+
+    A record is eligible when the cue arm found it, the answer does not hold it, and either no ordinary
+    arm reached it or (``allow_cut``) the gate and autocut admitted it and only the count cut it. A
+    record an ordinary arm reached and the gate or autocut refused never comes back this way.
+    """
+    if seats < 0:
+        raise ValueError(f"seats must be at least 0, got {seats}")
+    taken: list[str] = []
+    for ref in cue_list:
+        if len(taken) >= seats:
+            break
+        if ref in returned or ref in taken:
+            continue
+        if ref not in reached or (allow_cut and ref in cut_by_count):
+            taken.append(ref)
+    return tuple(taken)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _iso(ts: float, *, exact: bool = False) -> str:
+    """UTC with a ``Z``, to the second; ``exact`` keeps a fraction of a second when there is one."""
+    moment = datetime.fromtimestamp(ts, UTC)
+    # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits.
+    spec = "microseconds" if exact and moment.microsecond else "seconds"
+    return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _show(value: object) -> str:
+    return repr(value) if isinstance(value, str) else _kind(value)

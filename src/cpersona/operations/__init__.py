@@ -1,0 +1,1 @@
+"""The recall operations of the second design (to come)."""

@@ -1,0 +1,1 @@
+"""The recall task graph: plan, fan-out, cue loop, stage chain, render."""

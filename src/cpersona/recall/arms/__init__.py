@@ -1,0 +1,1 @@
+"""The retrieval arms, each a typed function returning a ranked list."""

@@ -1,0 +1,1 @@
+"""Candidate sets and the stages that pass them forward."""

@@ -1,0 +1,311 @@
+"""The recall stages after the arms: typed steps over frozen candidate sets, checked when wired.
+
+Each stage declares the set type it takes and the set type it returns. :class:`Chain` checks every edge
+when it is built and refuses a mis-wired chain with a :class:`~cpersona.GraphError` naming both stages,
+before any I/O happens. Each set keeps a reference to the set it was made from, so the whole history of a
+recall — what each arm found, what fusion scored, what the gate refused, what the count cut — can be read
+back from the last set without anything having been copied or re-run.
+
+::
+
+    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─cue (before count)─► Gated
+      ─count─► Counted ─cue (after count)─► Counted ─seats─► Seated
+
+The two cue stages leave their set as it is unless the recall carries a time cue and the policy moves rows
+at that point (cued-v0 moved them before the count; every later version after it, seed §2.9).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from cpersona.errors import GraphError
+from cpersona.model.time_cue import Move, bounded_move, cue_seats
+from cpersona.recall.stages.fusion import Candidate, FusionMode, cascade, rrf, rsf
+from cpersona.recall.stages.gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from cpersona.model.candidates import ArmResult, ArmRow
+    from cpersona.model.time_cue import Confidence, Period
+    from cpersona.recall.policy import Policy
+
+__all__ = [
+    "Chain",
+    "CueFound",
+    "Counted",
+    "Gated",
+    "Ranked",
+    "RecallPlan",
+    "Retrieved",
+    "Seat",
+    "Seated",
+    "Stage",
+    "default_chain",
+]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallPlan:
+    """What every stage of one recall may consult: the policy and the request's resolved choices."""
+
+    policy: Policy
+    mode: FusionMode
+    limit: int
+    depth: int
+    gate: GateConfig
+    blank_query: bool
+    vector_threshold: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CueFound:
+    """What the cue loop searched and found, for the stages after fusion (which it never enters).
+
+    ``rows`` is the cue arm's list from the last stage searched (filtered like every arm, ranked from 0);
+    ``confidence`` is the step that stage searched, which sets ``lift`` and ``seats``.
+    """
+
+    rows: tuple[ArmRow, ...]
+    confidence: Confidence
+    period: Period | None
+    lift: int
+    seats: int
+    move: Literal["before_count", "after_count"]
+    seat_cut_rows: bool
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        return {row.ref: row.rank for row in self.rows}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retrieved:
+    """The arms' lists (filtered for source and exclusions, re-ranked, cut to the depth) and what
+    fusion and scoring need to know about their rows."""
+
+    arms: Mapping[str, ArmResult]
+    profile_ref: str | None
+    single_arm_refs: frozenset[str]
+    created_at: Mapping[str, float]
+    timestamps: Mapping[str, float]
+    episode_boundary: float | None
+    prior_anchor: float
+    cue: CueFound | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ranked:
+    rows: tuple[Candidate, ...]
+    source: Retrieved
+    fused: tuple[Candidate, ...] = ()
+    penalty: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    prior: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gated:
+    rows: tuple[Candidate, ...]
+    decisions: tuple[Decision, ...]
+    source: Ranked
+    autocut_fired: bool = False
+    autocut_dropped: tuple[str, ...] = ()
+    moves: tuple[Move, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counted:
+    rows: tuple[Candidate, ...]
+    before_cut: tuple[str, ...]
+    cut_by_count: tuple[str, ...]
+    source: Gated
+    moves: tuple[Move, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seat:
+    ref: str
+    kind: Literal["block", "cue"]
+    row: ArmRow
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seated:
+    rows: tuple[Candidate, ...]
+    seats: tuple[Seat, ...]
+    source: Counted
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stage(Generic[In, Out]):
+    """One typed step. ``run`` is pure: it returns a new set and leaves its input as it was."""
+
+    name: str
+    takes: type[In]
+    gives: type[Out]
+    run: Callable[[In, RecallPlan], Out]
+
+
+class Chain:
+    """An ordered, type-checked list of stages."""
+
+    def __init__(self, stages: Sequence[Stage[Any, Any]], *, takes: type[Any], gives: type[Any]) -> None:
+        if not stages:
+            raise GraphError("a chain needs at least one stage")
+        if stages[0].takes is not takes:
+            raise GraphError(
+                f"the chain takes {takes.__name__} but {stages[0].name} takes {stages[0].takes.__name__}"
+            )
+        for before, after in itertools.pairwise(stages):
+            if before.gives is not after.takes:
+                gives_name, takes_name = before.gives.__name__, after.takes.__name__
+                raise GraphError(f"{before.name} gives {gives_name} but {after.name} takes {takes_name}")
+        last = stages[-1]
+        if last.gives is not gives:
+            raise GraphError(f"the chain gives {gives.__name__} but {last.name} gives {last.gives.__name__}")
+        self.stages = tuple(stages)
+
+    def run(self, data: Any, plan: RecallPlan) -> tuple[Any, dict[str, float]]:
+        """Run every stage; return the last set and each stage's time in milliseconds."""
+        timing: dict[str, float] = {}
+        for stage in self.stages:
+            start = time.perf_counter()
+            data = stage.run(data, plan)
+            timing[stage.name] = (time.perf_counter() - start) * 1000
+        return data, timing
+
+
+# ----------------------------------------------------------------------------------------------- stages
+
+
+def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
+    policy = plan.policy
+    if plan.mode == "cascade" or plan.blank_query:
+        rows = cascade(
+            data.arms, limit=plan.limit, vector_threshold=plan.vector_threshold, profile_ref=data.profile_ref
+        )
+    elif plan.mode == "rsf":
+        rows = rsf(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
+    else:
+        rows = rrf(
+            data.arms,
+            k=policy.fusion.rrf_k,
+            far_weight=policy.vector.far_weight,
+            profile_ref=data.profile_ref,
+            single_arm_refs=data.single_arm_refs,
+        )
+    return Ranked(rows=rows, source=data, fused=rows)
+
+
+def _score(data: Ranked, plan: RecallPlan) -> Ranked:
+    rules = plan.policy.score_adjust
+    rows = data.rows
+    penalty: Mapping[str, float] = {}
+    weights: Mapping[str, float] = {}
+    if rules.episode_penalty:
+        rows, penalty = episode_penalty(rows, data.source.created_at, data.source.episode_boundary, rules)
+    rows, weights = prior(rows, data.source.timestamps, data.source.prior_anchor, rules)
+    return dataclasses.replace(data, rows=rows, penalty=penalty, prior=weights)
+
+
+def _gate(data: Ranked, plan: RecallPlan) -> Gated:
+    decisions = tuple(decide(row, plan.gate, plan.policy.gate) for row in data.rows)
+    passed = tuple(row for row, d in zip(data.rows, decisions, strict=True) if d.passed)
+    return Gated(rows=passed, decisions=decisions, source=data)
+
+
+def _autocut(data: Gated, plan: RecallPlan) -> Gated:
+    cut_at, dropped = autocut(data.rows, plan.policy.autocut)
+    if cut_at is None:
+        return data
+    gone = set(dropped)
+    return dataclasses.replace(
+        data,
+        rows=tuple(r for r in data.rows if r.ref not in gone),
+        autocut_fired=True,
+        autocut_dropped=dropped,
+    )
+
+
+def _retrieved_of(data: Gated) -> Retrieved:
+    return data.source.source
+
+
+def _cue_before_count(data: Gated, plan: RecallPlan) -> Gated:
+    cue = _retrieved_of(data).cue
+    if cue is None or cue.move != "before_count":
+        return data
+    order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
+    by_ref = {r.ref: r for r in data.rows}
+    return dataclasses.replace(data, rows=tuple(by_ref[ref] for ref in order), moves=moves)
+
+
+def _count(data: Gated, plan: RecallPlan) -> Counted:
+    before = tuple(r.ref for r in data.rows)
+    return Counted(
+        rows=data.rows[: plan.limit], before_cut=before, cut_by_count=before[plan.limit :], source=data
+    )
+
+
+def _cue_after_count(data: Counted, plan: RecallPlan) -> Counted:
+    cue = _retrieved_of(data.source).cue
+    if cue is None or cue.move != "after_count":
+        return data
+    order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
+    by_ref = {r.ref: r for r in data.rows}
+    return dataclasses.replace(data, rows=tuple(by_ref[ref] for ref in order), moves=moves)
+
+
+def _seats(data: Counted, plan: RecallPlan) -> Seated:
+    retrieved = _retrieved_of(data.source)
+    block = retrieved.arms.get("block")
+    seats: list[Seat] = []
+    if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:
+        returned = {r.ref for r in data.rows}
+        for row in block.rows:
+            if len(seats) >= plan.policy.seats.block:
+                break
+            if row.ref not in returned:
+                seats.append(Seat(row.ref, "block", row))
+                returned.add(row.ref)
+    cue = retrieved.cue
+    if cue is not None and cue.seats > 0 and cue.rows:
+        taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
+        reached = {row.ref for name, arm in retrieved.arms.items() if name != "block" for row in arm.rows}
+        rows = {row.ref: row for row in cue.rows}
+        chosen = cue_seats(
+            [row.ref for row in cue.rows],
+            returned=taken,
+            reached=reached,
+            cut_by_count=data.cut_by_count,
+            seats=cue.seats,
+            allow_cut=cue.seat_cut_rows,
+        )
+        seats.extend(Seat(ref, "cue", rows[ref]) for ref in chosen)
+    return Seated(rows=data.rows, seats=tuple(seats), source=data)
+
+
+FUSE: Stage[Retrieved, Ranked] = Stage("fuse", Retrieved, Ranked, _fuse)
+SCORE: Stage[Ranked, Ranked] = Stage("score", Ranked, Ranked, _score)
+GATE: Stage[Ranked, Gated] = Stage("gate", Ranked, Gated, _gate)
+AUTOCUT: Stage[Gated, Gated] = Stage("autocut", Gated, Gated, _autocut)
+CUE_BEFORE_COUNT: Stage[Gated, Gated] = Stage("cue_before_count", Gated, Gated, _cue_before_count)
+COUNT: Stage[Gated, Counted] = Stage("count", Gated, Counted, _count)
+CUE_AFTER_COUNT: Stage[Counted, Counted] = Stage("cue_after_count", Counted, Counted, _cue_after_count)
+SEATS: Stage[Counted, Seated] = Stage("seats", Counted, Seated, _seats)
+
+
+def default_chain() -> Chain:
+    """The recall chain: fuse, score, gate, autocut, (cue), count, (cue), seats."""
+    return Chain(
+        [FUSE, SCORE, GATE, AUTOCUT, CUE_BEFORE_COUNT, COUNT, CUE_AFTER_COUNT, SEATS],
+        takes=Retrieved,
+        gives=Seated,
+    )

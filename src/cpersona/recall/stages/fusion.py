@@ -1,0 +1,215 @@
+"""Fusion: turning the arms' ranked lists into one ordered candidate list.
+
+Three modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
+
+``rrf``
+    Reciprocal rank fusion, ``score = Σ w / (K + r + 1)`` over the lists a row is on (``r`` 0-based,
+    ``K`` = 60, ``w`` = 1 except the far list's weight). Ties keep first-seen order, the lists being read
+    in the order near, far, episode full text, memory keyword.
+``rsf``
+    Relative score fusion: each list's raw scores are min-max normalised within this query, weighted,
+    summed and divided by the number of non-empty lists.
+``cascade``
+    No fused score: the near list (at the full vector threshold), then episode full text, then the profile
+    row, then memory keyword rows until ``limit`` rows are filled. Also the path for a blank query.
+
+The profile row, when the agent has one, is appended after the fused rows with no score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from cpersona.model.candidates import ArmResult, ArmRow
+
+__all__ = ["Candidate", "FusionMode", "cascade", "rrf", "rsf"]
+
+FusionMode = Literal["rrf", "rsf", "cascade"]
+CandidateKind = Literal["memory", "episode", "profile"]
+
+# The lists that fusion reads, in the order that decides ties.
+FUSED_ARMS = ("vector_near", "vector_far", "episode_fts", "memory_keyword")
+VECTOR_ARMS = frozenset({"vector_near", "vector_far"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    """One row after fusion, with every score a later stage may consult.
+
+    ``cosine`` is set for rows a vector list found (its raw cosine), ``bm25`` for rows a lexical list
+    found with a score. ``votes`` holds each list's contribution to the fused score, in list order.
+    """
+
+    ref: str
+    kind: CandidateKind
+    cosine: float | None = None
+    bm25: float | None = None
+    rrf: float | None = None
+    rsf: float | None = None
+    votes: tuple[tuple[str, float], ...] = ()
+    lexical_only: bool = False
+    single_arm: bool = False
+
+    @property
+    def fused(self) -> float | None:
+        return self.rsf if self.rsf is not None else self.rrf
+
+
+def kind_of(ref: str) -> CandidateKind:
+    if ref.startswith("mem:"):
+        return "memory"
+    if ref.startswith("ep:"):
+        return "episode"
+    return "profile"
+
+
+def _lists(arms: Mapping[str, ArmResult]) -> list[tuple[str, tuple[ArmRow, ...]]]:
+    return [(name, arms[name].rows) for name in FUSED_ARMS if name in arms and arms[name].rows]
+
+
+def rrf(
+    arms: Mapping[str, ArmResult],
+    *,
+    k: int,
+    far_weight: float,
+    profile_ref: str | None,
+    single_arm_refs: frozenset[str] = frozenset(),
+) -> tuple[Candidate, ...]:
+    """Reciprocal rank fusion of the arm lists (see the module docstring).
+
+    ``single_arm_refs`` are lexical-only rows that count as found by a single arm for the gate: every
+    lexical row when the query has no vector, else a row ranked first on a lexical list that has no
+    stored vector.
+    """
+    scores: dict[str, float] = {}
+    votes: dict[str, list[tuple[str, float]]] = {}
+    cosine: dict[str, float] = {}
+    bm25: dict[str, float] = {}
+    for name, rows in _lists(arms):
+        weight = far_weight if name == "vector_far" else 1.0
+        for row in rows:
+            contribution = weight / (k + row.rank + 1)
+            scores[row.ref] = scores.get(row.ref, 0.0) + contribution
+            votes.setdefault(row.ref, []).append((name, contribution))
+            _note_raw(name, row, cosine, bm25)
+    ordered = sorted(scores, key=lambda ref: -scores[ref])  # stable: ties keep first-seen order
+    out = [
+        Candidate(
+            ref=ref,
+            kind=kind_of(ref),
+            cosine=cosine.get(ref),
+            bm25=bm25.get(ref),
+            rrf=scores[ref],
+            votes=tuple(votes[ref]),
+            lexical_only=ref not in cosine,
+            single_arm=ref not in cosine and ref in single_arm_refs,
+        )
+        for ref in ordered
+    ]
+    return _with_profile(out, profile_ref)
+
+
+def rsf(
+    arms: Mapping[str, ArmResult],
+    *,
+    far_weight: float,
+    profile_ref: str | None,
+) -> tuple[Candidate, ...]:
+    """Relative score fusion: per-list min-max within this query, weighted, over the active lists."""
+    lists = _lists(arms)
+    active = len(lists)
+    scores: dict[str, float] = {}
+    votes: dict[str, list[tuple[str, float]]] = {}
+    cosine: dict[str, float] = {}
+    bm25: dict[str, float] = {}
+    for name, rows in lists:
+        weight = far_weight if name == "vector_far" else 1.0
+        normalised = minmax([row.raw for row in rows])
+        for row, norm in zip(rows, normalised, strict=True):
+            contribution = weight * norm / active
+            scores[row.ref] = scores.get(row.ref, 0.0) + contribution
+            votes.setdefault(row.ref, []).append((name, contribution))
+            _note_raw(name, row, cosine, bm25)
+    ordered = sorted(scores, key=lambda ref: -scores[ref])
+    out = [
+        Candidate(
+            ref=ref,
+            kind=kind_of(ref),
+            cosine=cosine.get(ref),
+            bm25=bm25.get(ref),
+            rsf=scores[ref],
+            votes=tuple(votes[ref]),
+            lexical_only=ref not in cosine,
+        )
+        for ref in ordered
+    ]
+    return _with_profile(out, profile_ref)
+
+
+def minmax(values: Sequence[float | None]) -> list[float]:
+    """Min-max normalise one list: all ``None`` (no scores) or all equal give 1.0; a ``None`` among
+    numbers gives 0.0."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [1.0] * len(values)
+    lo, hi = min(present), max(present)
+    if hi == lo:
+        return [1.0 if v is not None else 0.0 for v in values]
+    return [0.0 if v is None else (v - lo) / (hi - lo) for v in values]
+
+
+def cascade(
+    arms: Mapping[str, ArmResult],
+    *,
+    limit: int,
+    vector_threshold: float,
+    profile_ref: str | None,
+) -> tuple[Candidate, ...]:
+    """The legacy stage-ordered list (see the module docstring); rows carry no fused score."""
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    near = arms.get("vector_near")
+    if near is not None:
+        for row in near.rows:
+            if len(out) >= limit:
+                break
+            if row.raw is not None and row.raw >= vector_threshold and row.ref not in seen:
+                out.append(Candidate(ref=row.ref, kind=kind_of(row.ref), cosine=row.raw))
+                seen.add(row.ref)
+    episodes = arms.get("episode_fts")
+    if episodes is not None:
+        for row in episodes.rows[:limit]:
+            if row.ref not in seen:
+                out.append(Candidate(ref=row.ref, kind="episode", bm25=row.raw, lexical_only=True))
+                seen.add(row.ref)
+    if profile_ref is not None:
+        out.append(Candidate(ref=profile_ref, kind="profile"))
+    keyword = arms.get("memory_keyword")
+    if keyword is not None:
+        for row in keyword.rows:
+            if sum(1 for c in out if c.kind != "profile") >= limit:
+                break
+            if row.ref not in seen:
+                out.append(Candidate(ref=row.ref, kind="memory", bm25=row.raw, lexical_only=True))
+                seen.add(row.ref)
+    return tuple(out)
+
+
+def _note_raw(name: str, row: ArmRow, cosine: dict[str, float], bm25: dict[str, float]) -> None:
+    if row.raw is None:
+        return
+    if name in VECTOR_ARMS:
+        # A row on both vector lists keeps its best cosine (they are the same vector, so equal).
+        cosine[row.ref] = max(cosine.get(row.ref, row.raw), row.raw)
+    elif row.ref not in bm25:
+        bm25[row.ref] = row.raw
+
+
+def _with_profile(rows: list[Candidate], profile_ref: str | None) -> tuple[Candidate, ...]:
+    if profile_ref is not None:
+        rows.append(Candidate(ref=profile_ref, kind="profile"))
+    return tuple(rows)

@@ -1,0 +1,1 @@
+"""Trace assembly, the coverage ledger and publishing."""

@@ -1,0 +1,1 @@
+"""The backends behind protocols: the record store (Redis), vectors (Qdrant), embeddings."""

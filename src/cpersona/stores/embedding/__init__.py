@@ -1,0 +1,1 @@
+"""Embedders: the in-process ONNX model, the remote modes, the query cache."""

@@ -1,0 +1,1 @@
+"""Redis: the connection, the embedded server, documents and indexes, every search call."""

@@ -1,0 +1,249 @@
+"""Connecting to Redis, and the one edge where redis-py's errors become :class:`RedisUnavailable`.
+
+:func:`connect_redis` gives the engine a client for the embedded server or for an external Redis
+(``CPERSONA_REDIS_URL``) and refuses one that cannot serve cpersona: every call on the client has a
+deadline (``CPERSONA_REDIS_TIMEOUT_SECS`` on connect and on each reply), a lost connection is retried
+once and never forever, and the server must carry the query engine (``search``) and JSON (``ReJSON``).
+
+The client speaks RESP2 (pinned: redis-py 8 would default to RESP3), so replies keep their classic
+shapes, e.g. ``FT.SEARCH`` gives ``[total, key, fields, key, fields, ...]``. It is built with
+``decode_responses=False``: plain replies (``GET``, ``SMEMBERS``, ``SCAN``, ``FT.SEARCH`` fields) come back
+as ``bytes`` and callers decode text with ``.decode()``; RedisJSON replies read through ``client.json()``
+are parsed into Python objects either way. Bytes were chosen so that no reply can fail to decode, and
+because redis-om (which the record store builds on) accepts both forms.
+
+Wrap every Redis call made outside this module in :func:`redis_errors` (``with`` or ``async with``) so a
+dropped connection or a missed deadline surfaces as :class:`~cpersona.RedisUnavailable`.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
+
+import anyio
+import redis.asyncio
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff, NoBackoff
+
+from cpersona.errors import InvalidSetting, RedisUnavailable
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from cpersona.settings import Settings
+
+__all__ = [
+    "REQUIRED_MODULES",
+    "RedisClient",
+    "RedisInfo",
+    "close_redis",
+    "connect_redis",
+    "module_versions",
+    "new_client",
+    "redact_url",
+    "redis_errors",
+    "redis_info",
+]
+
+RedisClient: TypeAlias = "redis.asyncio.Redis[bytes]"
+"""The client type :func:`connect_redis` returns (replies as ``bytes``); use it in annotations."""
+
+REQUIRED_MODULES = ("search", "ReJSON")
+"""Module names (as ``MODULE LIST`` reports them) that cpersona cannot run without."""
+
+# Closing only drops sockets; it gets a short, fixed allowance so a teardown can never hang.
+_CLOSE_TIMEOUT_SECS = 2.0
+# Connections one client may hold at once. A recall runs several Redis calls in parallel, so 64 concurrent
+# recalls want more than this; the pool makes the extra calls wait for a free connection (see new_client).
+_MAX_CONNECTIONS = 100
+
+# Errors meaning "Redis did not answer": a refused or dropped connection (including AUTH failures and a
+# server still loading its data, both ConnectionError subclasses in redis-py), or a missed deadline.
+_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
+
+
+class RedisInfo(TypedDict):
+    """What ``/health`` reports about Redis: the server version and the versions of the needed modules."""
+
+    version: str
+    modules: dict[str, str]
+
+
+class redis_errors:
+    """Map redis-py connection and timeout errors raised inside the block to :class:`RedisUnavailable`.
+
+    Works as ``with redis_errors():`` and as ``async with redis_errors():``. Other redis-py errors
+    (a ``ResponseError`` from a malformed command, say) are bugs rather than outages and pass through.
+    """
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str = "redis call failed") -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, _UNAVAILABLE):
+            raise RedisUnavailable(f"{self._action}: {_describe(exc)}") from exc
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:
+    """Build a client for ``url`` without touching the network.
+
+    ``timeout`` bounds connecting and every reply. ``retries`` is how many times a call is repeated
+    after a dropped connection (never after a timeout: a write that timed out may have been applied,
+    and repeating it would multiply the caller's deadline). Raises :class:`InvalidSetting` for a URL
+    that is not a Redis URL.
+    """
+    if retries > 0:
+        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries, (redis.exceptions.ConnectionError,))
+    else:
+        retry = Retry(NoBackoff(), 0)
+    # RESP2, pinned: redis-py 8 speaks RESP3 by default, which reshapes replies (FT.SEARCH becomes a map)
+    # under code and under redis-om that read the RESP2 arrays. The stubs do not know the argument.
+    pinned: dict[str, Any] = {"protocol": 2}
+    try:
+        # A blocking pool: when every connection is busy a call waits (up to ``timeout``) for one to come
+        # back. redis-py's default pool raises MaxConnectionsError instead, which failed recalls outright
+        # at 64 concurrent callers.
+        pool: redis.asyncio.BlockingConnectionPool[Any] = redis.asyncio.BlockingConnectionPool.from_url(
+            url,
+            max_connections=_MAX_CONNECTIONS,
+            timeout=timeout,
+            decode_responses=False,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=retry,
+            **pinned,
+        )
+        # from_pool (the client owns and closes the pool) is missing from the type stubs.
+        return cast("RedisClient", cast("Any", redis.asyncio.Redis).from_pool(pool))
+    except ValueError as exc:
+        raise InvalidSetting("CPERSONA_REDIS_URL", f"is not a usable Redis URL ({exc})") from None
+
+
+async def close_redis(client: RedisClient) -> None:
+    """Close ``client`` and its connections; bounded, and done even when the caller is being cancelled."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_SECS):
+        # The type stubs predate ``aclose`` (``close`` is deprecated in redis-py and warns).
+        await cast("Any", client).aclose()
+
+
+async def connect_redis(settings: Settings, url: str) -> RedisClient:
+    """Connect to the Redis at ``url``, check it answers and carries search and JSON, return the client.
+
+    Raises :class:`RedisUnavailable` when it does not answer within ``settings.redis_timeout_secs`` or
+    lacks a module, and :class:`InvalidSetting` when ``url`` cannot be parsed. The caller owns the
+    client: close it with :func:`close_redis` (or ``async with client:``).
+    """
+    where = redact_url(url)
+    client = new_client(url, timeout=settings.redis_timeout_secs)
+    try:
+        try:
+            with anyio.fail_after(settings.redis_timeout_secs):
+                await client.ping()
+                modules = await module_versions(client)
+        except (*_UNAVAILABLE, redis.exceptions.RedisError) as exc:
+            # At connect time any failure (refused, timeout, NOAUTH, MODULE LIST denied) means this
+            # Redis cannot be used, so all of them become the one typed error.
+            raise RedisUnavailable(f"cannot use Redis at {where}: {_describe(exc)}") from exc
+        missing = [name for name in REQUIRED_MODULES if name not in modules]
+        if missing:
+            raise RedisUnavailable(
+                f"the Redis at {where} lacks the module(s) {', '.join(missing)}: cpersona needs Redis Stack "
+                "or Redis 8 with the query engine (modules 'search' and 'ReJSON')"
+            )
+    except BaseException:
+        await close_redis(client)
+        raise
+    return client
+
+
+async def module_versions(client: RedisClient) -> dict[str, str]:
+    """``MODULE LIST`` as ``{name: "major.minor.patch"}``. Raises redis-py errors unmapped."""
+    reply = await cast("Any", client).execute_command("MODULE", "LIST")
+    versions: dict[str, str] = {}
+    for entry in reply or ():
+        fields = _as_fields(entry)
+        name = fields.get("name")
+        if name is None:
+            continue
+        versions[_text(name)] = _version(fields.get("ver"))
+    return versions
+
+
+async def redis_info(client: RedisClient) -> RedisInfo:
+    """The server version and the versions of the required modules, for ``/health``.
+
+    Bounded by the client's socket timeout; raises :class:`RedisUnavailable` when Redis does not answer.
+    """
+    with redis_errors("cannot read Redis info"):
+        server = await client.info("server")
+        modules = await module_versions(client)
+    return {
+        "version": _text(server.get("redis_version", "unknown")),
+        "modules": {name: modules[name] for name in REQUIRED_MODULES if name in modules},
+    }
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _as_fields(entry: object) -> dict[str, object]:
+    # redis-py parses each MODULE LIST entry into a dict; a raw RESP2 reply is a flat name/value list.
+    if isinstance(entry, dict):
+        return {_text(k): v for k, v in entry.items()}
+    if isinstance(entry, list | tuple):
+        return {_text(entry[i]): entry[i + 1] for i in range(0, len(entry) - 1, 2)}
+    return {}
+
+
+def _version(raw: object) -> str:
+    # Modules report their version as one integer, major * 10000 + minor * 100 + patch.
+    try:
+        number = int(_text(raw))
+    except ValueError:
+        return _text(raw)
+    return f"{number // 10_000}.{number // 100 % 100}.{number % 100}"
+
+
+async def command(client: RedisClient, *args: Any) -> Any:
+    """Run a raw command (``FT.SEARCH``, ``FT.CREATE``...): the stubs leave ``execute_command`` untyped."""
+    return await cast("Any", client).execute_command(*args)
+
+
+def json_ops(client_or_pipe: object) -> Any:
+    """``client.json()`` for RedisJSON calls (``merge``, ``mget``) that the type stubs do not know."""
+    return cast("Any", client_or_pipe).json()

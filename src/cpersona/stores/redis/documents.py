@@ -1,0 +1,477 @@
+"""How records are laid out in Redis: redis-om JSON models, their search indexes, and the conversions.
+
+Each record type is a redis-om ``JsonModel`` (validated by pydantic when written and read). The models
+are bound to one engine's Redis client and key prefix by :func:`bind_documents`, so two engines in one
+process never share a connection through class state.
+
+The search indexes are created here with an explicit ``FT.CREATE`` rather than redis-om's generated
+schema, because recall needs control over them: BM25 over the text fields only, and tags that can
+match the empty string. Scope values are caller text, so tags hold the value's UTF-8 bytes in hex
+(``''`` becomes ``x``): a tag query then never needs escaping and the global pool is an ordinary value.
+Memory and episode documents also carry what the lexical arms search besides the text: ``grams`` (CJK
+trigrams, glued words) and ``stems`` (the engine's own word stems); see ``_lexical``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import redis.exceptions
+from aredis_om import Field, JsonModel
+
+from cpersona.model.records import (
+    Association,
+    EmotionVector,
+    EpisodeRecord,
+    Fidelity,
+    MemoryRecord,
+    MetaMemory,
+    ProfileRecord,
+    RawRecord,
+    Scope,
+    Source,
+)
+from cpersona.stores.redis.connection import command
+from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_stems
+from cpersona.stores.redis.scope import tag
+
+if TYPE_CHECKING:
+    from cpersona.keys import Keys
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = [
+    "DocumentModels",
+    "bind_documents",
+    "ensure_indexes",
+    "episode_from_doc",
+    "episode_to_doc",
+    "memory_from_doc",
+    "memory_to_doc",
+    "raw_from_doc",
+    "raw_to_doc",
+    "tag",
+]
+
+INDEX_VERSION = 1
+
+
+class _Document(JsonModel):
+    """Base of our documents. It skips ``JsonModel.__init__``, which starts an async "is RedisJSON
+    loaded" probe and never awaits it (a warning per instance); the engine checks the module once at
+    connect time instead."""
+
+    def __init__(self, **data: Any) -> None:
+        super(JsonModel, self).__init__(**data)
+
+
+class _ScopedDoc(_Document):
+    agent_id: str
+    project_id: str = ""
+    channel: str = ""
+    tag_agent: str = Field(default="x")
+    tag_project: str = Field(default="x")
+    tag_channel: str = Field(default="x")
+
+
+class MemoryDoc(_ScopedDoc):
+    source: dict[str, str]
+    tag_source: str = "x"
+    msg_id: str = ""
+    tag_msg: str = "x"
+    content: str
+    grams: list[str] = []
+    stems: str = ""
+    ts: float
+    seq: int
+    metadata: dict[str, Any] = {}
+    store: str = "episodic"
+    emotion: dict[str, float] = {}
+    fidelity: dict[str, float] = {}
+    meta: dict[str, Any] = {}
+    associations: list[dict[str, Any]] = []
+    created_at: float
+    updated_at: float
+    version: int = 1
+    locked: bool = False
+    embedded: bool = False
+    embedding_model: str = ""
+    vector_pending: int = 0
+
+
+class EpisodeDoc(_ScopedDoc):
+    summary: str
+    keywords: list[str] = []
+    text: str = ""
+    grams: list[str] = []
+    stems: str = ""
+    ts: float
+    seq: int
+    start_time: float | None = None
+    end_time: float | None = None
+    resolved: bool = False
+    created_at: float
+    embedded: bool = False
+    embedding_model: str = ""
+    vector_pending: int = 0
+
+
+class RawDoc(_ScopedDoc):
+    session_id: str
+    tag_session: str = "x"
+    turn_id: str | None = None
+    topic_id: str | None = None
+    source: str
+    speaker: str
+    visibility: str
+    secrecy_level: str
+    content: str
+    ts: float
+    metadata: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    suppressed: bool = False
+
+
+class ProfileDoc(_Document):
+    agent_id: str
+    content: str
+    updated_at: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DocumentModels:
+    """The record models bound to one Redis client and key prefix."""
+
+    memory: type[MemoryDoc]
+    episode: type[EpisodeDoc]
+    raw: type[RawDoc]
+    profile: type[ProfileDoc]
+
+
+def bind_documents(client: RedisClient, keys: Keys) -> DocumentModels:
+    """Make model classes whose keys live under ``keys.prefix`` on ``client``.
+
+    redis-om keeps the connection on the class, so each engine gets its own subclasses instead of
+    setting a process-wide connection.
+    """
+
+    class BoundMemory(MemoryDoc, index=True):
+        class Meta:
+            database = client
+            global_key_prefix = keys.prefix
+            model_key_prefix = "mem"
+            index_name = keys.memory_index
+
+    class BoundEpisode(EpisodeDoc, index=True):
+        class Meta:
+            database = client
+            global_key_prefix = keys.prefix
+            model_key_prefix = "ep"
+            index_name = keys.episode_index
+
+    class BoundRaw(RawDoc, index=True):
+        class Meta:
+            database = client
+            global_key_prefix = keys.prefix
+            model_key_prefix = "raw"
+            index_name = keys.raw_index
+
+    class BoundProfile(ProfileDoc, index=True):
+        class Meta:
+            database = client
+            global_key_prefix = keys.prefix
+            model_key_prefix = "profile"
+            index_name = f"{keys.prefix}:idx:profile"
+
+    return DocumentModels(BoundMemory, BoundEpisode, BoundRaw, BoundProfile)
+
+
+_SCOPE_FIELDS = (
+    "$.tag_agent", "AS", "agent", "TAG",
+    "$.tag_project", "AS", "project", "TAG",
+    "$.tag_channel", "AS", "channel", "TAG",
+)  # fmt: skip
+
+_INDEXES: dict[str, tuple[str, ...]] = {
+    "memory": (
+        "$.content", "AS", "content", "TEXT", "NOSTEM",
+        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
+        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
+        *_SCOPE_FIELDS,
+        "$.tag_source", "AS", "source", "TAG",
+        "$.tag_msg", "AS", "msg", "TAG",
+        "$.store", "AS", "store", "TAG",
+        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
+        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
+        "$.vector_pending", "AS", "pending", "NUMERIC",
+    ),
+    "episode": (
+        "$.text", "AS", "text", "TEXT", "NOSTEM",
+        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
+        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
+        *_SCOPE_FIELDS,
+        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
+        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
+        "$.vector_pending", "AS", "pending", "NUMERIC",
+    ),
+    "raw": (
+        "$.content", "AS", "content", "TEXT",
+        *_SCOPE_FIELDS,
+        "$.tag_session", "AS", "session", "TAG",
+        "$.visibility", "AS", "visibility", "TAG",
+        "$.secrecy_level", "AS", "secrecy", "TAG",
+        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
+    ),
+}  # fmt: skip
+
+# The lexical arms drop these words from phrases, so the indexes they search declare the same list.
+_LEXICAL_OPTIONS = ("STOPWORDS", str(len(STOPWORDS)), *STOPWORDS)
+_OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _LEXICAL_OPTIONS, "raw": ()}
+
+
+async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
+    """Create the search indexes if they do not exist yet (idempotent, safe to race), and bring a store
+    written before the ``stems`` field existed up to date (:func:`_add_stems`)."""
+    targets = {
+        "memory": (keys.memory_index, keys.memory_prefix),
+        "episode": (keys.episode_index, keys.episode_prefix),
+        "raw": (keys.raw_index, keys.raw_prefix),
+    }
+    for kind, (name, prefix) in targets.items():
+        if kind in _TEXT_FIELD and await _lacks_stems(client, name):
+            await _add_stems(client, name, prefix, _TEXT_FIELD[kind])
+        try:
+            await command(
+                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
+                "SCHEMA", *_INDEXES[kind],
+            )  # fmt: skip
+        except redis.exceptions.ResponseError as exc:
+            if "already exists" not in str(exc).lower():
+                raise
+
+
+# The searchable text of each kind with a ``stems`` field.
+_TEXT_FIELD = {"memory": "content", "episode": "text"}
+_MIGRATE_BATCH = 500
+
+
+async def _lacks_stems(client: RedisClient, name: str) -> bool:
+    try:
+        info = await command(client, "FT.INFO", name)
+    except redis.exceptions.ResponseError:
+        return False  # no index yet: it is created with the field
+    fields = dict(zip(info[::2], info[1::2], strict=False)).get(b"attributes", [])
+    return not any(b"stems" in attribute for attribute in fields)
+
+
+async def _add_stems(client: RedisClient, name: str, prefix: str, field: str) -> None:
+    """Give every document under ``prefix`` its ``stems``, then drop the index (keeping the documents)
+    so that :func:`ensure_indexes` creates it with the current schema.
+
+    The documents are written before the new index exists, so that it indexes each one once (an index
+    that saw both versions would count the superseded one in BM25 until its collector ran).
+    """
+    batch: list[bytes] = []
+
+    async def flush() -> None:
+        texts = await client.json().mget(batch, f"$.{field}")  # type: ignore[no-untyped-call]
+        pipe = client.pipeline(transaction=False)
+        for key, found in zip(batch, texts, strict=True):
+            if found:
+                pipe.json().set(key, "$.stems", doc_stems(str(found[0])))
+        await pipe.execute()
+        batch.clear()
+
+    async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        batch.append(key)
+        if len(batch) >= _MIGRATE_BATCH:
+            await flush()
+    if batch:
+        await flush()
+    await command(client, "FT.DROPINDEX", name)
+
+
+def _scope_doc(scope: Scope) -> dict[str, str]:
+    return {
+        "agent_id": scope.agent_id,
+        "project_id": scope.project_id,
+        "channel": scope.channel,
+        "tag_agent": tag(scope.agent_id),
+        "tag_project": tag(scope.project_id),
+        "tag_channel": tag(scope.channel),
+    }
+
+
+def _scope_from(doc: Mapping[str, Any]) -> Scope:
+    return Scope(doc["agent_id"], doc.get("project_id", ""), doc.get("channel", ""))
+
+
+def _meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
+    out = dataclasses.asdict(meta)
+    for key in ("goals", "assumptions", "tags", "evidence", "alternatives"):
+        out[key] = [dict(x) if isinstance(x, Mapping) else x for x in out[key]]
+    return out
+
+
+def _meta_from(doc: Mapping[str, Any]) -> MetaMemory:
+    if not doc:
+        return MetaMemory()
+    return MetaMemory(
+        capture_status=doc.get("capture_status", "unavailable"),
+        intent=doc.get("intent"),
+        rationale=doc.get("rationale"),
+        trigger=doc.get("trigger"),
+        decision=doc.get("decision"),
+        goals=tuple(doc.get("goals", ())),
+        assumptions=tuple(doc.get("assumptions", ())),
+        tags=tuple(doc.get("tags", ())),
+        evidence=tuple(doc.get("evidence", ())),
+        alternatives=tuple(doc.get("alternatives", ())),
+        confidence=doc.get("confidence"),
+        captured_at=doc.get("captured_at"),
+    )
+
+
+def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
+    """The JSON document of a memory, as stored under ``keys.memory(rec.id)``."""
+    return {
+        "pk": rec.id,
+        **_scope_doc(rec.scope),
+        "source": dataclasses.asdict(rec.source),
+        "tag_source": tag(rec.source.id),
+        "msg_id": rec.msg_id,
+        "tag_msg": tag(rec.msg_id),
+        "content": rec.content,
+        "grams": doc_grams(rec.content),
+        "stems": doc_stems(rec.content),
+        "ts": rec.timestamp,
+        "seq": rec.seq,
+        "metadata": dict(rec.metadata),
+        "store": rec.store,
+        "emotion": dataclasses.asdict(rec.emotion),
+        "fidelity": dataclasses.asdict(rec.fidelity),
+        "meta": _meta_to_doc(rec.meta),
+        "associations": [dataclasses.asdict(a) for a in rec.associations],
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+        "version": rec.version,
+        "locked": rec.locked,
+        "embedded": rec.embedded,
+        "embedding_model": rec.embedding_model,
+        "vector_pending": int(rec.vector_pending),
+    }
+
+
+def memory_from_doc(doc: Mapping[str, Any]) -> MemoryRecord:
+    src = doc.get("source") or {}
+    return MemoryRecord(
+        id=doc["pk"],
+        scope=_scope_from(doc),
+        source=Source(src.get("type", "Agent"), src.get("id", ""), src.get("name", "")),
+        content=doc["content"],
+        timestamp=float(doc["ts"]),
+        seq=int(doc["seq"]),
+        msg_id=doc.get("msg_id", ""),
+        metadata=doc.get("metadata") or {},
+        store=doc.get("store", "episodic"),
+        emotion=EmotionVector(**(doc.get("emotion") or {})),
+        fidelity=Fidelity(**(doc.get("fidelity") or {})),
+        meta=_meta_from(doc.get("meta") or {}),
+        associations=tuple(Association(**a) for a in doc.get("associations") or ()),
+        created_at=float(doc.get("created_at", 0.0)),
+        updated_at=float(doc.get("updated_at", 0.0)),
+        version=int(doc.get("version", 1)),
+        locked=bool(doc.get("locked", False)),
+        embedded=bool(doc.get("embedded", False)),
+        embedding_model=doc.get("embedding_model", ""),
+        vector_pending=bool(doc.get("vector_pending", 0)),
+    )
+
+
+def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
+    text = " ".join((rec.summary, *rec.keywords))
+    return {
+        "pk": rec.id,
+        **_scope_doc(rec.scope),
+        "summary": rec.summary,
+        "keywords": list(rec.keywords),
+        "text": text,
+        "grams": doc_grams(text),
+        "stems": doc_stems(text),
+        "ts": rec.timestamp,
+        "seq": rec.seq,
+        "start_time": rec.start_time,
+        "end_time": rec.end_time,
+        "resolved": rec.resolved,
+        "created_at": rec.created_at,
+        "embedded": rec.embedded,
+        "embedding_model": rec.embedding_model,
+        "vector_pending": int(rec.vector_pending),
+    }
+
+
+def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=doc["pk"],
+        scope=_scope_from(doc),
+        summary=doc["summary"],
+        seq=int(doc["seq"]),
+        keywords=tuple(doc.get("keywords") or ()),
+        start_time=doc.get("start_time"),
+        end_time=doc.get("end_time"),
+        resolved=bool(doc.get("resolved", False)),
+        created_at=float(doc.get("created_at", 0.0)),
+        embedded=bool(doc.get("embedded", False)),
+        embedding_model=doc.get("embedding_model", ""),
+        vector_pending=bool(doc.get("vector_pending", 0)),
+    )
+
+
+def raw_to_doc(rec: RawRecord) -> dict[str, Any]:
+    return {
+        "pk": rec.id,
+        **_scope_doc(rec.scope),
+        "session_id": rec.session_id,
+        "tag_session": tag(rec.session_id),
+        "turn_id": rec.turn_id,
+        "topic_id": rec.topic_id,
+        "source": rec.source,
+        "speaker": rec.speaker,
+        "visibility": rec.visibility,
+        "secrecy_level": rec.secrecy_level,
+        "content": rec.content,
+        "ts": rec.created_at,
+        "metadata": dict(rec.metadata),
+        "meta": _meta_to_doc(rec.meta),
+        "suppressed": rec.suppressed,
+    }
+
+
+def raw_from_doc(doc: Mapping[str, Any]) -> RawRecord:
+    return RawRecord(
+        id=doc["pk"],
+        scope=_scope_from(doc),
+        session_id=doc["session_id"],
+        source=doc["source"],
+        speaker=doc["speaker"],
+        visibility=doc["visibility"],
+        secrecy_level=doc["secrecy_level"],
+        content=doc["content"],
+        created_at=float(doc["ts"]),
+        turn_id=doc.get("turn_id"),
+        topic_id=doc.get("topic_id"),
+        metadata=doc.get("metadata") or {},
+        meta=_meta_from(doc.get("meta") or {}),
+        suppressed=bool(doc.get("suppressed", False)),
+    )
+
+
+def profile_from_doc(doc: Mapping[str, Any]) -> ProfileRecord:
+    return ProfileRecord(doc["agent_id"], doc["content"], float(doc["updated_at"]))
+
+
+def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
+    out: dict[str, Any] = model.model_validate(doc).model_dump(mode="json")
+    return out

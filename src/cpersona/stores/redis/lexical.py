@@ -1,0 +1,494 @@
+"""The two lexical arms of recall (episode full text, memory keyword) on RediSearch BM25.
+
+CPersona matches a question against an SQLite FTS5 *trigram* index: every query term is a quoted phrase,
+and a trigram phrase matches any row that contains it as a case-insensitive substring. RediSearch has no
+n-gram tokenizer, so this module rebuilds that behaviour from two halves:
+
+* **Query terms** follow CPersona's rules exactly (:func:`fts_terms`): Chinese and Japanese runs become
+  their overlapping 3-grams, other tokens of three or more characters are kept whole.
+* **Document side**: every memory and episode document carries a ``grams`` array (:func:`doc_grams`,
+  written by ``_documents``) indexed as a ``TEXT NOSTEM`` field. Each CJK run of the text becomes one array
+  element holding the run's overlapping 3-grams, so a 3-gram term is one exact token and a longer CJK
+  substring is an exact phrase of consecutive grams. Elements of a multi-value field sit far apart in
+  token positions (RediSearch's ``MULTI_TEXT_SLOP``), so a phrase never joins the end of one run to the
+  start of another. Each element also ends with the run's two shorter tail grams, so that every CJK
+  substring of one or two characters is a *prefix* of some indexed gram; only the whole-query fallback
+  uses that (a two-character question such as ``山田`` is common in Japanese).
+
+Latin and other non-CJK terms are matched against the ordinary ``content`` field (``text`` for episodes).
+RediSearch's tokenizer splits on ASCII punctuation, so a term such as ``CVE-2024-3094`` or ``bug-218`` is
+matched as the exact phrase of the pieces the tokenizer makes of it (``cve 2024 3094``): decomposing a term
+into those pieces, rather than escaping its punctuation, is what makes every query safe to send whatever
+its text. The tokenizer does *not* split at CJK characters, newlines, non-ASCII punctuation, non-breaking
+or ideographic spaces, so in ``東京でPythonを学んだ`` or ``line one\\nline two`` words are glued into one
+index token; :func:`doc_grams` copies such words into the ``grams`` array as well, and non-CJK terms are
+searched in both fields.
+
+Scores are RediSearch's ``BM25STD`` (k1 = 1.2, b = 0.5 as the server reports it in ``EXPLAINSCORE``,
+idf = ln(1 + (N - n + 0.5) / (n + 0.5)), document length counted over all text fields), positive and
+higher-is-better, unlike SQLite's ``bm25()`` which CPersona reports as a negative number. Terms are OR-ed
+and a row's score is the sum over the terms it holds.
+
+A single word is matched by its English (Snowball) stem, the nearest an inverted index comes to FTS5
+finding a word inside its inflections (``deploy`` also finds ``deployed``). The stems are computed here,
+not by the server: every document carries a ``stems`` field (:func:`doc_stems`, ``TEXT NOSTEM``) and a
+word becomes the one term ``@stems:<stem>``, searched ``VERBATIM``. The server's own stemming would turn
+each word into a union of the word and its stem forms, and RediSearch 2.10 scores such a union nested
+under the scope filter with only some of its matching children, depending on internal document ids: the
+same row scored 2.56 or 5.12 for the same word. One term per word has no union to get wrong. Phrases
+are exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import time
+import unicodedata
+from typing import TYPE_CHECKING, Any, Literal
+
+import snowballstemmer
+
+from cpersona.model.candidates import ArmResult
+from cpersona.stores.redis.connection import command, redis_errors
+from cpersona.stores.redis.scope import scope_query
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cpersona.keys import Keys
+    from cpersona.model.scope import ReadScope
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = [
+    "SCORER",
+    "STOPWORDS",
+    "doc_grams",
+    "doc_stems",
+    "episode_fts",
+    "fts_terms",
+    "memory_keyword",
+    "word_stem",
+]
+
+SCORER = "BM25STD"
+"""The RediSearch scorer of both arms: standard BM25 (search 2.10 also has the older ``BM25`` variant)."""
+
+STOPWORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
+    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with",
+)  # fmt: skip
+"""Words the memory and episode indexes do not index (RediSearch's English default, declared explicitly
+at ``FT.CREATE`` so that the query side and the index agree). They are left out of phrases, because the
+index skips them without leaving a gap: ``state-of-the-art`` is indexed as the adjacent pair
+``state art``. Keeping them out of the index keeps an ``OR`` over a question's words from walking the
+postings of nearly every document for words whose idf is near zero anyway."""
+
+_STOPWORDS = frozenset(STOPWORDS)
+
+# Hiragana, katakana (with its phonetic extensions and the half-width forms) and the CJK ideographs
+# (unified, extension A, compatibility, and the supplementary-plane extensions).
+_CJK_CLASS = (
+    "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0002fa1f"
+)
+_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+_RUNS = re.compile(f"[{_CJK_CLASS}]+|[^{_CJK_CLASS}]+")
+# Non-CJK stretches without whitespace: the candidates for words the index tokenizer glues to a neighbour.
+_STRETCH = re.compile(rf"[^\s{_CJK_CLASS}]+")
+
+# CPersona strips these from both ends of each whitespace-separated token of a question.
+_STRIP = "\"'`.,;:!?()[]{}"
+
+# The ASCII characters RediSearch's tokenizer splits on (besides space and tab), as in its ``toksep.h``.
+# It splits on nothing else: not on newlines, not on any non-ASCII character.
+_SEPARATORS = ",./(){}[]:;~!@#$%^&*-=+|'`\"<>?"
+_INDEX_BREAK = frozenset(_SEPARATORS + " \t")
+_INDEX_SPLIT = re.compile(f"[{re.escape(_SEPARATORS)}]+")
+
+# This module cuts text into *pieces* at whitespace, those separators, backslashes (the tokenizer's
+# escape character, which must never reach a query), control characters, lone surrogates (which cannot
+# be sent at all), and at non-ASCII punctuation, symbols and spaces (so a curly apostrophe, guillemets
+# or an emoji glued to a word cut it as ASCII punctuation would). A piece is then made of letters, marks,
+# digits, ``_`` and format characters, none of which is special to the query parser. Where the index
+# tokenizer would not cut the same way, :func:`doc_grams` gives the ``grams`` field the pieces instead.
+_ASCII_BOUNDARY = re.compile(r"[\s" + re.escape(_SEPARATORS) + r"\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
+_NON_ASCII_BOUNDARY = frozenset("PSZ")
+# What inside a stretch makes the tokenizer cut differently from this module: a backslash or control
+# character (non-ASCII boundaries are checked by category).
+_INDEX_ODD = re.compile(r"[\\\x00-\x1f\x7f-\x9f]")
+_WORDISH = re.compile(r"\w")
+
+# A value no scope tag can take (tags are lowercase hex or ``x``, see ``_documents.tag``).
+_NO_TAG = "z"
+_SCOPE_CLAUSE = re.compile(r"@(\w+):\{([^{}\s]+)\}")
+
+RefKind = Literal["mem", "ep"]
+
+
+# --------------------------------------------------------------------------------------------- terms
+
+
+def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
+    """The lexical terms of ``query``, by CPersona's rules, each to be matched as a substring.
+
+    The query is split on whitespace and ``"'`.,;:!?()[]{}`` is stripped from each token's ends. Each
+    token is cut into CJK runs and non-CJK runs: a CJK run of three or more characters gives all its
+    overlapping 3-grams (shorter ones are dropped), a non-CJK run of three or more characters is kept
+    whole with its inner punctuation (``CVE-2024-3094``). ``extra_terms`` (entity aliases) follow as
+    whole phrases of three or more characters, trimmed of surrounding whitespace. Order of first
+    appearance, no duplicates.
+    """
+    terms: dict[str, None] = {}
+    for token in query.split():
+        for run in _RUNS.findall(token.strip(_STRIP)):
+            if _CJK_RUN.fullmatch(run):
+                for i in range(len(run) - 2):
+                    terms.setdefault(run[i : i + 3])
+            elif len(run) >= 3:
+                terms.setdefault(run)
+    for extra in extra_terms:
+        phrase = extra.strip()
+        if len(phrase) >= 3:
+            terms.setdefault(phrase)
+    return tuple(terms)
+
+
+def doc_grams(text: str) -> list[str]:
+    """The ``grams`` array of a document whose searchable text is ``text``.
+
+    One element per CJK run: its overlapping 3-grams in order, then its two tail grams of two and one
+    characters (``東京タワー`` gives ``東京タ 京タワ タワー ワー ー``). Then, for each stretch of non-CJK
+    text that the index tokenizer does not cut as this module cuts queries (glued to a CJK character, a
+    newline, a non-breaking or ideographic space or an escaped separator, or holding a backslash, a
+    control character or non-ASCII punctuation), one element with its pieces, so that its words can be
+    found in this field.
+    """
+    out = [" ".join([run[i : i + 3] for i in range(len(run))]) for run in _CJK_RUN.findall(text)]
+    for m in _STRETCH.finditer(text):
+        start, end = m.span()
+        stretch = m.group()
+        if not _WORDISH.search(stretch):
+            continue  # punctuation only (、 。 「 」 ...): nothing to search for
+        # A backslash before a separator makes the tokenizer keep the separator inside the token.
+        glued = (
+            start > 0 and (text[start - 1] not in _INDEX_BREAK or text[start - 2 : start - 1] == "\\")
+        ) or (end < len(text) and text[end] not in _INDEX_BREAK)
+        if not (glued or _INDEX_ODD.search(stretch) or not stretch.isascii()):
+            continue
+        pieces = _split(stretch)
+        differs = glued or pieces != [p for p in _INDEX_SPLIT.split(stretch) if p]
+        if differs and any(p.lower() not in _STOPWORDS for p in pieces):
+            out.append(" ".join(pieces))
+    return out
+
+
+_STEM_MARK = "_"
+
+
+@functools.cache
+def _stemmer() -> Any:
+    # Built on first use (not at import); the stemmer keeps no state between words.
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_stem(piece: str) -> str:
+    """The term a lone word is indexed and searched as: ``_`` and its lower-cased English stem."""
+    stem: str = _stemmer().stemWord(piece.lower())
+    # The marker keeps stems apart from the words of the text fields: the index keeps one posting per
+    # term and document for all fields together, so ``zebra`` in both ``content`` and ``stems`` would
+    # count twice in BM25 (and a word whose stem differs from it, once). It also keeps a stem from ever
+    # being a stopword, which the index would drop.
+    return _STEM_MARK + stem
+
+
+def doc_stems(text: str) -> str:
+    """The ``stems`` field of a document whose searchable text is ``text``: the stem of every non-CJK
+    piece that a query could search as a lone word (see :func:`_clause`), in text order."""
+    out: list[str] = []
+    for run in _RUNS.findall(text):
+        if _CJK_RUN.fullmatch(run):
+            continue
+        out.extend(word_stem(p) for p in _pieces(run) if any(ch.isalnum() for ch in p))
+    return " ".join(out)
+
+
+def _split(text: str) -> list[str]:
+    """Non-CJK ``text`` cut into pieces (see :data:`_ASCII_BOUNDARY`)."""
+    pieces: list[str] = []
+    for chunk in _ASCII_BOUNDARY.split(text):
+        if chunk.isascii():
+            if chunk:
+                pieces.append(chunk)
+            continue
+        start = 0
+        for i, ch in enumerate(chunk):
+            if not ch.isascii() and unicodedata.category(ch)[0] in _NON_ASCII_BOUNDARY:
+                if i > start:
+                    pieces.append(chunk[start:i])
+                start = i + 1
+        if start < len(chunk):
+            pieces.append(chunk[start:])
+    return pieces
+
+
+def _pieces(text: str) -> list[str]:
+    """The pieces of non-CJK ``text`` less the stopwords (the server folds case itself)."""
+    return [p for p in _split(text) if p.lower() not in _STOPWORDS]
+
+
+def _cjk_clause(run: str) -> str:
+    if len(run) < 3:
+        # Only a whole query or an alias can carry a CJK run this short: every indexed gram that starts
+        # with it marks a row holding it (see ``doc_grams``' tail grams). The server expands a prefix to
+        # at most MAXPREFIXEXPANSIONS (200) distinct grams, so a very common one or two characters may
+        # find only some of the rows holding them; the fallback that uses this lists rows unscored.
+        return f"@grams:{run}*"
+    grams = " ".join(run[i : i + 3] for i in range(len(run) - 2))
+    return f'@grams:"{grams}"'
+
+
+def _clause(term: str, text_field: str) -> str | None:
+    """A RediSearch clause matching rows that contain ``term``, or ``None`` if nothing in it is searchable.
+
+    CJK runs are phrases of consecutive grams; every other stretch is the phrase of its tokenizer pieces
+    in the text field or in ``grams`` (glued words). A lone word is its stem in ``stems``; a phrase is
+    exact, and so is a piece without a letter or digit (the parser refuses a bare ``_``).
+    A term with several stretches needs all of them (in any order: an inverted index cannot check that
+    they touch).
+    """
+    parts: list[str] = []
+    for run in _RUNS.findall(term):
+        if _CJK_RUN.fullmatch(run):
+            parts.append(_cjk_clause(run))
+            continue
+        pieces = _pieces(run)
+        if len(pieces) == 1 and any(ch.isalnum() for ch in pieces[0]):
+            parts.append(f"@stems:{word_stem(pieces[0])}")
+        elif pieces:
+            parts.append(f'@{text_field}|grams:"{" ".join(pieces)}"')
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(" + " ".join(parts) + ")"
+
+
+QUESTION_WORDS: frozenset[str] = frozenset(
+    ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "did", "does", "do")
+)
+"""Words a question is phrased with, left out of a ranked search that has other terms (they stay in the
+index and in phrases). They say what kind of answer is wanted, not what it is about, and they are
+among the commonest words of a conversation: on 100k memories they were a third of the keyword arm's
+time in the search module (13.1 ms of server time per recall with them, 8.5 without)."""
+
+
+def _clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> list[str]:
+    out: dict[str, None] = {}
+    asking: dict[str, None] = {}
+    for term in terms:
+        clause = _clause(term, text_field)
+        if clause is None:
+            continue
+        if ranked and term.lower() in QUESTION_WORDS:
+            asking.setdefault(clause)
+        else:
+            out.setdefault(clause)
+    # A query of question words alone ("who did?") still searches for them.
+    return list(out) or list(asking)
+
+
+# -------------------------------------------------------------------------------------- query shapes
+
+
+def _unscored(scope_clause: str) -> str:
+    """``scope_clause`` (from ``ReadScope.redis_query``) rewritten so that it filters without scoring.
+
+    RediSearch scores tag matches like words (BM25STD gives a tag value an idf), which would rank rows by
+    how rare their project or channel is. A query attribute ``$weight: 0`` silences a clause, but the
+    server applies it only to a union, so each tag clause gets a second value that no tag can take.
+    """
+    found = _SCOPE_CLAUSE.findall(scope_clause)
+    if " ".join(f"@{field}:{{{values}}}" for field, values in found) != scope_clause:
+        raise ValueError(f"unexpected scope clause shape: {scope_clause!r}")
+    return " ".join(f"(@{field}:{{{values}|{_NO_TAG}}} => {{$weight: 0;}})" for field, values in found)
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        raise ValueError("a period bound must not be NaN")
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return repr(float(value))
+
+
+def _period_clause(period: tuple[float, float] | None) -> str:
+    if period is None:
+        return ""
+    start, end = period
+    return f" @ts:[{_number(start)} ({_number(end)}]"
+
+
+def _ranked_query(filters: str, clauses: Sequence[str]) -> str:
+    # The scope filter is repeated inside every alternative instead of being intersected once with the
+    # union of the terms: RediSearch 2.10 can hand a union nested in an intersection to the scorer with
+    # only one of its matching children (when the union overshot on a skip), so a row matching three
+    # terms was scored for one. At the top level a union collects every matching child. The same flaw
+    # remains one level down, inside a stemmed word (the union of the word and its stem): a row holding
+    # both ``deploy`` and ``deployed`` may be credited for one of the two forms. Measured on 10k
+    # memories, repeating the filter costs about a third more time than the single intersection.
+    return " | ".join(f"({filters} {clause})" for clause in clauses)
+
+
+# ------------------------------------------------------------------------------------------ the arms
+
+
+async def memory_keyword(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    *,
+    extra_terms: Sequence[str] = (),
+    period: tuple[float, float] | None = None,
+) -> ArmResult:
+    """The memory keyword arm: BM25 over memories in ``scope``, at most ``fetch`` rows, best first.
+
+    A blank ``query`` lists the newest memories (by insertion ``seq``; inside a ``period`` by record
+    time, then ``seq``). When the query has no usable term, or its terms match nothing, the whole-query
+    fallback lists the newest memories that contain the whole query (or one of ``extra_terms``) as a
+    phrase, in the same order as the blank listing. Listed rows have ``raw=None``. ``period`` keeps rows
+    with ``start <= ts < end``, in the fallback too.
+    """
+    began = time.perf_counter()
+    async with redis_errors("memory keyword search failed"):
+        rows = await _memory_rows(client, keys, scope, query, fetch, extra_terms, period)
+    return ArmResult.ranked("memory_keyword", rows, (time.perf_counter() - began) * 1000)
+
+
+async def episode_fts(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    *,
+    extra_terms: Sequence[str] = (),
+    period: tuple[float, float] | None = None,
+) -> ArmResult:
+    """The episode full-text arm: BM25 over episode summaries and keywords in ``scope``, best first.
+
+    No fallback: a query without a usable term finds nothing. A blank query lists the newest episodes
+    (as :func:`memory_keyword` does). Episodes carry no source, so a ``source_id`` filter without a
+    ``channel`` excludes them all (CPersona's rule).
+    """
+    began = time.perf_counter()
+    rows: list[tuple[str, float | None]] = []
+    if not (scope.source_id and not scope.channel):
+        async with redis_errors("episode full-text search failed"):
+            rows = await _episode_rows(client, keys, scope, query, fetch, extra_terms, period)
+    return ArmResult.ranked("episode_fts", rows, (time.perf_counter() - began) * 1000)
+
+
+async def _memory_rows(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    extra_terms: Sequence[str],
+    period: tuple[float, float] | None,
+) -> list[tuple[str, float | None]]:
+    if fetch <= 0 or _empty(period):
+        return []
+    index, prefix = keys.memory_index, keys.memory_prefix
+    plain = scope_query(scope, with_source=True) + _period_clause(period)
+    if not query.strip():
+        return await _newest(client, index, prefix, "mem", plain, fetch, by_time=period is not None)
+    clauses = _clauses(fts_terms(query, extra_terms), "content", ranked=True)
+    if clauses:
+        filters = _unscored(scope_query(scope, with_source=True)) + _period_clause(period)
+        rows = await _bm25(client, index, prefix, "mem", _ranked_query(filters, clauses), fetch)
+        if rows:
+            return rows
+    # CPersona's LIKE '%query%' fallback, newest first: the whole query as one phrase, or an extra term.
+    wanted = _clauses([query, *(t for t in extra_terms if len(t.strip()) >= 3)], "content")
+    if not wanted:
+        return []
+    matching = f"{plain} ({' | '.join(wanted)})"
+    # Inside a period the listing goes by record time, as the blank listing there does: a cue is about
+    # when things happened, and a record filed late under an old time belongs with its period.
+    return await _newest(client, index, prefix, "mem", matching, fetch, by_time=period is not None)
+
+
+async def _episode_rows(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    extra_terms: Sequence[str],
+    period: tuple[float, float] | None,
+) -> list[tuple[str, float | None]]:
+    if fetch <= 0 or _empty(period):
+        return []
+    index, prefix = keys.episode_index, keys.episode_prefix
+    if not query.strip():
+        plain = scope_query(scope, with_source=False) + _period_clause(period)
+        return await _newest(client, index, prefix, "ep", plain, fetch, by_time=period is not None)
+    clauses = _clauses(fts_terms(query, extra_terms), "text", ranked=True)
+    if not clauses:
+        return []
+    filters = _unscored(scope_query(scope, with_source=False)) + _period_clause(period)
+    return await _bm25(client, index, prefix, "ep", _ranked_query(filters, clauses), fetch)
+
+
+def _empty(period: tuple[float, float] | None) -> bool:
+    return period is not None and not period[0] < period[1]
+
+
+async def _bm25(
+    client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int
+) -> list[tuple[str, float | None]]:
+    reply = await command(
+        client, "FT.SEARCH", index, query,
+        "VERBATIM", "WITHSCORES", "SCORER", SCORER, "RETURN", "1", "seq", "LIMIT", 0, fetch, "DIALECT", 2,
+    )  # fmt: skip
+    hits: list[tuple[float, int, str]] = []
+    for i in range(1, len(reply), 3):
+        fields = _pairs(reply[i + 2])
+        hits.append((float(reply[i + 1]), int(fields.get(b"seq", 0)), _ref(reply[i], prefix, kind)))
+    # The server ranks by score; rows that tie are put newest first (higher insertion seq) so the order
+    # does not depend on the index's internal document ids. Which tied rows make the LIMIT cut is still
+    # the server's choice.
+    hits.sort(key=lambda hit: (-hit[0], -hit[1]))
+    return [(ref, score) for score, _, ref in hits]
+
+
+async def _newest(
+    client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int, *, by_time: bool
+) -> list[tuple[str, float | None]]:
+    if not by_time:
+        reply = await command(
+            client, "FT.SEARCH", index, query, "VERBATIM", "NOCONTENT", "SORTBY", "seq", "DESC",
+            "LIMIT", 0, fetch, "DIALECT", 2,
+        )  # fmt: skip
+        return [(_ref(key, prefix, kind), None) for key in reply[1:]]
+    # By record time, ties by insertion order: FT.SEARCH sorts by one field only, so aggregate (both
+    # fields are sortable, and only the kept rows load their key).
+    reply = await command(
+        client, "FT.AGGREGATE", index, query, "VERBATIM", "SORTBY", 4, "@ts", "DESC", "@seq", "DESC",
+        "MAX", fetch, "LOAD", 1, "@__key", "DIALECT", 2,
+    )  # fmt: skip
+    return [(_ref(_pairs(row)[b"__key"], prefix, kind), None) for row in reply[1:]]
+
+
+def _pairs(flat: Any) -> dict[bytes, Any]:
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def _ref(key: bytes | str, prefix: str, kind: RefKind) -> str:
+    text = key.decode() if isinstance(key, bytes) else key
+    return f"{kind}:{text.removeprefix(prefix)}"

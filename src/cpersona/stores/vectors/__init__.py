@@ -1,0 +1,1 @@
+"""The vector store: qdrant-edge embedded, AsyncQdrantClient remote, the rules both share."""

@@ -1,0 +1,61 @@
+"""Opening a vector store: the adapter is picked from the settings.
+
+The embedded Qdrant engine (``qdrant-edge``, on disk under ``<data_dir>/qdrant/<name>``) when
+``CPERSONA_QDRANT_URL`` is unset, a Qdrant server through ``qdrant-client`` otherwise (``:memory:`` selects
+the client's in-process local mode, which the tests use as the stand-in for a server).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cpersona.errors import InvalidSetting
+
+if TYPE_CHECKING:
+    from cpersona.settings import Settings
+    from cpersona.stores.protocols import VectorStore
+
+__all__ = ["open_vector_store"]
+
+
+async def open_vector_store(
+    settings: Settings, name: str, dim: int, *, binary_quantized: bool = False
+) -> VectorStore:
+    """Open (creating if absent) the collection ``name`` of ``dim``-d cosine vectors.
+
+    Embedded ``qdrant-edge`` when ``settings.qdrant_url`` is ``None``; otherwise a Qdrant server at that
+    URL, or the client's in-process local mode for ``":memory:"``. ``binary_quantized`` keeps a 1-bit
+    copy of the vectors for the first search pass and rescores its candidates with the originals.
+    Close the store with ``aclose()``.
+
+    Raises :class:`~cpersona.VectorStoreUnavailable` when the backend cannot be opened within
+    ``qdrant_timeout_secs`` or holds the collection with a different dimension, and
+    :class:`~cpersona.InvalidSetting` for a URL that is neither ``http(s)://...`` nor ``:memory:``.
+    """
+    # The adapters are imported here, not at the top: qdrant-client takes over a second to import and an
+    # embedded setup never needs it, while a server setup never needs the Rust engine.
+    if settings.qdrant_url is None:
+        from cpersona.stores.vectors.edge import EdgeVectorStore
+
+        return await EdgeVectorStore.open(
+            settings.data_dir / "qdrant",
+            name,
+            dim,
+            timeout_secs=settings.qdrant_timeout_secs,
+            binary_quantized=binary_quantized,
+        )
+    url = settings.qdrant_url.strip()
+    if url != ":memory:" and not url.lower().startswith(("http://", "https://")):
+        raise InvalidSetting(
+            "CPERSONA_QDRANT_URL", f"must be an http:// or https:// URL or ':memory:'; got {url!r}"
+        )
+    from cpersona.stores.vectors.remote import RemoteVectorStore
+
+    return await RemoteVectorStore.open(
+        url,
+        name,
+        dim,
+        api_key=settings.qdrant_api_key,
+        timeout_secs=settings.qdrant_timeout_secs,
+        binary_quantized=binary_quantized,
+    )
