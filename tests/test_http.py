@@ -8,7 +8,6 @@ to every request, and httpx talks to the app in-process. Most tests run without 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 import time
 import uuid
@@ -69,7 +68,7 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def http_settings(settings: Settings, redis: RedisClient) -> Settings:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    return dataclasses.replace(settings, qdrant_url=":memory:", embedding_mode="none", max_content_length=200)
+    return settings.with_(qdrant_url=":memory:", embedding_mode="none", max_content_length=200)
 
 
 @pytest.fixture
@@ -127,11 +126,11 @@ async def test_health_names_redis_version_and_modules(client: httpx.AsyncClient)
 
 
 async def test_health_is_503_when_redis_stops_answering(tmp_path: Path, http_settings: Settings) -> None:
-    server = EmbeddedRedis(dataclasses.replace(http_settings, data_dir=tmp_path / "own-redis"))
+    server = EmbeddedRedis(http_settings.with_(data_dir=tmp_path / "own-redis"))
     await server.__aenter__()
     running = True
     try:
-        settings = dataclasses.replace(http_settings, redis_url=server.url, redis_timeout_secs=1.0)
+        settings = http_settings.with_(redis_url=server.url, redis_timeout_secs=1.0)
         async with serving(create_app(settings)) as client:
             assert (await client.get("/health")).status_code == 200
             await server.__aexit__(None, None, None)
@@ -581,7 +580,7 @@ async def test_unexpected_errors_are_500_and_opaque(
 
 
 async def test_onnx_embedder_embeds_what_the_api_stores(settings: Settings, redis: RedisClient) -> None:
-    onnx = dataclasses.replace(settings, qdrant_url=":memory:", embedding_mode="onnx")
+    onnx = settings.with_(qdrant_url=":memory:", embedding_mode="onnx")
     async with serving(create_app(onnx)) as client:
         health = (await client.get("/health")).json()
         assert health["embedder"]["dim"] == 384

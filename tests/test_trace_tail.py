@@ -7,7 +7,6 @@ publishes them with ``drain_traces``; the tailer stops by itself after ``--count
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -36,7 +35,7 @@ _WAIT_SECS = 60.0
 @pytest.fixture
 def engine_settings(settings: Settings, redis: RedisClient) -> Settings:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    return dataclasses.replace(settings, embedding_mode="none")
+    return settings.with_(embedding_mode="none")
 
 
 def tail_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, str]:

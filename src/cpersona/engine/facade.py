@@ -992,8 +992,7 @@ async def open(
     if settings is None:
         settings = Settings.from_env(**overrides)
     elif overrides:
-        settings = dataclasses.replace(settings, **overrides)
-        settings.validate()
+        settings = settings.with_(**overrides)
     async with Engine(settings) as engine:
         if not background:
             yield engine
