@@ -179,10 +179,13 @@ async def test_openapi_describes_every_route(http_settings: Settings) -> None:
     assert refs <= set(document["components"]["schemas"])
 
 
-async def test_openapi_is_served(client: httpx.AsyncClient) -> None:
+async def test_openapi_is_served(client: httpx.AsyncClient, http_settings: Settings) -> None:
     response = await client.get("/openapi.json")
     assert response.status_code == 200
-    assert response.json() == openapi_document()
+    # The served document shows the server's own limits (this app's content limit is 200).
+    assert response.json() == openapi_document(http_settings)
+    content = response.json()["components"]["schemas"]["EncodeRequest"]["properties"]["content"]
+    assert '"maxLength": 200' in str(content).replace("'", '"')
 
 
 # ------------------------------------------------------------------------------------------- encode

@@ -66,6 +66,7 @@ document is written once, so stores built before hold BM25 statistics of twice-w
 STORE_LAYOUT_MODULES: Final = (
     "recall.arms.block", "stores.redis.documents", "model.drafts", "stores.embedding.embedders", "keys",
     "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.common",
+    "model.memory_request", "model.memory_parts", "model.fields",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500

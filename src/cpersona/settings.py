@@ -187,4 +187,19 @@ def _invalid(exc: ValidationError) -> InvalidSetting:
     name = str(error["loc"][0]) if error["loc"] else "settings"
     if error["type"] == "extra_forbidden":
         return InvalidSetting(name, "is not a setting")
-    return InvalidSetting(PREFIX + name.upper(), f"{error['msg'].lower()}; got {error['input']!r}")
+    return InvalidSetting(
+        PREFIX + name.upper(), f"{_problem(error['type'], error.get('ctx') or {})}; got {error['input']!r}"
+    )
+
+
+def _problem(kind: str, ctx: Mapping[str, object]) -> str:
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be an integer"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}"
+    bounds = {"greater_than": "more than", "greater_than_equal": "at least", "less_than_equal": "at most"}
+    if kind in bounds:
+        return f"must be {bounds[kind]} {next(iter(ctx.values()), '')}"
+    return f"cannot be read ({kind})"

@@ -16,16 +16,21 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import orjson
 import redis.exceptions
 
-from cpersona.engine.calibration import GATE_CHOICES, PRECISIONS, calibrate, select_gate
+from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.errors import BackendUnavailable, EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
 from cpersona.keys import Keys
-from cpersona.model.drafts import MemoryDraft, episode_draft, memory_draft, raw_draft
+from cpersona.model.agent_requests import CalibrateRequest, Gate, GateRequest, Precision, ProfileText
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fields import AgentId, KeyText, check, given, validate
+from cpersona.model.memory_request import BatchRequest, StoreRequest
+from cpersona.model.raw_request import RawBatchRequest, RawRequest
+from cpersona.model.record_queries import ListQuery, RecordKind
 from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
@@ -37,7 +42,7 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.scope import ReadScope
-from cpersona.model.validate import as_choice, as_int, as_str, clean_text
+from cpersona.model.update_request import UpdateRequest
 from cpersona.recall.arms.block import BlockBuilder, ParentKind, block_filter, block_ids
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
@@ -72,9 +77,17 @@ from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from anyio.abc import TaskStatus
 
+    from cpersona.model.drafts import MemoryDraft, RawDraft
+    from cpersona.model.memory_parts import Content, Emotion, MetaBody
+    from cpersona.model.recall_query import Order
+    from cpersona.model.records import RawSource, RawSpeaker, RawVisibility, SecrecyLevel, StoreKind
+    from cpersona.model.time_cue_request import TimeCueBody
     from cpersona.recall.request import RecallResult
+    from cpersona.settings import RecallMode
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["Engine", "open"]
@@ -82,12 +95,9 @@ __all__ = ["Engine", "open"]
 log = logging.getLogger("cpersona")
 _R = TypeVar("_R", MemoryRecord, EpisodeRecord)
 
-RecordKind = Literal["memory", "episode", "raw"]
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
 
 _PENDING_BATCH = 64
-_MAX_PROFILE = 2_000
-_LIST_MAX = 1_000
 # An index build is a maintenance call that grows with the store (tens of seconds at 100k memories on two
 # cores), so it gets its own deadline instead of the per-request qdrant_timeout_secs.
 _OPTIMIZE_TIMEOUT_SECS = 3_600.0
@@ -328,14 +338,38 @@ class Engine:
         assert self._recaller is not None
         return self._recaller
 
-    async def recall(self, query: object, *, limit_cap: int | None = None, **fields: Any) -> RecallResult:
-        """Recall the rows that answer ``query`` (``agent_id`` required; see ``POST /v1/recall/query``).
+    async def recall(
+        self,
+        query: str,
+        *,
+        agent_id: str,
+        limit: int | None = None,
+        deep: bool = False,
+        mode: RecallMode | None = None,
+        project_id: str | None = None,
+        channel: str | None = None,
+        source_id: str = "",
+        exclude_contents: Sequence[str] = (),
+        full_content: bool = False,
+        order: Order = "best_first",
+        policy: str | None = None,
+        trace: bool = False,
+        time_cue: Mapping[str, Any] | TimeCueBody | None = None,
+        limit_cap: int | None = None,
+    ) -> RecallResult:
+        """Recall the rows that answer ``query`` (the fields of :class:`~cpersona.RecallQuery`).
 
-        ``limit`` may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``, which the HTTP edge sets
-        to 100); past it the request is refused, not clamped.
+        ``limit`` (default: the policy's) may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``,
+        which the HTTP edge sets to 100); past it the request is refused, not clamped. ``mode`` and
+        ``policy`` default to the settings'; a ``time_cue`` picks the cue policy.
         """
         cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
-        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
+        body = given(
+            query=query, agent_id=agent_id, limit=limit, deep=deep, mode=mode, project_id=project_id,
+            channel=channel, source_id=source_id, exclude_contents=exclude_contents,
+            full_content=full_content, order=order, policy=policy, trace=trace, time_cue=time_cue,
+        )  # fmt: skip
+        req = recall_request(body, self.settings, self.policies, max_limit=cap)
         rate = self.settings.trace_sample
         sampled = not req.trace and rate > 0 and self._trace_rng.random() < rate
         result = await self.recaller.recall(req, want_trace=req.trace or sampled)
@@ -346,39 +380,53 @@ class Engine:
                 result = dataclasses.replace(result, trace=None)
         return result
 
-    async def calibrate(self, agent_id: object, *, precision: object = "balanced") -> dict[str, Any]:
+    async def calibrate(self, agent_id: str, *, precision: Precision = "balanced") -> dict[str, Any]:
         """Calibrate the agent's gate from its own memories (deterministic), store it and select it."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        level = as_choice(precision, "precision", PRECISIONS)
+        req = validate(CalibrateRequest, {"agent_id": agent_id, "precision": precision}, self.settings)
         policy = self.policies[self.settings.recall_policy]
         b = self._b
-        return await calibrate(b.redis, self.keys, b.embedder, policy, agent, level)
+        return await calibrate(b.redis, self.keys, b.embedder, policy, req.agent_id, req.precision)
 
-    async def select_gate(self, agent_id: object, gate: object) -> dict[str, Any]:
+    async def select_gate(self, agent_id: str, gate: Gate) -> dict[str, Any]:
         """Choose the agent's gate: ``calibrated`` (needs a calibration) or ``heuristic``."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        choice = as_choice(gate, "gate", GATE_CHOICES)
-        return await select_gate(self._b.redis, self.keys, agent, choice)
+        req = validate(GateRequest, {"agent_id": agent_id, "gate": gate}, self.settings)
+        return await select_gate(self._b.redis, self.keys, req.agent_id, req.gate)
 
     # ------------------------------------------------------------------ memories
 
-    async def store(self, content: object, **fields: Any) -> StoreResult:
-        """Store one memory. ``fields`` are those of ``POST /v1/encode`` (``agent_id`` is required)."""
-        draft = memory_draft({"content": content, **fields}, self.settings)
+    async def store(
+        self,
+        content: Content,
+        *,
+        agent_id: str,
+        project_id: str = "",
+        channel: str = "",
+        source: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        msg_id: str | None = None,
+        timestamp: float | str | datetime | None = None,
+        metadata: Any = None,
+        context: Mapping[str, Any] | None = None,
+        store: StoreKind | None = None,
+        emotion: Emotion | Mapping[str, float] | None = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+        associations: Sequence[Mapping[str, Any]] | None = None,
+        lock: bool = False,
+    ) -> StoreResult:
+        """Store one memory (the fields of :class:`~cpersona.StoreRequest`, ``POST /v1/encode``)."""
+        body = given(
+            content=content, agent_id=agent_id, project_id=project_id, channel=channel, source=source,
+            id=id, msg_id=msg_id, timestamp=timestamp, metadata=metadata, context=context, store=store,
+            emotion=emotion, meta=meta, associations=associations, lock=lock,
+        )  # fmt: skip
+        draft = validate(StoreRequest, body, self.settings).draft(self.settings)
         (result,) = await self._store_memories([draft])
         return result
 
-    async def store_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+    async def store_batch(self, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
         """Store many memories: all are validated before any is written; one embedding call per chunk."""
-        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
-            raise InvalidRequest("records", "must be a list of records")
-        if len(records) > self.settings.batch_max:
-            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
-        drafts = []
-        for i, raw in enumerate(records):
-            if not isinstance(raw, Mapping):
-                raise InvalidRequest(f"records[{i}]", "must be an object")
-            drafts.append(memory_draft(raw, self.settings, prefix=f"records[{i}]."))
+        batch = validate(BatchRequest, {"records": records}, self.settings)
+        drafts = [r.draft(self.settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
         return BatchResult(tuple(await self._store_memories(drafts)))
 
     async def _store_memories(self, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
@@ -600,10 +648,26 @@ class Engine:
 
     # ------------------------------------------------------------------ episodes, raw, profile
 
-    async def archive_episode(self, summary: object, **fields: Any) -> StoreResult:
-        """Archive a session summary (``summary``, ``keywords``, ``history`` or start/end time)."""
+    async def archive_episode(
+        self,
+        summary: str,
+        *,
+        agent_id: str,
+        project_id: str = "",
+        channel: str = "",
+        keywords: Sequence[str] | str = (),
+        history: Sequence[Mapping[str, Any]] | None = None,
+        start_time: float | str | datetime | None = None,
+        end_time: float | str | datetime | None = None,
+        resolved: bool = False,
+    ) -> StoreResult:
+        """Archive a session summary (:class:`~cpersona.EpisodeRequest`: keywords, history or start/end)."""
         b = self._b
-        d = episode_draft({"summary": summary, **fields}, self.settings)
+        body = given(
+            summary=summary, agent_id=agent_id, project_id=project_id, channel=channel, keywords=keywords,
+            history=history, start_time=start_time, end_time=end_time, resolved=resolved,
+        )  # fmt: skip
+        d = validate(EpisodeRequest, body, self.settings).draft(self.settings)
         now = time.time()
         async with redis_errors():
             seq = int(await b.redis.incr(self.keys.sequence))
@@ -628,22 +692,45 @@ class Engine:
             await pipe.execute()
         return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
-    async def store_raw(self, content: object, **fields: Any) -> StoreResult:
-        """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
-        (result,) = (await self.store_raw_batch([{"content": content, **fields}])).results
-        return result
+    async def store_raw(
+        self,
+        content: Content,
+        *,
+        agent_id: str,
+        session_id: str,
+        source: RawSource,
+        speaker: RawSpeaker,
+        visibility: RawVisibility,
+        secrecy_level: SecrecyLevel,
+        project_id: str = "",
+        channel: str = "",
+        turn_id: str | None = None,
+        topic_id: str | None = None,
+        metadata: Any = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+    ) -> StoreResult:
+        """Append one verbatim journal entry (:class:`~cpersona.RawRequest`, ``POST /v1/encode/raw``)."""
+        body = given(
+            content=content, agent_id=agent_id, session_id=session_id, source=source, speaker=speaker,
+            visibility=visibility, secrecy_level=secrecy_level, project_id=project_id, channel=channel,
+            turn_id=turn_id, topic_id=topic_id, metadata=metadata, meta=meta,
+        )  # fmt: skip
+        draft = validate(RawRequest, body, self.settings).draft(self.settings)
+        return (await self._store_raw([draft])).results[0]
 
-    async def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+    async def store_raw_batch(self, records: Sequence[Mapping[str, Any] | RawRequest]) -> BatchResult:
+        """Append many journal entries: all are validated before any is written."""
+        batch = validate(RawBatchRequest, {"records": records}, self.settings)
+        prefix = len(batch.records) > 1
+        return await self._store_raw(
+            [
+                r.draft(self.settings, prefix=f"records[{i}]." if prefix else "")
+                for i, r in enumerate(batch.records)
+            ]
+        )
+
+    async def _store_raw(self, drafts: Sequence[RawDraft]) -> BatchResult:
         b = self._b
-        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
-            raise InvalidRequest("records", "must be a list of records")
-        if len(records) > self.settings.batch_max:
-            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
-        drafts = []
-        for i, raw in enumerate(records):
-            if not isinstance(raw, Mapping):
-                raise InvalidRequest(f"records[{i}]", "must be an object")
-            drafts.append(raw_draft(raw, self.settings, prefix=f"records[{i}]." if len(records) > 1 else ""))
         now = time.time()
         recs = [
             RawRecord(
@@ -670,26 +757,26 @@ class Engine:
             await pipe.execute()
         return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
 
-    async def update_profile(self, agent_id: object, profile: object) -> ProfileRecord:
+    async def update_profile(self, agent_id: str, profile: str) -> ProfileRecord:
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        content = clean_text(profile, "profile", max_len=_MAX_PROFILE)
+        agent = check(AgentId, agent_id, "agent_id", self.settings)
+        content = check(ProfileText, profile, "profile", self.settings)
         rec = ProfileRecord(agent, content, time.time())
         doc = validated(b.docs.profile, {"pk": agent, **dataclasses.asdict(rec)})
         async with redis_errors():
             await b.redis.json().set(self.keys.profile(agent), "$", doc)
         return rec
 
-    async def get_profile(self, agent_id: object) -> ProfileRecord | None:
+    async def get_profile(self, agent_id: str) -> ProfileRecord | None:
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        agent = check(AgentId, agent_id, "agent_id", self.settings)
         async with redis_errors():
             doc = await b.redis.json().get(self.keys.profile(agent))
         return None if doc is None else profile_from_doc(doc)
 
     # ------------------------------------------------------------------ reads
 
-    def _key_of(self, ref: object) -> tuple[str, str]:
+    def _key_of(self, ref: str) -> tuple[str, str]:
         if not isinstance(ref, str):
             raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
         parsed = parse_ref(ref)
@@ -698,9 +785,9 @@ class Engine:
         key = {"mem": self.keys.memory, "ep": self.keys.episode, "raw": self.keys.raw}[parsed.kind](parsed.id)
         return parsed.kind, key
 
-    async def get(self, ref: object, *, agent_id: object) -> AnyRecord:
+    async def get(self, ref: str, *, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        agent = check(KeyText, agent_id, "agent_id", self.settings)
         kind, key = self._key_of(ref)
         async with redis_errors():
             doc = await self._b.redis.json().get(key)
@@ -716,15 +803,20 @@ class Engine:
         self,
         kind: RecordKind = "memory",
         *,
-        agent_id: object,
+        agent_id: str,
         project_id: str | None = None,
         channel: str | None = None,
         source_id: str = "",
-        limit: object = 100,
+        limit: int = 100,
     ) -> list[AnyRecord]:
         """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
-        count = as_int(limit, "limit", lo=0, hi=_LIST_MAX)
-        scope = self._read_scope(agent_id, project_id, channel, source_id)
+        body = given(
+            kind=kind, agent_id=agent_id, project_id=project_id, channel=channel, source_id=source_id,
+            limit=limit,
+        )  # fmt: skip
+        req = validate(ListQuery, body, self.settings)
+        count = req.limit
+        scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
         index, sort = {
             "memory": (self.keys.memory_index, "seq"),
             "episode": (self.keys.episode_index, "seq"),
@@ -755,27 +847,14 @@ class Engine:
             return [episode_from_doc(doc) for doc in docs]
         return [raw_from_doc(doc) for doc in docs]
 
-    def _read_scope(
-        self, agent_id: object, project_id: object, channel: object, source_id: object
-    ) -> ReadScope:
-        limit = self.settings.max_key_length
-        return ReadScope(
-            agent_id=as_str(agent_id, "agent_id", max_len=limit),
-            project_id=None if project_id is None else as_str(project_id, "project_id", max_len=limit),
-            channel=None if channel is None else as_str(channel, "channel", max_len=limit),
-            source_id=as_str(source_id, "source_id", max_len=limit),
-        )
-
-    async def stats(self, agent_id: object | None = None) -> dict[str, Any]:
+    async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
         """Record counts (for one agent, or all) and how many vector writes are pending."""
         b = self._b
         if agent_id is None:
             query = "*"
         else:
-            query = scope_query(
-                ReadScope(as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)),
-                with_source=False,
-            )
+            agent_id = check(KeyText, agent_id, "agent_id", self.settings)
+            query = scope_query(ReadScope(agent_id), with_source=False)
         counts: dict[str, int] = {}
         async with redis_errors():
             for name, index in (
@@ -794,18 +873,32 @@ class Engine:
 
     # ------------------------------------------------------------------ update and delete
 
-    async def update(self, ref: object, *, agent_id: object, **changes: Any) -> MemoryRecord:
-        """Replace fields of a memory wholesale (``content``, ``metadata``, ``emotion``, ``meta``, ``store``,
-        ``timestamp``). A content change re-embeds the memory and moves its dedup claim."""
+    async def update(
+        self,
+        ref: str,
+        *,
+        agent_id: str,
+        content: Content | None = None,
+        metadata: Any = None,
+        emotion: Emotion | Mapping[str, float] | None = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+        store: StoreKind | None = None,
+        timestamp: float | str | datetime | None = None,
+    ) -> MemoryRecord:
+        """Replace the given fields of a memory wholesale (:class:`~cpersona.UpdateRequest`).
+
+        A content change re-embeds the memory and moves its dedup claim.
+        """
         b = self._b
+        body = given(
+            agent_id=agent_id, content=content, metadata=metadata, emotion=emotion, meta=meta, store=store,
+            timestamp=timestamp,
+        )  # fmt: skip
+        changes = validate(UpdateRequest, body, self.settings).changes()
         current = await self.get(ref, agent_id=agent_id)
         if not isinstance(current, MemoryRecord):
             raise InvalidRequest("ref", "only memories can be updated")
-        allowed = {"content", "metadata", "emotion", "meta", "store", "timestamp", "record_id", "header"}
-        for key in changes:
-            if key not in allowed:
-                raise InvalidRequest(key, "cannot be updated")
-        if not any(k in changes for k in allowed - {"record_id", "header"}):
+        if not changes:
             raise InvalidRequest("body", "names no field to update")
         base: dict[str, Any] = {
             "agent_id": current.scope.agent_id,
@@ -820,7 +913,7 @@ class Engine:
             base["emotion"] = changes["emotion"]
         if "meta" in changes:
             base["meta"] = changes["meta"]
-        draft = memory_draft(base, self.settings)
+        draft = validate(StoreRequest, base, self.settings).draft(self.settings)
         content_changed = draft.content != current.content
         now = time.time()
         new = dataclasses.replace(
@@ -859,7 +952,7 @@ class Engine:
             await pipe.execute()
         return new
 
-    async def delete(self, ref: object, *, agent_id: object) -> DeleteResult:
+    async def delete(self, ref: str, *, agent_id: str) -> DeleteResult:
         """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
         b = self._b
         record = await self.get(ref, agent_id=agent_id)
@@ -889,10 +982,10 @@ class Engine:
             await b.blocks.delete(block_ids(parent, record.id, b.builder.max_per_record))
         return DeleteResult(1)
 
-    async def delete_agent_data(self, agent_id: object) -> DeleteResult:
+    async def delete_agent_data(self, agent_id: str) -> DeleteResult:
         """Delete every record, claim, profile and vector of one agent."""
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        agent = check(KeyText, agent_id, "agent_id", self.settings)
         query = scope_query(ReadScope(agent), with_source=False)
         deleted = 0
         async with redis_errors():

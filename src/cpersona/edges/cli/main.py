@@ -33,7 +33,9 @@ from cpersona.edges.cli.trace_tail import tail_traces
 from cpersona.edges.http.app import record_to_json, serve, single_error
 from cpersona.engine.facade import Engine
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, InvalidSetting
-from cpersona.model.drafts import memory_draft
+from cpersona.model.fields import arguments, validate
+from cpersona.model.memory_request import StoreRequest
+from cpersona.model.recall_query import RecallQuery
 from cpersona.settings import Settings
 
 __all__ = ["main"]
@@ -182,7 +184,9 @@ async def _remember(engine: Engine, args: argparse.Namespace) -> int:
             fields["metadata"] = orjson.loads(args.metadata)
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest("metadata", f"is not valid JSON ({exc})") from None
-    result = await engine.store(args.text, **fields)
+    result = await engine.store(
+        **arguments(validate(StoreRequest, {"content": args.text, **fields}, engine.settings))
+    )
     if args.json:
         print(orjson.dumps(result.to_json()).decode())
         return EXIT_OK
@@ -232,7 +236,8 @@ async def _recall(engine: Engine, args: argparse.Namespace) -> int:
             fields[name] = value
     if args.when is not None:
         fields["time_cue"] = when_to_cue(args.when)
-    result = await engine.recall(args.question, full_content=args.full, **fields)
+    body = {"query": args.question, "full_content": args.full, **fields}
+    result = await engine.recall(**arguments(validate(RecallQuery, body, engine.settings)))
     if args.json:
         print(orjson.dumps(result.to_json()).decode())
         return EXIT_OK
@@ -357,7 +362,7 @@ async def _count_lines(path: anyio.Path) -> int:
     return count + (last != b"\n")
 
 
-def _parse_line(line: bytes, agent: str | None, settings: Settings) -> dict[str, Any]:
+def _parse_line(line: bytes, agent: str | None, settings: Settings) -> StoreRequest:
     """One JSONL line as a validated ``/v1/encode`` body; raises :class:`InvalidRequest` naming the field."""
     try:
         body = orjson.loads(line)
@@ -368,8 +373,9 @@ def _parse_line(line: bytes, agent: str | None, settings: Settings) -> dict[str,
     if agent is not None and "agent_id" not in body:
         body["agent_id"] = agent
     # Validate here, line by line, so a bad line is named by its number and a good batch never fails.
-    memory_draft(body, settings)
-    return body
+    request = validate(StoreRequest, body, settings)
+    request.draft(settings)
+    return request
 
 
 async def _import(engine: Engine, args: argparse.Namespace) -> int:
@@ -383,7 +389,7 @@ async def _import(engine: Engine, args: argparse.Namespace) -> int:
     tally = _ImportTally()
     started = time.monotonic()
     stop: InvalidRequest | None = None
-    batch: list[tuple[int, dict[str, Any]]] = []
+    batch: list[tuple[int, StoreRequest]] = []
     # Shown on a pipe too (not only on a terminal), so a log of the import shows how far it got.
     bar = tqdm(total=total, desc="import", unit="rec", file=sys.stderr, disable=args.no_progress)
 
