@@ -396,7 +396,7 @@ class Engine:
 
     async def store(
         self,
-        content: Content,
+        content: Content | Mapping[str, Any],
         *,
         agent_id: str,
         project_id: str = "",
@@ -694,7 +694,7 @@ class Engine:
 
     async def store_raw(
         self,
-        content: Content,
+        content: Content | Mapping[str, Any],
         *,
         agent_id: str,
         session_id: str,
@@ -878,7 +878,7 @@ class Engine:
         ref: str,
         *,
         agent_id: str,
-        content: Content | None = None,
+        content: Content | Mapping[str, Any] | None = None,
         metadata: Any = None,
         emotion: Emotion | Mapping[str, float] | None = None,
         meta: MetaBody | Mapping[str, Any] | None = None,
