@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic.json_schema import models_json_schema
 
 from cpersona.edges.http.errors import ORJSONResponse
-from cpersona.edges.http.routes import OPERATIONS, Operation, engine_of
-from cpersona.model.fields import schema_limits
+from cpersona.edges.http.reading import query_params
+from cpersona.edges.http.routes import OPERATIONS, NoQuery, Operation, engine_of
+from cpersona.model.fields import schema_limits, validate
 from cpersona.model.responses import ErrorResponse
 from cpersona.recall.policy import load_policies
 from cpersona.settings import Settings
@@ -50,6 +51,7 @@ _REQUEST_ID = {
 
 async def _openapi(request: Request) -> Response:
     engine = engine_of(request)
+    validate(NoQuery, query_params(request), engine.settings)
     return ORJSONResponse(openapi_document(engine.settings, engine.policies))
 
 
