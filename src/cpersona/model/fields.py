@@ -57,6 +57,7 @@ __all__ = [
     "invalid",
     "json_size",
     "path",
+    "refusal",
     "schema_limits",
     "settings_of",
     "validate",
@@ -69,6 +70,7 @@ _SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("sch
 # ``content.text``): callers name fields, never the branch pydantic tried.
 TAG = "~"
 _MAX_TIME_TEXT = 64
+_OWN = "cpersona."
 
 
 class RequestModel(BaseModel):
@@ -81,6 +83,11 @@ class QueryModel(RequestModel):
     """Query parameters: text on the wire, so a number is read from its digits (``limit=10``)."""
 
     model_config = ConfigDict(strict=False)
+
+
+def refusal(kind: str, message: str, context: Mapping[str, object] | None = None) -> PydanticCustomError:
+    """A validation error of ours: its message is said as written (pydantic's own are reworded)."""
+    return PydanticCustomError(_OWN + kind, message, dict(context) if context else None)
 
 
 def settings_of(info: ValidationInfo) -> Settings:
@@ -130,15 +137,13 @@ class Limit:
         most = self.limit(settings_of(info))
         if len(value) > most:
             if self.too_large:
-                raise PydanticCustomError(
+                raise refusal(
                     "too_large",
                     "is {size} characters; the limit is {most}",
                     {"size": len(value), "most": most},
                 )
             what = "items" if self.items else "characters"
-            raise PydanticCustomError(
-                "too_long", f"must be at most {most} {what}, got {len(value)}", {"most": most}
-            )
+            raise refusal("too_long", f"must be at most {most} {what}, got {len(value)}", {"most": most})
         return value
 
 
@@ -146,40 +151,40 @@ def _clean_text(value: str) -> str:
     # Content is text for people and models: NUL and the other C0 controls (tab and newlines aside) are
     # refused rather than stored where they would break a log line or a terminal.
     if not value.strip():
-        raise PydanticCustomError("blank", "must not be empty or only whitespace")
+        raise refusal("blank", "must not be empty or only whitespace")
     for ch in value:
         if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r":
-            raise PydanticCustomError("control_character", f"contains the control character U+{ord(ch):04X}")
+            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
     return value
 
 
 def _not_blank(value: str) -> str:
     if not value.strip():
-        raise PydanticCustomError("blank", "must not be empty")
+        raise refusal("blank", "must not be empty")
     return value
 
 
 def _epoch(value: object) -> float:
     """A point in time as epoch seconds, from ISO 8601 text or epoch seconds; no offset means UTC."""
     if isinstance(value, bool):
-        raise PydanticCustomError("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
     if isinstance(value, int | float):
         out = float(value)
         if not math.isfinite(out) or out < 0:
-            raise PydanticCustomError("time_range", f"must be a finite number of epoch seconds, got {value}")
+            raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
         return out
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
         text = value.strip()
         if len(text) > _MAX_TIME_TEXT:
-            raise PydanticCustomError("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
+            raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
-            raise PydanticCustomError("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
+            raise refusal("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
     else:
-        raise PydanticCustomError("time_type", "must be an ISO 8601 time or epoch seconds")
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
@@ -291,7 +296,7 @@ def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     error = exc.errors(include_url=False)[0]
     field = path(error["loc"], prefix) or prefix or "body"
     problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
-    if error["type"] == "too_large":
+    if error["type"] == _OWN + "too_large":
         return ContentTooLarge(field, problem)
     return InvalidRequest(field, problem)
 
@@ -330,7 +335,7 @@ def _problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> 
         return f"must be {bounds[kind]} {limit}, got {given!r}"
     if kind == "string_too_short":
         return "must not be empty"
-    if kind.startswith(("too_", "blank", "control_", "time_", "cue_", "not_", "unknown_", "no_")):
+    if kind.startswith(_OWN):
         return message
     return message[:1].lower() + message[1:]
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import orjson
 from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
 
 from cpersona.model.fields import (
     TAG,
@@ -23,6 +22,7 @@ from cpersona.model.fields import (
     Limit,
     RequestModel,
     Unit01,
+    refusal,
     settings_of,
 )
 from cpersona.model.records import (
@@ -74,7 +74,7 @@ class ContentBlock(RequestModel):
     @classmethod
     def _text_only(cls, value: str) -> str:
         if value != "text":
-            raise PydanticCustomError("not_text", f"only 'text' is supported by this engine, got {value!r}")
+            raise refusal("not_text", f"only 'text' is supported by this engine, got {value!r}")
         return value
 
     @field_validator("data")
@@ -84,7 +84,7 @@ class ContentBlock(RequestModel):
             try:
                 bytes(value).decode("utf-8")
             except UnicodeDecodeError:
-                raise PydanticCustomError("not_utf8", "is not valid UTF-8") from None
+                raise refusal("not_utf8", "is not valid UTF-8") from None
         return value
 
     def text(self) -> str:
@@ -145,7 +145,7 @@ def _emotion_branch(value: Any) -> str:
 
 def _known_label(value: str) -> str:
     if value.strip().lower() not in _EMOTION_LABELS:
-        raise PydanticCustomError("unknown_emotion", f"unknown emotion label {value!r}")
+        raise refusal("unknown_emotion", f"unknown emotion label {value!r}")
     return value
 
 
@@ -219,7 +219,7 @@ def check_meta_size(value: Any, info: ValidationInfo) -> Any:
     except TypeError:
         return value  # not JSON; the model names the part that is not
     if size > most:
-        raise PydanticCustomError(
+        raise refusal(
             "too_large", "serialises to {size} characters; the limit is {most}", {"size": size, "most": most}
         )
     return value
@@ -237,7 +237,7 @@ class AssociationBody(RequestModel):
     @classmethod
     def _typed(cls, value: AssociationType | None, info: ValidationInfo) -> AssociationType | None:
         if value is None and info.data.get("type") is None:
-            raise PydanticCustomError("no_type", "is required (or its alias type)")
+            raise refusal("no_type", "is required (or its alias type)")
         return value
 
     def association(self, now: float) -> Association:

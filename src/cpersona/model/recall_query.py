@@ -11,9 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
-from pydantic_core import PydanticCustomError
 
-from cpersona.model.fields import Header, KeyText, Limit, RequestModel
+from cpersona.model.fields import Header, KeyText, Limit, RequestModel, refusal
 from cpersona.model.time_cue_request import TimeCueBody
 from cpersona.settings import RecallMode
 
@@ -66,7 +65,7 @@ class RecallQuery(RequestModel):
     def _not_null(cls, value: Any) -> Any:
         # Left out, these take their defaults; a null is a caller's mistake and is said so.
         if value is None:
-            raise PydanticCustomError("not_null", "must not be null (leave it out for the default)")
+            raise refusal("not_null", "must not be null (leave it out for the default)")
         return value
 
     @field_validator("time_cue", mode="before")

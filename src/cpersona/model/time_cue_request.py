@@ -21,9 +21,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
-from cpersona.model.fields import TAG, RequestModel, describe, invalid
+from cpersona.model.fields import TAG, RequestModel, describe, invalid, refusal
 from cpersona.model.time_cue import MAX_TS, MIN_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
 
 __all__ = ["AgoBody", "TimeCueBody", "parse_time_cue"]
@@ -51,7 +50,7 @@ class AgoBody(RequestModel):
             return value
         most = _MAX_AGO_DAYS // UNIT_DAYS[unit]
         if value > most:
-            raise PydanticCustomError("too_far", f"must be at most {most} {unit} (10,000 years), got {value}")
+            raise refusal("too_far", f"must be at most {most} {unit} (10,000 years), got {value}")
         return value
 
 
@@ -96,7 +95,7 @@ class TimeCueBody(RequestModel):
     @classmethod
     def _an_object(cls, raw: Any) -> Any:
         if not isinstance(raw, Mapping) or not all(isinstance(key, str) for key in raw):
-            raise PydanticCustomError(
+            raise refusal(
                 "cue_type", f"must be an object with confidence and after/before or ago, got {describe(raw)}"
             )
         if "confidence" not in raw:
@@ -108,7 +107,7 @@ class TimeCueBody(RequestModel):
     @classmethod
     def _confidence_given(cls, value: Any) -> Any:
         if value is _Missing:
-            raise PydanticCustomError("cue_confidence", "is required: one of sure, likely, vague")
+            raise refusal("cue_confidence", "is required: one of sure, likely, vague")
         return value
 
     @field_validator("after", "before", mode="wrap")
@@ -121,18 +120,16 @@ class TimeCueBody(RequestModel):
         if info.field_name == "before" and info.data.get("after") is not None:
             after = _parse_time(info.data["after"], end_of_day=False)
             if moment <= after:
-                raise PydanticCustomError(
-                    "cue_order", f"must be later than after ({iso(moment, exact=True)} is not)"
-                )
+                raise refusal("cue_order", f"must be later than after ({iso(moment, exact=True)} is not)")
         return value if isinstance(value, str) else handler(iso(moment, exact=True))
 
     @model_validator(mode="after")
     def _one_kind(self) -> TimeCueBody:
         absolute = self.after is not None or self.before is not None
         if absolute and self.ago is not None:
-            raise PydanticCustomError("cue_parts", "give after and/or before, or ago, not both")
+            raise refusal("cue_parts", "give after and/or before, or ago, not both")
         if not absolute and self.ago is None:
-            raise PydanticCustomError("cue_parts", "needs after and/or before, or ago")
+            raise refusal("cue_parts", "needs after and/or before, or ago")
         return self
 
     def cue(self) -> TimeCue:
@@ -172,12 +169,12 @@ def _parse_time(raw: object, *, end_of_day: bool) -> float:
     if isinstance(raw, date):
         return _day(raw, end_of_day=end_of_day)
     if not isinstance(raw, str):
-        raise PydanticCustomError(
+        raise refusal(
             "cue_time_type",
             f"must be a date (YYYY-MM-DD) or an ISO 8601 time as a string, got {describe(raw)}",
         )
     if len(raw) > _MAX_TIME_TEXT:
-        raise PydanticCustomError("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
+        raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
     try:
         if _DATE.fullmatch(raw):
             return _day(date.fromisoformat(raw), end_of_day=end_of_day)
@@ -188,7 +185,7 @@ def _parse_time(raw: object, *, end_of_day: bool) -> float:
             return _in_range(moment)
     except ValueError:
         pass
-    raise PydanticCustomError(
+    raise refusal(
         "cue_time_parsing",
         f"is not a date (YYYY-MM-DD) or an ISO 8601 time (YYYY-MM-DDTHH:MM[:SS][offset]): {raw!r}",
     )
@@ -198,9 +195,7 @@ def _day(day: date, *, end_of_day: bool) -> float:
     midnight = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
     moment = midnight + _DAY if end_of_day else midnight
     if moment > MAX_TS:
-        raise PydanticCustomError(
-            "cue_time_range", "ends after the last representable time (9999-12-31T23:59:59Z)"
-        )
+        raise refusal("cue_time_range", "ends after the last representable time (9999-12-31T23:59:59Z)")
     return moment
 
 
@@ -209,5 +204,5 @@ def _in_range(moment: datetime) -> float:
     # arithmetic behind timestamp() still answers, so the check is made on the number.
     ts = (moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(seconds=1)
     if not MIN_TS <= ts <= MAX_TS:
-        raise PydanticCustomError("cue_time_range", "lies outside the years 1 to 9999 in UTC")
+        raise refusal("cue_time_range", "lies outside the years 1 to 9999 in UTC")
     return ts
