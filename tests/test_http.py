@@ -657,3 +657,16 @@ async def test_recall_over_http_refuses_bad_input(
 ) -> None:
     response = await client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", **body})
     assert_error(response, 400, "VALIDATION_ERROR", field)
+
+
+async def test_update_with_a_null_resets_the_field(client: httpx.AsyncClient) -> None:
+    stored = await encode(client, "with metadata", metadata={"k": 1}, emotion="joy")
+    url = f"/v1/encode/{stored['ref']}"
+    response = await client.patch(url, json={"agent_id": AGENT, "metadata": None, "emotion": None})
+    assert response.status_code == 200, response.text
+    record = response.json()["record"]
+    assert record["metadata"] == {}
+    assert record["emotion"]["joy"] == 0.0
+    assert_error(
+        await client.patch(url, json={"agent_id": AGENT, "content": None}), 400, "VALIDATION_ERROR", "content"
+    )

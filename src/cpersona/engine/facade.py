@@ -814,7 +814,7 @@ class Engine:
             kind=kind, agent_id=agent_id, project_id=project_id, channel=channel, source_id=source_id,
             limit=limit,
         )  # fmt: skip
-        req = validate(ListQuery, body, self.settings)
+        req = validate(ListQuery, body, self.settings, strict=True)
         count = req.limit
         scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
         index, sort = {

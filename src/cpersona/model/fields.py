@@ -259,10 +259,15 @@ def given(**values: object) -> dict[str, object]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def validate(model: type[_M], body: object, settings: Settings, *, prefix: str = "") -> _M:
-    """``body`` as a ``model``, or :class:`InvalidRequest` naming the first wrong field."""
+def validate(
+    model: type[_M], body: object, settings: Settings, *, prefix: str = "", strict: bool | None = None
+) -> _M:
+    """``body`` as a ``model``, or :class:`InvalidRequest` naming the first wrong field.
+
+    ``strict`` overrides the model's own strictness (a Python caller's query gets no text-to-number).
+    """
     try:
-        return model.model_validate(body, context={"settings": settings})
+        return model.model_validate(body, context={"settings": settings}, strict=strict)
     except ValidationError as exc:
         raise invalid(exc, prefix) from None
 

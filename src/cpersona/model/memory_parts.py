@@ -35,6 +35,7 @@ from cpersona.model.records import (
 )
 
 __all__ = [
+    "NO_RATIONALE",
     "AssociationBody",
     "Content",
     "ContentBlock",
@@ -55,6 +56,7 @@ _EMOTION_LABELS: dict[str, tuple[str, float]] = {
     "anticipation": ("anticipation", 0.4), "anticipatory": ("anticipation", 0.4),
 }  # fmt: skip
 _MAX_ITEMS = 256
+NO_RATIONALE = "no explicit meta-rationale provided at ingest"
 
 _MetaText = Annotated[str, Limit("max_metadata_length")]
 _Byte = Annotated[int, Field(ge=0, le=255)]
@@ -203,7 +205,7 @@ class MetaBody(RequestModel):
     def absent(trigger: str, now: float) -> MetaMemory:
         return MetaMemory(
             capture_status="unavailable",
-            rationale="no explicit meta-rationale provided at ingest",
+            rationale=NO_RATIONALE,
             trigger=trigger,
             captured_at=now,
         )

@@ -3,12 +3,21 @@ old value wholesale, and at least one must be given."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from cpersona.model.fields import EpochTime, Header, KeyText, RequestModel
-from cpersona.model.memory_parts import Content, Emotion, MetaBody, check_meta_size
+from cpersona.model.fields import EpochTime, Header, KeyText, RequestModel, refusal
+from cpersona.model.memory_parts import (
+    NO_RATIONALE,
+    Content,
+    Emotion,
+    EmotionBody,
+    MemoryContent,
+    MetaBody,
+    check_meta_size,
+)
 from cpersona.model.records import StoreKind
 
 __all__ = ["CHANGEABLE", "UpdateRequest"]
@@ -32,6 +41,24 @@ class UpdateRequest(RequestModel):
 
     _meta_size = field_validator("meta", mode="before")(check_meta_size)
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content_not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise refusal("not_null", "must be text or content blocks, got null")
+        return value
+
     def changes(self) -> dict[str, Any]:
-        """The changeable fields the caller gave, as given."""
-        return {name: getattr(self, name) for name in CHANGEABLE if name in self.model_fields_set}
+        """The changeable fields the caller gave. A null resets its field to what a store without it
+        would hold (no metadata, no emotion, no meta, the store kind of the content, now)."""
+        out = {name: getattr(self, name) for name in CHANGEABLE if name in self.model_fields_set}
+        resets: dict[str, Any] = {
+            "metadata": {},
+            "emotion": EmotionBody(),
+            "meta": MetaBody(capture_status="unavailable", rationale=NO_RATIONALE),
+            "store": "semantic"
+            if isinstance(self.content, MemoryContent) and self.content.summary
+            else "episodic",
+            "timestamp": time.time(),
+        }
+        return {name: resets[name] if value is None else value for name, value in out.items()}
