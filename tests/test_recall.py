@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
@@ -26,6 +27,7 @@ import cpersona
 from cpersona import InvalidRequest, Settings
 from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
+from cpersona.recall.arm_runner import ArmRunner, Later
 from cpersona.recall.policy import load_policies
 from cpersona.recall.request import RecallResult, recall_request
 from cpersona.recall.stages.chain import Retrieved
@@ -285,6 +287,71 @@ async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cperso
     finally:
         await close_redis(recaller.redis)
         recaller.redis = live
+
+
+# ------------------------------------------------------------------------------ the arm runner, unit
+
+
+async def test_the_arm_runner_names_a_failure_and_a_late_answer() -> None:
+    runner = ArmRunner(timeout_ms=50.0)
+
+    async def broken() -> ArmResult:
+        raise RuntimeError("index gone")
+
+    async def stalled() -> ArmResult:
+        await anyio.sleep(60)
+        raise AssertionError("never reached")
+
+    failed = await runner.run("memory_keyword", broken)
+    assert (failed.arm, failed.status, failed.detail, failed.rows) == (
+        "memory_keyword", "error", "RuntimeError: index gone", ()
+    )  # fmt: skip
+    late = await runner.run("episode_fts", stalled)
+    assert (late.status, late.detail) == ("timeout", "no answer within 50 ms")
+    assert late.elapsed_ms >= 50.0
+    # the cue loop's own deadline and wording
+    cut = await runner.run("cue", stalled, within_s=0.01, late="stopped at the limit")
+    assert (cut.status, cut.detail) == ("timeout", "stopped at the limit")
+
+
+async def test_the_arm_runner_applies_its_wrapper_and_never_swallows_cancellation() -> None:
+    seen: list[str] = []
+
+    def counting(name: ArmName, call: ArmCall) -> ArmCall:
+        seen.append(name)
+        return call
+
+    runner = ArmRunner(timeout_ms=10_000.0, wrapper=counting)
+
+    async def stalled() -> ArmResult:
+        await anyio.sleep(60)
+        raise AssertionError("never reached")
+
+    with anyio.move_on_after(0.05) as outer:
+        await runner.run("vector_near", stalled)
+        raise AssertionError("the outer cancellation was swallowed")
+    assert outer.cancelled_caught
+    assert seen == ["vector_near"]
+
+
+async def test_a_later_value_is_set_once_and_waited_for() -> None:
+    cell: Later[int] = Later()
+    got: list[int] = []
+    with pytest.raises(RuntimeError):
+        cell.get()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _append(got, cell))
+        await anyio.lowlevel.checkpoint()
+        assert got == []  # still waiting
+        cell.set(7)
+    assert got == [7]
+    assert cell.get() == 7
+    with pytest.raises(RuntimeError):
+        cell.set(8)
+
+
+async def _append(out: list[int], cell: Later[int]) -> None:
+    out.append(await cell.wait())
 
 
 # ----------------------------------------------------------------------------------------- validation

@@ -75,9 +75,9 @@ def _filter(result: ArmResult, docs: Mapping[str, HydratedRecord], ctx: ArmConte
 def _visible(doc: HydratedRecord, scope: ReadScope) -> bool:
     if not scope.source_id:
         return True
-    if doc.source is None:
+    if not doc.is_memory:
         return bool(scope.channel)  # episodes have no source: seen only when a channel is set
-    return scope.sees_source(str(doc.source.id))
+    return scope.sees_source(str(doc.source_id))
 
 
 def _match_text(doc: HydratedRecord) -> str:
