@@ -58,11 +58,12 @@ def _filter(result: ArmResult, docs: Mapping[str, HydratedRecord], ctx: ArmConte
     and cue arms' lists are kept at their own length (they feed seats and the cue, not fusion)."""
     excludes = [e.strip().lower() for e in ctx.req.exclude_contents]
     prefix_min = ctx.policy.exclude.prefix_min_chars
+    scope = ctx.scope
     keep: list[ArmRow] = []
     cap = ctx.depth if result.arm not in ("block", "cue") else len(result.rows)
     for row in result.rows:
         doc = docs.get(row.ref)
-        if doc is None or not _visible(doc, ctx.scope):
+        if doc is None or not _visible(doc, scope):
             continue
         if excludes and _excluded(_match_text(doc), excludes, prefix_min):
             continue
