@@ -127,7 +127,8 @@ def test_chain_is_checked_before_anything_runs() -> None:
 
 def test_default_chain_by_hand() -> None:
     data = retrieved()
-    final, timing = default_chain().run(data, plan(limit=3, pool=500))
+    run = default_chain().run(data, plan(limit=3, pool=500))
+    final, timing = run.final, run.timing_ms
     assert isinstance(final, Seated)
     assert set(timing) == set(STAGE_NAMES)
 
@@ -190,7 +191,15 @@ def test_the_last_set_links_back_to_every_earlier_one() -> None:
         return dataclasses.replace(stage, run=run)
 
     chain = Chain([recording(s) for s in default_chain().stages], takes=Retrieved, gives=Seated)
-    final, _ = chain.run(data, plan())
+    run = chain.run(data, plan())
+    final = run.final
+    # the run holds the input and each stage's output in order, and finds the last of each type
+    assert run.sets == (data, *(seen[stage.name] for stage in chain.stages))
+    assert run.last(Seated) is final
+    assert run.last(Counted) is seen["cue_after_count"] is final.source
+    assert run.last(Gated) is seen["cue_before_count"] is final.source.source
+    assert run.last(Ranked) is seen["score"]
+    assert run.last(Retrieved) is data
     assert final is seen["seats"]
     assert final.source is seen["count"]
     assert isinstance(final.source, Counted)
@@ -207,8 +216,8 @@ def test_nothing_is_mutated_and_every_set_is_frozen() -> None:
     data = retrieved()
     before = copy.deepcopy(data)
     p = plan()
-    final, _ = default_chain().run(data, p)
-    again, _ = default_chain().run(data, p)
+    final = default_chain().run(data, p).final
+    again = default_chain().run(data, p).final
     assert data == before
     assert again == final  # a pure function of its input
     sets = [data, final, final.source, final.source.source, final.source.source.source, final.rows[0]]
@@ -232,24 +241,26 @@ def test_same_type_stages_return_new_sets() -> None:
 
 
 def test_seats_skip_returned_rows_and_stop_at_the_policy_count() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:2", "mem:1", "mem:9", "mem:8", "mem:7")), plan())
+    final = (
+        default_chain().run(retrieved(block_arm("mem:2", "mem:1", "mem:9", "mem:8", "mem:7")), plan()).final
+    )
     # mem:2 and mem:1 are returned; two seats: mem:9, mem:8
     assert [s.ref for s in final.seats] == ["mem:9", "mem:8"]
     one = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=1))
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(policy=one))
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(policy=one)).final
     assert [s.ref for s in final.seats] == ["mem:9"]
     none = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=0))
-    final, _ = default_chain().run(retrieved(block_arm("mem:9")), plan(policy=none))
+    final = default_chain().run(retrieved(block_arm("mem:9")), plan(policy=none)).final
     assert final.seats == ()
 
 
 def test_seats_do_not_repeat_a_record() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:9", "mem:8")), plan())
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:9", "mem:8")), plan()).final
     assert [s.ref for s in final.seats] == ["mem:9", "mem:8"]
 
 
 def test_blank_query_gets_no_seats() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(blank=True))
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(blank=True)).final
     assert final.seats == ()
 
 
@@ -257,14 +268,14 @@ def test_blank_query_gets_no_seats() -> None:
 
 
 def test_count_cut_records_what_it_cut() -> None:
-    final, _ = default_chain().run(retrieved(), plan(limit=1))
+    final = default_chain().run(retrieved(), plan(limit=1)).final
     assert final.source.before_cut == ("mem:2", "mem:1", "mem:4", "mem:5", "profile:a")
     assert final.source.cut_by_count == ("mem:1", "mem:4", "mem:5", "profile:a")
     assert [r.ref for r in final.rows] == ["mem:2"]
-    wide, _ = default_chain().run(retrieved(), plan(limit=10))
+    wide = default_chain().run(retrieved(), plan(limit=10)).final
     assert wide.source.cut_by_count == ()
     assert [r.ref for r in wide.rows] == ["mem:2", "mem:1", "mem:4", "mem:5", "profile:a"]
-    zero, _ = default_chain().run(retrieved(), plan(limit=0))
+    zero = default_chain().run(retrieved(), plan(limit=0)).final
     assert zero.rows == ()
     assert zero.source.cut_by_count == zero.source.before_cut
 
@@ -272,7 +283,7 @@ def test_count_cut_records_what_it_cut() -> None:
 def test_small_pool_gate_and_profile_through_the_chain() -> None:
     # pool 30: min 0.3342; cosine 0.41 and 0.62 pass, lexical rows need 0.3342*3/61 = 0.01644 > 1/62
     # and fail, the profile needs pool 50 and fails
-    final, _ = default_chain().run(retrieved(), plan(limit=10, pool=30))
+    final = default_chain().run(retrieved(), plan(limit=10, pool=30)).final
     assert [r.ref for r in final.rows] == ["mem:2", "mem:1"]
     reasons = {d.ref: d.reason for d in final.source.source.decisions if not d.passed}
     assert reasons == {
@@ -290,7 +301,7 @@ def test_autocut_stage_drops_rows_in_a_cascade_list() -> None:
         profile_ref=None,
     )
     p = dataclasses.replace(plan(limit=10), mode="cascade")
-    final, _ = default_chain().run(data, p)
+    final = default_chain().run(data, p).final
     gated = final.source.source
     # gaps 0.05, 0.45; 0.45/0.9 = 0.5 >= 0.15: cut after mem:2
     assert gated.autocut_fired

@@ -2,9 +2,10 @@
 
 Each stage declares the set type it takes and the set type it returns. :class:`Chain` checks every edge
 when it is built and refuses a mis-wired chain with a :class:`~cpersona.GraphError` naming both stages,
-before any I/O happens. Each set keeps a reference to the set it was made from, so the whole history of a
-recall — what each arm found, what fusion scored, what the gate refused, what the count cut — can be read
-back from the last set without anything having been copied or re-run.
+before any I/O happens. :meth:`Chain.run` returns every set it made (:class:`ChainRun`), so the whole
+history of a recall — what each arm found, what fusion scored, what the gate refused, what the count cut —
+is read by type, without anything having been copied or re-run; each set also keeps the set it was made
+from (``source``).
 
 ::
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Chain",
+    "ChainRun",
     "CueFound",
     "Counted",
     "Gated",
@@ -50,6 +52,7 @@ __all__ = [
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+SetT = TypeVar("SetT")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -172,14 +175,39 @@ class Chain:
             raise GraphError(f"the chain gives {gives.__name__} but {last.name} gives {last.gives.__name__}")
         self.stages = tuple(stages)
 
-    def run(self, data: Any, plan: RecallPlan) -> tuple[Any, dict[str, float]]:
-        """Run every stage; return the last set and each stage's time in milliseconds."""
+    def run(self, data: Any, plan: RecallPlan) -> ChainRun:
+        """Run every stage; return every set it made, in order, and each stage's time in milliseconds."""
         timing: dict[str, float] = {}
+        sets: list[object] = [data]
         for stage in self.stages:
             start = time.perf_counter()
             data = stage.run(data, plan)
             timing[stage.name] = (time.perf_counter() - start) * 1000
-        return data, timing
+            sets.append(data)
+        return ChainRun(tuple(sets), timing)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChainRun:
+    """What one run of a chain made: its input, then each stage's output (the same object again when a
+    stage left its set as it was), and each stage's time in milliseconds.
+
+    The trace and the response read the sets they need from here by type, without walking ``.source``.
+    """
+
+    sets: tuple[object, ...]
+    timing_ms: Mapping[str, float]
+
+    @property
+    def final(self) -> Any:
+        return self.sets[-1]
+
+    def last(self, kind: type[SetT]) -> SetT:
+        """The last set of exactly type ``kind`` (the latest stage's output of that type)."""
+        for data in reversed(self.sets):
+            if isinstance(data, kind) and type(data) is kind:
+                return data
+        raise GraphError(f"the chain made no {kind.__name__}")
 
 
 # ----------------------------------------------------------------------------------------------- stages
