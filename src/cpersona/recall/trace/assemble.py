@@ -82,42 +82,13 @@ def build_trace(
     def ref_of(ref: str) -> str:
         return PROFILE_REF if ref == profile_ref else ref
 
-    vector = policy.vector
-    rules = policy.score_adjust
     trace: dict[str, Any] = {
         "trace_version": TRACE_VERSION,
         "policy": dict(result.policy),
         "server_version": __version__,
-        "scope": {
-            "agent_id": req.scope.agent_id,
-            "project_id": req.scope.project_id,
-            "channel": req.scope.channel,
-            "source_id": req.scope.source_id,
-        },
-        "request": {
-            "limit": result.limit,
-            "depth": result.depth,
-            "deep": req.deep,
-            "mode": result.mode,
-            "confidence_ordering": "none",
-            "prior": {
-                "far_weight": vector.far_weight,
-                "age_rate": rules.prior_age_rate,
-                "age_floor": rules.prior_age_floor,
-                "age_anchor": rules.prior_age_anchor,
-            },
-            "episode_penalty": rules.episode_penalty,
-            "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
-        },
-        "config": {
-            "embedding_mode": settings.embedding_mode,
-            "embedding_model": embedding_model,
-            "scan_window": scan_window,
-            "vector_reach": vector.reach,
-            "vector_far_limit": vector.far_limit,
-            "fused_gate_enabled": gate.calibrated is not None,
-            "autocut_enabled": policy.autocut.enabled,
-        },
+        "scope": _scope(req),
+        "request": _request(req, result, policy),
+        "config": _config(policy, gate, settings, scan_window, embedding_model),
         "arms": {
             name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in rows]
             for name, rows in _arm_lists(retrieved)
@@ -157,6 +128,52 @@ def build_trace(
         "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
     }
     return trace
+
+
+def _scope(req: RecallRequest) -> dict[str, Any]:
+    scope = req.scope
+    return {
+        "agent_id": scope.agent_id,
+        "project_id": scope.project_id,
+        "channel": scope.channel,
+        "source_id": scope.source_id,
+    }
+
+
+def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[str, Any]:
+    """What the recall was asked, as it ran: limit and depth after the policy's bounds, the priors."""
+    vector = policy.vector
+    rules = policy.score_adjust
+    return {
+        "limit": result.limit,
+        "depth": result.depth,
+        "deep": req.deep,
+        "mode": result.mode,
+        "confidence_ordering": "none",
+        "prior": {
+            "far_weight": vector.far_weight,
+            "age_rate": rules.prior_age_rate,
+            "age_floor": rules.prior_age_floor,
+            "age_anchor": rules.prior_age_anchor,
+        },
+        "episode_penalty": rules.episode_penalty,
+        "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
+    }
+
+
+def _config(
+    policy: Policy, gate: GateConfig, settings: Settings, scan_window: int, embedding_model: str | None
+) -> dict[str, Any]:
+    vector = policy.vector
+    return {
+        "embedding_mode": settings.embedding_mode,
+        "embedding_model": embedding_model,
+        "scan_window": scan_window,
+        "vector_reach": vector.reach,
+        "vector_far_limit": vector.far_limit,
+        "fused_gate_enabled": gate.calibrated is not None,
+        "autocut_enabled": policy.autocut.enabled,
+    }
 
 
 def _arm_lists(retrieved: Retrieved) -> Iterator[tuple[str, tuple[ArmRow, ...]]]:
