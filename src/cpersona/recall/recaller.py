@@ -51,7 +51,7 @@ from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.cue import cue_arm, scope_span
 from cpersona.recall.arms.vector import ScopeStats, ScopeStatsCache, vector_far, vector_near
 from cpersona.recall.request import Degraded, RecallRequest, RecallResult, RecallRow
-from cpersona.recall.stages.chain import Chain, CueFound, RecallPlan, Retrieved, Seated, default_chain
+from cpersona.recall.stages.chain import Chain, CueFound, RecallPlan, Retrieved, Seated, build_chain
 from cpersona.recall.stages.gate import gate_config
 from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
@@ -96,7 +96,8 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.blocks = blocks
-        self.chain = chain or default_chain()
+        # A chain given here overrides every policy's; by default each recall runs the one its policy names.
+        self.chain = chain
         self.stats = ScopeStatsCache()
         # Tests and benchmarks wrap arms (e.g. to switch one off or slow it down); production leaves it.
         self.arm_wrapper: Callable[[ArmName, ArmCall], ArmCall] | None = None
@@ -367,7 +368,7 @@ class Recaller:
             blank_query=blank,
             vector_threshold=threshold,
         )
-        final, stage_ms = self.chain.run(retrieved, plan)
+        final, stage_ms = (self.chain or build_chain(policy)).run(retrieved, plan)
         rows = self._render(final, docs, profile_doc, req, policy)
         degraded = tuple(Degraded(r.arm, r.status, r.detail) for r in results.values() if r.status != "ok")
         time_cue, cue_log = (None, None) if cue_run is None else cue_run.report(final, req.policy)
@@ -670,7 +671,6 @@ class _CueRun:
             period=self.period,
             lift=self.policy.lift[step],
             seats=self.policy.seats[step],
-            move=self.policy.move,
             seat_cut_rows=self.policy.seat_cut_rows,
         )
 
