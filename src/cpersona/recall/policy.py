@@ -24,12 +24,15 @@ import math
 import tomllib
 import types
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from cpersona.errors import InvalidSetting
 from cpersona.model.policy import CuePolicy, Policy
 from cpersona.model.time_cue import CONFIDENCES
 from cpersona.recall.stages.chain import build_chain
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["CuePolicy", "Policy", "load_policies", "policy_dir"]
 
@@ -165,34 +168,41 @@ def _check_cue(cue: CuePolicy, filename: str) -> None:
         raise InvalidSetting(where, f"cue.merge_k must be at least 1, got {cue.merge_k}")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# A scalar type of the schema: what a TOML value must be to stand for it, and what is said when it is not.
+_SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda value: isinstance(value, bool), "must be true or false"),
+    int: (_is_int, "must be an integer"),
+    float: (_is_number, "must be a finite number"),
+    str: (lambda value: isinstance(value, str), "must be a string"),
+}
+
+
 def _check(value: Any, hint: Any, filename: str, key: str) -> Any:
     where = f"policy file {filename}"
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise InvalidSetting(where, f"{key} must be true or false")
+    if hint in _SCALARS:
+        accepts, problem = _SCALARS[hint]
+        if not accepts(value):
+            raise InvalidSetting(where, f"{key} {problem}")
+        return float(value) if hint is float else value
+    origin = get_origin(hint)
+    if origin is Literal:
+        if value not in get_args(hint):
+            raise InvalidSetting(where, f"{key} must be one of {', '.join(map(str, get_args(hint)))}")
         return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidSetting(where, f"{key} must be an integer")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidSetting(where, f"{key} must be a finite number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise InvalidSetting(where, f"{key} must be a string")
-        return value
-    if getattr(hint, "__origin__", None) is Literal:
-        if value not in hint.__args__:
-            raise InvalidSetting(where, f"{key} must be one of {', '.join(map(str, hint.__args__))}")
-        return value
-    if get_origin(hint) is tuple:
+    if origin is tuple:
         item = get_args(hint)[0]
         if not isinstance(value, list):
             raise InvalidSetting(where, f"{key} must be an array")
         return tuple(_check(v, item, filename, f"{key}[{i}]") for i, v in enumerate(value))
-    if getattr(hint, "__origin__", None) is dict:
+    if origin is dict:
         item = get_args(hint)[1]
         if not isinstance(value, dict):
             raise InvalidSetting(where, f"{key} must be a table")
