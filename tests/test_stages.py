@@ -1,5 +1,6 @@
-"""The typed stage chain: wiring checked when built, a hand-worked run of the default chain over a
-hand-built ``Retrieved``, the history links, immutability, seats and the count cut."""
+"""The typed stage chain: wiring checked when built, each policy's chain built from its names, a
+hand-worked run of the single-pass chain over a hand-built ``Retrieved``, the history links,
+immutability, seats, the count cut and the cue move on either side of it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cpersona.errors import GraphError
+from cpersona.errors import GraphError, InvalidSetting
 from cpersona.model.candidates import ArmResult, ArmRow
 from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.chain import (
@@ -19,22 +20,30 @@ from cpersona.recall.stages.chain import (
     GATE,
     SCORE,
     SEATS,
+    STAGES,
     Chain,
     Counted,
+    CueFound,
     Gated,
     Ranked,
     RecallPlan,
     Retrieved,
     Seated,
     Stage,
-    default_chain,
+    build_chain,
 )
 from cpersona.recall.stages.gate import gate_config
 
-POLICY = load_policies()["single-pass-v0"]
+POLICIES = load_policies()
+POLICY = POLICIES["single-pass-v0"]
 
 
-STAGE_NAMES = ("fuse", "score", "gate", "autocut", "cue_before_count", "count", "cue_after_count", "seats")
+STAGE_NAMES = ("fuse", "score", "gate", "autocut", "count", "seats")
+
+
+def default_chain() -> Chain:
+    """The single-pass chain, the one these hand-worked runs follow."""
+    return build_chain(POLICY)
 
 
 def plan(*, limit: int = 3, pool: int = 500, blank: bool = False, policy: Any = POLICY) -> RecallPlan:
@@ -107,6 +116,28 @@ def test_chain_refuses_no_stages_and_accepts_the_default() -> None:
         Chain([], takes=Retrieved, gives=Seated)
     chain = default_chain()
     assert [s.name for s in chain.stages] == list(STAGE_NAMES)
+
+
+def test_each_policy_runs_the_stages_its_file_names_in_order() -> None:
+    for name, policy in POLICIES.items():
+        chain = build_chain(policy)
+        assert tuple(s.name for s in chain.stages) == policy.chain, name
+        assert all(s is STAGES[s.name] for s in chain.stages)
+    cued = [s.name for s in build_chain(POLICIES["cued-v0"]).stages]
+    later = [s.name for s in build_chain(POLICIES["cued-v0.1"]).stages]
+    assert cued.index("cue_before_count") == cued.index("count") - 1
+    assert later.index("cue_after_count") == later.index("count") + 1
+    # The same names give the same checked chain: a recall does not re-check it.
+    assert build_chain(POLICIES["cued-v0.2"]) is build_chain(POLICIES["cued-v0.3"])
+
+
+def test_build_chain_refuses_a_policy_changed_after_loading() -> None:
+    # The loader runs this check; a policy assembled in code gets the same refusal.
+    broken = dataclasses.replace(POLICY, chain=("fuse", "gate", "score", "count", "seats"))
+    with pytest.raises(InvalidSetting) as err:
+        build_chain(broken)
+    assert err.value.name == "policy file single-pass-v0.toml"
+    assert err.value.problem == "chain is mis-wired: gate gives Gated but score takes Ranked"
 
 
 def test_chain_is_checked_before_anything_runs() -> None:
@@ -196,8 +227,8 @@ def test_the_last_set_links_back_to_every_earlier_one() -> None:
     # the run holds the input and each stage's output in order, and finds the last of each type
     assert run.sets == (data, *(seen[stage.name] for stage in chain.stages))
     assert run.last(Seated) is final
-    assert run.last(Counted) is seen["cue_after_count"] is final.source
-    assert run.last(Gated) is seen["cue_before_count"] is final.source.source
+    assert run.last(Counted) is seen["count"] is final.source
+    assert run.last(Gated) is seen["autocut"] is final.source.source
     assert run.last(Ranked) is seen["score"]
     assert run.last(Retrieved) is data
     assert final is seen["seats"]
@@ -307,3 +338,40 @@ def test_autocut_stage_drops_rows_in_a_cascade_list() -> None:
     assert gated.autocut_fired
     assert gated.autocut_dropped == ("mem:3",)
     assert [r.ref for r in final.rows] == ["mem:1", "mem:2"]
+
+
+# ---------------------------------------------------------------------------------------- the cue move
+
+
+def cue_found(*refs: str) -> CueFound:
+    rows = tuple(ArmRow(ref, rank, 0.9) for rank, ref in enumerate(refs))
+    return CueFound(rows=rows, confidence="sure", period=None, lift=3, seats=0, seat_cut_rows=False)
+
+
+def test_the_cue_move_runs_where_the_chain_lists_it() -> None:
+    # Before the cut (mem:2 mem:1 mem:4 | mem:5 profile:a) mem:5 is fourth; the cue arm ranked it first.
+    data = dataclasses.replace(retrieved(), cue=cue_found("mem:5"))
+    run = build_chain(POLICIES["cued-v0"]).run(data, plan(limit=3))
+    before, timing = run.final, run.timing_ms
+    assert "cue_before_count" in timing
+    assert "cue_after_count" not in timing
+    # Moved before the count, it climbs into the answer and pushes the last row out (seed §2.9).
+    assert [r.ref for r in before.rows] == ["mem:5", "mem:2", "mem:1"]
+    lifted = [(m.ref, m.from_, m.to) for m in before.source.source.moves if m.to < m.from_]
+    assert lifted == [("mem:5", 3, 0)]
+    run = build_chain(POLICIES["cued-v0.1"]).run(data, plan(limit=3))
+    after, timing = run.final, run.timing_ms
+    assert "cue_after_count" in timing
+    assert "cue_before_count" not in timing
+    # Moved after it, only the kept rows can be reordered, and the cut row stays cut.
+    assert [r.ref for r in after.rows] == ["mem:2", "mem:1", "mem:4"]
+    assert after.source.moves == ()
+    assert after.source.cut_by_count == ("mem:5", "profile:a")
+
+
+def test_a_listed_cue_move_without_a_cue_changes_nothing() -> None:
+    data = retrieved()
+    plain = default_chain().run(data, plan()).final
+    for name in ("cued-v0", "cued-v0.1"):
+        cued = build_chain(POLICIES[name]).run(data, plan()).final
+        assert cued == plain

@@ -97,7 +97,6 @@ class CueOutcome:
             period=self.period,
             lift=policy.lift[step],
             seats=policy.seats[step],
-            move=policy.move,
             seat_cut_rows=policy.seat_cut_rows,
         )
 

@@ -27,7 +27,7 @@ from cpersona.recall.plan import plan_recall, stage_plan
 from cpersona.recall.render import render
 from cpersona.recall.request import Degraded, RecallResult
 from cpersona.recall.retrieve import retrieve
-from cpersona.recall.stages.chain import Chain, default_chain
+from cpersona.recall.stages.chain import Chain, build_chain
 from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.blocks = blocks
-        self.chain = chain or default_chain()
+        # A chain given here overrides every policy's; by default each recall runs the one its policy names.
+        self.chain = chain
         self.stats = ScopeStatsCache()
         self._runner = ArmRunner.of(settings, arm_wrapper)
 
@@ -96,7 +97,8 @@ class Recaller:
             calibrated=fan.calibrated,
             vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
         )
-        run = self.chain.run(retrieved, plan)
+        # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
+        run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)
         final: Seated = run.final
         rows = render(final, docs, fan.profile, retrieved.cue, req, ctx.policy)
         degraded = _degraded(fan)
