@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from cpersona.model.recall_query import Order
     from cpersona.model.records import RawSource, RawSpeaker, RawVisibility, SecrecyLevel, StoreKind
     from cpersona.model.time_cue_request import TimeCueBody
+    from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.request import RecallResult
     from cpersona.settings import RecallMode
     from cpersona.stores.redis.connection import RedisClient
@@ -126,8 +127,10 @@ class Engine:
     a backend that fails or misses its deadline raises a :class:`~cpersona.BackendUnavailable`.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, arm_wrapper: ArmWrapper | None = None) -> None:
         self.settings = settings
+        # A testing and benchmark seam (see ``open``), fixed for the engine's life.
+        self._arm_wrapper = arm_wrapper
         self.keys = Keys(settings.key_prefix)
         self._backends: _Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
@@ -202,6 +205,7 @@ class Engine:
                 vectors=vectors,
                 embedder=embedder,
                 blocks=blocks,
+                arm_wrapper=self._arm_wrapper,
             )
             self._stack = stack
             await self.finish_pending()
@@ -333,7 +337,7 @@ class Engine:
 
     @property
     def recaller(self) -> Recaller:
-        """The engine's recall runner (for tools and tests that wrap arms)."""
+        """The engine's recall runner (for tools and tests that look underneath)."""
         self._b  # noqa: B018 - raises EngineClosed when closed
         assert self._recaller is not None
         return self._recaller
@@ -1069,7 +1073,11 @@ def _search_docs(reply: Any) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def open(
-    settings: Settings | None = None, *, background: bool = True, **overrides: Any
+    settings: Settings | None = None,
+    *,
+    background: bool = True,
+    arm_wrapper: ArmWrapper | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Engine]:
     """Open the engine: ``async with cpersona.open() as memory: ...``.
 
@@ -1081,12 +1089,15 @@ async def open(
     context to the task that entered it, so code that enters and exits in different tasks
     (pytest-asyncio fixtures, for one) passes ``background=False`` and calls :meth:`Engine.drain_blocks`
     when it wants the blocks built and :meth:`Engine.drain_traces` when it wants traces published.
+
+    ``arm_wrapper`` is a testing and benchmark seam, not for production: it wraps every arm call of every
+    recall of this engine (to switch an arm off, slow it down or count it), fixed for the engine's life.
     """
     if settings is None:
         settings = Settings.from_env(**overrides)
     elif overrides:
         settings = settings.with_(**overrides)
-    async with Engine(settings) as engine:
+    async with Engine(settings, arm_wrapper=arm_wrapper) as engine:
         if not background:
             yield engine
             return
