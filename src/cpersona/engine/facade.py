@@ -42,7 +42,7 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.scope import ReadScope
-from cpersona.model.update_request import UpdateRequest
+from cpersona.model.update_request import UpdateRequest, updated_record
 from cpersona.recall.arms.block import BlockBuilder, ParentKind, block_filter, block_ids
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
@@ -904,37 +904,8 @@ class Engine:
             raise InvalidRequest("ref", "only memories can be updated")
         if not changes:
             raise InvalidRequest("body", "names no field to update")
-        base: dict[str, Any] = {
-            "agent_id": current.scope.agent_id,
-            "project_id": current.scope.project_id,
-            "channel": current.scope.channel,
-            "content": changes.get("content", current.content),
-            "timestamp": changes.get("timestamp", current.timestamp),
-            "metadata": changes.get("metadata", dict(current.metadata)),
-            "store": changes.get("store", current.store),
-        }
-        if "emotion" in changes:
-            base["emotion"] = changes["emotion"]
-        if "meta" in changes:
-            base["meta"] = changes["meta"]
-        draft = validate(StoreRequest, base, self.settings).draft(self.settings)
-        content_changed = draft.content != current.content
-        now = time.time()
-        new = dataclasses.replace(
-            current,
-            content=draft.content,
-            timestamp=draft.timestamp,
-            metadata=draft.metadata,
-            store=draft.store,
-            emotion=draft.emotion if "emotion" in changes else current.emotion,
-            meta=dataclasses.replace(draft.meta, trigger="encode.update")
-            if "meta" in changes
-            else current.meta,
-            updated_at=now,
-            version=current.version + 1,
-            vector_pending=False,
-            embedded=False if b.embedder is not None else current.embedded,
-        )
+        new = updated_record(current, changes, self.settings, now=time.time(), reembed=b.embedder is not None)
+        content_changed = new.content != current.content
         (new,) = await self._with_vectors([new])
         old_claim = self.keys.content_claim(
             current.scope.agent_id, current.scope.project_id, current.scope.channel, _digest(current.content)

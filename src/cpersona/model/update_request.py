@@ -3,12 +3,13 @@ old value wholesale, and at least one must be given."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from cpersona.model.fields import EpochTime, Header, KeyText, RequestModel, refusal
+from cpersona.model.fields import EpochTime, Header, KeyText, RequestModel, refusal, validate
 from cpersona.model.memory_parts import (
     NO_RATIONALE,
     Content,
@@ -18,9 +19,15 @@ from cpersona.model.memory_parts import (
     MetaBody,
     check_meta_size,
 )
-from cpersona.model.records import StoreKind
+from cpersona.model.memory_request import StoreRequest
+from cpersona.model.records import MemoryRecord, StoreKind
 
-__all__ = ["CHANGEABLE", "UpdateRequest"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cpersona.settings import Settings
+
+__all__ = ["CHANGEABLE", "UpdateRequest", "updated_record"]
 
 CHANGEABLE = ("content", "metadata", "emotion", "meta", "store", "timestamp")
 """The fields an update may change; the others of the body only address the record."""
@@ -62,3 +69,39 @@ class UpdateRequest(RequestModel):
             "timestamp": time.time(),
         }
         return {name: resets[name] if value is None else value for name, value in out.items()}
+
+
+def updated_record(
+    current: MemoryRecord, changes: Mapping[str, Any], settings: Settings, *, now: float, reembed: bool
+) -> MemoryRecord:
+    """``current`` with ``changes`` applied, each checked as a store of the whole memory would check it.
+
+    The record gets the next version; ``reembed`` (an embedder is configured) marks it as not embedded
+    until the write path has written its new vector.
+    """
+    base: dict[str, Any] = {
+        "agent_id": current.scope.agent_id,
+        "project_id": current.scope.project_id,
+        "channel": current.scope.channel,
+        "content": changes.get("content", current.content),
+        "timestamp": changes.get("timestamp", current.timestamp),
+        "metadata": changes.get("metadata", dict(current.metadata)),
+        "store": changes.get("store", current.store),
+    }
+    for name in ("emotion", "meta"):
+        if name in changes:
+            base[name] = changes[name]
+    draft = validate(StoreRequest, base, settings).draft(settings)
+    return dataclasses.replace(
+        current,
+        content=draft.content,
+        timestamp=draft.timestamp,
+        metadata=draft.metadata,
+        store=draft.store,
+        emotion=draft.emotion if "emotion" in changes else current.emotion,
+        meta=dataclasses.replace(draft.meta, trigger="encode.update") if "meta" in changes else current.meta,
+        updated_at=now,
+        version=current.version + 1,
+        vector_pending=False,
+        embedded=False if reembed else current.embedded,
+    )
