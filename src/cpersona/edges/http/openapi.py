@@ -52,7 +52,12 @@ _REQUEST_ID = {
 async def _openapi(request: Request) -> Response:
     engine = engine_of(request)
     validate(NoQuery, query_params(request), engine.settings)
-    return ORJSONResponse(openapi_document(engine.settings, engine.policies))
+    # The document depends only on the settings and the policies, fixed for the app's life; building it
+    # takes some 20 ms of the event loop, so it is built once.
+    state = request.app.state
+    if getattr(state, "openapi", None) is None:
+        state.openapi = openapi_document(engine.settings, engine.policies)
+    return ORJSONResponse(state.openapi)
 
 
 ROUTES: tuple[Operation, ...] = (
