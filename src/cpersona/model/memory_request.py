@@ -112,7 +112,7 @@ class BatchRequest(RequestModel):
 def content_text(value: str | MemoryContent, field: str, settings: Settings) -> tuple[str, str | None]:
     """(text, summary) of plain text or Cerememory content, the text checked as stored content."""
     if isinstance(value, str):
-        return check(ContentText, value, field, settings), None
+        return value, None  # plain text is a ContentText field of the model, already checked
     return check(ContentText, value.text(), field, settings), value.summary
 
 
