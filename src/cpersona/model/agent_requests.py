@@ -9,8 +9,6 @@ from pydantic import Field
 from cpersona.model.fields import CLEAN, AgentId, Header, Limit, RequestModel
 
 __all__ = [
-    "GATES",
-    "PRECISIONS",
     "CalibrateRequest",
     "MAX_PROFILE",
     "ProfileText",
@@ -22,9 +20,7 @@ __all__ = [
 
 MAX_PROFILE = 2_000
 Precision = Literal["strict", "balanced", "lenient"]
-PRECISIONS: tuple[Precision, ...] = ("strict", "balanced", "lenient")
 Gate = Literal["calibrated", "heuristic"]
-GATES: tuple[Gate, ...] = ("calibrated", "heuristic")
 
 
 ProfileText = Annotated[str, Field(min_length=1), Limit("", too_large=True, most=MAX_PROFILE), CLEAN]

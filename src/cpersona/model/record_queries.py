@@ -8,10 +8,9 @@ from pydantic import Field
 
 from cpersona.model.fields import KeyText, QueryModel
 
-__all__ = ["KINDS", "ForgetQuery", "ListQuery", "RecordKind", "RecordQuery", "StatsQuery"]
+__all__ = ["ForgetQuery", "ListQuery", "RecordKind", "RecordQuery", "StatsQuery"]
 
 RecordKind = Literal["memory", "episode", "raw"]
-KINDS: tuple[RecordKind, ...] = ("memory", "episode", "raw")
 LIST_MAX = 1_000
 
 

@@ -30,7 +30,6 @@ __all__ = [
     "MAX_TS",
     "MIN_TS",
     "UNIT_DAYS",
-    "UNITS",
     "Ago",
     "Confidence",
     "Move",
@@ -49,7 +48,6 @@ __all__ = [
 Confidence = Literal["sure", "likely", "vague"]
 CONFIDENCES: tuple[Confidence, ...] = ("sure", "likely", "vague")
 Unit = Literal["days", "weeks", "months"]
-UNITS: tuple[Unit, ...] = ("days", "weeks", "months")
 
 _DAY = 86_400.0
 # A month is 30 days by definition of the cue, not a calendar month.
