@@ -22,16 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from cpersona.errors import InvalidRequest
-from cpersona.model.scope import ReadScope
 from cpersona.recall.stages.gate import separation_threshold
-from cpersona.stores.redis.connection import command, json_ops, redis_errors
-from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
-    from cpersona.keys import Keys
     from cpersona.recall.policy import Policy
-    from cpersona.stores.protocols import Embedder
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import Embedder, RecordStore
 
 __all__ = ["GateChoice", "Precision", "calibrate", "select_gate"]
 
@@ -40,25 +35,8 @@ PRECISIONS: tuple[Precision, ...] = ("strict", "balanced", "lenient")
 GateChoice = Literal["calibrated", "heuristic"]
 GATE_CHOICES: tuple[GateChoice, ...] = ("calibrated", "heuristic")
 
-_PAGE = 5_000
 _MIN_POSITIVES = 5
 _MIN_SAMPLE = 10
-
-
-async def _memory_keys(redis: RedisClient, keys: Keys, agent_id: str) -> list[str]:
-    """Every memory key of the agent, in insertion order."""
-    query = scope_query(ReadScope(agent_id), with_source=False)
-    out: list[str] = []
-    async with redis_errors():
-        while True:
-            reply = await command(
-                redis, "FT.SEARCH", keys.memory_index, query, "NOCONTENT", "SORTBY", "seq", "ASC",
-                "LIMIT", len(out), _PAGE, "DIALECT", 2,
-            )  # fmt: skip
-            page = [k.decode() if isinstance(k, bytes) else str(k) for k in reply[1:]]
-            out.extend(page)
-            if len(page) < _PAGE:
-                return out
 
 
 def _seed(agent_id: str) -> int:
@@ -66,8 +44,7 @@ def _seed(agent_id: str) -> int:
 
 
 async def calibrate(
-    redis: RedisClient,
-    keys: Keys,
+    records: RecordStore,
     embedder: Embedder | None,
     policy: Policy,
     agent_id: str,
@@ -78,7 +55,7 @@ async def calibrate(
         raise InvalidRequest("agent_id", "calibration needs an embedder (CPERSONA_EMBEDDING_MODE is none)")
     gate = policy.gate
     beta = gate.precision_beta[precision]
-    members = await _memory_keys(redis, keys, agent_id)
+    members = await records.memory_ids(agent_id)
     if len(members) < _MIN_SAMPLE:
         raise InvalidRequest(
             "agent_id", f"has {len(members)} memories; calibration needs at least {_MIN_SAMPLE}"
@@ -87,11 +64,9 @@ async def calibrate(
     count = min(gate.calibrate_sample, len(members))
     picked = sorted(rng.choice(len(members), size=count, replace=False).tolist())
     chosen = [members[i] for i in picked]
-    async with redis_errors():
-        contents = await json_ops(redis).mget(chosen, "$.content")
-        stamps = await json_ops(redis).mget(chosen, "$.ts")
-    texts = [c[0] for c in contents if c]
-    times = np.array([t[0] for t in stamps if t], dtype=np.float64)
+    samples = await records.memory_samples(chosen)
+    texts = [text for text, _ in samples]
+    times = np.array([stamp for _, stamp in samples], dtype=np.float64)
     vectors = np.stack(await embedder.embed(texts)).astype(np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = vectors / np.where(norms == 0, 1.0, norms)
@@ -123,18 +98,17 @@ async def calibrate(
         "policy": policy.name,
         "calibrated_at": time.time(),
     }
-    async with redis_errors():
-        await json_ops(redis).set(keys.calibration(agent_id), "$", doc)
+    await records.put_calibration(agent_id, doc)
     return doc
 
 
-async def select_gate(redis: RedisClient, keys: Keys, agent_id: str, choice: GateChoice) -> dict[str, Any]:
+async def select_gate(records: RecordStore, agent_id: str, choice: GateChoice) -> dict[str, Any]:
     """Switch an agent between its calibrated gate and the heuristic one."""
-    async with redis_errors():
-        doc = await json_ops(redis).get(keys.calibration(agent_id))
-        if choice == "calibrated" and not doc:
-            raise InvalidRequest("gate", "this agent has no calibrated gate yet; run calibrate first")
-        if doc:
-            await json_ops(redis).set(keys.calibration(agent_id), "$.selected", choice == "calibrated")
-            doc["selected"] = choice == "calibrated"
-    return {"agent_id": agent_id, "gate": choice, "calibration": doc or None}
+    stored = await records.calibration(agent_id)
+    if choice == "calibrated" and not stored:
+        raise InvalidRequest("gate", "this agent has no calibrated gate yet; run calibrate first")
+    doc = None
+    if stored:
+        await records.select_calibration(agent_id, choice == "calibrated")
+        doc = {**stored, "selected": choice == "calibrated"}
+    return {"agent_id": agent_id, "gate": choice, "calibration": doc}

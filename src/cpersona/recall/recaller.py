@@ -55,7 +55,6 @@ from cpersona.recall.stages.chain import Chain, CueFound, RecallPlan, Retrieved,
 from cpersona.recall.stages.gate import gate_config
 from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
-from cpersona.stores.redis.lexical import episode_fts, memory_keyword
 from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ if TYPE_CHECKING:
     from cpersona.recall.policy import CuePolicy, Policy
     from cpersona.recall.stages.fusion import Candidate
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import Embedder, Vector, VectorStore
+    from cpersona.stores.protocols import Embedder, RecordStore, Vector, VectorStore
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["Recaller"]
@@ -83,6 +82,7 @@ class Recaller:
         settings: Settings,
         policies: Mapping[str, Policy],
         redis: RedisClient,
+        records: RecordStore,
         keys: Keys,
         vectors: VectorStore | None,
         embedder: Embedder | None,
@@ -92,6 +92,7 @@ class Recaller:
         self.settings = settings
         self.policies = policies
         self.redis = redis
+        self.records = records
         self.keys = keys
         self.vectors = vectors
         self.embedder = embedder
@@ -189,7 +190,7 @@ class Recaller:
                     tg.start_soon(run_arm, "block", arm)
 
             async def stats() -> None:
-                stats_box.append(await self.stats.get(self.redis, self.keys, req.scope, window, reach))
+                stats_box.append(await self.stats.get(self.records, req.scope, window, reach))
                 # Read while the query embeds, so the near arm can search the moment the vector exists.
                 if self.vectors is not None and self.embedder is not None and not blank:
                     threshold_box.append(await vector_threshold())
@@ -237,7 +238,7 @@ class Recaller:
                 run.result = ArmResult("cue", status="error", detail=f"{type(exc).__name__}: {exc}")
 
         async def cue_loop(run: _CueRun) -> None:
-            span = await scope_span(self.redis, self.keys, req.scope)
+            span = await scope_span(self.records, req.scope)
             now = time.time()
             if recent_only(run.cue, span, now, run.policy.recent_only_hours):
                 run.recent_only = True
@@ -249,8 +250,7 @@ class Recaller:
             cue_depth = run.policy.depth or depth
             search = functools.partial(
                 cue_arm,
-                redis=self.redis,
-                keys=self.keys,
+                records=self.records,
                 vectors=self.vectors,
                 vector=vector,
                 scope=req.scope,
@@ -306,14 +306,14 @@ class Recaller:
             tg.start_soon(vector_side)
             tg.start_soon(
                 run_arm, "memory_keyword",
-                lambda: memory_keyword(self.redis, self.keys, req.scope, req.query, fetch),
+                lambda: self.records.memory_keyword(req.scope, req.query, fetch),
             )  # fmt: skip
             # A blank query lists the newest memories only: episode full text has no term to match.
             if with_episodes and not blank:
                 tg.start_soon(
                     run_arm,
                     "episode_fts",
-                    lambda: episode_fts(self.redis, self.keys, req.scope, req.query, fetch),
+                    lambda: self.records.episode_fts(req.scope, req.query, fetch),
                 )
             tg.start_soon(profile)
             tg.start_soon(calibration)
