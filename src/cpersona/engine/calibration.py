@@ -20,13 +20,16 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from cpersona.errors import InvalidRequest
 from cpersona.recall.stages.gate import separation_threshold
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cpersona.recall.policy import Policy
-    from cpersona.stores.protocols import Embedder, RecordStore
+    from cpersona.stores.protocols import Embedder, RecordStore, Vector
 
 __all__ = ["GateChoice", "Precision", "calibrate", "select_gate"]
 
@@ -60,27 +63,13 @@ async def calibrate(
         raise InvalidRequest(
             "agent_id", f"has {len(members)} memories; calibration needs at least {_MIN_SAMPLE}"
         )
-    rng = np.random.default_rng(_seed(agent_id))
-    count = min(gate.calibrate_sample, len(members))
-    picked = sorted(rng.choice(len(members), size=count, replace=False).tolist())
-    chosen = [members[i] for i in picked]
-    samples = await records.memory_samples(chosen)
+    samples = await records.memory_samples(_sample(members, gate.calibrate_sample, agent_id))
     texts = [text for text, _ in samples]
     times = np.array([stamp for _, stamp in samples], dtype=np.float64)
-    vectors = np.stack(await embedder.embed(texts)).astype(np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
-    sims = vectors @ vectors.T
+    sims = _similarities(await embedder.embed(texts))
     upper = np.triu_indices(len(texts), k=1)
     null = sims[upper]
-    close = np.abs(times[:, None] - times[None, :]) <= gate.calibrate_window_minutes * 60
-    positives = sims[upper][close[upper]]
-    positive_kind = "temporal"
-    if positives.size < _MIN_POSITIVES:
-        masked = sims.copy()
-        np.fill_diagonal(masked, -np.inf)
-        positives = masked.max(axis=1)
-        positive_kind = "nearest_neighbour"
+    positives, positive_kind = _positives(sims, times, gate.calibrate_window_minutes * 60)
     threshold = separation_threshold(
         null, positives, beta=beta, candidates=gate.calibrate_candidates, floor=gate.calibrate_floor
     )
@@ -100,6 +89,38 @@ async def calibrate(
     }
     await records.put_calibration(agent_id, doc)
     return doc
+
+
+def _sample(members: list[str], size: int, agent_id: str) -> list[str]:
+    """A sample of the agent's memories drawn by a generator seeded from the agent id, in insertion order."""
+    rng = np.random.default_rng(_seed(agent_id))
+    picked = sorted(rng.choice(len(members), size=min(size, len(members)), replace=False).tolist())
+    return [members[i] for i in picked]
+
+
+def _similarities(embedded: Sequence[Vector]) -> npt.NDArray[np.float64]:
+    """The cosine of every pair of the vectors (renormalised in float64)."""
+    vectors = np.stack(embedded).astype(np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    sims: npt.NDArray[np.float64] = vectors @ vectors.T
+    return sims
+
+
+def _positives(
+    sims: npt.NDArray[np.float64], times: npt.NDArray[np.float64], window_secs: float
+) -> tuple[npt.NDArray[np.float64], str]:
+    """The cosines of pairs that belong together: stored within the window of each other, or, when
+    there are too few of those, each memory's nearest neighbour."""
+    upper = np.triu_indices(len(times), k=1)
+    close = np.abs(times[:, None] - times[None, :]) <= window_secs
+    positives: npt.NDArray[np.float64] = sims[upper][close[upper]]
+    if positives.size >= _MIN_POSITIVES:
+        return positives, "temporal"
+    masked = sims.copy()
+    np.fill_diagonal(masked, -np.inf)
+    nearest: npt.NDArray[np.float64] = masked.max(axis=1)
+    return nearest, "nearest_neighbour"
 
 
 async def select_gate(records: RecordStore, agent_id: str, choice: GateChoice) -> dict[str, Any]:

@@ -71,12 +71,32 @@ def split_blocks(text: str, *, max_chars: int = MAX_BLOCK_CHARS) -> list[tuple[i
         return []
     fences = _fences(text)
     pairs = _matched_pairs(text, fences)
-    # cut_blocked[c]: cutting at c (between text[c-1] and text[c]) would split a matched pair or a fence.
+    cut_blocked, short_blocked = _blocked(n, pairs, fences, max_chars)
+    cuts = _natural_cuts(text, cut_blocked, {close_at for _, close_at in pairs})
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in [*cuts, n]:
+        pos = start
+        while end - pos > max_chars:
+            cut = _forced_cut(text, pos, max_chars, short_blocked, fences)
+            spans.append((pos, cut))
+            pos = cut
+        spans.append((pos, end))
+        start = end
+    return _fold_blank(text, spans, max_chars)
+
+
+def _blocked(
+    n: int, pairs: Sequence[tuple[int, int]], fences: Sequence[tuple[int, int]], max_chars: int
+) -> tuple[list[bool], list[bool]]:
+    """For each cut position ``c`` (between ``text[c-1]`` and ``text[c]``): whether cutting there would
+    split a matched pair or a fence, and whether it would split a fence that fits in ``max_chars``
+    (which even a forced cut respects)."""
     depth = [0] * (n + 2)
     for open_at, close_at in pairs:
         depth[open_at + 1] += 1
         depth[close_at + 1] -= 1
-    short = [0] * (n + 2)  # the same for fences that fit in max_chars, which even a forced cut respects
+    short = [0] * (n + 2)
     for start, end in fences:
         depth[start + 1] += 1
         depth[end] -= 1
@@ -91,8 +111,12 @@ def split_blocks(text: str, *, max_chars: int = MAX_BLOCK_CHARS) -> list[tuple[i
         running_short += short[c]
         cut_blocked[c] = running > 0
         short_blocked[c] = running_short > 0
-    closers = {close_at for _, close_at in pairs}
+    return cut_blocked, short_blocked
 
+
+def _natural_cuts(text: str, cut_blocked: Sequence[bool], closers: set[int]) -> list[int]:
+    """The cuts at structural boundaries, each moved past the whitespace that follows it."""
+    n = len(text)
     cuts: list[int] = []
     for i, ch in enumerate(text):
         if cut_blocked[i + 1] or not _natural_boundary(text, i, ch, closers):
@@ -102,18 +126,7 @@ def split_blocks(text: str, *, max_chars: int = MAX_BLOCK_CHARS) -> list[tuple[i
             c += 1
         if 0 < c < n and (not cuts or cuts[-1] != c):
             cuts.append(c)
-
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for end in [*cuts, n]:
-        pos = start
-        while end - pos > max_chars:
-            cut = _forced_cut(text, pos, max_chars, short_blocked, fences)
-            spans.append((pos, cut))
-            pos = cut
-        spans.append((pos, end))
-        start = end
-    return _fold_blank(text, spans, max_chars)
+    return cuts
 
 
 def _fences(text: str) -> list[tuple[int, int]]:

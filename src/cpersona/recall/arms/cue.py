@@ -50,7 +50,7 @@ import dataclasses
 import functools
 import math
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import anyio
 
@@ -104,20 +104,42 @@ async def cue_arm(
     ``raw`` is its merged vote. An empty period (``end <= start``) or a depth of 0 searches nothing.
     No deadline of its own: the caller bounds the whole call, and cancellation passes through.
     """
-    start, end = period
-    if not (math.isfinite(start) and math.isfinite(end)):
+    _check(period, depth, merge_k)
+    began = time.perf_counter()
+    if depth == 0 or not period[0] < period[1]:
+        return ArmResult("cue", elapsed_ms=(time.perf_counter() - began) * 1000)
+    halves = _halves(records, vectors, vector, scope, query, period, depth, floor, search_episodes)
+    lists = await _run(halves)
+    merged = merge_lists([lists[name] for name in _ORDER if name in lists], merge_k=merge_k, depth=depth)
+    return ArmResult("cue", merged, elapsed_ms=(time.perf_counter() - began) * 1000)
+
+
+Half: TypeAlias = "Callable[[], Awaitable[tuple[ArmRow, ...]]]"
+
+
+def _check(period: tuple[float, float], depth: int, merge_k: int) -> None:
+    if not (math.isfinite(period[0]) and math.isfinite(period[1])):
         raise ValueError(f"a cue period needs finite bounds, got {period!r}")
     if depth < 0:
         raise ValueError(f"the cue arm's depth must be at least 0, got {depth}")
     if merge_k < 1:
         raise ValueError(f"the cue arm's merge_k must be at least 1, got {merge_k}")
-    began = time.perf_counter()
-    if depth == 0 or not start < end:
-        return ArmResult("cue", elapsed_ms=(time.perf_counter() - began) * 1000)
 
-    blank = not query.strip()
+
+def _halves(
+    records: RecordStore,
+    vectors: VectorStore | None,
+    vector: Vector | None,
+    scope: ReadScope,
+    query: str,
+    period: tuple[float, float],
+    depth: int,
+    floor: float,
+    search_episodes: bool,
+) -> dict[ListName, Half]:
+    """The lists to search, in the order their tasks start."""
     with_episodes = search_episodes and not (scope.source_id and not scope.channel)
-    halves: dict[ListName, Callable[[], Awaitable[tuple[ArmRow, ...]]]] = {}
+    halves: dict[ListName, Half] = {}
 
     async def memory_words() -> tuple[ArmRow, ...]:
         return (await records.memory_keyword(scope, query, depth, period=period)).rows
@@ -125,7 +147,7 @@ async def cue_arm(
     async def episode_words() -> tuple[ArmRow, ...]:
         return (await records.episode_fts(scope, query, depth, period=period)).rows
 
-    if vectors is not None and vector is not None and not blank:
+    if vectors is not None and vector is not None and query.strip():
         search = functools.partial(_vector_rows, vectors, vector, scope, period=period, floor=floor)
         if scope.source_id:
             halves["memory_vector"] = functools.partial(
@@ -138,7 +160,11 @@ async def cue_arm(
     halves["memory_keyword"] = memory_words
     if with_episodes:
         halves["episode_keyword"] = episode_words
+    return halves
 
+
+async def _run(halves: dict[ListName, Half]) -> dict[ListName, tuple[ArmRow, ...]]:
+    """Every half at once; a failure raised as itself, not inside an exception group."""
     lists: dict[ListName, tuple[ArmRow, ...]] = {}
 
     async def run(name: ListName) -> None:
@@ -153,8 +179,7 @@ async def cue_arm(
         if failure is None:
             raise
         raise failure from failure.__cause__
-    merged = merge_lists([lists[name] for name in _ORDER if name in lists], merge_k=merge_k, depth=depth)
-    return ArmResult("cue", merged, elapsed_ms=(time.perf_counter() - began) * 1000)
+    return lists
 
 
 def merge_lists(lists: Sequence[Sequence[ArmRow]], *, merge_k: int, depth: int) -> tuple[ArmRow, ...]:

@@ -4,6 +4,12 @@ Records are RedisJSON documents declared by the redis-om models of :mod:`.docume
 the indexes declared there; the searches are :mod:`.search`'s and :mod:`.keyword`'s, the write
 transactions :mod:`.writes`'. Every call runs inside :func:`~.connection.redis_errors`, so an outage
 surfaces as :class:`~cpersona.RedisUnavailable` whatever the caller.
+
+What redis-om does here: a single record or profile is read (and a profile saved) through its model,
+which validates the document on the way. What it does not: its query builder cannot say what recall
+needs (tags held in hex, ``BM25STD``, ``VERBATIM``, a scope filter repeated inside each alternative, an
+aggregation sorted by two fields), so every search is built with redis-py's search API instead; and
+reads of many documents or of single fields (``JSON.MGET`` of a path) have no redis-om form.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
+from aredis_om import NotFoundError
 
 from cpersona.errors import BackendUnavailable
 from cpersona.model.records import MemoryRecord, parse_ref
@@ -27,7 +34,6 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     profile_from_doc,
     raw_from_doc,
-    validated,
 )
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
@@ -194,11 +200,13 @@ class RedisRecordStore:
             await self._writer.put_raw(records)
 
     async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
-        async with redis_errors():
-            doc = await json_ops(self.client).get(self.key(kind, record_id))
-        if doc is None:
+        model = {"memory": self.docs.memory, "episode": self.docs.episode, "raw": self.docs.raw}[kind]
+        try:
+            async with redis_errors():
+                found = await model.get(record_id)
+        except NotFoundError:
             return None
-        return _from_doc(kind, doc)
+        return _from_doc(kind, found.model_dump())
 
     async def newest(
         self, kind: RecordKind, scope: ReadScope, limit: int
@@ -289,14 +297,17 @@ class RedisRecordStore:
         return [(c[0], float(t[0])) for c, t in zip(contents, stamps, strict=True) if c and t]
 
     async def profile(self, agent_id: str) -> ProfileRecord | None:
-        async with redis_errors():
-            doc = await json_ops(self.client).get(self.keys.profile(agent_id))
-        return None if doc is None else profile_from_doc(doc)
+        try:
+            async with redis_errors():
+                found = await self.docs.profile.get(agent_id)
+        except NotFoundError:
+            return None
+        return profile_from_doc(found.model_dump())
 
     async def put_profile(self, record: ProfileRecord) -> None:
-        doc = validated(self.docs.profile, {"pk": record.agent_id, **dataclasses.asdict(record)})
+        doc = self.docs.profile.model_validate({"pk": record.agent_id, **dataclasses.asdict(record)})
         async with redis_errors():
-            await json_ops(self.client).set(self.keys.profile(record.agent_id), "$", doc)
+            await doc.save()
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         async with redis_errors():
