@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import cpersona
 from cpersona import Settings
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.documents import _INDEXES, _OPTIONS
+from cpersona.stores.redis.indexes import _INDEXES, _OPTIONS
 from cpersona.stores.redis.store import RedisRecordStore
 
 if TYPE_CHECKING:

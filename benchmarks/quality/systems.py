@@ -64,7 +64,7 @@ STORE_CACHE_VERSION: Final = 2
 """Part of every store-cache key: bump it when a store built earlier no longer stands for the engine (2: each
 document is written once, so stores built before hold BM25 statistics of twice-written documents)."""
 STORE_LAYOUT_MODULES: Final = (
-    "model.blocks", "engine.workers.blocks", "stores.redis.documents", "model.drafts",
+    "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.embedding.embedders", "keys",
     "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.common",
 )  # fmt: skip

@@ -1,7 +1,7 @@
 """The Redis adapter of :class:`~cpersona.stores.protocols.RecordStore`.
 
 Records are RedisJSON documents declared by the redis-om models of :mod:`.documents`, searched through
-the indexes declared there; the searches are :mod:`.search`'s and :mod:`.keyword`'s, the write
+the indexes of :mod:`.indexes`; the searches are :mod:`.search`'s and :mod:`.keyword`'s, the write
 transactions :mod:`.writes`'. Every call runs inside :func:`~.connection.redis_errors`, so an outage
 surfaces as :class:`~cpersona.RedisUnavailable` whatever the caller.
 
@@ -29,12 +29,12 @@ from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
     bind_documents,
-    ensure_indexes,
     episode_from_doc,
     memory_from_doc,
     profile_from_doc,
     raw_from_doc,
 )
+from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
 
