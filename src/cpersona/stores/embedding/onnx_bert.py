@@ -181,71 +181,12 @@ def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -
     length. Raises ``ValueError`` when a tensor the config calls for is missing.
     """
     g = _Graph(weights)
-    f32 = np.float32
-    i64 = np.int64
-
-    ids, mask, types = INPUT_NAMES
-    seq_len = g.op("Shape", ids, start=1, end=2, hint="seq_len")
-    positions = g.op(
-        "Slice",
-        g.weight("embeddings.position_embeddings.weight"),
-        g.const([0], i64),
-        seq_len,
-        g.const([0], i64),
-        hint="positions",
-    )
-    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), ids, hint="words")
-    token_types = g.op("Gather", g.weight("embeddings.token_type_embeddings.weight"), types, hint="types")
-    summed = g.op("Add", g.op("Add", words, token_types), positions, hint="embedded")
-    hidden = g.layer_norm(summed, "embeddings.LayerNorm", config.layer_norm_eps)
-
-    mask_f = g.op("Cast", mask, to=TensorProto.FLOAT, hint="mask_f")
-    # [batch, 1, 1, seq]: broadcasts over heads and query positions, so padding keys get no attention.
-    blocked = g.op("Sub", g.const(1.0, f32), mask_f, hint="blocked")
-    attn_bias = g.op(
-        "Unsqueeze", g.op("Mul", blocked, g.const(_MASK_FILL, f32)), g.const([1, 2], i64), hint="attn_bias"
-    )
-
-    split_heads = g.const([0, 0, config.num_attention_heads, config.head_size], i64, hint="split_heads")
-    merge_heads = g.const([0, 0, config.hidden_size], i64, hint="merge_heads")
-    # Scaling the queries instead of the scores is the same product with a smaller tensor.
-    query_scale = g.const(1.0 / math.sqrt(config.head_size), f32, hint="query_scale")
-    inv_sqrt2 = g.const(1.0 / math.sqrt(2.0), f32, hint="inv_sqrt2")
-    one = g.const(1.0, f32, hint="one")
-    half = g.const(0.5, f32, hint="half")
-
+    hidden = _embeddings(g, config)
+    mask_f, attn_bias = _attention_mask(g)
+    consts = _LayerConsts.of(g, config, attn_bias)
     for layer in range(config.num_hidden_layers):
-        p = f"encoder.layer.{layer}"
-
-        def heads(x: str, perm: list[int]) -> str:
-            return g.op("Transpose", g.op("Reshape", x, split_heads), perm=perm)
-
-        q = heads(g.op("Mul", g.linear(hidden, f"{p}.attention.self.query"), query_scale), [0, 2, 1, 3])
-        k_t = heads(g.linear(hidden, f"{p}.attention.self.key"), [0, 2, 3, 1])
-        v = heads(g.linear(hidden, f"{p}.attention.self.value"), [0, 2, 1, 3])
-        scores = g.op("Add", g.op("MatMul", q, k_t), attn_bias, hint="scores")
-        probs = g.op("Softmax", scores, axis=-1, hint="probs")
-        context = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
-        context = g.op("Reshape", context, merge_heads, hint="context")
-        attended = g.op("Add", g.linear(context, f"{p}.attention.output.dense"), hidden)
-        hidden = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", config.layer_norm_eps)
-
-        inner = g.linear(hidden, f"{p}.intermediate.dense")
-        # The exact (erf) GELU that BERT was trained with, not the tanh approximation.
-        erf = g.op("Erf", g.op("Mul", inner, inv_sqrt2))
-        gelu = g.op("Mul", g.op("Mul", inner, half), g.op("Add", erf, one), hint="gelu")
-        out = g.op("Add", g.linear(gelu, f"{p}.output.dense"), hidden)
-        hidden = g.layer_norm(out, f"{p}.output.LayerNorm", config.layer_norm_eps)
-
-    mask_3d = g.op("Unsqueeze", mask_f, g.const([2], i64), hint="mask_3d")
-    axis_seq = g.const([1], i64, hint="axis_seq")
-    token_sum = g.op("ReduceSum", g.op("Mul", hidden, mask_3d), axis_seq, keepdims=0, hint="token_sum")
-    token_count = g.op("ReduceSum", mask_3d, axis_seq, keepdims=0, hint="token_count")
-    token_count = g.op("Max", token_count, g.const(_MIN_TOKEN_COUNT, f32))
-    mean = g.op("Div", token_sum, token_count, hint="mean")
-    squares = g.op("ReduceSum", g.op("Mul", mean, mean), axis_seq, keepdims=1, hint="squares")
-    norm = g.op("Max", g.op("Sqrt", squares), g.const(_MIN_NORM, f32), hint="norm")
-    g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
+        hidden = _encoder_layer(g, hidden, f"encoder.layer.{layer}", consts, config.layer_norm_eps)
+    _mean_pool(g, hidden, mask_f)
 
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in INPUT_NAMES]
     outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", config.hidden_size])]
@@ -259,6 +200,106 @@ def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -
     model.ir_version = _IR_VERSION
     onnx.checker.check_model(model)
     return model
+
+
+def _embeddings(g: _Graph, config: BertConfig) -> str:
+    """Word, token-type and position embeddings, summed and normalised."""
+    ids, _, types = INPUT_NAMES
+    i64 = np.int64
+    seq_len = g.op("Shape", ids, start=1, end=2, hint="seq_len")
+    positions = g.op(
+        "Slice",
+        g.weight("embeddings.position_embeddings.weight"),
+        g.const([0], i64),
+        seq_len,
+        g.const([0], i64),
+        hint="positions",
+    )
+    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), ids, hint="words")
+    token_types = g.op("Gather", g.weight("embeddings.token_type_embeddings.weight"), types, hint="types")
+    summed = g.op("Add", g.op("Add", words, token_types), positions, hint="embedded")
+    return g.layer_norm(summed, "embeddings.LayerNorm", config.layer_norm_eps)
+
+
+def _attention_mask(g: _Graph) -> tuple[str, str]:
+    """The mask as floats, and the additive attention bias that keeps padding keys out."""
+    mask_f = g.op("Cast", INPUT_NAMES[1], to=TensorProto.FLOAT, hint="mask_f")
+    # [batch, 1, 1, seq]: broadcasts over heads and query positions, so padding keys get no attention.
+    blocked = g.op("Sub", g.const(1.0, np.float32), mask_f, hint="blocked")
+    attn_bias = g.op(
+        "Unsqueeze",
+        g.op("Mul", blocked, g.const(_MASK_FILL, np.float32)),
+        g.const([1, 2], np.int64),
+        hint="attn_bias",
+    )
+    return mask_f, attn_bias
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _LayerConsts:
+    """The tensors every encoder layer shares."""
+
+    split_heads: str
+    merge_heads: str
+    query_scale: str
+    inv_sqrt2: str
+    one: str
+    half: str
+    attn_bias: str
+
+    @classmethod
+    def of(cls, g: _Graph, config: BertConfig, attn_bias: str) -> _LayerConsts:
+        f32, i64 = np.float32, np.int64
+        return cls(
+            split_heads=g.const(
+                [0, 0, config.num_attention_heads, config.head_size], i64, hint="split_heads"
+            ),
+            merge_heads=g.const([0, 0, config.hidden_size], i64, hint="merge_heads"),
+            # Scaling the queries instead of the scores is the same product with a smaller tensor.
+            query_scale=g.const(1.0 / math.sqrt(config.head_size), f32, hint="query_scale"),
+            inv_sqrt2=g.const(1.0 / math.sqrt(2.0), f32, hint="inv_sqrt2"),
+            one=g.const(1.0, f32, hint="one"),
+            half=g.const(0.5, f32, hint="half"),
+            attn_bias=attn_bias,
+        )
+
+
+def _encoder_layer(g: _Graph, hidden: str, p: str, c: _LayerConsts, eps: float) -> str:
+    """One transformer layer: self-attention, then the feed-forward block, each with its residual."""
+
+    def heads(x: str, perm: list[int]) -> str:
+        return g.op("Transpose", g.op("Reshape", x, c.split_heads), perm=perm)
+
+    q = heads(g.op("Mul", g.linear(hidden, f"{p}.attention.self.query"), c.query_scale), [0, 2, 1, 3])
+    k_t = heads(g.linear(hidden, f"{p}.attention.self.key"), [0, 2, 3, 1])
+    v = heads(g.linear(hidden, f"{p}.attention.self.value"), [0, 2, 1, 3])
+    scores = g.op("Add", g.op("MatMul", q, k_t), c.attn_bias, hint="scores")
+    probs = g.op("Softmax", scores, axis=-1, hint="probs")
+    context = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
+    context = g.op("Reshape", context, c.merge_heads, hint="context")
+    attended = g.op("Add", g.linear(context, f"{p}.attention.output.dense"), hidden)
+    hidden = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", eps)
+
+    inner = g.linear(hidden, f"{p}.intermediate.dense")
+    # The exact (erf) GELU that BERT was trained with, not the tanh approximation.
+    erf = g.op("Erf", g.op("Mul", inner, c.inv_sqrt2))
+    gelu = g.op("Mul", g.op("Mul", inner, c.half), g.op("Add", erf, c.one), hint="gelu")
+    out = g.op("Add", g.linear(gelu, f"{p}.output.dense"), hidden)
+    return g.layer_norm(out, f"{p}.output.LayerNorm", eps)
+
+
+def _mean_pool(g: _Graph, hidden: str, mask_f: str) -> None:
+    """Mean over the unmasked tokens, scaled to unit length, as the graph's output."""
+    f32, i64 = np.float32, np.int64
+    mask_3d = g.op("Unsqueeze", mask_f, g.const([2], i64), hint="mask_3d")
+    axis_seq = g.const([1], i64, hint="axis_seq")
+    token_sum = g.op("ReduceSum", g.op("Mul", hidden, mask_3d), axis_seq, keepdims=0, hint="token_sum")
+    token_count = g.op("ReduceSum", mask_3d, axis_seq, keepdims=0, hint="token_count")
+    token_count = g.op("Max", token_count, g.const(_MIN_TOKEN_COUNT, f32))
+    mean = g.op("Div", token_sum, token_count, hint="mean")
+    squares = g.op("ReduceSum", g.op("Mul", mean, mean), axis_seq, keepdims=1, hint="squares")
+    norm = g.op("Max", g.op("Sqrt", squares), g.const(_MIN_NORM, f32), hint="norm")
+    g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
 
 
 def cache_key(model_dir: Path) -> str:
