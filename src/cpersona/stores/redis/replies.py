@@ -1,9 +1,14 @@
-"""The one reading of search replies: redis-py's parsed results become typed values here, once.
+"""The one reading of search replies: each becomes typed values here, once.
 
-redis-py parses an ``FT.SEARCH`` reply into a :class:`~redis.commands.search.result.Result` (documents
-whose fields are attributes, values decoded to text) and an ``FT.AGGREGATE`` reply into rows of flat
-name/value lists. Nothing past this module reads either shape: every search call of the adapter returns
-a :class:`Page` of :class:`Hit` values, or plain keys.
+An ``FT.SEARCH`` reply (RESP2, as the client speaks) is ``[total, key, (score,) (fields,) ...]``: the
+score when the search asked for scores, the fields as a flat name/value list unless it asked for no
+content. :func:`search_page` reads it into a :class:`Page` of :class:`Hit` values; an ``FT.AGGREGATE``
+that loads ``__key`` is read by :func:`aggregate_keys`. Nothing past this module reads either shape.
+
+redis-py's own reader (``Result``, what ``client.ft(index).search()`` returns) builds a ``Document`` per
+hit and decodes every value on the way; measured on a 100-hit BM25 search, that took the search from
+0.65 to 0.99 ms, and a recall runs two such searches on its critical path. So searches are sent as
+built by redis-py's :class:`~redis.commands.search.query.Query` and their replies read here.
 """
 
 from __future__ import annotations
@@ -12,23 +17,19 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from redis.commands.search.result import Result
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from redis.commands.search.aggregation import AggregateResult
 
-__all__ = ["Hit", "Page", "aggregate_keys", "page", "raw_page"]
-
-# redis-py's Document keeps these beside the returned fields; they are not fields of the document.
-_NOT_FIELDS = frozenset(("id", "payload", "score"))
+__all__ = ["Hit", "Page", "aggregate_keys", "search_page"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Hit:
     """One search hit: the document's key, its score (``None`` unless scores were asked for) and the
-    returned fields as text (a JSON index returns the whole document under ``json``)."""
+    returned fields as text (a JSON index returns the whole document under ``$``)."""
 
     key: str
     score: float | None = None
@@ -41,7 +42,7 @@ class Hit:
 
     def document(self) -> dict[str, Any] | None:
         """The whole JSON document, when the search returned it."""
-        raw = self.fields.get("json")
+        raw = self.fields.get("$")
         return None if raw is None else dict(orjson.loads(raw))
 
     def json_values(self, path: str) -> list[Any]:
@@ -62,27 +63,23 @@ class Page:
         return [hit.key for hit in self.hits]
 
 
-def page(result: Result) -> Page:
-    """A :class:`Page` from redis-py's parsed ``FT.SEARCH`` result."""
-    hits = tuple(
-        Hit(
-            doc.id,
-            None if getattr(doc, "score", None) is None else float(doc.score),
-            {name: value for name, value in vars(doc).items() if name not in _NOT_FIELDS},
-        )
-        for doc in result.docs
-    )
-    return Page(int(result.total), hits)
+def search_page(reply: Sequence[Any], *, content: bool, scores: bool = False) -> Page:
+    """A :class:`Page` from an ``FT.SEARCH`` reply; ``content`` and ``scores`` say what the search asked
+    for (fields unless ``NOCONTENT``, a score with ``WITHSCORES``)."""
+    step = 1 + content + scores
+    hits = []
+    for i in range(1, len(reply), step):
+        score = float(reply[i + 1]) if scores else None
+        fields: dict[str, str] = {}
+        if content:
+            flat = reply[i + step - 1] or ()
+            fields = {_text(flat[j]): _text(flat[j + 1]) for j in range(0, len(flat) - 1, 2)}
+        hits.append(Hit(_text(reply[i]), score, fields))
+    return Page(int(reply[0]), tuple(hits))
 
 
-def raw_page(reply: Sequence[Any], *, content: bool, scores: bool = False) -> Page:
-    """A :class:`Page` from an unparsed ``FT.SEARCH`` reply, as a transaction returns it.
-
-    redis-py 8.1 cannot queue a search on an asyncio pipeline (its reply hook tests for the synchronous
-    pipeline class and then fails on the reply), so a search inside ``MULTI`` is queued as a plain
-    command and its reply handed to redis-py's own parser here.
-    """
-    return page(Result(reply, content, with_scores=scores))
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def aggregate_keys(result: AggregateResult) -> list[str]:
@@ -92,5 +89,5 @@ def aggregate_keys(result: AggregateResult) -> list[str]:
         fields = dict(zip(row[::2], row[1::2], strict=True))
         key = fields.get(b"__key", fields.get("__key"))
         if key is not None:
-            keys.append(key.decode() if isinstance(key, bytes) else str(key))
+            keys.append(_text(key))
     return keys

@@ -1,11 +1,12 @@
 """Every search the adapter sends, as typed calls built with redis-py's search API.
 
 Each function builds its request with :class:`~redis.commands.search.query.Query` or
-:class:`~redis.commands.search.aggregation.AggregateRequest`, sends it through ``client.ft(index)``
-and returns the reply read once by :mod:`.replies`. The query strings themselves come from the callers
-(:mod:`.lexical`, :mod:`.scope`); this module decides only the options, which are those the engine has
-always sent: the same scorer, ``VERBATIM`` wherever words are searched, dialect 2 (3 to read exact
-JSON numbers), the same sort fields.
+:class:`~redis.commands.search.aggregation.AggregateRequest` and returns the reply read once by
+:mod:`.replies`. Aggregations go through ``client.ft(index)``; searches are sent as the query built
+them and read by :func:`~.replies.search_page` (why: see :mod:`.replies`). The query strings come from
+the callers (:mod:`.lexical`, :mod:`.scope`); this module decides only the options, which are those
+the engine has always sent: the same scorer, ``VERBATIM`` wherever words are searched, dialect 2 (3 to
+read exact JSON numbers), the same sort fields.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from redis.commands.search.aggregation import AggregateRequest, Desc
 from redis.commands.search.query import Query
 
-from cpersona.stores.redis.replies import Page, aggregate_keys, page, raw_page
+from cpersona.stores.redis.replies import Page, aggregate_keys, search_page
 
 if TYPE_CHECKING:
     from cpersona.stores.redis.connection import RedisClient
@@ -40,21 +41,24 @@ def _query(text: str) -> Any:
     return Query(text)
 
 
-async def _search(client: RedisClient, index: str, query: Any) -> Page:
-    # The type stubs leave the search module untyped.
-    return page(await cast("Any", client).ft(index).search(query))
+async def _search(
+    client: RedisClient, index: str, query: Any, *, content: bool = True, scores: bool = False
+) -> Page:
+    # The type stubs leave execute_command untyped.
+    reply = await cast("Any", client).execute_command("FT.SEARCH", index, *query.get_args())
+    return search_page(reply, content=content, scores=scores)
 
 
 async def ranked(client: RedisClient, index: str, query: str, fetch: int, scorer: str) -> list[Hit]:
     """The best ``fetch`` hits of a word query by ``scorer``, each with its score and ``seq``."""
     q = _query(query).verbatim().with_scores().scorer(scorer).return_fields("seq").paging(0, fetch)
-    return list((await _search(client, index, q.dialect(2))).hits)
+    return list((await _search(client, index, q.dialect(2), scores=True)).hits)
 
 
 async def newest_keys(client: RedisClient, index: str, query: str, fetch: int) -> list[str]:
     """The keys of the ``fetch`` newest matches by insertion ``seq`` (words matched ``VERBATIM``)."""
     q = _query(query).verbatim().no_content().sort_by("seq", asc=False).paging(0, fetch).dialect(2)
-    return (await _search(client, index, q)).keys
+    return (await _search(client, index, q, content=False)).keys
 
 
 class _SortThenLoad(AggregateRequest):
@@ -102,7 +106,7 @@ async def time_span(client: RedisClient, index: str, query: str) -> tuple[float,
     for asc in (True, False):
         q = _query(query).sort_by("ts", asc=asc).paging(0, 1).return_fields("$.ts").dialect(3)
         pipe.execute_command("FT.SEARCH", index, *q.get_args())
-    oldest, newest = (raw_page(reply, content=True) for reply in await pipe.execute())
+    oldest, newest = (search_page(reply, content=True) for reply in await pipe.execute())
     low, high = _first_time(oldest), _first_time(newest)
     return None if low is None or high is None else (low, high)
 
@@ -121,7 +125,7 @@ async def keys_page(
     q = _query(query).no_content().paging(offset, num).dialect(2)
     if oldest_first:
         q = q.sort_by("seq", asc=True)
-    return (await _search(client, index, q)).keys
+    return (await _search(client, index, q, content=False)).keys
 
 
 async def documents(
@@ -134,4 +138,4 @@ async def documents(
 
 async def count(client: RedisClient, index: str, query: str) -> int:
     """How many documents match."""
-    return (await _search(client, index, _query(query).paging(0, 0).dialect(2))).total
+    return (await _search(client, index, _query(query).paging(0, 0).dialect(2), content=False)).total
