@@ -48,7 +48,8 @@ from cpersona.stores.embedding.embedders import open_embedder
 from cpersona.stores.protocols import Embedder, MemoryWrite, VectorPoint, VectorStore, scope_filter
 from cpersona.stores.redis.block_queue import BlockQueue
 from cpersona.stores.redis.connection import close_redis, connect_redis, redis_errors, redis_info
-from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis
+from cpersona.stores.redis.datadir import DataDirLock
+from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
 from cpersona.stores.vectors.factory import open_vector_store
 
