@@ -19,6 +19,7 @@ import anyio
 import redis.exceptions
 
 from cpersona.stores.redis.connection import command, redis_errors
+from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -73,17 +74,6 @@ class BlockQueue:
         self.stream = keys.block_stream
         self.group = keys.block_group
 
-    def _ref(self, key: str) -> str | None:
-        if key.startswith(self.keys.memory_prefix):
-            return "mem:" + key.removeprefix(self.keys.memory_prefix)
-        if key.startswith(self.keys.episode_prefix):
-            return "ep:" + key.removeprefix(self.keys.episode_prefix)
-        return None
-
-    def _key(self, ref: str) -> str:
-        kind, _, record_id = ref.partition(":")
-        return self.keys.memory(record_id) if kind == "mem" else self.keys.episode(record_id)
-
     async def ensure_group(self) -> None:
         """Create the consumer group (and the stream) if absent; from the stream's start, so events
         written before any worker existed are delivered too."""
@@ -129,7 +119,7 @@ class BlockQueue:
                 # An entry deleted from the stream while pending comes back without fields.
                 raw = (fields or {}).get(b"key")
                 key = raw.decode() if raw else None
-                events.append(BlockEvent(entry_id, None if key is None else self._ref(key), key))
+                events.append(BlockEvent(entry_id, None if key is None else ref_of_key(self.keys, key), key))
         return events
 
     async def deliveries(self, events: Sequence[BlockEvent]) -> dict[bytes, int]:
@@ -150,7 +140,7 @@ class BlockQueue:
         async with _GroupCalls():
             pipe = self.client.pipeline(transaction=True)
             for ref in requeue:
-                pipe.xadd(self.stream, {"key": self._key(ref)})
+                pipe.xadd(self.stream, {"key": key_of_ref(self.keys, ref)})
             pipe.xack(self.stream, self.group, *entry_ids)
             pipe.xdel(self.stream, *entry_ids)
             await pipe.execute()

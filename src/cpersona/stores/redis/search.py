@@ -107,11 +107,11 @@ async def time_span(client: RedisClient, index: str, query: str) -> tuple[float,
         q = _query(query).sort_by("ts", asc=asc).paging(0, 1).return_fields("$.ts").dialect(3)
         pipe.execute_command("FT.SEARCH", index, *q.get_args())
     oldest, newest = (search_page(reply, content=True) for reply in await pipe.execute())
-    low, high = _first_time(oldest), _first_time(newest)
+    low, high = _hit_time(oldest), _hit_time(newest)
     return None if low is None or high is None else (low, high)
 
 
-def _first_time(found: Page) -> float | None:
+def _hit_time(found: Page) -> float | None:
     if found.total == 0 or not found.hits:
         return None
     values = found.hits[0].json_values("$.ts")

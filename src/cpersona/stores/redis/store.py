@@ -22,7 +22,6 @@ import redis.exceptions
 from aredis_om import NotFoundError
 
 from cpersona.errors import BackendUnavailable
-from cpersona.model.records import MemoryRecord, parse_ref
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt
 from cpersona.stores.redis import keyword, search
@@ -35,6 +34,7 @@ from cpersona.stores.redis.documents import (
     raw_from_doc,
 )
 from cpersona.stores.redis.indexes import ensure_indexes
+from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from cpersona.keys import Keys
     from cpersona.model.candidates import ArmResult
-    from cpersona.model.records import EpisodeRecord, ProfileRecord, RawRecord
+    from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
     from cpersona.stores.protocols import MemoryWrite, RecordKind, SearchedKind
     from cpersona.stores.redis.connection import RedisClient
 
@@ -63,26 +63,10 @@ class RedisRecordStore:
         self.docs = bind_documents(client, keys)
         self._writer = Writer(client, keys, self.docs)
 
-    # ------------------------------------------------------------------ keys and refs
-
     def key(self, kind: RecordKind, record_id: str) -> str:
-        return {"memory": self.keys.memory, "episode": self.keys.episode, "raw": self.keys.raw}[kind](
-            record_id
-        )
-
-    def key_of_ref(self, ref: str) -> str:
-        parsed = parse_ref(ref)
-        if parsed is None or parsed.kind == "raw":
-            raise ValueError(f"not a memory or episode ref: {ref!r}")
-        return self.key("memory" if parsed.kind == "mem" else "episode", parsed.id)
-
-    def ref_of_key(self, key: str) -> str | None:
-        """The ref of a memory or episode key (``None`` for any other key)."""
-        if key.startswith(self.keys.memory_prefix):
-            return "mem:" + key.removeprefix(self.keys.memory_prefix)
-        if key.startswith(self.keys.episode_prefix):
-            return "ep:" + key.removeprefix(self.keys.episode_prefix)
-        return None
+        """The Redis key of a record's document."""
+        named = {"memory": self.keys.memory, "episode": self.keys.episode, "raw": self.keys.raw}
+        return named[kind](record_id)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -242,11 +226,11 @@ class RedisRecordStore:
     async def pending_refs(self) -> list[str]:
         async with redis_errors():
             members = sorted(m.decode() for m in await self.client.smembers(self.keys.vector_pending))
-        return [ref for key in members if (ref := self.ref_of_key(key)) is not None]
+        return [ref for key in members if (ref := ref_of_key(self.keys, key)) is not None]
 
     async def load_pending(self, refs: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
         async with redis_errors():
-            return await self._writer.load_pending([self.key_of_ref(ref) for ref in refs])
+            return await self._writer.load_pending([key_of_ref(self.keys, ref) for ref in refs])
 
     async def mark_vectors_written(
         self, records: Sequence[MemoryRecord | EpisodeRecord], model: str
@@ -260,7 +244,7 @@ class RedisRecordStore:
         if not refs:
             return []
         async with redis_errors():
-            docs = await json_ops(self.client).mget([self.key_of_ref(ref) for ref in refs], "$")
+            docs = await json_ops(self.client).mget([key_of_ref(self.keys, ref) for ref in refs], "$")
         return [
             _block_parent(ref, found[0]) if found else None for ref, found in zip(refs, docs, strict=True)
         ]
@@ -270,8 +254,9 @@ class RedisRecordStore:
         for prefix, path in (("mem:", "$.content"), ("ep:", "$.summary")):
             group = [ref for ref in refs if ref.startswith(prefix)]
             if group:
+                names = [key_of_ref(self.keys, ref) for ref in group]
                 async with redis_errors():
-                    found = await json_ops(self.client).mget([self.key_of_ref(ref) for ref in group], path)
+                    found = await json_ops(self.client).mget(names, path)
                 out.update((ref, str(v[0]) if v else None) for ref, v in zip(group, found, strict=True))
         return [out.get(ref) for ref in refs]
 
