@@ -298,3 +298,16 @@ async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) ->
             await store.put_memories([MemoryWrite(memory("x", 1))], queue_blocks=True)
     finally:
         await close_redis(gone)
+
+
+# ------------------------------------------------------------------------------ the Redis adapter only
+
+
+async def test_a_document_the_store_did_not_write_reads_as_absent(
+    redis: RedisClient, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    store = RedisRecordStore(redis, keys)
+    record_id = new_id()
+    await redis.json().set(keys.memory(record_id), "$", {"vector_pending": 0, "embedded": True})  # type: ignore[no-untyped-call]
+    assert await store.get("memory", record_id) is None

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
+import pydantic
 import redis.exceptions
 from aredis_om import NotFoundError
 
@@ -189,6 +190,10 @@ class RedisRecordStore:
             async with redis_errors():
                 found = await model.get(record_id)
         except NotFoundError:
+            return None
+        except pydantic.ValidationError as exc:
+            # Not a record this engine wrote (every write goes through the model): as good as absent.
+            log.warning("unreadable %s document %s: %s", kind, record_id, exc.error_count())
             return None
         return _from_doc(kind, found.model_dump())
 
