@@ -63,9 +63,9 @@ import cpersona
 from cpersona import Settings
 from cpersona.recall.policy import load_policies
 
-try:
+if TYPE_CHECKING or __package__:
     from benchmarks.embedding_speed import sentences
-except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on sys.path
+else:  # run as a script: benchmarks/ itself is on sys.path
     from embedding_speed import sentences
 
 if TYPE_CHECKING:
@@ -115,8 +115,8 @@ def load_texts(path: Path) -> Texts:
     if not path.is_file():
         subjects = ("the budget", "the flight", "the dentist", "the lease", "the migration", "the dinner")
         asks = ("When did we talk about {}?", "What was decided about {}?", "Who mentioned {} last?")
-        questions = tuple(a.format(s) for a in asks for s in subjects)
-        return Texts("synthetic (LoCoMo file not found)", (), _SYNTHETIC_SPEAKERS, synthetic, questions)
+        asked = tuple(a.format(s) for a in asks for s in subjects)
+        return Texts("synthetic (LoCoMo file not found)", (), _SYNTHETIC_SPEAKERS, synthetic, asked)
     samples = json.loads(path.read_bytes())
     turns: list[str] = []
     speakers: list[str] = []
@@ -782,7 +782,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run_all(args: argparse.Namespace, texts: Texts) -> list[SizeResult]:
     plan = list(zip(args.callers, args.recalls, strict=True))
-    results = []
+    results: list[SizeResult] = []
     if args.build_only:
         for n, size in enumerate(args.sizes):
             await cached_store(build_corpus(texts, size), args.sizes[:n], texts.questions, args.rebuild)
@@ -819,16 +819,17 @@ def main(argv: Sequence[str] | None = None) -> Path:
     if args.build_only:
         print(f"built {', '.join(f'{n:,}' for n in args.sizes)}; measure with the same --sizes")
         return CACHE
-    chart = args.out.with_suffix(".png")
+    out: Path = args.out
+    chart = out.with_suffix(".png")
     write_chart(results, chart)
     report = render(
         results, texts, command=command, load_start=load_start, load_end=os.getloadavg()[0], chart=chart.name
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report, encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report, encoding="utf-8")
     print(report)
-    print(f"wrote {args.out} and {chart}")
-    return args.out
+    print(f"wrote {out} and {chart}")
+    return out
 
 
 if __name__ == "__main__":

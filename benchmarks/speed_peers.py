@@ -265,6 +265,8 @@ async def measure_our_costs(data_dir: Path, size: int, questions: Sequence[str],
     async with cpersona.open(rs.settings_for(data_dir), background=False) as memory:
         await rs.wait_indexed(memory, size)
         [newest] = await memory.list(agent_id=rs.AGENT, limit=1)
+        if not isinstance(newest, cpersona.MemoryRecord):
+            raise TypeError(f"listing memories gave a {type(newest).__name__}")
         cue = time_cue_for(newest.timestamp, time.time())
 
         async def ask(arm: Arm, question: str) -> Sample:
@@ -910,16 +912,17 @@ def main(argv: Sequence[str] | None = None) -> Path:
     load_start = os.getloadavg()[0]
     texts = rs.load_texts(args.data)
     ours, theirs, failures, costs = anyio.run(run_all, args, texts)
-    chart = args.out.with_suffix(".png")
+    out: Path = args.out
+    chart = out.with_suffix(".png")
     write_chart(ours, theirs, chart)
     report = render(
         ours, theirs, failures, texts, command=command, load_start=load_start, chart=chart.name, costs=costs
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report, encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report, encoding="utf-8")
     print(report)
-    print(f"wrote {args.out} and {chart}")
-    return args.out
+    print(f"wrote {out} and {chart}")
+    return out
 
 
 if __name__ == "__main__":

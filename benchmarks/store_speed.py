@@ -26,12 +26,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 import cpersona
 from cpersona import Settings
-from embedding_speed import sentences
+
+if TYPE_CHECKING or __package__:
+    from benchmarks.embedding_speed import sentences
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from embedding_speed import sentences
 
 RESULTS = Path(__file__).parent / "results" / "store_speed.md"
 # Other work on a 2-core machine changes every figure here; the results say how busy it was.

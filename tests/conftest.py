@@ -108,16 +108,19 @@ def open_test_engine(
     fresh key prefix starting with ``tag``; its keys and indexes are dropped when it closes.
 
     Opening one costs about a second, so modules share one (``scope="module"``) and each test works
-    under its own agent id. ``overrides`` are further settings.
+    under its own agent id. ``overrides`` are further settings; ``arm_wrapper`` is the engine's arm
+    wrapper (``cpersona.open``'s testing seam).
     """
 
     @contextlib.asynccontextmanager
-    async def open_engine(tag: str, **overrides: Any) -> AsyncIterator[cpersona.Engine]:
+    async def open_engine(
+        tag: str, *, arm_wrapper: Any = None, **overrides: Any
+    ) -> AsyncIterator[cpersona.Engine]:
         prefix = tag + uuid.uuid4().hex[:8]
         settings = Settings(
             data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:", **overrides
         )
-        async with cpersona.open(settings, background=False) as memory:
+        async with cpersona.open(settings, background=False, arm_wrapper=arm_wrapper) as memory:
             try:
                 yield memory
             finally:

@@ -31,7 +31,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer  # noqa: E402
 from benchmarks.peers._process import open_worker  # noqa: E402
-from benchmarks.peers._venv import PeerVenv  # noqa: E402
+from benchmarks.peers._venv import _INSTALL_SECS, PeerVenv  # noqa: E402
 from benchmarks.peers.checks import agreement  # noqa: E402
 from benchmarks.peers.cpersona_ref import PINS, CPersonaRef, iso_utc  # noqa: E402
 from benchmarks.peers.embed_server import EmbedServer, serve_embeddings  # noqa: E402
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 PEERS_DIR = REPO_ROOT / "benchmarks" / "peers"
+# The first run on a machine installs the peers' environments inside the test, each within the
+# installer's own limit: such a test may take that long per peer beyond the suite's per-test timeout.
+PEER_INSTALLS = pytest.mark.timeout(300 + 2 * _INSTALL_SECS)
 
 # float32 values whose shortest decimal spelling differs from their double widening's: a server that
 # rounded through a short repr would not hand them back bit for bit.
@@ -409,6 +412,7 @@ async def _installed_or_skip(*peers: type[CPersonaRef | Mem0]) -> None:
 
 
 @pytest.mark.slow
+@PEER_INSTALLS
 async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
     """CPersona 2.6.14 folds a repeated turn into one row; both units must be credited for it."""
     await _installed_or_skip(CPersonaRef, Mem0)
@@ -450,6 +454,7 @@ async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@PEER_INSTALLS
 def test_quick_run_with_both_peers(tmp_path: Path) -> None:
     anyio.run(_installed_or_skip, CPersonaRef, Mem0)
     from benchmarks.quality.__main__ import main
@@ -521,6 +526,7 @@ def test_a_peer_that_cannot_install_is_listed_with_its_error(
 
 
 @pytest.mark.slow
+@PEER_INSTALLS
 def test_speed_quick_run_reports_both_systems_and_their_ratios(tmp_path: Path) -> None:
     anyio.run(_installed_or_skip, CPersonaRef)
     from benchmarks import speed_peers

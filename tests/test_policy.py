@@ -1,4 +1,5 @@
-"""Policy files: the five shipped policies, ``extends`` chains, the ``[cue]`` table and refused files.
+"""Policy files: the five shipped policies, ``extends`` chains, the stage ``chain`` each names, the
+``[cue]`` table and refused files.
 
 Refused files are written into a temporary directory next to a copy of the real ``single-pass-v0``, so
 every case checks the loader against the schema the engine actually runs.
@@ -23,7 +24,6 @@ CUE_V0 = CuePolicy(
     lift={"sure": 3, "likely": 2, "vague": 1},
     seats={"sure": 1, "likely": 1, "vague": 1},
     seat_cut_rows=False,
-    move="before_count",
     recent_only_hours=0.0,
     search_episodes=False,
     depth=0,
@@ -31,7 +31,7 @@ CUE_V0 = CuePolicy(
     vector_floor_factor=0.5,
     revisions=1,
 )
-CUE_V0_1 = dataclasses.replace(CUE_V0, recent_only_hours=24.0, move="after_count")
+CUE_V0_1 = dataclasses.replace(CUE_V0, recent_only_hours=24.0)
 CUE_V0_2 = dataclasses.replace(CUE_V0_1, search_episodes=True)
 CUE_V0_3 = dataclasses.replace(
     CUE_V0_2, depth=50, seats={"sure": 3, "likely": 2, "vague": 1}, seat_cut_rows=True
@@ -43,7 +43,6 @@ margins = { sure = 0.0, likely = 0.5, vague = 1.0 }
 lift = { sure = 3, likely = 2, vague = 1 }
 seats = { sure = 1, likely = 1, vague = 1 }
 seat_cut_rows = false
-move = "before_count"
 recent_only_hours = 0
 search_episodes = false
 depth = 0
@@ -78,6 +77,13 @@ def test_the_five_shipped_policies_load_with_their_values() -> None:
     assert policies["cued-v0.1"].cue == CUE_V0_1
     assert policies["cued-v0.2"].cue == CUE_V0_2
     assert policies["cued-v0.3"].cue == CUE_V0_3
+    single = ("fuse", "score", "gate", "autocut", "count", "seats")
+    before = ("fuse", "score", "gate", "autocut", "cue_before_count", "count", "seats")
+    after = ("fuse", "score", "gate", "autocut", "count", "cue_after_count", "seats")
+    assert policies["single-pass-v0"].chain == single
+    assert policies["cued-v0"].chain == before
+    for name in ("cued-v0.1", "cued-v0.2", "cued-v0.3"):
+        assert policies[name].chain == after
 
 
 def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
@@ -85,7 +91,11 @@ def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
     single = policies["single-pass-v0"]
     for name in ("cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"):
         assert policies[name].name == name
-        assert dataclasses.replace(policies[name], name=single.name, cue=None) == single
+        # The chain differs only by the one cue move it adds.
+        cue_free = tuple(stage for stage in policies[name].chain if not stage.startswith("cue_"))
+        assert cue_free == single.chain
+        assert len(policies[name].chain) == len(single.chain) + 1
+        assert dataclasses.replace(policies[name], name=single.name, cue=None, chain=single.chain) == single
 
 
 def test_every_shipped_file_says_what_it_extends_and_names_its_own_stem() -> None:
@@ -216,7 +226,8 @@ def test_the_merged_result_is_checked_like_a_lone_file(tmp_path: Path, text: str
         ("seats = { sure = true }", "cue.seats.sure must be an integer"),
         ("margins = { likely = inf }", "cue.margins.likely must be a finite number"),
         ("lift = 3", "cue.lift must be a table"),
-        ('move = "during_count"', "cue.move must be one of before_count, after_count"),
+        # Where the move runs is said by the chain now, so a leftover key is refused, not ignored.
+        ('move = "before_count"', "has an unknown key cue.move"),
         ("recent_only_hours = -1", "cue.recent_only_hours must be at least 0, got -1.0"),
         ("depth = -5", "cue.depth must be at least 0, got -5"),
         ("merge_k = 0", "cue.merge_k must be at least 1, got 0"),
@@ -235,7 +246,7 @@ def test_a_bad_cue_key_is_refused_naming_file_and_key(tmp_path: Path, override: 
     assert (err.name, err.problem) == ("policy file child.toml", problem)
 
 
-@pytest.mark.parametrize("key", ["margins", "lift", "seats", "revisions", "merge_k", "move"])
+@pytest.mark.parametrize("key", ["margins", "lift", "seats", "revisions", "merge_k"])
 def test_every_cue_key_is_required(tmp_path: Path, key: str) -> None:
     table = "\n".join(line for line in CUE_TABLE.splitlines() if not line.startswith(f"{key} "))
     err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{table}\n'))
@@ -251,3 +262,127 @@ def test_a_confidence_table_needs_all_three_words(tmp_path: Path, table: str) ->
     body = "\n".join(lines)
     err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{body}\n'))
     assert (err.name, err.problem) == ("policy file child.toml", f"cue.{table} is missing 'vague'")
+
+
+# ----------------------------------------------------------------------------------------------- chain
+
+CUED_CHAIN = 'chain = ["fuse", "score", "gate", "autocut", "cue_before_count", "count", "seats"]'
+
+
+def test_a_child_inherits_its_bases_chain_unless_it_names_its_own(tmp_path: Path) -> None:
+    after = 'chain = ["fuse", "score", "gate", "autocut", "count", "cue_after_count", "seats"]'
+    d = folder(
+        tmp_path,
+        base=f'name = "base"\nextends = "single-pass-v0"\n{CUED_CHAIN}\n{CUE_TABLE}',
+        same='name = "same"\nextends = "base"\n',
+        moved=f'name = "moved"\nextends = "base"\n{after}\n',
+    )
+    policies = load_policies(d)
+    assert policies["same"].chain == policies["base"].chain
+    assert policies["base"].chain[4] == "cue_before_count"
+    # A list is replaced whole, never merged item by item.
+    assert policies["moved"].chain == (
+        "fuse",
+        "score",
+        "gate",
+        "autocut",
+        "count",
+        "cue_after_count",
+        "seats",
+    )
+
+
+def test_a_file_that_extends_nothing_must_name_its_chain(tmp_path: Path) -> None:
+    base = tomllib.loads(BASE.read_text(encoding="utf-8"))
+    text = BASE.read_text(encoding="utf-8").replace('name = "single-pass-v0"', 'name = "lone"')
+    lines = [line for line in text.splitlines() if not line.startswith("chain = ")]
+    assert "chain" in base
+    err = refused(folder(tmp_path, lone="\n".join(lines) + "\n"))
+    assert (err.name, err.problem) == ("policy file lone.toml", "is missing chain")
+
+
+@pytest.mark.parametrize(
+    ("chain", "problem"),
+    [
+        ('"fuse"', "chain must be an array"),
+        ('["fuse", 3]', "chain[1] must be a string"),
+        (
+            '["fuse", "score", "rerank", "gate", "autocut", "count", "seats"]',
+            "chain[2] names an unknown stage 'rerank' (the stages: fuse, score, gate, autocut, "
+            "cue_before_count, count, cue_after_count, seats)",
+        ),
+        (
+            '["fuse", "score", "score", "gate", "autocut", "count", "seats"]',
+            "chain[2] names score a second time",
+        ),
+        (
+            '["fuse", "score", "gate", "count", "autocut", "seats"]',
+            "chain is mis-wired: count gives Counted but autocut takes Gated",
+        ),
+        (
+            '["fuse", "gate", "autocut", "count"]',
+            "chain is mis-wired: the chain gives Seated but count gives Counted",
+        ),
+        (
+            '["score", "gate", "autocut", "count", "seats"]',
+            "chain is mis-wired: the chain takes Retrieved but score takes Ranked",
+        ),
+        ("[]", "chain is mis-wired: a chain needs at least one stage"),
+        # The cue moves read [cue], which single-pass-v0 (the base here) does not have.
+        (
+            '["fuse", "score", "gate", "autocut", "cue_before_count", "count", "seats"]',
+            "chain[4] names cue_before_count, which needs a [cue] table",
+        ),
+        (
+            '["fuse", "score", "gate", "autocut", "count", "cue_after_count", "seats"]',
+            "chain[5] names cue_after_count, which needs a [cue] table",
+        ),
+    ],
+)
+def test_a_bad_chain_is_refused_naming_file_and_entry(tmp_path: Path, chain: str, problem: str) -> None:
+    err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\nchain = {chain}\n'))
+    assert (err.name, err.problem) == ("policy file child.toml", problem)
+
+
+@pytest.mark.parametrize(
+    ("chain", "problem"),
+    [
+        (
+            '["fuse", "score", "gate", "autocut", "cue_after_count", "count", "seats"]',
+            "chain is mis-wired: autocut gives Gated but cue_after_count takes Counted",
+        ),
+        (
+            '["fuse", "score", "gate", "autocut", "count", "cue_before_count", "seats"]',
+            "chain is mis-wired: count gives Counted but cue_before_count takes Gated",
+        ),
+    ],
+)
+def test_a_cue_move_on_the_wrong_side_of_the_count_is_refused(
+    tmp_path: Path, chain: str, problem: str
+) -> None:
+    text = f'name = "child"\nextends = "single-pass-v0"\nchain = {chain}\n{CUE_TABLE}'
+    err = refused(folder(tmp_path, child=text))
+    assert (err.name, err.problem) == ("policy file child.toml", problem)
+
+
+def test_a_policy_with_a_cue_may_list_no_cue_move(tmp_path: Path) -> None:
+    # The cue arm and its seats still run; the rows are never moved.
+    d = folder(tmp_path, still=f'name = "still"\nextends = "single-pass-v0"\n{CUE_TABLE}')
+    policy = load_policies(d)["still"]
+    assert policy.cue == CUE_V0
+    assert policy.chain == ("fuse", "score", "gate", "autocut", "count", "seats")
+
+
+def test_a_fault_in_a_bases_chain_is_reported_against_the_base(tmp_path: Path) -> None:
+    d = folder(
+        tmp_path,
+        **{
+            "a-child": f'name = "a-child"\nextends = "z-base"\n{CUE_TABLE}',
+            "z-base": f'name = "z-base"\nextends = "single-pass-v0"\n{CUED_CHAIN}\n',
+        },
+    )
+    err = refused(d)
+    assert (err.name, err.problem) == (
+        "policy file z-base.toml",
+        "chain[4] names cue_before_count, which needs a [cue] table",
+    )

@@ -31,7 +31,7 @@ from benchmarks.quality import cue_bench, cue_peers, tmd_peers  # noqa: E402
 from benchmarks.quality.__main__ import SystemRun, _turn_scores  # noqa: E402
 from benchmarks.quality.tmd import DEFAULT_TMD, TIME_SETS, TmdQuestion, load_tmd  # noqa: E402
 
-from test_quality_harness import table_rows  # noqa: E402
+from test_quality_harness import PEER_INSTALLS, table_rows  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -194,6 +194,7 @@ def _table(text: str, heading: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
+@PEER_INSTALLS
 def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
     if not (DEFAULT_TMD / "ConversationData").is_dir():
         pytest.skip(f"TMD data not found at {DEFAULT_TMD} (evaluation data, not shipped)")
@@ -280,6 +281,7 @@ def test_all_defaults_to_both_peers_and_runs_tmd_when_locomo_fails(
 
 
 @pytest.mark.slow
+@PEER_INSTALLS
 def test_all_writes_the_locomo_and_tmd_reports_side_by_side(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
     try:

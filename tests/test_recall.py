@@ -13,10 +13,11 @@ import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
@@ -26,6 +27,7 @@ import cpersona
 from cpersona import InvalidRequest, Settings
 from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
+from cpersona.recall.arm_runner import ArmRunner, Later
 from cpersona.recall.policy import load_policies
 from cpersona.recall.request import RecallResult, recall_request
 from cpersona.recall.stages.chain import Retrieved
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cpersona.model.candidates import ArmName, ArmResult
-    from cpersona.recall.recaller import ArmCall
+    from cpersona.recall.arm_runner import ArmCall, ArmWrapper
 
 POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v0"}
 POLICIES = load_policies()
@@ -49,10 +51,12 @@ def make_engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path
 ) -> EngineFactory:
     """Open an engine on this test's key prefix: ``vectors=True`` for the ONNX embedder and Qdrant
-    in-process, else keyword-only. Extra keyword arguments are settings."""
+    in-process, else keyword-only; ``arm_wrapper`` wraps its arms. Extra keyword arguments are settings."""
 
     @contextlib.asynccontextmanager
-    async def make(*, vectors: bool, **overrides: Any) -> AsyncIterator[cpersona.Engine]:
+    async def make(
+        *, vectors: bool, arm_wrapper: ArmWrapper | None = None, **overrides: Any
+    ) -> AsyncIterator[cpersona.Engine]:
         if vectors:
             base = Settings(
                 data_dir=model_dir,
@@ -69,7 +73,7 @@ def make_engine(
                 embedding_mode="none",
                 **overrides,
             )
-        async with cpersona.open(base, background=False) as memory:
+        async with cpersona.open(base, background=False, arm_wrapper=arm_wrapper) as memory:
             yield memory
 
     return make
@@ -89,9 +93,8 @@ def agent() -> str:
 
 
 @pytest.fixture
-def engine(shared_engine: cpersona.Engine) -> Iterator[cpersona.Engine]:
-    yield shared_engine
-    shared_engine.recaller.arm_wrapper = None
+def engine(shared_engine: cpersona.Engine) -> cpersona.Engine:
+    return shared_engine
 
 
 @pytest.fixture
@@ -162,11 +165,13 @@ def assert_concurrent(result: RecallResult, spans: Spans) -> None:
     assert retrieve < 0.75 * sum(end - start for start, end in spans.values())
 
 
-async def test_lexical_arms_run_concurrently(keyword_engine: cpersona.Engine) -> None:
-    await _memory_and_episode(keyword_engine)
+async def test_lexical_arms_run_concurrently(make_engine: EngineFactory) -> None:
     spans: Spans = {}
-    keyword_engine.recaller.arm_wrapper = slowed(("memory_keyword", "episode_fts"), spans)
-    result = checked(await keyword_engine.recall("alpha deploy", agent_id="a"))
+    async with make_engine(
+        vectors=False, arm_wrapper=slowed(("memory_keyword", "episode_fts"), spans)
+    ) as memory:
+        await _memory_and_episode(memory)
+        result = checked(await memory.recall("alpha deploy", agent_id="a"))
     assert set(spans) == {"memory_keyword", "episode_fts"}
     assert_concurrent(result, spans)
     # the real arms ran behind the wrapper
@@ -174,13 +179,16 @@ async def test_lexical_arms_run_concurrently(keyword_engine: cpersona.Engine) ->
     assert result.degraded == ()
 
 
-async def test_vector_and_keyword_arms_run_concurrently(engine: cpersona.Engine, agent: str) -> None:
+async def test_vector_and_keyword_arms_run_concurrently(make_engine: EngineFactory, agent: str) -> None:
     text = "The staging database moved to eu-west-2 after the failover drill"
-    await engine.store(text, agent_id=agent)
-    await engine.recall("warm the embedder up", agent_id=agent)
     spans: Spans = {}
-    engine.recaller.arm_wrapper = slowed(("memory_keyword", "vector_near"), spans)
-    result = checked(await engine.recall("staging database failover", agent_id=agent, deep=True))
+    async with make_engine(
+        vectors=True, arm_wrapper=slowed(("memory_keyword", "vector_near"), spans)
+    ) as memory:
+        await memory.store(text, agent_id=agent)
+        await memory.recall("warm the embedder up", agent_id=agent)
+        spans.clear()  # the spans of the recall measured below, not of the warm-up
+        result = checked(await memory.recall("staging database failover", agent_id=agent, deep=True))
     assert set(spans) == {"memory_keyword", "vector_near"}
     assert_concurrent(result, spans)
     arms = retrieved_of(result).arms
@@ -197,7 +205,9 @@ async def _memory_and_episode(memory: cpersona.Engine) -> None:
     await memory.archive_episode("alpha deploy retrospective: the rollout went fine", agent_id="a")
 
 
-async def test_a_failing_arm_contributes_nothing_and_is_reported(keyword_engine: cpersona.Engine) -> None:
+async def test_a_failing_arm_contributes_nothing_and_is_reported(
+    keyword_engine: cpersona.Engine, make_engine: EngineFactory
+) -> None:
     await _memory_and_episode(keyword_engine)
     healthy = checked(await keyword_engine.recall("alpha deploy", agent_id="a"))
     assert sorted(r.kind for r in healthy.rows) == ["episode", "memory"]
@@ -211,8 +221,9 @@ async def test_a_failing_arm_contributes_nothing_and_is_reported(keyword_engine:
 
         return broken
 
-    keyword_engine.recaller.arm_wrapper = break_keyword
-    result = checked(await keyword_engine.recall("alpha deploy", agent_id="a"))
+    # A second engine on the same store (keyword-only: all of it is in Redis), its keyword arm broken.
+    async with make_engine(vectors=False, arm_wrapper=break_keyword) as broken_engine:
+        result = checked(await broken_engine.recall("alpha deploy", agent_id="a"))
     assert contents(result) == ["[Episode] alpha deploy retrospective: the rollout went fine"]
     assert [(d.arm, d.status, d.detail) for d in result.degraded] == [
         ("memory_keyword", "error", "RuntimeError: index gone")
@@ -224,20 +235,18 @@ async def test_a_failing_arm_contributes_nothing_and_is_reported(keyword_engine:
 
 
 async def test_a_late_arm_times_out_and_is_reported(make_engine: EngineFactory) -> None:
-    async with make_engine(vectors=False, recall_arm_timeout_ms=200.0) as memory:
+    def stall_episodes(name: ArmName, call: ArmCall) -> ArmCall:
+        if name != "episode_fts":
+            return call
+
+        async def stalled() -> ArmResult:
+            await anyio.sleep(60)
+            return await call()
+
+        return stalled
+
+    async with make_engine(vectors=False, recall_arm_timeout_ms=200.0, arm_wrapper=stall_episodes) as memory:
         await _memory_and_episode(memory)
-
-        def stall_episodes(name: ArmName, call: ArmCall) -> ArmCall:
-            if name != "episode_fts":
-                return call
-
-            async def stalled() -> ArmResult:
-                await anyio.sleep(60)
-                return await call()
-
-            return stalled
-
-        memory.recaller.arm_wrapper = stall_episodes
         result = checked(await memory.recall("alpha deploy", agent_id="a"))
         assert contents(result) == ["alpha deploy checklist for the payments service"]
         assert [(d.arm, d.status, d.detail) for d in result.degraded] == [
@@ -245,27 +254,26 @@ async def test_a_late_arm_times_out_and_is_reported(make_engine: EngineFactory) 
         ]
 
 
-async def test_a_failing_vector_arm_leaves_the_keyword_rows(engine: cpersona.Engine, agent: str) -> None:
-    await engine.store("alpha deploy checklist for the payments service", agent_id=agent)
-
+async def test_a_failing_vector_arm_leaves_the_keyword_rows(make_engine: EngineFactory, agent: str) -> None:
     def break_near(name: ArmName, call: ArmCall) -> ArmCall:
         async def broken() -> ArmResult:
             raise ConnectionError("qdrant went away")
 
         return broken if name == "vector_near" else call
 
-    engine.recaller.arm_wrapper = break_near
-    # The query was embedded and the row has a vector, so the row is lexical-only but not single-arm:
-    # on a pool of 1 it needs min_score(1) * 3/61 = 0.4665 * 3/61 = 0.02294 > 1/61 and is refused ...
-    shallow = checked(await engine.recall("alpha deploy checklist", agent_id=agent))
-    assert shallow.rows == ()
-    assert [(d.arm, d.status) for d in shallow.degraded] == [("vector_near", "error")]
-    # ... and with deep (0.23325 * 3/61 = 0.01147 <= 1/61) it passes on the keyword arm alone
-    result = checked(await engine.recall("alpha deploy checklist", agent_id=agent, deep=True))
-    assert [(d.arm, d.status) for d in result.degraded] == [("vector_near", "error")]
-    assert [(r.content, r.match_reason and r.match_reason["signal"]) for r in result.rows] == [
-        ("alpha deploy checklist for the payments service", "rrf")
-    ]
+    async with make_engine(vectors=True, arm_wrapper=break_near) as engine:
+        await engine.store("alpha deploy checklist for the payments service", agent_id=agent)
+        # The query was embedded and the row has a vector, so the row is lexical-only but not single-arm:
+        # on a pool of 1 it needs min_score(1) * 3/61 = 0.4665 * 3/61 = 0.02294 > 1/61 and is refused ...
+        shallow = checked(await engine.recall("alpha deploy checklist", agent_id=agent))
+        assert shallow.rows == ()
+        assert [(d.arm, d.status) for d in shallow.degraded] == [("vector_near", "error")]
+        # ... and with deep (0.23325 * 3/61 = 0.01147 <= 1/61) it passes on the keyword arm alone
+        result = checked(await engine.recall("alpha deploy checklist", agent_id=agent, deep=True))
+        assert [(d.arm, d.status) for d in result.degraded] == [("vector_near", "error")]
+        assert [(r.content, r.match_reason and r.match_reason["signal"]) for r in result.rows] == [
+            ("alpha deploy checklist for the payments service", "rrf")
+        ]
 
 
 async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cpersona.Engine) -> None:
@@ -279,6 +287,71 @@ async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cperso
     finally:
         await close_redis(recaller.redis)
         recaller.redis = live
+
+
+# ------------------------------------------------------------------------------ the arm runner, unit
+
+
+async def test_the_arm_runner_names_a_failure_and_a_late_answer() -> None:
+    runner = ArmRunner(timeout_ms=50.0)
+
+    async def broken() -> ArmResult:
+        raise RuntimeError("index gone")
+
+    async def stalled() -> ArmResult:
+        await anyio.sleep(60)
+        raise AssertionError("never reached")
+
+    failed = await runner.run("memory_keyword", broken)
+    assert (failed.arm, failed.status, failed.detail, failed.rows) == (
+        "memory_keyword", "error", "RuntimeError: index gone", ()
+    )  # fmt: skip
+    late = await runner.run("episode_fts", stalled)
+    assert (late.status, late.detail) == ("timeout", "no answer within 50 ms")
+    assert late.elapsed_ms >= 50.0
+    # the cue loop's own deadline and wording
+    cut = await runner.run("cue", stalled, within_s=0.01, late="stopped at the limit")
+    assert (cut.status, cut.detail) == ("timeout", "stopped at the limit")
+
+
+async def test_the_arm_runner_applies_its_wrapper_and_never_swallows_cancellation() -> None:
+    seen: list[str] = []
+
+    def counting(name: ArmName, call: ArmCall) -> ArmCall:
+        seen.append(name)
+        return call
+
+    runner = ArmRunner(timeout_ms=10_000.0, wrapper=counting)
+
+    async def stalled() -> ArmResult:
+        await anyio.sleep(60)
+        raise AssertionError("never reached")
+
+    with anyio.move_on_after(0.05) as outer:
+        await runner.run("vector_near", stalled)
+        raise AssertionError("the outer cancellation was swallowed")
+    assert outer.cancelled_caught
+    assert seen == ["vector_near"]
+
+
+async def test_a_later_value_is_set_once_and_waited_for() -> None:
+    cell: Later[int] = Later()
+    got: list[int] = []
+    with pytest.raises(RuntimeError):
+        cell.get()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _append(got, cell))
+        await anyio.lowlevel.checkpoint()
+        assert got == []  # still waiting
+        cell.set(7)
+    assert got == [7]
+    assert cell.get() == 7
+    with pytest.raises(RuntimeError):
+        cell.set(8)
+
+
+async def _append(out: list[int], cell: Later[int]) -> None:
+    out.append(await cell.wait())
 
 
 # ----------------------------------------------------------------------------------------- validation

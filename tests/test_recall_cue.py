@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cpersona.model.candidates import ArmResult
-    from cpersona.recall.recaller import ArmCall
+    from cpersona.recall.arm_runner import ArmCall
 
 AGENT = "cue-agent"
 DAY = 86_400.0
@@ -67,13 +67,19 @@ def _rows(result: Any) -> list[Any]:
 
 
 @pytest.fixture
+def arm_calls() -> list[str]:
+    """The arms the ``engine`` fixture's recalls ran, in order (its arm wrapper only counts them)."""
+    return []
+
+
+@pytest.fixture
 async def engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path, arm_calls: list[str]
 ) -> AsyncIterator[cpersona.Engine]:
     settings_ = Settings(
         data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:"
     )
-    async with cpersona.open(settings_, background=False) as memory:
+    async with cpersona.open(settings_, background=False, arm_wrapper=_counting(arm_calls)) as memory:
         yield memory
 
 
@@ -234,10 +240,12 @@ async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
     assert "ignored" not in old.to_json()["time_cue"]
 
 
-async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(engine: cpersona.Engine) -> None:
+async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
+    engine: cpersona.Engine, arm_calls: list[str]
+) -> None:
     await _seed(engine)
-    calls: list[str] = []
-    engine.recaller.arm_wrapper = _counting(calls)
+    calls = arm_calls
+    calls.clear()
     # Nothing was stored 200-210 days ago; 'likely' widens by half the length on each side (195-215):
     # still nothing, so the recall stops after one revision.
     cue = {"after": _ts(210)[:10], "before": _ts(201)[:10], "confidence": "likely"}
@@ -258,7 +266,6 @@ async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(engine: cpe
     ]
     assert trace["budget"]["stop"] == "no_wider_step"
     # The revision ran the cue arm only: every ordinary arm's list is the uncued recall's.
-    engine.recaller.arm_wrapper = None
     plain = await engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.3")
     assert _plain_rows(result) == _plain_rows(plain)
 
@@ -283,26 +290,26 @@ async def test_a_slow_cue_arm_stops_at_the_time_limit(
         qdrant_url=":memory:",
         recall_cue_time_limit_ms=300,
     )
-    async with cpersona.open(settings_, background=False) as memory:
+
+    def slow(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
+        if name != "cue":
+            return call
+
+        async def late() -> ArmResult:
+            try:
+                await anyio.sleep(60)
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(name)
+                raise
+            return await call()
+
+        return late
+
+    cancelled: list[str] = []
+    # Only the cue arm is slowed, and a recall without a cue runs none: the plain recall is unaffected.
+    async with cpersona.open(settings_, background=False, arm_wrapper=slow) as memory:
         await _seed(memory)
         plain = await memory.recall("hiking trip", agent_id=AGENT, policy="cued-v0.3")
-
-        def slow(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
-            if name != "cue":
-                return call
-
-            async def late() -> ArmResult:
-                try:
-                    await anyio.sleep(60)
-                except anyio.get_cancelled_exc_class():
-                    cancelled.append(name)
-                    raise
-                return await call()
-
-            return late
-
-        cancelled: list[str] = []
-        memory.recaller.arm_wrapper = slow
         cue = {"ago": {"unit": "weeks", "value": 6}, "confidence": "likely"}
         with anyio.fail_after(30):  # a guard against a hang, not a measurement
             result = await memory.recall("hiking trip", agent_id=AGENT, time_cue=cue, trace=True)
@@ -361,6 +368,7 @@ LIFT = {"sure": 3, "likely": 2, "vague": 1}
 )
 async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     engine: cpersona.Engine,
+    arm_calls: list[str],
     notes: list[tuple[int, int]],
     cue: dict[str, Any],
     query: str,
@@ -387,12 +395,9 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
         )
     scope = {"agent_id": agent, "project_id": "p1"}
     plain = await engine.recall(query, limit=limit, policy=policy, trace=True, **scope)
-    calls: list[str] = []
-    engine.recaller.arm_wrapper = _counting(calls)
-    try:
-        cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
-    finally:
-        engine.recaller.arm_wrapper = None
+    calls = arm_calls
+    calls.clear()
+    cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
     # A revision re-runs the cue arm only: every ordinary arm ran once at most.
     assert all(calls.count(arm) == 1 for arm in set(calls) - {"cue"})
     assert calls.count("cue") <= 2

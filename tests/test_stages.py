@@ -1,5 +1,6 @@
-"""The typed stage chain: wiring checked when built, a hand-worked run of the default chain over a
-hand-built ``Retrieved``, the history links, immutability, seats and the count cut."""
+"""The typed stage chain: wiring checked when built, each policy's chain built from its names, a
+hand-worked run of the single-pass chain over a hand-built ``Retrieved``, the history links,
+immutability, seats, the count cut and the cue move on either side of it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cpersona.errors import GraphError
+from cpersona.errors import GraphError, InvalidSetting
 from cpersona.model.candidates import ArmResult, ArmRow
 from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.chain import (
@@ -19,22 +20,30 @@ from cpersona.recall.stages.chain import (
     GATE,
     SCORE,
     SEATS,
+    STAGES,
     Chain,
     Counted,
+    CueFound,
     Gated,
     Ranked,
     RecallPlan,
     Retrieved,
     Seated,
     Stage,
-    default_chain,
+    build_chain,
 )
 from cpersona.recall.stages.gate import gate_config
 
-POLICY = load_policies()["single-pass-v0"]
+POLICIES = load_policies()
+POLICY = POLICIES["single-pass-v0"]
 
 
-STAGE_NAMES = ("fuse", "score", "gate", "autocut", "cue_before_count", "count", "cue_after_count", "seats")
+STAGE_NAMES = ("fuse", "score", "gate", "autocut", "count", "seats")
+
+
+def default_chain() -> Chain:
+    """The single-pass chain, the one these hand-worked runs follow."""
+    return build_chain(POLICY)
 
 
 def plan(*, limit: int = 3, pool: int = 500, blank: bool = False, policy: Any = POLICY) -> RecallPlan:
@@ -109,6 +118,28 @@ def test_chain_refuses_no_stages_and_accepts_the_default() -> None:
     assert [s.name for s in chain.stages] == list(STAGE_NAMES)
 
 
+def test_each_policy_runs_the_stages_its_file_names_in_order() -> None:
+    for name, policy in POLICIES.items():
+        chain = build_chain(policy)
+        assert tuple(s.name for s in chain.stages) == policy.chain, name
+        assert all(s is STAGES[s.name] for s in chain.stages)
+    cued = [s.name for s in build_chain(POLICIES["cued-v0"]).stages]
+    later = [s.name for s in build_chain(POLICIES["cued-v0.1"]).stages]
+    assert cued.index("cue_before_count") == cued.index("count") - 1
+    assert later.index("cue_after_count") == later.index("count") + 1
+    # The same names give the same checked chain: a recall does not re-check it.
+    assert build_chain(POLICIES["cued-v0.2"]) is build_chain(POLICIES["cued-v0.3"])
+
+
+def test_build_chain_refuses_a_policy_changed_after_loading() -> None:
+    # The loader runs this check; a policy assembled in code gets the same refusal.
+    broken = dataclasses.replace(POLICY, chain=("fuse", "gate", "score", "count", "seats"))
+    with pytest.raises(InvalidSetting) as err:
+        build_chain(broken)
+    assert err.value.name == "policy file single-pass-v0.toml"
+    assert err.value.problem == "chain is mis-wired: gate gives Gated but score takes Ranked"
+
+
 def test_chain_is_checked_before_anything_runs() -> None:
     calls: list[str] = []
 
@@ -127,7 +158,8 @@ def test_chain_is_checked_before_anything_runs() -> None:
 
 def test_default_chain_by_hand() -> None:
     data = retrieved()
-    final, timing = default_chain().run(data, plan(limit=3, pool=500))
+    run = default_chain().run(data, plan(limit=3, pool=500))
+    final, timing = run.final, run.timing_ms
     assert isinstance(final, Seated)
     assert set(timing) == set(STAGE_NAMES)
 
@@ -190,7 +222,15 @@ def test_the_last_set_links_back_to_every_earlier_one() -> None:
         return dataclasses.replace(stage, run=run)
 
     chain = Chain([recording(s) for s in default_chain().stages], takes=Retrieved, gives=Seated)
-    final, _ = chain.run(data, plan())
+    run = chain.run(data, plan())
+    final = run.final
+    # the run holds the input and each stage's output in order, and finds the last of each type
+    assert run.sets == (data, *(seen[stage.name] for stage in chain.stages))
+    assert run.last(Seated) is final
+    assert run.last(Counted) is seen["count"] is final.source
+    assert run.last(Gated) is seen["autocut"] is final.source.source
+    assert run.last(Ranked) is seen["score"]
+    assert run.last(Retrieved) is data
     assert final is seen["seats"]
     assert final.source is seen["count"]
     assert isinstance(final.source, Counted)
@@ -207,8 +247,8 @@ def test_nothing_is_mutated_and_every_set_is_frozen() -> None:
     data = retrieved()
     before = copy.deepcopy(data)
     p = plan()
-    final, _ = default_chain().run(data, p)
-    again, _ = default_chain().run(data, p)
+    final = default_chain().run(data, p).final
+    again = default_chain().run(data, p).final
     assert data == before
     assert again == final  # a pure function of its input
     sets = [data, final, final.source, final.source.source, final.source.source.source, final.rows[0]]
@@ -232,24 +272,26 @@ def test_same_type_stages_return_new_sets() -> None:
 
 
 def test_seats_skip_returned_rows_and_stop_at_the_policy_count() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:2", "mem:1", "mem:9", "mem:8", "mem:7")), plan())
+    final = (
+        default_chain().run(retrieved(block_arm("mem:2", "mem:1", "mem:9", "mem:8", "mem:7")), plan()).final
+    )
     # mem:2 and mem:1 are returned; two seats: mem:9, mem:8
     assert [s.ref for s in final.seats] == ["mem:9", "mem:8"]
     one = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=1))
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(policy=one))
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(policy=one)).final
     assert [s.ref for s in final.seats] == ["mem:9"]
     none = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=0))
-    final, _ = default_chain().run(retrieved(block_arm("mem:9")), plan(policy=none))
+    final = default_chain().run(retrieved(block_arm("mem:9")), plan(policy=none)).final
     assert final.seats == ()
 
 
 def test_seats_do_not_repeat_a_record() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:9", "mem:8")), plan())
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:9", "mem:8")), plan()).final
     assert [s.ref for s in final.seats] == ["mem:9", "mem:8"]
 
 
 def test_blank_query_gets_no_seats() -> None:
-    final, _ = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(blank=True))
+    final = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(blank=True)).final
     assert final.seats == ()
 
 
@@ -257,14 +299,14 @@ def test_blank_query_gets_no_seats() -> None:
 
 
 def test_count_cut_records_what_it_cut() -> None:
-    final, _ = default_chain().run(retrieved(), plan(limit=1))
+    final = default_chain().run(retrieved(), plan(limit=1)).final
     assert final.source.before_cut == ("mem:2", "mem:1", "mem:4", "mem:5", "profile:a")
     assert final.source.cut_by_count == ("mem:1", "mem:4", "mem:5", "profile:a")
     assert [r.ref for r in final.rows] == ["mem:2"]
-    wide, _ = default_chain().run(retrieved(), plan(limit=10))
+    wide = default_chain().run(retrieved(), plan(limit=10)).final
     assert wide.source.cut_by_count == ()
     assert [r.ref for r in wide.rows] == ["mem:2", "mem:1", "mem:4", "mem:5", "profile:a"]
-    zero, _ = default_chain().run(retrieved(), plan(limit=0))
+    zero = default_chain().run(retrieved(), plan(limit=0)).final
     assert zero.rows == ()
     assert zero.source.cut_by_count == zero.source.before_cut
 
@@ -272,7 +314,7 @@ def test_count_cut_records_what_it_cut() -> None:
 def test_small_pool_gate_and_profile_through_the_chain() -> None:
     # pool 30: min 0.3342; cosine 0.41 and 0.62 pass, lexical rows need 0.3342*3/61 = 0.01644 > 1/62
     # and fail, the profile needs pool 50 and fails
-    final, _ = default_chain().run(retrieved(), plan(limit=10, pool=30))
+    final = default_chain().run(retrieved(), plan(limit=10, pool=30)).final
     assert [r.ref for r in final.rows] == ["mem:2", "mem:1"]
     reasons = {d.ref: d.reason for d in final.source.source.decisions if not d.passed}
     assert reasons == {
@@ -290,9 +332,46 @@ def test_autocut_stage_drops_rows_in_a_cascade_list() -> None:
         profile_ref=None,
     )
     p = dataclasses.replace(plan(limit=10), mode="cascade")
-    final, _ = default_chain().run(data, p)
+    final = default_chain().run(data, p).final
     gated = final.source.source
     # gaps 0.05, 0.45; 0.45/0.9 = 0.5 >= 0.15: cut after mem:2
     assert gated.autocut_fired
     assert gated.autocut_dropped == ("mem:3",)
     assert [r.ref for r in final.rows] == ["mem:1", "mem:2"]
+
+
+# ---------------------------------------------------------------------------------------- the cue move
+
+
+def cue_found(*refs: str) -> CueFound:
+    rows = tuple(ArmRow(ref, rank, 0.9) for rank, ref in enumerate(refs))
+    return CueFound(rows=rows, confidence="sure", period=None, lift=3, seats=0, seat_cut_rows=False)
+
+
+def test_the_cue_move_runs_where_the_chain_lists_it() -> None:
+    # Before the cut (mem:2 mem:1 mem:4 | mem:5 profile:a) mem:5 is fourth; the cue arm ranked it first.
+    data = dataclasses.replace(retrieved(), cue=cue_found("mem:5"))
+    run = build_chain(POLICIES["cued-v0"]).run(data, plan(limit=3))
+    before, timing = run.final, run.timing_ms
+    assert "cue_before_count" in timing
+    assert "cue_after_count" not in timing
+    # Moved before the count, it climbs into the answer and pushes the last row out (seed §2.9).
+    assert [r.ref for r in before.rows] == ["mem:5", "mem:2", "mem:1"]
+    lifted = [(m.ref, m.from_, m.to) for m in before.source.source.moves if m.to < m.from_]
+    assert lifted == [("mem:5", 3, 0)]
+    run = build_chain(POLICIES["cued-v0.1"]).run(data, plan(limit=3))
+    after, timing = run.final, run.timing_ms
+    assert "cue_after_count" in timing
+    assert "cue_before_count" not in timing
+    # Moved after it, only the kept rows can be reordered, and the cut row stays cut.
+    assert [r.ref for r in after.rows] == ["mem:2", "mem:1", "mem:4"]
+    assert after.source.moves == ()
+    assert after.source.cut_by_count == ("mem:5", "profile:a")
+
+
+def test_a_listed_cue_move_without_a_cue_changes_nothing() -> None:
+    data = retrieved()
+    plain = default_chain().run(data, plan()).final
+    for name in ("cued-v0", "cued-v0.1"):
+        cued = build_chain(POLICIES[name]).run(data, plan()).final
+        assert cued == plain

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     import cpersona
     from cpersona.model.candidates import ArmResult
+    from cpersona.recall.arm_runner import ArmCall
     from cpersona.recall.policy import Policy
 
 # ---------------------------------------------------------------------------------- hand-built traces
@@ -242,7 +243,33 @@ def returned(result: Any) -> list[str]:
     return ["profile" if row.ref is None else row.ref for row in result.rows]
 
 
-async def test_disabling_the_keyword_arm_is_a_candidate_miss(engine: cpersona.Engine) -> None:
+class KeywordSwitch:
+    """An arm wrapper, given to an engine when it opens, that empties the keyword arm's list while ``off``
+    (the test flips it between two recalls of its own engine; nothing else shares that engine)."""
+
+    def __init__(self) -> None:
+        self.off = False
+
+    def __call__(self, name: str, call: ArmCall) -> ArmCall:
+        if name != "memory_keyword":
+            return call
+
+        async def switched() -> ArmResult:
+            result = await call()
+            return dataclasses.replace(result, rows=()) if self.off else result
+
+        return switched
+
+
+async def test_disabling_the_keyword_arm_is_a_candidate_miss(open_test_engine: Callable[..., Any]) -> None:
+    switch = KeywordSwitch()
+    async with open_test_engine("tck", arm_wrapper=switch) as engine:
+        await _keyword_only_gold_turns_into_a_candidate_miss(engine, switch)
+
+
+async def _keyword_only_gold_turns_into_a_candidate_miss(
+    engine: cpersona.Engine, switch: KeywordSwitch
+) -> None:
     agent = agent_id()
     policy = add_policy(engine, "confirm-no-seats")
     # Near-identical codes the keyword index reads as other words (no separator in ``ZX_4471`` or
@@ -264,21 +291,8 @@ async def test_disabling_the_keyword_arm_is_a_candidate_miss(engine: cpersona.En
     )
     assert confirm(on.trace, [gold]) != CANDIDATE_MISS
 
-    def switch_off(name: str, call: Any) -> Any:
-        if name != "memory_keyword":
-            return call
-
-        async def nothing() -> ArmResult:
-            result = await call()
-            return dataclasses.replace(result, rows=())
-
-        return nothing
-
-    engine.recaller.arm_wrapper = switch_off
-    try:
-        off = await engine.recall(question, agent_id=agent, trace=True, limit=1, policy=policy)
-    finally:
-        engine.recaller.arm_wrapper = None
+    switch.off = True
+    off = await engine.recall(question, agent_id=agent, trace=True, limit=1, policy=policy)
     assert off.trace is not None
     assert arm_refs(dict(off.trace), "memory_keyword") == set()
     assert gold not in returned(off)

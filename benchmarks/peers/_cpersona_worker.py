@@ -25,21 +25,37 @@ Ops (JSON lines, see :mod:`_wire`):
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import inspect
 import platform
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from _wire import claim_stdout, serve
+# Run as a script under the peer's interpreter, where this folder is on sys.path and the repository is not.
+if TYPE_CHECKING:
+    from benchmarks.peers._wire import claim_stdout, serve
+else:
+    from _wire import claim_stdout, serve
 
 CHANNEL = claim_stdout()
 
 import anyio  # noqa: E402
 
-from cpersona import config, cue, database, server, vector  # noqa: E402
-from cpersona import memory_handlers as mh  # noqa: E402
+
+def _released(name: str) -> Any:
+    """A module of the released CPersona. mypy sees only this repository's package of the same name, so
+    the released one is untyped here; it is imported by name, in the order the plain imports took."""
+    return importlib.import_module(f"cpersona.{name}")
+
+
+config = _released("config")
+cue = _released("cue")
+database = _released("database")
+server = _released("server")
+vector = _released("vector")
+mh = _released("memory_handlers")
 
 # What the benchmark pins, read back after import so that it can check the pins took effect.
 _CONFIG_ECHO = (

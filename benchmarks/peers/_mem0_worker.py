@@ -30,9 +30,13 @@ import importlib.util
 import platform
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from _wire import claim_stdout, serve
+# Run as a script under the peer's interpreter, where this folder is on sys.path and the repository is not.
+if TYPE_CHECKING:
+    from benchmarks.peers._wire import claim_stdout, serve
+else:
+    from _wire import claim_stdout, serve
 
 CHANNEL = claim_stdout()
 

@@ -950,7 +950,7 @@ def _all_main(args: argparse.Namespace, command: str) -> Path:
     A dataset whose run ends the command (its dense honesty check failed, after its report was written)
     does not stop the other one: the command fails once both have run, naming what failed.
     """
-    runs = (
+    runs: tuple[tuple[str, Callable[[], Path]], ...] = (
         ("LoCoMo", lambda: _locomo_main(args, command, stem=LOCOMO_PEERS_STEM)),
         ("TMD", lambda: _tmd_main(args, command)),
     )

@@ -453,7 +453,8 @@ def _sign_p(up: int, down: int) -> float:
     n = up + down
     if n == 0:
         return 1.0
-    return sum(math.comb(n, k) for k in range(up, n + 1)) / 2**n
+    # 2**n as a shift: int ** int is typed Any (a negative exponent would give a float).
+    return sum(math.comb(n, k) for k in range(up, n + 1)) / (1 << n)
 
 
 def _period_holds(period: Sequence[str] | None, times: Iterable[float]) -> bool | None:
@@ -771,10 +772,10 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
     ]
     for s in sums:
         for arm in ARMS:
-            m = s.means[arm]
+            a = s.means[arm]
             lines.append(
-                f"| {s.name} | {arm} | {m['ndcg@10']:.4f} | {m['recall@10']:.4f} | {m['capped@10']:.4f} "
-                f"| {m['recall_rows']:.4f} | {m['any_rows']:.4f} | {m['mrr_rows']:.4f} | {m['rows']:.1f} |"
+                f"| {s.name} | {arm} | {a['ndcg@10']:.4f} | {a['recall@10']:.4f} | {a['capped@10']:.4f} "
+                f"| {a['recall_rows']:.4f} | {a['any_rows']:.4f} | {a['mrr_rows']:.4f} | {a['rows']:.1f} |"
             )
     lines += [
         "",
@@ -1025,7 +1026,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
     report = render(info, outcomes, chart.name)
     print(report)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{stem}.md"
+    path: Path = args.out / f"{stem}.md"
     path.write_text(report, encoding="utf-8")
     write_chart(outcomes, chart)
     raw = DEFAULT_CACHE_DIR / f"{stem}_last.json"

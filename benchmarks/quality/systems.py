@@ -325,10 +325,11 @@ class Cpersona:
         import cpersona
 
         settings = self._settings(data_dir if data_dir is not None else self._work_dir())
-        self._memory = await self._stack.enter_async_context(cpersona.open(settings, background=False))
-        keep = self._arms
-        if keep is not None:
-            self._memory.recaller.arm_wrapper = _only(keep)
+        # The arm variant is the engine's arm wrapper, given when it opens and fixed for its life.
+        wrapper = None if self._arms is None else _only(self._arms)
+        self._memory = await self._stack.enter_async_context(
+            cpersona.open(settings, background=False, arm_wrapper=wrapper)
+        )
         return self._memory
 
     async def engine(self) -> Any:

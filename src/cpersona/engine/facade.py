@@ -56,6 +56,7 @@ from cpersona.stores.vectors.factory import open_vector_store
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
+    from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.request import RecallResult
     from cpersona.stores.protocols import RecordStore
     from cpersona.stores.redis.connection import RedisClient
@@ -100,8 +101,10 @@ class Engine:
     a backend that fails or misses its deadline raises a :class:`~cpersona.BackendUnavailable`.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, arm_wrapper: ArmWrapper | None = None) -> None:
         self.settings = settings
+        # A testing and benchmark seam (see ``open``), fixed for the engine's life.
+        self._arm_wrapper = arm_wrapper
         self.keys = Keys(settings.key_prefix)
         self._backends: _Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
@@ -177,6 +180,7 @@ class Engine:
                 vectors=vectors,
                 embedder=embedder,
                 blocks=blocks,
+                arm_wrapper=self._arm_wrapper,
             )
             self._stack = stack
             await self.finish_pending()
@@ -317,7 +321,7 @@ class Engine:
 
     @property
     def recaller(self) -> Recaller:
-        """The engine's recall runner (for tools and tests that wrap arms)."""
+        """The engine's recall runner (for tools and tests that look underneath)."""
         self._b  # noqa: B018 - raises EngineClosed when closed
         assert self._recaller is not None
         return self._recaller
@@ -787,7 +791,11 @@ class Engine:
 
 @contextlib.asynccontextmanager
 async def open(
-    settings: Settings | None = None, *, background: bool = True, **overrides: Any
+    settings: Settings | None = None,
+    *,
+    background: bool = True,
+    arm_wrapper: ArmWrapper | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Engine]:
     """Open the engine: ``async with cpersona.open() as memory: ...``.
 
@@ -799,13 +807,16 @@ async def open(
     context to the task that entered it, so code that enters and exits in different tasks
     (pytest-asyncio fixtures, for one) passes ``background=False`` and calls :meth:`Engine.drain_blocks`
     when it wants the blocks built and :meth:`Engine.drain_traces` when it wants traces published.
+
+    ``arm_wrapper`` is a testing and benchmark seam, not for production: it wraps every arm call of every
+    recall of this engine (to switch an arm off, slow it down or count it), fixed for the engine's life.
     """
     if settings is None:
         settings = Settings.from_env(**overrides)
     elif overrides:
         settings = dataclasses.replace(settings, **overrides)
         settings.validate()
-    async with Engine(settings) as engine:
+    async with Engine(settings, arm_wrapper=arm_wrapper) as engine:
         if not background:
             yield engine
             return

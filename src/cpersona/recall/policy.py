@@ -1,14 +1,20 @@
 """Recall policies as data: one TOML file per policy in ``stages/``, loaded once at start.
 
-A policy holds every number a recall process fixes (depths, floors, gate constants, seats, margins). The
-engine reads the files when it opens; a file with a missing, unknown or mistyped key is refused then,
-naming the file and the key, so a policy never runs half-read. Every recall names the policy it ran under,
-and an older policy can be named again to replay a result.
+A policy holds every number a recall process fixes (depths, floors, gate constants, seats, margins) and
+names the stages its recall runs after the arms, in order (``chain``). The engine reads the files when it
+opens; a file with a missing, unknown or mistyped key, or a chain that names an unknown stage, wires two
+stages that do not fit or lacks a table one of its stages reads, is refused then, naming the file and the
+key, so a policy never runs half-read. Every recall names the policy it ran under, and an older policy can
+be named again to replay a result.
 
 A file may start from another with ``extends = "<policy>"`` and give only what it changes: its tables are
-merged into the base's key by key (an inner table is merged too, so no key can be removed this way), and
-``name`` is never inherited. The merged result is checked exactly like a file that stands alone. The
-``[cue]`` table is the one optional table: a policy without it takes no time cue.
+merged into the base's key by key (an inner table is merged too, so no key can be removed this way), a
+list such as ``chain`` is replaced whole, and ``name`` is never inherited. The merged result is checked
+exactly like a file that stands alone. The ``[cue]`` table is the one optional table: a policy without it
+takes no time cue.
+
+The schema itself (:class:`~cpersona.model.policy.Policy` and its tables) lives in ``cpersona.model`` as
+plain values; it is re-exported here for the callers that load policies.
 """
 
 from __future__ import annotations
@@ -18,140 +24,19 @@ import math
 import tomllib
 import types
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from cpersona.errors import InvalidSetting
+from cpersona.model.policy import CuePolicy, Policy
 from cpersona.model.time_cue import CONFIDENCES
+from cpersona.recall.stages.chain import build_chain
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["CuePolicy", "Policy", "load_policies", "policy_dir"]
 
 _T = TypeVar("_T")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DepthPolicy:
-    floor: int
-    max: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LimitPolicy:
-    default: int
-    max: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class VectorPolicy:
-    min_similarity: float
-    rrf_threshold_factor: float
-    scan_window: int
-    reach: int
-    far_limit: int
-    far_weight: float
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FusionPolicy:
-    rrf_k: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GatePolicy:
-    start: float
-    span: float
-    saturation: int
-    deep_factor: float
-    lexical_arms: int
-    profile_min_pool: int
-    unscored_min_pool: int
-    calibrate_sample: int
-    calibrate_window_minutes: float
-    calibrate_candidates: int
-    calibrate_floor: float
-    precision_beta: dict[str, float]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AutocutPolicy:
-    enabled: bool
-    min_results: int
-    min_gap_ratio: float
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ScoringPolicy:
-    episode_penalty: bool
-    episode_decay_rate: float
-    episode_decay_floor: float
-    prior_age_rate: float
-    prior_age_floor: float
-    prior_age_anchor: Literal["newest", "now"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SeatPolicy:
-    block: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BlockPolicy:
-    max_per_record: int
-    max_chars: int
-    search_hits: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ExcludePolicy:
-    prefix_min_chars: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RenderPolicy:
-    preview_chars: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CuePolicy:
-    """How a time cue is used (seed §2): every table is keyed by exactly the three confidence words."""
-
-    # Widening of the cue's own period on each side, as a share of its length.
-    margins: dict[str, float]
-    # L: the most places a row the cue arm ranked may rise.
-    lift: dict[str, int]
-    # Held seats for cue-arm records the answer does not hold.
-    seats: dict[str, int]
-    # Whether a record the count cut (after the gate and autocut admitted it) may take a seat.
-    seat_cut_rows: bool
-    move: Literal["before_count", "after_count"]
-    # A cue whose own period starts within this many hours before now is ignored; 0 turns the rule off.
-    recent_only_hours: float
-    search_episodes: bool
-    # Rows per half of the cue arm; 0 means the recall's own depth.
-    depth: int
-    # The cue arm's lists are merged by the vote 1/(merge_k + rank), rank 0-based.
-    merge_k: int
-    vector_floor_factor: float
-    revisions: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Policy:
-    """One recall policy, exactly as its file says (after its ``extends`` chain is merged)."""
-
-    name: str
-    scoring: str
-    depth: DepthPolicy
-    limit: LimitPolicy
-    vector: VectorPolicy
-    fusion: FusionPolicy
-    gate: GatePolicy
-    autocut: AutocutPolicy
-    score_adjust: ScoringPolicy
-    seats: SeatPolicy
-    blocks: BlockPolicy
-    exclude: ExcludePolicy
-    render: RenderPolicy
-    cue: CuePolicy | None = None
 
 
 def policy_dir() -> Path:
@@ -192,6 +77,8 @@ def load_policies(directory: Path | None = None) -> dict[str, Policy]:
             raise InvalidSetting(f"policy file {filename}", f"names itself {policy.name!r}")
         if policy.cue is not None:
             _check_cue(policy.cue, filename)
+        # Built here only to be checked: a chain that cannot run is refused before the engine opens.
+        build_chain(policy)
         policies[policy.name] = policy
     return policies
 
@@ -281,29 +168,41 @@ def _check_cue(cue: CuePolicy, filename: str) -> None:
         raise InvalidSetting(where, f"cue.merge_k must be at least 1, got {cue.merge_k}")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# A scalar type of the schema: what a TOML value must be to stand for it, and what is said when it is not.
+_SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda value: isinstance(value, bool), "must be true or false"),
+    int: (_is_int, "must be an integer"),
+    float: (_is_number, "must be a finite number"),
+    str: (lambda value: isinstance(value, str), "must be a string"),
+}
+
+
 def _check(value: Any, hint: Any, filename: str, key: str) -> Any:
     where = f"policy file {filename}"
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise InvalidSetting(where, f"{key} must be true or false")
+    if hint in _SCALARS:
+        accepts, problem = _SCALARS[hint]
+        if not accepts(value):
+            raise InvalidSetting(where, f"{key} {problem}")
+        return float(value) if hint is float else value
+    origin = get_origin(hint)
+    if origin is Literal:
+        if value not in get_args(hint):
+            raise InvalidSetting(where, f"{key} must be one of {', '.join(map(str, get_args(hint)))}")
         return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidSetting(where, f"{key} must be an integer")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidSetting(where, f"{key} must be a finite number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise InvalidSetting(where, f"{key} must be a string")
-        return value
-    if getattr(hint, "__origin__", None) is Literal:
-        if value not in hint.__args__:
-            raise InvalidSetting(where, f"{key} must be one of {', '.join(map(str, hint.__args__))}")
-        return value
-    if getattr(hint, "__origin__", None) is dict:
+    if origin is tuple:
+        item = get_args(hint)[0]
+        if not isinstance(value, list):
+            raise InvalidSetting(where, f"{key} must be an array")
+        return tuple(_check(v, item, filename, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
         item = get_args(hint)[1]
         if not isinstance(value, dict):
             raise InvalidSetting(where, f"{key} must be a table")

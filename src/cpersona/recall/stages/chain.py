@@ -2,27 +2,34 @@
 
 Each stage declares the set type it takes and the set type it returns. :class:`Chain` checks every edge
 when it is built and refuses a mis-wired chain with a :class:`~cpersona.GraphError` naming both stages,
-before any I/O happens. Each set keeps a reference to the set it was made from, so the whole history of a
-recall — what each arm found, what fusion scored, what the gate refused, what the count cut — can be read
-back from the last set without anything having been copied or re-run.
+before any I/O happens. Which stages a recall runs, and in what order, is the policy's ``chain``:
+:func:`build_chain` turns those names into a :class:`Chain`, and the policy loader builds every policy's
+chain once at start, so a file that names an unknown stage, wires two that do not fit or lacks a table a
+stage reads is refused before the engine opens.
+
+:meth:`Chain.run` returns every set it made (:class:`ChainRun`), so the whole history of a recall — what
+each arm found, what fusion scored, what the gate refused, what the count cut — is read by type, without
+anything having been copied or re-run; each set also keeps the set it was made from (``source``).
 
 ::
 
-    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─cue (before count)─► Gated
-      ─count─► Counted ─cue (after count)─► Counted ─seats─► Seated
+    Retrieved ─fuse─► Ranked ─score─► Ranked ─gate─► Gated ─autocut─► Gated ─cue_before_count─► Gated
+      ─count─► Counted ─cue_after_count─► Counted ─seats─► Seated
 
-The two cue stages leave their set as it is unless the recall carries a time cue and the policy moves rows
-at that point (cued-v0 moved them before the count; every later version after it, seed §2.9).
+Each shipped policy lists at most one of the two cue moves (cued-v0 moved rows before the count, every later
+version after it, seed §2.9; single-pass-v0 lists neither). A listed cue move leaves its set as it is when
+the recall carries no time cue.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import time
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from cpersona.errors import GraphError
+from cpersona.errors import GraphError, InvalidSetting
 from cpersona.model.time_cue import Move, bounded_move, cue_seats
 from cpersona.recall.stages.fusion import Candidate, FusionMode, cascade, rrf, rsf
 from cpersona.recall.stages.gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
@@ -31,11 +38,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from cpersona.model.candidates import ArmResult, ArmRow
+    from cpersona.model.policy import Policy
     from cpersona.model.time_cue import Confidence, Period
-    from cpersona.recall.policy import Policy
 
 __all__ = [
     "Chain",
+    "ChainRun",
     "CueFound",
     "Counted",
     "Gated",
@@ -44,12 +52,14 @@ __all__ = [
     "Retrieved",
     "Seat",
     "Seated",
+    "STAGES",
     "Stage",
-    "default_chain",
+    "build_chain",
 ]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+SetT = TypeVar("SetT")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,7 +88,6 @@ class CueFound:
     period: Period | None
     lift: int
     seats: int
-    move: Literal["before_count", "after_count"]
     seat_cut_rows: bool
 
     @property
@@ -145,12 +154,17 @@ class Seated:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Stage(Generic[In, Out]):
-    """One typed step. ``run`` is pure: it returns a new set and leaves its input as it was."""
+    """One typed step. ``run`` is pure: it returns a new set and leaves its input as it was.
+
+    ``reads`` names the policy tables the step takes its numbers from; a policy whose chain lists the step
+    must have them (only ``[cue]`` can be absent from a policy).
+    """
 
     name: str
     takes: type[In]
     gives: type[Out]
     run: Callable[[In, RecallPlan], Out]
+    reads: tuple[str, ...] = ()
 
 
 class Chain:
@@ -172,14 +186,39 @@ class Chain:
             raise GraphError(f"the chain gives {gives.__name__} but {last.name} gives {last.gives.__name__}")
         self.stages = tuple(stages)
 
-    def run(self, data: Any, plan: RecallPlan) -> tuple[Any, dict[str, float]]:
-        """Run every stage; return the last set and each stage's time in milliseconds."""
+    def run(self, data: Any, plan: RecallPlan) -> ChainRun:
+        """Run every stage; return every set it made, in order, and each stage's time in milliseconds."""
         timing: dict[str, float] = {}
+        sets: list[object] = [data]
         for stage in self.stages:
             start = time.perf_counter()
             data = stage.run(data, plan)
             timing[stage.name] = (time.perf_counter() - start) * 1000
-        return data, timing
+            sets.append(data)
+        return ChainRun(tuple(sets), timing)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChainRun:
+    """What one run of a chain made: its input, then each stage's output (the same object again when a
+    stage left its set as it was), and each stage's time in milliseconds.
+
+    The trace and the response read the sets they need from here by type, without walking ``.source``.
+    """
+
+    sets: tuple[object, ...]
+    timing_ms: Mapping[str, float]
+
+    @property
+    def final(self) -> Any:
+        return self.sets[-1]
+
+    def last(self, kind: type[SetT]) -> SetT:
+        """The last set of exactly type ``kind`` (the latest stage's output of that type)."""
+        for data in reversed(self.sets):
+            if isinstance(data, kind) and type(data) is kind:
+                return data
+        raise GraphError(f"the chain made no {kind.__name__}")
 
 
 # ----------------------------------------------------------------------------------------------- stages
@@ -240,7 +279,7 @@ def _retrieved_of(data: Gated) -> Retrieved:
 
 def _cue_before_count(data: Gated, plan: RecallPlan) -> Gated:
     cue = _retrieved_of(data).cue
-    if cue is None or cue.move != "before_count":
+    if cue is None:
         return data
     order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
     by_ref = {r.ref: r for r in data.rows}
@@ -256,7 +295,7 @@ def _count(data: Gated, plan: RecallPlan) -> Counted:
 
 def _cue_after_count(data: Counted, plan: RecallPlan) -> Counted:
     cue = _retrieved_of(data.source).cue
-    if cue is None or cue.move != "after_count":
+    if cue is None:
         return data
     order, moves = bounded_move([r.ref for r in data.rows], cue.ranks, cue.lift)
     by_ref = {r.ref: r for r in data.rows}
@@ -292,20 +331,50 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
     return Seated(rows=data.rows, seats=tuple(seats), source=data)
 
 
-FUSE: Stage[Retrieved, Ranked] = Stage("fuse", Retrieved, Ranked, _fuse)
-SCORE: Stage[Ranked, Ranked] = Stage("score", Ranked, Ranked, _score)
-GATE: Stage[Ranked, Gated] = Stage("gate", Ranked, Gated, _gate)
-AUTOCUT: Stage[Gated, Gated] = Stage("autocut", Gated, Gated, _autocut)
-CUE_BEFORE_COUNT: Stage[Gated, Gated] = Stage("cue_before_count", Gated, Gated, _cue_before_count)
+FUSE: Stage[Retrieved, Ranked] = Stage("fuse", Retrieved, Ranked, _fuse, ("fusion", "vector"))
+SCORE: Stage[Ranked, Ranked] = Stage("score", Ranked, Ranked, _score, ("score_adjust",))
+GATE: Stage[Ranked, Gated] = Stage("gate", Ranked, Gated, _gate, ("gate",))
+AUTOCUT: Stage[Gated, Gated] = Stage("autocut", Gated, Gated, _autocut, ("autocut",))
+CUE_BEFORE_COUNT: Stage[Gated, Gated] = Stage("cue_before_count", Gated, Gated, _cue_before_count, ("cue",))
+# The count reads no table: the request's limit was already bounded by the policy's [limit].
 COUNT: Stage[Gated, Counted] = Stage("count", Gated, Counted, _count)
-CUE_AFTER_COUNT: Stage[Counted, Counted] = Stage("cue_after_count", Counted, Counted, _cue_after_count)
-SEATS: Stage[Counted, Seated] = Stage("seats", Counted, Seated, _seats)
+CUE_AFTER_COUNT: Stage[Counted, Counted] = Stage(
+    "cue_after_count", Counted, Counted, _cue_after_count, ("cue",)
+)
+# The seats stage also fills the cue seats when the policy has a [cue] table, and skips them when not.
+SEATS: Stage[Counted, Seated] = Stage("seats", Counted, Seated, _seats, ("seats",))
+
+# Every stage a policy's chain may name, by the name it is listed under.
+STAGES: Mapping[str, Stage[Any, Any]] = {
+    stage.name: stage
+    for stage in (FUSE, SCORE, GATE, AUTOCUT, CUE_BEFORE_COUNT, COUNT, CUE_AFTER_COUNT, SEATS)
+}
 
 
-def default_chain() -> Chain:
-    """The recall chain: fuse, score, gate, autocut, (cue), count, (cue), seats."""
-    return Chain(
-        [FUSE, SCORE, GATE, AUTOCUT, CUE_BEFORE_COUNT, COUNT, CUE_AFTER_COUNT, SEATS],
-        takes=Retrieved,
-        gives=Seated,
-    )
+def build_chain(policy: Policy) -> Chain:
+    """The chain ``policy`` names, checked: refused with :class:`~cpersona.InvalidSetting` naming the
+    policy's file and the ``chain`` entry at fault (unknown, repeated, missing a table, or mis-wired)."""
+    where = f"policy file {policy.name}.toml"
+    for index, name in enumerate(policy.chain):
+        key = f"chain[{index}]"
+        stage = STAGES.get(name)
+        if stage is None:
+            known = ", ".join(STAGES)
+            raise InvalidSetting(where, f"{key} names an unknown stage {name!r} (the stages: {known})")
+        if name in policy.chain[:index]:
+            # Each stage's time is reported under its name, and a second run would be a second move.
+            raise InvalidSetting(where, f"{key} names {name} a second time")
+        missing = [table for table in stage.reads if getattr(policy, table) is None]
+        if missing:
+            raise InvalidSetting(where, f"{key} names {name}, which needs a [{missing[0]}] table")
+    try:
+        return _wired(policy.chain)
+    except GraphError as exc:
+        raise InvalidSetting(where, f"chain is mis-wired: {exc}") from None
+
+
+@functools.cache
+def _wired(names: tuple[str, ...]) -> Chain:
+    # The stages read their numbers from the plan at run time, so one chain serves every policy that
+    # lists the same names, and a recall that builds its policy's chain pays for the check only once.
+    return Chain([STAGES[name] for name in names], takes=Retrieved, gives=Seated)

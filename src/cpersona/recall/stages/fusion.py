@@ -172,31 +172,48 @@ def cascade(
     """The legacy stage-ordered list (see the module docstring); rows carry no fused score."""
     out: list[Candidate] = []
     seen: set[str] = set()
-    near = arms.get("vector_near")
-    if near is not None:
-        for row in near.rows:
-            if len(out) >= limit:
-                break
-            if row.raw is not None and row.raw >= vector_threshold and row.ref not in seen:
-                out.append(Candidate(ref=row.ref, kind=kind_of(row.ref), cosine=row.raw))
-                seen.add(row.ref)
-    episodes = arms.get("episode_fts")
-    if episodes is not None:
-        for row in episodes.rows[:limit]:
-            if row.ref not in seen:
-                out.append(Candidate(ref=row.ref, kind="episode", bm25=row.raw, lexical_only=True))
-                seen.add(row.ref)
+    _cascade_near(arms.get("vector_near"), out, seen, limit, vector_threshold)
+    _cascade_episodes(arms.get("episode_fts"), out, seen, limit)
     if profile_ref is not None:
         out.append(Candidate(ref=profile_ref, kind="profile"))
-    keyword = arms.get("memory_keyword")
-    if keyword is not None:
-        for row in keyword.rows:
-            if sum(1 for c in out if c.kind != "profile") >= limit:
-                break
-            if row.ref not in seen:
-                out.append(Candidate(ref=row.ref, kind="memory", bm25=row.raw, lexical_only=True))
-                seen.add(row.ref)
+    _cascade_keyword(arms.get("memory_keyword"), out, seen, limit)
     return tuple(out)
+
+
+def _cascade_near(
+    near: ArmResult | None, out: list[Candidate], seen: set[str], limit: int, threshold: float
+) -> None:
+    """Near-vector rows at or above the threshold, up to ``limit``."""
+    if near is None:
+        return
+    for row in near.rows:
+        if len(out) >= limit:
+            break
+        if row.raw is not None and row.raw >= threshold and row.ref not in seen:
+            out.append(Candidate(ref=row.ref, kind=kind_of(row.ref), cosine=row.raw))
+            seen.add(row.ref)
+
+
+def _cascade_episodes(episodes: ArmResult | None, out: list[Candidate], seen: set[str], limit: int) -> None:
+    """The first ``limit`` episode full-text rows not already listed (this arm's cut is its own)."""
+    if episodes is None:
+        return
+    for row in episodes.rows[:limit]:
+        if row.ref not in seen:
+            out.append(Candidate(ref=row.ref, kind="episode", bm25=row.raw, lexical_only=True))
+            seen.add(row.ref)
+
+
+def _cascade_keyword(keyword: ArmResult | None, out: list[Candidate], seen: set[str], limit: int) -> None:
+    """Memory keyword rows until the list holds ``limit`` rows besides the profile."""
+    if keyword is None:
+        return
+    for row in keyword.rows:
+        if sum(1 for c in out if c.kind != "profile") >= limit:
+            break
+        if row.ref not in seen:
+            out.append(Candidate(ref=row.ref, kind="memory", bm25=row.raw, lexical_only=True))
+            seen.add(row.ref)
 
 
 def _note_raw(name: str, row: ArmRow, cosine: dict[str, float], bm25: dict[str, float]) -> None:

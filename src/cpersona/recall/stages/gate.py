@@ -29,7 +29,7 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cpersona.recall.policy import AutocutPolicy, GatePolicy, ScoringPolicy
+    from cpersona.model.policy import AutocutPolicy, GatePolicy, ScoringPolicy
     from cpersona.recall.stages.fusion import Candidate
 
 __all__ = [

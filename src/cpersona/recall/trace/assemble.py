@@ -1,9 +1,9 @@
 """The recall trace (``trace_version`` 1): a record of what each stage of one recall kept, dropped and
 reordered, and why.
 
-The trace is read from what the recall already produced, never by running anything again: every stage
-set keeps the set it was made from, so walking ``RecallResult.final`` back through ``.source`` reaches
-the fused and scored candidates, the gate's decisions, the count cut and the arms' lists. The only new
+The trace is read from what the recall already produced, never by running anything again: the chain's
+run (:class:`~cpersona.recall.stages.chain.ChainRun`) holds every set it made, so the fused and scored
+candidates, the gate's decisions, the count cut and the arms' lists are read from it by type. The only new
 work is the coverage ledger (``_coverage``), which reads the returned records' stored text.
 
 It carries references, ranks, scores and reasons, never stored text: a record is its ref (``mem:<id>``,
@@ -44,8 +44,10 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmRow
     from cpersona.recall.policy import Policy
     from cpersona.recall.request import RecallRequest, RecallResult
+    from cpersona.recall.stages.chain import ChainRun
     from cpersona.recall.stages.gate import GateConfig
     from cpersona.settings import Settings
+    from cpersona.stores.redis.recall_reads import HydratedRecord, StoredProfile
 
 __all__ = ["PROFILE_REF", "TRACE_VERSION", "build_trace"]
 
@@ -57,63 +59,36 @@ def build_trace(
     req: RecallRequest,
     result: RecallResult,
     *,
+    run: ChainRun,
     policy: Policy,
     gate: GateConfig,
     settings: Settings,
     scan_window: int,
     embedding_model: str | None,
-    docs: Mapping[str, Mapping[str, Any]],
-    profile_doc: Mapping[str, Any] | None,
+    docs: Mapping[str, HydratedRecord],
+    profile: StoredProfile | None,
 ) -> dict[str, Any]:
     """The trace of a finished recall.
 
-    ``gate`` is the configuration the gate stage compared against, ``scan_window`` the window the vector
-    arms searched, ``docs`` the hydrated records (their full stored text feeds the coverage ledger; none
-    of it enters the trace) and ``profile_doc`` the profile the response rendered, if any.
+    ``run`` is the chain's run that made ``result.final``, ``gate`` the configuration the gate stage
+    compared against, ``scan_window`` the window the vector arms searched, ``docs`` the hydrated records
+    (their full stored text feeds the coverage ledger; none of it enters the trace) and ``profile`` the
+    profile the response rendered, if any.
     """
     started = time.perf_counter()
-    seated, counted, gated, ranked, retrieved = _walk(result.final)
+    seated, counted, gated, ranked, retrieved = _walk(run)
     profile_ref = retrieved.profile_ref
 
     def ref_of(ref: str) -> str:
         return PROFILE_REF if ref == profile_ref else ref
 
-    vector = policy.vector
-    rules = policy.score_adjust
     trace: dict[str, Any] = {
         "trace_version": TRACE_VERSION,
         "policy": dict(result.policy),
         "server_version": __version__,
-        "scope": {
-            "agent_id": req.scope.agent_id,
-            "project_id": req.scope.project_id,
-            "channel": req.scope.channel,
-            "source_id": req.scope.source_id,
-        },
-        "request": {
-            "limit": result.limit,
-            "depth": result.depth,
-            "deep": req.deep,
-            "mode": result.mode,
-            "confidence_ordering": "none",
-            "prior": {
-                "far_weight": vector.far_weight,
-                "age_rate": rules.prior_age_rate,
-                "age_floor": rules.prior_age_floor,
-                "age_anchor": rules.prior_age_anchor,
-            },
-            "episode_penalty": rules.episode_penalty,
-            "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
-        },
-        "config": {
-            "embedding_mode": settings.embedding_mode,
-            "embedding_model": embedding_model,
-            "scan_window": scan_window,
-            "vector_reach": vector.reach,
-            "vector_far_limit": vector.far_limit,
-            "fused_gate_enabled": gate.calibrated is not None,
-            "autocut_enabled": policy.autocut.enabled,
-        },
+        "scope": _scope(req),
+        "request": _request(req, result, policy),
+        "config": _config(policy, gate, settings, scan_window, embedding_model),
         "arms": {
             name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in rows]
             for name, rows in _arm_lists(retrieved)
@@ -144,7 +119,7 @@ def build_trace(
         # cue was not used.
         trace.update(result.cue_log)
     ledger_started = time.perf_counter()
-    trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile_doc))
+    trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile))
     ledger_done = time.perf_counter()
     trace["timing_ms"] = {
         **result.timing_ms,
@@ -155,6 +130,52 @@ def build_trace(
     return trace
 
 
+def _scope(req: RecallRequest) -> dict[str, Any]:
+    scope = req.scope
+    return {
+        "agent_id": scope.agent_id,
+        "project_id": scope.project_id,
+        "channel": scope.channel,
+        "source_id": scope.source_id,
+    }
+
+
+def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[str, Any]:
+    """What the recall was asked, as it ran: limit and depth after the policy's bounds, the priors."""
+    vector = policy.vector
+    rules = policy.score_adjust
+    return {
+        "limit": result.limit,
+        "depth": result.depth,
+        "deep": req.deep,
+        "mode": result.mode,
+        "confidence_ordering": "none",
+        "prior": {
+            "far_weight": vector.far_weight,
+            "age_rate": rules.prior_age_rate,
+            "age_floor": rules.prior_age_floor,
+            "age_anchor": rules.prior_age_anchor,
+        },
+        "episode_penalty": rules.episode_penalty,
+        "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
+    }
+
+
+def _config(
+    policy: Policy, gate: GateConfig, settings: Settings, scan_window: int, embedding_model: str | None
+) -> dict[str, Any]:
+    vector = policy.vector
+    return {
+        "embedding_mode": settings.embedding_mode,
+        "embedding_model": embedding_model,
+        "scan_window": scan_window,
+        "vector_reach": vector.reach,
+        "vector_far_limit": vector.far_limit,
+        "fused_gate_enabled": gate.calibrated is not None,
+        "autocut_enabled": policy.autocut.enabled,
+    }
+
+
 def _arm_lists(retrieved: Retrieved) -> Iterator[tuple[str, tuple[ArmRow, ...]]]:
     for name, arm in retrieved.arms.items():
         yield name, arm.rows
@@ -162,15 +183,10 @@ def _arm_lists(retrieved: Retrieved) -> Iterator[tuple[str, tuple[ArmRow, ...]]]
         yield "cue", retrieved.cue.rows
 
 
-def _walk(final: Seated) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:
-    """The last set of each type on the way back from ``final``: the gated set after autocut, the ranked
-    set after scoring (which still holds fusion's own order in ``fused``)."""
-    found: dict[type, Any] = {}
-    node: Any = final
-    while node is not None:
-        found.setdefault(type(node), node)
-        node = getattr(node, "source", None)
-    return found[Seated], found[Counted], found[Gated], found[Ranked], found[Retrieved]
+def _walk(run: ChainRun) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:
+    """The last set of each type the chain made: the gated set after autocut (and the cue move), the
+    ranked set after scoring (which still holds fusion's own order in ``fused``)."""
+    return run.last(Seated), run.last(Counted), run.last(Gated), run.last(Ranked), run.last(Retrieved)
 
 
 def _scoring(ranked: Ranked) -> dict[str, Any]:
@@ -213,15 +229,15 @@ def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]
 
 
 def _returned_texts(
-    result: RecallResult, docs: Mapping[str, Mapping[str, Any]], profile_doc: Mapping[str, Any] | None
+    result: RecallResult, docs: Mapping[str, HydratedRecord], profile: StoredProfile | None
 ) -> Iterator[tuple[str, str]]:
     """``(ref, full stored text)`` for each returned record, in the order the response lists them."""
     for row in result.rows:
         if row.ref is None:
-            if profile_doc is not None:
-                yield PROFILE_REF, str(profile_doc["content"])
+            if profile is not None:
+                yield PROFILE_REF, profile.content
             continue
         doc = docs.get(row.ref)
         if doc is None:
             continue
-        yield row.ref, str(doc["content"] if row.ref.startswith("mem:") else doc["summary"])
+        yield row.ref, doc.full_text()

@@ -180,13 +180,14 @@ def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -
     :data:`OUTPUT_NAME` is float32 ``[batch, hidden]``, mean-pooled over the attention mask and of unit
     length. Raises ``ValueError`` when a tensor the config calls for is missing.
     """
+    # The steps below add nodes in the graph's order; node names come from that order, so keep it.
     g = _Graph(weights)
-    hidden = _embeddings(g, config)
-    mask_f, attn_bias = _attention_mask(g)
-    consts = _LayerConsts.of(g, config, attn_bias)
+    hidden = _embedded(g, config)
+    mask_f, attn_bias = _attention_bias(g)
+    consts = _LayerConsts.of(g, config)
     for layer in range(config.num_hidden_layers):
-        hidden = _encoder_layer(g, hidden, f"encoder.layer.{layer}", consts, config.layer_norm_eps)
-    _mean_pool(g, hidden, mask_f)
+        hidden = _encoder_layer(g, config, consts, hidden, attn_bias, f"encoder.layer.{layer}")
+    _mean_pooled(g, hidden, mask_f)
 
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in INPUT_NAMES]
     outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", config.hidden_size])]
@@ -202,9 +203,9 @@ def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -
     return model
 
 
-def _embeddings(g: _Graph, config: BertConfig) -> str:
+def _embedded(g: _Graph, config: BertConfig) -> str:
     """Word, token-type and position embeddings, summed and normalised."""
-    ids, _, types = INPUT_NAMES
+    ids, _mask, types = INPUT_NAMES
     i64 = np.int64
     seq_len = g.op("Shape", ids, start=1, end=2, hint="seq_len")
     positions = g.op(
@@ -221,23 +222,21 @@ def _embeddings(g: _Graph, config: BertConfig) -> str:
     return g.layer_norm(summed, "embeddings.LayerNorm", config.layer_norm_eps)
 
 
-def _attention_mask(g: _Graph) -> tuple[str, str]:
-    """The mask as floats, and the additive attention bias that keeps padding keys out."""
+def _attention_bias(g: _Graph) -> tuple[str, str]:
+    """The float mask and the additive attention bias that keeps padding keys out of attention."""
+    f32, i64 = np.float32, np.int64
     mask_f = g.op("Cast", INPUT_NAMES[1], to=TensorProto.FLOAT, hint="mask_f")
     # [batch, 1, 1, seq]: broadcasts over heads and query positions, so padding keys get no attention.
-    blocked = g.op("Sub", g.const(1.0, np.float32), mask_f, hint="blocked")
+    blocked = g.op("Sub", g.const(1.0, f32), mask_f, hint="blocked")
     attn_bias = g.op(
-        "Unsqueeze",
-        g.op("Mul", blocked, g.const(_MASK_FILL, np.float32)),
-        g.const([1, 2], np.int64),
-        hint="attn_bias",
+        "Unsqueeze", g.op("Mul", blocked, g.const(_MASK_FILL, f32)), g.const([1, 2], i64), hint="attn_bias"
     )
     return mask_f, attn_bias
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _LayerConsts:
-    """The tensors every encoder layer shares."""
+    """The constants every encoder layer shares (made once, before the first layer)."""
 
     split_heads: str
     merge_heads: str
@@ -245,10 +244,9 @@ class _LayerConsts:
     inv_sqrt2: str
     one: str
     half: str
-    attn_bias: str
 
     @classmethod
-    def of(cls, g: _Graph, config: BertConfig, attn_bias: str) -> _LayerConsts:
+    def of(cls, g: _Graph, config: BertConfig) -> _LayerConsts:
         f32, i64 = np.float32, np.int64
         return cls(
             split_heads=g.const(
@@ -260,12 +258,13 @@ class _LayerConsts:
             inv_sqrt2=g.const(1.0 / math.sqrt(2.0), f32, hint="inv_sqrt2"),
             one=g.const(1.0, f32, hint="one"),
             half=g.const(0.5, f32, hint="half"),
-            attn_bias=attn_bias,
         )
 
 
-def _encoder_layer(g: _Graph, hidden: str, p: str, c: _LayerConsts, eps: float) -> str:
-    """One transformer layer: self-attention, then the feed-forward block, each with its residual."""
+def _encoder_layer(
+    g: _Graph, config: BertConfig, c: _LayerConsts, hidden: str, attn_bias: str, p: str
+) -> str:
+    """One transformer layer: self-attention and the feed-forward block, each with its residual norm."""
 
     def heads(x: str, perm: list[int]) -> str:
         return g.op("Transpose", g.op("Reshape", x, c.split_heads), perm=perm)
@@ -273,22 +272,22 @@ def _encoder_layer(g: _Graph, hidden: str, p: str, c: _LayerConsts, eps: float) 
     q = heads(g.op("Mul", g.linear(hidden, f"{p}.attention.self.query"), c.query_scale), [0, 2, 1, 3])
     k_t = heads(g.linear(hidden, f"{p}.attention.self.key"), [0, 2, 3, 1])
     v = heads(g.linear(hidden, f"{p}.attention.self.value"), [0, 2, 1, 3])
-    scores = g.op("Add", g.op("MatMul", q, k_t), c.attn_bias, hint="scores")
+    scores = g.op("Add", g.op("MatMul", q, k_t), attn_bias, hint="scores")
     probs = g.op("Softmax", scores, axis=-1, hint="probs")
     context = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
     context = g.op("Reshape", context, c.merge_heads, hint="context")
     attended = g.op("Add", g.linear(context, f"{p}.attention.output.dense"), hidden)
-    hidden = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", eps)
+    hidden = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", config.layer_norm_eps)
 
     inner = g.linear(hidden, f"{p}.intermediate.dense")
     # The exact (erf) GELU that BERT was trained with, not the tanh approximation.
     erf = g.op("Erf", g.op("Mul", inner, c.inv_sqrt2))
     gelu = g.op("Mul", g.op("Mul", inner, c.half), g.op("Add", erf, c.one), hint="gelu")
     out = g.op("Add", g.linear(gelu, f"{p}.output.dense"), hidden)
-    return g.layer_norm(out, f"{p}.output.LayerNorm", eps)
+    return g.layer_norm(out, f"{p}.output.LayerNorm", config.layer_norm_eps)
 
 
-def _mean_pool(g: _Graph, hidden: str, mask_f: str) -> None:
+def _mean_pooled(g: _Graph, hidden: str, mask_f: str) -> None:
     """Mean over the unmasked tokens, scaled to unit length, as the graph's output."""
     f32, i64 = np.float32, np.int64
     mask_3d = g.op("Unsqueeze", mask_f, g.const([2], i64), hint="mask_3d")

@@ -1,0 +1,121 @@
+"""The plan of one recall: what it resolved from the request, the policy and the settings before any I/O,
+and the stage plan it builds once the arms have answered."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from cpersona.recall.stages.chain import RecallPlan
+from cpersona.recall.stages.gate import gate_config
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cpersona.model.scope import ReadScope
+    from cpersona.model.time_cue import TimeCue
+    from cpersona.recall.policy import CuePolicy, Policy
+    from cpersona.recall.request import RecallRequest
+    from cpersona.recall.stages.fusion import FusionMode
+    from cpersona.settings import Settings
+
+__all__ = ["ArmContext", "CuePlan", "plan_recall", "stage_plan"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CuePlan:
+    """A time cue the policy takes, with the policy's rules for it and the loop's time limit."""
+
+    cue: TimeCue
+    policy: CuePolicy
+    limit_ms: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ArmContext:
+    """What every arm of one recall is given, fixed before the first one starts.
+
+    ``depth`` is how many rows each fused arm keeps, ``fetch`` how many it asks for (deeper when a source
+    filter or exclusions drop rows after the search), ``window`` the vector arms' scan window. ``started``
+    is the recall's start (``time.perf_counter``), from which the cue loop's time limit is counted.
+    """
+
+    req: RecallRequest
+    policy: Policy
+    depth: int
+    fetch: int
+    window: int
+    blank: bool
+    filtering: bool
+    with_episodes: bool
+    cue: CuePlan | None
+    arm_timeout_ms: float
+    started: float
+
+    @property
+    def scope(self) -> ReadScope:
+        return self.req.scope
+
+    @property
+    def query(self) -> str:
+        return self.req.query
+
+    @property
+    def mode(self) -> FusionMode:
+        return self.req.mode
+
+    @property
+    def reach(self) -> int:
+        return self.policy.vector.reach
+
+
+def plan_recall(
+    req: RecallRequest, policies: Mapping[str, Policy], settings: Settings, *, started: float
+) -> ArmContext:
+    """Resolve the policy, the depth and what the arms fetch."""
+    policy = policies[req.policy]
+    depth = req.limit
+    if req.mode != "cascade" and not req.blank:
+        floor = settings.recall_depth_floor
+        depth = min(policy.depth.max, max(req.limit, policy.depth.floor if floor is None else floor))
+    filtering = bool(req.scope.source_id or req.exclude_contents)
+    cue = None
+    if req.time_cue is not None and policy.cue is not None:
+        cue = CuePlan(req.time_cue, policy.cue, settings.recall_cue_time_limit_ms)
+    return ArmContext(
+        req=req,
+        policy=policy,
+        depth=depth,
+        fetch=depth * 2 + 10 if filtering else depth,
+        window=settings.max_memories or policy.vector.scan_window,
+        blank=req.blank,
+        filtering=filtering,
+        with_episodes=not req.scope.source_id or bool(req.scope.channel),
+        cue=cue,
+        arm_timeout_ms=settings.recall_arm_timeout_ms,
+        started=started,
+    )
+
+
+def stage_plan(
+    ctx: ArmContext, *, pool: int, calibrated: float | None, vector_threshold: float
+) -> RecallPlan:
+    """What the stages consult: the context's choices and the gate the scope's pool and calibration set."""
+    policy = ctx.policy
+    gate = gate_config(
+        pool,
+        policy.gate,
+        deep=ctx.req.deep,
+        calibrated=calibrated,
+        rrf_k=policy.fusion.rrf_k,
+        blank_query=ctx.blank,
+    )
+    return RecallPlan(
+        policy=policy,
+        mode=ctx.mode,
+        limit=ctx.req.limit,
+        depth=ctx.depth,
+        gate=gate,
+        blank_query=ctx.blank,
+        vector_threshold=vector_threshold,
+    )
