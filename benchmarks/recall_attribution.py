@@ -10,8 +10,9 @@ then attributed twice, by two paths that never see each other's inputs:
   (``benchmarks/recall_trace_confirm.py``) for a code;
 * **the manual path** never looks at the trace or at the stage sets the recall kept. It re-runs the recall
   by hand from the engine's pieces — it embeds the question, calls each arm itself
-  (:func:`~cpersona.recall.arms.vector.vector_near`, :func:`~cpersona.stores.redis.lexical.memory_keyword`
-  and :func:`~cpersona.stores.redis.lexical.episode_fts`, :func:`~cpersona.recall.arms.block.block_arm`),
+  (:func:`~cpersona.recall.arms.vector.vector_near`, the record store's
+  :meth:`~cpersona.stores.protocols.RecordStore.memory_keyword` and
+  :meth:`~cpersona.stores.protocols.RecordStore.episode_fts`, :func:`~cpersona.recall.arms.block.block_arm`),
   reads the records and the gate's inputs from Redis, then fuses (:mod:`cpersona.recall.stages.fusion`),
   gates (:func:`~cpersona.recall.stages.gate.decide`),
   autocuts, counts and seats as plain function calls — and decides the code from what it saw:
@@ -76,7 +77,6 @@ from cpersona.recall.stages.fusion import cascade, rrf, rsf
 from cpersona.recall.stages.gate import autocut, decide, gate_config
 from cpersona.recall.trace.publisher import encode_trace
 from cpersona.stores.redis.connection import json_ops
-from cpersona.stores.redis.lexical import episode_fts, memory_keyword
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -164,9 +164,9 @@ async def replay(
         floor = rules.depth.floor if settings.recall_depth_floor is None else settings.recall_depth_floor
         depth = min(rules.depth.max, max(limit, floor))
     scope = ReadScope(agent)
-    redis, keys = pieces.redis, pieces.keys
+    redis, keys, records = pieces.redis, pieces.keys, memory.records
     window = settings.max_memories or rules.vector.scan_window
-    stats = await ScopeStatsCache().get(redis, keys, scope, window, rules.vector.reach)
+    stats = await ScopeStatsCache().get(records, scope, window, rules.vector.reach)
     calibration = await json_ops(redis).get(keys.calibration(agent))
     calibrated: float | None = None
     if calibration and calibration.get("selected") and isinstance(calibration.get("threshold"), int | float):
@@ -175,10 +175,10 @@ async def replay(
     vector_floor = threshold if mode == "cascade" else threshold * rules.vector.rrf_threshold_factor
 
     found: dict[str, ArmResult] = {
-        "memory_keyword": await memory_keyword(redis, keys, scope, query, depth),
+        "memory_keyword": await records.memory_keyword(scope, query, depth),
     }
     if not blank:
-        found["episode_fts"] = await episode_fts(redis, keys, scope, query, depth)
+        found["episode_fts"] = await records.episode_fts(scope, query, depth)
     vector = None
     if pieces.embedder is not None and not blank:
         vector = await pieces.embedder.embed_query(query)

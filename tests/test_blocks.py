@@ -21,18 +21,14 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import Settings
 from cpersona.edges.http.app import create_app
+from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.keys import Keys
+from cpersona.model.blocks import block_id, block_ids, split_blocks
 from cpersona.model.scope import ReadScope
-from cpersona.recall.arms.block import (
-    BlockBuilder,
-    block_arm,
-    block_id,
-    block_ids,
-    parent_kind_of,
-    split_blocks,
-)
+from cpersona.recall.arms.block import block_arm, parent_kind_of
 from cpersona.recall.policy import load_policies
 from cpersona.stores.protocols import VectorFilter, VectorHit, VectorPoint
+from cpersona.stores.redis.block_queue import BlockQueue
 from cpersona.stores.vectors.common import TIE_EPSILON, open_tail_start
 from cpersona.stores.vectors.factory import open_vector_store
 
@@ -608,14 +604,13 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
 
 async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: cpersona.Engine) -> None:
     builder = BlockBuilder(
-        redis=engine.redis,
-        keys=engine.keys,
+        records=engine.records,
+        queue=BlockQueue(engine.redis, engine.keys, consumer="flaky"),
         blocks=engine.blocks,  # type: ignore[arg-type]
         embedder=engine.embedder,  # type: ignore[arg-type]
         max_per_record=64,
         max_chars=739,
         redis_timeout_secs=5.0,
-        consumer="flaky",
     )
     await engine.store("A record whose build keeps failing.", agent_id="a")
     stream, group = engine.keys.block_stream, engine.keys.block_group

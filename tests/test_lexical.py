@@ -21,14 +21,12 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.lexical import (
     SCORER,
-    _clauses,
-    _ranked_query,
-    _unscored,
+    clauses,
     doc_grams,
     doc_stems,
-    episode_fts,
     fts_terms,
-    memory_keyword,
+    ranked_query,
+    unscored,
     word_stem,
 )
 from cpersona.stores.redis.scope import scope_query
@@ -63,9 +61,7 @@ async def keyword(
     extra_terms: Sequence[str] = (),
     period: tuple[float, float] | None = None,
 ) -> ArmResult:
-    return await memory_keyword(
-        engine.redis,
-        engine.keys,
+    return await engine.records.memory_keyword(
         scope or ReadScope("a"),
         query,
         fetch,
@@ -75,7 +71,7 @@ async def keyword(
 
 
 async def episodes(engine: cpersona.Engine, query: str, scope: ReadScope | None = None) -> ArmResult:
-    return await episode_fts(engine.redis, engine.keys, scope or ReadScope("a"), query, 20)
+    return await engine.records.episode_fts(scope or ReadScope("a"), query, 20)
 
 
 def refs(result: ArmResult) -> list[str]:
@@ -137,12 +133,12 @@ def test_doc_grams(text: str, grams: list[str]) -> None:
 
 def test_scope_filter_is_rewritten_to_score_nothing() -> None:
     scope = ReadScope("a", "p", "c", "discord:")
-    assert _unscored(scope_query(scope, with_source=True)) == (
+    assert unscored(scope_query(scope, with_source=True)) == (
         "(@agent:{61|z} => {$weight: 0;}) (@project:{70|x|z} => {$weight: 0;}) "
         "(@channel:{63|x|z} => {$weight: 0;}) (@source:{646973636f72643a*|z} => {$weight: 0;})"
     )
     with pytest.raises(ValueError, match="unexpected scope clause"):
-        _unscored("@agent:{61} -@project:{70}")
+        unscored("@agent:{61} -@project:{70}")
 
 
 async def test_this_server_has_the_chosen_scorer(engine: cpersona.Engine) -> None:
@@ -230,9 +226,9 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
         words = [forms[(i * 7) % len(forms)], fillers[i % len(fillers)], forms[(i * 3) % len(forms)]]
         await remember(engine, " ".join(words[: 1 + i % 3]), agent_id=agent)
     query = "deployed paintings lemonade"
-    clauses = _clauses(fts_terms(query), "content")
+    terms = clauses(fts_terms(query), "content")
     reply = await command(
-        engine.redis, "FT.SEARCH", engine.keys.memory_index, _ranked_query("", clauses),
+        engine.redis, "FT.SEARCH", engine.keys.memory_index, ranked_query("", terms),
         "VERBATIM", "WITHSCORES", "SCORER", SCORER, "NOCONTENT", "LIMIT", 0, 100, "DIALECT", 2,
     )  # fmt: skip
     unfiltered = {
@@ -264,12 +260,12 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
         )  # fmt: skip
         return {reply[i]: float(reply[i + 1]) for i in range(1, len(reply), 2)}
 
-    clauses = ["@content:deployed", "@content:paintings", "@content:lemonade"]
-    whole = await scores(_ranked_query("", clauses))
+    wanted = ["@content:deployed", "@content:paintings", "@content:lemonade"]
+    whole = await scores(ranked_query("", wanted))
     skewed = 0
     for n in range(6):
-        filters = _unscored(scope_query(ReadScope(f"g{n}"), with_source=False).split()[0])
-        for key, score in (await scores(_ranked_query(filters, clauses))).items():
+        filters = unscored(scope_query(ReadScope(f"g{n}"), with_source=False).split()[0])
+        for key, score in (await scores(ranked_query(filters, wanted))).items():
             skewed += score != pytest.approx(whole[key], rel=1e-12)
     assert skewed
 
@@ -510,5 +506,5 @@ async def test_any_query_is_safe_and_stays_in_scope(
 ) -> None:
     memories = await keyword(engine, query, read, extra_terms=extra)
     assert set(refs(memories)) <= _want(read, places, "mem:")
-    eps = await episode_fts(engine.redis, engine.keys, read, query, 20, extra_terms=extra)
+    eps = await engine.records.episode_fts(read, query, 20, extra_terms=extra)
     assert set(refs(eps)) <= _want(read, places, "ep:")

@@ -24,7 +24,8 @@ from cpersona.stores.redis.connection import (
     redis_errors,
     redis_info,
 )
-from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis, _ensure_executable, _pid_gone
+from cpersona.stores.redis.datadir import DataDirLock
+from cpersona.stores.redis.server import EmbeddedRedis, _ensure_executable, _pid_gone
 
 if TYPE_CHECKING:
     from pathlib import Path

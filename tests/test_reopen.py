@@ -3,7 +3,7 @@
 The search module keeps the index entries of a superseded document version until its collector runs (in
 the background, and only after enough have piled up), and BM25 counts them. So the engine writes each
 document once (its vector state included), and collects when it opens, since reloading the append-only
-file replays every version ever written (``collect_index_garbage``). These tests pin that the live
+file replays every version ever written (``RecordStore.collect_garbage``). These tests pin that the live
 ranking equals the collected one and that a reopened store ranks exactly as the live one did.
 """
 
@@ -13,11 +13,10 @@ import random
 from typing import TYPE_CHECKING
 
 import cpersona
-import cpersona.engine.facade as engine_module
 from cpersona import Settings
-from cpersona.engine.facade import collect_index_garbage
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.documents import _INDEXES, _OPTIONS
+from cpersona.stores.redis.indexes import _INDEXES, _OPTIONS
+from cpersona.stores.redis.store import RedisRecordStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,14 +79,14 @@ async def _write_and_reopen(
             await memory.redis.json().merge(key, "$", {"vector_pending": 0, "embedding_model": "test"})
         # The live index holds the superseded versions too until the collector runs; collect, so that
         # "before" is the ranking of the documents as they are.
-        await collect_index_garbage(memory.redis, memory.keys)
+        await memory.records.collect_garbage()
         before = await _keyword_scores(memory, query)
     if not collect:
 
         async def skip(*_: object) -> None:
             return None
 
-        monkeypatch.setattr(engine_module, "collect_index_garbage", skip)
+        monkeypatch.setattr(RedisRecordStore, "collect_garbage", skip)
     async with cpersona.open(settings, background=False) as memory:
         after = await _keyword_scores(memory, query)
     return before, after
@@ -119,7 +118,7 @@ async def test_a_live_store_ranks_as_if_collected(
             assert (await memory.archive_episode(t, agent_id="a")).embedded
         live = await _keyword_scores(memory, query)
         live_episodes = await _keyword_scores(memory, query, "episode_fts")
-        await collect_index_garbage(memory.redis, memory.keys)
+        await memory.records.collect_garbage()
         assert live
         assert live_episodes
         assert await _keyword_scores(memory, query) == live

@@ -64,7 +64,8 @@ STORE_CACHE_VERSION: Final = 2
 """Part of every store-cache key: bump it when a store built earlier no longer stands for the engine (2: each
 document is written once, so stores built before hold BM25 statistics of twice-written documents)."""
 STORE_LAYOUT_MODULES: Final = (
-    "recall.arms.block", "stores.redis.documents", "model.drafts", "stores.embedding.embedders", "keys",
+    "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
+    "stores.embedding.embedders", "stores.embedding.base", "keys",
     "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.common",
     "model.memory_request", "model.memory_parts", "model.fields",
 )  # fmt: skip

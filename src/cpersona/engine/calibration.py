@@ -20,18 +20,16 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from cpersona.errors import InvalidRequest
-from cpersona.model.scope import ReadScope
 from cpersona.recall.stages.gate import separation_threshold
-from cpersona.stores.redis.connection import command, json_ops, redis_errors
-from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
-    from cpersona.keys import Keys
+    from collections.abc import Sequence
+
     from cpersona.recall.policy import Policy
-    from cpersona.stores.protocols import Embedder
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import Embedder, RecordStore, Vector
 
 __all__ = ["GateChoice", "Precision", "calibrate", "select_gate"]
 
@@ -40,25 +38,8 @@ PRECISIONS: tuple[Precision, ...] = ("strict", "balanced", "lenient")
 GateChoice = Literal["calibrated", "heuristic"]
 GATE_CHOICES: tuple[GateChoice, ...] = ("calibrated", "heuristic")
 
-_PAGE = 5_000
 _MIN_POSITIVES = 5
 _MIN_SAMPLE = 10
-
-
-async def _memory_keys(redis: RedisClient, keys: Keys, agent_id: str) -> list[str]:
-    """Every memory key of the agent, in insertion order."""
-    query = scope_query(ReadScope(agent_id), with_source=False)
-    out: list[str] = []
-    async with redis_errors():
-        while True:
-            reply = await command(
-                redis, "FT.SEARCH", keys.memory_index, query, "NOCONTENT", "SORTBY", "seq", "ASC",
-                "LIMIT", len(out), _PAGE, "DIALECT", 2,
-            )  # fmt: skip
-            page = [k.decode() if isinstance(k, bytes) else str(k) for k in reply[1:]]
-            out.extend(page)
-            if len(page) < _PAGE:
-                return out
 
 
 def _seed(agent_id: str) -> int:
@@ -66,8 +47,7 @@ def _seed(agent_id: str) -> int:
 
 
 async def calibrate(
-    redis: RedisClient,
-    keys: Keys,
+    records: RecordStore,
     embedder: Embedder | None,
     policy: Policy,
     agent_id: str,
@@ -78,34 +58,18 @@ async def calibrate(
         raise InvalidRequest("agent_id", "calibration needs an embedder (CPERSONA_EMBEDDING_MODE is none)")
     gate = policy.gate
     beta = gate.precision_beta[precision]
-    members = await _memory_keys(redis, keys, agent_id)
+    members = await records.memory_ids(agent_id)
     if len(members) < _MIN_SAMPLE:
         raise InvalidRequest(
             "agent_id", f"has {len(members)} memories; calibration needs at least {_MIN_SAMPLE}"
         )
-    rng = np.random.default_rng(_seed(agent_id))
-    count = min(gate.calibrate_sample, len(members))
-    picked = sorted(rng.choice(len(members), size=count, replace=False).tolist())
-    chosen = [members[i] for i in picked]
-    async with redis_errors():
-        contents = await json_ops(redis).mget(chosen, "$.content")
-        stamps = await json_ops(redis).mget(chosen, "$.ts")
-    texts = [c[0] for c in contents if c]
-    times = np.array([t[0] for t in stamps if t], dtype=np.float64)
-    vectors = np.stack(await embedder.embed(texts)).astype(np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
-    sims = vectors @ vectors.T
+    samples = await records.memory_samples(_sample(members, gate.calibrate_sample, agent_id))
+    texts = [text for text, _ in samples]
+    times = np.array([stamp for _, stamp in samples], dtype=np.float64)
+    sims = _similarities(await embedder.embed(texts))
     upper = np.triu_indices(len(texts), k=1)
     null = sims[upper]
-    close = np.abs(times[:, None] - times[None, :]) <= gate.calibrate_window_minutes * 60
-    positives = sims[upper][close[upper]]
-    positive_kind = "temporal"
-    if positives.size < _MIN_POSITIVES:
-        masked = sims.copy()
-        np.fill_diagonal(masked, -np.inf)
-        positives = masked.max(axis=1)
-        positive_kind = "nearest_neighbour"
+    positives, positive_kind = _positives(sims, times, gate.calibrate_window_minutes * 60)
     threshold = separation_threshold(
         null, positives, beta=beta, candidates=gate.calibrate_candidates, floor=gate.calibrate_floor
     )
@@ -123,18 +87,49 @@ async def calibrate(
         "policy": policy.name,
         "calibrated_at": time.time(),
     }
-    async with redis_errors():
-        await json_ops(redis).set(keys.calibration(agent_id), "$", doc)
+    await records.put_calibration(agent_id, doc)
     return doc
 
 
-async def select_gate(redis: RedisClient, keys: Keys, agent_id: str, choice: GateChoice) -> dict[str, Any]:
+def _sample(members: list[str], size: int, agent_id: str) -> list[str]:
+    """A sample of the agent's memories drawn by a generator seeded from the agent id, in insertion order."""
+    rng = np.random.default_rng(_seed(agent_id))
+    picked = sorted(rng.choice(len(members), size=min(size, len(members)), replace=False).tolist())
+    return [members[i] for i in picked]
+
+
+def _similarities(embedded: Sequence[Vector]) -> npt.NDArray[np.float64]:
+    """The cosine of every pair of the vectors (renormalised in float64)."""
+    vectors = np.stack(embedded).astype(np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    sims: npt.NDArray[np.float64] = vectors @ vectors.T
+    return sims
+
+
+def _positives(
+    sims: npt.NDArray[np.float64], times: npt.NDArray[np.float64], window_secs: float
+) -> tuple[npt.NDArray[np.float64], str]:
+    """The cosines of pairs that belong together: stored within the window of each other, or, when
+    there are too few of those, each memory's nearest neighbour."""
+    upper = np.triu_indices(len(times), k=1)
+    close = np.abs(times[:, None] - times[None, :]) <= window_secs
+    positives: npt.NDArray[np.float64] = sims[upper][close[upper]]
+    if positives.size >= _MIN_POSITIVES:
+        return positives, "temporal"
+    masked = sims.copy()
+    np.fill_diagonal(masked, -np.inf)
+    nearest: npt.NDArray[np.float64] = masked.max(axis=1)
+    return nearest, "nearest_neighbour"
+
+
+async def select_gate(records: RecordStore, agent_id: str, choice: GateChoice) -> dict[str, Any]:
     """Switch an agent between its calibrated gate and the heuristic one."""
-    async with redis_errors():
-        doc = await json_ops(redis).get(keys.calibration(agent_id))
-        if choice == "calibrated" and not doc:
-            raise InvalidRequest("gate", "this agent has no calibrated gate yet; run calibrate first")
-        if doc:
-            await json_ops(redis).set(keys.calibration(agent_id), "$.selected", choice == "calibrated")
-            doc["selected"] = choice == "calibrated"
-    return {"agent_id": agent_id, "gate": choice, "calibration": doc or None}
+    stored = await records.calibration(agent_id)
+    if choice == "calibrated" and not stored:
+        raise InvalidRequest("gate", "this agent has no calibrated gate yet; run calibrate first")
+    doc = None
+    if stored:
+        await records.select_calibration(agent_id, choice == "calibrated")
+        doc = {**stored, "selected": choice == "calibrated"}
+    return {"agent_id": agent_id, "gate": choice, "calibration": doc}

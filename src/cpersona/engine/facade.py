@@ -15,17 +15,16 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import orjson
-import redis.exceptions
 
 from cpersona.engine.calibration import calibrate, select_gate
-from cpersona.errors import BackendUnavailable, EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
+from cpersona.engine.workers.blocks import BlockBuilder
+from cpersona.errors import EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, Gate, GateRequest, Precision, ProfileText
+from cpersona.model.blocks import ParentKind, block_ids
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.fields import AgentId, KeyText, check, given, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
@@ -43,40 +42,23 @@ from cpersona.model.records import (
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.scope import ReadScope
 from cpersona.model.update_request import UpdateRequest, updated_record
-from cpersona.recall.arms.block import BlockBuilder, ParentKind, block_filter, block_ids
+from cpersona.recall.arms.block import block_filter
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
 from cpersona.recall.request import recall_request
 from cpersona.recall.trace.publisher import TracePublisher, TraceStats
 from cpersona.settings import Settings
 from cpersona.stores.embedding.embedders import open_embedder
-from cpersona.stores.protocols import Embedder, VectorPoint, VectorStore, scope_filter
-from cpersona.stores.redis.connection import (
-    close_redis,
-    command,
-    connect_redis,
-    json_ops,
-    redis_errors,
-    redis_info,
-)
-from cpersona.stores.redis.documents import (
-    DocumentModels,
-    bind_documents,
-    ensure_indexes,
-    episode_from_doc,
-    episode_to_doc,
-    memory_from_doc,
-    memory_to_doc,
-    profile_from_doc,
-    raw_from_doc,
-    raw_to_doc,
-    validated,
-)
-from cpersona.stores.redis.scope import scope_query
-from cpersona.stores.redis.server import DataDirLock, EmbeddedRedis
+from cpersona.stores.protocols import Embedder, MemoryWrite, VectorPoint, VectorStore, scope_filter
+from cpersona.stores.redis.block_queue import BlockQueue
+from cpersona.stores.redis.connection import close_redis, connect_redis, redis_errors, redis_info
+from cpersona.stores.redis.datadir import DataDirLock
+from cpersona.stores.redis.server import EmbeddedRedis
+from cpersona.stores.redis.store import RedisRecordStore
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
     from datetime import datetime
 
     from anyio.abc import TaskStatus
@@ -89,6 +71,7 @@ if TYPE_CHECKING:
     from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.request import RecallResult
     from cpersona.settings import RecallMode
+    from cpersona.stores.protocols import RecordStore
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["Engine", "open"]
@@ -97,6 +80,7 @@ log = logging.getLogger("cpersona")
 _R = TypeVar("_R", MemoryRecord, EpisodeRecord)
 
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
+_KINDS: Mapping[str, RecordKind] = {"mem": "memory", "ep": "episode", "raw": "raw"}
 
 _PENDING_BATCH = 64
 # An index build is a maintenance call that grows with the store (tens of seconds at 100k memories on two
@@ -111,7 +95,7 @@ def _digest(text: str) -> str:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Backends:
     redis: RedisClient
-    docs: DocumentModels
+    records: RecordStore
     vectors: VectorStore | None
     embedder: Embedder | None
     redis_info: Mapping[str, Any]
@@ -169,16 +153,16 @@ class Engine:
             client = await connect_redis(self.settings, url)
             stack.push_async_callback(close_redis, client)
             info = await redis_info(client)
-            async with redis_errors():
-                await ensure_indexes(client, self.keys)
-            await collect_index_garbage(client, self.keys)
+            records = RedisRecordStore(client, self.keys)
+            await records.ensure_indexes()
+            await records.collect_garbage()
             embedder = await open_embedder(self.settings)
             vectors: VectorStore | None = None
             if embedder is not None:
                 stack.push_async_callback(embedder.aclose)
                 vectors = await open_vector_store(self.settings, "records", embedder.dim)
                 stack.push_async_callback(vectors.aclose)
-            blocks, builder = await self._open_blocks(stack, client, embedder)
+            blocks, builder = await self._open_blocks(stack, client, records, embedder)
             publisher = TracePublisher(
                 client,
                 self.keys,
@@ -189,7 +173,7 @@ class Engine:
             stack.callback(publisher.close)
             self._backends = _Backends(
                 client,
-                bind_documents(client, self.keys),
+                records,
                 vectors,
                 embedder,
                 info,
@@ -201,6 +185,7 @@ class Engine:
                 settings=self.settings,
                 policies=self.policies,
                 redis=client,
+                records=records,
                 keys=self.keys,
                 vectors=vectors,
                 embedder=embedder,
@@ -225,7 +210,11 @@ class Engine:
                 await stack.aclose()
 
     async def _open_blocks(
-        self, stack: contextlib.AsyncExitStack, client: RedisClient, embedder: Embedder | None
+        self,
+        stack: contextlib.AsyncExitStack,
+        client: RedisClient,
+        records: RecordStore,
+        embedder: Embedder | None,
     ) -> tuple[VectorStore | None, BlockBuilder | None]:
         """The block collection and its builder; none without an embedder (no vectors, no blocks)."""
         if embedder is None:
@@ -234,8 +223,8 @@ class Engine:
         stack.push_async_callback(blocks.aclose)
         rules = self.policies[self.settings.recall_policy].blocks
         builder = BlockBuilder(
-            redis=client,
-            keys=self.keys,
+            records=records,
+            queue=BlockQueue(client, self.keys),
             blocks=blocks,
             embedder=embedder,
             max_per_record=rules.max_per_record,
@@ -307,6 +296,11 @@ class Engine:
     def redis(self) -> RedisClient:
         """The engine's Redis client (for tools and tests that need to look underneath)."""
         return self._b.redis
+
+    @property
+    def records(self) -> RecordStore:
+        """The engine's record store (for tools and tests that call the store's searches directly)."""
+        return self._b.records
 
     @property
     def vectors(self) -> VectorStore | None:
@@ -389,12 +383,12 @@ class Engine:
         req = validate(CalibrateRequest, {"agent_id": agent_id, "precision": precision}, self.settings)
         policy = self.policies[self.settings.recall_policy]
         b = self._b
-        return await calibrate(b.redis, self.keys, b.embedder, policy, req.agent_id, req.precision)
+        return await calibrate(b.records, b.embedder, policy, req.agent_id, req.precision)
 
     async def select_gate(self, agent_id: str, gate: Gate) -> dict[str, Any]:
         """Choose the agent's gate: ``calibrated`` (needs a calibration) or ``heuristic``."""
         req = validate(GateRequest, {"agent_id": agent_id, "gate": gate}, self.settings)
-        return await select_gate(self._b.redis, self.keys, req.agent_id, req.gate)
+        return await select_gate(self._b.records, req.agent_id, req.gate)
 
     # ------------------------------------------------------------------ memories
 
@@ -438,30 +432,28 @@ class Engine:
         results: list[StoreResult | None] = [None] * len(drafts)
         fresh: list[tuple[int, MemoryDraft, str, list[str]]] = []
         seen_in_batch: dict[str, str] = {}
-        async with redis_errors():
-            for i, draft in enumerate(drafts):
-                claims = self._claim_keys(draft)
-                existing = await self._existing_claim(claims)
-                if existing is None:
-                    for key in claims:
-                        if key in seen_in_batch:
-                            existing = (seen_in_batch[key], "duplicate")
-                            break
-                if existing is not None:
-                    results[i] = StoreResult(
-                        "skipped", f"mem:{existing[0]}", draft.msg_id, skipped_reason=existing[1]
-                    )
-                    continue
-                record_id = new_id()
+        for i, draft in enumerate(drafts):
+            claims = self._claim_keys(draft)
+            existing = await self._existing_claim(claims)
+            if existing is None:
                 for key in claims:
-                    seen_in_batch[key] = record_id
-                fresh.append((i, draft, record_id, claims))
+                    if key in seen_in_batch:
+                        existing = (seen_in_batch[key], "duplicate")
+                        break
+            if existing is not None:
+                results[i] = StoreResult(
+                    "skipped", f"mem:{existing[0]}", draft.msg_id, skipped_reason=existing[1]
+                )
+                continue
+            record_id = new_id()
+            for key in claims:
+                seen_in_batch[key] = record_id
+            fresh.append((i, draft, record_id, claims))
         if not fresh:
             return [r for r in results if r is not None]
 
         now = time.time()
-        async with redis_errors():
-            first_seq = await b.redis.incrby(self.keys.sequence, len(fresh)) - len(fresh) + 1
+        first_seq = await b.records.next_seq(len(fresh))
         records = [
             MemoryRecord(
                 id=record_id,
@@ -484,17 +476,10 @@ class Engine:
             for n, (_, d, record_id, _) in enumerate(fresh)
         ]
         records = await self._with_vectors(records)
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            for rec, (_, _, _, claims) in zip(records, fresh, strict=True):
-                doc = validated(b.docs.memory, memory_to_doc(rec))
-                pipe.json().set(self.keys.memory(rec.id), "$", doc)
-                for key in claims:
-                    pipe.set(key, rec.id)
-                if rec.vector_pending:
-                    pipe.sadd(self.keys.vector_pending, self.keys.memory(rec.id))
-                self._queue_blocks(pipe, self.keys.memory(rec.id))
-            await pipe.execute()
+        writes = [
+            MemoryWrite(rec, tuple(claims)) for rec, (_, _, _, claims) in zip(records, fresh, strict=True)
+        ]
+        await b.records.put_memories(writes, queue_blocks=b.builder is not None)
         for rec, (i, d, _, _) in zip(records, fresh, strict=True):
             results[i] = StoreResult(
                 "stored", rec.ref, d.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
@@ -513,22 +498,11 @@ class Engine:
 
     async def _existing_claim(self, claims: Sequence[str]) -> tuple[str, str] | None:
         """The record that already holds a claim, if it still exists (claims of deleted records are stale)."""
-        b = self._b
-        holders = await b.redis.mget(claims)
-        for key, holder in zip(claims, holders, strict=True):
-            if holder is None:
-                continue
-            record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
-            if await b.redis.exists(self.keys.memory(record_id)):
-                reason = "duplicate_id" if ":dedup:msg:" in key else "duplicate_content"
-                return record_id, reason
-        return None
-
-    def _queue_blocks(self, pipe: Any, record_key: str) -> None:
-        """Add the record's block event to the transaction that writes it, so that an acknowledged
-        write always has its event (and a failed one never has)."""
-        if self._b.builder is not None:
-            pipe.xadd(self.keys.block_stream, {"key": record_key})
+        holder = await self._b.records.live_claim(claims)
+        if holder is None:
+            return None
+        reason = "duplicate_id" if ":dedup:msg:" in holder.claim else "duplicate_content"
+        return holder.record_id, reason
 
     async def _upsert_vectors(self, records: Sequence[MemoryRecord | EpisodeRecord]) -> bool:
         """Embed and upsert the records' vectors. False when the embedder or the vector store failed."""
@@ -587,21 +561,11 @@ class Engine:
         b = self._b
         if b.embedder is None or not await self._upsert_vectors(records):
             return set()
-        model = b.embedder.name
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            for r in records:
-                key = self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
-                # Only touch documents that still exist: a delete may have raced this write.
-                json_ops(pipe).merge(
-                    key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model}
-                )
-                pipe.srem(self.keys.vector_pending, key)
-            replies = await pipe.execute(raise_on_error=False)
-        missing = [r for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
+        # Only documents that still exist are marked: a delete may have raced this write.
+        missing = await b.records.mark_vectors_written(records, b.embedder.name)
         if missing and b.vectors is not None:
-            await b.vectors.delete([r.id for r in missing])
-        return {r.id for r in records} - {r.id for r in missing}
+            await b.vectors.delete(missing)
+        return {r.id for r in records} - set(missing)
 
     async def finish_pending(self) -> int:
         """Write the vectors of every record marked pending. Returns how many were finished."""
@@ -609,24 +573,9 @@ class Engine:
         if b.embedder is None or b.vectors is None:
             return 0
         done = 0
-        async with redis_errors():
-            members = sorted(m.decode() for m in await b.redis.smembers(self.keys.vector_pending))
+        members = await b.records.pending_refs()
         for start in range(0, len(members), _PENDING_BATCH):
-            chunk = members[start : start + _PENDING_BATCH]
-            async with redis_errors():
-                docs = await json_ops(b.redis).mget(chunk, "$")
-            records: list[MemoryRecord | EpisodeRecord] = []
-            gone: list[str] = []
-            for key, found in zip(chunk, docs, strict=True):
-                if not found:
-                    gone.append(key)
-                elif key.startswith(self.keys.memory_prefix):
-                    records.append(memory_from_doc(found[0]))
-                else:
-                    records.append(episode_from_doc(found[0]))
-            if gone:
-                async with redis_errors():
-                    await b.redis.srem(self.keys.vector_pending, *gone)
+            records = await b.records.load_pending(members[start : start + _PENDING_BATCH])
             done += len(await self._write_vectors(records))
         if done:
             log.info("finished %d pending vector write(s)", done)
@@ -673,8 +622,7 @@ class Engine:
         )  # fmt: skip
         d = validate(EpisodeRequest, body, self.settings).draft(self.settings)
         now = time.time()
-        async with redis_errors():
-            seq = int(await b.redis.incr(self.keys.sequence))
+        seq = await b.records.next_seq()
         rec = EpisodeRecord(
             id=new_id(),
             scope=d.scope,
@@ -687,13 +635,7 @@ class Engine:
             created_at=now,
         )
         (rec,) = await self._with_vectors([rec])
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            pipe.json().set(self.keys.episode(rec.id), "$", validated(b.docs.episode, episode_to_doc(rec)))
-            if rec.vector_pending:
-                pipe.sadd(self.keys.vector_pending, self.keys.episode(rec.id))
-            self._queue_blocks(pipe, self.keys.episode(rec.id))
-            await pipe.execute()
+        await b.records.put_episode(rec, queue_blocks=b.builder is not None)
         return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
     async def store_raw(
@@ -754,11 +696,7 @@ class Engine:
             )
             for d in drafts
         ]
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            for rec in recs:
-                pipe.json().set(self.keys.raw(rec.id), "$", validated(b.docs.raw, raw_to_doc(rec)))
-            await pipe.execute()
+        await b.records.put_raw(recs)
         return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
 
     async def update_profile(self, agent_id: str, profile: str) -> ProfileRecord:
@@ -766,42 +704,32 @@ class Engine:
         agent = check(AgentId, agent_id, "agent_id", self.settings)
         content = check(ProfileText, profile, "profile", self.settings)
         rec = ProfileRecord(agent, content, time.time())
-        doc = validated(b.docs.profile, {"pk": agent, **dataclasses.asdict(rec)})
-        async with redis_errors():
-            await b.redis.json().set(self.keys.profile(agent), "$", doc)
+        await b.records.put_profile(rec)
         return rec
 
     async def get_profile(self, agent_id: str) -> ProfileRecord | None:
         b = self._b
         agent = check(AgentId, agent_id, "agent_id", self.settings)
-        async with redis_errors():
-            doc = await b.redis.json().get(self.keys.profile(agent))
-        return None if doc is None else profile_from_doc(doc)
+        return await b.records.profile(agent)
 
     # ------------------------------------------------------------------ reads
 
-    def _key_of(self, ref: str) -> tuple[str, str]:
+    def _parse_ref(self, ref: str) -> tuple[RecordKind, str]:
         if not isinstance(ref, str):
             raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
         parsed = parse_ref(ref)
         if parsed is None:
             raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
-        key = {"mem": self.keys.memory, "ep": self.keys.episode, "raw": self.keys.raw}[parsed.kind](parsed.id)
-        return parsed.kind, key
+        return _KINDS[parsed.kind], parsed.id
 
     async def get(self, ref: str, *, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
         agent = check(KeyText, agent_id, "agent_id", self.settings)
-        kind, key = self._key_of(ref)
-        async with redis_errors():
-            doc = await self._b.redis.json().get(key)
-        if doc is None or doc.get("agent_id") != agent:
+        kind, record_id = self._parse_ref(ref)
+        record = await self._b.records.get(kind, record_id)
+        if record is None or record.scope.agent_id != agent:
             raise RecordNotFound(str(ref))
-        if kind == "mem":
-            return memory_from_doc(doc)
-        if kind == "ep":
-            return episode_from_doc(doc)
-        return raw_from_doc(doc)
+        return record
 
     async def list(
         self,
@@ -819,61 +747,26 @@ class Engine:
             limit=limit,
         )  # fmt: skip
         req = validate(ListQuery, body, self.settings, strict=True)
-        count = req.limit
         scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
-        index, sort = {
-            "memory": (self.keys.memory_index, "seq"),
-            "episode": (self.keys.episode_index, "seq"),
-            "raw": (self.keys.raw_index, "ts"),
-        }[kind]
-        query = scope_query(scope, with_source=kind == "memory")
-        if kind == "episode" and scope.source_id and not scope.channel:
-            return []  # episodes carry no source: a source filter excludes them unless a channel is set
-        async with redis_errors():
-            reply = await command(
-                self._b.redis,
-                "FT.SEARCH",
-                index,
-                query,
-                "SORTBY",
-                sort,
-                "DESC",
-                "LIMIT",
-                0,
-                count,
-                "DIALECT",
-                2,
-            )
-        docs = _search_docs(reply)
-        if kind == "memory":
-            return [memory_from_doc(doc) for doc in docs]
-        if kind == "episode":
-            return [episode_from_doc(doc) for doc in docs]
-        return [raw_from_doc(doc) for doc in docs]
+        return await self._b.records.newest(req.kind, scope, req.limit)
 
     async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
         """Record counts (for one agent, or all) and how many vector writes are pending."""
         b = self._b
-        if agent_id is None:
-            query = "*"
-        else:
-            agent_id = check(KeyText, agent_id, "agent_id", self.settings)
-            query = scope_query(ReadScope(agent_id), with_source=False)
-        counts: dict[str, int] = {}
-        async with redis_errors():
-            for name, index in (
-                ("memories", self.keys.memory_index),
-                ("episodes", self.keys.episode_index),
-                ("raw_entries", self.keys.raw_index),
-            ):
-                reply = await command(b.redis, "FT.SEARCH", index, query, "LIMIT", 0, 0, "DIALECT", 2)
-                counts[name] = _search_total(reply)
-            pending = int(await b.redis.scard(self.keys.vector_pending))
+        agent = None if agent_id is None else check(KeyText, agent_id, "agent_id", self.settings)
+        counts = await b.records.counts(agent)
         vectors = None
         if b.vectors is not None:
             flt = None if agent_id is None else scope_filter(ReadScope(str(agent_id)))
             vectors = await b.vectors.count(flt) if flt is not None else None
-        return {"ok": True, **counts, "vector_pending": pending, "vectors": vectors}
+        return {
+            "ok": True,
+            "memories": counts.memories,
+            "episodes": counts.episodes,
+            "raw_entries": counts.raw_entries,
+            "vector_pending": counts.vector_pending,
+            "vectors": vectors,
+        }
 
     # ------------------------------------------------------------------ update and delete
 
@@ -913,43 +806,32 @@ class Engine:
         new_claim = self.keys.content_claim(
             new.scope.agent_id, new.scope.project_id, new.scope.channel, _digest(new.content)
         )
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            pipe.json().set(self.keys.memory(new.id), "$", validated(b.docs.memory, memory_to_doc(new)))
-            if content_changed:
-                pipe.delete(old_claim)
-                pipe.set(new_claim, new.id)
-            if new.vector_pending:
-                pipe.sadd(self.keys.vector_pending, self.keys.memory(new.id))
-            if content_changed or new.timestamp != current.timestamp:
-                # Blocks carry the text and the record's time; other fields do not reach them.
-                self._queue_blocks(pipe, self.keys.memory(new.id))
-            await pipe.execute()
+        moved = (old_claim,), (new_claim,)
+        await b.records.replace_memory(
+            new,
+            drop_claims=moved[0] if content_changed else (),
+            add_claims=moved[1] if content_changed else (),
+            # Blocks carry the text and the record's time; other fields do not reach them.
+            queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
+        )
         return new
 
     async def delete(self, ref: str, *, agent_id: str) -> DeleteResult:
         """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
         b = self._b
         record = await self.get(ref, agent_id=agent_id)
-        kind, key = self._key_of(ref)
-        async with redis_errors():
-            pipe = b.redis.pipeline(transaction=True)
-            pipe.delete(key)
-            pipe.srem(self.keys.vector_pending, key)
-            if isinstance(record, MemoryRecord):
-                draft_claims = [
-                    self.keys.content_claim(
-                        record.scope.agent_id, record.scope.project_id, record.scope.channel,
-                        _digest(record.content),
-                    )
-                ]  # fmt: skip
-                if record.msg_id:
-                    draft_claims.append(
-                        self.keys.msg_id_claim(record.scope.agent_id, record.scope.project_id, record.msg_id)
-                    )
-                for claim in draft_claims:
-                    pipe.delete(claim)
-            await pipe.execute()
+        kind, record_id = self._parse_ref(ref)
+        claims: list[str] = []
+        if isinstance(record, MemoryRecord):
+            scope = record.scope
+            claims.append(
+                self.keys.content_claim(
+                    scope.agent_id, scope.project_id, scope.channel, _digest(record.content)
+                )
+            )
+            if record.msg_id:
+                claims.append(self.keys.msg_id_claim(scope.agent_id, scope.project_id, record.msg_id))
+        await b.records.delete(kind, record_id, claims)
         if kind != "raw" and b.vectors is not None:
             await b.vectors.delete([record.id])
         if b.builder is not None and b.blocks is not None and not isinstance(record, RawRecord):
@@ -961,85 +843,13 @@ class Engine:
         """Delete every record, claim, profile and vector of one agent."""
         b = self._b
         agent = check(KeyText, agent_id, "agent_id", self.settings)
-        query = scope_query(ReadScope(agent), with_source=False)
-        deleted = 0
-        async with redis_errors():
-            for index in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index):
-                while True:
-                    reply = await command(
-                        b.redis, "FT.SEARCH", index, query, "NOCONTENT", "LIMIT", 0, 500, "DIALECT", 2
-                    )
-                    found = _search_keys(reply)
-                    if not found:
-                        break
-                    pipe = b.redis.pipeline(transaction=False)
-                    pipe.delete(*found)
-                    pipe.srem(self.keys.vector_pending, *found)
-                    await pipe.execute()
-                    deleted += len(found)
-            for pattern in self.keys.claims_of_agent(agent):
-                batch: list[bytes] = []
-                async for claim in b.redis.scan_iter(match=pattern, count=1000):
-                    batch.append(claim)
-                    if len(batch) >= 500:
-                        await b.redis.delete(*batch)
-                        batch = []
-                if batch:
-                    await b.redis.delete(*batch)
-            await b.redis.delete(self.keys.profile(agent), self.keys.calibration(agent))
+        deleted = await b.records.delete_agent(agent)
         if b.vectors is not None:
             await b.vectors.delete_where(scope_filter(ReadScope(agent)))
         if b.blocks is not None:
             await b.blocks.delete_where(block_filter(agent))
         self.recaller.stats.forget(agent)
         return DeleteResult(deleted)
-
-
-def _search_hits(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
-    """``(key, fields)`` of each hit of an ``FT.SEARCH`` reply, in RESP2 or RESP3 form.
-
-    redis-py 8 speaks RESP3 by default, where the reply is a map (``total_results``, ``results``);
-    under RESP2 it is a flat list ``[total, key, fields, key, fields, ...]`` (no fields with NOCONTENT).
-    """
-    if isinstance(reply, Mapping):
-        hits = reply.get(b"results", reply.get("results")) or []
-        out = []
-        for hit in hits:
-            key = hit.get(b"id", hit.get("id"))
-            fields = hit.get(b"extra_attributes", hit.get("extra_attributes")) or {}
-            out.append((key.decode() if isinstance(key, bytes) else str(key), dict(fields)))
-        return out
-    items = list(reply[1:])
-    if len(items) > 1 and isinstance(items[1], list):
-        pairs = [
-            (items[i], dict(zip(items[i + 1][::2], items[i + 1][1::2], strict=True)))
-            for i in range(0, len(items), 2)
-        ]
-    else:
-        pairs = [(k, {}) for k in items]
-    return [(k.decode() if isinstance(k, bytes) else str(k), f) for k, f in pairs]
-
-
-def _search_total(reply: Any) -> int:
-    """The total hit count of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
-    if isinstance(reply, Mapping):
-        return int(reply.get(b"total_results", reply.get("total_results", 0)))
-    return int(reply[0])
-
-
-def _search_keys(reply: Any) -> list[str]:
-    """The keys of the hits of an ``FT.SEARCH`` reply (RESP2 or RESP3)."""
-    return [key for key, _ in _search_hits(reply)]
-
-
-def _search_docs(reply: Any) -> list[dict[str, Any]]:
-    """Documents from an ``FT.SEARCH`` reply on a JSON index (each hit's ``$`` field)."""
-    docs: list[dict[str, Any]] = []
-    for _, fields in _search_hits(reply):
-        raw = fields.get(b"$", fields.get("$"))
-        if raw is not None:
-            docs.append(orjson.loads(raw))
-    return docs
 
 
 @contextlib.asynccontextmanager
@@ -1078,21 +888,3 @@ async def open(
                 yield engine
             finally:
                 tg.cancel_scope.cancel()
-
-
-async def collect_index_garbage(client: RedisClient, keys: Keys) -> None:
-    """Run the search module's garbage collector on every index now.
-
-    A Redis that reloads its append-only file replays every write, and the search module then keeps the
-    index entries of each superseded document version (a record written, then updated) until its
-    collector next runs. Until then BM25 counts those entries too: measured on a LoCoMo conversation
-    reopened after a store, every score rose about tenfold and the keyword arm's order changed on every
-    question. Collecting once when the engine opens makes a reopened store rank as it did before.
-    Best effort: a server that refuses the debug command (a managed Redis) only loses this repair.
-    """
-    for name in (keys.memory_index, keys.episode_index, keys.raw_index):
-        try:
-            await command(client, "FT.DEBUG", "GC_FORCEINVOKE", name)
-        except (redis.exceptions.ResponseError, BackendUnavailable) as exc:
-            log.warning("could not run the search index collector on %s: %s", name, exc)
-            return

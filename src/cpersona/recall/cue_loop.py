@@ -23,13 +23,11 @@ from cpersona.recall.stages.chain import ChainRun, Counted, CueFound, Gated, Sea
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.candidates import ArmRow
     from cpersona.model.time_cue import Confidence, Period
     from cpersona.recall.arm_runner import ArmRunner, Later
     from cpersona.recall.plan import ArmContext, CuePlan
-    from cpersona.stores.protocols import Vector, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import RecordStore, Vector, VectorStore
 
 __all__ = ["CueOutcome", "CueStage", "Suspected", "run_cue_loop"]
 
@@ -135,8 +133,7 @@ class CueOutcome:
 class CueSources:
     """What the loop searches with: the stores, and the two values it waits for from the other arms."""
 
-    redis: RedisClient
-    keys: Keys
+    records: RecordStore
     vectors: VectorStore | None
     query_vector: Later[Vector | None]
     threshold: Callable[[], Awaitable[float]]
@@ -187,7 +184,7 @@ class _Loop:
 
     async def run(self, ctx: ArmContext, sources: CueSources) -> None:
         cue, policy = self.plan.cue, self.plan.policy
-        span = await scope_span(sources.redis, sources.keys, ctx.scope)
+        span = await scope_span(sources.records, ctx.scope)
         now = time.time()
         if recent_only(cue, span, now, policy.recent_only_hours):
             self.recent_only = True
@@ -198,8 +195,7 @@ class _Loop:
         depth = policy.depth or ctx.depth
         search = functools.partial(
             cue_arm,
-            redis=sources.redis,
-            keys=sources.keys,
+            records=sources.records,
             vectors=sources.vectors,
             vector=vector,
             scope=ctx.scope,

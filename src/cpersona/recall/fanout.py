@@ -31,7 +31,6 @@ from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import vector_far, vector_near
 from cpersona.recall.cue_loop import CueSources, run_cue_loop
 from cpersona.stores.redis import recall_reads
-from cpersona.stores.redis.lexical import episode_fts, memory_keyword
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from cpersona.recall.arms.vector import ScopeStats, ScopeStatsCache
     from cpersona.recall.cue_loop import CueOutcome
     from cpersona.recall.plan import ArmContext, CuePlan
-    from cpersona.stores.protocols import Embedder, Vector, VectorStore
+    from cpersona.stores.protocols import Embedder, RecordStore, Vector, VectorStore
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.recall_reads import StoredProfile
 
@@ -59,6 +58,7 @@ class Backends:
 
     redis: RedisClient
     keys: Keys
+    records: RecordStore
     vectors: VectorStore | None
     embedder: Embedder | None
     blocks: VectorStore | None
@@ -118,11 +118,11 @@ class _Group:
         async with _PlainErrors(), anyio.create_task_group() as tg:
             # The vector side first: the query embedding heads the longest chain of the graph.
             tg.start_soon(self._vector_side, tg)
-            keyword = functools.partial(memory_keyword, b.redis, b.keys, ctx.scope, ctx.query, ctx.fetch)
+            keyword = functools.partial(b.records.memory_keyword, ctx.scope, ctx.query, ctx.fetch)
             tg.start_soon(self._arm, "memory_keyword", keyword)
             # A blank query lists the newest memories only: episode full text has no term to match.
             if ctx.with_episodes and not ctx.blank:
-                fts = functools.partial(episode_fts, b.redis, b.keys, ctx.scope, ctx.query, ctx.fetch)
+                fts = functools.partial(b.records.episode_fts, ctx.scope, ctx.query, ctx.fetch)
                 tg.start_soon(self._arm, "episode_fts", fts)
             tg.start_soon(self._profile)
             tg.start_soon(self._calibration)
@@ -167,7 +167,7 @@ class _Group:
 
     async def _stats(self, stats: Later[ScopeStats], threshold: Later[float]) -> None:
         ctx, b = self.ctx, self.b
-        stats.set(await b.stats.get(b.redis, b.keys, ctx.scope, ctx.window, ctx.reach))
+        stats.set(await b.stats.get(b.records, ctx.scope, ctx.window, ctx.reach))
         # Read while the query embeds, so the near arm can search the moment the vector exists.
         if b.vectors is not None and b.embedder is not None and not ctx.blank:
             threshold.set(await self._threshold())
@@ -232,7 +232,7 @@ class _Group:
             self.calibrated.set(value)
 
     async def _cue(self, plan: CuePlan) -> None:
-        sources = CueSources(self.b.redis, self.b.keys, self.b.vectors, self.query_vector, self._threshold)
+        sources = CueSources(self.b.records, self.b.vectors, self.query_vector, self._threshold)
         self.cue.set(await run_cue_loop(self.ctx, plan, sources, self.runner))
 
 

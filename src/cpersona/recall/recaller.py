@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cpersona.recall.request import RecallRequest
     from cpersona.recall.stages.chain import ChainRun, RecallPlan, Seated
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import Embedder, VectorStore
+    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.recall_reads import HydratedRecord
 
@@ -63,6 +63,7 @@ class Recaller:
         settings: Settings,
         policies: Mapping[str, Policy],
         redis: RedisClient,
+        records: RecordStore,
         keys: Keys,
         vectors: VectorStore | None,
         embedder: Embedder | None,
@@ -73,6 +74,7 @@ class Recaller:
         self.settings = settings
         self.policies = policies
         self.redis = redis
+        self.records = records
         self.keys = keys
         self.vectors = vectors
         self.embedder = embedder
@@ -128,7 +130,9 @@ class Recaller:
 
     def _backends(self) -> Backends:
         # Read at each recall: a test may point the recaller at another Redis between two recalls.
-        return Backends(self.redis, self.keys, self.vectors, self.embedder, self.blocks, self.stats)
+        return Backends(
+            self.redis, self.keys, self.records, self.vectors, self.embedder, self.blocks, self.stats
+        )
 
     def _traced(self, result: RecallResult, inputs: _TraceInputs) -> RecallResult:
         trace = self._trace(result, inputs)

@@ -14,13 +14,23 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
+    from cpersona.model.candidates import ArmResult
+    from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
     from cpersona.model.scope import ReadScope
 
 __all__ = [
+    "BlockParent",
+    "ClaimHolder",
     "Embedder",
+    "MemoryWrite",
     "PointKind",
+    "RecordCounts",
+    "RecordKind",
+    "RecordStore",
+    "SearchedKind",
+    "SeqAt",
     "Vector",
     "VectorFilter",
     "VectorHit",
@@ -163,6 +173,214 @@ class Embedder(Protocol):
 
     async def aclose(self) -> None:
         """Release the backend (sessions, sessions' pools, thread limiters)."""
+        ...
+
+
+RecordKind = Literal["memory", "episode", "raw"]
+SearchedKind = Literal["memory", "episode"]
+Period = tuple[float, float]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SeqAt:
+    """How many records of a kind a scope holds, and the ``seq`` at one rank from the newest (``None``
+    when the scope holds fewer)."""
+
+    total: int
+    seq: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordCounts:
+    memories: int
+    episodes: int
+    raw_entries: int
+    vector_pending: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimHolder:
+    """A dedup claim held by a record that still exists."""
+
+    claim: str
+    record_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemoryWrite:
+    """One memory to write, with the dedup claims it takes (key names from :class:`~cpersona.keys.Keys`)."""
+
+    record: MemoryRecord
+    claims: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BlockParent:
+    """What the block builder needs of a memory or an episode: its scope, time and searchable text."""
+
+    kind: SearchedKind
+    record_id: str
+    agent_id: str
+    project_id: str
+    channel: str
+    timestamp: float
+    seq: int
+    text: str
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
+    the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
+
+    async def ensure_indexes(self) -> None:
+        """Create the search indexes if missing and bring an older store's documents up to date."""
+        ...
+
+    async def collect_garbage(self) -> None:
+        """Drop the index entries of superseded document versions now (best effort)."""
+        ...
+
+    # ---------------------------------------------------------------- searches of the recall arms
+
+    async def memory_keyword(
+        self,
+        scope: ReadScope,
+        query: str,
+        fetch: int,
+        *,
+        extra_terms: Sequence[str] = (),
+        period: Period | None = None,
+    ) -> ArmResult:
+        """BM25 over the memories of ``scope``, best first, with the whole-query fallback."""
+        ...
+
+    async def episode_fts(
+        self,
+        scope: ReadScope,
+        query: str,
+        fetch: int,
+        *,
+        extra_terms: Sequence[str] = (),
+        period: Period | None = None,
+    ) -> ArmResult:
+        """BM25 over the episodes of ``scope``, best first."""
+        ...
+
+    async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
+        """The count of ``kind`` in ``scope`` (source ignored) and the ``seq`` at 0-based ``rank`` from
+        the newest by insertion."""
+        ...
+
+    async def time_span(self, scope: ReadScope) -> Period | None:
+        """``(oldest, newest)`` record time of the memories ``scope`` sees, exact; ``None`` when none."""
+        ...
+
+    async def memory_sources(self, ids: Sequence[str]) -> list[str | None]:
+        """The ``source.id`` of each memory, in order (``None`` for one that does not exist)."""
+        ...
+
+    # ---------------------------------------------------------------- records
+
+    async def next_seq(self, count: int = 1) -> int:
+        """Reserve ``count`` insertion sequence numbers; return the first."""
+        ...
+
+    async def live_claim(self, claims: Sequence[str]) -> ClaimHolder | None:
+        """The first of ``claims`` held by a memory that still exists (claims of deleted ones are stale)."""
+        ...
+
+    async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
+        """Write memories with their claims, pending marks and block events in one transaction."""
+        ...
+
+    async def replace_memory(
+        self,
+        record: MemoryRecord,
+        *,
+        drop_claims: Sequence[str],
+        add_claims: Sequence[str],
+        queue_blocks: bool,
+    ) -> None:
+        """Overwrite a memory, move its claims and queue its blocks again, in one transaction."""
+        ...
+
+    async def put_episode(self, record: EpisodeRecord, *, queue_blocks: bool) -> None:
+        """Write an episode with its pending mark and block event in one transaction."""
+        ...
+
+    async def put_raw(self, records: Sequence[RawRecord]) -> None:
+        """Write raw journal entries in one transaction."""
+        ...
+
+    async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
+        """One record, or ``None``."""
+        ...
+
+    async def newest(
+        self, kind: RecordKind, scope: ReadScope, limit: int
+    ) -> list[MemoryRecord | EpisodeRecord | RawRecord]:
+        """The newest records of ``kind`` in ``scope`` (insertion order; raw entries by time)."""
+        ...
+
+    async def counts(self, agent_id: str | None) -> RecordCounts:
+        """Record counts of one agent (or of all) and the number of pending vector writes."""
+        ...
+
+    async def delete(self, kind: RecordKind, record_id: str, claims: Sequence[str]) -> None:
+        """Delete a record, its pending mark and ``claims``."""
+        ...
+
+    async def delete_agent(self, agent_id: str) -> int:
+        """Delete every record, claim, profile and calibration of an agent; return the records deleted."""
+        ...
+
+    # ---------------------------------------------------------------- vectors still to write
+
+    async def pending_refs(self) -> list[str]:
+        """The refs of every record whose vector is still to be written, sorted."""
+        ...
+
+    async def load_pending(self, refs: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
+        """The records of these pending refs; refs whose record is gone lose their mark."""
+        ...
+
+    async def mark_vectors_written(
+        self, records: Sequence[MemoryRecord | EpisodeRecord], model: str
+    ) -> list[str]:
+        """Record that these vectors are written; return the ids of records deleted meanwhile."""
+        ...
+
+    # ---------------------------------------------------------------- blocks
+
+    async def block_parents(self, refs: Sequence[str]) -> list[BlockParent | None]:
+        """What the block builder reads of each record (``None``: gone or unreadable)."""
+        ...
+
+    async def block_texts(self, refs: Sequence[str]) -> list[str | None]:
+        """The current searchable text of each record (``None``: gone)."""
+        ...
+
+    # ---------------------------------------------------------------- per-agent documents
+
+    async def memory_ids(self, agent_id: str) -> list[str]:
+        """Every memory id of the agent, in insertion order."""
+        ...
+
+    async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
+        """``(content, timestamp)`` of each memory that still exists, in order."""
+        ...
+
+    async def profile(self, agent_id: str) -> ProfileRecord | None: ...
+
+    async def put_profile(self, record: ProfileRecord) -> None: ...
+
+    async def calibration(self, agent_id: str) -> Mapping[str, object] | None: ...
+
+    async def put_calibration(self, agent_id: str, doc: Mapping[str, object]) -> None: ...
+
+    async def select_calibration(self, agent_id: str, selected: bool) -> None:
+        """Set the stored calibration's ``selected`` flag (it must exist)."""
         ...
 
 

@@ -8,7 +8,7 @@ Up to four lists are searched at once, each ``depth`` rows deep, and merged by r
 
 1. memory vector — memories of the scope whose ``timestamp`` payload lies in the period, nearest first,
    kept while the cosine is at or above ``floor``;
-2. memory keyword — :func:`cpersona.stores.redis.lexical.memory_keyword` with the period;
+2. memory keyword — :meth:`~cpersona.stores.protocols.RecordStore.memory_keyword` with the period;
 3. episode vector and 4. episode full text — the same for episodes, when the caller asks for them.
 
 An episode's time is its start time, else the time it was recorded: that is what ``_documents`` writes
@@ -23,7 +23,7 @@ and there is no unsearched remainder to report. A window by sequence inside a wi
 drop records the caller pointed at.
 
 **Source filter.** The vector payload carries no source, so the memory vector half checks the
-``source.id`` of its hits in Redis (one ``JSON.MGET``) and looks ``2 * depth + 10`` rows deep to make up
+``source.id`` of its hits in the record store (one read) and looks ``2 * depth + 10`` rows deep to make up
 for the rows it drops, the same margin the recall gives the ordinary arms under a source filter. The
 keyword half filters in the index. Every row of the arm is therefore visible to the scope, source
 included, so no foreign row takes a place in the merged list. Episodes carry no source: with a source
@@ -50,26 +50,20 @@ import dataclasses
 import functools
 import math
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import anyio
-import orjson
 
 from cpersona.errors import CpersonaError
 from cpersona.model.candidates import ArmResult, ArmRow
 from cpersona.recall.arms.vector import _ranked
 from cpersona.stores.protocols import scope_filter
-from cpersona.stores.redis.connection import json_ops, redis_errors
-from cpersona.stores.redis.lexical import episode_fts, memory_keyword
-from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.protocols import PointKind, Vector, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import PointKind, RecordStore, Vector, VectorStore
 
 __all__ = ["CUE_MERGE_K", "cue_arm", "merge_lists", "scope_span"]
 
@@ -81,46 +75,17 @@ ListName = Literal["memory_vector", "memory_keyword", "episode_vector", "episode
 _ORDER: tuple[ListName, ...] = ("memory_vector", "memory_keyword", "episode_vector", "episode_keyword")
 
 
-async def scope_span(redis: RedisClient, keys: Keys, scope: ReadScope) -> tuple[float, float] | None:
+async def scope_span(records: RecordStore, scope: ReadScope) -> tuple[float, float] | None:
     """``(oldest, newest)`` record time of the memories ``scope`` sees (source filter included), or
-    ``None`` when it sees none.
-
-    One round trip: the oldest and the newest are two sorted one-row searches sent together in one
-    ``MULTI``, so they read the same state of the store. The times are read as JSON (``DIALECT 3``):
-    the search engine prints numbers with 12 significant digits, which would move a microsecond-precise
-    time by up to ten milliseconds and could put the oldest record outside a period that starts at it.
-    """
-    query = scope_query(scope, with_source=True)
-    async with redis_errors("reading the scope's time span failed"):
-        pipe: Any = redis.pipeline(transaction=True)
-        for order in ("ASC", "DESC"):
-            pipe.execute_command(
-                "FT.SEARCH", keys.memory_index, query, "SORTBY", "ts", order, "LIMIT", 0, 1,
-                "RETURN", 1, "$.ts", "DIALECT", 3,
-            )  # fmt: skip
-        oldest, newest = await pipe.execute()
-    low, high = _first_time(oldest), _first_time(newest)
-    if low is None or high is None:
-        return None
-    return low, high
-
-
-def _first_time(reply: Sequence[Any]) -> float | None:
-    if int(reply[0]) == 0 or len(reply) < 3:
-        return None
-    fields = reply[2]
-    pairs = dict(zip(fields[::2], fields[1::2], strict=True))
-    raw = pairs.get(b"$.ts")
-    if raw is None:
-        return None
-    values = orjson.loads(raw)  # DIALECT 3 returns every match of the path as a JSON array
-    return float(values[0]) if values else None
+    ``None`` when it sees none. Both ends are read from one state of the store, exactly (see
+    :meth:`~cpersona.stores.protocols.RecordStore.time_span`), so a period that starts at the oldest
+    record holds it."""
+    return await records.time_span(scope)
 
 
 async def cue_arm(
     *,
-    redis: RedisClient,
-    keys: Keys,
+    records: RecordStore,
     vectors: VectorStore | None,
     vector: Vector | None,
     scope: ReadScope,
@@ -139,32 +104,54 @@ async def cue_arm(
     ``raw`` is its merged vote. An empty period (``end <= start``) or a depth of 0 searches nothing.
     No deadline of its own: the caller bounds the whole call, and cancellation passes through.
     """
-    start, end = period
-    if not (math.isfinite(start) and math.isfinite(end)):
+    _check(period, depth, merge_k)
+    began = time.perf_counter()
+    if depth == 0 or not period[0] < period[1]:
+        return ArmResult("cue", elapsed_ms=(time.perf_counter() - began) * 1000)
+    halves = _halves(records, vectors, vector, scope, query, period, depth, floor, search_episodes)
+    lists = await _run(halves)
+    merged = merge_lists([lists[name] for name in _ORDER if name in lists], merge_k=merge_k, depth=depth)
+    return ArmResult("cue", merged, elapsed_ms=(time.perf_counter() - began) * 1000)
+
+
+Half: TypeAlias = "Callable[[], Awaitable[tuple[ArmRow, ...]]]"
+
+
+def _check(period: tuple[float, float], depth: int, merge_k: int) -> None:
+    if not (math.isfinite(period[0]) and math.isfinite(period[1])):
         raise ValueError(f"a cue period needs finite bounds, got {period!r}")
     if depth < 0:
         raise ValueError(f"the cue arm's depth must be at least 0, got {depth}")
     if merge_k < 1:
         raise ValueError(f"the cue arm's merge_k must be at least 1, got {merge_k}")
-    began = time.perf_counter()
-    if depth == 0 or not start < end:
-        return ArmResult("cue", elapsed_ms=(time.perf_counter() - began) * 1000)
 
-    blank = not query.strip()
+
+def _halves(
+    records: RecordStore,
+    vectors: VectorStore | None,
+    vector: Vector | None,
+    scope: ReadScope,
+    query: str,
+    period: tuple[float, float],
+    depth: int,
+    floor: float,
+    search_episodes: bool,
+) -> dict[ListName, Half]:
+    """The lists to search, in the order their tasks start."""
     with_episodes = search_episodes and not (scope.source_id and not scope.channel)
-    halves: dict[ListName, Callable[[], Awaitable[tuple[ArmRow, ...]]]] = {}
+    halves: dict[ListName, Half] = {}
 
     async def memory_words() -> tuple[ArmRow, ...]:
-        return (await memory_keyword(redis, keys, scope, query, depth, period=period)).rows
+        return (await records.memory_keyword(scope, query, depth, period=period)).rows
 
     async def episode_words() -> tuple[ArmRow, ...]:
-        return (await episode_fts(redis, keys, scope, query, depth, period=period)).rows
+        return (await records.episode_fts(scope, query, depth, period=period)).rows
 
-    if vectors is not None and vector is not None and not blank:
+    if vectors is not None and vector is not None and query.strip():
         search = functools.partial(_vector_rows, vectors, vector, scope, period=period, floor=floor)
         if scope.source_id:
             halves["memory_vector"] = functools.partial(
-                _memory_vector_in_source, search, redis, keys, scope, depth
+                _memory_vector_in_source, search, records, scope, depth
             )
         else:
             halves["memory_vector"] = functools.partial(search, "memory", depth)
@@ -173,7 +160,11 @@ async def cue_arm(
     halves["memory_keyword"] = memory_words
     if with_episodes:
         halves["episode_keyword"] = episode_words
+    return halves
 
+
+async def _run(halves: dict[ListName, Half]) -> dict[ListName, tuple[ArmRow, ...]]:
+    """Every half at once; a failure raised as itself, not inside an exception group."""
     lists: dict[ListName, tuple[ArmRow, ...]] = {}
 
     async def run(name: ListName) -> None:
@@ -188,8 +179,7 @@ async def cue_arm(
         if failure is None:
             raise
         raise failure from failure.__cause__
-    merged = merge_lists([lists[name] for name in _ORDER if name in lists], merge_k=merge_k, depth=depth)
-    return ArmResult("cue", merged, elapsed_ms=(time.perf_counter() - began) * 1000)
+    return lists
 
 
 def merge_lists(lists: Sequence[Sequence[ArmRow]], *, merge_k: int, depth: int) -> tuple[ArmRow, ...]:
@@ -222,8 +212,7 @@ async def _vector_rows(
 
 async def _memory_vector_in_source(
     search: Callable[[PointKind, int], Awaitable[tuple[ArmRow, ...]]],
-    redis: RedisClient,
-    keys: Keys,
+    records: RecordStore,
     scope: ReadScope,
     depth: int,
 ) -> tuple[ArmRow, ...]:
@@ -233,13 +222,11 @@ async def _memory_vector_in_source(
     rows = await search("memory", depth * 2 + 10)
     if not rows:
         return rows
-    names = [keys.memory(row.ref.removeprefix("mem:")) for row in rows]
-    async with redis_errors("reading the sources of the cue arm's vector hits failed"):
-        found = await json_ops(redis).mget(names, "$.source.id")
+    found = await records.memory_sources([row.ref.removeprefix("mem:") for row in rows])
     kept = [
         row
-        for row, ids in zip(rows, found, strict=True)
-        if ids and isinstance(ids[0], str) and scope.sees_source(ids[0])
+        for row, source in zip(rows, found, strict=True)
+        if source is not None and scope.sees_source(source)
     ]
     return tuple(dataclasses.replace(row, rank=rank) for rank, row in enumerate(kept[:depth]))
 

@@ -22,13 +22,9 @@ import anyio
 from cpersona.model.candidates import ArmResult, ArmRow
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import scope_filter
-from cpersona.stores.redis.connection import command, redis_errors
-from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
-    from cpersona.keys import Keys
-    from cpersona.stores.protocols import PointKind, Vector, VectorHit, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import PointKind, RecordStore, SearchedKind, Vector, VectorHit, VectorStore
 
 __all__ = ["ScopeStats", "ScopeStatsCache", "vector_far", "vector_near"]
 
@@ -60,18 +56,15 @@ class ScopeStatsCache:
         self._ttl = ttl
         self._entries: dict[tuple[object, ...], tuple[float, ScopeStats]] = {}
 
-    async def get(
-        self, redis: RedisClient, keys: Keys, scope: ReadScope, window: int, reach: int
-    ) -> ScopeStats:
+    async def get(self, records: RecordStore, scope: ReadScope, window: int, reach: int) -> ScopeStats:
         unsourced = ReadScope(scope.agent_id, scope.project_id, scope.channel)
         key = (unsourced, window, reach)
         now = time.monotonic()
         hit = self._entries.get(key)
         if hit is not None and now - hit[0] < self._ttl:
             return hit[1]
-        query = scope_query(unsourced, with_source=False)
-        memories = await _kind_stats(redis, keys.memory_index, query, window, reach)
-        episodes = await _kind_stats(redis, keys.episode_index, query, window, reach)
+        memories = await _kind_stats(records, "memory", unsourced, window, reach)
+        episodes = await _kind_stats(records, "episode", unsourced, window, reach)
         stats = ScopeStats(memories, episodes)
         if len(self._entries) >= _STATS_MAX_ENTRIES:
             self._entries.clear()
@@ -84,35 +77,16 @@ class ScopeStatsCache:
             del self._entries[key]
 
 
-async def _kind_stats(redis: RedisClient, index: str, query: str, window: int, reach: int) -> KindStats:
-    async with redis_errors():
-        reply = await command(
-            redis, "FT.SEARCH", index, query, "SORTBY", "seq", "DESC", "LIMIT", max(0, window - 1), 1,
-            "RETURN", 1, "seq", "DIALECT", 2,
-        )  # fmt: skip
-        total = int(reply[0])
-        window_start = _first_seq(reply) if total > window else None
-        reach_start = None
-        if reach > window and total > window:
-            far = await command(
-                redis, "FT.SEARCH", index, query, "SORTBY", "seq", "DESC", "LIMIT", reach - 1, 1,
-                "RETURN", 1, "seq", "DIALECT", 2,
-            )  # fmt: skip
-            reach_start = _first_seq(far) if total > reach else None
-    return KindStats(total, window_start, reach_start)
-
-
-def _first_seq(reply: list[object]) -> int | None:
-    if len(reply) < 3:
-        return None
-    fields = reply[2]
-    if not isinstance(fields, list):
-        return None
-    pairs = dict(zip(fields[::2], fields[1::2], strict=True))
-    value = pairs.get(b"seq", pairs.get("seq"))
-    if value is None:
-        return None
-    return int(float(value.decode() if isinstance(value, bytes) else str(value)))
+async def _kind_stats(
+    records: RecordStore, kind: SearchedKind, scope: ReadScope, window: int, reach: int
+) -> KindStats:
+    near = await records.seq_at(kind, scope, max(0, window - 1))
+    window_start = near.seq if near.total > window else None
+    reach_start = None
+    if reach > window and near.total > window:
+        far = await records.seq_at(kind, scope, reach - 1)
+        reach_start = far.seq if near.total > reach else None
+    return KindStats(near.total, window_start, reach_start)
 
 
 async def _search_kind(

@@ -13,23 +13,26 @@ dictionary lookup. Backend failures of any kind, including a missed deadline, su
 
 from __future__ import annotations
 
-import abc
-import collections
-import math
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 import anyio
 import anyio.to_thread
-import httpx
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
+from cpersona.stores.embedding.base import (
+    DEFAULT_BATCH_SIZE,
+    BaseEmbedder,
+    Clock,
+    QueryCache,
+    chunks,
+)
+from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from tokenizers import Tokenizer
@@ -45,107 +48,12 @@ __all__ = [
     "open_embedder",
 ]
 
-Clock = Callable[[], float]
-
-DEFAULT_BATCH_SIZE: Final = 64
 ONNX_MODEL_NAME: Final = "all-MiniLM-L6-v2"
 ONNX_MAX_TOKENS: Final = 256
 """The model's ``max_seq_length`` (``sentence_bert_config.json``): longer texts are cut, as upstream does."""
 
-_ERROR_BODY_CHARS = 200
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
-
-class QueryCache:
-    """A least-recently-used map from query text to vector, whose entries also expire after ``ttl`` seconds.
-
-    ``size`` 0 turns the cache off. Vectors are copied in and out, so a caller that modifies the array it
-    got back cannot change what the next caller receives. ``clock`` is any monotonic seconds source; tests
-    pass a fake one.
-    """
-
-    def __init__(self, size: int, ttl: float, *, clock: Clock = time.monotonic) -> None:
-        if size < 0:
-            raise ValueError("size must be at least 0")
-        if ttl <= 0:
-            raise ValueError("ttl must be greater than 0")
-        self._size = size
-        self._ttl = ttl
-        self._clock = clock
-        self._entries: collections.OrderedDict[str, tuple[float, Vector]] = collections.OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, text: str) -> Vector | None:
-        entry = self._entries.get(text)
-        if entry is None:
-            self.misses += 1
-            return None
-        expires_at, vector = entry
-        if self._clock() >= expires_at:
-            del self._entries[text]
-            self.misses += 1
-            return None
-        self._entries.move_to_end(text)
-        self.hits += 1
-        return vector.copy()
-
-    def put(self, text: str, vector: Vector) -> None:
-        if self._size == 0:
-            return
-        self._entries[text] = (self._clock() + self._ttl, vector.copy())
-        self._entries.move_to_end(text)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-class _BaseEmbedder(abc.ABC):
-    """What every mode shares: the query cache in front of :meth:`embed`."""
-
-    def __init__(self, cache: QueryCache) -> None:
-        self.cache = cache
-
-    @property
-    @abc.abstractmethod
-    def name(self) -> str: ...
-
-    @property
-    @abc.abstractmethod
-    def dim(self) -> int: ...
-
-    @abc.abstractmethod
-    async def embed(self, texts: Sequence[str]) -> list[Vector]: ...
-
-    @abc.abstractmethod
-    async def aclose(self) -> None: ...
-
-    async def embed_query(self, text: str) -> Vector:
-        cached = self.cache.get(text)
-        if cached is not None:
-            return cached
-        [vector] = await self.embed([text])
-        self.cache.put(text, vector)
-        return vector
-
-
-def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
-
-
-def _unit(vector: npt.NDArray[np.float32]) -> Vector:
-    norm = float(np.linalg.norm(vector))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise ValueError("a vector has zero or non-finite length")
-    return (vector / np.float32(norm)).astype(np.float32, copy=False)
-
-
-class OnnxEmbedder(_BaseEmbedder):
+class OnnxEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 on onnxruntime: 384-dimensional float32 unit vectors.
 
     Build it with :meth:`open`, which builds or loads the ONNX file and the session in a worker thread.
@@ -224,7 +132,7 @@ class OnnxEmbedder(_BaseEmbedder):
         # Batches of similar length waste less work on padding; the original order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         by_length: list[Vector] = []
-        for chunk in _chunks([texts[i] for i in order], self._batch_size):
+        for chunk in chunks([texts[i] for i in order], self._batch_size):
             by_length.extend(
                 await anyio.to_thread.run_sync(self._run_batch, session, chunk, limiter=self._limiter)
             )
@@ -297,181 +205,6 @@ def _load_tokenizer(path: Path) -> Tokenizer:
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=ONNX_MAX_TOKENS)
     return tokenizer
-
-
-class _RemoteEmbedder(_BaseEmbedder):
-    """POSTs batches to an embedding service with a total deadline per request.
-
-    httpx's own timeouts bound each connect and each read separately; the ``anyio.fail_after`` around the
-    whole exchange bounds a server that trickles bytes, too.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        timeout: float,
-        cache: QueryCache,
-        *,
-        headers: dict[str, str] | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-    ) -> None:
-        super().__init__(cache)
-        if timeout <= 0:
-            raise ValueError("timeout must be greater than 0")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self._url = url
-        self._timeout = timeout
-        self._batch_size = batch_size
-        self._dim = 0
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout),
-            headers={"content-type": "application/json", **(headers or {})},
-            follow_redirects=False,
-        )
-
-    @property
-    def dim(self) -> int:
-        """The vector length of the first answer; 0 until a call has succeeded."""
-        return self._dim
-
-    @abc.abstractmethod
-    def _body(self, texts: Sequence[str]) -> object: ...
-
-    @abc.abstractmethod
-    def _vectors(self, payload: object, count: int) -> list[Vector]:
-        """Read ``count`` vectors from the decoded answer; raise ``ValueError`` naming what is wrong."""
-
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        vectors: list[Vector] = []
-        for chunk in _chunks(texts, self._batch_size):
-            vectors.extend(await self._embed_chunk(chunk))
-        return vectors
-
-    async def _embed_chunk(self, texts: Sequence[str]) -> list[Vector]:
-        content = orjson.dumps(self._body(texts))
-        try:
-            with anyio.fail_after(self._timeout):
-                response = await self._client.post(self._url, content=content)
-        except TimeoutError:
-            raise EmbedderUnavailable(f"POST {self._url}: no answer within {self._timeout:g}s") from None
-        except httpx.TimeoutException as exc:
-            raise EmbedderUnavailable(f"POST {self._url}: no answer within {self._timeout:g}s") from exc
-        except httpx.ConnectError as exc:
-            raise EmbedderUnavailable(f"POST {self._url}: cannot connect ({exc})") from exc
-        except httpx.HTTPError as exc:
-            raise EmbedderUnavailable(f"POST {self._url}: {type(exc).__name__}: {exc}") from exc
-        if not response.is_success:
-            body = response.text[:_ERROR_BODY_CHARS]
-            raise EmbedderUnavailable(f"POST {self._url} answered HTTP {response.status_code}: {body}")
-        try:
-            vectors = self._vectors(orjson.loads(response.content), len(texts))
-        except (ValueError, orjson.JSONDecodeError) as exc:
-            raise EmbedderUnavailable(f"POST {self._url} gave an unusable answer: {exc}") from exc
-        width = len(vectors[0])
-        if self._dim and width != self._dim:
-            raise EmbedderUnavailable(
-                f"POST {self._url} changed vector length from {self._dim} to {width} between calls"
-            )
-        self._dim = width
-        return vectors
-
-    async def aclose(self) -> None:
-        self.cache.clear()
-        await self._client.aclose()
-
-
-def _read_vectors(rows: object, count: int, where: str) -> list[npt.NDArray[np.float32]]:
-    """Check ``rows`` is ``count`` equal-length, non-empty lists of finite numbers and convert them."""
-    if not isinstance(rows, list):
-        raise ValueError(f"{where} is not a list")
-    if len(rows) != count:
-        raise ValueError(f"{where} has {len(rows)} vectors for {count} texts")
-    width = -1
-    vectors = []
-    for index, row in enumerate(rows):
-        if not isinstance(row, list) or not row:
-            raise ValueError(f"{where}[{index}] is not a non-empty list")
-        if width == -1:
-            width = len(row)
-        elif len(row) != width:
-            raise ValueError(f"{where}[{index}] has {len(row)} numbers, {where}[0] has {width}")
-        # type() rather than isinstance(): bool is an int subclass, and true/false are not vector components.
-        if not all(type(x) is float or type(x) is int for x in row):
-            raise ValueError(f"{where}[{index}] holds something other than numbers")
-        wide = np.asarray(row, dtype=np.float64)
-        if not np.all(np.abs(wide) <= _FLOAT32_MAX):
-            raise ValueError(f"{where}[{index}] holds a number out of float32 range")
-        vectors.append(wide.astype(np.float32))
-    return vectors
-
-
-class HttpEmbedder(_RemoteEmbedder):
-    """CPersona's ``/embed`` contract: ``{"texts": [...]}`` in, ``{"embeddings": [[...], ...]}`` out.
-
-    Vectors are kept exactly as the server returns them (CPersona does not normalise them either); the
-    length is learned from the first answer.
-    """
-
-    def __init__(
-        self, url: str, timeout: float, cache: QueryCache, *, batch_size: int = DEFAULT_BATCH_SIZE
-    ) -> None:
-        super().__init__(url, timeout, cache, batch_size=batch_size)
-
-    @property
-    def name(self) -> str:
-        return f"http:{self._url}"
-
-    def _body(self, texts: Sequence[str]) -> object:
-        return {"texts": list(texts)}
-
-    def _vectors(self, payload: object, count: int) -> list[Vector]:
-        if not isinstance(payload, dict) or "embeddings" not in payload:
-            raise ValueError("the answer has no 'embeddings' field")
-        return _read_vectors(payload["embeddings"], count, "embeddings")
-
-
-class ApiEmbedder(_RemoteEmbedder):
-    """An OpenAI-compatible ``/v1/embeddings`` route: ``{"model", "input"}`` with a Bearer key.
-
-    Results are put back in input order by their ``index`` and L2-normalised here, as CPersona does.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        api_key: str,
-        model: str,
-        timeout: float,
-        cache: QueryCache,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-    ) -> None:
-        super().__init__(
-            url, timeout, cache, headers={"authorization": f"Bearer {api_key}"}, batch_size=batch_size
-        )
-        self._model = model
-
-    @property
-    def name(self) -> str:
-        return f"api:{self._model}"
-
-    def _body(self, texts: Sequence[str]) -> object:
-        return {"model": self._model, "input": list(texts)}
-
-    def _vectors(self, payload: object, count: int) -> list[Vector]:
-        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
-            raise ValueError("the answer has no 'data' list")
-        items: list[object] = payload["data"]
-        by_index: dict[int, object] = {}
-        for position, item in enumerate(items):
-            if not isinstance(item, dict) or type(item.get("index")) is not int or "embedding" not in item:
-                raise ValueError(f"data[{position}] lacks an integer 'index' or an 'embedding'")
-            by_index[item["index"]] = item["embedding"]
-        if sorted(by_index) != list(range(count)) or len(items) != count:
-            raise ValueError(f"data indexes {sorted(by_index)} do not cover the {count} inputs once each")
-        raw = _read_vectors([by_index[i] for i in range(count)], count, "data[].embedding")
-        return [_unit(vector) for vector in raw]
 
 
 def _cache_from(settings: Settings, clock: Clock) -> QueryCache:

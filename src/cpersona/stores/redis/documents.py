@@ -4,12 +4,12 @@ Each record type is a redis-om ``JsonModel`` (validated by pydantic when written
 are bound to one engine's Redis client and key prefix by :func:`bind_documents`, so two engines in one
 process never share a connection through class state.
 
-The search indexes are created here with an explicit ``FT.CREATE`` rather than redis-om's generated
-schema, because recall needs control over them: BM25 over the text fields only, and tags that can
-match the empty string. Scope values are caller text, so tags hold the value's UTF-8 bytes in hex
-(``''`` becomes ``x``): a tag query then never needs escaping and the global pool is an ordinary value.
-Memory and episode documents also carry what the lexical arms search besides the text: ``grams`` (CJK
-trigrams, glued words) and ``stems`` (the engine's own word stems); see ``_lexical``.
+The models declare the documents; their search indexes are declared by hand in :mod:`.indexes` (which
+says why). Scope values are caller text, so documents hold them a second time as tags: the value's UTF-8
+bytes in hex (``''`` becomes ``x``), so a tag query never needs escaping and the global pool is an
+ordinary value. Memory and episode documents also carry what the lexical arms search besides the
+text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's own word stems); see
+:mod:`.lexical`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis.exceptions
 from aredis_om import Field, JsonModel
 
 from cpersona.model.records import (
@@ -33,8 +32,7 @@ from cpersona.model.records import (
     Scope,
     Source,
 )
-from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_stems
+from cpersona.stores.redis.lexical import doc_grams, doc_stems
 from cpersona.stores.redis.scope import tag
 
 if TYPE_CHECKING:
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentModels",
     "bind_documents",
-    "ensure_indexes",
     "episode_from_doc",
     "episode_to_doc",
     "memory_from_doc",
@@ -185,111 +182,6 @@ def bind_documents(client: RedisClient, keys: Keys) -> DocumentModels:
             index_name = f"{keys.prefix}:idx:profile"
 
     return DocumentModels(BoundMemory, BoundEpisode, BoundRaw, BoundProfile)
-
-
-_SCOPE_FIELDS = (
-    "$.tag_agent", "AS", "agent", "TAG",
-    "$.tag_project", "AS", "project", "TAG",
-    "$.tag_channel", "AS", "channel", "TAG",
-)  # fmt: skip
-
-_INDEXES: dict[str, tuple[str, ...]] = {
-    "memory": (
-        "$.content", "AS", "content", "TEXT", "NOSTEM",
-        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
-        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
-        *_SCOPE_FIELDS,
-        "$.tag_source", "AS", "source", "TAG",
-        "$.tag_msg", "AS", "msg", "TAG",
-        "$.store", "AS", "store", "TAG",
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
-        "$.vector_pending", "AS", "pending", "NUMERIC",
-    ),
-    "episode": (
-        "$.text", "AS", "text", "TEXT", "NOSTEM",
-        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
-        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
-        *_SCOPE_FIELDS,
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
-        "$.vector_pending", "AS", "pending", "NUMERIC",
-    ),
-    "raw": (
-        "$.content", "AS", "content", "TEXT",
-        *_SCOPE_FIELDS,
-        "$.tag_session", "AS", "session", "TAG",
-        "$.visibility", "AS", "visibility", "TAG",
-        "$.secrecy_level", "AS", "secrecy", "TAG",
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-    ),
-}  # fmt: skip
-
-# The lexical arms drop these words from phrases, so the indexes they search declare the same list.
-_LEXICAL_OPTIONS = ("STOPWORDS", str(len(STOPWORDS)), *STOPWORDS)
-_OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _LEXICAL_OPTIONS, "raw": ()}
-
-
-async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
-    """Create the search indexes if they do not exist yet (idempotent, safe to race), and bring a store
-    written before the ``stems`` field existed up to date (:func:`_add_stems`)."""
-    targets = {
-        "memory": (keys.memory_index, keys.memory_prefix),
-        "episode": (keys.episode_index, keys.episode_prefix),
-        "raw": (keys.raw_index, keys.raw_prefix),
-    }
-    for kind, (name, prefix) in targets.items():
-        if kind in _TEXT_FIELD and await _lacks_stems(client, name):
-            await _add_stems(client, name, prefix, _TEXT_FIELD[kind])
-        try:
-            await command(
-                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
-                "SCHEMA", *_INDEXES[kind],
-            )  # fmt: skip
-        except redis.exceptions.ResponseError as exc:
-            if "already exists" not in str(exc).lower():
-                raise
-
-
-# The searchable text of each kind with a ``stems`` field.
-_TEXT_FIELD = {"memory": "content", "episode": "text"}
-_MIGRATE_BATCH = 500
-
-
-async def _lacks_stems(client: RedisClient, name: str) -> bool:
-    try:
-        info = await command(client, "FT.INFO", name)
-    except redis.exceptions.ResponseError:
-        return False  # no index yet: it is created with the field
-    fields = dict(zip(info[::2], info[1::2], strict=False)).get(b"attributes", [])
-    return not any(b"stems" in attribute for attribute in fields)
-
-
-async def _add_stems(client: RedisClient, name: str, prefix: str, field: str) -> None:
-    """Give every document under ``prefix`` its ``stems``, then drop the index (keeping the documents)
-    so that :func:`ensure_indexes` creates it with the current schema.
-
-    The documents are written before the new index exists, so that it indexes each one once (an index
-    that saw both versions would count the superseded one in BM25 until its collector ran).
-    """
-    batch: list[bytes] = []
-
-    async def flush() -> None:
-        texts = await client.json().mget(batch, f"$.{field}")  # type: ignore[no-untyped-call]
-        pipe = client.pipeline(transaction=False)
-        for key, found in zip(batch, texts, strict=True):
-            if found:
-                pipe.json().set(key, "$.stems", doc_stems(str(found[0])))
-        await pipe.execute()
-        batch.clear()
-
-    async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-        batch.append(key)
-        if len(batch) >= _MIGRATE_BATCH:
-            await flush()
-    if batch:
-        await flush()
-    await command(client, "FT.DROPINDEX", name)
 
 
 def _scope_doc(scope: Scope) -> dict[str, str]:

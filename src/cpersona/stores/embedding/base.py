@@ -1,0 +1,112 @@
+"""What every embedder shares: the query cache in front of ``embed``, batching and unit length."""
+
+from __future__ import annotations
+
+import abc
+import collections
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from cpersona.stores.protocols import Vector
+
+__all__ = ["DEFAULT_BATCH_SIZE", "BaseEmbedder", "Clock", "QueryCache", "chunks", "unit_vector"]
+
+Clock = Callable[[], float]
+
+DEFAULT_BATCH_SIZE: Final = 64
+
+
+class QueryCache:
+    """A least-recently-used map from query text to vector, whose entries also expire after ``ttl`` seconds.
+
+    ``size`` 0 turns the cache off. Vectors are copied in and out, so a caller that modifies the array it
+    got back cannot change what the next caller receives. ``clock`` is any monotonic seconds source; tests
+    pass a fake one.
+    """
+
+    def __init__(self, size: int, ttl: float, *, clock: Clock = time.monotonic) -> None:
+        if size < 0:
+            raise ValueError("size must be at least 0")
+        if ttl <= 0:
+            raise ValueError("ttl must be greater than 0")
+        self._size = size
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: collections.OrderedDict[str, tuple[float, Vector]] = collections.OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, text: str) -> Vector | None:
+        entry = self._entries.get(text)
+        if entry is None:
+            self.misses += 1
+            return None
+        expires_at, vector = entry
+        if self._clock() >= expires_at:
+            del self._entries[text]
+            self.misses += 1
+            return None
+        self._entries.move_to_end(text)
+        self.hits += 1
+        return vector.copy()
+
+    def put(self, text: str, vector: Vector) -> None:
+        if self._size == 0:
+            return
+        self._entries[text] = (self._clock() + self._ttl, vector.copy())
+        self._entries.move_to_end(text)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+class BaseEmbedder(abc.ABC):
+    """What every mode shares: the query cache in front of :meth:`embed`."""
+
+    def __init__(self, cache: QueryCache) -> None:
+        self.cache = cache
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def dim(self) -> int: ...
+
+    @abc.abstractmethod
+    async def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+    async def embed_query(self, text: str) -> Vector:
+        cached = self.cache.get(text)
+        if cached is not None:
+            return cached
+        [vector] = await self.embed([text])
+        self.cache.put(text, vector)
+        return vector
+
+
+def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def unit_vector(vector: npt.NDArray[np.float32]) -> Vector:
+    norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise ValueError("a vector has zero or non-finite length")
+    return (vector / np.float32(norm)).astype(np.float32, copy=False)

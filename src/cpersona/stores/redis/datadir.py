@@ -1,0 +1,227 @@
+"""The embedded Redis's folder: the lock that gives one engine a data dir, and the files of the server.
+
+:class:`DataDirLock` is an exclusive ``flock`` on ``<data_dir>/engine.lock``; :class:`ServerLayout`
+names the files under ``<data_dir>/redis/`` (see :mod:`.server` for what each holds), and the
+functions below write the config and read the files back. No process is started here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+from typing import TYPE_CHECKING, Self
+
+import anyio
+import anyio.to_thread
+
+from cpersona.errors import DataDirLocked
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from types import TracebackType
+
+__all__ = [
+    "DataDirLock",
+    "ServerLayout",
+    "config_text",
+    "log_tail",
+    "open_log",
+    "read_pid",
+    "read_text",
+    "unlink",
+    "write_config",
+]
+
+# sun_path holds 108 bytes including the terminating NUL.
+_UNIX_PATH_MAX = 107
+_LOG_TAIL_LINES = 25
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data_dir>/engine.lock``, naming its holder's pid inside the file.
+
+    ``acquire`` never blocks: when another process (or another lock object in this one) holds the
+    lock it raises :class:`~cpersona.DataDirLocked`. The kernel drops the lock when the holder's file
+    descriptor closes, so a killed engine never leaves the directory locked. The file itself is left
+    in place: deleting it would let two processes lock two different files of the same name.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "engine.lock"
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (creating the data dir if needed) or raise :class:`DataDirLocked`. Sync, quick."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already held by this lock object")
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # O_CLOEXEC: redis-server must not inherit the lock, or a server outliving a killed engine would
+        # keep the data dir locked against the very engine that has to shut it down.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise DataDirLocked(str(self.data_dir), holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock. Does nothing when it is not held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            # Empty the file so that nobody reads a stale pid as the holder.
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    async def __aenter__(self) -> Self:
+        await anyio.to_thread.run_sync(self.acquire)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {int(text)}" if text.isdigit() else "pid unknown"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerLayout:
+    data_dir: Path
+    redis_dir: Path
+
+    @classmethod
+    def prepare(cls, data_dir: Path) -> ServerLayout:
+        # redis-server changes into its own dir, so every path given to it must be absolute.
+        root = data_dir.expanduser().resolve()
+        redis_dir = root / "redis"
+        redis_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return cls(root, redis_dir)
+
+    @property
+    def config(self) -> Path:
+        return self.redis_dir / "redis.conf"
+
+    @property
+    def socket(self) -> Path:
+        return self.redis_dir / "redis.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.redis_dir / "redis.pid"
+
+    @property
+    def url_file(self) -> Path:
+        return self.redis_dir / "redis.url"
+
+    @property
+    def logfile(self) -> Path:
+        return self.redis_dir / "redis.log"
+
+    @property
+    def socket_fits(self) -> bool:
+        return len(os.fsencode(self.socket)) <= _UNIX_PATH_MAX
+
+
+def _quote(value: str) -> str:
+    # redis.conf reads double-quoted arguments with C-style escapes, so paths with spaces survive.
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def config_text(layout: ServerLayout, modules: tuple[Path, ...], *, port: int, use_socket: bool) -> str:
+    lines = [
+        "# Written by cpersona at every start of the embedded Redis; edits here are overwritten.",
+        "daemonize no",
+        "protected-mode yes",
+        "bind 127.0.0.1",
+        f"port {port}",
+    ]
+    if use_socket:
+        lines += [f"unixsocket {_quote(str(layout.socket))}", "unixsocketperm 700"]
+    lines += [
+        f"dir {_quote(str(layout.redis_dir))}",
+        f"pidfile {_quote(str(layout.pidfile))}",
+        f"logfile {_quote(str(layout.logfile))}",
+        "appendonly yes",
+        "appendfsync everysec",
+        'save ""',
+    ]
+    search, json_module = modules
+    # A query that runs past the search module's timeout must fail loudly: the default policy returns
+    # partial results without saying so, which would silently drop recall candidates.
+    lines += [
+        f"loadmodule {_quote(str(search))} ON_TIMEOUT FAIL",
+        f"loadmodule {_quote(str(json_module))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_config(layout: ServerLayout, text: str, url: str) -> int:
+    """Write the config and the URL; return the log's size so a failure shows only this start's lines."""
+    layout.config.write_text(text)
+    # Written before the server starts, so that a start interrupted by a SIGKILL still leaves the way
+    # to reach the server for the next engine.
+    layout.url_file.write_text(url + "\n")
+    try:
+        return layout.logfile.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def open_log(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+
+
+def log_tail(path: Path, start: int) -> bytes:
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(start, size - 16_384))
+            data = file.read()
+    except OSError:
+        return b"(no log)"
+    return b"\n".join(data.splitlines()[-_LOG_TAIL_LINES:])
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def read_pid(path: Path) -> int | None:
+    text = read_text(path)
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)

@@ -1,0 +1,158 @@
+"""The two lexical arms of recall on RediSearch BM25: memory keyword and episode full text.
+
+The terms, clauses and query shapes are :mod:`.lexical`'s; this module composes them for a scope and a
+period, sends them through :mod:`.search`, and orders the rows. Scores are the server's ``BM25STD``
+numbers, unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Literal
+
+from cpersona.model.candidates import ArmResult
+from cpersona.stores.redis import search
+from cpersona.stores.redis.connection import redis_errors
+from cpersona.stores.redis.lexical import SCORER, clauses, fts_terms, period_clause, ranked_query, unscored
+from cpersona.stores.redis.scope import scope_query
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cpersona.keys import Keys
+    from cpersona.model.scope import ReadScope
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["episode_fts", "memory_keyword"]
+
+RefKind = Literal["mem", "ep"]
+Rows = list[tuple[str, float | None]]
+
+
+async def memory_keyword(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    *,
+    extra_terms: Sequence[str] = (),
+    period: tuple[float, float] | None = None,
+) -> ArmResult:
+    """The memory keyword arm: BM25 over memories in ``scope``, at most ``fetch`` rows, best first.
+
+    A blank ``query`` lists the newest memories (by insertion ``seq``; inside a ``period`` by record
+    time, then ``seq``). When the query has no usable term, or its terms match nothing, the whole-query
+    fallback lists the newest memories that contain the whole query (or one of ``extra_terms``) as a
+    phrase, in the same order as the blank listing. Listed rows have ``raw=None``. ``period`` keeps rows
+    with ``start <= ts < end``, in the fallback too.
+    """
+    began = time.perf_counter()
+    async with redis_errors("memory keyword search failed"):
+        rows = await _memory_rows(client, keys, scope, query, fetch, extra_terms, period)
+    return ArmResult.ranked("memory_keyword", rows, (time.perf_counter() - began) * 1000)
+
+
+async def episode_fts(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    *,
+    extra_terms: Sequence[str] = (),
+    period: tuple[float, float] | None = None,
+) -> ArmResult:
+    """The episode full-text arm: BM25 over episode summaries and keywords in ``scope``, best first.
+
+    No fallback: a query without a usable term finds nothing. A blank query lists the newest episodes
+    (as :func:`memory_keyword` does). Episodes carry no source, so a ``source_id`` filter without a
+    ``channel`` excludes them all (CPersona's rule).
+    """
+    began = time.perf_counter()
+    rows: Rows = []
+    if not (scope.source_id and not scope.channel):
+        async with redis_errors("episode full-text search failed"):
+            rows = await _episode_rows(client, keys, scope, query, fetch, extra_terms, period)
+    return ArmResult.ranked("episode_fts", rows, (time.perf_counter() - began) * 1000)
+
+
+async def _memory_rows(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    extra_terms: Sequence[str],
+    period: tuple[float, float] | None,
+) -> Rows:
+    if fetch <= 0 or _empty(period):
+        return []
+    index, prefix = keys.memory_index, keys.memory_prefix
+    plain = scope_query(scope, with_source=True) + period_clause(period)
+    if not query.strip():
+        return await _newest(client, index, prefix, "mem", plain, fetch, by_time=period is not None)
+    terms = clauses(fts_terms(query, extra_terms), "content", ranked=True)
+    if terms:
+        filters = unscored(scope_query(scope, with_source=True)) + period_clause(period)
+        rows = await _bm25(client, index, prefix, "mem", ranked_query(filters, terms), fetch)
+        if rows:
+            return rows
+    # CPersona's LIKE '%query%' fallback, newest first: the whole query as one phrase, or an extra term.
+    wanted = clauses([query, *(t for t in extra_terms if len(t.strip()) >= 3)], "content")
+    if not wanted:
+        return []
+    matching = f"{plain} ({' | '.join(wanted)})"
+    # Inside a period the listing goes by record time, as the blank listing there does: a cue is about
+    # when things happened, and a record filed late under an old time belongs with its period.
+    return await _newest(client, index, prefix, "mem", matching, fetch, by_time=period is not None)
+
+
+async def _episode_rows(
+    client: RedisClient,
+    keys: Keys,
+    scope: ReadScope,
+    query: str,
+    fetch: int,
+    extra_terms: Sequence[str],
+    period: tuple[float, float] | None,
+) -> Rows:
+    if fetch <= 0 or _empty(period):
+        return []
+    index, prefix = keys.episode_index, keys.episode_prefix
+    if not query.strip():
+        plain = scope_query(scope, with_source=False) + period_clause(period)
+        return await _newest(client, index, prefix, "ep", plain, fetch, by_time=period is not None)
+    terms = clauses(fts_terms(query, extra_terms), "text", ranked=True)
+    if not terms:
+        return []
+    filters = unscored(scope_query(scope, with_source=False)) + period_clause(period)
+    return await _bm25(client, index, prefix, "ep", ranked_query(filters, terms), fetch)
+
+
+def _empty(period: tuple[float, float] | None) -> bool:
+    return period is not None and not period[0] < period[1]
+
+
+async def _bm25(client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int) -> Rows:
+    hits = await search.ranked(client, index, query, fetch, SCORER)
+    scored = [(hit.score or 0.0, hit.integer("seq") or 0, _ref(hit.key, prefix, kind)) for hit in hits]
+    # The server ranks by score; rows that tie are put newest first (higher insertion seq) so the order
+    # does not depend on the index's internal document ids. Which tied rows make the LIMIT cut is still
+    # the server's choice.
+    scored.sort(key=lambda hit: (-hit[0], -hit[1]))
+    return [(ref, score) for score, _, ref in scored]
+
+
+async def _newest(
+    client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int, *, by_time: bool
+) -> Rows:
+    if by_time:
+        found = await search.newest_by_time(client, index, query, fetch)
+    else:
+        found = await search.newest_keys(client, index, query, fetch)
+    return [(_ref(key, prefix, kind), None) for key in found]
+
+
+def _ref(key: str, prefix: str, kind: RefKind) -> str:
+    return f"{kind}:{key.removeprefix(prefix)}"
