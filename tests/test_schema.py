@@ -172,3 +172,31 @@ async def test_every_route_answers_per_its_models_and_refuses_unknown_and_mistyp
         assert answer.status_code == 200, (op.path, answer.text)
         if op.response is not None:
             op.response.model_validate(answer.json())
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": 7, "agent_id": AGENT}, "content"),
+        (
+            {"content": {"blocks": [{"modality": "image", "data": "x"}]}, "agent_id": AGENT},
+            "content.blocks[0].modality",
+        ),
+        (
+            {"content": {"blocks": [{"modality": "text", "data": [300]}]}, "agent_id": AGENT},
+            "content.blocks[0].data[0]",
+        ),
+        ({"content": "x", "agent_id": AGENT, "emotion": {"joy": "high"}}, "emotion.joy"),
+        ({"content": "x", "agent_id": AGENT, "~odd": 1}, "~odd"),
+        ({"records": [{"content": "x", "agent_id": AGENT}, {"content": "x"}]}, "records[1].agent_id"),
+    ],
+)
+def test_a_field_path_names_what_the_caller_sent(body: dict[str, Any], field: str) -> None:
+    from cpersona import InvalidRequest
+    from cpersona.model.fields import validate
+    from cpersona.model.memory_request import BatchRequest, StoreRequest
+
+    model = BatchRequest if "records" in body else StoreRequest
+    with pytest.raises(InvalidRequest) as err:
+        validate(model, body, Settings())
+    assert err.value.field == field

@@ -286,12 +286,16 @@ def check(kind: Any, value: object, field: str, settings: Settings) -> Any:
         raise invalid(exc, field) from None
 
 
-def path(loc: tuple[int | str, ...], prefix: str = "") -> str:
+def path(loc: tuple[int | str, ...], prefix: str = "", *, unknown: bool = False) -> str:
+    """``loc`` as the caller names it: ``records[3].content``, without the union tags pydantic tried.
+
+    ``unknown`` says the last part is a key the caller sent (an unknown field), never a tag.
+    """
     out = prefix
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not part.startswith(TAG):
+        elif not part.startswith(TAG) or (unknown and i == len(loc) - 1):
             out += f".{part}" if out else part
     return out
 
@@ -299,7 +303,7 @@ def path(loc: tuple[int | str, ...], prefix: str = "") -> str:
 def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     """The first error of ``exc`` as the engine's own error, with the field's path and what was wrong."""
     error = exc.errors(include_url=False)[0]
-    field = path(error["loc"], prefix) or prefix or "body"
+    field = path(error["loc"], prefix, unknown=error["type"] == "extra_forbidden") or prefix or "body"
     problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
     if error["type"] == _OWN + "too_large":
         return ContentTooLarge(field, problem)

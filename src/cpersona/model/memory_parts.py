@@ -62,6 +62,16 @@ _MetaText = Annotated[str, Limit("max_metadata_length")]
 _Byte = Annotated[int, Field(ge=0, le=255)]
 
 
+def _data_branch(value: Any) -> str:
+    return f"{TAG}text" if isinstance(value, str) else f"{TAG}bytes"
+
+
+_BlockData = Annotated[
+    Annotated[str, Tag(f"{TAG}text")] | Annotated[list[_Byte], Tag(f"{TAG}bytes")],
+    Discriminator(_data_branch),
+]
+
+
 class ContentBlock(RequestModel):
     """One content block; only text is supported, and the first text block is the memory's text."""
 
@@ -70,7 +80,7 @@ class ContentBlock(RequestModel):
 
     modality: str
     format: str | None = Field(default=None, description="e.g. text/plain")
-    data: str | list[_Byte] = Field(description="UTF-8 bytes as integers 0-255, or text")
+    data: _BlockData = Field(description="UTF-8 bytes as integers 0-255, or text")
 
     @field_validator("modality")
     @classmethod
