@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.drafts import EpisodeDraft
-from cpersona.model.fields import TAG, AgentId, ContentText, EpochTime, Header, KeyText, RequestModel, check
+from cpersona.model.fields import (
+    TAG,
+    AgentId,
+    ContentText,
+    EpochTime,
+    Header,
+    KeyText,
+    RequestModel,
+    check,
+    refusal,
+)
 from cpersona.model.records import Scope
 
 if TYPE_CHECKING:
@@ -45,6 +55,13 @@ class EpisodeRequest(RequestModel):
     end_time: EpochTime | None = None
     resolved: bool = False
     header: Header = None
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _messages(cls, value: Any) -> Any:
+        if isinstance(value, str | bytes):
+            raise refusal("not_messages", "must be a list of messages")
+        return value
 
     def draft(self, settings: Settings) -> EpisodeDraft:
         start, end = self.start_time, self.end_time
