@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 import pytest
+from starlette.types import Message
 
 from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.engine.facade import Engine
@@ -42,8 +43,8 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     This is what uvicorn does; use it inside a test body (it holds a task group).
     """
     state: dict[str, Any] = {}
-    to_app, app_inbox = anyio.create_memory_object_stream["Message"](1)
-    app_outbox, from_app = anyio.create_memory_object_stream["Message"](1)
+    to_app, app_inbox = anyio.create_memory_object_stream[Message](1)
+    app_outbox, from_app = anyio.create_memory_object_stream[Message](1)
     lifespan_scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}
 
     async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
@@ -92,7 +93,7 @@ async def client(http_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> dict[str, Any]:
     assert response.status_code == status, response.text
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert body["ok"] is False
     assert set(body) == {"ok", "error", "request_id"}
     assert body["error"]["code"] == code, body

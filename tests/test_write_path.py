@@ -284,7 +284,8 @@ async def test_pending_marks_are_finished_on_start(redis_url: str, key_prefix: s
         stored = await writer.store("written while the vector store was away", agent_id="a")
         # Simulate the crash window: the document is in Redis with its mark, the vector never arrived.
         key = writer.keys.memory(stored.id)
-        await writer.redis.json().merge(key, "$", {"vector_pending": 1})
+        # redis-py's stubs lack JSON.MERGE, which the client has.
+        await writer.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
         await writer.redis.sadd(writer.keys.vector_pending, key)
     async with cpersona.open(settings) as memory:
         record = await memory.get(stored.ref, agent_id="a")
