@@ -108,8 +108,7 @@ async def traced_recalls(settings: Settings, questions: list[tuple[str, str, str
         )
         for question, agent, project in questions:
             await memory.recall(question, agent_id=agent)  # untraced: never published
-            fields = {} if project is None else {"project_id": project}
-            result = await memory.recall(question, agent_id=agent, trace=True, **fields)
+            result = await memory.recall(question, agent_id=agent, trace=True, project_id=project)
             traces.append(result.trace)
         assert await memory.drain_traces() == len(questions)
     return traces
