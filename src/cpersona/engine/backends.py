@@ -1,0 +1,36 @@
+"""What an open engine holds: the clients and workers its steps run on."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cpersona.engine.workers.blocks import BlockBuilder
+    from cpersona.recall.trace.publisher import TracePublisher
+    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["Backends"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backends:
+    """Opened together by :class:`~cpersona.engine.lifecycle.Lifecycle`, gone again when it closes."""
+
+    redis: RedisClient
+    records: RecordStore
+    vectors: VectorStore | None
+    embedder: Embedder | None
+    redis_info: Mapping[str, Any]
+    blocks: VectorStore | None = None
+    builder: BlockBuilder | None = None
+    publisher: TracePublisher | None = None
+
+    @property
+    def trace_publisher(self) -> TracePublisher:
+        publisher = self.publisher
+        assert publisher is not None
+        return publisher

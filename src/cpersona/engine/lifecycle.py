@@ -1,0 +1,217 @@
+"""Opening and closing the engine's backends, and running its background workers.
+
+The backends open in dependency order on one exit stack (Redis, its indexes, the embedder, the vector
+collections, the block builder, the trace publisher) and close in reverse, so a failure half way through
+closes what was opened and nothing else. The last step of an open finishes the vector
+writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import anyio
+
+from cpersona.engine.backends import Backends
+from cpersona.engine.vector_writes import finish_pending
+from cpersona.engine.workers.blocks import BlockBuilder
+from cpersona.errors import EngineClosed, InvalidSetting
+from cpersona.recall.policy import load_policies
+from cpersona.recall.recaller import Recaller
+from cpersona.recall.trace.publisher import TracePublisher
+from cpersona.stores.embedding.embedders import open_embedder
+from cpersona.stores.redis.block_queue import BlockQueue
+from cpersona.stores.redis.connection import close_redis, connect_redis, redis_info
+from cpersona.stores.redis.datadir import DataDirLock
+from cpersona.stores.redis.server import EmbeddedRedis
+from cpersona.stores.redis.store import RedisRecordStore
+from cpersona.stores.vectors.factory import open_vector_store
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
+    from cpersona.keys import Keys
+    from cpersona.recall.arm_runner import ArmWrapper
+    from cpersona.recall.policy import Policy
+    from cpersona.settings import Settings
+    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["Lifecycle", "checked_policies", "drain_blocks", "run_background", "run_block_worker"]
+
+
+def checked_policies(settings: Settings) -> dict[str, Policy]:
+    """The policy files, once the two the settings name are known to exist (before any I/O)."""
+    policies = load_policies()
+    if settings.recall_policy not in policies:
+        raise InvalidSetting("CPERSONA_RECALL_POLICY", f"names no policy file: {settings.recall_policy!r}")
+    cue_policy = policies.get(settings.recall_cue_policy)
+    if cue_policy is None or cue_policy.cue is None:
+        raise InvalidSetting(
+            "CPERSONA_RECALL_CUE_POLICY",
+            f"must name a policy file with a [cue] table: {settings.recall_cue_policy!r}",
+        )
+    return policies
+
+
+class Lifecycle:
+    """Opens one engine's backends and closes them; holds them, and its recaller, while open.
+
+    The engine's steps (:mod:`~cpersona.engine.writes`, :mod:`~cpersona.engine.reads`,
+    :mod:`~cpersona.engine.deletes`) take it for what they read: the settings, keys and policies, which
+    are fixed, and the backends, which exist only while the engine is open (else ``EngineClosed``).
+    """
+
+    def __init__(
+        self, settings: Settings, keys: Keys, policies: dict[str, Policy], arm_wrapper: ArmWrapper | None
+    ) -> None:
+        self.settings = settings
+        self.keys = keys
+        # The engine's own dict: a policy a tool adds to the engine reaches the recaller too.
+        self.policies = policies
+        self._arm_wrapper = arm_wrapper
+        self._backends: Backends | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._recaller: Recaller | None = None
+
+    @property
+    def backends(self) -> Backends:
+        if self._backends is None:
+            raise EngineClosed("the engine is not open; use 'async with cpersona.open(...) as memory:'")
+        return self._backends
+
+    @property
+    def recaller(self) -> Recaller:
+        self.backends  # noqa: B018 - raises EngineClosed when closed
+        assert self._recaller is not None
+        return self._recaller
+
+    async def open(self) -> None:
+        if self._stack is not None:
+            raise RuntimeError("the engine is already open")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            await self._open_backends(stack)
+            self._stack = stack
+            await finish_pending(self.backends)
+        except BaseException:
+            self._backends = None
+            self._recaller = None
+            self._stack = None
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+
+    async def close(self) -> None:
+        stack, self._stack, self._backends, self._recaller = self._stack, None, None, None
+        if stack is not None:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+
+    async def _open_backends(self, stack: contextlib.AsyncExitStack) -> None:
+        """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
+        client = await self._connect(stack)
+        info = await redis_info(client)
+        records = RedisRecordStore(client, self.keys)
+        await records.ensure_indexes()
+        await records.collect_garbage()
+        embedder = await open_embedder(self.settings)
+        vectors: VectorStore | None = None
+        if embedder is not None:
+            stack.push_async_callback(embedder.aclose)
+            vectors = await open_vector_store(self.settings, "records", embedder.dim)
+            stack.push_async_callback(vectors.aclose)
+        blocks, builder = await self._open_blocks(stack, client, records, embedder)
+        publisher = TracePublisher(
+            client,
+            self.keys,
+            capacity=self.settings.trace_queue_size,
+            timeout_secs=self.settings.redis_timeout_secs,
+        )
+        # Closed before the client (exit callbacks run last-in, first-out).
+        stack.callback(publisher.close)
+        self._backends = Backends(
+            client,
+            records,
+            vectors,
+            embedder,
+            info,
+            blocks,
+            builder,
+            publisher=publisher,
+        )
+        self._recaller = Recaller(
+            settings=self.settings,
+            policies=self.policies,
+            redis=client,
+            records=records,
+            keys=self.keys,
+            vectors=vectors,
+            embedder=embedder,
+            blocks=blocks,
+            arm_wrapper=self._arm_wrapper,
+        )
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> RedisClient:
+        """The Redis client: of the embedded server (started here) or of ``redis_url``."""
+        url = self.settings.redis_url
+        if url is None:
+            server = await stack.enter_async_context(EmbeddedRedis(self.settings))
+            url = server.url
+        elif self.settings.embedded_qdrant and self.settings.embedding_mode != "none":
+            # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
+            await stack.enter_async_context(DataDirLock(self.settings.data_dir))
+        client = await connect_redis(self.settings, url)
+        stack.push_async_callback(close_redis, client)
+        return client
+
+    async def _open_blocks(
+        self,
+        stack: contextlib.AsyncExitStack,
+        client: RedisClient,
+        records: RecordStore,
+        embedder: Embedder | None,
+    ) -> tuple[VectorStore | None, BlockBuilder | None]:
+        """The block collection and its builder; none without an embedder (no vectors, no blocks)."""
+        if embedder is None:
+            return None, None
+        blocks = await open_vector_store(self.settings, "blocks", embedder.dim, binary_quantized=True)
+        stack.push_async_callback(blocks.aclose)
+        rules = self.policies[self.settings.recall_policy].blocks
+        builder = BlockBuilder(
+            records=records,
+            queue=BlockQueue(client, self.keys),
+            blocks=blocks,
+            embedder=embedder,
+            max_per_record=rules.max_per_record,
+            max_chars=rules.max_chars,
+            redis_timeout_secs=self.settings.redis_timeout_secs,
+        )
+        await builder.ensure_group()
+        # Runs before the client closes (exit callbacks run last-in, first-out).
+        stack.push_async_callback(builder.release)
+        return blocks, builder
+
+
+async def run_block_worker(b: Backends, task_status: TaskStatus[None]) -> None:
+    """Build block vectors until cancelled; report started at once when the engine builds none."""
+    builder = b.builder
+    if builder is None:
+        task_status.started()
+        return
+    await builder.run(task_status=task_status)
+
+
+async def drain_blocks(b: Backends) -> int:
+    builder = b.builder
+    return 0 if builder is None else await builder.drain()
+
+
+async def run_background(b: Backends, task_status: TaskStatus[None]) -> None:
+    """The engine's workers (block builder, trace publisher) in one task group, until cancelled."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(run_block_worker, b)
+        await tg.start(b.trace_publisher.run)
+        task_status.started()

@@ -1,0 +1,105 @@
+"""The reads: a recall (and its trace), one record by ref, the newest records, counts, health, the profile."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from cpersona.errors import InvalidRequest, RecordNotFound
+from cpersona.model.fields import AgentId, KeyText, check, validate
+from cpersona.model.record_queries import ListQuery, RecordKind
+from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
+from cpersona.model.scope import ReadScope
+from cpersona.recall.request import recall_request
+from cpersona.stores.protocols import scope_filter
+from cpersona.stores.redis.connection import redis_errors
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Mapping
+
+    from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.recall.request import RecallResult
+
+__all__ = ["AnyRecord", "get", "get_profile", "health", "newest", "recall", "record_ref", "stats"]
+
+AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
+_KINDS: Mapping[str, RecordKind] = {"mem": "memory", "ep": "episode", "raw": "raw"}
+
+
+async def recall(
+    life: Lifecycle, trace_rng: random.Random, body: Mapping[str, object], max_limit: int
+) -> RecallResult:
+    """Run one recall; publish its trace, and traced anyway at ``CPERSONA_TRACE_SAMPLE``'s rate."""
+    req = recall_request(body, life.settings, life.policies, max_limit=max_limit)
+    rate = life.settings.trace_sample
+    sampled = not req.trace and rate > 0 and trace_rng.random() < rate
+    result = await life.recaller.recall(req, want_trace=req.trace or sampled)
+    if result.trace is not None:
+        life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
+        if sampled:
+            # A sampled trace goes to the channel only: the caller's answer is what it asked for.
+            result = dataclasses.replace(result, trace=None)
+    return result
+
+
+def record_ref(ref: str) -> tuple[RecordKind, str]:
+    """The kind and id a record ref names, or :class:`InvalidRequest` for anything else."""
+    if not isinstance(ref, str):
+        raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
+    parsed = parse_ref(ref)
+    if parsed is None:
+        raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
+    return _KINDS[parsed.kind], parsed.id
+
+
+async def get(life: Lifecycle, ref: str, agent_id: str) -> AnyRecord:
+    agent = check(KeyText, agent_id, "agent_id", life.settings)
+    kind, record_id = record_ref(ref)
+    record = await life.backends.records.get(kind, record_id)
+    if record is None or record.scope.agent_id != agent:
+        raise RecordNotFound(str(ref))
+    return record
+
+
+async def newest(life: Lifecycle, body: Mapping[str, object]) -> list[AnyRecord]:
+    req = validate(ListQuery, body, life.settings, strict=True)
+    scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
+    return await life.backends.records.newest(req.kind, scope, req.limit)
+
+
+async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
+    b = life.backends
+    agent = None if agent_id is None else check(KeyText, agent_id, "agent_id", life.settings)
+    counts = await b.records.counts(agent)
+    vectors = None
+    if b.vectors is not None:
+        flt = None if agent_id is None else scope_filter(ReadScope(str(agent_id)))
+        vectors = await b.vectors.count(flt) if flt is not None else None
+    return {
+        "ok": True,
+        "memories": counts.memories,
+        "episodes": counts.episodes,
+        "raw_entries": counts.raw_entries,
+        "vector_pending": counts.vector_pending,
+        "vectors": vectors,
+    }
+
+
+async def health(life: Lifecycle) -> dict[str, Any]:
+    b = life.backends
+    async with redis_errors():
+        await b.redis.ping()
+    return {
+        "ok": True,
+        "redis": {**b.redis_info, "embedded": life.settings.embedded_redis},
+        "vector_engine": None if b.vectors is None else b.vectors.engine_name,
+        "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
+        "traces": b.trace_publisher.stats().to_json(),
+    }
+
+
+async def get_profile(life: Lifecycle, agent_id: str) -> ProfileRecord | None:
+    b = life.backends
+    agent = check(AgentId, agent_id, "agent_id", life.settings)
+    return await b.records.profile(agent)

@@ -1,0 +1,197 @@
+"""The write path: memories (with dedup), episodes, raw journal entries, updates and the profile.
+
+Each write validates the whole request before anything is written, gives its records their vectors
+(:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once, in one
+transaction with its dedup claims, its pending mark and its block event; so a write that returns is
+acknowledged durably.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from cpersona.engine.claims import content_claim, dedup
+from cpersona.engine.reads import get
+from cpersona.engine.vector_writes import with_vectors
+from cpersona.errors import InvalidRequest
+from cpersona.model.agent_requests import ProfileText
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fields import AgentId, check, validate
+from cpersona.model.memory_request import BatchRequest, StoreRequest
+from cpersona.model.raw_request import RawBatchRequest, RawRequest
+from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
+from cpersona.model.results import BatchResult, StoreResult
+from cpersona.model.update_request import UpdateRequest, updated_record
+from cpersona.stores.protocols import MemoryWrite
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from cpersona.engine.backends import Backends
+    from cpersona.engine.claims import Fresh
+    from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.model.drafts import MemoryDraft, RawDraft
+
+__all__ = [
+    "archive_episode",
+    "store",
+    "store_batch",
+    "store_raw",
+    "store_raw_batch",
+    "update",
+    "update_profile",
+]
+
+
+async def store(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
+    draft = validate(StoreRequest, body, life.settings).draft(life.settings)
+    (result,) = await _store_memories(life, [draft])
+    return result
+
+
+async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
+    batch = validate(BatchRequest, {"records": records}, life.settings)
+    drafts = [r.draft(life.settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
+    return BatchResult(tuple(await _store_memories(life, drafts)))
+
+
+async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
+    """Store the drafts not already claimed; one result per draft, in order (a duplicate is skipped)."""
+    b = life.backends
+    results, fresh = await dedup(b.records, life.keys, drafts)
+    if not fresh:
+        return [r for r in results if r is not None]
+    records = await with_vectors(b, await _new_memories(b, fresh))
+    writes = [MemoryWrite(rec, tuple(f.claims)) for rec, f in zip(records, fresh, strict=True)]
+    await b.records.put_memories(writes, queue_blocks=b.builder is not None)
+    for rec, f in zip(records, fresh, strict=True):
+        results[f.index] = StoreResult(
+            "stored", rec.ref, f.draft.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
+            warnings=f.draft.warnings,
+        )  # fmt: skip
+    return [r for r in results if r is not None]
+
+
+async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecord]:
+    """The fresh drafts as records, numbered in order from one reserved run of sequence numbers."""
+    now = time.time()
+    first_seq = await b.records.next_seq(len(fresh))
+    return [_memory(f.record_id, f.draft, first_seq + n, now) for n, f in enumerate(fresh)]
+
+
+def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecord:
+    return MemoryRecord(
+        id=record_id,
+        scope=d.scope,
+        source=d.source,
+        content=d.content,
+        timestamp=d.timestamp,
+        seq=seq,
+        msg_id=d.msg_id,
+        metadata=d.metadata,
+        store=d.store,
+        emotion=d.emotion,
+        fidelity=Fidelity(last_accessed_at=now, last_decay_tick=now),
+        meta=d.meta,
+        associations=d.associations,
+        created_at=now,
+        updated_at=now,
+        locked=d.locked,
+    )
+
+
+async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
+    b = life.backends
+    d = validate(EpisodeRequest, body, life.settings).draft(life.settings)
+    now = time.time()
+    seq = await b.records.next_seq()
+    rec = EpisodeRecord(
+        id=new_id(),
+        scope=d.scope,
+        summary=d.summary,
+        seq=seq,
+        keywords=d.keywords,
+        start_time=d.start_time,
+        end_time=d.end_time,
+        resolved=d.resolved,
+        created_at=now,
+    )
+    (rec,) = await with_vectors(b, [rec])
+    await b.records.put_episode(rec, queue_blocks=b.builder is not None)
+    return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
+
+
+async def store_raw(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
+    draft = validate(RawRequest, body, life.settings).draft(life.settings)
+    return (await _store_raw(life, [draft])).results[0]
+
+
+async def store_raw_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | RawRequest]) -> BatchResult:
+    batch = validate(RawBatchRequest, {"records": records}, life.settings)
+    prefix = len(batch.records) > 1
+    return await _store_raw(
+        life,
+        [
+            r.draft(life.settings, prefix=f"records[{i}]." if prefix else "")
+            for i, r in enumerate(batch.records)
+        ],
+    )
+
+
+async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult:
+    b = life.backends
+    now = time.time()
+    recs = [
+        RawRecord(
+            id=new_id(),
+            scope=d.scope,
+            session_id=d.session_id,
+            source=d.source,
+            speaker=d.speaker,
+            visibility=d.visibility,
+            secrecy_level=d.secrecy_level,
+            content=d.content,
+            created_at=now,
+            turn_id=d.turn_id,
+            topic_id=d.topic_id,
+            metadata=d.metadata,
+            meta=d.meta,
+        )
+        for d in drafts
+    ]
+    await b.records.put_raw(recs)
+    return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
+
+
+async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, object]) -> MemoryRecord:
+    b = life.backends
+    changes = validate(UpdateRequest, body, life.settings).changes()
+    current = await get(life, ref, agent_id)
+    if not isinstance(current, MemoryRecord):
+        raise InvalidRequest("ref", "only memories can be updated")
+    if not changes:
+        raise InvalidRequest("body", "names no field to update")
+    new = updated_record(current, changes, life.settings, now=time.time(), reembed=b.embedder is not None)
+    content_changed = new.content != current.content
+    (new,) = await with_vectors(b, [new])
+    old_claim = content_claim(life.keys, current.scope, current.content)
+    new_claim = content_claim(life.keys, new.scope, new.content)
+    moved = (old_claim,), (new_claim,)
+    await b.records.replace_memory(
+        new,
+        drop_claims=moved[0] if content_changed else (),
+        add_claims=moved[1] if content_changed else (),
+        # Blocks carry the text and the record's time; other fields do not reach them.
+        queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
+    )
+    return new
+
+
+async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> ProfileRecord:
+    b = life.backends
+    agent = check(AgentId, agent_id, "agent_id", life.settings)
+    content = check(ProfileText, profile, "profile", life.settings)
+    rec = ProfileRecord(agent, content, time.time())
+    await b.records.put_profile(rec)
+    return rec
