@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,15 +28,11 @@ from cpersona.recall.stages.gate import separation_threshold
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from cpersona.model.agent_requests import Gate, Precision
     from cpersona.recall.policy import Policy
     from cpersona.stores.protocols import Embedder, RecordStore, Vector
 
-__all__ = ["GateChoice", "Precision", "calibrate", "select_gate"]
-
-Precision = Literal["strict", "balanced", "lenient"]
-PRECISIONS: tuple[Precision, ...] = ("strict", "balanced", "lenient")
-GateChoice = Literal["calibrated", "heuristic"]
-GATE_CHOICES: tuple[GateChoice, ...] = ("calibrated", "heuristic")
+__all__ = ["calibrate", "select_gate"]
 
 _MIN_POSITIVES = 5
 _MIN_SAMPLE = 10
@@ -123,7 +119,7 @@ def _positives(
     return nearest, "nearest_neighbour"
 
 
-async def select_gate(records: RecordStore, agent_id: str, choice: GateChoice) -> dict[str, Any]:
+async def select_gate(records: RecordStore, agent_id: str, choice: Gate) -> dict[str, Any]:
     """Switch an agent between its calibrated gate and the heuristic one."""
     stored = await records.calibration(agent_id)
     if choice == "calibrated" and not stored:

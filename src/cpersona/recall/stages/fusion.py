@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal
 
+from cpersona.settings import RecallMode
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidate", "FusionMode", "cascade", "rrf", "rsf"]
 
-FusionMode = Literal["rrf", "rsf", "cascade"]
+# The modes are spelled once, where the setting that picks one is declared (the lowest layer to need them).
+FusionMode = RecallMode
 CandidateKind = Literal["memory", "episode", "profile"]
 
 # The lists that fusion reads, in the order that decides ties.
