@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
 
 __all__ = [
@@ -213,5 +214,5 @@ class GateResponse(ResponseModel):
 
     ok: Literal[True]
     agent_id: str
-    gate: Literal["calibrated", "heuristic"]
+    gate: Gate
     calibration: dict[str, Any] | None

@@ -29,6 +29,7 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from cpersona.model.agent_requests import Gate
     from cpersona.model.policy import AutocutPolicy, GatePolicy, ScoringPolicy
     from cpersona.recall.stages.fusion import Candidate
 
@@ -67,7 +68,7 @@ class GateConfig:
     blank_query: bool
 
     @property
-    def origin(self) -> Literal["calibrated", "heuristic"]:
+    def origin(self) -> Gate:
         return "calibrated" if self.calibrated is not None else "heuristic"
 
 
