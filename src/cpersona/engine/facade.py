@@ -174,9 +174,7 @@ class Engine:
             self._recaller = Recaller(
                 settings=self.settings,
                 policies=self.policies,
-                redis=client,
                 records=records,
-                keys=self.keys,
                 vectors=vectors,
                 embedder=embedder,
                 blocks=blocks,
