@@ -47,6 +47,7 @@ __all__ = [
     "SearchedKind",
     "SeqAt",
     "StoredProfile",
+    "TraceSink",
     "Vector",
     "VectorFilter",
     "VectorHit",
@@ -368,6 +369,18 @@ class RecordStore(Protocol):
 
     async def select_calibration(self, agent_id: str, selected: bool) -> None:
         """Set the stored calibration's ``selected`` flag (it must exist)."""
+        ...
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Where finished recall traces go: one channel per agent, heard by whoever listens at that moment."""
+
+    async def publish(self, agent_id: str, payload: bytes) -> None:
+        """Publish one encoded trace on ``agent_id``'s channel, without waiting for any listener.
+
+        Raises :class:`~cpersona.BackendUnavailable` when the backend refused the trace or did not answer.
+        """
         ...
 
 
