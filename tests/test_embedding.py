@@ -185,7 +185,7 @@ def test_query_cache_hit_eviction_and_ttl() -> None:
     assert hit is not None
     np.testing.assert_array_equal(hit, a)
     hit[0] = 99.0  # a caller scribbling on its copy must not reach the cache
-    np.testing.assert_array_equal(cache.get("a"), a)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(cache.get("a"), a)
 
     cache.put("c", c)  # "b" is now the least recently used entry
     assert cache.get("b") is None

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from cpersona.model.candidates import ArmResult, ArmRow
+from cpersona.model.candidates import ArmName, ArmResult, ArmRow
 from cpersona.recall.stages.fusion import Candidate, cascade, minmax, rrf, rsf
 
 K = 60
 
 
-def arm(name: str, *pairs: tuple[str, float | None]) -> ArmResult:
-    return ArmResult.ranked(name, list(pairs))  # type: ignore[arg-type]
+def arm(name: ArmName, *pairs: tuple[str, float | None]) -> ArmResult:
+    return ArmResult.ranked(name, list(pairs))
 
 
 def refs(rows: tuple[Candidate, ...]) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypedDict, Unpack
 
 import numpy as np
 import pytest
@@ -36,8 +37,19 @@ def cfg(pool: int, *, deep: bool = False, calibrated: float | None = None, blank
     return gate_config(pool, GATE, deep=deep, calibrated=calibrated, rrf_k=K, blank_query=blank)
 
 
-def mem(ref: str, **scores: object) -> Candidate:
-    return Candidate(ref=ref, kind="memory", **scores)  # type: ignore[arg-type]
+class Scores(TypedDict, total=False):
+    """The scores a test sets on a memory candidate; the others keep Candidate's defaults."""
+
+    cosine: float | None
+    bm25: float | None
+    rrf: float | None
+    rsf: float | None
+    lexical_only: bool
+    single_arm: bool
+
+
+def mem(ref: str, **scores: Unpack[Scores]) -> Candidate:
+    return Candidate(ref=ref, kind="memory", **scores)
 
 
 PROFILE = Candidate(ref="profile:a", kind="profile")

@@ -553,20 +553,20 @@ def test_speed_quick_run_reports_both_systems_and_their_ratios(tmp_path: Path) -
     assert [row[1] for row in trace] == systems
     cue = _cost_table(text, "| memories | system | questions | plain p50 / p95 (ms) | cued", "## Findings")
     assert [row[1] for row in cue] == systems
-    for row in trace + cue:
-        assert row[0] == "300", row
-        assert row[2] == "6", row
-        for cell in row[5:7]:
+    for table_row in trace + cue:
+        assert table_row[0] == "300", table_row
+        assert table_row[2] == "6", table_row
+        for cell in table_row[5:7]:
             ratio = float(cell.strip("*"))
-            assert 0.0 < ratio < float("inf"), row
+            assert 0.0 < ratio < float("inf"), table_row
     assert trace[0][7].startswith("publish p50 ")
     # Both systems were handed the same "about 0 weeks ago" cue (the stores were built minutes ago) and
     # both applied it on every cued recall: not ignored, a period reported.
     assert '- 300 memories: cue `{"ago": {"unit": "weeks", "value": 0}, "confidence": "likely"}`' in text
-    for row in cue:
-        assert row[7] == "6/6", row
-        assert float(row[8]) >= 0.0
-        assert " to " in row[9], row
+    for table_row in cue:
+        assert table_row[7] == "6/6", table_row
+        assert float(table_row[8]) >= 0.0
+        assert " to " in table_row[9], table_row
     findings = text.split("## Findings", 1)[1]
     assert "- 300 memories, one caller: a requested trace costs cpersona " in findings
     assert "a time cue costs cpersona " in findings
@@ -637,7 +637,7 @@ async def test_a_peer_without_a_trace_gets_no_traced_recalls_and_says_why() -> N
             }
 
     cue = speed_peers.time_cue_for(0.0, 0.0)
-    costs = await speed_peers.measure_peer_costs(OldPeer(), ["a", "b", "c"], 3, cue)  # type: ignore[arg-type]
+    costs = await speed_peers.measure_peer_costs(OldPeer(), ["a", "b", "c"], 3, cue)  # type: ignore[arg-type]  # a fake peer
     assert not any("trace" in fields for fields in requests)
     assert [fields.get("time_cue") for fields in requests].count(cue) == len(requests) // 2
     assert set(costs.samples) == {"plain", "cued"}
@@ -655,6 +655,7 @@ async def test_a_peer_without_a_trace_gets_no_traced_recalls_and_says_why() -> N
     failed = speed_peers.Costs("cpersona", cue, error="RuntimeError: no trace")
     text = "\n".join(
         speed_peers.cost_sections(
+            # Stand-ins for the size results: cost_sections reads only .size and .costs.
             [SimpleNamespace(size=300), SimpleNamespace(size=1000)],  # type: ignore[list-item]
             [SimpleNamespace(size=300, costs=costs)],  # type: ignore[list-item]
             {1000: failed},

@@ -413,6 +413,7 @@ def test_cpersona_slot_is_skipped_with_a_reason_without_recall(
     monkeypatch.delattr(cpersona.Engine, "recall", raising=False)
     assert "no 'recall' method yet" in (Cpersona.unavailable_reason() or "")
     report = main(["locomo", "--quick", "--systems", "cpersona", "--out", str(tmp_path), "--no-progress"])
+    assert report is not None
     text = report.read_text(encoding="utf-8")
     assert "- **cpersona**: cpersona.Engine has no 'recall' method yet" in text
     assert "**used: 150**" in text
@@ -430,7 +431,7 @@ def test_the_cue_section_names_an_engine_that_did_not_run_and_the_systems_withou
 
     from benchmarks.quality import cue_bench, cue_peers
 
-    selection = cue_bench.Selection("locomo", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
+    selection = cue_bench.Selection("locomo", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]  # a stand-in question
     runs = cue_peers.CueRuns(selection, progress=False)
     failed = {"cpersona-2.6.14": "cpersona-2.6.14: pip install failed (exit 1)", "bm25": "not this one"}
     text = "\n".join(cue_peers.cue_sections(runs, ["mem0", "cpersona-2.6.14"], not_run=failed))

@@ -140,7 +140,7 @@ def test_command_on_a_small_folder_writes_tables_by_set_and_passes_the_dense_che
 
 
 def test_a_peer_without_time_cue_is_recorded_and_keeps_its_plain_run() -> None:
-    selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
+    selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]  # a stand-in question
     runs = cue_peers.CueRuns(selection, progress=False, unsupported={"cpersona": "no time_cue yet"})
     old = SimpleNamespace(
         name="cpersona-2.6.14", takes_time_cue=False, hello={"time_cue": {"parameter": False}}
@@ -162,7 +162,7 @@ def test_a_peer_failing_in_its_cue_runs_is_recorded(monkeypatch: pytest.MonkeyPa
         raise PeerError("cpersona-2.6.14: worker died")
 
     monkeypatch.setattr(cue_bench, "run_questions", failing)
-    selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]
+    selection = cue_bench.Selection("tmd", (SimpleNamespace(qid="q"),), {}, ())  # type: ignore[arg-type]  # a stand-in question
     runs = cue_peers.CueRuns(selection, progress=False)
     peer = SimpleNamespace(name="cpersona-2.6.14", takes_time_cue=True, hello={})
     anyio.run(runs, peer, None)
@@ -241,8 +241,8 @@ def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
         assert cued > max(no_cue, extra), row
     honesty = _table(text, "| system | set | same returned rows")
     for system in ("cpersona", "cpersona-2.6.14"):
-        overall = next(r for r in honesty[system] if r.startswith("TMD overall"))
-        same, seats = overall.split(" | ")[1:3]
+        overall_row = next(r for r in honesty[system] if r.startswith("TMD overall"))
+        same, seats = overall_row.split(" | ")[1:3]
         assert same.startswith("73/73")
         assert int(seats) > 0
     assert "- **mem0**: takes no period" in text

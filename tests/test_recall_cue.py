@@ -23,7 +23,7 @@ from cpersona import InvalidRequest, Settings
 from cpersona.edges.cli.main import when_to_cue
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from pathlib import Path
 
     from cpersona.model.candidates import ArmResult
@@ -59,7 +59,7 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def _rows(result: Any) -> list[Any]:
+def _rows(result: cpersona.RecallResult) -> list[Any]:
     """The rows as a caller sees them, cosines to six places: the in-process vector engine computes a
     cosine over a filtered subset of its points, and two searches of one question may differ in the
     eighth digit (seen: 0.58132664 and 0.58132666)."""
@@ -124,6 +124,11 @@ def _seat_rows(result: cpersona.RecallResult, signal: str) -> list[str | None]:
     ]
 
 
+def _gate_passed(trace: Mapping[str, Any]) -> list[str]:
+    """The refs the gate admitted, sorted."""
+    return sorted(d["ref"] for d in trace["gate"]["decisions"] if d["passed"])
+
+
 # ------------------------------------------------------------------------------------- the request
 
 
@@ -176,7 +181,8 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
     assert cue_refs
     for ref in cue_refs:
         doc = await engine.get(ref, agent_id=AGENT)
-        assert start <= doc.timestamp < end  # type: ignore[union-attr]
+        assert isinstance(doc, cpersona.MemoryRecord)  # the store holds notes only
+        assert start <= doc.timestamp < end
     ranked = {row.ref: (row.match_reason or {}).get("cue_rank") for row in result.rows}
     for ref, rank in ranked.items():
         if ref in cue_refs:
@@ -205,6 +211,7 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
     last = order[-1]
     assert last is not None
     record = await engine.get(last, agent_id=AGENT)
+    assert isinstance(record, cpersona.MemoryRecord)
     day = datetime.datetime.fromtimestamp(record.timestamp, datetime.UTC).date().isoformat()
     for confidence, bound in (("sure", 3), ("likely", 2), ("vague", 1)):
         # The day holds that note alone (the margins of likely and vague stay within a day or two).
@@ -393,11 +400,14 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
                 for t in TOPICS
             ]
         )
-    scope = {"agent_id": agent, "project_id": "p1"}
-    plain = await engine.recall(query, limit=limit, policy=policy, trace=True, **scope)
+    plain = await engine.recall(
+        query, agent_id=agent, project_id="p1", limit=limit, policy=policy, trace=True
+    )
     calls = arm_calls
     calls.clear()
-    cued = await engine.recall(query, limit=limit, policy=policy, trace=True, time_cue=cue, **scope)
+    cued = await engine.recall(
+        query, agent_id=agent, project_id="p1", limit=limit, policy=policy, trace=True, time_cue=cue
+    )
     # A revision re-runs the cue arm only: every ordinary arm ran once at most.
     assert all(calls.count(arm) == 1 for arm in set(calls) - {"cue"})
     assert calls.count("cue") <= 2
@@ -414,8 +424,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
         assert _rows(cued) == _rows(plain)
         return
     # The gate admitted the same rows and the count returned the same rows.
-    passed = lambda t: sorted(d["ref"] for d in t["gate"]["decisions"] if d["passed"])  # noqa: E731
-    assert passed(cued.trace) == passed(plain.trace)
+    assert _gate_passed(cued.trace) == _gate_passed(plain.trace)
     assert sorted(cued.trace["order"]["cut_by_count"]) == sorted(plain.trace["order"]["cut_by_count"])
     before, after = _plain_rows(plain), _plain_rows(cued)
     assert sorted(map(str, after)) == sorted(map(str, before))
@@ -436,7 +445,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
             continue
         record = await engine.get(row.ref, agent_id=agent)
         assert record is not None
-        assert record.scope.project_id in ("", "p1")  # type: ignore[union-attr]
+        assert record.scope.project_id in ("", "p1")
 
 
 # ------------------------------------------------------------------------------------- the edges

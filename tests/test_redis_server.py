@@ -18,6 +18,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from cpersona.errors import DataDirLocked, InvalidSetting, RedisUnavailable
 from cpersona.settings import Settings
+from cpersona.stores.redis.binaries import ensure_executable
 from cpersona.stores.redis.connection import (
     close_redis,
     connect_redis,
@@ -26,7 +27,8 @@ from cpersona.stores.redis.connection import (
     redis_info,
 )
 from cpersona.stores.redis.datadir import DataDirLock
-from cpersona.stores.redis.server import EmbeddedRedis, _ensure_executable, _pid_gone
+from cpersona.stores.redis.server import EmbeddedRedis
+from cpersona.stores.redis.shutdown import pid_gone
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -184,8 +186,8 @@ async def test_server_is_gone_after_exit(tmp_path: Path) -> None:
     async with EmbeddedRedis(settings) as server:
         pid = server.pid
         url = server.url
-        assert not _pid_gone(pid)
-    assert _pid_gone(pid)
+        assert not pid_gone(pid)
+    assert pid_gone(pid)
     assert not await anyio.Path(f"/proc/{pid}").exists()
     assert not (tmp_path / "redis" / "redis.pid").exists()
     assert not (tmp_path / "redis" / "redis.sock").exists()
@@ -203,7 +205,7 @@ async def test_cancelled_owner_still_stops_its_server(tmp_path: Path) -> None:
             scope.cancel()
             await anyio.sleep_forever()
     assert pid is not None
-    assert _pid_gone(pid)
+    assert pid_gone(pid)
     assert "User requested shutdown" in (tmp_path / "redis" / "redis.log").read_text()
 
 
@@ -263,11 +265,11 @@ async def test_leftover_server_of_a_killed_engine_is_retired_without_loss(tmp_pa
         await owner.aclose()
 
     # The engine died; its server did not, and still holds every acknowledged write.
-    assert not _pid_gone(leftover_pid)
+    assert not pid_gone(leftover_pid)
     settings = _settings(tmp_path)
     async with EmbeddedRedis(settings) as server:
         assert server.pid != leftover_pid
-        assert _pid_gone(leftover_pid)
+        assert pid_gone(leftover_pid)
         client = await connect_redis(settings, server.url)
         try:
             assert await client.get("acked:999") == b"999"
@@ -309,7 +311,7 @@ async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> No
     await _wait_for_file(redis_dir / "redis.pid")
     (redis_dir / "redis.url").write_text("redis://127.0.0.1:1\n")
     async with EmbeddedRedis(settings) as server:
-        assert _pid_gone(stray_pid)
+        assert pid_gone(stray_pid)
         client = await connect_redis(settings, server.url)
         try:
             assert await client.get("k") == b"v"
@@ -456,7 +458,7 @@ def test_binary_without_executable_bit_is_fixed(tmp_path: Path) -> None:
     binary = tmp_path / "redis-server"
     binary.write_bytes(b"#!/bin/sh\n")
     binary.chmod(0o644)
-    _ensure_executable(binary)
+    ensure_executable(binary)
     assert os.access(binary, os.X_OK)
     assert binary.stat().st_mode & 0o777 == 0o755
 
@@ -473,7 +475,7 @@ def test_binary_that_cannot_be_made_executable_says_how_to_fix(
 
     monkeypatch.setattr(os, "chmod", refuse)
     with pytest.raises(RedisUnavailable, match=r"chmod \+x"):
-        _ensure_executable(binary)
+        ensure_executable(binary)
 
 
 def _fake_binary(tmp_path: Path, body: str) -> Path:
@@ -487,7 +489,7 @@ async def test_server_that_never_answers_is_stopped_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = _fake_binary(tmp_path, 'echo "pretending to start" >&2\nexec sleep 300')
-    monkeypatch.setattr("cpersona.stores.redis.server._redis_binary", lambda: fake)
+    monkeypatch.setattr("cpersona.stores.redis.server.redis_binary", lambda: fake)
     data_dir = tmp_path / "data"
     with (
         anyio.fail_after(_HANG_GUARD_SECS),
@@ -505,7 +507,7 @@ async def test_server_that_exits_at_once_reports_its_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = _fake_binary(tmp_path, 'echo "cannot start: broken on purpose" >&2\nexit 3')
-    monkeypatch.setattr("cpersona.stores.redis.server._redis_binary", lambda: fake)
+    monkeypatch.setattr("cpersona.stores.redis.server.redis_binary", lambda: fake)
     with pytest.raises(RedisUnavailable, match="exited with code 3") as caught:
         async with EmbeddedRedis(_settings(tmp_path / "data")):
             pytest.fail("a server that exited was reported ready")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cpersona.errors import GraphError, InvalidSetting
-from cpersona.model.candidates import ArmResult, ArmRow
+from cpersona.model.candidates import ArmName, ArmResult, ArmRow
 from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.chain import (
     AUTOCUT,
@@ -60,8 +60,8 @@ def plan(*, limit: int = 3, pool: int = 500, blank: bool = False, policy: Any = 
     )
 
 
-def arm(name: str, *pairs: tuple[str, float | None]) -> ArmResult:
-    return ArmResult.ranked(name, list(pairs))  # type: ignore[arg-type]
+def arm(name: ArmName, *pairs: tuple[str, float | None]) -> ArmResult:
+    return ArmResult.ranked(name, list(pairs))
 
 
 def block_arm(*refs: str) -> ArmResult:

@@ -16,7 +16,7 @@ import math
 import socket
 import sys
 import uuid
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 import anyio
 import numpy as np
@@ -309,6 +309,34 @@ ANGLES = [k * math.pi / 12 for k in range(12)]
 PROJECTS = ("", "p1", "p2")
 CHANNELS = ("", "c1", "c2")
 
+
+class PointSpec(TypedDict):
+    """One drawn point: which direction, whose (``mine``: the searched agent's) and its payload."""
+
+    mine: bool
+    direction: int
+    project: str
+    channel: str
+    kind: PointKind
+    seq: int
+    timestamp: float
+    block_index: int
+
+
+class FilterSpec(TypedDict):
+    """One drawn filter: the fields of :class:`VectorFilter` besides its agent."""
+
+    project_ids: tuple[str, ...] | None
+    channels: tuple[str, ...] | None
+    kinds: tuple[PointKind, ...] | None
+    min_seq: int | None
+    max_seq: int | None
+    min_timestamp: float | None
+    max_timestamp: float | None
+
+
+T = TypeVar("T")
+
 point_specs = st.fixed_dictionaries(
     {
         "mine": st.booleans(),
@@ -323,7 +351,7 @@ point_specs = st.fixed_dictionaries(
 )
 
 
-def optional_subset(values: Sequence[str]) -> st.SearchStrategy[tuple[str, ...] | None]:
+def optional_subset(values: Sequence[T]) -> st.SearchStrategy[tuple[T, ...] | None]:
     return st.none() | st.lists(st.sampled_from(values), unique=True, max_size=len(values)).map(tuple)
 
 
@@ -355,8 +383,8 @@ def rotation(seed: int) -> npt.NDArray[np.float64]:
 )
 async def test_filtered_search_property(
     opener: Opener,
-    specs: list[dict[str, object]],
-    filter_spec: dict[str, object],
+    specs: list[PointSpec],
+    filter_spec: FilterSpec,
     limit: int,
     seed: int,
     opposite: bool,
@@ -372,20 +400,20 @@ async def test_filtered_search_property(
     points = [
         VectorPoint(
             id=new_id(),
-            vector=directions[int(str(spec["direction"]))],
-            kind=spec["kind"],  # type: ignore[arg-type]
+            vector=directions[spec["direction"]],
+            kind=spec["kind"],
             agent_id=agent if spec["mine"] else other,
-            project_id=str(spec["project"]),
-            channel=str(spec["channel"]),
-            timestamp=float(spec["timestamp"]),  # type: ignore[arg-type]
-            seq=int(str(spec["seq"])),
-            block_index=int(str(spec["block_index"])),
+            project_id=spec["project"],
+            channel=spec["channel"],
+            timestamp=spec["timestamp"],
+            seq=spec["seq"],
+            block_index=spec["block_index"],
         )
         for spec in specs
     ]
     await store.upsert(points)
     try:
-        flt = VectorFilter(agent_id=agent, **filter_spec)  # type: ignore[arg-type]
+        flt = VectorFilter(agent_id=agent, **filter_spec)
         query = ((-1.0 if opposite else 1.0) * (turn @ plane[0])).astype(np.float32)
         hits = await store.search(query, flt, limit)
         by_id = {p.id: p for p in points}

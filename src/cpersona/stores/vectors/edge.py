@@ -33,13 +33,15 @@ Lifecycle
 The engine has no background optimiser: points accumulate in one appendable segment (searched by
 brute force) until :meth:`EdgeVectorStore.optimize` runs, which is also when HNSW graphs and the binary
 quantised copy (``binary_quantized=True``) are built and deleted points are vacuumed.
+
+The shard's configuration, its opening and the filter in engine terms are in :mod:`.edge_shard`; the
+gate that counts the calls inside the engine is :mod:`.edge_gate`.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -51,12 +53,8 @@ from cpersona.errors import VectorStoreUnavailable
 from cpersona.stores.vectors.common import (
     BQ_OVERSAMPLING,
     HIT_FIELDS,
-    PAYLOAD_INDEXES,
-    IndexKind,
-    MatchClause,
     PreparedPoint,
     chunked,
-    filter_clauses,
     finite_timeout,
     hit_from_payload,
     matches_nothing,
@@ -66,6 +64,8 @@ from cpersona.stores.vectors.common import (
     top_hits,
     validate_collection,
 )
+from cpersona.stores.vectors.edge_gate import ShardGate
+from cpersona.stores.vectors.edge_shard import edge_config, edge_filter, open_shard
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -85,120 +85,6 @@ _WRITE_CHUNK = 256
 
 _READ_CHUNK = 1024
 """Ids per ``retrieve()`` call in :meth:`EdgeVectorStore.existing`."""
-
-
-class _Gate:
-    """Admits engine calls until the shard closes, and lets the close wait for the calls inside.
-
-    Used only from worker threads. A call abandoned by its deadline keeps running in its thread; the
-    close must not pull the shard from under it, so the count is kept here, where the work happens,
-    and not on the event-loop side.
-    """
-
-    def __init__(self, label: str) -> None:
-        self._label = label
-        self._cond = threading.Condition()
-        self._inside = 0
-        self._closed = False
-
-    def call(self, work: Callable[[], _T]) -> _T:
-        with self._cond:
-            if self._closed:
-                raise VectorStoreUnavailable(f"{self._label} is closed")
-            self._inside += 1
-        try:
-            return work()
-        except BaseException as exc:
-            if isinstance(exc, Exception | KeyboardInterrupt | SystemExit):
-                raise
-            # A Rust panic reaches Python as pyo3's PanicException, which derives from BaseException.
-            # In a worker thread nothing else of that kind can occur (cancellation happens on the
-            # event-loop side), so it is reported as the engine failure it is.
-            raise VectorStoreUnavailable(f"{self._label}: the engine panicked: {exc}") from exc
-        finally:
-            with self._cond:
-                self._inside -= 1
-                self._cond.notify_all()
-
-    def close(self, release: Callable[[], None], wait_secs: float) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            if not self._cond.wait_for(lambda: self._inside == 0, timeout=wait_secs):
-                raise VectorStoreUnavailable(
-                    f"{self._label}: {self._inside} engine call(s) still running after {wait_secs}s; the "
-                    "shard is left open and is released when the store is garbage-collected"
-                )
-        release()
-
-
-def _schema(kind: IndexKind) -> qe.PayloadSchemaType | qe.KeywordIndexParams:
-    if kind == "tenant":
-        return qe.KeywordIndexParams(is_tenant=True)
-    if kind == "keyword":
-        return qe.PayloadSchemaType.Keyword
-    if kind == "float":
-        return qe.PayloadSchemaType.Float
-    return qe.PayloadSchemaType.Integer
-
-
-def _edge_filter(flt: VectorFilter) -> qe.Filter:
-    must: list[qe.FieldCondition] = []
-    for clause in filter_clauses(flt):
-        if isinstance(clause, MatchClause):
-            values = list(clause.values)
-            match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(values)
-            must.append(qe.FieldCondition(key=clause.key, match=match))
-        else:
-            must.append(qe.FieldCondition(key=clause.key, range=qe.RangeFloat(gte=clause.gte, lt=clause.lt)))
-    return qe.Filter(must=list(must))
-
-
-def _open_shard(path: Path, config: qe.EdgeConfig, label: str, dim: int) -> qe.EdgeShard:
-    """Create the shard, or load it and check it against ``config``; then make sure its indexes exist."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        try:
-            shard = qe.EdgeShard.load(str(path), config)
-        except Exception as exc:
-            _explain_load_failure(path, label, dim, exc)
-            raise
-    else:
-        shard = qe.EdgeShard.create(str(path), config)
-    try:
-        present = set(shard.info().payload_schema)
-        missing = [(key, kind) for key, kind in PAYLOAD_INDEXES.items() if key not in present]
-        for key, kind in missing:
-            shard.update(qe.UpdateOperation.create_field_index(key, _schema(kind)))
-        if missing:
-            shard.flush()
-    except BaseException:
-        shard.close()
-        raise
-    return shard
-
-
-def _explain_load_failure(path: Path, label: str, dim: int, exc: Exception) -> None:
-    """Raise a clear error when it is our configuration, not the data, that the shard refused.
-
-    A load without a configuration succeeds when the data is readable, so if it does, the shard holds
-    vectors of another size (or metric) than requested. The engine's own message says which.
-    """
-    try:
-        probe = qe.EdgeShard.load(str(path))
-    except Exception:
-        if "WouldBlock" in str(exc):
-            raise VectorStoreUnavailable(
-                f"{label} is already open in another process or store (its write-ahead log is locked)"
-            ) from exc
-        return
-    probe.close()
-    raise VectorStoreUnavailable(
-        f"{label} already exists with a different vector configuration than the {dim}-d cosine vectors "
-        f"requested (a different embedding model?); use another collection name or remove its directory. "
-        f"Engine: {exc}"
-    ) from exc
 
 
 class EdgeVectorStore:
@@ -224,7 +110,7 @@ class EdgeVectorStore:
         self._engine_name = f"qdrant-edge {version}"
         self._label = f"vector collection {name!r} ({path})"
         self._limiter = anyio.CapacityLimiter(_CONCURRENT_CALLS)
-        self._gate = _Gate(self._label)
+        self._gate = ShardGate(self._label)
         self._closed = False
 
     @classmethod
@@ -250,10 +136,10 @@ class EdgeVectorStore:
         timeout = finite_timeout(timeout_secs)
         path = Path(root) / name
         label = f"vector collection {name!r} ({path})"
-        config = _edge_config(dim, binary_quantized, indexing_threshold_kb)
+        config = edge_config(dim, binary_quantized, indexing_threshold_kb)
 
         def work() -> tuple[qe.EdgeShard, str]:
-            shard = _open_shard(path, config, label, dim)
+            shard = open_shard(path, config, label, dim)
             return shard, importlib.metadata.version("qdrant-edge-py")
 
         try:
@@ -353,7 +239,7 @@ class EdgeVectorStore:
         """Delete every point that matches the filter; flushed when it returns."""
         if matches_nothing(flt):
             return
-        operation = qe.UpdateOperation.delete_points_by_filter(_edge_filter(flt))
+        operation = qe.UpdateOperation.delete_points_by_filter(edge_filter(flt))
         await self._run("delete by filter", functools.partial(self._shard.update, operation))
         await self._run("flush", self._shard.flush)
 
@@ -366,7 +252,7 @@ class EdgeVectorStore:
         query = query_vector(vector, self._dim)
         if limit == 0 or matches_nothing(flt):
             return []
-        edge_filter = _edge_filter(flt)
+        shard_filter = edge_filter(flt)
         params = (
             qe.SearchParams(
                 quantization=qe.QuantizationSearchParams(rescore=True, oversampling=BQ_OVERSAMPLING)
@@ -379,7 +265,7 @@ class EdgeVectorStore:
             request = qe.QueryRequest(
                 limit=n,
                 query=qe.Query.Nearest(query),
-                filter=edge_filter,
+                filter=shard_filter,
                 with_payload=list(HIT_FIELDS),
                 with_vector=False,
                 params=params,
@@ -408,7 +294,7 @@ class EdgeVectorStore:
         """How many points match the filter (exact)."""
         if matches_nothing(flt):
             return 0
-        request = qe.CountRequest(exact=True, filter=_edge_filter(flt))
+        request = qe.CountRequest(exact=True, filter=edge_filter(flt))
         return await self._run("count", functools.partial(self._shard.count, request))
 
     async def optimize(self, *, timeout_secs: float | None = None) -> bool:
@@ -439,17 +325,3 @@ class EdgeVectorStore:
             ) from exc
         except Exception as exc:
             raise VectorStoreUnavailable(f"closing {self._label} failed: {exc}") from exc
-
-
-def _edge_config(dim: int, binary_quantized: bool, indexing_threshold_kb: int | None) -> qe.EdgeConfig:
-    """The shard's configuration: cosine vectors of ``dim``, optionally a 1-bit copy and an indexing
-    threshold (``None``: the engine's default)."""
-    return qe.EdgeConfig(
-        vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
-        quantization_config=qe.BinaryQuantizationConfig(always_ram=True) if binary_quantized else None,
-        optimizers=(
-            None
-            if indexing_threshold_kb is None
-            else qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
-        ),
-    )

@@ -10,14 +10,14 @@ durable as the server's write-ahead log makes them.
 ``url=":memory:"`` selects the client's in-process local mode, the tests' stand-in for a server. That
 mode searches exactly (by brute force) and keeps no payload indexes or quantised vectors; it warns when
 asked for either, so search parameters are not sent to it and its index warning is silenced.
+
+Making the client and turning filters and index kinds into the client's models is :mod:`.remote_client`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import math
-import urllib.parse
 import warnings
 from typing import TYPE_CHECKING, TypeVar
 
@@ -31,9 +31,7 @@ from cpersona.stores.vectors.common import (
     HIT_FIELDS,
     PAYLOAD_INDEXES,
     IndexKind,
-    MatchClause,
     chunked,
-    filter_clauses,
     finite_timeout,
     hit_from_payload,
     matches_nothing,
@@ -43,6 +41,7 @@ from cpersona.stores.vectors.common import (
     top_hits,
     validate_collection,
 )
+from cpersona.stores.vectors.remote_client import display_url, index_schema, new_client, remote_filter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -61,60 +60,6 @@ _IDS_PER_REQUEST = 1024
 """Ids per retrieve or delete request."""
 
 _LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
-
-
-def _schema(kind: IndexKind) -> models.PayloadSchemaType | models.KeywordIndexParams:
-    if kind == "tenant":
-        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-    if kind == "keyword":
-        return models.PayloadSchemaType.KEYWORD
-    if kind == "float":
-        return models.PayloadSchemaType.FLOAT
-    return models.PayloadSchemaType.INTEGER
-
-
-def _remote_filter(flt: VectorFilter) -> models.Filter:
-    must: list[models.Condition] = []
-    for clause in filter_clauses(flt):
-        if isinstance(clause, MatchClause):
-            values = list(clause.values)
-            match: models.Match = (
-                models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
-            )
-            must.append(models.FieldCondition(key=clause.key, match=match))
-        else:
-            must.append(
-                models.FieldCondition(key=clause.key, range=models.Range(gte=clause.gte, lt=clause.lt))
-            )
-    return models.Filter(must=must)
-
-
-def _display_url(url: str) -> str:
-    """The URL without credentials, for labels and error messages."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _new_client(url: str, api_key: str | None, timeout: float) -> AsyncQdrantClient:
-    try:
-        if url == ":memory:":
-            return AsyncQdrantClient(location=":memory:")
-        return AsyncQdrantClient(
-            url=url,
-            api_key=api_key,
-            # The client takes whole seconds; the anyio deadline keeps the exact value.
-            timeout=max(1, math.ceil(timeout)),
-            # The compatibility check is a blocking request from a thread of its own that can only
-            # warn; the server's version is read asynchronously, under the deadline, when opening.
-            check_compatibility=False,
-        )
-    except Exception as exc:
-        raise VectorStoreUnavailable(f"cannot use the Qdrant URL {_display_url(url)!r}: {exc}") from exc
 
 
 class RemoteVectorStore:
@@ -136,7 +81,7 @@ class RemoteVectorStore:
         self._client = client
         self._owns_client = owns_client
         self._local = url == ":memory:"
-        self._where = url if self._local else _display_url(url)
+        self._where = url if self._local else display_url(url)
         self._name = name
         self._dim = dim
         self._timeout = timeout_secs
@@ -171,7 +116,7 @@ class RemoteVectorStore:
         timeout = finite_timeout(timeout_secs)
         owns_client = client is None
         if client is None:
-            client = _new_client(url, api_key, timeout)
+            client = new_client(url, api_key, timeout)
         store = cls(
             client,
             owns_client=owns_client,
@@ -243,7 +188,7 @@ class RemoteVectorStore:
 
     async def _create_index(self, key: str, kind: IndexKind) -> None:
         create = functools.partial(
-            self._client.create_payload_index, self._name, key, field_schema=_schema(kind), wait=True
+            self._client.create_payload_index, self._name, key, field_schema=index_schema(kind), wait=True
         )
         if not self._local:
             await self._run(f"create payload index {key!r}", create)
@@ -326,7 +271,7 @@ class RemoteVectorStore:
         """Delete every point that matches the filter."""
         if matches_nothing(flt):
             return
-        selector = models.FilterSelector(filter=_remote_filter(flt))
+        selector = models.FilterSelector(filter=remote_filter(flt))
         await self._run(
             "delete by filter",
             functools.partial(self._client.delete, self._name, points_selector=selector, wait=True),
@@ -341,7 +286,7 @@ class RemoteVectorStore:
         vector_list = query_vector(vector, self._dim)
         if limit == 0 or matches_nothing(flt):
             return []
-        remote_filter = _remote_filter(flt)
+        server_filter = remote_filter(flt)
         params = (
             models.SearchParams(
                 quantization=models.QuantizationSearchParams(rescore=True, oversampling=BQ_OVERSAMPLING)
@@ -354,7 +299,7 @@ class RemoteVectorStore:
             response = await self._client.query_points(
                 self._name,
                 query=vector_list,
-                query_filter=remote_filter,
+                query_filter=server_filter,
                 search_params=params,
                 limit=n,
                 with_payload=list(HIT_FIELDS),
@@ -387,7 +332,7 @@ class RemoteVectorStore:
             return 0
         result = await self._run(
             "count",
-            functools.partial(self._client.count, self._name, count_filter=_remote_filter(flt), exact=True),
+            functools.partial(self._client.count, self._name, count_filter=remote_filter(flt), exact=True),
         )
         return result.count
 
