@@ -15,7 +15,6 @@ Results go to ``benchmarks/results/store_speed.md`` with the machine, date, comm
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import os
 import platform
@@ -95,7 +94,7 @@ async def main_async(records: int, singles: int) -> str:
     results: dict[str, dict[str, float]] = {}
     for mode in ("onnx", "none"):
         with tempfile.TemporaryDirectory(prefix="cpersona-bench-") as tmp:
-            settings = dataclasses.replace(Settings.from_env({}), data_dir=Path(tmp), embedding_mode=mode)
+            settings = Settings.from_env({}).with_(data_dir=Path(tmp), embedding_mode=mode)
             results[mode] = await _run(settings, records, singles)
             print(mode, results[mode], file=sys.stderr)
     on, off = results["onnx"], results["none"]

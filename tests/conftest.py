@@ -11,7 +11,7 @@ the test ends. Fixtures:
 ``redis``       a connected client (``connect_redis``: replies as bytes) for this test; at teardown
                 every key under ``<key_prefix>:`` and every index named ``<key_prefix>:...`` is dropped.
 ``settings``    ``Settings`` pointing at the session's Redis with this test's prefix and a fresh
-                ``tmp_path`` data dir; ``dataclasses.replace`` it to change anything else.
+                ``tmp_path`` data dir; ``settings.with_(...)`` gives a copy with anything else changed.
 """
 
 from __future__ import annotations

@@ -88,5 +88,6 @@ async def test_calibration_needs_data_and_an_embedder(
             await memory.select_gate("nobody", "calibrated")
         assert err.value.field == "gate"
         with pytest.raises(InvalidRequest) as err:
-            await memory.calibrate("nobody", precision="extreme")
+            # The wrong value is the point: a caller without a type checker can still send it.
+            await memory.calibrate("nobody", precision="extreme")  # type: ignore[arg-type]
         assert err.value.field == "precision"

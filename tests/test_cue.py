@@ -23,10 +23,10 @@ from cpersona.model.time_cue import (
     cue_period,
     cue_seats,
     own_period,
-    parse_time_cue,
     recent_only,
     wider,
 )
+from cpersona.model.time_cue_request import parse_time_cue
 
 
 def ts(text: str) -> float:

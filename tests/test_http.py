@@ -8,7 +8,6 @@ to every request, and httpx talks to the app in-process. Most tests run without 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 import time
 import uuid
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 import pytest
+from starlette.types import Message
 
 from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.engine.facade import Engine
@@ -43,8 +43,8 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     This is what uvicorn does; use it inside a test body (it holds a task group).
     """
     state: dict[str, Any] = {}
-    to_app, app_inbox = anyio.create_memory_object_stream["Message"](1)
-    app_outbox, from_app = anyio.create_memory_object_stream["Message"](1)
+    to_app, app_inbox = anyio.create_memory_object_stream[Message](1)
+    app_outbox, from_app = anyio.create_memory_object_stream[Message](1)
     lifespan_scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}
 
     async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
@@ -69,7 +69,7 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def http_settings(settings: Settings, redis: RedisClient) -> Settings:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    return dataclasses.replace(settings, qdrant_url=":memory:", embedding_mode="none", max_content_length=200)
+    return settings.with_(qdrant_url=":memory:", embedding_mode="none", max_content_length=200)
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ async def client(http_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> dict[str, Any]:
     assert response.status_code == status, response.text
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert body["ok"] is False
     assert set(body) == {"ok", "error", "request_id"}
     assert body["error"]["code"] == code, body
@@ -127,11 +127,11 @@ async def test_health_names_redis_version_and_modules(client: httpx.AsyncClient)
 
 
 async def test_health_is_503_when_redis_stops_answering(tmp_path: Path, http_settings: Settings) -> None:
-    server = EmbeddedRedis(dataclasses.replace(http_settings, data_dir=tmp_path / "own-redis"))
+    server = EmbeddedRedis(http_settings.with_(data_dir=tmp_path / "own-redis"))
     await server.__aenter__()
     running = True
     try:
-        settings = dataclasses.replace(http_settings, redis_url=server.url, redis_timeout_secs=1.0)
+        settings = http_settings.with_(redis_url=server.url, redis_timeout_secs=1.0)
         async with serving(create_app(settings)) as client:
             assert (await client.get("/health")).status_code == 200
             await server.__aexit__(None, None, None)
@@ -180,10 +180,13 @@ async def test_openapi_describes_every_route(http_settings: Settings) -> None:
     assert refs <= set(document["components"]["schemas"])
 
 
-async def test_openapi_is_served(client: httpx.AsyncClient) -> None:
+async def test_openapi_is_served(client: httpx.AsyncClient, http_settings: Settings) -> None:
     response = await client.get("/openapi.json")
     assert response.status_code == 200
-    assert response.json() == openapi_document()
+    # The served document shows the server's own limits (this app's content limit is 200).
+    assert response.json() == openapi_document(http_settings)
+    content = response.json()["components"]["schemas"]["EncodeRequest"]["properties"]["content"]
+    assert '"maxLength": 200' in str(content).replace("'", '"')
 
 
 # ------------------------------------------------------------------------------------------- encode
@@ -581,7 +584,7 @@ async def test_unexpected_errors_are_500_and_opaque(
 
 
 async def test_onnx_embedder_embeds_what_the_api_stores(settings: Settings, redis: RedisClient) -> None:
-    onnx = dataclasses.replace(settings, qdrant_url=":memory:", embedding_mode="onnx")
+    onnx = settings.with_(qdrant_url=":memory:", embedding_mode="onnx")
     async with serving(create_app(onnx)) as client:
         health = (await client.get("/health")).json()
         assert health["embedder"]["dim"] == 384
@@ -655,3 +658,16 @@ async def test_recall_over_http_refuses_bad_input(
 ) -> None:
     response = await client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", **body})
     assert_error(response, 400, "VALIDATION_ERROR", field)
+
+
+async def test_update_with_a_null_resets_the_field(client: httpx.AsyncClient) -> None:
+    stored = await encode(client, "with metadata", metadata={"k": 1}, emotion="joy")
+    url = f"/v1/encode/{stored['ref']}"
+    response = await client.patch(url, json={"agent_id": AGENT, "metadata": None, "emotion": None})
+    assert response.status_code == 200, response.text
+    record = response.json()["record"]
+    assert record["metadata"] == {}
+    assert record["emotion"]["joy"] == 0.0
+    assert_error(
+        await client.patch(url, json={"agent_id": AGENT, "content": None}), 400, "VALIDATION_ERROR", "content"
+    )

@@ -5,6 +5,13 @@ from __future__ import annotations
 import cpersona
 
 EXPECTED = {
+    "UpdateRequest",
+    "TimeCueBody",
+    "RecallQuery",
+    "RawRequest",
+    "StoreRequest",
+    "MemoryContent",
+    "EpisodeRequest",
     "Association",
     "BackendUnavailable",
     "BatchResult",

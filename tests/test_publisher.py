@@ -10,7 +10,6 @@ background; engines used across fixture boundaries are opened with ``background=
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import random
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,7 +41,7 @@ _QUIET_SECS = 0.3
 @pytest.fixture
 def engine_settings(settings: Settings, redis: RedisClient) -> Settings:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    return dataclasses.replace(settings, embedding_mode="none")
+    return settings.with_(embedding_mode="none")
 
 
 @contextlib.asynccontextmanager
@@ -254,7 +253,7 @@ async def test_sampling_everything_publishes_every_recall_and_returns_no_trace(
 ) -> None:
     keys = Keys(engine_settings.key_prefix)
     await listener.subscribe(channel=keys.trace_channel(AGENT))
-    sampled = dataclasses.replace(engine_settings, trace_sample=1.0)
+    sampled = engine_settings.with_(trace_sample=1.0)
     async with engine_with_memories(sampled, background=False) as memory:
         questions = ["deploy key", "green build", "cafeteria"]
         for question in questions:
@@ -285,7 +284,7 @@ async def test_sampling_nothing_publishes_only_requested_traces(
 
 
 async def test_a_sampled_fraction_follows_the_seed(engine_settings: Settings) -> None:
-    seeded = dataclasses.replace(engine_settings, trace_sample=0.5, trace_sample_seed=7)
+    seeded = engine_settings.with_(trace_sample=0.5, trace_sample_seed=7)
     rng = random.Random(7)
     expected = sum(rng.random() < 0.5 for _ in range(20))
     assert 0 < expected < 20

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
@@ -39,8 +38,8 @@ _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def _settings(data_dir: Path, **overrides: Any) -> Settings:
-    return dataclasses.replace(
-        Settings(data_dir=data_dir, redis_timeout_secs=5.0, redis_startup_timeout_secs=30.0), **overrides
+    return Settings(data_dir=data_dir, redis_timeout_secs=5.0, redis_startup_timeout_secs=30.0).with_(
+        **overrides
     )
 
 

@@ -56,3 +56,36 @@ def test_bad_values_name_the_variable(env: dict[str, str], name: str) -> None:
 def test_overrides_must_be_settings() -> None:
     with pytest.raises(InvalidSetting):
         Settings.from_env({}, colour="red")
+
+
+def test_a_misspelled_variable_is_reported_not_ignored() -> None:
+    with pytest.raises(InvalidSetting) as err:
+        Settings.from_env({"CPERSONA_REDIS_ULR": "redis://h:1"})
+    assert err.value.name == "CPERSONA_REDIS_ULR"
+    assert "CPERSONA_REDIS_URL" in str(err.value)
+    # Other programs' variables, and the test suite's own, are no settings and no typos.
+    assert Settings.from_env({"PATH": "/bin", "CPERSONA_TEST_REDIS_URL": "redis://h:1"}).redis_url is None
+
+
+def test_empty_values_are_unset() -> None:
+    assert Settings.from_env({"CPERSONA_PORT": ""}).port == 8077
+
+
+def test_settings_built_in_code_ignore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPERSONA_PORT", "9999")
+    assert Settings().port == 8077
+    assert Settings.from_env().port == 9999
+
+
+def test_settings_are_frozen_and_copies_are_validated() -> None:
+    settings = Settings.from_env({})
+    with pytest.raises(ValueError, match="frozen"):
+        settings.port = 1
+    assert settings.with_(port=9000).port == 9000
+    assert settings.port == 8077
+    with pytest.raises(InvalidSetting) as err:
+        settings.with_(port=-1)
+    assert err.value.name == "CPERSONA_PORT"
+    with pytest.raises(InvalidSetting) as err:
+        settings.with_(colour="red")
+    assert err.value.name == "colour"

@@ -7,7 +7,6 @@ publishes them with ``drain_traces``; the tailer stops by itself after ``--count
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -36,7 +35,7 @@ _WAIT_SECS = 60.0
 @pytest.fixture
 def engine_settings(settings: Settings, redis: RedisClient) -> Settings:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    return dataclasses.replace(settings, embedding_mode="none")
+    return settings.with_(embedding_mode="none")
 
 
 def tail_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -109,8 +108,7 @@ async def traced_recalls(settings: Settings, questions: list[tuple[str, str, str
         )
         for question, agent, project in questions:
             await memory.recall(question, agent_id=agent)  # untraced: never published
-            fields = {} if project is None else {"project_id": project}
-            result = await memory.recall(question, agent_id=agent, trace=True, **fields)
+            result = await memory.recall(question, agent_id=agent, trace=True, project_id=project)
             traces.append(result.trace)
         assert await memory.drain_traces() == len(questions)
     return traces

@@ -14,6 +14,9 @@ import pytest
 import cpersona
 from cpersona import InvalidRequest, MemoryRecord, RecordNotFound, Settings
 from cpersona.errors import ContentTooLarge
+from cpersona.model.fields import validate
+from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_request import RawRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -149,9 +152,21 @@ async def test_batch_validates_everything_before_writing(keyword_engine: cperson
 async def test_bad_input_names_the_field(
     keyword_engine: cpersona.Engine, fields: dict[str, object], field: str
 ) -> None:
-    content = fields.pop("content")
+    # The request model (what HTTP, the CLI and the typed call validate with) names the field ...
+    settings = keyword_engine.settings
     with pytest.raises(InvalidRequest) as err:
-        await keyword_engine.store(content, **fields)
+        validate(StoreRequest, fields, settings).draft(settings)
+    assert err.value.field == field
+    body = dict(fields)
+    content = body.pop("content")
+    if "agent_id" not in body or "colour" in body:
+        # ... and a typed call cannot even be written without agent_id or with a made-up keyword: mypy
+        # refuses it (tests/test_typed_api.py) and Python raises TypeError before anything is read.
+        with pytest.raises(TypeError):
+            await keyword_engine.store(content, **body)  # type: ignore[arg-type]
+        return
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.store(content, **body)  # type: ignore[arg-type]
     assert err.value.field == field
 
 
@@ -235,9 +250,12 @@ async def test_episode_raw_and_profile(keyword_engine: cpersona.Engine) -> None:
         secrecy_level="public",
     )
     assert isinstance(await keyword_engine.get(raw.ref, agent_id="a"), cpersona.RawRecord)
+    partial = {"content": "x", "agent_id": "a", "session_id": "s1", "source": "conversation"}
     with pytest.raises(InvalidRequest) as err:
-        await keyword_engine.store_raw("x", agent_id="a", session_id="s1", source="conversation")
+        validate(RawRequest, partial, keyword_engine.settings)
     assert err.value.field == "speaker"
+    with pytest.raises(TypeError, match="speaker"):
+        await keyword_engine.store_raw("x", agent_id="a", session_id="s1", source="conversation")  # type: ignore[call-arg]
     await keyword_engine.update_profile("a", "Prefers short answers")
     profile = await keyword_engine.get_profile("a")
     assert profile is not None
@@ -266,7 +284,8 @@ async def test_pending_marks_are_finished_on_start(redis_url: str, key_prefix: s
         stored = await writer.store("written while the vector store was away", agent_id="a")
         # Simulate the crash window: the document is in Redis with its mark, the vector never arrived.
         key = writer.keys.memory(stored.id)
-        await writer.redis.json().merge(key, "$", {"vector_pending": 1})
+        # redis-py's stubs lack JSON.MERGE, which the client has.
+        await writer.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
         await writer.redis.sadd(writer.keys.vector_pending, key)
     async with cpersona.open(settings) as memory:
         record = await memory.get(stored.ref, agent_id="a")

@@ -6,6 +6,10 @@ The library API is what this module exports; everything else lives in private mo
 
     async with cpersona.open() as memory:
         await memory.store("The deploy key rotates on Fridays", agent_id="ops-bot")
+        result = await memory.recall("when does the deploy key rotate?", agent_id="ops-bot", limit=5)
+
+Every public method takes typed keyword parameters (a misspelled one is a type error); the request
+models (``StoreRequest``, ``RecallQuery``…) are the one schema that the HTTP API and the CLI validate with.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ from cpersona.errors import (
     RedisUnavailable,
     VectorStoreUnavailable,
 )
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.memory_parts import MemoryContent
+from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_request import RawRequest
+from cpersona.model.recall_query import RecallQuery
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -38,6 +47,8 @@ from cpersona.model.records import (
     Source,
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
+from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.update_request import UpdateRequest
 from cpersona.recall.request import RecallResult, RecallRow
 from cpersona.settings import Settings
 from cpersona.version import __version__
@@ -55,14 +66,18 @@ __all__ = (
     "Engine",
     "EngineClosed",
     "EpisodeRecord",
+    "EpisodeRequest",
     "Fidelity",
     "GraphError",
     "InvalidRequest",
     "InvalidSetting",
+    "MemoryContent",
     "MemoryRecord",
     "MetaMemory",
     "ProfileRecord",
     "RawRecord",
+    "RawRequest",
+    "RecallQuery",
     "RecallResult",
     "RecallRow",
     "RecordNotFound",
@@ -70,7 +85,10 @@ __all__ = (
     "Scope",
     "Settings",
     "Source",
+    "StoreRequest",
     "StoreResult",
+    "TimeCueBody",
+    "UpdateRequest",
     "VectorStoreUnavailable",
     "__version__",
     "open",

@@ -15,17 +15,21 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from cpersona.engine.calibration import GATE_CHOICES, PRECISIONS, calibrate, select_gate
+from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InvalidRequest, InvalidSetting, RecordNotFound
 from cpersona.keys import Keys
+from cpersona.model.agent_requests import CalibrateRequest, Gate, GateRequest, Precision, ProfileText
 from cpersona.model.blocks import ParentKind, block_ids
-from cpersona.model.drafts import MemoryDraft, episode_draft, memory_draft, raw_draft
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fields import AgentId, KeyText, check, given, validate
+from cpersona.model.memory_request import BatchRequest, StoreRequest
+from cpersona.model.raw_request import RawBatchRequest, RawRequest
+from cpersona.model.record_queries import ListQuery, RecordKind
 from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
@@ -37,7 +41,7 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.scope import ReadScope
-from cpersona.model.validate import as_choice, as_int, as_str, clean_text
+from cpersona.model.update_request import UpdateRequest, updated_record
 from cpersona.recall.arms.block import block_filter
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
@@ -55,10 +59,19 @@ from cpersona.stores.redis.trace_sink import RedisTraceSink
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+    from datetime import datetime
+
     from anyio.abc import TaskStatus
 
+    from cpersona.model.drafts import MemoryDraft, RawDraft
+    from cpersona.model.memory_parts import Content, Emotion, MetaBody
+    from cpersona.model.recall_query import Order
+    from cpersona.model.records import RawSource, RawSpeaker, RawVisibility, SecrecyLevel, StoreKind
+    from cpersona.model.time_cue_request import TimeCueBody
     from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.request import RecallResult
+    from cpersona.settings import RecallMode
     from cpersona.stores.protocols import RecordStore
     from cpersona.stores.redis.connection import RedisClient
 
@@ -67,13 +80,10 @@ __all__ = ["Engine", "open"]
 log = logging.getLogger("cpersona")
 _R = TypeVar("_R", MemoryRecord, EpisodeRecord)
 
-RecordKind = Literal["memory", "episode", "raw"]
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
 _KINDS: Mapping[str, RecordKind] = {"mem": "memory", "ep": "episode", "raw": "raw"}
 
 _PENDING_BATCH = 64
-_MAX_PROFILE = 2_000
-_LIST_MAX = 1_000
 # An index build is a maintenance call that grows with the store (tens of seconds at 100k memories on two
 # cores), so it gets its own deadline instead of the per-request qdrant_timeout_secs.
 _OPTIMIZE_TIMEOUT_SECS = 3_600.0
@@ -324,14 +334,38 @@ class Engine:
         assert self._recaller is not None
         return self._recaller
 
-    async def recall(self, query: object, *, limit_cap: int | None = None, **fields: Any) -> RecallResult:
-        """Recall the rows that answer ``query`` (``agent_id`` required; see ``POST /v1/recall/query``).
+    async def recall(
+        self,
+        query: str,
+        *,
+        agent_id: str,
+        limit: int | None = None,
+        deep: bool = False,
+        mode: RecallMode | None = None,
+        project_id: str | None = None,
+        channel: str | None = None,
+        source_id: str = "",
+        exclude_contents: Sequence[str] = (),
+        full_content: bool = False,
+        order: Order = "best_first",
+        policy: str | None = None,
+        trace: bool = False,
+        time_cue: Mapping[str, Any] | TimeCueBody | None = None,
+        limit_cap: int | None = None,
+    ) -> RecallResult:
+        """Recall the rows that answer ``query`` (the fields of :class:`~cpersona.RecallQuery`).
 
-        ``limit`` may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``, which the HTTP edge sets
-        to 100); past it the request is refused, not clamped.
+        ``limit`` (default: the policy's) may go up to ``CPERSONA_RECALL_MAX_LIMIT`` (or ``limit_cap``,
+        which the HTTP edge sets to 100); past it the request is refused, not clamped. ``mode`` and
+        ``policy`` default to the settings'; a ``time_cue`` picks the cue policy.
         """
         cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
-        req = recall_request({"query": query, **fields}, self.settings, self.policies, max_limit=cap)
+        body = given(
+            query=query, agent_id=agent_id, limit=limit, deep=deep, mode=mode, project_id=project_id,
+            channel=channel, source_id=source_id, exclude_contents=exclude_contents,
+            full_content=full_content, order=order, policy=policy, trace=trace, time_cue=time_cue,
+        )  # fmt: skip
+        req = recall_request(body, self.settings, self.policies, max_limit=cap)
         rate = self.settings.trace_sample
         sampled = not req.trace and rate > 0 and self._trace_rng.random() < rate
         result = await self.recaller.recall(req, want_trace=req.trace or sampled)
@@ -342,39 +376,53 @@ class Engine:
                 result = dataclasses.replace(result, trace=None)
         return result
 
-    async def calibrate(self, agent_id: object, *, precision: object = "balanced") -> dict[str, Any]:
+    async def calibrate(self, agent_id: str, *, precision: Precision = "balanced") -> dict[str, Any]:
         """Calibrate the agent's gate from its own memories (deterministic), store it and select it."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        level = as_choice(precision, "precision", PRECISIONS)
+        req = validate(CalibrateRequest, {"agent_id": agent_id, "precision": precision}, self.settings)
         policy = self.policies[self.settings.recall_policy]
         b = self._b
-        return await calibrate(b.records, b.embedder, policy, agent, level)
+        return await calibrate(b.records, b.embedder, policy, req.agent_id, req.precision)
 
-    async def select_gate(self, agent_id: object, gate: object) -> dict[str, Any]:
+    async def select_gate(self, agent_id: str, gate: Gate) -> dict[str, Any]:
         """Choose the agent's gate: ``calibrated`` (needs a calibration) or ``heuristic``."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        choice = as_choice(gate, "gate", GATE_CHOICES)
-        return await select_gate(self._b.records, agent, choice)
+        req = validate(GateRequest, {"agent_id": agent_id, "gate": gate}, self.settings)
+        return await select_gate(self._b.records, req.agent_id, req.gate)
 
     # ------------------------------------------------------------------ memories
 
-    async def store(self, content: object, **fields: Any) -> StoreResult:
-        """Store one memory. ``fields`` are those of ``POST /v1/encode`` (``agent_id`` is required)."""
-        draft = memory_draft({"content": content, **fields}, self.settings)
+    async def store(
+        self,
+        content: Content | Mapping[str, Any],
+        *,
+        agent_id: str,
+        project_id: str = "",
+        channel: str = "",
+        source: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        msg_id: str | None = None,
+        timestamp: float | str | datetime | None = None,
+        metadata: Any = None,
+        context: Mapping[str, Any] | None = None,
+        store: StoreKind | None = None,
+        emotion: Emotion | Mapping[str, float] | None = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+        associations: Sequence[Mapping[str, Any]] | None = None,
+        lock: bool = False,
+    ) -> StoreResult:
+        """Store one memory (the fields of :class:`~cpersona.StoreRequest`, ``POST /v1/encode``)."""
+        body = given(
+            content=content, agent_id=agent_id, project_id=project_id, channel=channel, source=source,
+            id=id, msg_id=msg_id, timestamp=timestamp, metadata=metadata, context=context, store=store,
+            emotion=emotion, meta=meta, associations=associations, lock=lock,
+        )  # fmt: skip
+        draft = validate(StoreRequest, body, self.settings).draft(self.settings)
         (result,) = await self._store_memories([draft])
         return result
 
-    async def store_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+    async def store_batch(self, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
         """Store many memories: all are validated before any is written; one embedding call per chunk."""
-        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
-            raise InvalidRequest("records", "must be a list of records")
-        if len(records) > self.settings.batch_max:
-            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
-        drafts = []
-        for i, raw in enumerate(records):
-            if not isinstance(raw, Mapping):
-                raise InvalidRequest(f"records[{i}]", "must be an object")
-            drafts.append(memory_draft(raw, self.settings, prefix=f"records[{i}]."))
+        batch = validate(BatchRequest, {"records": records}, self.settings)
+        drafts = [r.draft(self.settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
         return BatchResult(tuple(await self._store_memories(drafts)))
 
     async def _store_memories(self, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
@@ -551,10 +599,26 @@ class Engine:
 
     # ------------------------------------------------------------------ episodes, raw, profile
 
-    async def archive_episode(self, summary: object, **fields: Any) -> StoreResult:
-        """Archive a session summary (``summary``, ``keywords``, ``history`` or start/end time)."""
+    async def archive_episode(
+        self,
+        summary: str,
+        *,
+        agent_id: str,
+        project_id: str = "",
+        channel: str = "",
+        keywords: Sequence[str] | str = (),
+        history: Sequence[Mapping[str, Any]] | None = None,
+        start_time: float | str | datetime | None = None,
+        end_time: float | str | datetime | None = None,
+        resolved: bool = False,
+    ) -> StoreResult:
+        """Archive a session summary (:class:`~cpersona.EpisodeRequest`: keywords, history or start/end)."""
         b = self._b
-        d = episode_draft({"summary": summary, **fields}, self.settings)
+        body = given(
+            summary=summary, agent_id=agent_id, project_id=project_id, channel=channel, keywords=keywords,
+            history=history, start_time=start_time, end_time=end_time, resolved=resolved,
+        )  # fmt: skip
+        d = validate(EpisodeRequest, body, self.settings).draft(self.settings)
         now = time.time()
         seq = await b.records.next_seq()
         rec = EpisodeRecord(
@@ -572,22 +636,45 @@ class Engine:
         await b.records.put_episode(rec, queue_blocks=b.builder is not None)
         return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
-    async def store_raw(self, content: object, **fields: Any) -> StoreResult:
-        """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
-        (result,) = (await self.store_raw_batch([{"content": content, **fields}])).results
-        return result
+    async def store_raw(
+        self,
+        content: Content | Mapping[str, Any],
+        *,
+        agent_id: str,
+        session_id: str,
+        source: RawSource,
+        speaker: RawSpeaker,
+        visibility: RawVisibility,
+        secrecy_level: SecrecyLevel,
+        project_id: str = "",
+        channel: str = "",
+        turn_id: str | None = None,
+        topic_id: str | None = None,
+        metadata: Any = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+    ) -> StoreResult:
+        """Append one verbatim journal entry (:class:`~cpersona.RawRequest`, ``POST /v1/encode/raw``)."""
+        body = given(
+            content=content, agent_id=agent_id, session_id=session_id, source=source, speaker=speaker,
+            visibility=visibility, secrecy_level=secrecy_level, project_id=project_id, channel=channel,
+            turn_id=turn_id, topic_id=topic_id, metadata=metadata, meta=meta,
+        )  # fmt: skip
+        draft = validate(RawRequest, body, self.settings).draft(self.settings)
+        return (await self._store_raw([draft])).results[0]
 
-    async def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> BatchResult:
+    async def store_raw_batch(self, records: Sequence[Mapping[str, Any] | RawRequest]) -> BatchResult:
+        """Append many journal entries: all are validated before any is written."""
+        batch = validate(RawBatchRequest, {"records": records}, self.settings)
+        prefix = len(batch.records) > 1
+        return await self._store_raw(
+            [
+                r.draft(self.settings, prefix=f"records[{i}]." if prefix else "")
+                for i, r in enumerate(batch.records)
+            ]
+        )
+
+    async def _store_raw(self, drafts: Sequence[RawDraft]) -> BatchResult:
         b = self._b
-        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
-            raise InvalidRequest("records", "must be a list of records")
-        if len(records) > self.settings.batch_max:
-            raise InvalidRequest("records", f"must have at most {self.settings.batch_max} items")
-        drafts = []
-        for i, raw in enumerate(records):
-            if not isinstance(raw, Mapping):
-                raise InvalidRequest(f"records[{i}]", "must be an object")
-            drafts.append(raw_draft(raw, self.settings, prefix=f"records[{i}]." if len(records) > 1 else ""))
         now = time.time()
         recs = [
             RawRecord(
@@ -610,22 +697,22 @@ class Engine:
         await b.records.put_raw(recs)
         return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
 
-    async def update_profile(self, agent_id: object, profile: object) -> ProfileRecord:
+    async def update_profile(self, agent_id: str, profile: str) -> ProfileRecord:
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
-        content = clean_text(profile, "profile", max_len=_MAX_PROFILE)
+        agent = check(AgentId, agent_id, "agent_id", self.settings)
+        content = check(ProfileText, profile, "profile", self.settings)
         rec = ProfileRecord(agent, content, time.time())
         await b.records.put_profile(rec)
         return rec
 
-    async def get_profile(self, agent_id: object) -> ProfileRecord | None:
+    async def get_profile(self, agent_id: str) -> ProfileRecord | None:
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length, allow_empty=False)
+        agent = check(AgentId, agent_id, "agent_id", self.settings)
         return await b.records.profile(agent)
 
     # ------------------------------------------------------------------ reads
 
-    def _parse_ref(self, ref: object) -> tuple[RecordKind, str]:
+    def _parse_ref(self, ref: str) -> tuple[RecordKind, str]:
         if not isinstance(ref, str):
             raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
         parsed = parse_ref(ref)
@@ -633,9 +720,9 @@ class Engine:
             raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
         return _KINDS[parsed.kind], parsed.id
 
-    async def get(self, ref: object, *, agent_id: object) -> AnyRecord:
+    async def get(self, ref: str, *, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        agent = check(KeyText, agent_id, "agent_id", self.settings)
         kind, record_id = self._parse_ref(ref)
         record = await self._b.records.get(kind, record_id)
         if record is None or record.scope.agent_id != agent:
@@ -646,34 +733,25 @@ class Engine:
         self,
         kind: RecordKind = "memory",
         *,
-        agent_id: object,
+        agent_id: str,
         project_id: str | None = None,
         channel: str | None = None,
         source_id: str = "",
-        limit: object = 100,
+        limit: int = 100,
     ) -> list[AnyRecord]:
         """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
-        count = as_int(limit, "limit", lo=0, hi=_LIST_MAX)
-        scope = self._read_scope(agent_id, project_id, channel, source_id)
-        return await self._b.records.newest(kind, scope, count)
+        body = given(
+            kind=kind, agent_id=agent_id, project_id=project_id, channel=channel, source_id=source_id,
+            limit=limit,
+        )  # fmt: skip
+        req = validate(ListQuery, body, self.settings, strict=True)
+        scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
+        return await self._b.records.newest(req.kind, scope, req.limit)
 
-    def _read_scope(
-        self, agent_id: object, project_id: object, channel: object, source_id: object
-    ) -> ReadScope:
-        limit = self.settings.max_key_length
-        return ReadScope(
-            agent_id=as_str(agent_id, "agent_id", max_len=limit),
-            project_id=None if project_id is None else as_str(project_id, "project_id", max_len=limit),
-            channel=None if channel is None else as_str(channel, "channel", max_len=limit),
-            source_id=as_str(source_id, "source_id", max_len=limit),
-        )
-
-    async def stats(self, agent_id: object | None = None) -> dict[str, Any]:
+    async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
         """Record counts (for one agent, or all) and how many vector writes are pending."""
         b = self._b
-        agent = (
-            None if agent_id is None else as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
-        )
+        agent = None if agent_id is None else check(KeyText, agent_id, "agent_id", self.settings)
         counts = await b.records.counts(agent)
         vectors = None
         if b.vectors is not None:
@@ -690,50 +768,35 @@ class Engine:
 
     # ------------------------------------------------------------------ update and delete
 
-    async def update(self, ref: object, *, agent_id: object, **changes: Any) -> MemoryRecord:
-        """Replace fields of a memory wholesale (``content``, ``metadata``, ``emotion``, ``meta``, ``store``,
-        ``timestamp``). A content change re-embeds the memory and moves its dedup claim."""
+    async def update(
+        self,
+        ref: str,
+        *,
+        agent_id: str,
+        content: Content | Mapping[str, Any] | None = None,
+        metadata: Any = None,
+        emotion: Emotion | Mapping[str, float] | None = None,
+        meta: MetaBody | Mapping[str, Any] | None = None,
+        store: StoreKind | None = None,
+        timestamp: float | str | datetime | None = None,
+    ) -> MemoryRecord:
+        """Replace the given fields of a memory wholesale (:class:`~cpersona.UpdateRequest`).
+
+        A content change re-embeds the memory and moves its dedup claim.
+        """
         b = self._b
+        body = given(
+            agent_id=agent_id, content=content, metadata=metadata, emotion=emotion, meta=meta, store=store,
+            timestamp=timestamp,
+        )  # fmt: skip
+        changes = validate(UpdateRequest, body, self.settings).changes()
         current = await self.get(ref, agent_id=agent_id)
         if not isinstance(current, MemoryRecord):
             raise InvalidRequest("ref", "only memories can be updated")
-        allowed = {"content", "metadata", "emotion", "meta", "store", "timestamp", "record_id", "header"}
-        for key in changes:
-            if key not in allowed:
-                raise InvalidRequest(key, "cannot be updated")
-        if not any(k in changes for k in allowed - {"record_id", "header"}):
+        if not changes:
             raise InvalidRequest("body", "names no field to update")
-        base: dict[str, Any] = {
-            "agent_id": current.scope.agent_id,
-            "project_id": current.scope.project_id,
-            "channel": current.scope.channel,
-            "content": changes.get("content", current.content),
-            "timestamp": changes.get("timestamp", current.timestamp),
-            "metadata": changes.get("metadata", dict(current.metadata)),
-            "store": changes.get("store", current.store),
-        }
-        if "emotion" in changes:
-            base["emotion"] = changes["emotion"]
-        if "meta" in changes:
-            base["meta"] = changes["meta"]
-        draft = memory_draft(base, self.settings)
-        content_changed = draft.content != current.content
-        now = time.time()
-        new = dataclasses.replace(
-            current,
-            content=draft.content,
-            timestamp=draft.timestamp,
-            metadata=draft.metadata,
-            store=draft.store,
-            emotion=draft.emotion if "emotion" in changes else current.emotion,
-            meta=dataclasses.replace(draft.meta, trigger="encode.update")
-            if "meta" in changes
-            else current.meta,
-            updated_at=now,
-            version=current.version + 1,
-            vector_pending=False,
-            embedded=False if b.embedder is not None else current.embedded,
-        )
+        new = updated_record(current, changes, self.settings, now=time.time(), reembed=b.embedder is not None)
+        content_changed = new.content != current.content
         (new,) = await self._with_vectors([new])
         old_claim = self.keys.content_claim(
             current.scope.agent_id, current.scope.project_id, current.scope.channel, _digest(current.content)
@@ -751,7 +814,7 @@ class Engine:
         )
         return new
 
-    async def delete(self, ref: object, *, agent_id: object) -> DeleteResult:
+    async def delete(self, ref: str, *, agent_id: str) -> DeleteResult:
         """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
         b = self._b
         record = await self.get(ref, agent_id=agent_id)
@@ -774,10 +837,10 @@ class Engine:
             await b.blocks.delete(block_ids(parent, record.id, b.builder.max_per_record))
         return DeleteResult(1)
 
-    async def delete_agent_data(self, agent_id: object) -> DeleteResult:
+    async def delete_agent_data(self, agent_id: str) -> DeleteResult:
         """Delete every record, claim, profile and vector of one agent."""
         b = self._b
-        agent = as_str(agent_id, "agent_id", max_len=self.settings.max_key_length)
+        agent = check(KeyText, agent_id, "agent_id", self.settings)
         deleted = await b.records.delete_agent(agent)
         if b.vectors is not None:
             await b.vectors.delete_where(scope_filter(ReadScope(agent)))
@@ -812,8 +875,7 @@ async def open(
     if settings is None:
         settings = Settings.from_env(**overrides)
     elif overrides:
-        settings = dataclasses.replace(settings, **overrides)
-        settings.validate()
+        settings = settings.with_(**overrides)
     async with Engine(settings, arm_wrapper=arm_wrapper) as engine:
         if not background:
             yield engine

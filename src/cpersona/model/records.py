@@ -41,31 +41,16 @@ __all__ = [
 ]
 
 StoreKind = Literal["episodic", "semantic", "procedural", "emotional"]
-STORE_KINDS: tuple[StoreKind, ...] = ("episodic", "semantic", "procedural", "emotional")
 
 AssociationType = Literal[
     "temporal", "spatial", "semantic", "emotional", "causal", "sequential", "cross_modal", "user_defined"
 ]
-ASSOCIATION_TYPES: tuple[str, ...] = (
-    "temporal",
-    "spatial",
-    "semantic",
-    "emotional",
-    "causal",
-    "sequential",
-    "cross_modal",
-    "user_defined",
-)
 CaptureStatus = Literal["provided", "inferred", "legacy", "unavailable"]
 
 RawSource = Literal["conversation", "tool_io", "scratchpad", "summary", "imported"]
-RAW_SOURCES: tuple[str, ...] = ("conversation", "tool_io", "scratchpad", "summary", "imported")
 RawSpeaker = Literal["user", "assistant", "system", "tool"]
-RAW_SPEAKERS: tuple[str, ...] = ("user", "assistant", "system", "tool")
 RawVisibility = Literal["normal", "private_scratch", "sealed"]
-RAW_VISIBILITIES: tuple[str, ...] = ("normal", "private_scratch", "sealed")
 SecrecyLevel = Literal["public", "sensitive", "secret"]
-SECRECY_LEVELS: tuple[str, ...] = ("public", "sensitive", "secret")
 
 RefKind = Literal["mem", "ep", "raw"]
 

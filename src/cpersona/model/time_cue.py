@@ -4,8 +4,8 @@ A caller that half-remembers *when* something happened passes ``time_cue`` with 
 module holds everything about the cue that needs no I/O, so the cue arm (``_cue_arm``) and the recall
 (``_recall``, ``_stages``) share one reading of it:
 
-* :func:`parse_time_cue` reads the request part into a frozen :class:`TimeCue`, refusing anything it
-  cannot read with :class:`~cpersona.InvalidRequest` naming the part (``time_cue.ago.unit``).
+* :class:`TimeCue` is a cue as read; the request part is read by
+  :func:`~cpersona.model.time_cue_request.parse_time_cue`, which names any part it cannot read.
 * :func:`own_period` and :func:`cue_period` turn a cue into the half-open :class:`Period` the cue arm
   searches, widened by the policy's margin for a confidence step; :func:`wider` names the next step of
   the one revision, and :func:`recent_only` says whether the cue only points at the last day.
@@ -18,18 +18,18 @@ A cue is a prior, never a filter: nothing here drops a row or touches a score.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cpersona.errors import InvalidRequest
-from cpersona.model.validate import as_choice, as_int, as_mapping
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
 
 __all__ = [
     "CONFIDENCES",
-    "UNITS",
+    "MAX_TS",
+    "MIN_TS",
+    "UNIT_DAYS",
     "Ago",
     "Confidence",
     "Move",
@@ -39,8 +39,8 @@ __all__ = [
     "bounded_move",
     "cue_period",
     "cue_seats",
+    "iso",
     "own_period",
-    "parse_time_cue",
     "recent_only",
     "wider",
 ]
@@ -48,24 +48,14 @@ __all__ = [
 Confidence = Literal["sure", "likely", "vague"]
 CONFIDENCES: tuple[Confidence, ...] = ("sure", "likely", "vague")
 Unit = Literal["days", "weeks", "months"]
-UNITS: tuple[Unit, ...] = ("days", "weeks", "months")
 
 _DAY = 86_400.0
 # A month is 30 days by definition of the cue, not a calendar month.
-_UNIT_DAYS: dict[str, int] = {"days": 1, "weeks": 7, "months": 30}
+UNIT_DAYS: dict[str, int] = {"days": 1, "weeks": 7, "months": 30}
 # The times a datetime can show: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. Every period is kept
 # inside them so that formatting it for a response or a trace can never overflow.
-_MIN_TS = -62_135_596_800.0
-_MAX_TS = 253_402_300_799.0
-# How far back an ``ago`` may reach. Anything further lies before year 1 anyway, and a bound keeps
-# ``value * width`` an ordinary float instead of an overflow.
-_MAX_AGO_DAYS = 3_652_425
-
-_CUE_KEYS = frozenset({"confidence", "after", "before", "ago"})
-_AGO_KEYS = frozenset({"unit", "value"})
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", re.DOTALL)
-_MAX_TIME_TEXT = 64
+MIN_TS = -62_135_596_800.0
+MAX_TS = 253_402_300_799.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,7 +74,7 @@ class TimeCue:
     """A read cue. Absolute ends are epoch seconds (UTC); ``before`` is exclusive.
 
     A cue is either absolute (``after`` and/or ``before``) or relative (``ago``), never both;
-    :func:`parse_time_cue` guarantees it.
+    :class:`~cpersona.model.time_cue_request.TimeCueBody` guarantees it.
     """
 
     confidence: Confidence
@@ -96,9 +86,9 @@ class TimeCue:
         """The cue as read, for responses and traces: ISO times in UTC, a date in ``before`` as its end."""
         out: dict[str, Any] = {"confidence": self.confidence}
         if self.after is not None:
-            out["after"] = _iso(self.after, exact=True)
+            out["after"] = iso(self.after, exact=True)
         if self.before is not None:
-            out["before"] = _iso(self.before, exact=True)
+            out["before"] = iso(self.before, exact=True)
         if isinstance(self.ago, Ago):
             out["ago"] = self.ago.to_json()
         elif self.ago is not None:
@@ -114,7 +104,7 @@ class Period:
     end: float
 
     def to_json(self) -> list[str]:
-        return [_iso(self.start), _iso(self.end)]
+        return [iso(self.start), iso(self.end)]
 
     def contains(self, ts: float) -> bool:
         return self.start <= ts < self.end
@@ -132,113 +122,6 @@ class Move:
         return {"row": self.ref, "from": self.from_, "to": self.to}
 
 
-# --------------------------------------------------------------------------------------------- parsing
-
-
-def parse_time_cue(raw: object, field: str = "time_cue") -> TimeCue | None:
-    """Read a request's ``time_cue``; ``None`` or ``{}`` is no cue. Every problem names its part."""
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(
-            field, f"must be an object with confidence and after/before or ago, got {_kind(raw)}"
-        )
-    body = as_mapping(raw, field)
-    if not body:
-        return None
-    for key in body:
-        if key not in _CUE_KEYS:
-            raise InvalidRequest(
-                f"{field}.{key}", "is not a part of a time cue (confidence, after, before, ago)"
-            )
-    if "confidence" not in body:
-        raise InvalidRequest(f"{field}.confidence", f"is required: one of {', '.join(CONFIDENCES)}")
-    confidence = as_choice(body["confidence"], f"{field}.confidence", CONFIDENCES)
-    # A JSON null stands for an absent part, as it does for the other optional request fields.
-    raw_after, raw_before, raw_ago = body.get("after"), body.get("before"), body.get("ago")
-    absolute = raw_after is not None or raw_before is not None
-    if absolute and raw_ago is not None:
-        raise InvalidRequest(field, "give after and/or before, or ago, not both")
-    if not absolute and raw_ago is None:
-        raise InvalidRequest(field, "needs after and/or before, or ago")
-    if raw_ago is not None:
-        return TimeCue(confidence=confidence, ago=_parse_ago(raw_ago, f"{field}.ago"))
-    after = None if raw_after is None else _parse_time(raw_after, f"{field}.after", end_of_day=False)
-    before = None if raw_before is None else _parse_time(raw_before, f"{field}.before", end_of_day=True)
-    if after is not None and before is not None and before <= after:
-        raise InvalidRequest(
-            f"{field}.before", f"must be later than after ({_iso(before, exact=True)} is not)"
-        )
-    return TimeCue(confidence=confidence, after=after, before=before)
-
-
-def _parse_ago(raw: object, field: str) -> Ago | Literal["long_ago"]:
-    if raw == "long_ago":
-        return "long_ago"
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(field, f'must be {{"unit", "value"}} or "long_ago", got {_show(raw)}')
-    body = as_mapping(raw, field)
-    for key in body:
-        if key not in _AGO_KEYS:
-            raise InvalidRequest(f"{field}.{key}", "is not a part of ago (unit, value)")
-    for key in ("unit", "value"):
-        if key not in body:
-            raise InvalidRequest(f"{field}.{key}", "is required")
-    unit = as_choice(body["unit"], f"{field}.unit", UNITS)
-    most = _MAX_AGO_DAYS // _UNIT_DAYS[unit]
-    value = as_int(body["value"], f"{field}.value", lo=0)
-    if value > most:
-        raise InvalidRequest(f"{field}.value", f"must be at most {most} {unit} (10,000 years), got {value}")
-    return Ago(unit=unit, value=value)
-
-
-def _parse_time(raw: object, field: str, *, end_of_day: bool) -> float:
-    """A date or ISO 8601 time as epoch seconds; a date in ``before`` stands for the end of that day."""
-    if isinstance(raw, datetime):
-        moment = raw if raw.tzinfo is not None else raw.replace(tzinfo=UTC)
-        return _in_range(moment, field)
-    if isinstance(raw, date):
-        return _day(raw, field, end_of_day=end_of_day)
-    if not isinstance(raw, str):
-        # Epoch numbers are refused on purpose: a cue is written by people and models, and a bare
-        # number (seconds? milliseconds? a year?) is too easy to get wrong without any error.
-        raise InvalidRequest(
-            field, f"must be a date (YYYY-MM-DD) or an ISO 8601 time as a string, got {_kind(raw)}"
-        )
-    if len(raw) > _MAX_TIME_TEXT:
-        raise InvalidRequest(field, f"must be at most {_MAX_TIME_TEXT} characters")
-    try:
-        if _DATE.fullmatch(raw):
-            return _day(date.fromisoformat(raw), field, end_of_day=end_of_day)
-        if _TIMESTAMP.fullmatch(raw):
-            moment = datetime.fromisoformat(raw)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return _in_range(moment, field)
-    except ValueError:
-        pass
-    raise InvalidRequest(
-        field, f"is not a date (YYYY-MM-DD) or an ISO 8601 time (YYYY-MM-DDTHH:MM[:SS][offset]): {raw!r}"
-    )
-
-
-def _day(day: date, field: str, *, end_of_day: bool) -> float:
-    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    moment = midnight + _DAY if end_of_day else midnight
-    if moment > _MAX_TS:
-        raise InvalidRequest(field, "ends after the last representable time (9999-12-31T23:59:59Z)")
-    return moment
-
-
-def _in_range(moment: datetime, field: str) -> float:
-    # Converting an offset time near year 1 or 9999 to UTC can leave the datetime range; the timedelta
-    # arithmetic behind timestamp() still answers, so the check is made on the number.
-    ts = (moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(seconds=1)
-    if not _MIN_TS <= ts <= _MAX_TS:
-        raise InvalidRequest(field, "lies outside the years 1 to 9999 in UTC")
-    return ts
-
-
 # --------------------------------------------------------------------------------------------- periods
 
 
@@ -253,7 +136,7 @@ def own_period(cue: TimeCue, span: tuple[float, float] | None, now: float) -> Pe
         oldest, newest = span
         return _closed(oldest, oldest + (newest - oldest) / 3)
     if isinstance(cue.ago, Ago):
-        width = _UNIT_DAYS[cue.ago.unit] * _DAY
+        width = UNIT_DAYS[cue.ago.unit] * _DAY
         centre = now - cue.ago.value * width
         return _closed(centre - width / 2, min(centre + width / 2, now))
     start = cue.after if cue.after is not None else (None if span is None else span[0])
@@ -299,8 +182,8 @@ def _closed(start: float, end: float) -> Period:
     """A period clipped to the formattable range and never empty (an end at or before the start: +1 s)."""
     if end <= start:
         end = start + 1.0
-    start = min(max(start, _MIN_TS), _MAX_TS - 1.0)
-    end = max(min(end, _MAX_TS), start + 1.0)
+    start = min(max(start, MIN_TS), MAX_TS - 1.0)
+    end = max(min(end, MAX_TS), start + 1.0)
     return Period(start=start, end=end)
 
 
@@ -368,27 +251,9 @@ def cue_seats(
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _iso(ts: float, *, exact: bool = False) -> str:
+def iso(ts: float, *, exact: bool = False) -> str:
     """UTC with a ``Z``, to the second; ``exact`` keeps a fraction of a second when there is one."""
     moment = datetime.fromtimestamp(ts, UTC)
     # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits.
     spec = "microseconds" if exact and moment.microsecond else "seconds"
     return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _show(value: object) -> str:
-    return repr(value) if isinstance(value, str) else _kind(value)

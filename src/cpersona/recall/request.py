@@ -6,10 +6,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from cpersona.errors import InvalidRequest
+from cpersona.model.fields import validate
+from cpersona.model.recall_query import Order, RecallQuery
 from cpersona.model.records import Source, format_time
 from cpersona.model.scope import ReadScope
-from cpersona.model.time_cue import parse_time_cue
-from cpersona.model.validate import as_bool, as_choice, as_int, as_str, as_str_list
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -21,19 +21,6 @@ if TYPE_CHECKING:
     from cpersona.settings import Settings
 
 __all__ = ["Degraded", "Order", "RecallRequest", "RecallResult", "RecallRow", "recall_request"]
-
-
-Order = Literal["best_first", "best_last"]
-_MODES: tuple[FusionMode, ...] = ("rrf", "rsf", "cascade")
-_ORDERS: tuple[Order, ...] = ("best_first", "best_last")
-_REQUEST_FIELDS = frozenset(
-    {
-        "agent_id", "query", "limit", "deep", "mode", "project_id", "channel", "source_id",
-        "exclude_contents", "full_content", "order", "policy", "header", "trace", "time_cue",
-    }
-)  # fmt: skip
-_MAX_QUERY = 4_000
-_MAX_EXCLUDES = 256
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,22 +43,22 @@ class RecallRequest:
 
 
 def recall_request(
-    body: Mapping[str, Any], settings: Settings, policies: Mapping[str, Policy], *, max_limit: int
+    body: Mapping[str, Any] | RecallQuery,
+    settings: Settings,
+    policies: Mapping[str, Policy],
+    *,
+    max_limit: int,
 ) -> RecallRequest:
-    """Validate a recall request; every problem names its field."""
-    for key in body:
-        if key not in _REQUEST_FIELDS:
-            raise InvalidRequest(key, "is not a known field")
-    klen = settings.max_key_length
-    if "agent_id" not in body:
-        raise InvalidRequest("agent_id", "is required")
-    if "query" not in body:
-        raise InvalidRequest("query", "is required (an empty string asks for the newest records)")
-    time_cue = parse_time_cue(body.get("time_cue"))
+    """Validate a recall request (a body or a :class:`RecallQuery`) and resolve its policy and limit.
+
+    Every problem names its field.
+    """
+    query = body if isinstance(body, RecallQuery) else validate(RecallQuery, body, settings)
+    time_cue = None if query.time_cue is None else query.time_cue.cue()
     # Without a named policy, a recall with a cue runs the cue policy and one without runs the plain one,
     # so a recall without a cue answers exactly as it did before cues existed.
     default = settings.recall_policy if time_cue is None else settings.recall_cue_policy
-    policy_name = as_str(body.get("policy", default), "policy", max_len=klen)
+    policy_name = default if query.policy is None else query.policy
     if policy_name not in policies:
         raise InvalidRequest(
             "policy", f"unknown policy {policy_name!r}; known: {', '.join(sorted(policies))}"
@@ -83,29 +70,25 @@ def recall_request(
             "time_cue", f"policy {policy_name} takes no time cue; a cued policy does: {cued}"
         )
     top = min(max_limit, policy.depth.max)
-    project = body.get("project_id")
-    channel = body.get("channel")
+    limit = policy.limit.default if query.limit is None else query.limit
+    if limit > top:
+        raise InvalidRequest("limit", f"must be at most {top}, got {limit}")
     return RecallRequest(
         scope=ReadScope(
-            agent_id=as_str(body["agent_id"], "agent_id", max_len=klen),
-            project_id=None if project is None else as_str(project, "project_id", max_len=klen),
-            channel=None if channel is None else as_str(channel, "channel", max_len=klen),
-            source_id=as_str(body.get("source_id", ""), "source_id", max_len=klen),
+            agent_id=query.agent_id,
+            project_id=query.project_id,
+            channel=query.channel,
+            source_id=query.source_id,
         ),
-        query=as_str(body["query"], "query", max_len=_MAX_QUERY),
-        limit=as_int(body.get("limit", policy.limit.default), "limit", lo=0, hi=top),
-        deep=as_bool(body.get("deep", False), "deep"),
-        mode=as_choice(body.get("mode", settings.recall_mode), "mode", _MODES),
+        query=query.query,
+        limit=limit,
+        deep=query.deep,
+        mode=settings.recall_mode if query.mode is None else query.mode,
         policy=policy_name,
-        exclude_contents=as_str_list(
-            body.get("exclude_contents", []),
-            "exclude_contents",
-            max_items=_MAX_EXCLUDES,
-            max_len=settings.max_content_length,
-        ),
-        full_content=as_bool(body.get("full_content", False), "full_content"),
-        order=as_choice(body.get("order", "best_first"), "order", _ORDERS),
-        trace=as_bool(body.get("trace", False), "trace"),
+        exclude_contents=tuple(query.exclude_contents),
+        full_content=query.full_content,
+        order=query.order,
+        trace=query.trace,
         time_cue=time_cue,
     )
 

@@ -88,33 +88,13 @@ async def tail_traces(
         try:
             target = keys.trace_pattern if agent is None else keys.trace_channel(agent)
             async with redis_errors(f"cannot subscribe to {target} on {redact_url(url)}"):
-                if agent is None:
-                    await pubsub.psubscribe(target)
-                else:
-                    await pubsub.subscribe(target)
-                # Wait for the server's confirmation: from then on nothing published is missed.
-                with anyio.fail_after(settings.redis_timeout_secs):
-                    while True:
-                        reply = await pubsub.get_message(timeout=_POLL_SECS)
-                        if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
-                            break
+                await _subscribe(pubsub, target, pattern=agent is None, settings=settings)
             print(f"listening on {target} at {redact_url(url)} (Ctrl-C to stop)", file=err, flush=True)
             while count is None or printed < count:
-                async with redis_errors("lost the trace subscription"):
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
-                if message is None or _text(message.get("type")) not in ("message", "pmessage"):
+                received = await _next_trace(pubsub, err)
+                if received is None:
                     continue
-                payload = message.get("data")
-                if not isinstance(payload, bytes):
-                    continue
-                try:
-                    trace = orjson.loads(payload)
-                except orjson.JSONDecodeError:
-                    channel = _text(message.get("channel"))
-                    print(f"skipped a message on {channel} that is not JSON", file=err, flush=True)
-                    continue
-                if not isinstance(trace, dict):
-                    continue
+                payload, trace = received
                 if project is not None and _scope(trace).get("project_id") != project:
                     continue
                 if as_json:
@@ -129,6 +109,37 @@ async def tail_traces(
     finally:
         await close_redis(client)
     return printed
+
+
+async def _subscribe(pubsub: Any, target: str, *, pattern: bool, settings: Settings) -> None:
+    if pattern:
+        await pubsub.psubscribe(target)
+    else:
+        await pubsub.subscribe(target)
+    # Wait for the server's confirmation: from then on nothing published is missed.
+    with anyio.fail_after(settings.redis_timeout_secs):
+        while True:
+            reply = await pubsub.get_message(timeout=_POLL_SECS)
+            if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
+                return
+
+
+async def _next_trace(pubsub: Any, err: TextIO) -> tuple[bytes, dict[str, Any]] | None:
+    """The next published trace (its bytes and its JSON), or ``None`` when the poll brought none."""
+    async with redis_errors("lost the trace subscription"):
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
+    if message is None or _text(message.get("type")) not in ("message", "pmessage"):
+        return None
+    payload = message.get("data")
+    if not isinstance(payload, bytes):
+        return None
+    try:
+        trace = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        channel = _text(message.get("channel"))
+        print(f"skipped a message on {channel} that is not JSON", file=err, flush=True)
+        return None
+    return (payload, trace) if isinstance(trace, dict) else None
 
 
 # ------------------------------------------------------------------------------------------ rendering

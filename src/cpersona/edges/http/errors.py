@@ -1,0 +1,164 @@
+"""The HTTP edge's one error envelope, and the outermost middleware that gives every request its id.
+
+Every response carries an ``x-request-id`` header (the caller's, when it sent a usable one) and every
+failure has one shape::
+
+    {"ok": false, "error": {"code": "VALIDATION_ERROR", "message": "agent_id: is required",
+                            "field": "agent_id"}, "request_id": "..."}
+
+with the HTTP status taken from the error class (see :mod:`cpersona.errors`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, cast
+
+import orjson
+from starlette.datastructures import MutableHeaders
+from starlette.responses import Response
+
+from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, RecordNotFound
+
+if TYPE_CHECKING:
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "ForgetUnconfirmed",
+    "ORJSONResponse",
+    "RequestEdge",
+    "error_envelope",
+    "on_cpersona_error",
+    "on_http_error",
+    "single_error",
+]
+
+log = logging.getLogger("cpersona.http")
+
+# A caller's request id is echoed back only if it is short printable ASCII, so it cannot be used to
+# smuggle header syntax or bloat every log line; otherwise a fresh UUID replaces it.
+_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+_OPAQUE_500 = "An internal error occurred"
+
+
+class ForgetUnconfirmed(InvalidRequest):
+    """A request to delete all of an agent's data came without ``confirm=true``."""
+
+    code = "FORGET_UNCONFIRMED"
+
+
+class ORJSONResponse(Response):
+    """A JSON response serialised by orjson (UTF-8, no spaces, non-finite floats refused)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_envelope(code: str, message: str, field: str | None, request_id: str | None) -> dict[str, Any]:
+    """The one body every failed request gets."""
+    return {
+        "ok": False,
+        "error": {"code": code, "message": message, "field": field},
+        "request_id": request_id,
+    }
+
+
+def _request_id(request: Request) -> str | None:
+    return cast("str | None", request.scope.get("state", {}).get("request_id"))
+
+
+def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONResponse:
+    if isinstance(exc, InvalidRequest):
+        body = error_envelope(exc.code, str(exc), exc.field, request_id)
+    elif isinstance(exc, RecordNotFound):
+        body = error_envelope(exc.code, str(exc), "ref", request_id)
+    elif isinstance(exc, BackendUnavailable):
+        # The detail names the backend and what failed (timeout, refused); adapters never put
+        # credentials in it (URLs are redacted), and an operator needs it to act.
+        log.warning("request %s: %s", request_id, exc)
+        body = error_envelope(exc.code, str(exc), None, request_id)
+    else:
+        # Engine-state errors (closed engine, locked data dir) are server faults: log, answer opaquely.
+        log.error("request %s failed: %s", request_id, exc, exc_info=exc)
+        return ORJSONResponse(error_envelope("INTERNAL_ERROR", _OPAQUE_500, None, request_id), 500)
+    return ORJSONResponse(body, status_code=exc.status)
+
+
+async def on_cpersona_error(request: Request, exc: Exception) -> Response:
+    return _error_response(cast("CpersonaError", exc), _request_id(request))
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    http = cast("HTTPException", exc)
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(http.status_code, "HTTP_ERROR")
+    message = {
+        404: f"no route for {request.url.path}",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }.get(http.status_code, str(http.detail))
+    return ORJSONResponse(
+        error_envelope(code, message, None, _request_id(request)),
+        status_code=http.status_code,
+        headers=dict(http.headers or {}),
+    )
+
+
+def single_error(exc: BaseException) -> BaseException:
+    """The one exception inside (possibly nested) exception groups, or ``exc`` itself.
+
+    A task group inside the engine wraps what it raises; the edges still want to answer with the
+    typed error when there is exactly one.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class RequestEdge:
+    """Outermost app middleware: the request id, and a 500 envelope for anything unexpected.
+
+    Written as plain ASGI rather than ``BaseHTTPMiddleware`` so that streaming and cancellation pass
+    through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope.get("headers", ())).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _REQUEST_ID.fullmatch(incoming) else str(uuid.uuid4())
+        scope.setdefault("state", {})["request_id"] = request_id
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                MutableHeaders(scope=message)["x-request-id"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if started:
+                raise
+            inner = single_error(exc)
+            if isinstance(inner, CpersonaError):
+                response = _error_response(inner, request_id)
+            else:
+                method, path = scope.get("method"), scope.get("path")
+                log.error("request %s: unhandled error in %s %s", request_id, method, path, exc_info=exc)
+                response = ORJSONResponse(
+                    error_envelope("INTERNAL_ERROR", _OPAQUE_500, None, request_id), 500
+                )
+            response.headers["x-request-id"] = request_id
+            await response(scope, receive, send)

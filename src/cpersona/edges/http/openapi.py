@@ -1,0 +1,182 @@
+"""The OpenAPI 3.1 document, generated from the route table and the request and response models.
+
+Nothing here is written by hand but the prose: each path comes from a route, each schema from the model
+the route validates with or answers with, and every limit and default from the settings the server runs
+with (``CPERSONA_MAX_KEY_LENGTH``, ``CPERSONA_BATCH_MAX``…), the policy names from the policies it loaded
+and the version from the package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic.json_schema import models_json_schema
+
+from cpersona.edges.http.errors import ORJSONResponse
+from cpersona.edges.http.reading import query_params
+from cpersona.edges.http.routes import OPERATIONS, NoQuery, Operation, engine_of
+from cpersona.model.fields import schema_limits, validate
+from cpersona.model.responses import ErrorResponse
+from cpersona.recall.policy import load_policies
+from cpersona.settings import Settings
+from cpersona.version import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pydantic import BaseModel
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from cpersona.recall.policy import Policy
+
+__all__ = ["ROUTES", "openapi_document"]
+
+_PREFIX = "#/components/schemas/"
+_ERROR_TEXT = {
+    400: "Bad input (VALIDATION_ERROR, or FORGET_UNCONFIRMED); `error.field` names the field",
+    404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
+    413: "Content, metadata or the body is over its limit (CONTENT_TOO_LARGE)",
+    500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
+    503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
+}
+_REQUEST_ID = {
+    "name": "x-request-id",
+    "in": "header",
+    "required": False,
+    "description": "Echoed in the response header (and `request_id` of errors); generated when absent",
+    "schema": {"type": "string", "maxLength": 128},
+}
+
+
+async def _openapi(request: Request) -> Response:
+    engine = engine_of(request)
+    validate(NoQuery, query_params(request), engine.settings)
+    # The document depends only on the settings and the policies, fixed for the app's life; building it
+    # takes some 20 ms of the event loop, so it is built once.
+    state = request.app.state
+    if getattr(state, "openapi", None) is None:
+        state.openapi = openapi_document(engine.settings, engine.policies)
+    return ORJSONResponse(state.openapi)
+
+
+ROUTES: tuple[Operation, ...] = (
+    *OPERATIONS,
+    Operation("GET", "/openapi.json", _openapi, "This document", None, errors=()),
+)
+"""Every route of the app, this document's own included."""
+
+
+def openapi_document(
+    settings: Settings | None = None, policies: Mapping[str, Policy] | None = None
+) -> dict[str, Any]:
+    """The OpenAPI description of every route, with the limits of ``settings`` (default: the defaults)."""
+    settings = Settings() if settings is None else settings
+    policies = load_policies() if policies is None else policies
+    schemas = _schemas(settings)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ROUTES:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, settings, policies)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "cpersona",
+            "version": __version__,
+            "description": "Agent memory: write memories, episodes and raw journal entries; read them back. "
+            "Every response carries `x-request-id`; every error is the `Error` envelope. Unknown fields "
+            "are refused (400 naming the field).",
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+
+
+def _models() -> list[tuple[type[BaseModel], Literal["validation", "serialization"]]]:
+    out: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
+        (ErrorResponse, "serialization")
+    ]
+    for op in ROUTES:
+        if op.body is not None and (op.body, "validation") not in out:
+            out.append((op.body, "validation"))
+        if op.response is not None and (op.response, "serialization") not in out:
+            out.append((op.response, "serialization"))
+    return out
+
+
+def _schemas(settings: Settings) -> dict[str, Any]:
+    with schema_limits(settings):
+        _, top = models_json_schema(_models(), ref_template=_PREFIX + "{model}")
+    defs: dict[str, Any] = top.get("$defs", {})
+    # A model's title is its name in the document, so the engine's own names (``RecallRequest``, the
+    # internal request; ``StoreResult``, the library's result) can stay what they are in Python.
+    renames = {name: schema["title"] for name, schema in defs.items() if schema.get("title", name) != name}
+    renamed = {renames.get(name, name): schema for name, schema in defs.items()}
+    out: dict[str, Any] = _rewrite_refs(
+        renamed, {_PREFIX + old: _PREFIX + new for old, new in renames.items()}
+    )
+    return out
+
+
+def _rewrite_refs(node: Any, refs: Mapping[str, str]) -> Any:
+    if isinstance(node, dict):
+        return {
+            key: refs.get(value, value) if key == "$ref" else _rewrite_refs(value, refs)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_rewrite_refs(value, refs) for value in node]
+    return node
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": _PREFIX + str(model.model_config.get("title") or model.__name__)}
+
+
+def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]) -> dict[str, Any]:
+    out: dict[str, Any] = {"summary": op.summary}
+    description = _description(op, settings, policies)
+    if description:
+        out["description"] = description
+    out["parameters"] = [*_parameters(op, settings), _REQUEST_ID]
+    if op.body is not None:
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
+    ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
+    out["responses"] = {
+        "200": {"description": "Success", "content": {"application/json": {"schema": ok}}},
+        **{
+            str(status): {
+                "description": _ERROR_TEXT[status],
+                "content": {"application/json": {"schema": _ref(ErrorResponse)}},
+            }
+            for status in (*op.errors, 500)
+        },
+    }
+    return out
+
+
+def _description(op: Operation, settings: Settings, policies: Mapping[str, Policy]) -> str:
+    if op.path != "/v1/recall/query":
+        return op.description
+    return (
+        f"{op.description} Policies: {', '.join(sorted(policies))}; the default is "
+        f"{settings.recall_policy}, or {settings.recall_cue_policy} with a time cue."
+    )
+
+
+def _parameters(op: Operation, settings: Settings) -> list[dict[str, Any]]:
+    out = [
+        {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
+        for name, text in op.path_params.items()
+    ]
+    with schema_limits(settings):
+        schema = op.query.model_json_schema()
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        prop = dict(prop)
+        prop.pop("title", None)
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required}
+        if "description" in prop:
+            param["description"] = prop.pop("description")
+        param["schema"] = prop
+        out.append(param)
+    return out

@@ -1,0 +1,312 @@
+"""Every route of the HTTP API in one table: its handler, and the models of what it reads and answers.
+
+A handler reads its body or query string into the route's request model (the one validation, shared
+with the Python API and the CLI), calls the engine's typed method, and answers with the result's JSON.
+The OpenAPI document is generated from this table (:mod:`cpersona.edges.http.openapi`), so a route
+cannot exist without its description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.reading import json_object, query_params
+from cpersona.edges.http.records import record_to_json
+from cpersona.engine.facade import Engine
+from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fields import QueryModel, RequestModel, arguments, validate
+from cpersona.model.memory_request import BatchRequest, StoreRequest
+from cpersona.model.raw_request import RawBatchRequest, RawRequest
+from cpersona.model.recall_query import RecallQuery
+from cpersona.model.record_queries import ForgetQuery, ListQuery, RecordQuery, StatsQuery
+from cpersona.model.responses import (
+    BatchResponse,
+    CalibrationResponse,
+    DeleteResponse,
+    GateResponse,
+    HealthResponse,
+    ProfileResponse,
+    RecallResponse,
+    RecordListResponse,
+    RecordResponse,
+    StatsResponse,
+    StoreResponse,
+)
+from cpersona.model.update_request import UpdateRequest
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "NoQuery", "Operation", "engine_of"]
+
+# The recall operations seed caps a request's limit at 100 rows; library callers may ask for more.
+HTTP_MAX_LIMIT = 100
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_M = TypeVar("_M", bound=RequestModel)
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class NoQuery(QueryModel):
+    """A route that takes no query parameter."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Operation:
+    """One route: where it is, what it does, and the models of its request and its 200 answer."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    response: type[BaseModel] | None
+    body: type[RequestModel] | None = None
+    query: type[QueryModel] = NoQuery
+    errors: tuple[int, ...] = (400, 503)
+    description: str = ""
+    # Path parameters that take the rest of the path (agent ids may contain '/').
+    greedy: tuple[str, ...] = ()
+    path_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def route_path(self) -> str:
+        out = self.path
+        for name in self.greedy:
+            out = out.replace("{" + name + "}", "{" + name + ":path}")
+        return out
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def engine_of(request: Request) -> Engine:
+    engine = request.state.engine
+    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
+        raise TypeError("request.state.engine is not an Engine")
+    return engine
+
+
+async def _body(request: Request, model: type[_M]) -> _M:
+    raw = await json_object(request, request.app.state.max_body_bytes)
+    return validate(model, raw, engine_of(request).settings)
+
+
+def _query(request: Request, model: type[_M]) -> _M:
+    return validate(model, query_params(request), engine_of(request).settings)
+
+
+def _ok(body: Mapping[str, Any]) -> ORJSONResponse:
+    return ORJSONResponse({"ok": True, **body})
+
+
+# ------------------------------------------------------------------------------------------ handlers
+
+
+async def _health(request: Request) -> Response:
+    _query(request, NoQuery)
+    return _ok({"status": "ok", **await engine_of(request).health()})
+
+
+async def _encode(request: Request) -> Response:
+    req = await _body(request, StoreRequest)
+    return ORJSONResponse((await engine_of(request).store(**arguments(req))).to_json())
+
+
+async def _encode_batch(request: Request) -> Response:
+    req = await _body(request, BatchRequest)
+    return ORJSONResponse((await engine_of(request).store_batch(req.records)).to_json())
+
+
+async def _encode_raw(request: Request) -> Response:
+    req = await _body(request, RawRequest)
+    return ORJSONResponse((await engine_of(request).store_raw(**arguments(req))).to_json())
+
+
+async def _encode_raw_batch(request: Request) -> Response:
+    req = await _body(request, RawBatchRequest)
+    return ORJSONResponse((await engine_of(request).store_raw_batch(req.records)).to_json())
+
+
+async def _update(request: Request) -> Response:
+    ref = request.path_params["ref"]
+    # Cerememory addresses a record by its bare UUID; only memories can be updated, so a bare UUID here
+    # can only mean a memory.
+    if _UUID.fullmatch(ref):
+        ref = f"mem:{ref.lower()}"
+    req = await _body(request, UpdateRequest)
+    record = await engine_of(request).update(ref, agent_id=req.agent_id, **req.changes())
+    return _ok({"record": record_to_json(record)})
+
+
+async def _archive_episode(request: Request) -> Response:
+    req = await _body(request, EpisodeRequest)
+    return ORJSONResponse((await engine_of(request).archive_episode(**arguments(req))).to_json())
+
+
+async def _put_profile(request: Request) -> Response:
+    req = await _body(request, ProfileRequest)
+    record = await engine_of(request).update_profile(request.path_params["agent_id"], req.profile)
+    return _ok({"profile": record_to_json(record)})
+
+
+async def _get_profile(request: Request) -> Response:
+    _query(request, NoQuery)
+    record = await engine_of(request).get_profile(request.path_params["agent_id"])
+    return _ok({"profile": None if record is None else record_to_json(record)})
+
+
+async def _get_record(request: Request) -> Response:
+    query = _query(request, RecordQuery)
+    record = await engine_of(request).get(request.path_params["ref"], agent_id=query.agent_id)
+    return _ok({"record": record_to_json(record)})
+
+
+async def _list_records(request: Request) -> Response:
+    q = _query(request, ListQuery)
+    records = await engine_of(request).list(
+        q.kind,
+        agent_id=q.agent_id,
+        project_id=q.project_id,
+        channel=q.channel,
+        source_id=q.source_id,
+        limit=q.limit,
+    )
+    return _ok({"kind": q.kind, "count": len(records), "records": [record_to_json(r) for r in records]})
+
+
+async def _delete_record(request: Request) -> Response:
+    query = _query(request, RecordQuery)
+    result = await engine_of(request).delete(request.path_params["ref"], agent_id=query.agent_id)
+    return ORJSONResponse(result.to_json())
+
+
+async def _delete_agent(request: Request) -> Response:
+    query = _query(request, ForgetQuery)
+    agent_id = request.path_params["agent_id"]
+    if (query.confirm or "").lower() != "true":
+        raise ForgetUnconfirmed("confirm", f"deleting all data of agent {agent_id!r} needs ?confirm=true")
+    result = await engine_of(request).delete_agent_data(agent_id)
+    return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
+
+
+async def _stats(request: Request) -> Response:
+    query = _query(request, StatsQuery)
+    return ORJSONResponse(await engine_of(request).stats(query.agent_id))
+
+
+async def _recall_query(request: Request) -> Response:
+    req = await _body(request, RecallQuery)
+    result = await engine_of(request).recall(**arguments(req), limit_cap=HTTP_MAX_LIMIT)
+    return ORJSONResponse(result.to_json())
+
+
+async def _calibrate(request: Request) -> Response:
+    req = await _body(request, CalibrateRequest)
+    doc = await engine_of(request).calibrate(req.agent_id, precision=req.precision)
+    return _ok({"calibration": doc})
+
+
+async def _select_gate(request: Request) -> Response:
+    req = await _body(request, GateRequest)
+    return _ok(await engine_of(request).select_gate(req.agent_id, req.gate))
+
+
+# ---------------------------------------------------------------------------------------------- table
+
+_REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
+_AGENT = {"agent_id": "The agent (may contain '/')"}
+_WRITE_ERRORS = (400, 413, 503)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", "/health", _health,
+        "Backends' health: Redis version and modules, the vector engine, the embedder",
+        HealthResponse, errors=(503,),
+    ),
+    Operation(
+        "POST", "/v1/encode", _encode, "Store one memory (encode.store)", StoreResponse,
+        body=StoreRequest, errors=_WRITE_ERRORS,
+        description="A repeat of the caller's `id` (within agent+project) or of identical content (within "
+        "agent+project+channel) is not stored again: `result: skipped` with the first ref. A timestamp "
+        "more than CPERSONA_FUTURE_TIMESTAMP_SLACK_SECS ahead of the server clock adds the warning "
+        "`timestamp_ahead_of_clock` (or is refused, per CPERSONA_FUTURE_TIMESTAMP_MODE).",
+    ),
+    Operation(
+        "POST", "/v1/encode/batch", _encode_batch, "Store many memories (encode.batch)", BatchResponse,
+        body=BatchRequest, errors=_WRITE_ERRORS,
+    ),
+    Operation(
+        "POST", "/v1/encode/raw", _encode_raw, "Append one raw journal entry (encode.store_raw)",
+        StoreResponse, body=RawRequest, errors=_WRITE_ERRORS,
+    ),
+    Operation(
+        "POST", "/v1/encode/raw/batch", _encode_raw_batch,
+        "Append many raw journal entries (encode.batch_raw)", BatchResponse,
+        body=RawBatchRequest, errors=_WRITE_ERRORS,
+    ),
+    Operation(
+        "PATCH", "/v1/encode/{ref}", _update, "Update a memory (encode.update)", RecordResponse,
+        body=UpdateRequest, errors=(400, 404, 413, 503),
+        path_params={"ref": "mem:<uuid>, or the bare <uuid> as Cerememory sends it"},
+        description="Unlike Cerememory (204, empty body), answers 200 with the updated record. A content "
+        "change re-embeds the memory.",
+    ),
+    Operation(
+        "POST", "/v1/episodes", _archive_episode, "Archive a session summary (archive_episode)",
+        StoreResponse, body=EpisodeRequest, errors=_WRITE_ERRORS,
+    ),
+    Operation(
+        "PUT", "/v1/profile/{agent_id}", _put_profile, "Set the agent's profile text", ProfileResponse,
+        body=ProfileRequest, errors=_WRITE_ERRORS, greedy=("agent_id",), path_params=_AGENT,
+    ),
+    Operation(
+        "GET", "/v1/profile/{agent_id}", _get_profile,
+        "The agent's profile (`profile: null` when none was set)", ProfileResponse,
+        greedy=("agent_id",), path_params=_AGENT,
+    ),
+    Operation(
+        "GET", "/v1/records", _list_records, "The newest records of one kind in a scope",
+        RecordListResponse, query=ListQuery,
+    ),
+    Operation(
+        "GET", "/v1/records/{ref}", _get_record, "One record", RecordResponse, query=RecordQuery,
+        errors=(400, 404, 503), path_params=_REF,
+    ),
+    Operation(
+        "DELETE", "/v1/records/{ref}", _delete_record, "Delete one record (with its dedup claims and vector)",
+        DeleteResponse, query=RecordQuery, errors=(400, 404, 503), path_params=_REF,
+    ),
+    Operation(
+        "DELETE", "/v1/agents/{agent_id}", _delete_agent,
+        "Delete every record, claim, profile and vector of an agent", DeleteResponse, query=ForgetQuery,
+        greedy=("agent_id",), path_params=_AGENT,
+    ),
+    Operation(
+        "GET", "/v1/introspect/stats", _stats,
+        "Record counts (of one agent, or all) and pending vector writes", StatsResponse, query=StatsQuery,
+    ),
+    Operation(
+        "POST", "/v1/recall/query", _recall_query, "Recall the rows that answer a question (recall.query)",
+        RecallResponse, body=RecallQuery,
+        description="Rows come back best first (`order: best_last` gives CPersona's order, best row last). "
+        "Each row says why it is there in `match_reason`. An arm that fails or misses its deadline "
+        "contributes nothing and is named in `degraded`; the recall still answers.",
+    ),
+    Operation(
+        "POST", "/v1/recall/calibrate", _calibrate,
+        "Calibrate the agent's gate from its own memories (deterministic) and select it",
+        CalibrationResponse, body=CalibrateRequest,
+    ),
+    Operation(
+        "PUT", "/v1/recall/gate", _select_gate, "Select the agent's gate: calibrated or heuristic",
+        GateResponse, body=GateRequest,
+    ),
+)  # fmt: skip

@@ -1,0 +1,363 @@
+"""What every request model shares: its base, the field types whose limits come from settings, and the
+one reading of a pydantic error into :class:`~cpersona.InvalidRequest`.
+
+A request is validated with ``validate(Model, body, settings)``: the settings travel in pydantic's
+validation context, so a limit such as ``CPERSONA_MAX_KEY_LENGTH`` is read when the request is checked,
+never written into the model. The OpenAPI document shows the same limits: ``schema_limits(settings)``
+makes the JSON schema read them from those settings.
+
+A field's place is written as the HTTP edge has always named it: dotted names and bracketed positions
+(``records[3].content``, ``time_cue.ago.unit``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import unicodedata
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError, core_schema
+
+from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.settings import Settings
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+
+__all__ = [
+    "CLEAN",
+    "AgentId",
+    "ContentText",
+    "EpochTime",
+    "Header",
+    "KeyText",
+    "Limit",
+    "QueryModel",
+    "RequestModel",
+    "Unit01",
+    "arguments",
+    "check",
+    "given",
+    "invalid",
+    "json_size",
+    "path",
+    "refusal",
+    "schema_limits",
+    "settings_of",
+    "validate",
+]
+
+_M = TypeVar("_M", bound=BaseModel)
+_DEFAULTS = Settings()
+_SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("schema_settings")
+# A union member's tag starts with this mark, so that a field's path leaves it out (``content``, not
+# ``content.text``): callers name fields, never the branch pydantic tried.
+TAG = "~"
+_MAX_TIME_TEXT = 64
+_OWN = "cpersona."
+
+
+class RequestModel(BaseModel):
+    """A request body: unknown fields refused, no coercion (``"3"`` is no integer), frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class QueryModel(RequestModel):
+    """Query parameters: text on the wire, so a number is read from its digits (``limit=10``)."""
+
+    model_config = ConfigDict(strict=False)
+
+
+def refusal(kind: str, message: str, context: Mapping[str, object] | None = None) -> PydanticCustomError:
+    """A validation error of ours: its message is said as written (pydantic's own are reworded)."""
+    return PydanticCustomError(_OWN + kind, message, dict(context) if context else None)
+
+
+def settings_of(info: ValidationInfo) -> Settings:
+    context = info.context
+    found = context.get("settings") if isinstance(context, Mapping) else None
+    return found if isinstance(found, Settings) else _DEFAULTS
+
+
+@contextlib.contextmanager
+def schema_limits(settings: Settings) -> Iterator[None]:
+    """Within this block, a JSON schema shows the limits of ``settings``."""
+    token = _SCHEMA_SETTINGS.set(settings)
+    try:
+        yield
+    finally:
+        _SCHEMA_SETTINGS.reset(token)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limit:
+    """At most ``settings.<setting>`` characters (or items, with ``items``); ``too_large`` makes it a 413.
+
+    ``most`` stands for a limit that is no setting (the profile's 2,000 characters).
+    """
+
+    setting: str
+    items: bool = False
+    too_large: bool = False
+    most: int | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.with_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["maxItems" if self.items else "maxLength"] = self.limit(_SCHEMA_SETTINGS.get(_DEFAULTS))
+        return out
+
+    def limit(self, settings: Settings) -> int:
+        return self.most if self.most is not None else int(getattr(settings, self.setting))
+
+    def _check(self, value: Any, info: ValidationInfo) -> Any:
+        most = self.limit(settings_of(info))
+        if len(value) > most:
+            if self.too_large:
+                raise refusal(
+                    "too_large",
+                    "is {size} characters; the limit is {most}",
+                    {"size": len(value), "most": most},
+                )
+            what = "items" if self.items else "characters"
+            raise refusal("too_long", f"must be at most {most} {what}, got {len(value)}", {"most": most})
+        return value
+
+
+def _clean_text(value: str) -> str:
+    # Content is text for people and models: NUL and the other C0 controls (tab and newlines aside) are
+    # refused rather than stored where they would break a log line or a terminal.
+    if not value.strip():
+        raise refusal("blank", "must not be empty or only whitespace")
+    for ch in value:
+        if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r":
+            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise refusal("blank", "must not be empty")
+    return value
+
+
+def _epoch(value: object) -> float:
+    """A point in time as epoch seconds, from ISO 8601 text or epoch seconds; no offset means UTC."""
+    if isinstance(value, bool):
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
+    if isinstance(value, int | float):
+        out = float(value)
+        if not math.isfinite(out) or out < 0:
+            raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
+        return out
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if len(text) > _MAX_TIME_TEXT:
+            raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise refusal("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
+    else:
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _After:
+    """Run ``check`` on the value once pydantic has validated its type."""
+
+    check: Any
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Before:
+    """Turn the raw value into the field's type with ``convert`` (which refuses what it cannot read)."""
+
+    convert: Any
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self.convert, handler(source))
+
+
+KeyText = Annotated[str, Limit("max_key_length")]
+"""A scope key, id or name: text of at most ``CPERSONA_MAX_KEY_LENGTH`` characters."""
+AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank)]
+"""The agent a write belongs to: a non-blank ``KeyText``."""
+CLEAN = _After(_clean_text)
+"""Text for people and models: not blank, no control characters but tab and newlines."""
+ContentText = Annotated[str, Field(min_length=1), Limit("max_content_length", too_large=True), CLEAN]
+"""Stored text: not blank, no control characters, at most ``CPERSONA_MAX_CONTENT_LENGTH`` (else 413)."""
+EpochTime = Annotated[
+    float,
+    _Before(_epoch),
+    WithJsonSchema(
+        {
+            "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
+            "oneOf": [{"type": "string", "maxLength": _MAX_TIME_TEXT}, {"type": "number", "minimum": 0}],
+        }
+    ),
+]
+Unit01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Header = Annotated[Any, Field(description="Cerememory protocol header: accepted and ignored")]
+
+
+def json_size(value: object, field: str, *, most: int) -> None:
+    """Refuse a JSON value whose serialised form is longer than ``most`` characters (413)."""
+    try:
+        size = len(orjson.dumps(value).decode())
+    except TypeError as exc:
+        raise InvalidRequest(field, f"must be JSON-serialisable ({exc})") from None
+    if size > most:
+        raise ContentTooLarge(field, f"serialises to {size} characters; the limit is {most}")
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def arguments(request: BaseModel) -> dict[str, Any]:
+    """The fields a caller sent, as keyword arguments of the engine's typed method (no header)."""
+    return {name: getattr(request, name) for name in request.model_fields_set if name != "header"}
+
+
+def given(**values: object) -> dict[str, object]:
+    """The keyword arguments a typed call was given: a ``None`` stands for one left out."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def validate(
+    model: type[_M], body: object, settings: Settings, *, prefix: str = "", strict: bool | None = None
+) -> _M:
+    """``body`` as a ``model``, or :class:`InvalidRequest` naming the first wrong field.
+
+    ``strict`` overrides the model's own strictness (a Python caller's query gets no text-to-number).
+    """
+    try:
+        return model.model_validate(body, context={"settings": settings}, strict=strict)
+    except ValidationError as exc:
+        raise invalid(exc, prefix) from None
+
+
+_ADAPTERS: dict[object, TypeAdapter[Any]] = {}
+
+
+def check(kind: Any, value: object, field: str, settings: Settings) -> Any:
+    """One value checked as the field type ``kind`` (``KeyText``, ``AgentId``…), errors naming ``field``."""
+    adapter = _ADAPTERS.get(kind)
+    if adapter is None:
+        adapter = _ADAPTERS.setdefault(kind, TypeAdapter(kind, config=ConfigDict(strict=True)))
+    try:
+        return adapter.validate_python(value, context={"settings": settings})
+    except ValidationError as exc:
+        raise invalid(exc, field) from None
+
+
+def path(loc: tuple[int | str, ...], prefix: str = "", *, unknown: bool = False) -> str:
+    """``loc`` as the caller names it: ``records[3].content``, without the union tags pydantic tried.
+
+    ``unknown`` says the last part is a key the caller sent (an unknown field), never a tag.
+    """
+    out = prefix
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not part.startswith(TAG) or (unknown and i == len(loc) - 1):
+            out += f".{part}" if out else part
+    return out
+
+
+def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
+    """The first error of ``exc`` as the engine's own error, with the field's path and what was wrong."""
+    error = exc.errors(include_url=False)[0]
+    field = path(error["loc"], prefix, unknown=error["type"] == "extra_forbidden") or prefix or "body"
+    problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
+    if error["type"] == _OWN + "too_large":
+        return ContentTooLarge(field, problem)
+    return InvalidRequest(field, problem)
+
+
+_KINDS = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "bool_type": "true or false",
+    "float_type": "a number",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "sequence_str": "a list of strings",
+}
+
+
+def _problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> str:
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field"
+    if kind in _KINDS:
+        return f"must be {_KINDS[kind]}, got {describe(given)}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}; got {given!r}"
+    bounds = {
+        "greater_than_equal": "at least",
+        "less_than_equal": "at most",
+        "greater_than": "more than",
+        "less_than": "less than",
+    }
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "")
+        return f"must be {bounds[kind]} {limit}, got {given!r}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind.startswith(_OWN):
+        return message
+    return message[:1].lower() + message[1:]
+
+
+def describe(value: object) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        tuple: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)

@@ -1,0 +1,258 @@
+"""The parts of a memory write that are more than one value: content blocks, source, emotion, meta and
+associations, each as its request model and the record value it becomes.
+
+Both seeds' shapes are accepted for content: CPersona's plain text (``"content": "..."``) and
+Cerememory's ``{"blocks": [{"modality": "text", "format": "text/plain", "data": [72, 105]}], "summary":
+...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import orjson
+from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+
+from cpersona.model.fields import (
+    TAG,
+    ContentText,
+    EpochTime,
+    KeyText,
+    Limit,
+    RequestModel,
+    Unit01,
+    refusal,
+    settings_of,
+)
+from cpersona.model.records import (
+    Association,
+    AssociationType,
+    CaptureStatus,
+    EmotionVector,
+    MetaMemory,
+    Source,
+)
+
+__all__ = [
+    "NO_RATIONALE",
+    "AssociationBody",
+    "Content",
+    "ContentBlock",
+    "Emotion",
+    "EmotionBody",
+    "MemoryContent",
+    "MetaBody",
+    "SourceBody",
+    "check_meta_size",
+    "emotion_vector",
+]
+
+_EMOTION_LABELS: dict[str, tuple[str, float]] = {
+    "joy": ("joy", 1.0), "happy": ("joy", 1.0), "happiness": ("joy", 1.0),
+    "trust": ("trust", 0.7), "fear": ("fear", -0.8), "surprise": ("surprise", 0.0),
+    "sadness": ("sadness", -1.0), "sad": ("sadness", -1.0), "disgust": ("disgust", -0.9),
+    "anger": ("anger", -0.9), "angry": ("anger", -0.9),
+    "anticipation": ("anticipation", 0.4), "anticipatory": ("anticipation", 0.4),
+}  # fmt: skip
+_MAX_ITEMS = 256
+NO_RATIONALE = "no explicit meta-rationale provided at ingest"
+
+_MetaText = Annotated[str, Limit("max_metadata_length")]
+_Byte = Annotated[int, Field(ge=0, le=255)]
+
+
+def _data_branch(value: Any) -> str:
+    return f"{TAG}text" if isinstance(value, str) else f"{TAG}bytes"
+
+
+_BlockData = Annotated[
+    Annotated[str, Tag(f"{TAG}text")] | Annotated[list[_Byte], Tag(f"{TAG}bytes")],
+    Discriminator(_data_branch),
+]
+
+
+class ContentBlock(RequestModel):
+    """One content block; only text is supported, and the first text block is the memory's text."""
+
+    # Cerememory blocks may carry more than this engine reads (an embedding, a hash); they are ignored.
+    model_config = ConfigDict(extra="ignore")
+
+    modality: str
+    format: str | None = Field(default=None, description="e.g. text/plain")
+    data: _BlockData = Field(description="UTF-8 bytes as integers 0-255, or text")
+
+    @field_validator("modality")
+    @classmethod
+    def _text_only(cls, value: str) -> str:
+        if value != "text":
+            raise refusal("not_text", f"only 'text' is supported by this engine, got {value!r}")
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _decoded(cls, value: str | list[int]) -> str | list[int]:
+        if not isinstance(value, str):
+            try:
+                bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                raise refusal("not_utf8", "is not valid UTF-8") from None
+        return value
+
+    def text(self) -> str:
+        return self.data if isinstance(self.data, str) else bytes(self.data).decode("utf-8")
+
+
+class MemoryContent(RequestModel):
+    """Cerememory ``MemoryContent``: content blocks and an optional summary."""
+
+    blocks: Annotated[list[ContentBlock], Field(min_length=1)]
+    summary: Annotated[str, Limit("max_content_length")] | None = None
+
+    def text(self) -> str:
+        return self.blocks[0].text()
+
+
+def _content_branch(value: Any) -> str:
+    return f"{TAG}blocks" if isinstance(value, Mapping | MemoryContent) else f"{TAG}text"
+
+
+Content = Annotated[
+    Annotated[ContentText, Tag(f"{TAG}text")] | Annotated[MemoryContent, Tag(f"{TAG}blocks")],
+    Discriminator(_content_branch),
+    Field(description="Plain text (CPersona) or Cerememory MemoryContent"),
+]
+"""A memory's content as a caller writes it; the text of blocks is checked when the draft is made."""
+
+
+class SourceBody(RequestModel):
+    """Who or what produced a memory; ``id`` defaults to the agent."""
+
+    type: KeyText = "Agent"
+    id: KeyText | None = None
+    name: KeyText = ""
+
+    def source(self, agent_id: str) -> Source:
+        return Source(self.type, agent_id if self.id is None else self.id, self.name)
+
+
+class EmotionBody(RequestModel):
+    """Plutchik's eight axes and intensity (0..1), and valence (-1..1)."""
+
+    joy: Unit01 = 0.0
+    trust: Unit01 = 0.0
+    fear: Unit01 = 0.0
+    surprise: Unit01 = 0.0
+    sadness: Unit01 = 0.0
+    disgust: Unit01 = 0.0
+    anger: Unit01 = 0.0
+    anticipation: Unit01 = 0.0
+    intensity: Unit01 = 0.0
+    valence: Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)] = 0.0
+
+
+def _emotion_branch(value: Any) -> str:
+    return f"{TAG}label" if isinstance(value, str) else f"{TAG}axes"
+
+
+def _known_label(value: str) -> str:
+    if value.strip().lower() not in _EMOTION_LABELS:
+        raise refusal("unknown_emotion", f"unknown emotion label {value!r}")
+    return value
+
+
+Emotion = Annotated[
+    Annotated[str, AfterValidator(_known_label), Tag(f"{TAG}label")]
+    | Annotated[EmotionBody, Tag(f"{TAG}axes")],
+    Discriminator(_emotion_branch),
+    Field(description="An emotion label (e.g. 'joy', 'anger') or an EmotionVector"),
+]
+
+
+def emotion_vector(value: str | EmotionBody | None) -> EmotionVector:
+    if value is None:
+        return EmotionVector()
+    if isinstance(value, str):
+        axis, valence = _EMOTION_LABELS[value.strip().lower()]
+        return EmotionVector(**{axis: 1.0, "intensity": 1.0, "valence": valence})
+    return EmotionVector(**value.model_dump())
+
+
+class MetaBody(RequestModel):
+    """MetaMemory, the 'why' plane of a record."""
+
+    capture_status: CaptureStatus = "provided"
+    intent: _MetaText | None = None
+    rationale: _MetaText | None = None
+    trigger: _MetaText | None = None
+    decision: _MetaText | None = None
+    goals: Annotated[Sequence[KeyText], Field(max_length=_MAX_ITEMS)] = ()
+    assumptions: Annotated[Sequence[KeyText], Field(max_length=_MAX_ITEMS)] = ()
+    tags: Annotated[Sequence[KeyText], Field(max_length=_MAX_ITEMS)] = ()
+    evidence: Sequence[dict[str, Any]] = ()
+    alternatives: Sequence[dict[str, Any]] = ()
+    confidence: Unit01 | None = None
+    captured_at: EpochTime | None = None
+    schema_version: Any = Field(default=None, description="Accepted and ignored")
+
+    def meta(self, trigger: str, now: float) -> MetaMemory:
+        return MetaMemory(
+            capture_status="provided" if self.capture_status == "legacy" else self.capture_status,
+            intent=self.intent,
+            rationale=self.rationale,
+            trigger=self.trigger or trigger,
+            decision=self.decision,
+            goals=tuple(self.goals),
+            assumptions=tuple(self.assumptions),
+            tags=tuple(self.tags),
+            evidence=tuple(self.evidence),
+            alternatives=tuple(self.alternatives),
+            confidence=self.confidence,
+            captured_at=now if self.captured_at is None else self.captured_at,
+        )
+
+    @staticmethod
+    def absent(trigger: str, now: float) -> MetaMemory:
+        return MetaMemory(
+            capture_status="unavailable",
+            rationale=NO_RATIONALE,
+            trigger=trigger,
+            captured_at=now,
+        )
+
+
+def check_meta_size(value: Any, info: ValidationInfo) -> Any:
+    """A field validator: the meta object as sent is at most ``CPERSONA_MAX_METADATA_LENGTH`` (else 413)."""
+    if value is None:
+        return value
+    most = settings_of(info).max_metadata_length
+    try:
+        size = len(orjson.dumps(value).decode())
+    except TypeError:
+        return value  # not JSON; the model names the part that is not
+    if size > most:
+        raise refusal(
+            "too_large", "serialises to {size} characters; the limit is {most}", {"size": size, "most": most}
+        )
+    return value
+
+
+class AssociationBody(RequestModel):
+    """A typed, weighted edge to another record (``type`` is an alias of ``association_type``)."""
+
+    target_id: Annotated[str, Field(min_length=1)]
+    type: AssociationType | None = None
+    association_type: AssociationType | None = Field(default=None, validate_default=True)
+    weight: Unit01 = 1.0
+
+    @field_validator("association_type")
+    @classmethod
+    def _typed(cls, value: AssociationType | None, info: ValidationInfo) -> AssociationType | None:
+        if value is None and info.data.get("type") is None:
+            raise refusal("no_type", "is required (or its alias type)")
+        return value
+
+    def association(self, now: float) -> Association:
+        kind = self.association_type or self.type
+        assert kind is not None
+        return Association(self.target_id, kind, self.weight, now)

@@ -1,0 +1,135 @@
+"""A memory write (``encode.store``, ``POST /v1/encode``) and a batch of them, and the draft each becomes.
+
+The request model checks every field on its own; :meth:`StoreRequest.draft` adds what needs the server
+(the clock, the merged metadata's size) and returns the frozen draft the write path stores without
+further checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import ConfigDict, Field, field_validator
+
+from cpersona.errors import InvalidRequest
+from cpersona.model.drafts import MemoryDraft
+from cpersona.model.fields import (
+    AgentId,
+    ContentText,
+    EpochTime,
+    Header,
+    KeyText,
+    Limit,
+    RequestModel,
+    check,
+    json_size,
+)
+from cpersona.model.memory_parts import (
+    AssociationBody,
+    Content,
+    Emotion,
+    MemoryContent,
+    MetaBody,
+    SourceBody,
+    check_meta_size,
+    emotion_vector,
+)
+from cpersona.model.records import Scope, StoreKind
+
+if TYPE_CHECKING:
+    from cpersona.settings import Settings
+
+__all__ = ["BatchRequest", "StoreRequest", "caller_metadata", "content_text"]
+
+
+class StoreRequest(RequestModel):
+    """One memory. Unknown fields are refused (400 naming the field)."""
+
+    model_config = ConfigDict(title="EncodeRequest")
+
+    content: Content
+    agent_id: AgentId = Field(description="The owning agent (exact match on every read)")
+    project_id: KeyText = Field(default="", description="Project; '' is the global pool")
+    channel: KeyText = Field(default="", description="Channel; '' is the global pool")
+    source: SourceBody | None = None
+    id: KeyText | None = Field(default=None, description="Caller's message id; a repeat is skipped")
+    msg_id: KeyText | None = Field(default=None, description="Alias of id")
+    timestamp: EpochTime | None = Field(default=None, description="The memory's own time (default now)")
+    metadata: Any = Field(default=None, description="Free JSON (an object, or any value kept as _metadata)")
+    context: dict[str, Any] | None = Field(default=None, description="Kept as metadata._context")
+    store: StoreKind | None = None
+    emotion: Emotion | None = None
+    meta: MetaBody | None = None
+    associations: Sequence[AssociationBody] | None = None
+    lock: bool = False
+    header: Header = None
+
+    _meta_size = field_validator("meta", mode="before")(check_meta_size)
+
+    def draft(self, settings: Settings, *, prefix: str = "") -> MemoryDraft:
+        """The validated write; ``prefix`` names its place in a batch (``records[3].``)."""
+        content, summary = content_text(self.content, f"{prefix}content", settings)
+        now = time.time()
+        warnings: list[str] = []
+        timestamp = now if self.timestamp is None else self.timestamp
+        ahead = timestamp - now
+        if self.timestamp is not None and ahead > settings.future_timestamp_slack_secs:
+            if settings.future_timestamp_mode == "reject":
+                raise InvalidRequest(f"{prefix}timestamp", f"is {ahead:.0f} s ahead of the server clock")
+            if settings.future_timestamp_mode == "warn":
+                warnings.append("timestamp_ahead_of_clock")
+        scope = Scope(self.agent_id, self.project_id, self.channel)
+        msg_id = self.msg_id if self.msg_id is not None else self.id
+        return MemoryDraft(
+            scope=scope,
+            source=(self.source or SourceBody()).source(scope.agent_id),
+            content=content,
+            timestamp=timestamp,
+            msg_id=msg_id or "",
+            metadata=caller_metadata(self.metadata, self.context, settings, f"{prefix}metadata"),
+            store=self.store or ("semantic" if summary else "episodic"),
+            emotion=emotion_vector(self.emotion),
+            meta=MetaBody.absent("encode.store", now)
+            if self.meta is None
+            else self.meta.meta("encode.store", now),
+            associations=tuple(a.association(now) for a in self.associations or ()),
+            locked=self.lock,
+            warnings=tuple(warnings),
+        )
+
+
+class BatchRequest(RequestModel):
+    """Many memories, validated as a whole before anything is written; errors name ``records[i].field``."""
+
+    model_config = ConfigDict(title="EncodeBatchRequest")
+
+    records: Annotated[Sequence[StoreRequest], Limit("batch_max", items=True)]
+    header: Header = None
+
+
+def content_text(value: str | MemoryContent, field: str, settings: Settings) -> tuple[str, str | None]:
+    """(text, summary) of plain text or Cerememory content, the text checked as stored content."""
+    if isinstance(value, str):
+        return value, None  # plain text is a ContentText field of the model, already checked
+    return check(ContentText, value.text(), field, settings), value.summary
+
+
+def caller_metadata(
+    value: Any, context: dict[str, Any] | None, settings: Settings, field: str
+) -> dict[str, Any]:
+    """The caller's metadata as stored: an object as given, any other value under ``_metadata``."""
+    if value is None:
+        metadata: dict[str, Any] = {}
+    elif isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise InvalidRequest(field, "keys must be strings")
+        metadata = dict(value)
+    else:
+        metadata = {"_metadata": value}
+    if context is not None:
+        metadata["_context"] = context
+    json_size(metadata, field, most=settings.max_metadata_length)
+    return metadata

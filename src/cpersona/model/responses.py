@@ -1,0 +1,217 @@
+"""The response bodies of the HTTP API, as models: the OpenAPI document is generated from them.
+
+The engine's results build their JSON themselves (``to_json``, kept byte for byte); these models
+describe that JSON, and the HTTP tests validate every answer they get against them, so a description
+cannot drift from what is sent. Each model's ``title`` is its name in the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpersona.model.record_queries import RecordKind
+
+__all__ = [
+    "BatchResponse",
+    "CalibrationResponse",
+    "DeleteResponse",
+    "ErrorDetail",
+    "ErrorResponse",
+    "GateResponse",
+    "HealthResponse",
+    "ProfileBody",
+    "ProfileResponse",
+    "RecallResponse",
+    "RecallRowBody",
+    "RecordBody",
+    "RecordListResponse",
+    "RecordResponse",
+    "StatsResponse",
+    "StoreResponse",
+]
+
+
+class ResponseModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(ResponseModel):
+    code: str = Field(description="Stable SCREAMING_SNAKE_CASE code")
+    message: str = Field(description="What was wrong, for people")
+    field: str | None = Field(
+        description="Dotted path of the offending field (e.g. `records[3].content`, `body`), or null"
+    )
+
+
+class ErrorResponse(ResponseModel):
+    """The one error envelope of every route."""
+
+    model_config = ConfigDict(title="Error")
+
+    ok: Literal[False]
+    error: ErrorDetail
+    request_id: str | None = Field(description="Also in the `x-request-id` header")
+
+
+class StoreResponse(ResponseModel):
+    """The outcome of one store; ``skipped`` names the record that already holds it."""
+
+    model_config = ConfigDict(title="StoreResult")
+
+    ok: Literal[True]
+    result: Literal["stored", "skipped"]
+    ref: str = Field(description="mem:<uuid>, ep:<uuid> or raw:<uuid>")
+    record_id: str
+    embedded: bool
+    id: str | None = Field(default=None, description="The caller's message id, when given")
+    vector_pending: bool | None = Field(default=None, description="Saved; the vector is written later")
+    reason: Literal["duplicate_id", "duplicate_content", "duplicate"] | None = None
+    warnings: list[Literal["timestamp_ahead_of_clock"]] | None = None
+
+
+class BatchResponse(ResponseModel):
+    model_config = ConfigDict(title="BatchResult")
+
+    ok: Literal[True]
+    stored: int
+    skipped: int
+    results: list[StoreResponse]
+
+
+class RecordBody(BaseModel):
+    """A memory, episode or raw entry; times are RFC 3339 UTC, the scope flattened into the record."""
+
+    model_config = ConfigDict(title="Record", extra="allow")
+
+    ref: str
+    kind: RecordKind
+    id: str
+    agent_id: str
+    project_id: str
+    channel: str
+
+
+class RecordResponse(ResponseModel):
+    ok: Literal[True]
+    record: RecordBody
+
+
+class RecordListResponse(ResponseModel):
+    model_config = ConfigDict(title="RecordList")
+
+    ok: Literal[True]
+    kind: RecordKind
+    count: int
+    records: list[RecordBody]
+
+
+class ProfileBody(ResponseModel):
+    model_config = ConfigDict(title="Profile")
+
+    agent_id: str
+    content: str
+    updated_at: str
+
+
+class ProfileResponse(ResponseModel):
+    ok: Literal[True]
+    profile: ProfileBody | None
+
+
+class DeleteResponse(ResponseModel):
+    model_config = ConfigDict(title="DeleteResult")
+
+    ok: Literal[True]
+    deleted: int
+    agent_id: str | None = None
+
+
+class StatsResponse(ResponseModel):
+    """Record counts (of one agent, or all) and pending vector writes."""
+
+    model_config = ConfigDict(title="Stats")
+
+    ok: Literal[True]
+    memories: int
+    episodes: int
+    raw_entries: int
+    vector_pending: int
+    vectors: int | None = Field(description="null without an embedder")
+
+
+class RecallRowBody(ResponseModel):
+    model_config = ConfigDict(title="RecallRow")
+
+    ref: str | None = Field(description="null for the profile row")
+    kind: Literal["memory", "episode", "profile"]
+    content: str
+    content_truncated: bool | None = None
+    content_len: int | None = None
+    id: str | None = Field(default=None, description="The caller's id of the memory")
+    timestamp: str | None
+    source: dict[str, str] | None = None
+    score: float | None = Field(default=None, description="The fused score")
+    match_reason: dict[str, Any] | None = Field(
+        default=None, description="signal (cosine | rrf | rsf | block), score, and the scores it carries"
+    )
+
+
+class DegradedArm(ResponseModel):
+    arm: str
+    status: str
+    detail: str
+
+
+class RecallResponse(ResponseModel):
+    """The rows that answer a question, best first unless ``order`` says otherwise."""
+
+    model_config = ConfigDict(title="RecallResult")
+
+    ok: Literal[True]
+    policy: dict[str, str]
+    mode: str
+    order: str
+    count: int
+    rows: list[RecallRowBody]
+    depth: int | None = Field(default=None, description="Rows per arm, when it differs from limit")
+    degraded: list[DegradedArm] | None = None
+    time_cue: dict[str, Any] | None = Field(
+        default=None,
+        description="Only with a cue: {policy, period: [start, end], confidence (the step searched), "
+        "revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
+    )
+    trace: dict[str, Any] | None = Field(
+        default=None,
+        description="Only when the request set trace: the recall trace (trace_version 1); no text",
+    )
+
+
+class HealthResponse(ResponseModel):
+    """The backends: Redis version and modules, the vector engine, the embedder, the trace publisher."""
+
+    model_config = ConfigDict(title="Health")
+
+    ok: Literal[True]
+    status: Literal["ok"]
+    redis: dict[str, Any]
+    vector_engine: str | None
+    embedder: dict[str, Any] | None
+    traces: dict[str, int]
+
+
+class CalibrationResponse(ResponseModel):
+    model_config = ConfigDict(title="Calibration")
+
+    ok: Literal[True]
+    calibration: dict[str, Any]
+
+
+class GateResponse(ResponseModel):
+    model_config = ConfigDict(title="GateSelection")
+
+    ok: Literal[True]
+    agent_id: str
+    gate: Literal["calibrated", "heuristic"]
+    calibration: dict[str, Any] | None

@@ -1,0 +1,202 @@
+"""One schema for every edge: the OpenAPI document is generated from the route table and the models,
+and every route refuses an unknown field or a wrong type with a 400 naming the field.
+
+Every route is exercised: a valid request answers 200 with a body its response model accepts (so the
+document cannot drift from what is sent), an unknown field and a wrong type answer 400 naming it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.edges.http.openapi import ROUTES
+from cpersona.settings import Settings
+from cpersona.version import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.types import Receive, Scope, Send
+
+    from cpersona.stores.redis.connection import RedisClient
+
+AGENT = "schema-agent"
+PREFIX = "#/components/schemas/"
+
+# For each route: a valid body or query, and a field set to a wrong type with the field the error must
+# name (None where every parameter is text, so no value of it has a wrong type).
+RAW = {
+    "content": "user: hi",
+    "agent_id": AGENT,
+    "session_id": "s1",
+    "source": "conversation",
+    "speaker": "user",
+    "visibility": "normal",
+    "secrecy_level": "public",
+}
+CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | None]] = {
+    ("GET", "/health"): ({}, None),
+    ("GET", "/openapi.json"): ({}, None),
+    ("POST", "/v1/encode"): ({"content": "the key rotates", "agent_id": AGENT}, ("lock", "yes", "lock")),
+    ("POST", "/v1/encode/batch"): (
+        {"records": [{"content": "batch one", "agent_id": AGENT}]},
+        ("records", [{"content": 5, "agent_id": AGENT}], "records[0].content"),
+    ),
+    ("POST", "/v1/encode/raw"): (RAW, ("turn_id", 7, "turn_id")),
+    ("POST", "/v1/encode/raw/batch"): ({"records": [RAW]}, ("records", "all of them", "records")),
+    ("PATCH", "/v1/encode/{ref}"): (
+        {"agent_id": AGENT, "content": "changed"},
+        ("timestamp", True, "timestamp"),
+    ),
+    ("POST", "/v1/episodes"): ({"summary": "a session", "agent_id": AGENT}, ("resolved", 1, "resolved")),
+    ("PUT", "/v1/profile/{agent_id}"): ({"profile": "Terse."}, ("profile", ["Terse."], "profile")),
+    ("GET", "/v1/profile/{agent_id}"): ({}, None),
+    ("GET", "/v1/records"): ({"agent_id": AGENT}, ("limit", "ten", "limit")),
+    ("GET", "/v1/records/{ref}"): ({"agent_id": AGENT}, None),
+    ("DELETE", "/v1/records/{ref}"): ({"agent_id": AGENT}, None),
+    ("DELETE", "/v1/agents/{agent_id}"): ({"confirm": "true"}, None),
+    ("GET", "/v1/introspect/stats"): ({"agent_id": AGENT}, None),
+    ("POST", "/v1/recall/query"): ({"agent_id": AGENT, "query": "key"}, ("deep", "yes", "deep")),
+    ("POST", "/v1/recall/calibrate"): ({"agent_id": AGENT}, ("precision", 3, "precision")),
+    ("PUT", "/v1/recall/gate"): ({"agent_id": AGENT, "gate": "heuristic"}, ("gate", True, "gate")),
+}
+# Calibration needs an embedder and data, which this fast app has not; its answer is checked in
+# tests/test_calibrate.py, its refusals here.
+NO_SUCCESS = {("POST", "/v1/recall/calibrate")}
+
+
+@pytest.fixture
+async def client(settings: Settings, redis: RedisClient) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
+    async with app.router.lifespan_context(app) as state:
+        assert state is not None
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as c:
+            yield c
+
+
+def test_every_route_has_a_case() -> None:
+    assert set(CASES) == {(op.method, op.path) for op in ROUTES}
+
+
+def test_every_route_is_documented_with_its_request_and_response_schemas() -> None:
+    document = openapi_document()
+    schemas = document["components"]["schemas"]
+    for op in ROUTES:
+        documented = document["paths"][op.path][op.method.lower()]
+        ok = documented["responses"]["200"]["content"]["application/json"]["schema"]
+        if op.response is not None:
+            assert ok["$ref"].removeprefix(PREFIX) in schemas, op.path
+            assert schemas[ok["$ref"].removeprefix(PREFIX)]["properties"], op.path
+        if op.body is not None:
+            body = documented["requestBody"]["content"]["application/json"]["schema"]
+            schema = schemas[body["$ref"].removeprefix(PREFIX)]
+            # Every field of the model is in the schema, and nothing else is accepted.
+            assert set(schema["properties"]) == set(op.body.model_fields), op.path
+            assert schema["additionalProperties"] is False, op.path
+        else:
+            assert "requestBody" not in documented, op.path
+        query = {p["name"] for p in documented["parameters"] if p["in"] == "query"}
+        assert query == set(op.query.model_fields), op.path
+        for status in (*op.errors, 500):
+            error = documented["responses"][str(status)]["content"]["application/json"]["schema"]
+            assert error == {"$ref": PREFIX + "Error"}
+
+
+def test_the_document_shows_the_settings_limits_policies_and_version() -> None:
+    settings = Settings(max_key_length=17, max_content_length=99, batch_max=5, recall_policy="cued-v0.2")
+    document = openapi_document(settings)
+    schemas = document["components"]["schemas"]
+    assert document["info"]["version"] == __version__
+    assert schemas["EncodeRequest"]["properties"]["project_id"]["maxLength"] == 17
+    assert schemas["EncodeBatchRequest"]["properties"]["records"]["maxItems"] == 5
+    assert schemas["RawBatchRequest"]["properties"]["records"]["maxItems"] == 5
+    assert "'maxLength': 99" in str(schemas["EncodeRequest"]["properties"]["content"])
+    recall = document["paths"]["/v1/recall/query"]["post"]["description"]
+    assert "single-pass-v0" in recall
+    assert "the default is cued-v0.2" in recall
+    # Nothing of a limit is left written by hand in the prose either.
+    assert "16,000" not in str(document)
+    assert "16000" not in str(openapi_document(settings))
+
+
+def _url(path: str, ref: str) -> str:
+    return path.replace("{ref}", ref).replace("{agent_id}", AGENT)
+
+
+async def _send(
+    client: httpx.AsyncClient, method: str, path: str, ref: str, payload: dict[str, Any], *, body: bool
+) -> httpx.Response:
+    if body:
+        return await client.request(method, _url(path, ref), json=payload)
+    return await client.request(method, _url(path, ref), params=payload)
+
+
+def _assert_400(response: httpx.Response, field: str) -> None:
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == {
+        "code": "VALIDATION_ERROR",
+        "message": response.json()["error"]["message"],
+        "field": field,
+    }
+
+
+async def test_every_route_answers_per_its_models_and_refuses_unknown_and_mistyped_fields(
+    client: httpx.AsyncClient,
+) -> None:
+    stored = await client.post("/v1/encode", json={"content": "the first memory", "agent_id": AGENT})
+    ref = stored.json()["ref"]
+    # The deletes go last, so the other routes find what they address.
+    ordered = sorted(ROUTES, key=lambda op: op.method == "DELETE")
+    for op in ordered:
+        valid, wrong = CASES[(op.method, op.path)]
+        has_body = op.body is not None
+        unknown = await _send(client, op.method, op.path, ref, {**valid, "bogus": 1}, body=has_body)
+        _assert_400(unknown, "bogus")
+        if wrong is not None:
+            name, value, field = wrong
+            mistyped = await _send(client, op.method, op.path, ref, {**valid, name: value}, body=has_body)
+            _assert_400(mistyped, field)
+        if (op.method, op.path) in NO_SUCCESS:
+            continue
+        answer = await _send(client, op.method, op.path, ref, valid, body=has_body)
+        assert answer.status_code == 200, (op.path, answer.text)
+        if op.response is not None:
+            op.response.model_validate(answer.json())
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": 7, "agent_id": AGENT}, "content"),
+        (
+            {"content": {"blocks": [{"modality": "image", "data": "x"}]}, "agent_id": AGENT},
+            "content.blocks[0].modality",
+        ),
+        (
+            {"content": {"blocks": [{"modality": "text", "data": [300]}]}, "agent_id": AGENT},
+            "content.blocks[0].data[0]",
+        ),
+        ({"content": "x", "agent_id": AGENT, "emotion": {"joy": "high"}}, "emotion.joy"),
+        ({"content": "x", "agent_id": AGENT, "~odd": 1}, "~odd"),
+        ({"records": [{"content": "x", "agent_id": AGENT}, {"content": "x"}]}, "records[1].agent_id"),
+    ],
+)
+def test_a_field_path_names_what_the_caller_sent(body: dict[str, Any], field: str) -> None:
+    from cpersona import InvalidRequest
+    from cpersona.model.fields import validate
+    from cpersona.model.memory_request import BatchRequest, StoreRequest
+
+    model = BatchRequest if "records" in body else StoreRequest
+    with pytest.raises(InvalidRequest) as err:
+        validate(model, body, Settings())
+    assert err.value.field == field

@@ -1,0 +1,90 @@
+"""The public Python API is typed: mypy refuses a misspelled keyword, and accepts the correct calls.
+
+The test type-checks two small callers of the library with the project's own mypy (strict) and this
+checkout's source, in one run: one that calls every public write and read method as documented, and
+one that misspells a keyword of each. The correct caller must pass; each misspelling must be named.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = """
+from __future__ import annotations
+
+import cpersona
+
+
+async def use(memory: cpersona.Engine) -> None:
+    await memory.store("the deploy key rotates on Fridays", agent_id="ops", project_id="p", id="m-1")
+    await memory.store({"blocks": [{"modality": "text", "data": "hi"}]}, agent_id="ops", emotion="joy")
+    await memory.store_batch([{"content": "x", "agent_id": "ops"}])
+    await memory.archive_episode("we rotated the key", agent_id="ops", keywords=["key"])
+    await memory.store_raw(
+        "user: hi", agent_id="ops", session_id="s", source="conversation", speaker="user",
+        visibility="normal", secrecy_level="public",
+    )
+    stored = await memory.store("later", agent_id="ops", timestamp="2026-03-02")
+    await memory.update(stored.ref, agent_id="ops", content="changed", store="semantic")
+    result = await memory.recall(
+        "when does the key rotate?", agent_id="ops", limit=5, mode="rrf", order="best_last",
+        time_cue={"after": "2026-03-01", "confidence": "likely"},
+    )
+    rows: tuple[cpersona.RecallRow, ...] = result.rows
+    print(rows)
+    await memory.calibrate("ops", precision="strict")
+    await memory.select_gate("ops", "heuristic")
+"""
+
+# Each line misspells or mistypes one thing; mypy must report every one of them.
+BAD = """
+from __future__ import annotations
+
+import cpersona
+
+
+async def use(memory: cpersona.Engine) -> None:
+    await memory.store("text", agnet_id="ops")
+    await memory.recall("question", agent_id="ops", limt=5)
+    await memory.archive_episode("summary", agent_id="ops", keyword=["x"])
+    await memory.store_raw("x", agent_id="ops", session_id="s", source="conversation", speaker="user")
+    await memory.update("mem:x", agent_id="ops", contents="new")
+    await memory.recall("question", agent_id="ops", mode="fastest")
+"""
+
+EXPECTED = (
+    ("bad.py:8:", 'Unexpected keyword argument "agnet_id"'),
+    ("bad.py:9:", 'Unexpected keyword argument "limt"'),
+    ("bad.py:10:", 'Unexpected keyword argument "keyword"'),
+    ("bad.py:11:", 'Missing named argument "visibility"'),
+    ("bad.py:12:", 'Unexpected keyword argument "contents"'),
+    ("bad.py:13:", '"mode"'),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_mypy_catches_a_wrong_keyword_and_passes_the_right_calls(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "bad.py").write_text(BAD)
+    env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+            "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", "--show-absolute-path",
+            str(tmp_path / "good.py"), str(tmp_path / "bad.py"),
+        ],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = [line for line in run.stdout.splitlines() if ": error:" in line]
+    assert not [line for line in lines if "good.py" in line], run.stdout
+    for where, message in EXPECTED:
+        assert any(where in line and message in line for line in lines), (where, message, run.stdout)
+    assert run.returncode == 1, run.stdout + run.stderr
