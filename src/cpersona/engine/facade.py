@@ -55,6 +55,7 @@ from cpersona.stores.redis.connection import close_redis, connect_redis, redis_e
 from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
+from cpersona.stores.redis.trace_sink import RedisTraceSink
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
@@ -164,8 +165,7 @@ class Engine:
                 stack.push_async_callback(vectors.aclose)
             blocks, builder = await self._open_blocks(stack, client, records, embedder)
             publisher = TracePublisher(
-                client,
-                self.keys,
+                RedisTraceSink(client, self.keys),
                 capacity=self.settings.trace_queue_size,
                 timeout_secs=self.settings.redis_timeout_secs,
             )
@@ -184,9 +184,7 @@ class Engine:
             self._recaller = Recaller(
                 settings=self.settings,
                 policies=self.policies,
-                redis=client,
                 records=records,
-                keys=self.keys,
                 vectors=vectors,
                 embedder=embedder,
                 blocks=blocks,

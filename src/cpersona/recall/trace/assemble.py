@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from cpersona.recall.stages.chain import ChainRun
     from cpersona.recall.stages.gate import GateConfig
     from cpersona.settings import Settings
-    from cpersona.stores.redis.recall_reads import HydratedRecord, StoredProfile
+    from cpersona.stores.protocols import HydratedRecord, StoredProfile
 
 __all__ = ["PROFILE_REF", "TRACE_VERSION", "build_trace"]
 
