@@ -164,13 +164,10 @@ async def replay(
         floor = rules.depth.floor if settings.recall_depth_floor is None else settings.recall_depth_floor
         depth = min(rules.depth.max, max(limit, floor))
     scope = ReadScope(agent)
-    redis, keys, records = pieces.redis, pieces.keys, memory.records
+    records = memory.records
     window = settings.max_memories or rules.vector.scan_window
     stats = await ScopeStatsCache().get(records, scope, window, rules.vector.reach)
-    calibration = await json_ops(redis).get(keys.calibration(agent))
-    calibrated: float | None = None
-    if calibration and calibration.get("selected") and isinstance(calibration.get("threshold"), int | float):
-        calibrated = float(calibration["threshold"])
+    calibrated = await records.calibrated_gate(agent)
     threshold = rules.vector.min_similarity if calibrated is None else calibrated
     vector_floor = threshold if mode == "cascade" else threshold * rules.vector.rrf_threshold_factor
 
@@ -198,8 +195,8 @@ async def replay(
 
     docs = await _documents(memory, {row.ref for arm in found.values() for row in arm.rows})
     arms = {name: _present(arm, docs, None if name == "block" else depth) for name, arm in found.items()}
-    profile = await json_ops(redis).get(keys.profile(agent))
-    profile_ref = _PROFILE_PREFIX + agent if profile else None
+    profile = await records.recall_profile(agent)
+    profile_ref = _PROFILE_PREFIX + agent if profile is not None else None
 
     if mode == "cascade" or blank:
         fused = cascade(arms, limit=limit, vector_threshold=threshold, profile_ref=profile_ref)

@@ -23,7 +23,7 @@ from cpersona import Settings
 from cpersona.edges.http.app import create_app
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.keys import Keys
-from cpersona.model.blocks import block_id, block_ids, split_blocks
+from cpersona.model.blocks import ParentKind, block_id, block_ids, split_blocks
 from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_arm, parent_kind_of
 from cpersona.recall.policy import load_policies
@@ -335,14 +335,14 @@ _RAW_HITS = st.lists(
 ties in score, equal-scored blocks of one record and foreign points."""
 
 
-def _hits_of(raw: list[tuple[str, int, str | None, float]]) -> list[VectorHit]:
+def _hits_of(raw: list[tuple[str, int, ParentKind | None, float]]) -> list[VectorHit]:
     hits: dict[str, VectorHit] = {}
     for parent, index, kind, score in raw:
         point = (
             block_id(kind, parent, index)
             if kind is not None
             else str(uuid.uuid5(uuid.NAMESPACE_URL, parent + str(index)))
-        )  # type: ignore[arg-type]
+        )
         hits.setdefault(point, VectorHit(point, score, "block", parent, 1, 0.0, block_index=index))
     return list(hits.values())
 
@@ -350,7 +350,7 @@ def _hits_of(raw: list[tuple[str, int, str | None, float]]) -> list[VectorHit]:
 @settings(max_examples=300, deadline=None)
 @given(raw=_RAW_HITS, limit=st.integers(min_value=1, max_value=8))
 async def test_arm_answers_as_if_it_read_every_hit(
-    raw: list[tuple[str, int, str | None, float]], limit: int
+    raw: list[tuple[str, int, ParentKind | None, float]], limit: int
 ) -> None:
     # The arm stops reading hits once they cannot change its first `limit` records; with ties in score,
     # equal-scored blocks of one record and foreign points, its rows must equal a full collapse.
@@ -390,7 +390,7 @@ class _OpenTailHits(_FixedHits):
     max_hits=st.integers(min_value=1, max_value=12),
 )
 async def test_an_open_tail_never_changes_the_arm(
-    raw: list[tuple[str, int, str | None, float]], limit: int, max_hits: int
+    raw: list[tuple[str, int, ParentKind | None, float]], limit: int, max_hits: int
 ) -> None:
     # The arm searches with the tied run at the far end left open and repeats the search only when its
     # cut falls in that run: its rows must equal a collapse of the complete answer.
@@ -595,7 +595,8 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
     async with cpersona.open(engine_settings, background=False) as second:
         assert await second.drain_blocks() == 3
         assert await _block_count(second, "a") == 6
-        pending = await second.redis.xpending(second.keys.block_stream, second.keys.block_group)
+        # types-redis (which redis-om installs) leaves the stream commands unannotated.
+        pending = await second.redis.xpending(second.keys.block_stream, second.keys.block_group)  # type: ignore[no-untyped-call]
         assert pending["pending"] == 0
         assert await second.redis.xlen(second.keys.block_stream) == 0
         for ref in refs:
@@ -618,7 +619,8 @@ async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: 
     for _ in range(11):  # each read of the pending entry is one more delivery
         await engine.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
     assert await builder.drain() == 0
-    assert (await engine.redis.xpending(stream, group))["pending"] == 0
+    pending = await engine.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
+    assert pending["pending"] == 0
     assert await _block_count(engine, "a") == 0
 
 
@@ -660,9 +662,10 @@ async def test_open_runs_the_worker_in_the_background(engine_settings: Settings)
 async def test_the_http_lifespan_runs_the_worker(engine_settings: Settings, redis: RedisClient) -> None:
     app = create_app(engine_settings)
     async with app.router.lifespan_context(app) as state:
+        assert state is not None
         memory = state["engine"]
         await memory.store("Served over HTTP. Built by the lifespan's worker.", agent_id="a")
         await _wait_for_blocks(memory, "a", 2)
     keys = Keys(engine_settings.key_prefix)
     # A worker with nothing pending leaves the consumer group when the app stops.
-    assert await redis.xinfo_consumers(keys.block_stream, keys.block_group) == []
+    assert await redis.xinfo_consumers(keys.block_stream, keys.block_group) == []  # type: ignore[no-untyped-call]

@@ -386,7 +386,9 @@ class _FailingVectors:
     def __init__(self, *, hang: bool = False) -> None:
         self.hang = hang
 
-    async def search(self, vector: Vector, flt: VectorFilter, limit: int) -> list[VectorHit]:
+    async def search(
+        self, vector: Vector, flt: VectorFilter, limit: int, *, open_tail: bool = False
+    ) -> list[VectorHit]:
         if self.hang:
             await anyio.sleep_forever()
         raise VectorStoreUnavailable("vector search failed: connection refused")

@@ -20,9 +20,12 @@ import pytest
 import cpersona
 from cpersona import Settings
 from cpersona.edges.http.app import create_app
+from cpersona.errors import RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.recall.trace.publisher import TracePublisher, TraceStats, encode_trace
+from cpersona.stores.protocols import TraceSink
 from cpersona.stores.redis.connection import close_redis, new_client
+from cpersona.stores.redis.trace_sink import RedisTraceSink
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -121,7 +124,7 @@ def as_published(trace: object) -> object:
 
 
 async def test_a_full_queue_drops_and_counts(redis: RedisClient, key_prefix: str) -> None:
-    publisher = TracePublisher(redis, Keys(key_prefix), capacity=2, timeout_secs=5.0)
+    publisher = TracePublisher(RedisTraceSink(redis, Keys(key_prefix)), capacity=2, timeout_secs=5.0)
     try:
         accepted = [publisher.offer(AGENT, {"n": n}) for n in range(5)]
         assert accepted == [True, True, False, False, False]
@@ -139,7 +142,7 @@ async def test_a_full_queue_drops_and_counts(redis: RedisClient, key_prefix: str
 
 async def test_the_publisher_survives_redis_errors(key_prefix: str) -> None:
     dead = new_client("redis://127.0.0.1:1/0", timeout=0.5, retries=0)
-    publisher = TracePublisher(dead, Keys(key_prefix), capacity=10, timeout_secs=0.5)
+    publisher = TracePublisher(RedisTraceSink(dead, Keys(key_prefix)), capacity=10, timeout_secs=0.5)
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(publisher.run)
@@ -157,7 +160,7 @@ async def test_the_publisher_survives_redis_errors(key_prefix: str) -> None:
 
 
 async def test_a_value_json_cannot_hold_is_counted_not_raised(redis: RedisClient, key_prefix: str) -> None:
-    publisher = TracePublisher(redis, Keys(key_prefix), capacity=4, timeout_secs=5.0)
+    publisher = TracePublisher(RedisTraceSink(redis, Keys(key_prefix)), capacity=4, timeout_secs=5.0)
     try:
         publisher.offer(AGENT, {"bad": object()})
         publisher.offer(AGENT, {"fine": frozenset({"b", "a"})})
@@ -170,7 +173,7 @@ async def test_a_value_json_cannot_hold_is_counted_not_raised(redis: RedisClient
 
 
 async def test_only_one_publishing_task(redis: RedisClient, key_prefix: str) -> None:
-    publisher = TracePublisher(redis, Keys(key_prefix), capacity=4, timeout_secs=5.0)
+    publisher = TracePublisher(RedisTraceSink(redis, Keys(key_prefix)), capacity=4, timeout_secs=5.0)
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(publisher.run)
@@ -179,6 +182,23 @@ async def test_only_one_publishing_task(redis: RedisClient, key_prefix: str) -> 
             tg.cancel_scope.cancel()
     finally:
         publisher.close()
+
+
+async def test_the_redis_sink_publishes_on_the_agents_channel(
+    redis: RedisClient, key_prefix: str, listener: Listener
+) -> None:
+    keys = Keys(key_prefix)
+    sink = RedisTraceSink(redis, keys)
+    assert isinstance(sink, TraceSink)
+    await listener.subscribe(channel=keys.trace_channel(AGENT))
+    await sink.publish(AGENT, encode_trace({"n": 1}))
+    assert await listener.receive(1) == [(keys.trace_channel(AGENT), {"n": 1})]
+    dead = new_client("redis://127.0.0.1:1/0", timeout=0.5, retries=0)
+    try:
+        with pytest.raises(RedisUnavailable, match="publishing a trace failed"):
+            await RedisTraceSink(dead, keys).publish(AGENT, encode_trace({"n": 2}))
+    finally:
+        await close_redis(dead)
 
 
 # ------------------------------------------------------------------------------------- end to end

@@ -32,6 +32,7 @@ from cpersona.recall.policy import load_policies
 from cpersona.recall.request import RecallResult, recall_request
 from cpersona.recall.stages.chain import Retrieved
 from cpersona.stores.redis.connection import close_redis, new_client
+from cpersona.stores.redis.store import RedisRecordStore
 from test_isolation import record_st, scope_st, visible
 
 if TYPE_CHECKING:
@@ -278,15 +279,16 @@ async def test_a_failing_vector_arm_leaves_the_keyword_rows(make_engine: EngineF
 
 async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cpersona.Engine) -> None:
     recaller = keyword_engine.recaller
-    live = recaller.redis
+    live = recaller.records
     # a port nothing listens on (the connection is refused at once)
-    recaller.redis = new_client("redis://127.0.0.1:1", timeout=1.0, retries=0)
+    dead = new_client("redis://127.0.0.1:1", timeout=1.0, retries=0)
+    recaller.records = RedisRecordStore(dead, keyword_engine.keys)
     try:
         with pytest.raises(BackendUnavailable):
             await keyword_engine.recall("anything", agent_id="a")
     finally:
-        await close_redis(recaller.redis)
-        recaller.redis = live
+        await close_redis(dead)
+        recaller.records = live
 
 
 # ------------------------------------------------------------------------------ the arm runner, unit

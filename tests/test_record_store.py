@@ -26,7 +26,15 @@ from cpersona.model.records import (
     new_id,
 )
 from cpersona.model.scope import ReadScope
-from cpersona.stores.protocols import BlockParent, MemoryWrite, RecordCounts, RecordStore, SeqAt
+from cpersona.stores.protocols import (
+    BlockParent,
+    HydratedRecord,
+    MemoryWrite,
+    RecordCounts,
+    RecordStore,
+    SeqAt,
+    StoredProfile,
+)
 from cpersona.stores.redis.connection import close_redis, new_client
 from cpersona.stores.redis.store import RedisRecordStore
 
@@ -180,7 +188,8 @@ async def test_keyword_search_ranks_by_bm25_and_lists_a_blank_query(store: Recor
     assert ranked.arm == "memory_keyword"
     assert ranked.rows[0].ref == both.ref
     assert {r.ref for r in ranked.rows} == {zebra.ref, cobalt.ref, both.ref}
-    scores = [r.raw for r in ranked.rows]
+    scores = [r.raw for r in ranked.rows if r.raw is not None]
+    assert len(scores) == len(ranked.rows)
     assert all(isinstance(s, float) and s > 0 for s in scores)
     assert scores == sorted(scores, reverse=True)
     blank = await store.memory_keyword(ReadScope("a"), "  ", 2)
@@ -284,6 +293,62 @@ async def test_profiles_and_calibrations_round_trip(store: RecordStore) -> None:
     assert await store.calibration("a") == {"threshold": 0.42, "selected": False}
 
 
+async def test_hydration_reads_what_a_recall_shows_of_each_live_record(store: RecordStore) -> None:
+    rec = dataclasses.replace(memory("the ferry leaves at nine", 1, source="slack:1"), msg_id="m1")
+    ep = dataclasses.replace(episode("a week at the lake", 2), embedded=True)
+    await put(store, rec)
+    await store.put_episode(ep, queue_blocks=False)
+    absent = "mem:" + new_id()
+    found = await store.hydrate([rec.ref, absent, ep.ref, rec.ref])
+    assert found == {
+        rec.ref: HydratedRecord(
+            rec.ref, "the ferry leaves at nine", "Agent", "slack:1", "", "m1", rec.timestamp, 0.0, False
+        ),
+        ep.ref: HydratedRecord(
+            ep.ref, "a week at the lake", "Agent", "", "", "", ep.timestamp, BASE + 2, True
+        ),
+    }
+    assert found[rec.ref].source == Source("Agent", "slack:1", "")
+    assert found[ep.ref].source is None
+    assert await store.hydrate([]) == {}
+
+
+async def test_the_profile_and_the_gate_a_recall_reads(store: RecordStore) -> None:
+    assert await store.recall_profile("a") is None
+    await store.put_profile(ProfileRecord("a", "Prefers YAML.", BASE))
+    assert await store.recall_profile("a") == StoredProfile("Prefers YAML.")
+    assert await store.calibrated_gate("a") is None
+    await store.put_calibration("a", {"threshold": 0.42, "selected": True})
+    assert await store.calibrated_gate("a") == 0.42
+    await store.select_calibration("a", False)
+    assert await store.calibrated_gate("a") is None  # calibrated, but not selected
+    await store.put_calibration("b", {"threshold": "high", "selected": True})
+    assert await store.calibrated_gate("b") is None  # selected, but no number to use
+
+
+async def test_the_newest_times_of_a_scope_ignore_its_source(store: RecordStore) -> None:
+    scope = ReadScope("a", project_id="p", source_id="nobody")
+    assert await store.newest_memory_time(scope) is None
+    assert await store.newest_episode_time(scope) is None
+    # the newest memory by record time, not by insertion; another project is not seen
+    await put(
+        store,
+        memory("late", 1, ts=BASE + 500, source="slack:1"),
+        memory("early", 2, ts=BASE + 5, project="p"),
+        memory("elsewhere", 3, ts=BASE + 900, project="q"),
+    )
+    # as the search engine prints it, to 12 significant digits (a centisecond is nothing to the age prior)
+    assert await store.newest_memory_time(scope) == pytest.approx(BASE + 500, abs=0.01)
+    # the newest episode by insertion, whatever its creation time
+    await store.put_episode(
+        dataclasses.replace(episode("first", 4), created_at=BASE + 70), queue_blocks=False
+    )
+    await store.put_episode(
+        dataclasses.replace(episode("second", 5), created_at=BASE + 60), queue_blocks=False
+    )
+    assert await store.newest_episode_time(scope) == BASE + 60
+
+
 async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) -> None:
     gone = new_client("redis://127.0.0.1:1", timeout=1.0, retries=0)
     try:
@@ -296,6 +361,12 @@ async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) ->
             await store.get("memory", new_id())
         with pytest.raises(RedisUnavailable):
             await store.put_memories([MemoryWrite(memory("x", 1))], queue_blocks=True)
+        with pytest.raises(RedisUnavailable):
+            await store.hydrate(["mem:" + new_id()])
+        with pytest.raises(RedisUnavailable):
+            await store.recall_profile("a")
+        with pytest.raises(RedisUnavailable):
+            await store.newest_memory_time(ReadScope("a"))
     finally:
         await close_redis(gone)
 
@@ -309,5 +380,25 @@ async def test_a_document_the_store_did_not_write_reads_as_absent(
     keys = Keys(key_prefix)
     store = RedisRecordStore(redis, keys)
     record_id = new_id()
-    await redis.json().set(keys.memory(record_id), "$", {"vector_pending": 0, "embedded": True})  # type: ignore[no-untyped-call]
+    await redis.json().set(keys.memory(record_id), "$", {"vector_pending": 0, "embedded": True})
     assert await store.get("memory", record_id) is None
+
+
+async def test_a_record_missing_a_hydrated_field_is_read_whole(redis: RedisClient, key_prefix: str) -> None:
+    # Hydration asks for the fields by one union path, which skips absent ones: a record written by an
+    # older engine without one of them must come back with that field's default, the rest unshifted.
+    keys = Keys(key_prefix)
+    store = RedisRecordStore(redis, keys)
+    await store.ensure_indexes()
+    rec = dataclasses.replace(memory("the ferry leaves at nine", 1, source="slack:1"), msg_id="m1")
+    ep = dataclasses.replace(episode("a week at the lake", 2), embedded=True)
+    await put(store, rec)
+    await store.put_episode(ep, queue_blocks=False)
+    before = await store.hydrate([rec.ref, ep.ref])
+    client = redis.json()
+    await client.delete(keys.memory(rec.id), "$.msg_id")  # type: ignore[no-untyped-call]
+    await client.delete(keys.episode(ep.id), "$.embedded")  # type: ignore[no-untyped-call]
+    assert await store.hydrate([rec.ref, ep.ref]) == {
+        rec.ref: before[rec.ref]._replace(msg_id=""),
+        ep.ref: before[ep.ref]._replace(embedded=False),
+    }

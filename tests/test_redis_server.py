@@ -316,7 +316,10 @@ async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> No
             assert await client.get("k") == b"v"
         finally:
             await close_redis(client)
-    assert "Received SIGTERM" in (redis_dir / "redis.log").read_text()
+    # Redis words the signal differently while it is still loading its AOF, which a loaded machine can
+    # make last until the signal arrives; either way it was the signal that stopped it.
+    log = (redis_dir / "redis.log").read_text()
+    assert "Received SIGTERM" in log or "Received shutdown signal during loading" in log
 
 
 # Starts redis-server from the config the engine wrote, detached (as a killed engine would leave it),

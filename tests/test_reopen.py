@@ -76,7 +76,8 @@ async def _write_and_reopen(
         # written: a second version of every document, the case the replay gets wrong.
         for result in batch.results:
             key = memory.keys.memory(result.id)
-            await memory.redis.json().merge(key, "$", {"vector_pending": 0, "embedding_model": "test"})
+            # types-redis (which redis-om installs) predates JSON.MERGE and shadows redis-py's own types.
+            await memory.redis.json().merge(key, "$", {"vector_pending": 0, "embedding_model": "test"})  # type: ignore[attr-defined]
         # The live index holds the superseded versions too until the collector runs; collect, so that
         # "before" is the ranking of the documents as they are.
         await memory.records.collect_garbage()
@@ -127,7 +128,8 @@ async def test_a_live_store_ranks_as_if_collected(
         # The control: a second write of every document skews the ranking (this is what the single
         # write avoids; collecting afterwards does not bring the scores back to these either).
         for result in batch.results:
-            await memory.redis.json().merge(memory.keys.memory(result.id), "$", {"embedding_model": "again"})
+            # types-redis (which redis-om installs) predates JSON.MERGE and shadows redis-py's own types.
+            await memory.redis.json().merge(memory.keys.memory(result.id), "$", {"embedding_model": "again"})  # type: ignore[attr-defined]
         assert await _keyword_scores(memory, query) != live
 
 
@@ -145,7 +147,8 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
         ):
             await command(memory.redis, "FT.DROPINDEX", index)
             async for key in memory.redis.scan_iter(match=f"{prefix}*"):
-                await memory.redis.json().delete(key, "$.stems")
+                # types-redis leaves JSON.DEL unannotated.
+                await memory.redis.json().delete(key, "$.stems")  # type: ignore[no-untyped-call]
             schema = list(_INDEXES[kind])
             at = schema.index("$.stems")
             del schema[at : at + 5]

@@ -26,6 +26,7 @@ from cpersona.stores.redis.connection import close_redis, connect_redis, redis_i
 from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
+from cpersona.stores.redis.trace_sink import RedisTraceSink
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
@@ -125,8 +126,7 @@ class Lifecycle:
             stack.push_async_callback(vectors.aclose)
         blocks, builder = await self._open_blocks(stack, client, records, embedder)
         publisher = TracePublisher(
-            client,
-            self.keys,
+            RedisTraceSink(client, self.keys),
             capacity=self.settings.trace_queue_size,
             timeout_secs=self.settings.redis_timeout_secs,
         )
@@ -145,9 +145,7 @@ class Lifecycle:
         self._recaller = Recaller(
             settings=self.settings,
             policies=self.policies,
-            redis=client,
             records=records,
-            keys=self.keys,
             vectors=vectors,
             embedder=embedder,
             blocks=blocks,

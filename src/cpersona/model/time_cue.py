@@ -1,8 +1,8 @@
 """The time cue's pure core: reading a cue, turning it into a period, the bounded move and the cue seats.
 
 A caller that half-remembers *when* something happened passes ``time_cue`` with a confidence word. This
-module holds everything about the cue that needs no I/O, so the cue arm (``_cue_arm``) and the recall
-(``_recall``, ``_stages``) share one reading of it:
+module holds everything about the cue that needs no I/O, so the cue arm (``recall.arms.cue``) and the recall
+(``recall.cue_loop``, ``recall.stages.chain``) share one reading of it:
 
 * :class:`TimeCue` is a cue as read; the request part is read by
   :func:`~cpersona.model.time_cue_request.parse_time_cue`, which names any part it cannot read.

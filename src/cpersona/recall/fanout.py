@@ -30,22 +30,18 @@ from cpersona.recall.arm_runner import Later
 from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import vector_far, vector_near
 from cpersona.recall.cue_loop import CueSources, run_cue_loop
-from cpersona.stores.redis import recall_reads
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from anyio.abc import TaskGroup
 
-    from cpersona.keys import Keys
     from cpersona.model.candidates import ArmName, ArmResult
     from cpersona.recall.arm_runner import ArmCall, ArmRunner
     from cpersona.recall.arms.vector import ScopeStats, ScopeStatsCache
     from cpersona.recall.cue_loop import CueOutcome
     from cpersona.recall.plan import ArmContext, CuePlan
-    from cpersona.stores.protocols import Embedder, RecordStore, Vector, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
-    from cpersona.stores.redis.recall_reads import StoredProfile
+    from cpersona.stores.protocols import Embedder, RecordStore, StoredProfile, Vector, VectorStore
 
 __all__ = ["Backends", "FanOut", "VectorSide", "fan_out"]
 
@@ -56,8 +52,6 @@ log = logging.getLogger("cpersona.recall")
 class Backends:
     """The stores one recall reads, and the engine's scope statistics cache."""
 
-    redis: RedisClient
-    keys: Keys
     records: RecordStore
     vectors: VectorStore | None
     embedder: Embedder | None
@@ -221,12 +215,12 @@ class _Group:
                 inner.start_soon(self._arm, "vector_far", far)
 
     async def _profile(self) -> None:
-        self.profile.set(await recall_reads.profile(self.b.redis, self.b.keys, self.ctx.scope.agent_id))
+        self.profile.set(await self.b.records.recall_profile(self.ctx.scope.agent_id))
 
     async def _calibration(self) -> None:
         value: float | None = None
         try:
-            value = await recall_reads.calibrated_gate(self.b.redis, self.b.keys, self.ctx.scope.agent_id)
+            value = await self.b.records.calibrated_gate(self.ctx.scope.agent_id)
         finally:
             # A failed read fails the recall, so a waiter it wakes never shapes an answer.
             self.calibrated.set(value)

@@ -33,7 +33,6 @@ from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from cpersona.keys import Keys
     from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.fanout import FanOut
     from cpersona.recall.plan import ArmContext
@@ -41,9 +40,7 @@ if TYPE_CHECKING:
     from cpersona.recall.request import RecallRequest
     from cpersona.recall.stages.chain import ChainRun, RecallPlan, Seated
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
-    from cpersona.stores.redis.recall_reads import HydratedRecord
+    from cpersona.stores.protocols import Embedder, HydratedRecord, RecordStore, VectorStore
 
 __all__ = ["Recaller"]
 
@@ -62,9 +59,7 @@ class Recaller:
         *,
         settings: Settings,
         policies: Mapping[str, Policy],
-        redis: RedisClient,
         records: RecordStore,
-        keys: Keys,
         vectors: VectorStore | None,
         embedder: Embedder | None,
         chain: Chain | None = None,
@@ -73,9 +68,7 @@ class Recaller:
     ) -> None:
         self.settings = settings
         self.policies = policies
-        self.redis = redis
         self.records = records
-        self.keys = keys
         self.vectors = vectors
         self.embedder = embedder
         self.blocks = blocks
@@ -91,7 +84,7 @@ class Recaller:
         started = time.perf_counter()
         ctx = plan_recall(req, self.policies, self.settings, started=started)
         fan = await fan_out(ctx, self._backends(), self._runner)
-        retrieved, docs = await retrieve(ctx, fan, self.redis, self.keys)
+        retrieved, docs = await retrieve(ctx, fan, self.records)
         threshold = fan.vector.threshold
         plan = stage_plan(
             ctx,
@@ -129,10 +122,8 @@ class Recaller:
         return self._traced(result, _TraceInputs(ctx, run, plan, docs, fan))
 
     def _backends(self) -> Backends:
-        # Read at each recall: a test may point the recaller at another Redis between two recalls.
-        return Backends(
-            self.redis, self.keys, self.records, self.vectors, self.embedder, self.blocks, self.stats
-        )
+        # Read at each recall: a test may point the recaller at another record store between two recalls.
+        return Backends(self.records, self.vectors, self.embedder, self.blocks, self.stats)
 
     def _traced(self, result: RecallResult, inputs: _TraceInputs) -> RecallResult:
         trace = self._trace(result, inputs)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cpersona.recall.request import RecallRequest
     from cpersona.recall.stages.chain import CueFound, Seat, Seated
     from cpersona.recall.stages.fusion import Candidate
-    from cpersona.stores.redis.recall_reads import HydratedRecord, StoredProfile
+    from cpersona.stores.protocols import HydratedRecord, StoredProfile
 
 __all__ = ["render"]
 

@@ -136,10 +136,10 @@ class Degraded:
 class RecallResult:
     """A recall's answer. ``final`` is the last stage set, from which the whole history can be read.
 
-    ``trace`` is the recall trace when one was built (``_trace``); it is part of the response only when
-    the request asked for it (``trace_requested``), so a trace built for the server's own use (a
-    sampler) leaves the response as it was. ``time_cue`` is the response's account of a cue (``None``
-    without one); ``cue_log`` is what the cue loop did, stage by stage, for the trace.
+    ``trace`` is the recall trace when one was built (``recall.trace.assemble``); it is part of the
+    response only when the request asked for it (``trace_requested``), so a trace built for the server's
+    own use (a sampler) leaves the response as it was. ``time_cue`` is the response's account of a cue
+    (``None`` without one); ``cue_log`` is what the cue loop did, stage by stage, for the trace.
     """
 
     rows: tuple[RecallRow, ...]

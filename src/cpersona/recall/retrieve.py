@@ -8,27 +8,24 @@ import time
 from typing import TYPE_CHECKING
 
 from cpersona.recall.stages.chain import Retrieved
-from cpersona.stores.redis.recall_reads import hydrate, newest_episode_time, newest_memory_time
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.candidates import ArmResult, ArmRow
     from cpersona.model.scope import ReadScope
     from cpersona.recall.fanout import FanOut
     from cpersona.recall.plan import ArmContext
-    from cpersona.stores.redis.connection import RedisClient
-    from cpersona.stores.redis.recall_reads import HydratedRecord
+    from cpersona.stores.protocols import HydratedRecord, RecordStore
 
 __all__ = ["retrieve"]
 
 
 async def retrieve(
-    ctx: ArmContext, fan: FanOut, redis: RedisClient, keys: Keys
+    ctx: ArmContext, fan: FanOut, records: RecordStore
 ) -> tuple[Retrieved, dict[str, HydratedRecord]]:
     """The first stage set, and the hydrated records by ref (the rows, the trace and its ledger read them)."""
-    docs = await hydrate(redis, keys, (row.ref for res in fan.arms.values() for row in res.rows))
+    docs = await records.hydrate(row.ref for res in fan.arms.values() for row in res.rows)
     arms: dict[str, ArmResult] = {name: _filter(res, docs, ctx) for name, res in fan.arms.items()}
     cue_found = None
     if fan.cue is not None and "cue" in arms:
@@ -36,10 +33,10 @@ async def retrieve(
         # The cue's own depth applies after the filters (it looked deeper when rows could be dropped).
         cue_found = fan.cue.found(cue_list.rows[: fan.cue.plan.policy.depth or ctx.depth])
     rules = ctx.policy.score_adjust
-    boundary = await newest_episode_time(redis, keys, ctx.scope) if rules.episode_penalty else None
+    boundary = await records.newest_episode_time(ctx.scope) if rules.episode_penalty else None
     anchor = time.time()
     if rules.prior_age_rate > 0 and rules.prior_age_anchor == "newest":
-        anchor = await newest_memory_time(redis, keys, ctx.scope) or anchor
+        anchor = await records.newest_memory_time(ctx.scope) or anchor
     retrieved = Retrieved(
         arms=arms,
         profile_ref=f"profile:{ctx.scope.agent_id}" if fan.profile is not None else None,

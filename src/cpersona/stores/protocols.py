@@ -13,8 +13,21 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from cpersona.stores.record_values import (
+    BlockParent,
+    ClaimHolder,
+    HydratedRecord,
+    MemoryWrite,
+    Period,
+    RecordCounts,
+    RecordKind,
+    SearchedKind,
+    SeqAt,
+    StoredProfile,
+)
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from cpersona.model.candidates import ArmResult
     from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
@@ -24,13 +37,17 @@ __all__ = [
     "BlockParent",
     "ClaimHolder",
     "Embedder",
+    "HydratedRecord",
     "MemoryWrite",
+    "Period",
     "PointKind",
     "RecordCounts",
     "RecordKind",
     "RecordStore",
     "SearchedKind",
     "SeqAt",
+    "StoredProfile",
+    "TraceSink",
     "Vector",
     "VectorFilter",
     "VectorHit",
@@ -176,58 +193,6 @@ class Embedder(Protocol):
         ...
 
 
-RecordKind = Literal["memory", "episode", "raw"]
-SearchedKind = Literal["memory", "episode"]
-Period = tuple[float, float]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SeqAt:
-    """How many records of a kind a scope holds, and the ``seq`` at one rank from the newest (``None``
-    when the scope holds fewer)."""
-
-    total: int
-    seq: int | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordCounts:
-    memories: int
-    episodes: int
-    raw_entries: int
-    vector_pending: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ClaimHolder:
-    """A dedup claim held by a record that still exists."""
-
-    claim: str
-    record_id: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MemoryWrite:
-    """One memory to write, with the dedup claims it takes (key names from :class:`~cpersona.keys.Keys`)."""
-
-    record: MemoryRecord
-    claims: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BlockParent:
-    """What the block builder needs of a memory or an episode: its scope, time and searchable text."""
-
-    kind: SearchedKind
-    record_id: str
-    agent_id: str
-    project_id: str
-    channel: str
-    timestamp: float
-    seq: int
-    text: str
-
-
 @runtime_checkable
 class RecordStore(Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
@@ -278,6 +243,29 @@ class RecordStore(Protocol):
 
     async def memory_sources(self, ids: Sequence[str]) -> list[str | None]:
         """The ``source.id`` of each memory, in order (``None`` for one that does not exist)."""
+        ...
+
+    # ---------------------------------------------------------------- what a recall reads besides its arms
+
+    async def hydrate(self, refs: Iterable[str]) -> dict[str, HydratedRecord]:
+        """The fields a recall reads of each record behind ``refs``, by ref (deleted ones left out)."""
+        ...
+
+    async def recall_profile(self, agent_id: str) -> StoredProfile | None:
+        """The agent's profile as a recall renders it, or ``None`` when it has none."""
+        ...
+
+    async def calibrated_gate(self, agent_id: str) -> float | None:
+        """The agent's calibrated gate threshold, when a calibration selected one."""
+        ...
+
+    async def newest_episode_time(self, scope: ReadScope) -> float | None:
+        """When the newest episode of ``scope`` (source ignored) was created; ``None`` when it has none."""
+        ...
+
+    async def newest_memory_time(self, scope: ReadScope) -> float | None:
+        """The record time of the newest memory of ``scope`` (source ignored), to within 10 ms; ``None``
+        when it has none."""
         ...
 
     # ---------------------------------------------------------------- records
@@ -381,6 +369,18 @@ class RecordStore(Protocol):
 
     async def select_calibration(self, agent_id: str, selected: bool) -> None:
         """Set the stored calibration's ``selected`` flag (it must exist)."""
+        ...
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Where finished recall traces go: one channel per agent, heard by whoever listens at that moment."""
+
+    async def publish(self, agent_id: str, payload: bytes) -> None:
+        """Publish one encoded trace on ``agent_id``'s channel, without waiting for any listener.
+
+        Raises :class:`~cpersona.BackendUnavailable` when the backend refused the trace or did not answer.
+        """
         ...
 
 

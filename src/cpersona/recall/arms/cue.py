@@ -11,8 +11,9 @@ Up to four lists are searched at once, each ``depth`` rows deep, and merged by r
 2. memory keyword — :meth:`~cpersona.stores.protocols.RecordStore.memory_keyword` with the period;
 3. episode vector and 4. episode full text — the same for episodes, when the caller asks for them.
 
-An episode's time is its start time, else the time it was recorded: that is what ``_documents`` writes
-to the episode's ``ts`` and what the engine writes to its vector's ``timestamp``, so both halves agree.
+An episode's time is its start time, else the time it was recorded: that is what
+``stores.redis.documents`` writes to the episode's ``ts`` and what the engine writes to its vector's
+``timestamp``, so both halves agree.
 
 **No scan window inside the period.** The ordinary near arm looks only at the newest ``scan_window``
 records by insertion sequence, and CPersona's cue half likewise took the newest ``MAX_MEMORIES`` of the

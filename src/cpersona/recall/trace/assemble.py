@@ -4,7 +4,7 @@ reordered, and why.
 The trace is read from what the recall already produced, never by running anything again: the chain's
 run (:class:`~cpersona.recall.stages.chain.ChainRun`) holds every set it made, so the fused and scored
 candidates, the gate's decisions, the count cut and the arms' lists are read from it by type. The only new
-work is the coverage ledger (``_coverage``), which reads the returned records' stored text.
+work is the coverage ledger (``recall.trace.coverage``), which reads the returned records' stored text.
 
 It carries references, ranks, scores and reasons, never stored text: a record is its ref (``mem:<id>``,
 ``ep:<id>``) and a part of the question is a span. The profile row, which has no ref in the response
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from cpersona.recall.stages.chain import ChainRun
     from cpersona.recall.stages.gate import GateConfig
     from cpersona.settings import Settings
-    from cpersona.stores.redis.recall_reads import HydratedRecord, StoredProfile
+    from cpersona.stores.protocols import HydratedRecord, StoredProfile
 
 __all__ = ["PROFILE_REF", "TRACE_VERSION", "build_trace"]
 

@@ -1,13 +1,13 @@
-"""The live trace channel: recall traces go to a bounded queue that one task publishes to Redis.
+"""The live trace channel: recall traces go to a bounded queue that one task hands to a trace sink.
 
-A recall never waits for Redis here. :meth:`TracePublisher.offer` puts ``(agent_id, trace)`` on an
+A recall never waits for the sink here. :meth:`TracePublisher.offer` puts ``(agent_id, trace)`` on an
 in-memory queue without blocking and returns at once; when the queue is full the trace is dropped and
-counted. One task (:meth:`TracePublisher.run`) takes traces off the queue and ``PUBLISH``es each one, as
-orjson, on the agent's channel (:meth:`Keys.trace_channel`), so a tailer subscribes to one agent, or to
-:attr:`Keys.trace_pattern` for all of them, on any worker that shares the Redis. ``PUBLISH`` does not wait
-for subscribers (Redis hands the message to whoever listens and forgets it), every call has a deadline,
-and a failed call is counted and logged, never raised. :meth:`TracePublisher.stats` is a snapshot of the
-counters, reported by ``/health`` under ``traces``.
+counted. One task (:meth:`TracePublisher.run`) takes traces off the queue and publishes each one, as
+orjson, through a :class:`~cpersona.stores.protocols.TraceSink` on the agent's channel (the Redis sink
+``PUBLISH``es on :meth:`Keys.trace_channel`, so a tailer subscribes to one agent, or to
+:attr:`Keys.trace_pattern` for all of them, on any worker that shares the Redis). A sink does not wait
+for subscribers, every call has a deadline, and a failed call is counted and logged, never raised.
+:meth:`TracePublisher.stats` is a snapshot of the counters, reported by ``/health`` under ``traces``.
 
 The trace is shared with the recall result, not copied: the recaller hands over a finished trace and
 nobody changes it afterwards, so serialising it later, in the publisher task, sees what the recall saw and
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
-import redis.exceptions
+
+from cpersona.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
-    from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import TraceSink
 
 __all__ = ["TracePublisher", "TraceStats", "encode_trace"]
 
@@ -39,7 +39,7 @@ log = logging.getLogger("cpersona.trace")
 # Drops and failures come in bursts (a stalled Redis fails every call for a while); one warning per
 # interval says so without flooding the log, and the counters keep the exact numbers.
 _WARN_INTERVAL_SECS = 10.0
-# At shutdown the queued traces get this long (at most) to reach Redis before they are given up.
+# At shutdown the queued traces get this long (at most) to reach the sink before they are given up.
 _FLUSH_SECS = 1.0
 
 _Item = tuple[str, Mapping[str, Any]]
@@ -49,8 +49,8 @@ _Item = tuple[str, Mapping[str, Any]]
 class TraceStats:
     """The publisher's counters at one moment.
 
-    ``published``: traces Redis accepted; ``dropped``: traces refused because the queue was full (or the
-    engine closed); ``failed``: traces taken off the queue that could not be published (Redis error,
+    ``published``: traces the sink accepted; ``dropped``: traces refused because the queue was full (or
+    the engine closed); ``failed``: traces taken off the queue that could not be published (backend error,
     missed deadline, a value JSON cannot hold); ``queued``: waiting now; ``capacity``: the queue's size.
     """
 
@@ -83,15 +83,14 @@ class TracePublisher:
     """A bounded queue of traces and the task that publishes them.
 
     ``capacity`` is the queue's size (``CPERSONA_TRACE_QUEUE_SIZE``); ``timeout_secs`` is the deadline of
-    one ``PUBLISH``. Start :meth:`run` in a task group for as long as the engine is open, or call
+    one publish to ``sink``. Start :meth:`run` in a task group for as long as the engine is open, or call
     :meth:`drain` to publish what is queued now (tests, and engines opened without background tasks).
     """
 
-    def __init__(self, redis: RedisClient, keys: Keys, *, capacity: int, timeout_secs: float) -> None:
+    def __init__(self, sink: TraceSink, *, capacity: int, timeout_secs: float) -> None:
         if capacity < 1:
             raise ValueError("the trace queue needs a capacity of at least 1")
-        self._redis = redis
-        self._keys = keys
+        self._sink = sink
         self._capacity = capacity
         self._timeout = timeout_secs
         self._send, self._receive = anyio.create_memory_object_stream[_Item](capacity)
@@ -133,7 +132,7 @@ class TracePublisher:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Publish queued traces until cancelled (start it in a task group; one per publisher).
 
-        On cancellation the traces still queued get a short, shielded moment to reach Redis, then the
+        On cancellation the traces still queued get a short, shielded moment to reach the sink, then the
         cancellation goes on.
         """
         if self._running:
@@ -169,7 +168,6 @@ class TracePublisher:
         self._receive.close()
 
     async def _publish(self, agent_id: str, trace: Mapping[str, Any]) -> None:
-        channel = self._keys.trace_channel(agent_id)
         try:
             payload = encode_trace(trace)
         except TypeError as exc:
@@ -179,8 +177,8 @@ class TracePublisher:
             return
         try:
             with anyio.fail_after(self._timeout):
-                await self._redis.publish(channel, payload)
-        except (redis.exceptions.RedisError, TimeoutError, OSError) as exc:
+                await self._sink.publish(agent_id, payload)
+        except (BackendUnavailable, TimeoutError) as exc:
             # Cancellation is not among these: it passes through untouched.
             self._failed += 1
             self._warn("failed", "trace publish failed (%d so far): %s", self._failed, _describe(exc))

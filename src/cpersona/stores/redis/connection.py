@@ -40,6 +40,7 @@ __all__ = [
     "RedisInfo",
     "close_redis",
     "connect_redis",
+    "describe_error",
     "module_versions",
     "new_client",
     "redact_url",
@@ -90,7 +91,7 @@ class redis_errors:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if isinstance(exc, _UNAVAILABLE):
-            raise RedisUnavailable(f"{self._action}: {_describe(exc)}") from exc
+            raise RedisUnavailable(f"{self._action}: {describe_error(exc)}") from exc
 
     async def __aenter__(self) -> None:
         return None
@@ -160,7 +161,7 @@ async def connect_redis(settings: Settings, url: str) -> RedisClient:
         except (*_UNAVAILABLE, redis.exceptions.RedisError) as exc:
             # At connect time any failure (refused, timeout, NOAUTH, MODULE LIST denied) means this
             # Redis cannot be used, so all of them become the one typed error.
-            raise RedisUnavailable(f"cannot use Redis at {where}: {_describe(exc)}") from exc
+            raise RedisUnavailable(f"cannot use Redis at {where}: {describe_error(exc)}") from exc
         missing = [name for name in REQUIRED_MODULES if name not in modules]
         if missing:
             raise RedisUnavailable(
@@ -212,7 +213,8 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """An error as one line of a message: its type, and its text when it has one."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -27,6 +27,7 @@ __all__ = [
     "documents",
     "keys_page",
     "newest_by_time",
+    "newest_field",
     "newest_keys",
     "ranked",
     "seq_at",
@@ -134,6 +135,16 @@ async def documents(
     """The whole documents of the ``num`` newest matches by ``sort``."""
     q = _query(query).sort_by(sort, asc=False).paging(0, num).dialect(2)
     return [doc for hit in (await _search(client, index, q)).hits if (doc := hit.document()) is not None]
+
+
+async def newest_field(
+    client: RedisClient, index: str, query: str, sort: SortField, field: str
+) -> str | None:
+    """One returned field of the newest match by ``sort``, as the search engine prints it (``None`` when
+    nothing matches or the match lacks the field)."""
+    q = _query(query).sort_by(sort, asc=False).paging(0, 1).return_fields(field).dialect(2)
+    found = await _search(client, index, q)
+    return found.hits[0].fields.get(field) if found.hits else None
 
 
 async def count(client: RedisClient, index: str, query: str) -> int:

@@ -24,7 +24,7 @@ from aredis_om import NotFoundError
 
 from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
-from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt
+from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt, StoredProfile
 from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
@@ -34,18 +34,19 @@ from cpersona.stores.redis.documents import (
     profile_from_doc,
     raw_from_doc,
 )
+from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from cpersona.keys import Keys
     from cpersona.model.candidates import ArmResult
     from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
-    from cpersona.stores.protocols import MemoryWrite, RecordKind, SearchedKind
+    from cpersona.stores.protocols import HydratedRecord, MemoryWrite, RecordKind, SearchedKind
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisRecordStore"]
@@ -121,11 +122,8 @@ class RedisRecordStore:
 
     async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
         index = self.keys.memory_index if kind == "memory" else self.keys.episode_index
-        unsourced = ReadScope(scope.agent_id, scope.project_id, scope.channel)
         async with redis_errors():
-            total, seq = await search.seq_at(
-                self.client, index, scope_query(unsourced, with_source=False), rank
-            )
+            total, seq = await search.seq_at(self.client, index, _unsourced(scope), rank)
         return SeqAt(total, seq)
 
     async def time_span(self, scope: ReadScope) -> tuple[float, float] | None:
@@ -139,6 +137,38 @@ class RedisRecordStore:
         async with redis_errors("reading the sources of the cue arm's vector hits failed"):
             found = await json_ops(self.client).mget(names, "$.source.id")
         return [values[0] if values and isinstance(values[0], str) else None for values in found]
+
+    # ------------------------------------------------------------------ what a recall reads besides its arms
+
+    async def hydrate(self, refs: Iterable[str]) -> dict[str, HydratedRecord]:
+        return await hydrate(self.client, self.keys, refs)
+
+    async def recall_profile(self, agent_id: str) -> StoredProfile | None:
+        # Read as plain JSON, not through the model: a recall renders the content and nothing else.
+        async with redis_errors():
+            doc = await json_ops(self.client).get(self.keys.profile(agent_id))
+        return StoredProfile(str(doc["content"])) if doc else None
+
+    async def calibrated_gate(self, agent_id: str) -> float | None:
+        doc = await self.calibration(agent_id)
+        if not doc or not doc.get("selected"):
+            return None
+        value = doc.get("threshold")
+        return float(value) if isinstance(value, int | float) else None
+
+    async def newest_episode_time(self, scope: ReadScope) -> float | None:
+        async with redis_errors():
+            docs = await search.documents(self.client, self.keys.episode_index, _unsourced(scope), "seq", 1)
+        return float(docs[0].get("created_at", 0.0)) if docs else None
+
+    async def newest_memory_time(self, scope: ReadScope) -> float | None:
+        # The sortable field as the search engine prints it (12 significant digits), as the recall has
+        # always read it: the anchor of the age prior, where a centisecond moves nothing.
+        async with redis_errors():
+            value = await search.newest_field(
+                self.client, self.keys.memory_index, _unsourced(scope), "ts", "ts"
+            )
+        return None if value is None else float(value)
 
     # ------------------------------------------------------------------ records
 
@@ -318,6 +348,11 @@ _LISTED: Mapping[RecordKind, Callable[[Keys], tuple[str, search.SortField]]] = {
     "episode": lambda keys: (keys.episode_index, "seq"),
     "raw": lambda keys: (keys.raw_index, "ts"),
 }
+
+
+def _unsourced(scope: ReadScope) -> str:
+    """The query of ``scope`` with its source filter left out (a count or a newest time of the scope)."""
+    return scope_query(ReadScope(scope.agent_id, scope.project_id, scope.channel), with_source=False)
 
 
 def _from_doc(kind: RecordKind, doc: Mapping[str, Any]) -> MemoryRecord | EpisodeRecord | RawRecord:
