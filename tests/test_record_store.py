@@ -96,6 +96,10 @@ def refs(records: Sequence[object]) -> list[str]:
     return [r.ref for r in records]  # type: ignore[attr-defined]
 
 
+async def test_a_reachable_store_answers_ping(store: RecordStore) -> None:
+    await store.ping()  # the unreachable case below raises RedisUnavailable
+
+
 async def test_the_adapter_is_a_record_store(store: RecordStore) -> None:
     assert isinstance(store, RecordStore)
 
@@ -367,6 +371,8 @@ async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) ->
             await store.recall_profile("a")
         with pytest.raises(RedisUnavailable):
             await store.newest_memory_time(ReadScope("a"))
+        with pytest.raises(RedisUnavailable):
+            await store.ping()
     finally:
         await close_redis(gone)
 

@@ -12,7 +12,6 @@ from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, R
 from cpersona.model.scope import ReadScope
 from cpersona.recall.request import recall_request
 from cpersona.stores.protocols import scope_filter
-from cpersona.stores.redis.connection import redis_errors
 
 if TYPE_CHECKING:
     import random
@@ -88,8 +87,7 @@ async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
 
 async def health(life: Lifecycle) -> dict[str, Any]:
     b = life.backends
-    async with redis_errors():
-        await b.redis.ping()
+    await b.records.ping()
     return {
         "ok": True,
         "redis": {**b.redis_info, "embedded": life.settings.embedded_redis},

@@ -206,6 +206,10 @@ class RecordStore(Protocol):
         """Drop the index entries of superseded document versions now (best effort)."""
         ...
 
+    async def ping(self) -> None:
+        """Answer if the store is reachable within its deadline; raise ``RedisUnavailable`` if not."""
+        ...
+
     # ---------------------------------------------------------------- searches of the recall arms
 
     async def memory_keyword(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
+
+from cpersona.settings import RecallMode
 
 __all__ = ["DEFAULT_BATCH", "build_parser"]
 
@@ -81,7 +83,7 @@ def _read_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--channel", help="channel (sees the channel and the global pool)")
     p.add_argument("--source", help="source id, or a prefix when it ends in a non-alphanumeric")
     p.add_argument("--limit", type=int, default=10, help="rows to return (default 10)")
-    p.add_argument("--mode", choices=("rrf", "rsf", "cascade"), help="fusion mode (CPERSONA_RECALL_MODE)")
+    p.add_argument("--mode", choices=get_args(RecallMode), help="fusion mode (CPERSONA_RECALL_MODE)")
     p.add_argument("--deep", action="store_true", help="halve the gate's thresholds")
     p.add_argument("--full", action="store_true", help="whole contents, not 500-character previews")
     p.add_argument(

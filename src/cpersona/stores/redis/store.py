@@ -76,6 +76,10 @@ class RedisRecordStore:
         async with redis_errors():
             await ensure_indexes(self.client, self.keys)
 
+    async def ping(self) -> None:
+        async with redis_errors():
+            await self.client.ping()
+
     async def collect_garbage(self) -> None:
         """Run the search module's garbage collector on every index now.
 
