@@ -22,6 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import httpx
 import pytest
 
 import cpersona
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
+
+    from starlette.applications import Starlette
+    from starlette.types import Receive, Scope, Send
 
     from cpersona.stores.redis.connection import RedisClient
 
@@ -98,6 +102,32 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Engines that use it must not take the data-dir lock: give them ``redis_url`` and ``qdrant_url``.
     """
     return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def serve_asgi() -> Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]:
+    """An HTTP client on an app, its lifespan entered for as long as the client is open.
+
+    httpx's ASGI transport does not run the lifespan, and an ``AsyncClient`` fixture cannot hold the task
+    group that ``serving`` runs it in, so the app's lifespan context is entered directly and its state
+    handed to each request, as Starlette's router does. Give the app ``background=False``: background
+    tasks need a task group around the app's life.
+    """
+
+    @contextlib.asynccontextmanager
+    async def serve(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+        async with app.router.lifespan_context(app) as state:
+            assert state is not None
+
+            async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+                scope["state"] = dict(state)
+                await app(scope, receive, send)
+
+            transport = httpx.ASGITransport(app=with_state)
+            async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
+                yield client
+
+    return serve
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,8 @@ from cpersona.engine.facade import Engine
 from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
     from starlette.applications import Starlette
@@ -73,22 +74,14 @@ def http_settings(settings: Settings, redis: RedisClient) -> Settings:
 
 
 @pytest.fixture
-async def client(http_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def client(
+    http_settings: Settings,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> AsyncIterator[httpx.AsyncClient]:
     # pytest-asyncio sets a fixture up and tears it down in different tasks, so this fixture cannot
-    # hold the task group that ``serving`` runs the ASGI lifespan in. It enters the app's lifespan
-    # context directly instead and hands its state to each request, as Starlette's router does. For the
-    # same reason the lifespan runs no background tasks (they need a task group around the app's life).
-    app = create_app(http_settings, max_body_bytes=4096, background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as c:
-            yield c
+    # hold the task group that ``serving`` runs the ASGI lifespan in (see ``serve_asgi``).
+    async with serve_asgi(create_app(http_settings, max_body_bytes=4096, background=False)) as c:
+        yield c
 
 
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> dict[str, Any]:

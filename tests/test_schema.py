@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 
 from cpersona.edges.http.app import create_app, openapi_document
@@ -18,9 +17,11 @@ from cpersona.settings import Settings
 from cpersona.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
 
-    from starlette.types import Receive, Scope, Send
+    import httpx
+    from starlette.applications import Starlette
 
     from cpersona.stores.redis.connection import RedisClient
 
@@ -70,18 +71,14 @@ NO_SUCCESS = {("POST", "/v1/recall/calibrate")}
 
 
 @pytest.fixture
-async def client(settings: Settings, redis: RedisClient) -> AsyncIterator[httpx.AsyncClient]:
+async def client(
+    settings: Settings,
+    redis: RedisClient,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as c:
-            yield c
+    async with serve_asgi(app) as c:
+        yield c
 
 
 def test_every_route_has_a_case() -> None:
