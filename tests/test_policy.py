@@ -365,6 +365,17 @@ def test_a_cue_move_on_the_wrong_side_of_the_count_is_refused(
     assert (err.name, err.problem) == ("policy file child.toml", problem)
 
 
+def test_a_chain_with_both_cue_moves_is_refused(tmp_path: Path) -> None:
+    # Each move lifts a row by at most L places; two in one chain could lift it by 2L.
+    chain = '["fuse", "score", "gate", "autocut", "cue_before_count", "count", "cue_after_count", "seats"]'
+    text = f'name = "child"\nextends = "single-pass-v0"\nchain = {chain}\n{CUE_TABLE}'
+    err = refused(folder(tmp_path, child=text))
+    assert (err.name, err.problem) == (
+        "policy file child.toml",
+        "chain names both cue_before_count and cue_after_count: a recall moves rows once",
+    )
+
+
 def test_a_policy_with_a_cue_may_list_no_cue_move(tmp_path: Path) -> None:
     # The cue arm and its seats still run; the rows are never moved.
     d = folder(tmp_path, still=f'name = "still"\nextends = "single-pass-v0"\n{CUE_TABLE}')

@@ -220,6 +220,18 @@ async def test_update_replaces_and_reembeds(engine: cpersona.Engine) -> None:
     assert (await engine.store("the meeting moved to Tuesday", agent_id="a")).result == "skipped"
 
 
+async def test_a_python_update_resets_a_field_given_as_none(keyword_engine: cpersona.Engine) -> None:
+    stored = await keyword_engine.store(
+        "with metadata", agent_id="a", metadata={"k": 1}, emotion="joy", store="semantic"
+    )
+    updated = await keyword_engine.update(stored.ref, agent_id="a", metadata=None, emotion=None)
+    assert updated.metadata == {}
+    assert updated.emotion.joy == 0.0
+    # A field left out keeps its value.
+    assert updated.store == "semantic"
+    assert updated.content == "with metadata"
+
+
 async def test_list_newest_first_within_scope(keyword_engine: cpersona.Engine) -> None:
     for i in range(3):
         await keyword_engine.store(f"p{i}", agent_id="a", project_id="p")

@@ -15,7 +15,7 @@ from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
-from cpersona.model.fields import given, validate
+from cpersona.model.fields import UNSET, Unset, given, given_set, validate
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
@@ -336,18 +336,20 @@ class Engine:
         ref: str,
         *,
         agent_id: str,
-        content: Content | Mapping[str, Any] | None = None,
-        metadata: Any = None,
-        emotion: Emotion | Mapping[str, float] | None = None,
-        meta: MetaBody | Mapping[str, Any] | None = None,
-        store: StoreKind | None = None,
-        timestamp: float | str | datetime | None = None,
+        content: Content | Mapping[str, Any] | Unset = UNSET,
+        metadata: Any = UNSET,
+        emotion: Emotion | Mapping[str, float] | Unset | None = UNSET,
+        meta: MetaBody | Mapping[str, Any] | Unset | None = UNSET,
+        store: StoreKind | Unset | None = UNSET,
+        timestamp: float | str | datetime | Unset | None = UNSET,
     ) -> MemoryRecord:
         """Replace the given fields of a memory wholesale (:class:`~cpersona.UpdateRequest`).
 
-        A content change re-embeds the memory and moves its dedup claim.
+        A content change re-embeds the memory and moves its dedup claim. A field given as ``None`` is
+        reset (no metadata, no emotion, no meta-memory, the content's store kind, now); a field left
+        out keeps its value.
         """
-        body = given(
+        body = given_set(
             agent_id=agent_id, content=content, metadata=metadata, emotion=emotion, meta=meta, store=store,
             timestamp=timestamp,
         )  # fmt: skip

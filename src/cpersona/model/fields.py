@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import enum
 import math
 import unicodedata
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import orjson
 from pydantic import (
@@ -49,11 +50,14 @@ __all__ = [
     "KeyText",
     "Limit",
     "QueryModel",
+    "UNSET",
     "RequestModel",
+    "Unset",
     "Unit01",
     "arguments",
     "check",
     "given",
+    "given_set",
     "invalid",
     "json_size",
     "path",
@@ -257,6 +261,22 @@ def arguments(request: BaseModel) -> dict[str, Any]:
 def given(**values: object) -> dict[str, object]:
     """The keyword arguments a typed call was given: a ``None`` stands for one left out."""
     return {name: value for name, value in values.items() if value is not None}
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+
+UNSET: Final = _Unset.UNSET
+"""The default of a keyword whose ``None`` means something (an update's null resets its field)."""
+
+Unset = Literal[_Unset.UNSET]
+
+
+def given_set(**values: object) -> dict[str, object]:
+    """The keyword arguments a typed call was given, where ``None`` is a value and :data:`UNSET` is
+    one left out."""
+    return {name: value for name, value in values.items() if value is not UNSET}
 
 
 def validate(

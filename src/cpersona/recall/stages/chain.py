@@ -353,7 +353,8 @@ STAGES: Mapping[str, Stage[Any, Any]] = {
 
 def build_chain(policy: Policy) -> Chain:
     """The chain ``policy`` names, checked: refused with :class:`~cpersona.InvalidSetting` naming the
-    policy's file and the ``chain`` entry at fault (unknown, repeated, missing a table, or mis-wired)."""
+    policy's file and the ``chain`` entry at fault (unknown, repeated, missing a table, or mis-wired),
+    or both cue moves at once."""
     where = f"policy file {policy.name}.toml"
     for index, name in enumerate(policy.chain):
         key = f"chain[{index}]"
@@ -367,6 +368,12 @@ def build_chain(policy: Policy) -> Chain:
         missing = [table for table in stage.reads if getattr(policy, table) is None]
         if missing:
             raise InvalidSetting(where, f"{key} names {name}, which needs a [{missing[0]}] table")
+    if CUE_BEFORE_COUNT.name in policy.chain and CUE_AFTER_COUNT.name in policy.chain:
+        # Each move is bounded by L; two would let a row climb 2L places.
+        raise InvalidSetting(
+            where,
+            f"chain names both {CUE_BEFORE_COUNT.name} and {CUE_AFTER_COUNT.name}: a recall moves rows once",
+        )
     try:
         return _wired(policy.chain)
     except GraphError as exc:
