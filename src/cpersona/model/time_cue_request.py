@@ -58,13 +58,6 @@ def _ago_branch(value: Any) -> str:
     return f"{TAG}period" if isinstance(value, Mapping | AgoBody) else f"{TAG}word"
 
 
-def _moment(end_of_day: bool) -> Any:
-    def read(raw: object) -> float:
-        return _parse_time(raw, end_of_day=end_of_day)
-
-    return read
-
-
 _AgoPart = Annotated[
     Annotated[AgoBody, Tag(f"{TAG}period")] | Annotated[Literal["long_ago"], Tag(f"{TAG}word")],
     Discriminator(_ago_branch),

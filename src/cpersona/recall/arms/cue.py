@@ -57,7 +57,7 @@ import anyio
 
 from cpersona.errors import CpersonaError
 from cpersona.model.candidates import ArmResult, ArmRow
-from cpersona.recall.arms.vector import _ranked
+from cpersona.recall.arms.vector import ranked_hits
 from cpersona.stores.protocols import scope_filter
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ async def _vector_rows(
     # The filter's ranges are inclusive below and exclusive above, the period's own [start, end).
     flt = dataclasses.replace(scope_filter(scope, (kind,)), min_timestamp=period[0], max_timestamp=period[1])
     hits = await vectors.search(vector, flt, fetch)
-    return _ranked("cue", hits, floor, fetch)
+    return ranked_hits("cue", hits, floor, fetch)
 
 
 async def _memory_vector_in_source(

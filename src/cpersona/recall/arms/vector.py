@@ -26,7 +26,7 @@ from cpersona.stores.protocols import scope_filter
 if TYPE_CHECKING:
     from cpersona.stores.protocols import PointKind, RecordStore, SearchedKind, Vector, VectorHit, VectorStore
 
-__all__ = ["ScopeStats", "ScopeStatsCache", "vector_far", "vector_near"]
+__all__ = ["ScopeStats", "ScopeStatsCache", "ranked_hits", "vector_far", "vector_near"]
 
 _STATS_TTL_SECS = 60.0
 _STATS_MAX_ENTRIES = 4096
@@ -123,7 +123,8 @@ async def _two_kinds(
     return sorted(merged, key=lambda h: -h.score)
 
 
-def _ranked(arm: str, hits: list[VectorHit], floor: float, fetch: int) -> tuple[ArmRow, ...]:
+def ranked_hits(arm: str, hits: list[VectorHit], floor: float, fetch: int) -> tuple[ArmRow, ...]:
+    """The first ``fetch`` hits at or above ``floor`` as an arm's ranked rows (the vector and cue arms)."""
     rows: list[ArmRow] = []
     for hit in hits:
         if hit.score < floor:
@@ -150,7 +151,7 @@ async def vector_near(
     if with_episodes:
         bounds["episode"] = (stats.episodes.window_start, None)
     hits = await _two_kinds(vectors, vector, scope, fetch, bounds)
-    return ArmResult("vector_near", _ranked("vector_near", hits, floor, fetch))
+    return ArmResult("vector_near", ranked_hits("vector_near", hits, floor, fetch))
 
 
 async def vector_far(
@@ -172,4 +173,4 @@ async def vector_far(
     if not bounds:
         return ArmResult("vector_far")
     hits = await _two_kinds(vectors, vector, scope, fetch, bounds)
-    return ArmResult("vector_far", _ranked("vector_far", hits, floor, fetch))
+    return ArmResult("vector_far", ranked_hits("vector_far", hits, floor, fetch))

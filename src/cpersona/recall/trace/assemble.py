@@ -25,8 +25,9 @@ Fields whose meaning the seed leaves to the implementation:
 ``autocut``
     ``kept`` is how many rows it left, ``dropped`` the refs it removed.
 ``timing_ms``
-    The recall's own times (``retrieve``, one per stage, ``total`` — the recall without the trace), then
-    ``trace`` (building this record, the ledger excluded) and ``coverage`` (the ledger).
+    The recall's own times (``retrieve``, one per stage its policy's chain lists, ``total`` — the recall
+    without the trace), then ``trace`` (building this record, the ledger excluded) and ``coverage`` (the
+    ledger).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ n-gram tokenizer, so this module rebuilds that behaviour from two halves:
 * **Query terms** follow CPersona's rules exactly (:func:`fts_terms`): Chinese and Japanese runs become
   their overlapping 3-grams, other tokens of three or more characters are kept whole.
 * **Document side**: every memory and episode document carries a ``grams`` array (:func:`doc_grams`,
-  written by ``_documents``) indexed as a ``TEXT NOSTEM`` field. Each CJK run of the text becomes one array
+  written by ``documents``) indexed as a ``TEXT NOSTEM`` field. Each CJK run of the text becomes one array
   element holding the run's overlapping 3-grams, so a 3-gram term is one exact token and a longer CJK
   substring is an exact phrase of consecutive grams. Elements of a multi-value field sit far apart in
   token positions (RediSearch's ``MULTI_TEXT_SLOP``), so a phrase never joins the end of one run to the
@@ -115,7 +115,7 @@ _NON_ASCII_BOUNDARY = frozenset("PSZ")
 _INDEX_ODD = re.compile(r"[\\\x00-\x1f\x7f-\x9f]")
 _WORDISH = re.compile(r"\w")
 
-# A value no scope tag can take (tags are lowercase hex or ``x``, see ``_documents.tag``).
+# A value no scope tag can take (tags are lowercase hex or ``x``, see ``stores.redis.scope.tag``).
 _NO_TAG = "z"
 _SCOPE_CLAUSE = re.compile(r"@(\w+):\{([^{}\s]+)\}")
 
@@ -294,7 +294,8 @@ def clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> l
 
 
 def unscored(scope_clause: str) -> str:
-    """``scope_clause`` (from ``ReadScope.redis_query``) rewritten so that it filters without scoring.
+    """``scope_clause`` (from :func:`~cpersona.stores.redis.scope.scope_query`) rewritten to filter
+    without scoring.
 
     RediSearch scores tag matches like words (BM25STD gives a tag value an idf), which would rank rows by
     how rare their project or channel is. A query attribute ``$weight: 0`` silences a clause, but the

@@ -151,7 +151,9 @@ class RedisRecordStore:
         # Read as plain JSON, not through the model: a recall renders the content and nothing else.
         async with redis_errors():
             doc = await json_ops(self.client).get(self.keys.profile(agent_id))
-        return StoredProfile(str(doc["content"])) if doc else None
+        # A profile document without text (written by hand) is no profile, rather than a failed recall.
+        content = doc.get("content") if isinstance(doc, dict) else None
+        return StoredProfile(content) if isinstance(content, str) else None
 
     async def calibrated_gate(self, agent_id: str) -> float | None:
         doc = await self.calibration(agent_id)
