@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     key_prefix: str = "cpersona"
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8077
+    # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
+    url: str | None = None
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
     embedding_url: str | None = None
@@ -132,6 +134,8 @@ class Settings(BaseSettings):
             raise InvalidSetting("CPERSONA_EMBEDDING_URL", "is required when CPERSONA_EMBEDDING_MODE=http")
         if self.embedding_mode == "api" and not self.embedding_api_key:
             raise InvalidSetting("CPERSONA_EMBEDDING_API_KEY", "is required when CPERSONA_EMBEDDING_MODE=api")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise InvalidSetting("CPERSONA_URL", "must be an http:// or https:// URL")
         if not self.key_prefix or ":" in self.key_prefix:
             raise InvalidSetting("CPERSONA_KEY_PREFIX", "must be non-empty and contain no ':'")
         return self

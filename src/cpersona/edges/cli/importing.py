@@ -2,7 +2,9 @@
 
 Each line is validated on its own (so a bad line is named by its number and a good batch never fails),
 the good ones are written in batches, and a bad line is skipped or stops the import, as asked; the lines
-before it are stored either way.
+before it are stored either way, and the import exits 2 whenever a line failed. In-process, each batch's
+blocks are built before the bar moves past it, so the bar ends when the import is really done; against a
+running server its own worker builds them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncGenerator
 
-    from cpersona.engine.facade import Engine
+    from cpersona.edges.cli.service import Service, Validated
     from cpersona.settings import Settings
 
 __all__ = ["import_jsonl"]
@@ -61,7 +63,7 @@ async def _count_lines(path: anyio.Path) -> int:
     return count + (last != b"\n")
 
 
-def _parse_line(line: bytes, agent: str | None, settings: Settings) -> StoreRequest:
+def _parse_line(line: bytes, agent: str | None, settings: Settings) -> Validated:
     """One JSONL line as a validated ``/v1/encode`` body; raises :class:`InvalidRequest` naming the field."""
     try:
         body = orjson.loads(line)
@@ -74,22 +76,23 @@ def _parse_line(line: bytes, agent: str | None, settings: Settings) -> StoreRequ
     # Validate here, line by line, so a bad line is named by its number and a good batch never fails.
     request = validate(StoreRequest, body, settings)
     request.draft(settings)
-    return request
+    return body, request
 
 
 @dataclasses.dataclass(slots=True)
 class _Importer:
     """The running import: the batch being gathered, the tally, the progress bar."""
 
-    engine: Engine
+    service: Service
     bar: tqdm[Any]
     agent: str | None
     batch_size: int
     stop_on_error: bool
-    batch: list[tuple[int, StoreRequest]] = dataclasses.field(default_factory=list)
+    batch: list[tuple[int, Validated]] = dataclasses.field(default_factory=list)
     stored: int = 0
     skipped: int = 0
     failed: int = 0
+    built: int | None = None
 
     def report(self, number: int, exc: InvalidRequest) -> InvalidRequest:
         self.failed += 1
@@ -102,7 +105,7 @@ class _Importer:
             self.bar.update(1)
             return None
         try:
-            self.batch.append((number, _parse_line(line, self.agent, self.engine.settings)))
+            self.batch.append((number, _parse_line(line, self.agent, self.service.settings)))
         except InvalidRequest as exc:
             bad = self.report(number, exc)
             self.bar.update(1)
@@ -113,7 +116,7 @@ class _Importer:
         if not self.batch:
             return None
         try:
-            result = await self.engine.store_batch([body for _, body in self.batch])
+            result = await self.service.store_batch([body for _, body in self.batch])
         except InvalidRequest as exc:
             # Every line was validated on its own, so this is only a safety net; it still names the
             # line, and stops whatever --on-error says, since nothing of this batch was written.
@@ -123,11 +126,18 @@ class _Importer:
             number = self.batch[int(match.group(1))][0]
             self.batch.clear()
             return self.report(number, InvalidRequest(match.group(2) or "body", exc.problem))
-        self.stored += result.stored
-        self.skipped += result.skipped
+        self.stored += result["stored"]
+        self.skipped += result["skipped"]
+        if result["stored"]:
+            await self.build_blocks()
         self.bar.update(len(self.batch))
         self.batch.clear()
         return None
+
+    async def build_blocks(self) -> None:
+        built = await self.service.drain_blocks()
+        if built is not None:
+            self.built = (self.built or 0) + built
 
     async def run(self, path: anyio.Path) -> InvalidRequest | None:
         async with contextlib.aclosing(_read_lines(path)) as lines:
@@ -140,8 +150,8 @@ class _Importer:
         return last if stop is None else stop
 
 
-async def import_jsonl(engine: Engine, args: argparse.Namespace) -> int:
-    settings = engine.settings
+async def import_jsonl(service: Service, args: argparse.Namespace) -> int:
+    settings = service.settings
     if not 1 <= args.batch_size <= settings.batch_max:
         raise InvalidRequest("--batch-size", f"must be between 1 and {settings.batch_max}")
     path = anyio.Path(args.file)
@@ -151,7 +161,7 @@ async def import_jsonl(engine: Engine, args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Shown on a pipe too (not only on a terminal), so a log of the import shows how far it got.
     bar = tqdm(total=total, desc="import", unit="rec", file=sys.stderr, disable=args.no_progress)
-    importer = _Importer(engine, bar, args.agent, args.batch_size, stop_on_error=args.on_error == "stop")
+    importer = _Importer(service, bar, args.agent, args.batch_size, stop_on_error=args.on_error == "stop")
     try:
         stop = await importer.run(path)
     finally:
@@ -163,11 +173,14 @@ async def import_jsonl(engine: Engine, args: argparse.Namespace) -> int:
         f"stored {importer.stored}, skipped {importer.skipped} (duplicates), failed {importer.failed} "
         f"in {elapsed:.2f} s ({rate:.1f} records/s)"
     )
-    if engine.builds_blocks and importer.stored:
-        # No worker runs in a one-shot command: build the new records' blocks before exiting.
-        built = await engine.drain_blocks()
-        print(f"built the blocks of {built} record(s)")
+    if importer.built is not None:
+        print(f"built the blocks of {importer.built} record(s)")
+    elif service.where is not None and importer.stored:
+        print(f"the server at {service.where} builds their blocks")
     if stop is not None:
         print(f"error: {stop}; stopped there (lines before it were stored)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if importer.failed:
+        print(f"error: {importer.failed} line(s) failed and were skipped (named above)", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_OK

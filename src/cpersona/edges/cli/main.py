@@ -2,20 +2,24 @@
 follow recall traces live (``cpersona trace tail``).
 
 The command parses its arguments, reads the settings (``CPERSONA_*`` variables plus a few flags), and
-then makes one ``anyio.run`` call that opens the engine and awaits the library; it holds no logic of its
-own beyond presenting results. Exit codes:
+then makes one ``anyio.run`` call that awaits the library; it holds no logic of its own beyond presenting
+results. It opens the engine itself unless a server is there to ask: ``CPERSONA_URL``, or the
+``cpersona serve`` that holds the data dir (:mod:`~cpersona.edges.cli.service`), which it then asks over
+HTTP and prints the same. Exit codes:
 
 - 0 success
 - 1 the record does not exist, or another failure the message explains
 - 2 bad input (a field, a flag, a JSONL line, a setting); the message is ``error: <field>: <problem>``
 - 3 a backend (Redis, the vector store, the embedder) is unavailable
 - 130 interrupted
+- 141 the reader of the output went away (``cpersona get … | head``)
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import time
@@ -28,6 +32,7 @@ import orjson
 from cpersona.edges.cli.importing import import_jsonl
 from cpersona.edges.cli.outcomes import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -35,13 +40,12 @@ from cpersona.edges.cli.outcomes import (
     BadInput,
 )
 from cpersona.edges.cli.parser import build_parser
+from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
+from cpersona.edges.cli.serving import serve_command
 from cpersona.edges.cli.trace_tail import tail_traces
-from cpersona.edges.http.app import record_to_json, serve, single_error
+from cpersona.edges.http.app import single_error
 from cpersona.engine.facade import Engine
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, InvalidSetting
-from cpersona.model.fields import arguments, validate
-from cpersona.model.memory_request import StoreRequest
-from cpersona.model.recall_query import RecallQuery
 from cpersona.settings import Settings
 
 __all__ = ["main", "when_to_cue"]
@@ -64,14 +68,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 # --------------------------------------------------------------------------------------------- commands
 
 
-async def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    if not await serve(settings):
-        print("error: the server did not start (the log above says why)", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    return EXIT_OK
-
-
-async def _remember(engine: Engine, args: argparse.Namespace) -> int:
+async def _remember(service: Service, args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"agent_id": args.agent}
     for name, value in (("project_id", args.project), ("channel", args.channel), ("id", args.msg_id)):
         if value is not None:
@@ -83,17 +80,15 @@ async def _remember(engine: Engine, args: argparse.Namespace) -> int:
             fields["metadata"] = orjson.loads(args.metadata)
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest("metadata", f"is not valid JSON ({exc})") from None
-    result = await engine.store(
-        **arguments(validate(StoreRequest, {"content": args.text, **fields}, engine.settings))
-    )
+    result = await service.store({"content": args.text, **fields})
     if args.json:
-        print(orjson.dumps(result.to_json()).decode())
+        print(orjson.dumps(result).decode())
         return EXIT_OK
-    line = f"{result.result} {result.ref}"
-    if result.skipped_reason:
-        line += f" ({result.skipped_reason})"
+    line = f"{result['result']} {result['ref']}"
+    if result.get("reason"):
+        line += f" ({result['reason']})"
     print(line)
-    for warning in result.warnings:
+    for warning in result.get("warnings", ()):
         print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
@@ -106,8 +101,8 @@ def _number_or_text(value: str) -> float | str:
         return value
 
 
-async def _stats(engine: Engine, args: argparse.Namespace) -> int:
-    stats = await engine.stats(args.agent)
+async def _stats(service: Service, args: argparse.Namespace) -> int:
+    stats = await service.stats(args.agent)
     if args.json:
         print(orjson.dumps(stats).decode())
         return EXIT_OK
@@ -117,13 +112,13 @@ async def _stats(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _get(engine: Engine, args: argparse.Namespace) -> int:
-    record = await engine.get(args.ref, agent_id=args.agent)
-    print(orjson.dumps(record_to_json(record), option=orjson.OPT_INDENT_2).decode())
+async def _get(service: Service, args: argparse.Namespace) -> int:
+    record = await service.get(args.ref, args.agent)
+    print(orjson.dumps(record, option=orjson.OPT_INDENT_2).decode())
     return EXIT_OK
 
 
-async def _recall(engine: Engine, args: argparse.Namespace) -> int:
+async def _recall(service: Service, args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"agent_id": args.agent, "limit": args.limit, "deep": args.deep}
     for name, value in (
         ("project_id", args.project),
@@ -136,25 +131,27 @@ async def _recall(engine: Engine, args: argparse.Namespace) -> int:
     if args.when is not None:
         fields["time_cue"] = when_to_cue(args.when)
     body = {"query": args.question, "full_content": args.full, **fields}
-    result = await engine.recall(**arguments(validate(RecallQuery, body, engine.settings)))
+    result = await service.recall(body)
     if args.json:
-        print(orjson.dumps(result.to_json()).decode())
+        print(orjson.dumps(result).decode())
         return EXIT_OK
-    print(f"{len(result.rows)} row(s), policy {result.policy['process']}, mode {result.mode}")
-    if result.time_cue is not None:
-        print("time cue: " + ", ".join(f"{k} {v}" for k, v in result.time_cue.items() if k != "policy"))
-    for degraded in result.degraded:
-        print(f"degraded: {degraded.arm} {degraded.status} ({degraded.detail})", file=sys.stderr)
-    width = max((len(str(r.ref)) for r in result.rows), default=3)
-    for n, row in enumerate(result.rows, 1):
-        reason = row.match_reason or {}
+    rows = result["rows"]
+    print(f"{len(rows)} row(s), policy {result['policy']['process']}, mode {result['mode']}")
+    time_cue = result.get("time_cue")
+    if time_cue is not None:
+        print("time cue: " + ", ".join(f"{k} {v}" for k, v in time_cue.items() if k != "policy"))
+    for degraded in result.get("degraded", ()):
+        print(f"degraded: {degraded['arm']} {degraded['status']} ({degraded['detail']})", file=sys.stderr)
+    width = max((len(str(r.get("ref"))) for r in rows), default=3)
+    for n, row in enumerate(rows, 1):
+        reason = row.get("match_reason") or {}
         signal = str(reason.get("signal", "-"))
         score = reason.get("score", reason.get("cosine"))
         shown = "" if score is None else f"{score:.4f}"
-        text = " ".join(row.content.split())
+        text = " ".join(str(row.get("content", "")).split())
         if len(text) > 100:
             text = text[:99] + "…"
-        print(f"{n:>3}  {row.ref!s:<{width}}  {signal:<6} {shown:>7}  {text}")
+        print(f"{n:>3}  {row.get('ref')!s:<{width}}  {signal:<6} {shown:>7}  {text}")
     return EXIT_OK
 
 
@@ -220,15 +217,15 @@ async def _trace_tail(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _forget(engine: Engine, args: argparse.Namespace) -> int:
-    result = await engine.delete_agent_data(args.agent)
-    print(f"deleted {result.deleted} record(s) of agent {args.agent!r}")
+async def _forget(service: Service, args: argparse.Namespace) -> int:
+    result = await service.forget(args.agent)
+    print(f"deleted {result['deleted']} record(s) of agent {args.agent!r}")
     return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------------ main
 
-_Command = Callable[[Engine, argparse.Namespace], Awaitable[int]]
+_Command = Callable[[Service, argparse.Namespace], Awaitable[int]]
 _COMMANDS: dict[str, _Command] = {
     "remember": _remember,
     "import": import_jsonl,
@@ -236,19 +233,29 @@ _COMMANDS: dict[str, _Command] = {
     "get": _get,
     "forget": _forget,
     "recall": _recall,
-    "optimize": _optimize,
 }
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "serve":
-        return await _serve(settings, args)
+        return await serve_command(settings)
     if args.command == "trace":
         return await _trace_tail(settings, args)
     if args.command == "forget" and not args.yes:
         raise InvalidRequest("--yes", f"is required to delete all data of agent {args.agent!r}")
-    async with Engine(settings) as engine:
-        return await _COMMANDS[args.command](engine, args)
+    url = server_url(settings)
+    if url is None:
+        async with Engine(settings) as engine:
+            if args.command == "optimize":
+                return await _optimize(engine, args)
+            return await _COMMANDS[args.command](LocalService(engine), args)
+    if args.command == "optimize":
+        raise ServerRefused(
+            f"the server at {url} holds the data dir, and optimize runs only in-process: stop the server, "
+            "run optimize, start it again"
+        )
+    async with RemoteService.client(url) as client:
+        return await _COMMANDS[args.command](RemoteService(settings, url, client), args)
 
 
 def _fail(exc: BaseException) -> int:
@@ -281,4 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        return _fail(single_error(exc))
+        error = single_error(exc)
+        if isinstance(error, BrokenPipeError):
+            return _reader_gone()
+        return _fail(error)
+
+
+def _reader_gone() -> int:
+    # Whatever is still buffered for stdout would fail again when the interpreter flushes it at exit
+    # (and print a traceback there): point stdout at /dev/null first.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from cpersona.settings import RecallMode
+from cpersona.version import __version__
 
 __all__ = ["DEFAULT_BATCH", "build_parser"]
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An asynchronous recall engine for agent memory. Settings come from CPERSONA_* "
         "variables; a flag overrides its variable.",
     )
+    parser.add_argument("--version", action="version", version=f"cpersona {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", parents=[common], help="run the HTTP API")

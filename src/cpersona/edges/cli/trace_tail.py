@@ -5,7 +5,9 @@ is unset, the embedded server that a running engine started for the data dir, fo
 ``redis/redis.url`` file that :class:`~cpersona.stores.redis.server.EmbeddedRedis` writes (it never starts a
 Redis of its own: the data dir belongs to the engine) — subscribes to one agent's trace channel or to the
 pattern of all of them, and prints each trace: one JSON object per line (``--json``), or a short readable
-account of the recall, stage by stage.
+account of the recall, stage by stage. When that Redis goes away (the server restarts) the tailer says
+so and subscribes again once it is back, reading the URL file anew (a restarted server may listen
+elsewhere).
 
 A trace carries references and scores, never stored text and not the question, so the readable account
 shows what each stage did to which refs: the arms' lists, the gate's decisions, what autocut and the
@@ -15,6 +17,7 @@ count cut removed, the held seats, the coverage ledger's summary and the timing.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +38,9 @@ __all__ = ["render_trace", "tail_traces", "trace_redis_url"]
 # How long one wait for a message lasts. The wait is repeated forever; a bounded wait keeps every read
 # under a deadline, so a dead connection shows up as an error instead of a silent hang.
 _POLL_SECS = 1.0
+# The pause before the first attempt to reach a Redis that went away; it doubles up to the max.
+_BACKOFF_FIRST_SECS = 0.5
+_BACKOFF_MAX_SECS = 10.0
 # Refs shown per arm list and per dropped set in the readable account; the JSON form has them all.
 _TOP = 3
 
@@ -75,40 +81,90 @@ async def tail_traces(
     """Print the traces published for ``agent`` (or every agent) until ``count`` were printed, or forever.
 
     ``project`` keeps the traces whose scope names that project. Returns how many traces were printed.
-    A line ``listening on <channel>`` goes to ``err`` once the subscription is in place.
+    A line ``listening on <channel>`` goes to ``err`` each time the subscription is in place. A Redis
+    that cannot be reached at the start is an error (:class:`RedisUnavailable`); one lost later (the
+    server restarts) is waited for, with a pause that doubles up to ``_BACKOFF_MAX_SECS``, and each
+    attempt is said on ``err``.
     """
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
     keys = Keys(settings.key_prefix)
-    url = await trace_redis_url(settings)
-    client = await connect_redis(settings, url)
-    printed = 0
-    try:
-        pubsub = client.pubsub()
+    tail = _Tail(
+        settings,
+        target=keys.trace_pattern if agent is None else keys.trace_channel(agent),
+        pattern=agent is None,
+        project=project,
+        as_json=as_json,
+        count=count,
+        out=sys.stdout if out is None else out,
+        err=sys.stderr if err is None else err,
+    )
+    await tail.follow()
+    return tail.printed
+
+
+@dataclasses.dataclass(slots=True)
+class _Tail:
+    """One ``trace tail``: what it listens to, where it prints, and how far it got."""
+
+    settings: Settings
+    target: str
+    pattern: bool
+    project: str | None
+    as_json: bool
+    count: int | None
+    out: TextIO
+    err: TextIO
+    printed: int = 0
+    subscribed: bool = False
+    pause: float = _BACKOFF_FIRST_SECS
+
+    def done(self) -> bool:
+        return self.count is not None and self.printed >= self.count
+
+    async def follow(self) -> None:
+        while not self.done():
+            try:
+                await self.listen()
+            except RedisUnavailable as exc:
+                if not self.subscribed:
+                    raise  # never reached: there is nothing to wait for
+                print(
+                    f"lost the traces ({exc}); reconnecting in {self.pause:.1f} s", file=self.err, flush=True
+                )
+                await anyio.sleep(self.pause)
+                self.pause = min(self.pause * 2, _BACKOFF_MAX_SECS)
+
+    async def listen(self) -> None:
+        """Subscribe once and print until done; raises :class:`RedisUnavailable` when Redis goes away."""
+        url = await trace_redis_url(self.settings)
+        client = await connect_redis(self.settings, url)
         try:
-            target = keys.trace_pattern if agent is None else keys.trace_channel(agent)
-            async with redis_errors(f"cannot subscribe to {target} on {redact_url(url)}"):
-                await _subscribe(pubsub, target, pattern=agent is None, settings=settings)
-            print(f"listening on {target} at {redact_url(url)} (Ctrl-C to stop)", file=err, flush=True)
-            while count is None or printed < count:
-                received = await _next_trace(pubsub, err)
-                if received is None:
-                    continue
-                payload, trace = received
-                if project is not None and _scope(trace).get("project_id") != project:
-                    continue
-                if as_json:
-                    print(payload.decode("utf-8", "replace"), file=out, flush=True)
-                else:
-                    print(render_trace(trace, received=time.time()), file=out, flush=True)
-                printed += 1
+            pubsub = client.pubsub()
+            try:
+                async with redis_errors(f"cannot subscribe to {self.target} on {redact_url(url)}"):
+                    await _subscribe(pubsub, self.target, pattern=self.pattern, settings=self.settings)
+                again = "reconnected: " if self.subscribed else ""
+                print(f"{again}listening on {self.target} at {redact_url(url)} (Ctrl-C to stop)",
+                      file=self.err, flush=True)  # fmt: skip
+                self.subscribed, self.pause = True, _BACKOFF_FIRST_SECS
+                while not self.done():
+                    received = await _next_trace(pubsub, self.err)
+                    if received is not None:
+                        self.show(*received)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
+                    # The type stubs predate aclose (close is deprecated in redis-py and warns).
+                    await cast("Any", pubsub).aclose()
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(settings.redis_timeout_secs):
-                # The type stubs predate aclose (close is deprecated in redis-py and warns).
-                await cast("Any", pubsub).aclose()
-    finally:
-        await close_redis(client)
-    return printed
+            await close_redis(client)
+
+    def show(self, payload: bytes, trace: dict[str, Any]) -> None:
+        if self.project is not None and _scope(trace).get("project_id") != self.project:
+            return
+        if self.as_json:
+            print(payload.decode("utf-8", "replace"), file=self.out, flush=True)
+        else:
+            print(render_trace(trace, received=time.time()), file=self.out, flush=True)
+        self.printed += 1
 
 
 async def _subscribe(pubsub: Any, target: str, *, pattern: bool, settings: Settings) -> None:

@@ -36,7 +36,8 @@ from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    import socket
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from cpersona.settings import Settings
 
@@ -92,12 +93,35 @@ def create_app(
     return app
 
 
-async def serve(settings: Settings) -> bool:
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling its caller the URL it answers on once the engine is open and it listens."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[str], Awaitable[None]] | None) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_started is not None and self.servers:
+            listening = self.servers[0].sockets
+            if listening:
+                await self._on_started(_local_url(listening[0].getsockname()))
+
+
+def _local_url(address: tuple[Any, ...]) -> str:
+    # A wildcard bind is reached on loopback from this machine.
+    host, port = str(address[0]), int(address[1])
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def serve(settings: Settings, *, on_started: Callable[[str], Awaitable[None]] | None = None) -> bool:
     """Run the API with uvicorn on ``settings.host:settings.port`` until interrupted.
 
     Returns whether the server started; ``False`` means the engine did not open or the address could not
     be bound (uvicorn has logged why, e.g. Redis did not answer). Ctrl-C or SIGTERM shut the server down
     gracefully, after which uvicorn re-raises the signal (so the process still ends as interrupted).
+    ``on_started`` is awaited with the server's URL once it listens (requests are already answered).
     """
     config = uvicorn.Config(
         create_app(settings),
@@ -107,7 +131,7 @@ async def serve(settings: Settings) -> bool:
         log_level="info",
         timeout_graceful_shutdown=10,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, on_started)
     try:
         await server.serve()
     except SystemExit as exc:

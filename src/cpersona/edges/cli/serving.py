@@ -1,0 +1,105 @@
+"""``cpersona serve``: run the HTTP API, say what it runs on, and let the other commands find it.
+
+Before anything starts, a data dir that another server or engine holds is refused in one line (the
+engine would refuse it too, but from inside uvicorn's lifespan, with a traceback). Once the server
+listens it prints the data dir, Redis, vector engine and embedder it started with (read from its own
+``/health``, so they are what it really opened) and records its URL beside the engine lock
+(:class:`~cpersona.stores.redis.server_record.ServerRecord`) until it stops.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from cpersona.edges.cli.outcomes import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+from cpersona.edges.http.app import serve
+from cpersona.errors import DataDirLocked
+from cpersona.stores.redis.connection import redact_url
+from cpersona.stores.redis.datadir import DataDirLock, ServerLayout, read_text
+from cpersona.stores.redis.server_record import ServerRecord, running_server_url
+from cpersona.version import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cpersona.settings import Settings
+
+__all__ = ["describe", "serve_command"]
+
+_HEALTH_SECS = 10.0
+
+
+async def serve_command(settings: Settings) -> int:
+    held = _held_by(settings)
+    if held is not None:
+        print(f"error: {held}", file=sys.stderr)
+        return EXIT_FAILED
+    record = ServerRecord(settings.data_dir)
+
+    async def started(url: str) -> None:
+        if not record.publish(url):
+            print(f"warning: another server recorded itself in {record.path}; the CLI will use that one",
+                  file=sys.stderr)  # fmt: skip
+        print(describe(settings, url, await _health(url)), file=sys.stderr, flush=True)
+
+    try:
+        if not await serve(settings, on_started=started):
+            print("error: the server did not start (the log above says why)", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+    finally:
+        record.withdraw()
+    return EXIT_OK
+
+
+def _held_by(settings: Settings) -> str | None:
+    """Why the data dir cannot be served now, or ``None`` when it is free."""
+    url = running_server_url(settings.data_dir)
+    if url is not None:
+        return f"a cpersona server already serves the data dir {settings.data_dir} at {url}"
+    # The engine locks the dir only for what it keeps there (see Lifecycle._connect).
+    if settings.embedded_redis or (settings.embedded_qdrant and settings.embedding_mode != "none"):
+        lock = DataDirLock(settings.data_dir)
+        try:
+            lock.acquire()
+        except DataDirLocked as exc:
+            return str(exc)
+        lock.release()
+    return None
+
+
+async def _health(url: str) -> Mapping[str, Any]:
+    try:
+        async with httpx.AsyncClient(timeout=_HEALTH_SECS) as client:
+            answer = (await client.get(f"{url}/health")).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def describe(settings: Settings, url: str, health: Mapping[str, Any]) -> str:
+    """What the server started with, a few lines: where it answers, its data dir and its backends."""
+    redis = health.get("redis")
+    redis = redis if isinstance(redis, dict) else {}
+    modules = ", ".join(f"{name} {version}" for name, version in (redis.get("modules") or {}).items())
+    if settings.redis_url is not None:
+        where = redact_url(settings.redis_url)
+    else:
+        root = settings.data_dir.expanduser().resolve()
+        where = "embedded " + (read_text(ServerLayout(root, root / "redis").url_file) or "(address unknown)")
+    embedder = health.get("embedder")
+    if isinstance(embedder, dict):
+        embedding = f"{embedder.get('name', '?')} ({embedder.get('dim', '?')}-d)"
+    else:
+        embedding = "none (keyword recall only)"
+    vectors = health.get("vector_engine") or "none (no embedder, no vectors)"
+    lines = [
+        f"cpersona {__version__} serving {url}",
+        f"  data dir  {settings.data_dir}",
+        f"  redis     {redis.get('version', '?')} at {where}" + (f" ({modules})" if modules else ""),
+        f"  vectors   {vectors}",
+        f"  embedder  {embedding}",
+    ]
+    return "\n".join(lines)
