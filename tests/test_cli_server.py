@@ -68,7 +68,16 @@ def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Po
             [*_COMMAND, "serve", "--port", str(port)], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     try:
-        _wait_for(log, "embedder", proc)
+        deadline = time.monotonic() + _WAIT_SECS
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"the server did not come up: {log.read_text()}"
+            time.sleep(0.1)
         yield proc
     finally:
         proc.send_signal(signal.SIGINT)
@@ -92,14 +101,8 @@ def test_every_command_talks_to_the_server_that_holds_the_data_dir(
     data = tmp_path / "data"
     env = _env(data)
     log = tmp_path / "serve.log"
-    with serving(env, free_tcp_port, log):
-        said = log.read_text()
-        url = f"http://127.0.0.1:{free_tcp_port}"
-        assert f"serving {url}" in said
-        assert f"data dir  {data}" in said
-        assert re.search(r"redis     \d+\.\d+\.\d+ at embedded ", said), said
-        assert "vectors   none (no embedder, no vectors)" in said
-        assert "embedder  none" in said
+    url = f"http://127.0.0.1:{free_tcp_port}"
+    with serving(env, free_tcp_port, log) as proc:
         assert (data / "server.url").read_text() == url + "\n"
 
         stored = run(env, "remember", "The boiler is serviced in May", "--agent", AGENT)
@@ -138,6 +141,13 @@ def test_every_command_talks_to_the_server_that_holds_the_data_dir(
         forgot = run(env, "forget", "--agent", AGENT, "--yes")
         assert forgot.stdout == f"deleted 3 record(s) of agent '{AGENT}'\n"
         assert run(env, "remember", "kept after the stop", "--agent", AGENT).returncode == 0
+
+        said = _wait_for(log, "embedder", proc)
+        assert f"serving {url}" in said
+        assert f"data dir  {data}" in said
+        assert re.search(r"redis     \d+\.\d+\.\d+ at embedded ", said), said
+        assert "vectors   none (no embedder, no vectors)" in said
+        assert "embedder  none" in said
     assert "POST /v1/encode HTTP/1.1" in log.read_text()
     # Stopped: the record is gone and the commands open the data dir themselves again.
     assert not (data / "server.url").exists()
