@@ -55,6 +55,8 @@ class ServerRefused(CpersonaError):
 
 
 class Service(Protocol):
+    """What the commands ask, answered with the HTTP API's JSON; ``where`` is the server's URL, if any."""
+
     settings: Settings
     where: str | None
 
