@@ -9,6 +9,7 @@ listens it prints the data dir, Redis, vector engine and embedder it started wit
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,8 @@ async def serve_command(settings: Settings) -> int:
         print(f"error: {held}", file=sys.stderr)
         return EXIT_FAILED
     record = ServerRecord(settings.data_dir)
+    # The server's look at its own /health is no request worth a log line of its own.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
     async def started(url: str) -> None:
         if not record.publish(url):
