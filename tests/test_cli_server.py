@@ -235,3 +235,9 @@ def test_trace_tail_reconnects_when_the_server_restarts(tmp_path: Path, free_tcp
             tail.wait()
     assert tail.returncode == 0, tail_log.read_text()
     assert orjson.loads(out)["scope"]["agent_id"] == AGENT
+
+
+def test_a_url_that_is_not_http_is_refused_naming_the_variable(tmp_path: Path) -> None:
+    done = run(_env(tmp_path / "data", CPERSONA_URL="localhost:8077"), "stats")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: CPERSONA_URL must be an http:// or https:// URL")
