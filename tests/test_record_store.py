@@ -472,6 +472,13 @@ async def test_writes_in_flight_are_abandoned_until_their_record_is_written(stor
     await store.put_episode(ep, queue_blocks=False)
     assert await store.abandoned_writes(time.time() - 60) == []  # begun too recently
     assert await store.abandoned_writes(time.time() + 1) == [writes[2]]
-    await store.release_writes([writes[2]])
-    assert await store.abandoned_writes(time.time() + 1) == []
+    # Released, a written record keeps its claims; the unwritten one loses its own and is returned, its
+    # mark kept until its vector is gone.
+    assert await store.release_writes(writes) == [writes[2]]
+    assert await store.live_claim([c1]) == ClaimHolder(c1, rec.id)
+    retry = InFlightWrite("memory", new_id(), (c2,))
+    assert await store.reserve_writes([retry], ttl_secs=60) == [None]
+    assert await store.abandoned_writes(time.time() + 1) == [writes[2], retry]
+    await store.forget_writes([writes[2]])
+    assert await store.abandoned_writes(time.time() + 1) == [retry]
     assert await store.live_claim([c1]) == ClaimHolder(c1, rec.id)

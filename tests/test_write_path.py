@@ -7,7 +7,7 @@ own contract suite and the crash test uses it end to end.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -372,6 +372,25 @@ async def test_a_failed_store_leaves_no_vector_and_frees_its_claims(
     again = await engine.store("lost to a failing Redis", agent_id="a", id="m1")
     assert again.result == "stored"
     assert (await engine.stats("a"))["vectors"] == 1
+
+
+async def test_a_store_whose_reply_was_lost_keeps_its_record_whole(
+    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transaction ran but its caller did not hear (a timeout): giving up must not undo it."""
+    written = engine.records.put_memories
+
+    async def unheard(*args: Any, **kwargs: Any) -> None:
+        await written(*args, **kwargs)
+        raise cpersona.RedisUnavailable("the reply timed out")
+
+    monkeypatch.setattr(engine.records, "put_memories", unheard)
+    with pytest.raises(cpersona.RedisUnavailable):
+        await engine.store("written, though nobody heard", agent_id="a")
+    monkeypatch.undo()
+    stats = await engine.stats("a")
+    assert (stats["memories"], stats["vectors"]) == (1, 1)
+    assert (await engine.store("written, though nobody heard", agent_id="a")).result == "skipped"
 
 
 async def test_stats_counts_the_vectors_of_one_agent_and_of_all(engine: cpersona.Engine) -> None:

@@ -137,14 +137,17 @@ async def abandoned_on_failure(b: Backends, writes: Sequence[InFlightWrite]) -> 
 
 
 async def _abandon(b: Backends, writes: Sequence[InFlightWrite]) -> bool:
-    """Delete the vectors these writes may have left, then free their claims and in-flight marks.
+    """Free the claims of these writes, delete the vectors they may have left, then drop their marks.
 
-    Best effort: when a step fails, the marks stay for the next start's sweep and the claims lapse.
+    A write whose record was written after all (its caller only lost the reply) keeps its claims and
+    its vector. Best effort: when a step fails, the marks stay for the next start's sweep and the
+    claims lapse.
     """
     try:
-        if b.vectors is not None:
-            await b.vectors.delete([w.record_id for w in writes])
-        await b.records.release_writes(writes)
+        unwritten = await b.records.release_writes(writes)
+        if b.vectors is not None and unwritten:
+            await b.vectors.delete([w.record_id for w in unwritten])
+        await b.records.forget_writes(unwritten)
     except Exception as exc:
         log.warning("could not give up %d failed write(s), left to the next start: %s", len(writes), exc)
         return False

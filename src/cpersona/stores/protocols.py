@@ -297,9 +297,14 @@ class RecordStore(Protocol):
         written (``put_memories``, ``put_episode``) or it is released."""
         ...
 
-    async def release_writes(self, writes: Sequence[InFlightWrite]) -> None:
-        """Give up writes begun with :meth:`reserve_writes`: drop their claims (those still theirs)
-        and their in-flight marks."""
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
+        """Give up writes begun with :meth:`reserve_writes`. A write whose record was written after all
+        only loses its in-flight mark; one never written drops the claims still its own, keeps its mark,
+        and is returned (the caller deletes its vector, then :meth:`forget_writes` it)."""
+        ...
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
+        """Drop the in-flight marks of these writes."""
         ...
 
     async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:

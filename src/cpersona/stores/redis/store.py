@@ -207,9 +207,13 @@ class RedisRecordStore:
         async with redis_errors():
             return await self._writer.reserve_writes(writes, ttl_secs)
 
-    async def release_writes(self, writes: Sequence[InFlightWrite]) -> None:
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
         async with redis_errors():
-            await self._writer.release_writes(writes)
+            return await self._writer.release_writes(writes)
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
+        async with redis_errors():
+            await self._writer.forget_writes(writes)
 
     async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
         async with redis_errors():

@@ -28,6 +28,7 @@ __all__ = [
     "RELEASE",
     "in_flight_member",
     "parse_member",
+    "release_args",
     "reservation_args",
     "run_script",
 ]
@@ -61,18 +62,26 @@ end
 return out
 """
 
-# The same layout as CLAIM: each record's claims that still name it are deleted, and its entry dropped.
+# KEYS: the in-flight set, then per record its key and its claims. ARGV: per record its id, in-flight
+# member and claim count. A record that was written (its transaction ran, though its caller may not have
+# heard) only loses its in-flight entry. One never written gives up the claims that still name it and
+# keeps its entry (for the caller to drop once its vector is deleted); its 1-based position is returned.
 RELEASE = """
-local k = 2
-for a = 4, #ARGV, 3 do
+local out, k, n_record = {}, 2, 0
+for a = 1, #ARGV, 3 do
   local id, member, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-  for i = k, k + n - 1 do
-    if redis.call('GET', KEYS[i]) == id then redis.call('DEL', KEYS[i]) end
+  n_record = n_record + 1
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    redis.call('ZREM', KEYS[1], member)
+  else
+    for i = k + 1, k + n do
+      if redis.call('GET', KEYS[i]) == id then redis.call('DEL', KEYS[i]) end
+    end
+    out[#out + 1] = n_record
   end
-  redis.call('ZREM', KEYS[1], member)
-  k = k + n
+  k = k + n + 1
 end
-return 0
+return out
 """
 
 # KEYS: the pending set, then the record keys. ARGV: the JSON patch. Merging into a key that is gone
@@ -109,11 +118,23 @@ def parse_member(member: bytes | str) -> InFlightWrite | None:
 
 
 def reservation_args(in_flight_key: str, writes: Sequence[InFlightWrite]) -> tuple[list[str], list[str]]:
-    """The KEYS and the per-record ARGV of CLAIM and RELEASE."""
+    """The KEYS and the per-record ARGV of CLAIM."""
     keys: list[str] = [in_flight_key]
     args: list[str] = []
     for write in writes:
         keys.extend(write.claims)
+        args.extend((write.record_id, in_flight_member(write), str(len(write.claims))))
+    return keys, args
+
+
+def release_args(
+    in_flight_key: str, writes: Sequence[InFlightWrite], record_keys: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The KEYS and ARGV of RELEASE; ``record_keys`` are the writes' document keys, in order."""
+    keys: list[str] = [in_flight_key]
+    args: list[str] = []
+    for write, record_key in zip(writes, record_keys, strict=True):
+        keys.extend((record_key, *write.claims))
         args.extend((write.record_id, in_flight_member(write), str(len(write.claims))))
     return keys, args
 

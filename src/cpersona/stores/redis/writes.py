@@ -35,6 +35,7 @@ from cpersona.stores.redis.write_scripts import (
     RELEASE,
     in_flight_member,
     parse_member,
+    release_args,
     reservation_args,
     run_script,
 )
@@ -184,10 +185,16 @@ class Writer:
         held = await run_script(self.client, CLAIM, keys, [*head, *args])
         return [ClaimHolder(_text(h[0]), _text(h[1])) if h else None for h in held]
 
-    async def release_writes(self, writes: Sequence[InFlightWrite]) -> None:
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
+        if not writes:
+            return []
+        keys, args = release_args(self.keys.writes_in_flight, writes, [self._key(w) for w in writes])
+        unwritten = await run_script(self.client, RELEASE, keys, args)
+        return [writes[int(i) - 1] for i in unwritten]
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
         if writes:
-            keys, args = reservation_args(self.keys.writes_in_flight, writes)
-            await run_script(self.client, RELEASE, keys, ["", "", "", *args])
+            await self.client.zrem(self.keys.writes_in_flight, *(in_flight_member(w) for w in writes))
 
     async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
         entries = await self.client.zrangebyscore(self.keys.writes_in_flight, "-inf", started_before)
