@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, core_schema
 
 from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.model.time_cue import MAX_TS
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
@@ -174,9 +175,9 @@ def _epoch(value: object) -> float:
         raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
     if isinstance(value, int | float):
         out = float(value)
-        if not math.isfinite(out) or out < 0:
+        if not math.isfinite(out):
             raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
-        return out
+        return _renderable(out, value)
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
@@ -191,7 +192,21 @@ def _epoch(value: object) -> float:
         raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    # An offset near year 1 or 9999 can put the UTC time outside the datetime range; the subtraction
+    # behind timestamp() still answers, so the range is checked on the number.
+    return _renderable(moment.timestamp(), value)
+
+
+def _renderable(seconds: float, given: object) -> float:
+    # Every read renders a record's times as RFC 3339 text, which ends with the year 9999: a later time
+    # stored would make each read of its agent fail, so it is refused here, where the caller can fix it.
+    if not 0.0 <= seconds <= MAX_TS:
+        raise refusal(
+            "time_range",
+            f"must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z (epoch seconds 0 to "
+            f"{MAX_TS:.0f}), got {given!r}",
+        )
+    return seconds
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -232,7 +247,10 @@ EpochTime = Annotated[
     WithJsonSchema(
         {
             "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
-            "oneOf": [{"type": "string", "maxLength": _MAX_TIME_TEXT}, {"type": "number", "minimum": 0}],
+            "oneOf": [
+                {"type": "string", "maxLength": _MAX_TIME_TEXT},
+                {"type": "number", "minimum": 0, "maximum": MAX_TS},
+            ],
         }
     ),
 ]
