@@ -50,6 +50,9 @@ __all__ = [
     "Header",
     "KeyText",
     "Limit",
+    "NO_CONTROL_PATTERN",
+    "OWN",
+    "QueryInt",
     "QueryModel",
     "UNSET",
     "RequestModel",
@@ -75,7 +78,8 @@ _SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("sch
 # ``content.text``): callers name fields, never the branch pydantic tried.
 TAG = "~"
 _MAX_TIME_TEXT = 64
-_OWN = "cpersona."
+OWN = "cpersona."
+"""The prefix of our own error types, whose messages are said as written."""
 
 
 class RequestModel(BaseModel):
@@ -92,7 +96,7 @@ class QueryModel(RequestModel):
 
 def refusal(kind: str, message: str, context: Mapping[str, object] | None = None) -> PydanticCustomError:
     """A validation error of ours: its message is said as written (pydantic's own are reworded)."""
-    return PydanticCustomError(_OWN + kind, message, dict(context) if context else None)
+    return PydanticCustomError(OWN + kind, message, dict(context) if context else None)
 
 
 def settings_of(info: ValidationInfo) -> Settings:
@@ -160,6 +164,43 @@ def _clean_text(value: str) -> str:
     for ch in value:
         if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r":
             raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NoControl:
+    """No control character at all (C0, DEL, C1): ids end up in keys, tags, log lines and terminals."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_no_control, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["pattern"] = NO_CONTROL_PATTERN
+        return out
+
+
+NO_CONTROL_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+"""The JSON schema's pattern of text without control characters (ECMA 262, as OpenAPI reads it)."""
+
+
+def _no_control(value: str) -> str:
+    for ch in value:
+        if unicodedata.category(ch) == "Cc":
+            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
+    return value
+
+
+def _ascii_digits(value: object) -> object:
+    # int() reads " 5", "+5", "5_0" and the digits of every script (U+0665); a query string is ASCII.
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit()):
+            raise refusal("int_digits", f"must be a whole number in the digits 0-9, got {value!r}")
+        return int(value)
     return value
 
 
@@ -233,10 +274,12 @@ class _Before:
         return core_schema.no_info_before_validator_function(self.convert, handler(source))
 
 
-KeyText = Annotated[str, Limit("max_key_length")]
-"""A scope key, id or name: text of at most ``CPERSONA_MAX_KEY_LENGTH`` characters."""
-AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank)]
+KeyText = Annotated[str, Limit("max_key_length"), _NoControl()]
+"""A scope key, id or name: at most ``CPERSONA_MAX_KEY_LENGTH`` characters, none of them a control."""
+AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank), _NoControl()]
 """The agent a write belongs to: a non-blank ``KeyText``."""
+QueryInt = Annotated[int, _Before(_ascii_digits)]
+"""A whole number; read from a query string, only the ASCII digits 0-9 make one."""
 CLEAN = _After(_clean_text)
 """Text for people and models: not blank, no control characters but tab and newlines."""
 ContentText = Annotated[str, Field(min_length=1), Limit("max_content_length", too_large=True), CLEAN]
@@ -343,7 +386,7 @@ def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     error = exc.errors(include_url=False)[0]
     field = path(error["loc"], prefix, unknown=error["type"] == "extra_forbidden") or prefix or "body"
     problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
-    if error["type"] == _OWN + "too_large":
+    if error["type"] == OWN + "too_large":
         return ContentTooLarge(field, problem)
     return InvalidRequest(field, problem)
 
@@ -382,7 +425,7 @@ def _problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> 
         return f"must be {bounds[kind]} {limit}, got {given!r}"
     if kind == "string_too_short":
         return "must not be empty"
-    if kind.startswith(_OWN):
+    if kind.startswith(OWN):
         return message
     return message[:1].lower() + message[1:]
 
