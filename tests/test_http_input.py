@@ -149,6 +149,15 @@ async def test_a_key_given_twice_is_refused_naming_it(
         assert (await client.get("/v1/records", params={"agent_id": agent})).json()["records"] == []
 
 
+@pytest.mark.parametrize("depth", [1000, 1023])
+async def test_a_body_nested_too_deeply_for_the_repeat_check_is_400(
+    client: httpx.AsyncClient, depth: int
+) -> None:
+    body = b'{"agent_id": "a", "content": "x", "metadata": {"k": ' + b"[" * depth + b"]" * depth + b"}}"
+    response = await client.post("/v1/encode", content=body, headers={"content-type": "application/json"})
+    assert_error(response, 400, "VALIDATION_ERROR", "body")
+
+
 # --------------------------------------------------------------------------------- ids and controls
 
 

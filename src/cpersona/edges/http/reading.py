@@ -68,7 +68,12 @@ def _parse(raw: bytes) -> object:
         raise InvalidRequest("body", f"is not valid JSON ({exc})") from None
     # orjson keeps the last of a repeated key, so {"agent_id": "bi", "agent_id": "bob"} would be bob's
     # write; the second reading only looks for repeats (orjson has already refused what is not JSON).
-    json.loads(raw, object_pairs_hook=_refuse_repeated_keys)
+    try:
+        json.loads(raw, object_pairs_hook=_refuse_repeated_keys)
+    except RecursionError:
+        # The stdlib parser recurses once a level and stops near Python's recursion limit, a little
+        # short of orjson's 1024 levels; no request of this API nests anywhere near that deep.
+        raise InvalidRequest("body", "nests too deeply to read") from None
     return body
 
 
