@@ -162,24 +162,31 @@ async def test_a_body_nested_too_deeply_for_the_repeat_check_is_400(
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "a\nb", "a\tb", "a\x1bb", "a\x7fb", "a\x85b"])
-@pytest.mark.parametrize(
-    ("field", "body"),
-    [
-        ("agent_id", {"agent_id": "{bad}"}),
-        ("project_id", {"project_id": "{bad}"}),
-        ("channel", {"channel": "{bad}"}),
-        ("id", {"id": "{bad}"}),
-        ("msg_id", {"msg_id": "{bad}"}),
-        ("source.id", {"source": {"id": "{bad}"}}),
-    ],
-)
+@pytest.mark.parametrize("field", ["agent_id", "project_id", "channel", "id", "msg_id", "source.id"])
 async def test_a_control_character_in_an_id_is_refused(
-    client: httpx.AsyncClient, bad: str, field: str, body: dict[str, Any]
+    client: httpx.AsyncClient, bad: str, field: str
 ) -> None:
-    filled = {k: ({"id": bad} if isinstance(v, dict) else bad) for k, v in body.items()}
-    response = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x", **filled})
+    outer, _, inner = field.partition(".")
+    value: object = {inner: bad} if inner else bad
+    response = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x", outer: value})
     message = assert_error(response, 400, "VALIDATION_ERROR", field)
     assert "control character" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field"),
+    [
+        ("/v1/encode/raw", {"session_id": "s\x00"}, "session_id"),
+        ("/v1/episodes", {"summary": "s", "channel": "c\x00"}, "channel"),
+    ],
+)
+async def test_a_control_character_in_another_write_is_refused(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], field: str
+) -> None:
+    raw = {"content": "user: hi", "session_id": "s1", "source": "conversation", "speaker": "user"}
+    base = {"agent_id": AGENT, **(raw if url.endswith("raw") else {})}
+    response = await client.post(url, json={**base, **body})
+    assert_error(response, 400, "VALIDATION_ERROR", field)
 
 
 async def test_a_control_character_in_an_id_on_a_read_is_refused(client: httpx.AsyncClient) -> None:

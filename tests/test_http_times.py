@@ -96,6 +96,7 @@ async def test_a_record_stored_with_such_a_time_is_still_readable(
     listed = await client.get("/v1/records", params={"agent_id": AGENT})
     assert listed.status_code == 200, listed.text
     assert [r["ref"] for r in listed.json()["records"]] == [ref]
-    recalled = await client.post("/v1/recall/query", json={"agent_id": AGENT, "query": ""})
-    assert recalled.status_code == 200, recalled.text
-    assert ref in [row["ref"] for row in recalled.json()["rows"]]
+    for query in ("", "the old record"):
+        recalled = await client.post("/v1/recall/query", json={"agent_id": AGENT, "query": query})
+        assert recalled.status_code == 200, recalled.text
+        assert ref in [row["ref"] for row in recalled.json()["rows"]]
