@@ -16,10 +16,8 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
-import math
 import unicodedata
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import orjson
@@ -30,12 +28,10 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
-    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError, core_schema
 
 from cpersona.errors import ContentTooLarge, InvalidRequest
-from cpersona.model.time_cue import MAX_TS
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,7 +42,7 @@ __all__ = [
     "CLEAN",
     "AgentId",
     "ContentText",
-    "EpochTime",
+    "Before",
     "Header",
     "KeyText",
     "Limit",
@@ -77,7 +73,6 @@ _SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("sch
 # A union member's tag starts with this mark, so that a field's path leaves it out (``content``, not
 # ``content.text``): callers name fields, never the branch pydantic tried.
 TAG = "~"
-_MAX_TIME_TEXT = 64
 OWN = "cpersona."
 """The prefix of our own error types, whose messages are said as written."""
 
@@ -210,46 +205,6 @@ def _not_blank(value: str) -> str:
     return value
 
 
-def _epoch(value: object) -> float:
-    """A point in time as epoch seconds, from ISO 8601 text or epoch seconds; no offset means UTC."""
-    if isinstance(value, bool):
-        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
-    if isinstance(value, int | float):
-        out = float(value)
-        if not math.isfinite(out):
-            raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
-        return _renderable(out, value)
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if len(text) > _MAX_TIME_TEXT:
-            raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise refusal("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
-    else:
-        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    # An offset near year 1 or 9999 can put the UTC time outside the datetime range; the subtraction
-    # behind timestamp() still answers, so the range is checked on the number.
-    return _renderable(moment.timestamp(), value)
-
-
-def _renderable(seconds: float, given: object) -> float:
-    # Every read renders a record's times as RFC 3339 text, which ends with the year 9999: a later time
-    # stored would make each read of its agent fail, so it is refused here, where the caller can fix it.
-    if not 0.0 <= seconds <= MAX_TS:
-        raise refusal(
-            "time_range",
-            f"must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z (epoch seconds 0 to "
-            f"{MAX_TS:.0f}), got {given!r}",
-        )
-    return seconds
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _After:
     """Run ``check`` on the value once pydantic has validated its type."""
@@ -263,7 +218,7 @@ class _After:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Before:
+class Before:
     """Turn the raw value into the field's type with ``convert`` (which refuses what it cannot read)."""
 
     convert: Any
@@ -278,25 +233,12 @@ KeyText = Annotated[str, Limit("max_key_length"), _NoControl()]
 """A scope key, id or name: at most ``CPERSONA_MAX_KEY_LENGTH`` characters, none of them a control."""
 AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank), _NoControl()]
 """The agent a write belongs to: a non-blank ``KeyText``."""
-QueryInt = Annotated[int, _Before(_ascii_digits)]
+QueryInt = Annotated[int, Before(_ascii_digits)]
 """A whole number; read from a query string, only the ASCII digits 0-9 make one."""
 CLEAN = _After(_clean_text)
 """Text for people and models: not blank, no control characters but tab and newlines."""
 ContentText = Annotated[str, Field(min_length=1), Limit("max_content_length", too_large=True), CLEAN]
 """Stored text: not blank, no control characters, at most ``CPERSONA_MAX_CONTENT_LENGTH`` (else 413)."""
-EpochTime = Annotated[
-    float,
-    _Before(_epoch),
-    WithJsonSchema(
-        {
-            "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
-            "oneOf": [
-                {"type": "string", "maxLength": _MAX_TIME_TEXT},
-                {"type": "number", "minimum": 0, "maximum": MAX_TS},
-            ],
-        }
-    ),
-]
 Unit01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Header = Annotated[Any, Field(description="Cerememory protocol header: accepted and ignored")]
 

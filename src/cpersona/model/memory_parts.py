@@ -14,11 +14,11 @@ from typing import Annotated, Any
 import orjson
 from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 
+from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
     OWN,
     TAG,
     ContentText,
-    EpochTime,
     KeyText,
     Limit,
     RequestModel,
