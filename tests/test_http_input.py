@@ -117,6 +117,18 @@ async def test_another_host_is_refused_when_bound_to_loopback(loopback: httpx.As
     assert (await loopback.get("/v1/records", params={"agent_id": "a"})).json()["records"] == []
 
 
+async def test_a_server_on_another_loopback_address_answers_to_it(
+    input_settings: Settings,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    async with serve_asgi(create_app(input_settings.with_(host="127.0.0.2"), background=False)) as c:
+        c.base_url = httpx.URL(f"http://127.0.0.2:{PORT}")
+        assert (await c.get("/health")).status_code == 200
+        assert (await c.get("/health", headers={"host": f"localhost:{PORT}"})).status_code == 200
+        refused = await c.get("/health", headers={"host": f"127.0.0.3:{PORT}"})
+        assert_error(refused, 421, "HOST_NOT_ALLOWED", "host")
+
+
 async def test_any_host_is_served_when_bound_to_every_interface(
     input_settings: Settings,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],

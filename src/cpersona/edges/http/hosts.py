@@ -33,10 +33,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def allowed_hosts(port: int) -> tuple[str, ...]:
-    """The ``Host`` values a loopback server on ``port`` answers to (the bare name too on port 80)."""
-    with_port = tuple(f"{name}:{port}" for name in _NAMES)
-    return (*with_port, *_NAMES) if port == _HTTP_PORT else with_port
+def allowed_hosts(address: str, port: int) -> tuple[str, ...]:
+    """The ``Host`` values a server on loopback ``address`` and ``port`` answers to: the loopback names
+    and the address itself (``127.0.0.2``), each with the port, and bare on port 80."""
+    own = f"[{address}]" if ":" in address else address
+    names = _NAMES if own in _NAMES else (*_NAMES, own)
+    with_port = tuple(f"{name}:{port}" for name in names)
+    return (*with_port, *names) if port == _HTTP_PORT else with_port
 
 
 class HostGuard:
@@ -54,13 +57,13 @@ class HostGuard:
         if self.active and scope["type"] == "http":
             server = scope.get("server")
             if server and server[1] is not None and is_loopback(str(server[0])):
-                _check_host(scope, int(server[1]))
+                _check_host(scope, str(server[0]), int(server[1]))
         await self.app(scope, receive, send)
 
 
-def _check_host(scope: Scope, port: int) -> None:
+def _check_host(scope: Scope, address: str, port: int) -> None:
     given = next((value for name, value in scope.get("headers", ()) if name == b"host"), None)
-    allowed = allowed_hosts(port)
+    allowed = allowed_hosts(address.lower(), port)
     text = None if given is None else given.decode("latin-1")
     if text is not None and text.lower() in allowed:
         return
