@@ -67,7 +67,7 @@ STORE_LAYOUT_MODULES: Final = (
     "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.embedding.embedders", "stores.embedding.base", "keys",
     "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.edge_shard",
-    "stores.vectors.common", "model.memory_request", "model.memory_parts", "model.fields",
+    "stores.vectors.common", "model.memory_request", "model.memory_parts", "model.fields", "model.epoch_time",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500
