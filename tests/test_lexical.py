@@ -135,7 +135,7 @@ def test_scope_filter_is_rewritten_to_score_nothing() -> None:
     scope = ReadScope("a", "p", "c", "discord:")
     assert unscored(scope_query(scope, with_source=True)) == (
         "(@agent:{61|z} => {$weight: 0;}) (@project:{70|x|z} => {$weight: 0;}) "
-        "(@channel:{63|x|z} => {$weight: 0;}) (@source:{646973636f72643a*|z} => {$weight: 0;})"
+        "(@channel:{63|x|z} => {$weight: 0;}) (@source_prefix:{646973636f72643a|z} => {$weight: 0;})"
     )
     with pytest.raises(ValueError, match="unexpected scope clause"):
         unscored("@agent:{61} -@project:{70}")

@@ -7,9 +7,10 @@ process never share a connection through class state.
 The models declare the documents; their search indexes are declared by hand in :mod:`.indexes` (which
 says why). Scope values are caller text, so documents hold them a second time as tags: the value's UTF-8
 bytes in hex (``''`` becomes ``x``), so a tag query never needs escaping and the global pool is an
-ordinary value. Memory and episode documents also carry what the lexical arms search besides the
-text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's own word stems); see
-:mod:`.lexical`.
+ordinary value; a memory also holds the tags of the prefixes of its source id that a prefix read can
+name (``tag_source_prefixes``, see :mod:`.scope`). Memory and episode documents also carry what the
+lexical arms search besides the text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's
+own word stems); see :mod:`.lexical`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from cpersona.model.records import (
     Source,
 )
 from cpersona.stores.redis.lexical import doc_grams, doc_stems
-from cpersona.stores.redis.scope import tag
+from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
     from cpersona.keys import Keys
@@ -75,6 +76,7 @@ class _ScopedDoc(_Document):
 class MemoryDoc(_ScopedDoc):
     source: dict[str, str]
     tag_source: str = "x"
+    tag_source_prefixes: list[str] = []
     msg_id: str = ""
     tag_msg: str = "x"
     content: str
@@ -232,6 +234,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         **_scope_doc(rec.scope),
         "source": dataclasses.asdict(rec.source),
         "tag_source": tag(rec.source.id),
+        "tag_source_prefixes": source_prefix_tags(rec.source.id),
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
