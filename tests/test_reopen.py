@@ -176,10 +176,14 @@ def _schema_without(kind: str, paths: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize(
     "fields",
-    [("$.tag_source_prefixes",), ("$.stems", "$.tag_source_prefixes")],
-    ids=["source-prefixes", "stems-and-source-prefixes"],
+    [
+        ("$.tag_source_prefixes",),
+        ("$.tag_short_grams",),
+        ("$.stems", "$.tag_source_prefixes", "$.tag_short_grams"),
+    ],
+    ids=["source-prefixes", "short-grams", "all"],
 )
-async def test_a_store_from_before_the_source_prefixes_is_brought_up_to_date(
+async def test_a_store_from_before_the_tag_fields_is_brought_up_to_date(
     tmp_path: Path, fields: tuple[str, ...]
 ) -> None:
     settings = Settings(data_dir=tmp_path, embedding_mode="none")
@@ -188,6 +192,7 @@ async def test_a_store_from_before_the_source_prefixes_is_brought_up_to_date(
         await memory.store_batch(
             [{"content": t, "agent_id": "a", "source": {"id": sources[n % 4]}} for n, t in enumerate(TEXTS)]
         )
+        met = await memory.store("山田龍之介に会った", agent_id="a", source={"id": "line:9"})
         scores = await _keyword_scores(memory, "caroline painting at the lake")
         assert scores
         # Rebuild what the previous engine left: memories without the fields, an index without them.
@@ -205,5 +210,6 @@ async def test_a_store_from_before_the_source_prefixes_is_brought_up_to_date(
     async with cpersona.open(settings, background=False) as memory:
         for read, want in (("discord:", 60), ("discord:general/", 30), ("slack:", 30), ("disc", 0)):
             assert len(await memory.list("memory", agent_id="a", source_id=read, limit=200)) == want
+        assert await _keyword_scores(memory, "山田") == [(met.ref, None)]
         # The rebuilt index scores as the one it replaces did.
         assert await _keyword_scores(memory, "caroline painting at the lake") == scores

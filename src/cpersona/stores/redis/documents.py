@@ -10,7 +10,8 @@ bytes in hex (``''`` becomes ``x``), so a tag query never needs escaping and the
 ordinary value; a memory also holds the tags of the prefixes of its source id that a prefix read can
 name (``tag_source_prefixes``, see :mod:`.scope`). Memory and episode documents also carry what the
 lexical arms search besides the text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's
-own word stems); see :mod:`.lexical`.
+own word stems), and memories the tags of their short CJK substrings (``tag_short_grams``); see
+:mod:`.lexical`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from cpersona.model.records import (
     Scope,
     Source,
 )
-from cpersona.stores.redis.lexical import doc_grams, doc_stems
+from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class MemoryDoc(_ScopedDoc):
     content: str
     grams: list[str] = []
     stems: str = ""
+    tag_short_grams: list[str] = []
     ts: float
     seq: int
     metadata: dict[str, Any] = {}
@@ -240,6 +242,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "content": rec.content,
         "grams": doc_grams(rec.content),
         "stems": doc_stems(rec.content),
+        "tag_short_grams": doc_short_grams(rec.content),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "metadata": dict(rec.metadata),

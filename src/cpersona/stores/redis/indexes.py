@@ -6,7 +6,7 @@ the text fields only (redis-om would index every string field, and each indexed 
 document length BM25 normalises by), tags that can match the empty string (the global pool), the
 engine's own stopword list (:data:`~.lexical.STOPWORDS`, so the query side and the index agree), and
 fields the models hold only for the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``,
-the source prefixes as a multi-value ``TAG`` field).
+the source prefixes and the short CJK substrings as multi-value ``TAG`` fields).
 
 Tag fields do not enter the document length BM25 normalises by, so a tag field added to an index leaves
 the scores of the text fields as they were.
@@ -21,7 +21,7 @@ import anyio
 import redis.exceptions
 
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.lexical import STOPWORDS, doc_stems
+from cpersona.stores.redis.lexical import STOPWORDS, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         *_SCOPE_FIELDS,
         "$.tag_source", "AS", "source", "TAG",
         "$.tag_source_prefixes[*]", "AS", "source_prefix", "TAG",
+        "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
         "$.tag_msg", "AS", "msg", "TAG",
         "$.store", "AS", "store", "TAG",
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
@@ -130,6 +131,7 @@ _BACKFILLS: dict[str, tuple[_Derived, ...]] = {
         _Derived(
             b"source_prefix", "$.source.id", "$.tag_source_prefixes", lambda sid: source_prefix_tags(str(sid))
         ),
+        _Derived(b"short_gram", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
     ),
     "episode": (_Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),),
 }
