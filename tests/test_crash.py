@@ -4,7 +4,7 @@ A real ``cpersona serve`` runs on its embedded defaults (embedded Redis, the Qdr
 the ONNX model). A client streams batches of memories at it; while batches are in flight the server is
 killed with SIGKILL. The server is started again on the same data directory, and every record whose batch
 was acknowledged must be readable, must carry its vector mark cleared, and must have its vector in the
-on-disk Qdrant shard.
+on-disk Qdrant shard; and no vector may be left whose record was never written.
 """
 
 from __future__ import annotations
@@ -135,6 +135,10 @@ async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path,
         ids = [ref.partition(":")[2] for ref in acknowledged]
         assert await memory.vectors.existing(ids) == set(ids)
         assert await memory.redis.scard(memory.keys.vector_pending) == 0
+        # The batches in flight when the server died wrote vectors of records never written: the start
+        # swept them, so every vector has its record.
+        stats = await memory.stats(None)
+        assert stats["vectors"] == stats["memories"] >= len(acknowledged)
         sample = await memory.get(acknowledged[-1], agent_id="crash")
         assert isinstance(sample, MemoryRecord)
         assert sample.embedded

@@ -396,6 +396,9 @@ class _FailingVectors:
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         raise NotImplementedError
 
+    async def count_all(self) -> int:
+        raise NotImplementedError
+
     async def delete(self, ids: Sequence[str]) -> None:
         raise NotImplementedError
 

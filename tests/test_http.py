@@ -510,7 +510,8 @@ async def test_malformed_bodies_are_400_naming_body(
 
 
 async def test_body_over_the_cap_is_413(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/encode/batch", content=b"[" + b" " * 5000 + b"]")
+    json_type = {"content-type": "application/json"}
+    response = await client.post("/v1/encode/batch", content=b"[" + b" " * 5000 + b"]", headers=json_type)
     assert_error(response, 413, "CONTENT_TOO_LARGE", "body")
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -518,7 +519,7 @@ async def test_body_over_the_cap_is_413(client: httpx.AsyncClient) -> None:
             yield b" " * 1000
 
     # Without a content-length the app counts what it reads.
-    streamed = await client.post("/v1/encode/batch", content=chunks())
+    streamed = await client.post("/v1/encode/batch", content=chunks(), headers=json_type)
     assert_error(streamed, 413, "CONTENT_TOO_LARGE", "body")
 
 

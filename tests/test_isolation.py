@@ -17,6 +17,7 @@ from cpersona import MemoryRecord, Settings
 from cpersona.model.records import Scope, Source
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import VectorPoint, scope_filter
+from cpersona.stores.redis.scope import source_prefix_tags, tag
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
@@ -62,6 +63,19 @@ def visible(read: ReadScope, agent: str, project: str, channel: str, source: str
 def test_sees_matches_the_table(record: tuple[str, str, str, str], read: ReadScope) -> None:
     agent, project, channel, source = record
     assert read.sees(Scope(agent, project, channel), Source("Agent", source, "")) == visible(read, *record)
+
+
+_id_text = st.text(alphabet=st.sampled_from("ab1:/-_.\u00e9\u4e00 "), max_size=8)
+
+
+@given(source=_id_text, read=_id_text)
+def test_a_prefix_read_matches_exactly_the_indexed_prefixes(source: str, read: str) -> None:
+    # A prefix read is the exact tag of its prefix; the tags a memory holds must be exactly the reads
+    # that see it: every prefix of the source itself, and an unrelated read.
+    for candidate in (*(source[:k] for k in range(len(source) + 1)), read):
+        scope = ReadScope("a", source_id=candidate)
+        if scope.source_is_prefix:
+            assert (tag(candidate) in source_prefix_tags(source)) == scope.sees_source(source)
 
 
 _counter = itertools.count()
@@ -137,3 +151,21 @@ async def test_vector_filter_never_leaks(
             assert got == want
     finally:
         await store.aclose()
+
+
+async def test_a_source_prefix_read_is_exact_whatever_other_agents_store(engine: cpersona.Engine) -> None:
+    # The search module expands a tag prefix to at most 200 values counted over the whole index, so a
+    # prefix query would let one agent's many sources hide another agent's record.
+    await engine.store_batch(
+        [{"content": f"note {n}", "agent_id": "A-big", "source": {"id": f"discord:{n}"}} for n in range(300)]
+    )
+    stored = await engine.store("the harbour lighthouse", agent_id="B-small", source={"id": "discord:x"})
+    listed = await engine.list("memory", agent_id="B-small", source_id="discord:", limit=10)
+    assert [r.content for r in listed if isinstance(r, MemoryRecord)] == ["the harbour lighthouse"]
+    for query in ("", "lighthouse"):
+        result = await engine.recall(query, agent_id="B-small", source_id="discord:", trace=True)
+        assert result.trace is not None
+        assert [row["ref"] for row in result.trace["arms"]["memory_keyword"]] == [f"mem:{stored.id}"]
+        assert [r.content for r in result.rows] == ["the harbour lighthouse"]
+    # The big agent's own prefix read sees all of its 300 sources.
+    assert len(await engine.list("memory", agent_id="A-big", source_id="discord:", limit=1000)) == 300

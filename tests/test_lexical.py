@@ -23,6 +23,7 @@ from cpersona.stores.redis.lexical import (
     SCORER,
     clauses,
     doc_grams,
+    doc_short_grams,
     doc_stems,
     fts_terms,
     ranked_query,
@@ -135,7 +136,7 @@ def test_scope_filter_is_rewritten_to_score_nothing() -> None:
     scope = ReadScope("a", "p", "c", "discord:")
     assert unscored(scope_query(scope, with_source=True)) == (
         "(@agent:{61|z} => {$weight: 0;}) (@project:{70|x|z} => {$weight: 0;}) "
-        "(@channel:{63|x|z} => {$weight: 0;}) (@source:{646973636f72643a*|z} => {$weight: 0;})"
+        "(@channel:{63|x|z} => {$weight: 0;}) (@source_prefix:{646973636f72643a|z} => {$weight: 0;})"
     )
     with pytest.raises(ValueError, match="unexpected scope clause"):
         unscored("@agent:{61} -@project:{70}")
@@ -166,6 +167,26 @@ async def test_chinese_found_by_a_substring_and_not_by_two_characters(engine: cp
     met = await remember(engine, "我们去年在北京见面了")
     await remember(engine, "北京很冷")
     assert refs(await keyword(engine, "北京见面是什么时候")) == [met]
+
+
+async def test_a_short_cjk_question_is_exact_whatever_other_agents_store(engine: cpersona.Engine) -> None:
+    # A prefix query expands to at most 200 grams over the whole index: another agent's 300 grams that
+    # start with 山田 (and sort before 山田龍) would hide this agent's row.
+    await engine.store_batch([{"content": f"山田{chr(0x4E00 + n)}", "agent_id": "A-big"} for n in range(300)])
+    met = await remember(engine, "山田龍之介に会った", agent_id="B-small")
+    for query in ("山田", "龍", "之介"):
+        assert refs(await keyword(engine, query, ReadScope("B-small"))) == [met]
+    assert refs(await keyword(engine, "介に会", ReadScope("B-small"))) == [met]  # a 3-gram, as before
+    assert refs(await keyword(engine, "田山", ReadScope("B-small"))) == []
+    assert len((await keyword(engine, "山田", ReadScope("A-big"), fetch=500)).rows) == 300
+
+
+def test_short_grams_are_every_distinct_cjk_substring_of_one_or_two_characters() -> None:
+    assert doc_short_grams("東京タ, 東京") == [
+        "東".encode().hex(), "東京".encode().hex(), "京".encode().hex(), "京タ".encode().hex(),
+        "タ".encode().hex(),
+    ]  # fmt: skip
+    assert doc_short_grams("no CJK here") == []
 
 
 async def test_longer_substrings_are_adjacent_grams_in_order_within_one_run(engine: cpersona.Engine) -> None:

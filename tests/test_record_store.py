@@ -10,8 +10,10 @@ adapter joins by adding its opener to ``ADAPTERS``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 from cpersona.errors import RedisUnavailable
@@ -28,7 +30,9 @@ from cpersona.model.records import (
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import (
     BlockParent,
+    ClaimHolder,
     HydratedRecord,
+    InFlightWrite,
     MemoryWrite,
     RecordCounts,
     RecordStore,
@@ -408,3 +412,73 @@ async def test_a_record_missing_a_hydrated_field_is_read_whole(redis: RedisClien
         rec.ref: before[rec.ref]._replace(msg_id=""),
         ep.ref: before[ep.ref]._replace(embedded=False),
     }
+
+
+async def test_marking_a_deleted_record_written_leaves_no_document(store: RecordStore) -> None:
+    kept, gone = (
+        memory("kept", 1, pending=True),
+        memory("deleted while its vector was written", 2, pending=True),
+    )
+    await put(store, kept, gone)
+    await store.delete("memory", gone.id, [])
+    assert await store.mark_vectors_written([kept, gone], "model-x") == [gone.id]
+    # The clear touched only the document that still exists: no partial one appeared in gone's place.
+    assert await store.get("memory", gone.id) is None
+    assert await store.counts(None) == RecordCounts(1, 0, 0, 0)
+    assert await store.delete_agent("a") == 1
+    assert await store.counts(None) == RecordCounts(0, 0, 0, 0)
+
+
+async def test_a_claim_reserved_in_flight_is_held_until_released(store: RecordStore) -> None:
+    c1, c2, c3, c4 = (f"claim:{new_id()}" for _ in range(4))  # names no other test holds
+    first, second = new_id(), new_id()
+    taken = await store.reserve_writes([InFlightWrite("memory", first, (c1, c2))], ttl_secs=60)
+    assert taken == [None]
+    # No document yet, but the claim is in flight: a second write of it loses, and names the first.
+    lost = await store.reserve_writes(
+        [InFlightWrite("memory", second, (c3, c2)), InFlightWrite("memory", new_id(), (c4,))],
+        ttl_secs=60,
+    )
+    assert lost == [ClaimHolder(c2, first), None]
+    assert await store.live_claim([c3]) is None  # the loser took none of its claims
+    await store.release_writes([InFlightWrite("memory", first, (c1, c2))])
+    assert await store.reserve_writes([InFlightWrite("memory", second, (c3, c2))], ttl_secs=60) == [None]
+
+
+async def test_a_reservation_lapses_and_a_written_claim_does_not(store: RecordStore) -> None:
+    c1, c2 = (f"claim:{new_id()}" for _ in range(2))  # names no other test holds
+    rec = memory("written", 1)
+    assert await store.reserve_writes([InFlightWrite("memory", rec.id, (c1,))], ttl_secs=0.05) == [None]
+    await put(store, rec, claims=[c1])
+    lapsing = new_id()
+    assert await store.reserve_writes([InFlightWrite("memory", lapsing, (c2,))], ttl_secs=0.05) == [None]
+    await anyio.sleep(0.2)
+    assert await store.reserve_writes([InFlightWrite("memory", new_id(), (c1,))], ttl_secs=60) == [
+        ClaimHolder(c1, rec.id)
+    ]
+    assert await store.reserve_writes([InFlightWrite("memory", new_id(), (c2,))], ttl_secs=60) == [None]
+
+
+async def test_writes_in_flight_are_abandoned_until_their_record_is_written(store: RecordStore) -> None:
+    c1, c2 = (f"claim:{new_id()}" for _ in range(2))  # names no other test holds
+    rec, ep, dead = memory("written", 1), episode("written too", 2), new_id()
+    writes = [
+        InFlightWrite("memory", rec.id, (c1,)),
+        InFlightWrite("episode", ep.id),
+        InFlightWrite("memory", dead, (c2,)),
+    ]
+    await store.reserve_writes(writes, ttl_secs=60)
+    await put(store, rec, claims=[c1])
+    await store.put_episode(ep, queue_blocks=False)
+    assert await store.abandoned_writes(time.time() - 60) == []  # begun too recently
+    assert await store.abandoned_writes(time.time() + 1) == [writes[2]]
+    # Released, a written record keeps its claims; the unwritten one loses its own and is returned, its
+    # mark kept until its vector is gone.
+    assert await store.release_writes(writes) == [writes[2]]
+    assert await store.live_claim([c1]) == ClaimHolder(c1, rec.id)
+    retry = InFlightWrite("memory", new_id(), (c2,))
+    assert await store.reserve_writes([retry], ttl_secs=60) == [None]
+    assert await store.abandoned_writes(time.time() + 1) == [writes[2], retry]
+    await store.forget_writes([writes[2]])
+    assert await store.abandoned_writes(time.time() + 1) == [retry]
+    assert await store.live_claim([c1]) == ClaimHolder(c1, rec.id)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
+import pytest
+
 import cpersona
 from cpersona import Settings
 from cpersona.stores.redis.connection import command
@@ -22,8 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
-
-    import pytest
 
 _WORDS = [
     "caroline",
@@ -162,3 +162,54 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
         assert await _keyword_scores(memory, "camp", "episode_fts")
         doc = await memory.redis.json().get(memory.keys.memory(batch.results[0].id))
         assert doc["stems"]
+
+
+def _schema_without(kind: str, paths: tuple[str, ...]) -> list[str]:
+    """The current schema of ``kind`` less the fields at ``paths`` (each runs to the next ``$.`` path)."""
+    schema = list(_INDEXES[kind])
+    for path in paths:
+        at = schema.index(path)
+        end = next((i for i in range(at + 1, len(schema)) if schema[i].startswith("$.")), len(schema))
+        del schema[at:end]
+    return schema
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ("$.tag_source_prefixes",),
+        ("$.tag_short_grams",),
+        ("$.stems", "$.tag_source_prefixes", "$.tag_short_grams"),
+    ],
+    ids=["source-prefixes", "short-grams", "all"],
+)
+async def test_a_store_from_before_the_tag_fields_is_brought_up_to_date(
+    tmp_path: Path, fields: tuple[str, ...]
+) -> None:
+    settings = Settings(data_dir=tmp_path, embedding_mode="none")
+    sources = ["discord:1", "discord:general/2", "slack:1", ""]
+    async with cpersona.open(settings, background=False) as memory:
+        await memory.store_batch(
+            [{"content": t, "agent_id": "a", "source": {"id": sources[n % 4]}} for n, t in enumerate(TEXTS)]
+        )
+        met = await memory.store("山田龍之介に会った", agent_id="a", source={"id": "line:9"})
+        scores = await _keyword_scores(memory, "caroline painting at the lake")
+        assert scores
+        # Rebuild what the previous engine left: memories without the fields, an index without them.
+        index, prefix = memory.keys.memory_index, memory.keys.memory_prefix
+        await command(memory.redis, "FT.DROPINDEX", index)
+        async for key in memory.redis.scan_iter(match=f"{prefix}*"):
+            for field in fields:
+                # types-redis leaves JSON.DEL unannotated.
+                await memory.redis.json().delete(key, field)  # type: ignore[no-untyped-call]
+        schema = _schema_without("memory", tuple(f"{f}[*]" if f.startswith("$.tag_") else f for f in fields))
+        await command(
+            memory.redis, "FT.CREATE", index, "ON", "JSON", "PREFIX", 1, prefix, *_OPTIONS["memory"],
+            "SCHEMA", *schema,
+        )  # fmt: skip
+    async with cpersona.open(settings, background=False) as memory:
+        for read, want in (("discord:", 60), ("discord:general/", 30), ("slack:", 30), ("disc", 0)):
+            assert len(await memory.list("memory", agent_id="a", source_id=read, limit=200)) == want
+        assert await _keyword_scores(memory, "山田") == [(met.ref, None)]
+        # The rebuilt index scores as the one it replaces did.
+        assert await _keyword_scores(memory, "caroline painting at the lake") == scores

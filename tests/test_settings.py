@@ -45,6 +45,8 @@ def test_values_are_parsed_by_type() -> None:
         ({"CPERSONA_REDIS_TIMEOUT_SECS": "0"}, "CPERSONA_REDIS_TIMEOUT_SECS"),
         ({"CPERSONA_KEY_PREFIX": "a:b"}, "CPERSONA_KEY_PREFIX"),
         ({"CPERSONA_FUTURE_TIMESTAMP_MODE": "maybe"}, "CPERSONA_FUTURE_TIMESTAMP_MODE"),
+        ({"CPERSONA_MAX_BODY_BYTES": "0"}, "CPERSONA_MAX_BODY_BYTES"),
+        ({"CPERSONA_MAX_BODY_BYTES": "8MiB"}, "CPERSONA_MAX_BODY_BYTES"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], name: str) -> None:
@@ -89,3 +91,8 @@ def test_settings_are_frozen_and_copies_are_validated() -> None:
     with pytest.raises(InvalidSetting) as err:
         settings.with_(colour="red")
     assert err.value.name == "colour"
+
+
+def test_the_body_limit_is_a_setting_near_8_mib() -> None:
+    assert Settings.from_env({}).max_body_bytes == 8 * 1024 * 1024
+    assert Settings.from_env({"CPERSONA_MAX_BODY_BYTES": "1024"}).max_body_bytes == 1024

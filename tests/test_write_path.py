@@ -7,8 +7,9 @@ own contract suite and the crash test uses it end to end.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 
 import cpersona
@@ -315,3 +316,121 @@ async def test_engine_refuses_use_when_closed(redis_url: str, key_prefix: str, t
     )
     with pytest.raises(cpersona.EngineClosed):
         await engine.store("x", agent_id="a")
+
+
+@pytest.mark.parametrize("same", ["msg_id", "content"])
+async def test_concurrent_identical_stores_store_exactly_one(engine: cpersona.Engine, same: str) -> None:
+    """Agents that retry after a timeout send the same store again while the first is still running
+    (embedding its text: the window in which every copy used to find the claim free)."""
+    results: list[cpersona.StoreResult] = []
+
+    async def one(n: int) -> None:
+        if same == "msg_id":
+            results.append(await engine.store(f"retry number {n}", agent_id="a", id="retried"))
+        else:
+            results.append(await engine.store("the same words, sent again", agent_id="a"))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(16):
+            tg.start_soon(one, n)
+    stored = [r for r in results if r.result == "stored"]
+    assert len(stored) == 1
+    reason = "duplicate_id" if same == "msg_id" else "duplicate_content"
+    assert {(r.ref, r.skipped_reason) for r in results if r.result == "skipped"} == {(stored[0].ref, reason)}
+    assert (await engine.stats("a"))["memories"] == 1
+
+
+async def test_concurrent_identical_batches_store_each_record_once(keyword_engine: cpersona.Engine) -> None:
+    batch = [{"content": f"batched fact {i}", "agent_id": "a", "id": f"b{i}"} for i in range(3)]
+    results: list[cpersona.BatchResult] = []
+
+    async def one() -> None:
+        results.append(await keyword_engine.store_batch(batch))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(16):
+            tg.start_soon(one)
+    for i in range(3):
+        column = [r.results[i] for r in results]
+        stored = [r for r in column if r.result == "stored"]
+        assert len(stored) == 1
+        assert {r.ref for r in column} == {stored[0].ref}
+    assert (await keyword_engine.stats("a"))["memories"] == 3
+
+
+async def test_a_failed_store_leaves_no_vector_and_frees_its_claims(
+    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise cpersona.RedisUnavailable("the write transaction failed")
+
+    monkeypatch.setattr(engine.records, "put_memories", refused)
+    with pytest.raises(cpersona.RedisUnavailable):
+        await engine.store("lost to a failing Redis", agent_id="a", id="m1")
+    monkeypatch.undo()
+    assert (await engine.stats("a"))["vectors"] == 0
+    again = await engine.store("lost to a failing Redis", agent_id="a", id="m1")
+    assert again.result == "stored"
+    assert (await engine.stats("a"))["vectors"] == 1
+
+
+async def test_a_store_whose_reply_was_lost_keeps_its_record_whole(
+    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transaction ran but its caller did not hear (a timeout): giving up must not undo it."""
+    written = engine.records.put_memories
+
+    async def unheard(*args: Any, **kwargs: Any) -> None:
+        await written(*args, **kwargs)
+        raise cpersona.RedisUnavailable("the reply timed out")
+
+    monkeypatch.setattr(engine.records, "put_memories", unheard)
+    with pytest.raises(cpersona.RedisUnavailable):
+        await engine.store("written, though nobody heard", agent_id="a")
+    monkeypatch.undo()
+    stats = await engine.stats("a")
+    assert (stats["memories"], stats["vectors"]) == (1, 1)
+    assert (await engine.store("written, though nobody heard", agent_id="a")).result == "skipped"
+
+
+async def test_stats_counts_the_vectors_of_one_agent_and_of_all(engine: cpersona.Engine) -> None:
+    await engine.store("one of a", agent_id="a", project_id="p")
+    await engine.store("another of a", agent_id="a", channel="c")
+    await engine.archive_episode("an episode of b", agent_id="b")
+    assert (await engine.stats("a"))["vectors"] == 2
+    assert (await engine.stats("b"))["vectors"] == 1
+    everyone = await engine.stats(None)
+    assert (everyone["memories"], everyone["episodes"], everyone["vectors"]) == (2, 1, 3)
+
+
+async def test_a_store_that_died_before_its_document_is_swept_on_start(
+    redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store killed between its vector and its document leaves a vector no record owns; the next
+    start deletes it and frees the claims the store took."""
+    (model_dir / "models").mkdir(exist_ok=True)
+    (tmp_path / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
+    settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix)
+    async with cpersona.open(settings, background=False) as memory:
+        await memory.store("a record that was written", agent_id="a")
+
+        async def killed(*args: object, **kwargs: object) -> None:
+            raise cpersona.RedisUnavailable("the process died here")
+
+        # Dead, not failed: nothing of it cleans up after it.
+        monkeypatch.setattr(memory.records, "put_memories", killed)
+        monkeypatch.setattr(memory.records, "release_writes", killed)
+        assert memory.vectors is not None
+        monkeypatch.setattr(memory.vectors, "delete", killed)
+        with pytest.raises(cpersona.RedisUnavailable):
+            await memory.store("the store that died", agent_id="a", id="m1")
+        monkeypatch.undo()
+        assert (await memory.stats("a"))["vectors"] == 2
+        # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
+        in_flight = memory.keys.writes_in_flight
+        await memory.redis.zadd(in_flight, dict.fromkeys(await memory.redis.zrange(in_flight, 0, -1), 0))
+    async with cpersona.open(settings, background=False) as memory:
+        stats = await memory.stats("a")
+        assert (stats["memories"], stats["vectors"]) == (1, 1)
+        assert (await memory.stats(None))["vectors"] == 1
+        assert (await memory.store("the store that died", agent_id="a", id="m1")).result == "stored"

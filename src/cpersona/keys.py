@@ -63,6 +63,11 @@ class Keys:
         """Set of record keys written to Redis whose vector is not yet confirmed in Qdrant."""
         return f"{self.prefix}:pending:vector"
 
+    @property
+    def writes_in_flight(self) -> str:
+        """Sorted set of writes whose claims are taken and whose document is not yet written (by start)."""
+        return f"{self.prefix}:inflight:writes"
+
     def msg_id_claim(self, agent_id: str, project_id: str, msg_id: str) -> str:
         """Dedup claim for a caller id within agent and project (value: the record id)."""
         return f"{self.prefix}:dedup:msg:{_part(agent_id)}:{_part(project_id)}:{_part(msg_id)}"

@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     future_timestamp_mode: Annotated[FutureTimestampMode, BeforeValidator(_choice)] = "warn"
     future_timestamp_slack_secs: float = 300.0
     batch_max: _Count = 1_000
+    # The largest HTTP request body read; the server stops reading past it (413).
+    max_body_bytes: _Count = 8 * 1024 * 1024
 
     redis_timeout_secs: _Positive = 5.0
     redis_startup_timeout_secs: _Positive = 20.0

@@ -1,8 +1,10 @@
 """Dedup claims: which stored memory already holds a caller id or an identical content.
 
 A memory claims its ``msg_id`` within agent and project, and its content digest within agent, project and
-channel (:class:`~cpersona.keys.Keys`). A store whose claim is held by a live record is skipped and names
-that record; a claim of a deleted record is stale and ignored.
+channel (:class:`~cpersona.keys.Keys`). The claims are taken in one atomic step before the text is
+embedded (:meth:`~cpersona.stores.protocols.RecordStore.reserve_writes`), so of concurrent identical
+stores one wins and the others are skipped with its ref. A claim held by a live record or by a store
+still in flight counts; a claim of a deleted record is stale and ignored.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from cpersona.model.records import new_id
 from cpersona.model.results import StoreResult
+from cpersona.stores.protocols import InFlightWrite
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,9 +23,18 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.model.drafts import MemoryDraft
     from cpersona.model.records import MemoryRecord, Scope
+    from cpersona.settings import Settings
     from cpersona.stores.protocols import RecordStore
 
-__all__ = ["Fresh", "claim_keys", "content_claim", "dedup", "record_claims"]
+__all__ = [
+    "Fresh",
+    "claim_keys",
+    "content_claim",
+    "dedup",
+    "follower_results",
+    "record_claims",
+    "reservation_secs",
+]
 
 
 def _digest(text: str) -> str:
@@ -51,47 +63,84 @@ def record_claims(keys: Keys, record: MemoryRecord) -> list[str]:
     return claims
 
 
-async def _existing_claim(records: RecordStore, claims: Sequence[str]) -> tuple[str, str] | None:
-    """The record that already holds a claim, if it still exists (claims of deleted records are stale)."""
-    holder = await records.live_claim(claims)
-    if holder is None:
-        return None
-    reason = "duplicate_id" if ":dedup:msg:" in holder.claim else "duplicate_content"
-    return holder.record_id, reason
+def reservation_secs(settings: Settings) -> float:
+    """How long a store's claims stay taken before its document is written: well past the deadlines
+    of every step between (embedding, the vector write, the Redis transaction), so only a store that
+    died lets them lapse."""
+    return 4 * (
+        settings.embedding_timeout_secs + settings.qdrant_timeout_secs + 2 * settings.redis_timeout_secs
+    )
+
+
+def _reason(claim: str) -> str:
+    return "duplicate_id" if ":dedup:msg:" in claim else "duplicate_content"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fresh:
-    """A draft no live record and no earlier draft of its batch claims: it gets a new record id."""
+    """A draft that won its claims: it gets a new record id, and is in flight until written."""
 
     index: int
     draft: MemoryDraft
     record_id: str
     claims: list[str]
 
+    @property
+    def in_flight(self) -> InFlightWrite:
+        return InFlightWrite("memory", self.record_id, tuple(self.claims))
 
-async def dedup(
-    records: RecordStore, keys: Keys, drafts: Sequence[MemoryDraft]
-) -> tuple[list[StoreResult | None], list[Fresh]]:
-    """The skipped drafts' results (``None`` where a draft is fresh) and the fresh drafts, in order."""
-    results: list[StoreResult | None] = [None] * len(drafts)
-    fresh: list[Fresh] = []
-    seen_in_batch: dict[str, str] = {}
+
+def _batch_leaders(keys: Keys, drafts: Sequence[MemoryDraft]) -> tuple[list[Fresh], dict[int, int]]:
+    """The drafts no earlier draft of the batch shares a claim with, and each other draft's leader."""
+    leaders: list[Fresh] = []
+    follows: dict[int, int] = {}
+    seen: dict[str, int] = {}
     for i, draft in enumerate(drafts):
         claims = claim_keys(keys, draft)
-        existing = await _existing_claim(records, claims)
-        if existing is None:
-            for key in claims:
-                if key in seen_in_batch:
-                    existing = (seen_in_batch[key], "duplicate")
-                    break
-        if existing is not None:
-            results[i] = StoreResult(
-                "skipped", f"mem:{existing[0]}", draft.msg_id, skipped_reason=existing[1]
-            )
+        earlier = next((seen[key] for key in claims if key in seen), None)
+        if earlier is not None:
+            follows[i] = earlier
             continue
-        record_id = new_id()
-        for key in claims:
-            seen_in_batch[key] = record_id
-        fresh.append(Fresh(i, draft, record_id, claims))
-    return results, fresh
+        seen.update(dict.fromkeys(claims, i))
+        leaders.append(Fresh(i, draft, new_id(), claims))
+    return leaders, follows
+
+
+async def dedup(
+    records: RecordStore, keys: Keys, drafts: Sequence[MemoryDraft], ttl_secs: float
+) -> tuple[list[StoreResult | None], list[Fresh], dict[int, int]]:
+    """Claim the drafts' ids and contents, atomically, before anything else is written.
+
+    Returns the skipped drafts' results (``None`` elsewhere), the fresh drafts in order (their claims
+    taken and their writes in flight: written by ``put_memories`` or given up by ``release_writes``),
+    and, for each draft that repeats an earlier one of its batch, that earlier draft's index. A
+    concurrent store of the same id or content finds the claim taken and is skipped with this ref.
+    """
+    results: list[StoreResult | None] = [None] * len(drafts)
+    leaders, follows = _batch_leaders(keys, drafts)
+    holders = await records.reserve_writes([f.in_flight for f in leaders], ttl_secs=ttl_secs)
+    fresh: list[Fresh] = []
+    for leader, holder in zip(leaders, holders, strict=True):
+        if holder is None:
+            fresh.append(leader)
+        else:
+            results[leader.index] = StoreResult(
+                "skipped",
+                f"mem:{holder.record_id}",
+                leader.draft.msg_id,
+                skipped_reason=_reason(holder.claim),
+            )
+    return results, fresh, follows
+
+
+def follower_results(
+    results: list[StoreResult | None], drafts: Sequence[MemoryDraft], follows: dict[int, int]
+) -> list[StoreResult]:
+    """Every result in order, once the leaders' are in: a repeat within a batch is skipped with its
+    leader's ref (and its leader's reason, when the leader was itself skipped)."""
+    for i, leader in sorted(follows.items()):
+        first = results[leader]
+        assert first is not None
+        reason = first.skipped_reason if first.result == "skipped" else "duplicate"
+        results[i] = StoreResult("skipped", first.ref, drafts[i].msg_id, skipped_reason=reason)
+    return [r for r in results if r is not None]

@@ -2,8 +2,9 @@
 
 The backends open in dependency order on one exit stack (Redis, its indexes, the embedder, the vector
 collections, the block builder, the trace publisher) and close in reverse, so a failure half way through
-closes what was opened and nothing else. The last step of an open finishes the vector
-writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`).
+closes what was opened and nothing else. The last steps of an open sweep the writes a crash left
+between their vector and their document (:func:`~cpersona.engine.vector_writes.sweep_abandoned`) and
+finish the vector writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from cpersona.engine.backends import Backends
-from cpersona.engine.vector_writes import finish_pending
+from cpersona.engine.claims import reservation_secs
+from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InvalidSetting
 from cpersona.recall.policy import load_policies
@@ -96,6 +98,7 @@ class Lifecycle:
         try:
             await self._open_backends(stack)
             self._stack = stack
+            await sweep_abandoned(self.backends, self._abandoned_after())
             await finish_pending(self.backends)
         except BaseException:
             self._backends = None
@@ -104,6 +107,12 @@ class Lifecycle:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
             raise
+
+    def _abandoned_after(self) -> float:
+        """How old a write in flight must be to count as abandoned at start. An embedded Redis has no
+        other engine writing to it, so every write in flight at start is dead; a shared one may have
+        writes of running engines in flight, which only their reservation's lapse shows dead."""
+        return 0.0 if self.settings.embedded_redis else reservation_secs(self.settings)
 
     async def close(self) -> None:
         stack, self._stack, self._backends, self._recaller = self._stack, None, None, None

@@ -73,8 +73,11 @@ async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
     counts = await b.records.counts(agent)
     vectors = None
     if b.vectors is not None:
-        flt = None if agent_id is None else scope_filter(ReadScope(str(agent_id)))
-        vectors = await b.vectors.count(flt) if flt is not None else None
+        # The vectors of records (not of blocks, which live in their own collection). A store that died
+        # before its document can leave one more until the next start sweeps it.
+        vectors = await (
+            b.vectors.count_all() if agent is None else b.vectors.count(scope_filter(ReadScope(agent)))
+        )
     return {
         "ok": True,
         "memories": counts.memories,

@@ -1,27 +1,43 @@
 """A record's vector: written before its document, or marked pending and finished later.
 
-A store is crash-safe across the two stores. The record is written to Redis first, in one transaction
-with a "vector pending" mark (a member of one set); then its vector goes to Qdrant; then the mark is
-cleared. A crash between the steps leaves the mark, and :func:`finish_pending` — run at every start —
-embeds and writes what is marked. So once a store is acknowledged, the record is in Redis and its vector
-reaches Qdrant, whatever happens next.
+A store is crash-safe across the two stores. Its claims are taken first, with a mark that its write is
+in flight; then its vector goes to Qdrant; then its document is written to Redis, in one transaction that
+also ends the in-flight mark and, if the vector could not be written, adds a "vector pending" mark. A
+store that fails before its document deletes its vectors and gives up its claims
+(:func:`abandoned_on_failure`); one that dies leaves its in-flight mark, and :func:`sweep_abandoned` —
+run at every start — deletes the vector such a write may have left and frees its claims. Then
+:func:`finish_pending` embeds and writes what is marked pending. So once a store is acknowledged, the
+record is in Redis and its vector reaches Qdrant; and a vector without a document does not outlive the
+next start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING, TypeVar
+
+import anyio
 
 from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.stores.protocols import VectorPoint
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from cpersona.engine.backends import Backends
+    from cpersona.stores.protocols import InFlightWrite
 
-__all__ = ["OPTIMIZE_TIMEOUT_SECS", "finish_pending", "optimize", "with_vectors"]
+__all__ = [
+    "OPTIMIZE_TIMEOUT_SECS",
+    "abandoned_on_failure",
+    "finish_pending",
+    "optimize",
+    "sweep_abandoned",
+    "with_vectors",
+]
 
 log = logging.getLogger("cpersona")
 _R = TypeVar("_R", MemoryRecord, EpisodeRecord)
@@ -68,7 +84,8 @@ async def with_vectors(b: Backends, records: Sequence[_R]) -> list[_R]:
     version's entries in the full-text index until the search module's collector ran, and BM25
     counted them. A failing embedder or vector store does not fail the store: the records are
     written pending and finished later (:func:`finish_pending`). A crash after the vector and before
-    the document leaves a vector without a record, which recall skips (no document, no row).
+    the document leaves a vector without a record, which recall skips (no document, no row) until the
+    next start sweeps it (:func:`sweep_abandoned`).
     """
     if b.embedder is None:
         return list(records)
@@ -106,6 +123,48 @@ async def finish_pending(b: Backends) -> int:
     if done:
         log.info("finished %d pending vector write(s)", done)
     return done
+
+
+@contextlib.asynccontextmanager
+async def abandoned_on_failure(b: Backends, writes: Sequence[InFlightWrite]) -> AsyncIterator[None]:
+    """Give up ``writes`` (begun by ``reserve_writes``) if the block fails or is cancelled."""
+    try:
+        yield
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _abandon(b, writes)
+        raise
+
+
+async def _abandon(b: Backends, writes: Sequence[InFlightWrite]) -> bool:
+    """Free the claims of these writes, delete the vectors they may have left, then drop their marks.
+
+    A write whose record was written after all (its caller only lost the reply) keeps its claims and
+    its vector. Best effort: when a step fails, the marks stay for the next start's sweep and the
+    claims lapse.
+    """
+    try:
+        unwritten = await b.records.release_writes(writes)
+        if b.vectors is not None and unwritten:
+            await b.vectors.delete([w.record_id for w in unwritten])
+        await b.records.forget_writes(unwritten)
+    except Exception as exc:
+        log.warning("could not give up %d failed write(s), left to the next start: %s", len(writes), exc)
+        return False
+    return True
+
+
+async def sweep_abandoned(b: Backends, older_than_secs: float) -> int:
+    """Give up the writes begun more than ``older_than_secs`` ago that never wrote their record (their
+    store died between its vector and its document). Returns how many were swept."""
+    abandoned = await b.records.abandoned_writes(time.time() - older_than_secs)
+    swept = 0
+    for start in range(0, len(abandoned), _PENDING_BATCH):
+        chunk = abandoned[start : start + _PENDING_BATCH]
+        swept += len(chunk) if await _abandon(b, chunk) else 0
+    if swept:
+        log.info("swept %d write(s) a stopped store left without a document", swept)
+    return swept
 
 
 async def optimize(b: Backends, timeout_secs: float) -> None:

@@ -1,9 +1,11 @@
 """The write path: memories (with dedup), episodes, raw journal entries, updates and the profile.
 
-Each write validates the whole request before anything is written, gives its records their vectors
-(:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once, in one
-transaction with its dedup claims, its pending mark and its block event; so a write that returns is
-acknowledged durably.
+Each write validates the whole request before anything is written, takes its dedup claims and marks
+itself in flight in one atomic step (:func:`~cpersona.engine.claims.dedup`), gives its records their
+vectors (:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once,
+in one transaction with its claims, its pending mark, its block event and the end of its in-flight mark;
+so a write that returns is acknowledged durably. A write that fails on the way gives its claims and its
+vectors up (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from cpersona.engine.claims import content_claim, dedup
+from cpersona.engine.claims import content_claim, dedup, follower_results, reservation_secs
 from cpersona.engine.reads import get
-from cpersona.engine.vector_writes import with_vectors
+from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import ProfileText
 from cpersona.model.episode_request import EpisodeRequest
@@ -23,7 +25,7 @@ from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import UpdateRequest, updated_record
-from cpersona.stores.protocols import MemoryWrite
+from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -59,18 +61,18 @@ async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | Sto
 async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
     """Store the drafts not already claimed; one result per draft, in order (a duplicate is skipped)."""
     b = life.backends
-    results, fresh = await dedup(b.records, life.keys, drafts)
-    if not fresh:
-        return [r for r in results if r is not None]
-    records = await with_vectors(b, await _new_memories(b, fresh))
-    writes = [MemoryWrite(rec, tuple(f.claims)) for rec, f in zip(records, fresh, strict=True)]
-    await b.records.put_memories(writes, queue_blocks=b.builder is not None)
-    for rec, f in zip(records, fresh, strict=True):
-        results[f.index] = StoreResult(
-            "stored", rec.ref, f.draft.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
-            warnings=f.draft.warnings,
-        )  # fmt: skip
-    return [r for r in results if r is not None]
+    results, fresh, follows = await dedup(b.records, life.keys, drafts, reservation_secs(life.settings))
+    if fresh:
+        async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
+            records = await with_vectors(b, await _new_memories(b, fresh))
+            writes = [MemoryWrite(rec, tuple(f.claims)) for rec, f in zip(records, fresh, strict=True)]
+            await b.records.put_memories(writes, queue_blocks=b.builder is not None)
+        for rec, f in zip(records, fresh, strict=True):
+            results[f.index] = StoreResult(
+                "stored", rec.ref, f.draft.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
+                warnings=f.draft.warnings,
+            )  # fmt: skip
+    return follower_results(results, drafts, follows)
 
 
 async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecord]:
@@ -117,8 +119,11 @@ async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreR
         resolved=d.resolved,
         created_at=now,
     )
-    (rec,) = await with_vectors(b, [rec])
-    await b.records.put_episode(rec, queue_blocks=b.builder is not None)
+    in_flight = [InFlightWrite("episode", rec.id)]
+    await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
+    async with abandoned_on_failure(b, in_flight):
+        (rec,) = await with_vectors(b, [rec])
+        await b.records.put_episode(rec, queue_blocks=b.builder is not None)
     return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
 

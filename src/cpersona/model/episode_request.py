@@ -9,11 +9,11 @@ from pydantic import Discriminator, Field, Tag, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.drafts import EpisodeDraft
+from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
     TAG,
     AgentId,
     ContentText,
-    EpochTime,
     Header,
     KeyText,
     RequestModel,

@@ -16,10 +16,8 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
-import math
 import unicodedata
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import orjson
@@ -30,7 +28,6 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
-    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError, core_schema
 
@@ -45,10 +42,13 @@ __all__ = [
     "CLEAN",
     "AgentId",
     "ContentText",
-    "EpochTime",
+    "Before",
     "Header",
     "KeyText",
     "Limit",
+    "NO_CONTROL_PATTERN",
+    "OWN",
+    "QueryInt",
     "QueryModel",
     "UNSET",
     "RequestModel",
@@ -73,8 +73,8 @@ _SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("sch
 # A union member's tag starts with this mark, so that a field's path leaves it out (``content``, not
 # ``content.text``): callers name fields, never the branch pydantic tried.
 TAG = "~"
-_MAX_TIME_TEXT = 64
-_OWN = "cpersona."
+OWN = "cpersona."
+"""The prefix of our own error types, whose messages are said as written."""
 
 
 class RequestModel(BaseModel):
@@ -91,7 +91,7 @@ class QueryModel(RequestModel):
 
 def refusal(kind: str, message: str, context: Mapping[str, object] | None = None) -> PydanticCustomError:
     """A validation error of ours: its message is said as written (pydantic's own are reworded)."""
-    return PydanticCustomError(_OWN + kind, message, dict(context) if context else None)
+    return PydanticCustomError(OWN + kind, message, dict(context) if context else None)
 
 
 def settings_of(info: ValidationInfo) -> Settings:
@@ -162,36 +162,47 @@ def _clean_text(value: str) -> str:
     return value
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NoControl:
+    """No control character at all (C0, DEL, C1): ids end up in keys, tags, log lines and terminals."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_no_control, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["pattern"] = NO_CONTROL_PATTERN
+        return out
+
+
+NO_CONTROL_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+"""The JSON schema's pattern of text without control characters (ECMA 262, as OpenAPI reads it)."""
+
+
+def _no_control(value: str) -> str:
+    for ch in value:
+        if unicodedata.category(ch) == "Cc":
+            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
+    return value
+
+
+def _ascii_digits(value: object) -> object:
+    # int() reads " 5", "+5", "5_0" and the digits of every script (U+0665); a query string is ASCII.
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit()):
+            raise refusal("int_digits", f"must be a whole number in the digits 0-9, got {value!r}")
+        return int(value)
+    return value
+
+
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise refusal("blank", "must not be empty")
     return value
-
-
-def _epoch(value: object) -> float:
-    """A point in time as epoch seconds, from ISO 8601 text or epoch seconds; no offset means UTC."""
-    if isinstance(value, bool):
-        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
-    if isinstance(value, int | float):
-        out = float(value)
-        if not math.isfinite(out) or out < 0:
-            raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
-        return out
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if len(text) > _MAX_TIME_TEXT:
-            raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise refusal("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
-    else:
-        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -207,7 +218,7 @@ class _After:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Before:
+class Before:
     """Turn the raw value into the field's type with ``convert`` (which refuses what it cannot read)."""
 
     convert: Any
@@ -218,24 +229,16 @@ class _Before:
         return core_schema.no_info_before_validator_function(self.convert, handler(source))
 
 
-KeyText = Annotated[str, Limit("max_key_length")]
-"""A scope key, id or name: text of at most ``CPERSONA_MAX_KEY_LENGTH`` characters."""
-AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank)]
+KeyText = Annotated[str, Limit("max_key_length"), _NoControl()]
+"""A scope key, id or name: at most ``CPERSONA_MAX_KEY_LENGTH`` characters, none of them a control."""
+AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank), _NoControl()]
 """The agent a write belongs to: a non-blank ``KeyText``."""
+QueryInt = Annotated[int, Before(_ascii_digits)]
+"""A whole number; read from a query string, only the ASCII digits 0-9 make one."""
 CLEAN = _After(_clean_text)
 """Text for people and models: not blank, no control characters but tab and newlines."""
 ContentText = Annotated[str, Field(min_length=1), Limit("max_content_length", too_large=True), CLEAN]
 """Stored text: not blank, no control characters, at most ``CPERSONA_MAX_CONTENT_LENGTH`` (else 413)."""
-EpochTime = Annotated[
-    float,
-    _Before(_epoch),
-    WithJsonSchema(
-        {
-            "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
-            "oneOf": [{"type": "string", "maxLength": _MAX_TIME_TEXT}, {"type": "number", "minimum": 0}],
-        }
-    ),
-]
 Unit01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Header = Annotated[Any, Field(description="Cerememory protocol header: accepted and ignored")]
 
@@ -325,7 +328,7 @@ def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     error = exc.errors(include_url=False)[0]
     field = path(error["loc"], prefix, unknown=error["type"] == "extra_forbidden") or prefix or "body"
     problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
-    if error["type"] == _OWN + "too_large":
+    if error["type"] == OWN + "too_large":
         return ContentTooLarge(field, problem)
     return InvalidRequest(field, problem)
 
@@ -364,7 +367,7 @@ def _problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> 
         return f"must be {bounds[kind]} {limit}, got {given!r}"
     if kind == "string_too_short":
         return "must not be empty"
-    if kind.startswith(_OWN):
+    if kind.startswith(OWN):
         return message
     return message[:1].lower() + message[1:]
 

@@ -14,10 +14,11 @@ from typing import Annotated, Any
 import orjson
 from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 
+from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
+    OWN,
     TAG,
     ContentText,
-    EpochTime,
     KeyText,
     Limit,
     RequestModel,
@@ -113,13 +114,20 @@ class MemoryContent(RequestModel):
         return self.blocks[0].text()
 
 
-def _content_branch(value: Any) -> str:
-    return f"{TAG}blocks" if isinstance(value, Mapping | MemoryContent) else f"{TAG}text"
+def _content_branch(value: Any) -> str | None:
+    if isinstance(value, Mapping | MemoryContent):
+        return f"{TAG}blocks"
+    return f"{TAG}text" if isinstance(value, str) else None
 
 
 Content = Annotated[
     Annotated[ContentText, Tag(f"{TAG}text")] | Annotated[MemoryContent, Tag(f"{TAG}blocks")],
-    Discriminator(_content_branch),
+    # Content of neither shape is told both it could have been, not just why it is no string.
+    Discriminator(
+        _content_branch,
+        custom_error_type=OWN + "content_type",
+        custom_error_message="must be a string or an object",
+    ),
     Field(description="Plain text (CPersona) or Cerememory MemoryContent"),
 ]
 """A memory's content as a caller writes it; the text of blocks is checked when the draft is made."""

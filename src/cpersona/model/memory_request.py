@@ -15,10 +15,10 @@ from pydantic import ConfigDict, Field, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.drafts import MemoryDraft
+from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
     AgentId,
     ContentText,
-    EpochTime,
     Header,
     KeyText,
     Limit,

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from cpersona.model.fields import KeyText, QueryModel
+from cpersona.model.fields import KeyText, QueryInt, QueryModel
 
 __all__ = ["ForgetQuery", "ListQuery", "RecordKind", "RecordQuery", "StatsQuery"]
 
@@ -28,7 +28,7 @@ class ListQuery(QueryModel):
     project_id: KeyText | None = Field(default=None, description="Project (also sees the global pool)")
     channel: KeyText | None = Field(default=None, description="Channel (also sees the global pool)")
     source_id: KeyText = Field(default="", description="Source id, exact or prefix")
-    limit: Annotated[int, Field(ge=0, le=LIST_MAX)] = Field(
+    limit: Annotated[QueryInt, Field(ge=0, le=LIST_MAX)] = Field(
         default=100, description="How many (newest first)"
     )
 

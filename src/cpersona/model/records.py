@@ -19,6 +19,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from cpersona.model.time_cue import MAX_TS, MIN_TS
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -68,8 +70,14 @@ def new_id() -> str:
 
 
 def format_time(epoch: float) -> str:
-    """RFC 3339 in UTC with a ``Z`` and microseconds, the one time format on the wire."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 in UTC with a ``Z`` and microseconds, the one time format on the wire.
+
+    Writes refuse a time outside the years 1 to 9999, but a record stored before that rule may hold
+    one; it is shown at the nearest end of the range rather than failing every read of its agent.
+    """
+    moment = datetime.fromtimestamp(min(max(epoch, MIN_TS), MAX_TS), UTC)
+    # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits.
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

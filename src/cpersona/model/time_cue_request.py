@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from cpersona.model.epoch_time import MAX_TIME_TEXT
 from cpersona.model.fields import TAG, RequestModel, describe, invalid, refusal
 from cpersona.model.time_cue import MAX_TS, MIN_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
 
@@ -33,7 +34,6 @@ _DAY = 86_400.0
 _MAX_AGO_DAYS = 3_652_425
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", re.DOTALL)
-_MAX_TIME_TEXT = 64
 
 
 class AgoBody(RequestModel):
@@ -67,7 +67,7 @@ _CueTime = Annotated[
     Field(
         description="A date (YYYY-MM-DD) or an ISO 8601 time (UTC without an offset); a date in before "
         "includes that day",
-        max_length=_MAX_TIME_TEXT,
+        max_length=MAX_TIME_TEXT,
     ),
 ]
 
@@ -166,8 +166,8 @@ def _parse_time(raw: object, *, end_of_day: bool) -> float:
             "cue_time_type",
             f"must be a date (YYYY-MM-DD) or an ISO 8601 time as a string, got {describe(raw)}",
         )
-    if len(raw) > _MAX_TIME_TEXT:
-        raise refusal("too_long", f"must be at most {_MAX_TIME_TEXT} characters")
+    if len(raw) > MAX_TIME_TEXT:
+        raise refusal("too_long", f"must be at most {MAX_TIME_TEXT} characters")
     try:
         if _DATE.fullmatch(raw):
             return _day(date.fromisoformat(raw), end_of_day=end_of_day)

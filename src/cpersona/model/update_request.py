@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from cpersona.model.fields import EpochTime, Header, KeyText, RequestModel, refusal, validate
+from cpersona.model.epoch_time import EpochTime
+from cpersona.model.fields import Header, KeyText, RequestModel, refusal, validate
 from cpersona.model.memory_parts import (
     NO_RATIONALE,
     Content,

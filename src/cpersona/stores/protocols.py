@@ -17,6 +17,7 @@ from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
     HydratedRecord,
+    InFlightWrite,
     MemoryWrite,
     Period,
     RecordCounts,
@@ -38,6 +39,7 @@ __all__ = [
     "ClaimHolder",
     "Embedder",
     "HydratedRecord",
+    "InFlightWrite",
     "MemoryWrite",
     "Period",
     "PointKind",
@@ -161,6 +163,10 @@ class VectorStore(Protocol):
         """How many points match the filter (exact)."""
         ...
 
+    async def count_all(self) -> int:
+        """How many points the collection holds, of every agent (exact)."""
+        ...
+
     async def aclose(self) -> None:
         """Flush and release the collection."""
         ...
@@ -280,6 +286,29 @@ class RecordStore(Protocol):
 
     async def live_claim(self, claims: Sequence[str]) -> ClaimHolder | None:
         """The first of ``claims`` held by a memory that still exists (claims of deleted ones are stale)."""
+        ...
+
+    async def reserve_writes(
+        self, writes: Sequence[InFlightWrite], *, ttl_secs: float
+    ) -> list[ClaimHolder | None]:
+        """Begin these writes, in one atomic step: for each, in order, either the holder of one of its
+        claims (a memory that exists, or a write still in flight), and nothing is taken; or ``None``,
+        and its claims are taken for ``ttl_secs`` and the write is marked in flight until its record is
+        written (``put_memories``, ``put_episode``) or it is released."""
+        ...
+
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
+        """Give up writes begun with :meth:`reserve_writes`. A write whose record was written after all
+        only loses its in-flight mark; one never written drops the claims still its own, keeps its mark,
+        and is returned (the caller deletes its vector, then :meth:`forget_writes` it)."""
+        ...
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
+        """Drop the in-flight marks of these writes."""
+        ...
+
+    async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
+        """The writes begun before ``started_before`` (epoch seconds) whose record was never written."""
         ...
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "BlockParent",
     "ClaimHolder",
     "HydratedRecord",
+    "InFlightWrite",
     "MemoryWrite",
     "Period",
     "RecordCounts",
@@ -55,6 +56,16 @@ class ClaimHolder:
 
     claim: str
     record_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InFlightWrite:
+    """A memory or episode whose write has begun: its dedup claims are taken, its vector may exist, its
+    document is not written yet."""
+
+    kind: SearchedKind
+    record_id: str
+    claims: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -30,16 +30,16 @@ from cpersona.edges.http.errors import (
     on_http_error,
     single_error,
 )
+from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
+from cpersona.settings import Settings
 
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Awaitable, Callable
-
-    from cpersona.settings import Settings
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -53,16 +53,18 @@ __all__ = [
     "single_error",
 ]
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
-"""The largest request body the app reads (the Cerememory server's cap); larger bodies get a 413."""
+MAX_BODY_BYTES = Settings.model_fields["max_body_bytes"].default
+"""The default of ``CPERSONA_MAX_BODY_BYTES``, the largest request body the app reads (413 beyond it)."""
 
 
 def create_app(
-    settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES, background: bool = True
+    settings: Settings, *, max_body_bytes: int | None = None, background: bool = True
 ) -> Starlette:
     """The HTTP API over an engine opened with ``settings`` when the app starts (its lifespan).
 
-    ``max_body_bytes`` caps request bodies (413 beyond it). ``background`` runs the engine's background
+    ``max_body_bytes`` caps request bodies (413 beyond it; default ``settings.max_body_bytes``). A
+    server bound to loopback answers only to a loopback ``Host`` (:mod:`~cpersona.edges.http.hosts`).
+    ``background`` runs the engine's background
     tasks (block worker, trace publisher) in a task group around the app's life, as ``cpersona.open``
     does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.
     """
@@ -85,11 +87,11 @@ def create_app(
     routes = [Route(op.route_path, op.handler, methods=[op.method]) for op in ROUTES]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestEdge)],
+        middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
-    app.state.max_body_bytes = max_body_bytes
+    app.state.max_body_bytes = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
     return app
 
 

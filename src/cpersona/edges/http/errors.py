@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ForgetUnconfirmed",
+    "HostNotAllowed",
     "ORJSONResponse",
     "RequestEdge",
+    "UnsupportedMediaType",
     "error_envelope",
     "on_cpersona_error",
     "on_http_error",
@@ -50,6 +52,20 @@ class ForgetUnconfirmed(InvalidRequest):
     """A request to delete all of an agent's data came without ``confirm=true``."""
 
     code = "FORGET_UNCONFIRMED"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    """A request body that is not ``application/json``."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    status = 415
+
+
+class HostNotAllowed(InvalidRequest):
+    """A ``Host`` header a server bound to loopback does not answer to (DNS rebinding)."""
+
+    code = "HOST_NOT_ALLOWED"
+    status = 421
 
 
 class ORJSONResponse(Response):

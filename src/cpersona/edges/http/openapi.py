@@ -34,9 +34,13 @@ __all__ = ["ROUTES", "openapi_document"]
 
 _PREFIX = "#/components/schemas/"
 _ERROR_TEXT = {
-    400: "Bad input (VALIDATION_ERROR, or FORGET_UNCONFIRMED); `error.field` names the field",
+    400: "Bad input (VALIDATION_ERROR, or FORGET_UNCONFIRMED); `error.field` names the field, or the key "
+    "a body gives more than once",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
-    413: "Content, metadata or the body is over its limit (CONTENT_TOO_LARGE)",
+    413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
+    415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",
+    421: "A server bound to loopback answers only to `Host: localhost`, `127.0.0.1` or `[::1]` with its "
+    "port (HOST_NOT_ALLOWED)",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
 }
@@ -148,10 +152,16 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
                 "description": _ERROR_TEXT[status],
                 "content": {"application/json": {"schema": _ref(ErrorResponse)}},
             }
-            for status in (*op.errors, 500)
+            for status in _statuses(op)
         },
     }
     return out
+
+
+def _statuses(op: Operation) -> list[int]:
+    # Every route may meet the Host check; every route that reads a body, the media-type check.
+    own = {*op.errors, 421, 500} | ({415} if op.body is not None else set())
+    return sorted(own)
 
 
 def _description(op: Operation, settings: Settings, policies: Mapping[str, Policy]) -> str:

@@ -7,8 +7,10 @@ process never share a connection through class state.
 The models declare the documents; their search indexes are declared by hand in :mod:`.indexes` (which
 says why). Scope values are caller text, so documents hold them a second time as tags: the value's UTF-8
 bytes in hex (``''`` becomes ``x``), so a tag query never needs escaping and the global pool is an
-ordinary value. Memory and episode documents also carry what the lexical arms search besides the
-text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's own word stems); see
+ordinary value; a memory also holds the tags of the prefixes of its source id that a prefix read can
+name (``tag_source_prefixes``, see :mod:`.scope`). Memory and episode documents also carry what the
+lexical arms search besides the text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's
+own word stems), and memories the tags of their short CJK substrings (``tag_short_grams``); see
 :mod:`.lexical`.
 """
 
@@ -32,8 +34,8 @@ from cpersona.model.records import (
     Scope,
     Source,
 )
-from cpersona.stores.redis.lexical import doc_grams, doc_stems
-from cpersona.stores.redis.scope import tag
+from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
     from cpersona.keys import Keys
@@ -75,11 +77,13 @@ class _ScopedDoc(_Document):
 class MemoryDoc(_ScopedDoc):
     source: dict[str, str]
     tag_source: str = "x"
+    tag_source_prefixes: list[str] = []
     msg_id: str = ""
     tag_msg: str = "x"
     content: str
     grams: list[str] = []
     stems: str = ""
+    tag_short_grams: list[str] = []
     ts: float
     seq: int
     metadata: dict[str, Any] = {}
@@ -232,11 +236,13 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         **_scope_doc(rec.scope),
         "source": dataclasses.asdict(rec.source),
         "tag_source": tag(rec.source.id),
+        "tag_source_prefixes": source_prefix_tags(rec.source.id),
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
         "grams": doc_grams(rec.content),
         "stems": doc_stems(rec.content),
+        "tag_short_grams": doc_short_grams(rec.content),
         "ts": rec.timestamp,
         "seq": rec.seq,
         "metadata": dict(rec.metadata),

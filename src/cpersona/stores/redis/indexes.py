@@ -5,19 +5,28 @@ The indexes are created with an explicit ``FT.CREATE`` rather than from redis-om
 the text fields only (redis-om would index every string field, and each indexed field enters the
 document length BM25 normalises by), tags that can match the empty string (the global pool), the
 engine's own stopword list (:data:`~.lexical.STOPWORDS`, so the query side and the index agree), and
-fields the models hold only for the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``).
+fields the models hold only for the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``,
+the source prefixes and the short CJK substrings as multi-value ``TAG`` fields).
+
+Tag fields do not enter the document length BM25 normalises by, so a tag field added to an index leaves
+the scores of the text fields as they were.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import redis.exceptions
 
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.lexical import STOPWORDS, doc_stems
+from cpersona.stores.redis.lexical import STOPWORDS, doc_short_grams, doc_stems
+from cpersona.stores.redis.scope import source_prefix_tags
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
@@ -37,6 +46,8 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.stems", "AS", "stems", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
         "$.tag_source", "AS", "source", "TAG",
+        "$.tag_source_prefixes[*]", "AS", "source_prefix", "TAG",
+        "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
         "$.tag_msg", "AS", "msg", "TAG",
         "$.store", "AS", "store", "TAG",
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
@@ -69,15 +80,17 @@ _OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _
 
 async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
     """Create the search indexes if they do not exist yet (idempotent, safe to race), and bring a store
-    written before the ``stems`` field existed up to date (:func:`_add_stems`)."""
+    written before one of the derived fields existed up to date (:func:`_backfill`). Returns once every
+    index holds all its documents."""
     targets = {
         "memory": (keys.memory_index, keys.memory_prefix),
         "episode": (keys.episode_index, keys.episode_prefix),
         "raw": (keys.raw_index, keys.raw_prefix),
     }
     for kind, (name, prefix) in targets.items():
-        if kind in _TEXT_FIELD and await _lacks_stems(client, name):
-            await _add_stems(client, name, prefix, _TEXT_FIELD[kind])
+        missing = await _missing(client, name, _BACKFILLS.get(kind, ()))
+        if missing:
+            await _backfill(client, name, prefix, missing)
         try:
             await command(
                 client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
@@ -86,25 +99,62 @@ async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
         except redis.exceptions.ResponseError as exc:
             if "already exists" not in str(exc).lower():
                 raise
+        await _indexed(client, name)
 
 
-# The searchable text of each kind with a ``stems`` field.
-_TEXT_FIELD = {"memory": "content", "episode": "text"}
+async def _indexed(client: RedisClient, name: str) -> None:
+    """Return once index ``name`` holds every document under its prefix.
+
+    An index created over existing documents (after :func:`_backfill`, or by a racing engine) takes them
+    in the background, and a read before that ends would silently miss records.
+    """
+    while True:
+        info = await command(client, "FT.INFO", name)
+        if not int(dict(zip(info[::2], info[1::2], strict=False)).get(b"indexing", 0)):
+            return
+        await anyio.sleep(_INDEXING_POLL_SECS)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Derived:
+    """A document field computed from another one, which stores of older versions lack."""
+
+    attribute: bytes  # the index attribute that searches it: an index without it predates the field
+    source: str  # the JSON path it is computed from
+    target: str  # the JSON path it is written to
+    compute: Callable[[Any], Any]
+
+
+_BACKFILLS: dict[str, tuple[_Derived, ...]] = {
+    "memory": (
+        _Derived(b"stems", "$.content", "$.stems", lambda text: doc_stems(str(text))),
+        _Derived(
+            b"source_prefix", "$.source.id", "$.tag_source_prefixes", lambda sid: source_prefix_tags(str(sid))
+        ),
+        _Derived(b"short_gram", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
+    ),
+    "episode": (_Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),),
+}
 _MIGRATE_BATCH = 500
+_INDEXING_POLL_SECS = 0.02
 
 
-async def _lacks_stems(client: RedisClient, name: str) -> bool:
+async def _missing(client: RedisClient, name: str, derived: Sequence[_Derived]) -> list[_Derived]:
+    """The derived fields the existing index ``name`` does not search (none if there is no index yet:
+    it is created with them)."""
+    if not derived:
+        return []
     try:
         info = await command(client, "FT.INFO", name)
     except redis.exceptions.ResponseError:
-        return False  # no index yet: it is created with the field
-    fields = dict(zip(info[::2], info[1::2], strict=False)).get(b"attributes", [])
-    return not any(b"stems" in attribute for attribute in fields)
+        return []
+    attributes = dict(zip(info[::2], info[1::2], strict=False)).get(b"attributes", [])
+    return [d for d in derived if not any(d.attribute in attribute for attribute in attributes)]
 
 
-async def _add_stems(client: RedisClient, name: str, prefix: str, field: str) -> None:
-    """Give every document under ``prefix`` its ``stems``, then drop the index (keeping the documents)
-    so that :func:`ensure_indexes` creates it with the current schema.
+async def _backfill(client: RedisClient, name: str, prefix: str, derived: Sequence[_Derived]) -> None:
+    """Give every document under ``prefix`` the ``derived`` fields, then drop the index (keeping the
+    documents) so that :func:`ensure_indexes` creates it with the current schema.
 
     The documents are written before the new index exists, so that it indexes each one once (an index
     that saw both versions would count the superseded one in BM25 until its collector ran).
@@ -112,11 +162,12 @@ async def _add_stems(client: RedisClient, name: str, prefix: str, field: str) ->
     batch: list[bytes] = []
 
     async def flush() -> None:
-        texts = await client.json().mget(batch, f"$.{field}")  # type: ignore[no-untyped-call]
         pipe = client.pipeline(transaction=False)
-        for key, found in zip(batch, texts, strict=True):
-            if found:
-                pipe.json().set(key, "$.stems", doc_stems(str(found[0])))
+        for field in derived:
+            values = await client.json().mget(batch, field.source)  # type: ignore[no-untyped-call]
+            for key, found in zip(batch, values, strict=True):
+                if found:
+                    pipe.json().set(key, field.target, field.compute(found[0]))
         await pipe.execute()
         batch.clear()
 

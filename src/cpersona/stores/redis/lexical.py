@@ -12,8 +12,10 @@ n-gram tokenizer, so this module rebuilds that behaviour from two halves:
   substring is an exact phrase of consecutive grams. Elements of a multi-value field sit far apart in
   token positions (RediSearch's ``MULTI_TEXT_SLOP``), so a phrase never joins the end of one run to the
   start of another. Each element also ends with the run's two shorter tail grams, so that every CJK
-  substring of one or two characters is a *prefix* of some indexed gram; only the whole-query fallback
-  uses that (a two-character question such as ``山田`` is common in Japanese).
+  substring of one or two characters is a *prefix* of some indexed gram; a ranked search uses that for
+  an alias holding such a short run. The whole-query fallback (a two-character question such as
+  ``山田`` is common in Japanese) matches such a run exactly instead: every memory also carries each
+  distinct CJK substring of one or two characters as a tag (:func:`doc_short_grams`).
 
 Latin and other non-CJK terms are matched against the ordinary ``content`` field (``text`` for episodes).
 RediSearch's tokenizer splits on ASCII punctuation, so a term such as ``CVE-2024-3094`` or ``bug-218`` is
@@ -49,6 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 import snowballstemmer
 
+from cpersona.stores.redis.scope import tag
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -58,6 +62,7 @@ __all__ = [
     "STOPWORDS",
     "clauses",
     "doc_grams",
+    "doc_short_grams",
     "doc_stems",
     "fts_terms",
     "period_clause",
@@ -176,6 +181,21 @@ def doc_grams(text: str) -> list[str]:
     return out
 
 
+def doc_short_grams(text: str) -> list[str]:
+    """The tags of every distinct CJK substring of one or two characters of ``text``, in text order.
+
+    A tag match is exact; the prefix query of ``doc_grams``' tail grams is not (the server expands a
+    prefix to at most 200 grams counted over the whole index, so another agent's text could hide a row).
+    """
+    out: dict[str, None] = {}
+    for run in _CJK_RUN.findall(text):
+        for i in range(len(run)):
+            out.setdefault(tag(run[i]))
+            if i + 1 < len(run):
+                out.setdefault(tag(run[i : i + 2]))
+    return list(out)
+
+
 _STEM_MARK = "_"
 
 
@@ -231,18 +251,19 @@ def _pieces(text: str) -> list[str]:
     return [p for p in _split(text) if p.lower() not in _STOPWORDS]
 
 
-def _cjk_clause(run: str) -> str:
+def _cjk_clause(run: str, *, ranked: bool) -> str:
     if len(run) < 3:
-        # Only a whole query or an alias can carry a CJK run this short: every indexed gram that starts
-        # with it marks a row holding it (see ``doc_grams``' tail grams). The server expands a prefix to
-        # at most MAXPREFIXEXPANSIONS (200) distinct grams, so a very common one or two characters may
-        # find only some of the rows holding them; the fallback that uses this lists rows unscored.
-        return f"@grams:{run}*"
+        # Only a whole query or an alias can carry a CJK run this short. The fallback listing matches it
+        # exactly (see ``doc_short_grams``); a ranked search, whose scores are BM25 over text terms,
+        # matches every indexed gram that starts with it (``doc_grams``' tail grams). The server expands
+        # a prefix to at most MAXPREFIXEXPANSIONS (200) distinct grams over the whole index, so there a
+        # common one or two characters may find only some of the rows holding them.
+        return f"@grams:{run}*" if ranked else f"@short_gram:{{{tag(run)}}}"
     grams = " ".join(run[i : i + 3] for i in range(len(run) - 2))
     return f'@grams:"{grams}"'
 
 
-def _clause(term: str, text_field: str) -> str | None:
+def _clause(term: str, text_field: str, *, ranked: bool) -> str | None:
     """A RediSearch clause matching rows that contain ``term``, or ``None`` if nothing in it is searchable.
 
     CJK runs are phrases of consecutive grams; every other stretch is the phrase of its tokenizer pieces
@@ -254,7 +275,7 @@ def _clause(term: str, text_field: str) -> str | None:
     parts: list[str] = []
     for run in _RUNS.findall(term):
         if _CJK_RUN.fullmatch(run):
-            parts.append(_cjk_clause(run))
+            parts.append(_cjk_clause(run, ranked=ranked))
             continue
         pieces = _pieces(run)
         if len(pieces) == 1 and any(ch.isalnum() for ch in pieces[0]):
@@ -276,10 +297,15 @@ time in the search module (13.1 ms of server time per recall with them, 8.5 with
 
 
 def clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> list[str]:
+    """The clauses of ``terms``, searching ``text_field`` besides ``grams`` and ``stems``.
+
+    ``ranked`` for a BM25 search (question words set aside while other terms remain); otherwise the
+    memory fallback listing, which matches a short CJK run by the memories' ``short_gram`` tags.
+    """
     out: dict[str, None] = {}
     asking: dict[str, None] = {}
     for term in terms:
-        clause = _clause(term, text_field)
+        clause = _clause(term, text_field, ranked=ranked)
         if clause is None:
             continue
         if ranked and term.lower() in QUESTION_WORDS:

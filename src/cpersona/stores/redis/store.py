@@ -46,7 +46,13 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.model.candidates import ArmResult
     from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
-    from cpersona.stores.protocols import HydratedRecord, MemoryWrite, RecordKind, SearchedKind
+    from cpersona.stores.protocols import (
+        HydratedRecord,
+        InFlightWrite,
+        MemoryWrite,
+        RecordKind,
+        SearchedKind,
+    )
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisRecordStore"]
@@ -194,6 +200,24 @@ class RedisRecordStore:
                 if await self.client.exists(self.keys.memory(record_id)):
                     return ClaimHolder(claim, record_id)
         return None
+
+    async def reserve_writes(
+        self, writes: Sequence[InFlightWrite], *, ttl_secs: float
+    ) -> list[ClaimHolder | None]:
+        async with redis_errors():
+            return await self._writer.reserve_writes(writes, ttl_secs)
+
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
+        async with redis_errors():
+            return await self._writer.release_writes(writes)
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
+        async with redis_errors():
+            await self._writer.forget_writes(writes)
+
+    async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
+        async with redis_errors():
+            return await self._writer.abandoned_writes(started_before)
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
         async with redis_errors():

@@ -1,5 +1,7 @@
-"""The adapter's writes: each a transaction that keeps a record, its claims, its pending mark and its
-block event together, so a crash leaves all of them or none.
+"""The adapter's writes: each a transaction that keeps a record, its claims, its pending mark, its block
+event and the end of its in-flight mark together, so a crash leaves all of them or none; and the steps
+that must decide on what they read (taking claims, clearing a pending mark), which are the scripts of
+:mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
 are written with ``JSON.SET`` in the transaction rather than with redis-om's ``save``: ``save`` runs its
@@ -9,10 +11,13 @@ own round trip per document and cannot join a ``MULTI`` with the claims and the 
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.model.scope import ReadScope
+from cpersona.stores.record_values import ClaimHolder, InFlightWrite
 from cpersona.stores.redis import search
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import (
@@ -24,6 +29,16 @@ from cpersona.stores.redis.documents import (
     validated,
 )
 from cpersona.stores.redis.scope import scope_query
+from cpersona.stores.redis.write_scripts import (
+    CLAIM,
+    MARK_WRITTEN,
+    RELEASE,
+    in_flight_member,
+    parse_member,
+    release_args,
+    reservation_args,
+    run_script,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -57,7 +72,10 @@ class Writer:
             rec, key = write.record, self.keys.memory(write.record.id)
             json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
             for claim in write.claims:
-                pipe.set(claim, rec.id)
+                pipe.set(claim, rec.id)  # a plain SET: the claim outlives its reservation now
+            pipe.zrem(
+                self.keys.writes_in_flight, in_flight_member(InFlightWrite("memory", rec.id, write.claims))
+            )
             if rec.vector_pending:
                 pipe.sadd(self.keys.vector_pending, key)
             if queue_blocks:
@@ -84,6 +102,7 @@ class Writer:
         key = self.keys.episode(rec.id)
         pipe = self.client.pipeline(transaction=True)
         json_ops(pipe).set(key, "$", validated(self.docs.episode, episode_to_doc(rec)))
+        pipe.zrem(self.keys.writes_in_flight, in_flight_member(InFlightWrite("episode", rec.id)))
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
@@ -144,11 +163,57 @@ class Writer:
     async def mark_vectors_written(
         self, records: Sequence[MemoryRecord | EpisodeRecord], model: str
     ) -> list[str]:
-        pipe = self.client.pipeline(transaction=True)
-        for r in records:
-            key = self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
-            # Only touch documents that still exist: a delete may have raced this write.
-            json_ops(pipe).merge(key, "$", {"vector_pending": 0, "embedded": True, "embedding_model": model})
-            pipe.srem(self.keys.vector_pending, key)
-        replies = await pipe.execute(raise_on_error=False)
-        return [r.id for r, reply in zip(records, replies[::2], strict=True) if isinstance(reply, Exception)]
+        if not records:
+            return []
+        keys = [
+            self.keys.memory(r.id) if isinstance(r, MemoryRecord) else self.keys.episode(r.id)
+            for r in records
+        ]
+        patch = json.dumps({"vector_pending": 0, "embedded": True, "embedding_model": model})
+        missing = await run_script(self.client, MARK_WRITTEN, [self.keys.vector_pending, *keys], [patch])
+        return [records[int(i) - 1].id for i in missing]
+
+    # ------------------------------------------------------------------ writes in flight
+
+    async def reserve_writes(
+        self, writes: Sequence[InFlightWrite], ttl_secs: float
+    ) -> list[ClaimHolder | None]:
+        if not writes:
+            return []
+        keys, args = reservation_args(self.keys.writes_in_flight, writes)
+        head = [self.keys.memory_prefix, str(max(1, round(ttl_secs * 1000))), repr(time.time())]
+        held = await run_script(self.client, CLAIM, keys, [*head, *args])
+        return [ClaimHolder(_text(h[0]), _text(h[1])) if h else None for h in held]
+
+    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
+        if not writes:
+            return []
+        keys, args = release_args(self.keys.writes_in_flight, writes, [self._key(w) for w in writes])
+        unwritten = await run_script(self.client, RELEASE, keys, args)
+        return [writes[int(i) - 1] for i in unwritten]
+
+    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
+        if writes:
+            await self.client.zrem(self.keys.writes_in_flight, *(in_flight_member(w) for w in writes))
+
+    async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
+        entries = await self.client.zrangebyscore(self.keys.writes_in_flight, "-inf", started_before)
+        found: list[InFlightWrite] = []
+        for entry in entries:
+            write = parse_member(entry)
+            if write is not None and not await self.client.exists(self._key(write)):
+                found.append(write)
+            else:  # not ours, or its document is written: nothing to sweep
+                await self.client.zrem(self.keys.writes_in_flight, entry)
+        return found
+
+    def _key(self, write: InFlightWrite) -> str:
+        return (
+            self.keys.memory(write.record_id)
+            if write.kind == "memory"
+            else self.keys.episode(write.record_id)
+        )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

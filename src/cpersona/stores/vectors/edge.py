@@ -297,6 +297,11 @@ class EdgeVectorStore:
         request = qe.CountRequest(exact=True, filter=edge_filter(flt))
         return await self._run("count", functools.partial(self._shard.count, request))
 
+    async def count_all(self) -> int:
+        """How many points the shard holds (exact)."""
+        request = qe.CountRequest(exact=True)
+        return await self._run("count", functools.partial(self._shard.count, request))
+
     async def optimize(self, *, timeout_secs: float | None = None) -> bool:
         """Run the engine's optimisers now (index, quantise, vacuum); ``True`` if anything changed.
 

@@ -336,6 +336,11 @@ class RemoteVectorStore:
         )
         return result.count
 
+    async def count_all(self) -> int:
+        """How many points the collection holds (exact)."""
+        result = await self._run("count", functools.partial(self._client.count, self._name, exact=True))
+        return result.count
+
     async def aclose(self) -> None:
         """Close the client's connections, unless the client was passed in. Idempotent."""
         if self._closed:

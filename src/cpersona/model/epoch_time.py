@@ -1,0 +1,76 @@
+"""The one field type of a point in time in a request: ISO 8601 text or epoch seconds, as epoch seconds.
+
+Every read renders a record's times as RFC 3339 text (:func:`~cpersona.model.records.format_time`),
+which ends with the year 9999, so a time is accepted only inside what that text can show.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import WithJsonSchema
+
+from cpersona.model.fields import Before, refusal
+from cpersona.model.time_cue import MAX_TS
+
+__all__ = ["MAX_TIME_TEXT", "EpochTime"]
+
+MAX_TIME_TEXT = 64
+"""The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
+
+
+def _epoch(value: object) -> float:
+    """A point in time as epoch seconds, from ISO 8601 text or epoch seconds; no offset means UTC."""
+    if isinstance(value, bool):
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds, got a boolean")
+    if isinstance(value, int | float):
+        out = float(value)
+        if not math.isfinite(out):
+            raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
+        return _renderable(out, value)
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_TIME_TEXT:
+            raise refusal("too_long", f"must be at most {MAX_TIME_TEXT} characters")
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise refusal("time_parsing", f"is not an ISO 8601 time: {value!r}") from None
+    else:
+        raise refusal("time_type", "must be an ISO 8601 time or epoch seconds")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    # An offset near year 1 or 9999 can put the UTC time outside the datetime range; the subtraction
+    # behind timestamp() still answers, so the range is checked on the number.
+    return _renderable(moment.timestamp(), value)
+
+
+def _renderable(seconds: float, given: object) -> float:
+    # Every read renders a record's times as RFC 3339 text, which ends with the year 9999: a later time
+    # stored would make each read of its agent fail, so it is refused here, where the caller can fix it.
+    if not 0.0 <= seconds <= MAX_TS:
+        raise refusal(
+            "time_range",
+            f"must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z (epoch seconds 0 to "
+            f"{MAX_TS:.0f}), got {given!r}",
+        )
+    return seconds
+
+
+EpochTime = Annotated[
+    float,
+    Before(_epoch),
+    WithJsonSchema(
+        {
+            "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
+            "oneOf": [
+                {"type": "string", "maxLength": MAX_TIME_TEXT},
+                {"type": "number", "minimum": 0, "maximum": MAX_TS},
+            ],
+        }
+    ),
+]
