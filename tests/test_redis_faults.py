@@ -326,9 +326,14 @@ async def test_request_edge_answers_503_for_any_backend_failure(raised: Exceptio
     assert "/srv/data" not in reply.json()["error"]["message"]
 
 
-async def test_request_edge_still_answers_500_for_a_bug_beside_an_outage() -> None:
+@pytest.mark.parametrize(
+    "raised",
+    [ExceptionGroup("arms", [RedisUnavailable("arm a"), KeyError("bug")]), TimeoutError()],
+    ids=["bug-beside-an-outage", "bare-timeout"],
+)
+async def test_request_edge_still_answers_500_for_what_is_no_backend_failure(raised: Exception) -> None:
     async def failing(scope: Scope, receive: Receive, send: Send) -> None:
-        raise ExceptionGroup("arms", [RedisUnavailable("arm a"), KeyError("bug")])
+        raise raised
 
     transport = httpx.ASGITransport(app=RequestEdge(failing))
     async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as http:

@@ -23,7 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, RecordNotFound
-from cpersona.stores.redis.connection import as_unavailable
+from cpersona.stores.redis.connection import escaped_outage
 
 if TYPE_CHECKING:
     from starlette.exceptions import HTTPException
@@ -125,7 +125,7 @@ def backend_failure(exc: BaseException) -> BackendUnavailable | None:
         return found[0] if all(found) else None
     if isinstance(exc, BackendUnavailable):
         return exc
-    return as_unavailable(exc) if isinstance(exc, Exception) else None
+    return escaped_outage(exc)
 
 
 async def on_cpersona_error(request: Request, exc: Exception) -> Response:

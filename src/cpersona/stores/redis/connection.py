@@ -45,6 +45,7 @@ __all__ = [
     "close_redis",
     "connect_redis",
     "describe_error",
+    "escaped_outage",
     "module_versions",
     "new_client",
     "redact_url",
@@ -139,6 +140,17 @@ def as_unavailable(exc: BaseException, action: str = "redis call failed") -> Red
     ):
         return RedisUnavailable(detail)
     return None
+
+
+def escaped_outage(exc: BaseException) -> RedisUnavailable | None:
+    """A redis-py error that no :func:`redis_errors` block mapped, as :func:`as_unavailable` maps it.
+
+    For the outermost handlers: only redis-py's own errors count, since a bare ``TimeoutError`` that far
+    out may come from any deadline, not from Redis.
+    """
+    if not isinstance(exc, redis.exceptions.RedisError):
+        return None
+    return as_unavailable(exc, "a redis call outside the adapters failed")
 
 
 def _refusal_code(exc: BaseException) -> str | None:
