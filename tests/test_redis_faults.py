@@ -3,14 +3,14 @@
 The mapping is checked over redis-py's own reply parser, and every class that can be provoked on a real
 embedded Redis is provoked there: OOM (``maxmemory 1``), READONLY and MASTERDOWN (a replica of a master
 that is not there), NOREPLICAS (``min-replicas-to-write``), BUSY (a script that loops) and MISCONF (a
-snapshot that cannot be renamed into place). LOADING is only seen while a server reads its AOF at start,
-so it is covered by the parser test.
+snapshot that cannot be renamed into place) and LOADING (a replica slowly loading its master's data).
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import urllib.parse
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -243,6 +243,47 @@ async def test_busy_script_is_mapped(tmp_path: Path) -> None:
                 await _raw(client).script_kill()
         finally:
             await close_redis(looping)
+
+
+async def test_loading_is_mapped(tmp_path: Path) -> None:
+    # A replica loads the snapshot its master sends and answers LOADING meanwhile; the load is slowed
+    # (a millisecond a key) and the replica made to answer between keys. The master listens on TCP
+    # (its data dir is too long for a socket path) so that the replica can reach it.
+    master_settings = _settings(tmp_path / ("m" * 110))
+    replica_settings = _settings(tmp_path / "replica")
+    async with EmbeddedRedis(master_settings) as master, EmbeddedRedis(replica_settings) as replica:
+        to_master = await connect_redis(master_settings, master.url)
+        to_replica = await connect_redis(replica_settings, replica.url)
+        try:
+            async with to_master.pipeline(transaction=False) as pipe:
+                for i in range(1500):
+                    pipe.set(f"k{i}", "x" * 100)
+                await pipe.execute()
+            await to_master.config_set("repl-diskless-sync-delay", "0")
+            await to_replica.config_set("key-load-delay", "1000")
+            await to_replica.config_set("loading-process-events-interval-bytes", "1024")
+            port = urllib.parse.urlsplit(master.url).port
+            await _raw(to_replica).execute_command("REPLICAOF", "127.0.0.1", str(port))
+            codes = await _codes_until_loaded(to_replica)
+            assert "REDIS_LOADING" in codes, codes
+            await _raw(to_replica).execute_command("REPLICAOF", "NO", "ONE")
+        finally:
+            await close_redis(to_master)
+            await close_redis(to_replica)
+
+
+async def _codes_until_loaded(client: RedisClient) -> list[str]:
+    """The codes of the outages reads meet until the replica holds its master's last key."""
+    codes: list[str] = []
+    with anyio.fail_after(60):
+        while True:
+            try:
+                async with redis_errors():
+                    if await client.get("k1499") is not None:
+                        return codes
+            except RedisUnavailable as exc:
+                codes.append(exc.code)
+            await anyio.sleep(0.01)
 
 
 # ------------------------------------------------------------------------------ over HTTP
