@@ -17,6 +17,8 @@ import pytest
 import cpersona
 from cpersona.errors import RecordNotFound, RedisUnavailable
 from cpersona.settings import Settings
+from cpersona.stores.redis import server as server_module
+from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
 from cpersona.stores.redis.supervisor import MAX_DELAY_SECS, restart_delay, supervise
@@ -195,3 +197,45 @@ async def test_serve_survives_its_redis_and_takes_it_along_when_killed(tmp_path:
             assert (await memory.get(acked, agent_id=AGENT)).ref == acked
         with pytest.raises(RecordNotFound):
             await memory.get("mem:01900000-0000-7000-8000-000000000000", agent_id=AGENT)
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    while True:
+        if text in caplog.text:
+            return
+        await anyio.sleep(0.05)
+
+
+async def test_a_failed_restart_is_stopped_and_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first restart meets a server that never answers: it is stopped at the startup deadline and
+    # the supervisor tries again after its pause, this time with the real binary.
+    hang = tmp_path / "hanging-redis-server"
+    hang.write_text("#!/bin/sh\nexec sleep 300\n")
+    hang.chmod(0o755)
+    real_command = server_module._command
+    hanging = {"on": False}
+
+    def command(binary: Path, layout: Any) -> list[str]:
+        return [str(hang)] if hanging["on"] else real_command(binary, layout)
+
+    monkeypatch.setattr(server_module, "_command", command)
+    settings = Settings(data_dir=tmp_path / "data", redis_startup_timeout_secs=3.0, redis_timeout_secs=1.0)
+    with anyio.fail_after(60):
+        async with EmbeddedRedis(settings) as server, anyio.create_task_group() as tg:
+            await tg.start(supervise, server)
+            first = server.pid
+            hanging["on"] = True
+            await _kill(first)
+            await _logged(caplog, "restarting the embedded redis-server failed")
+            hanging["on"] = False
+            await _logged(caplog, "is serving again")
+            assert server.pid != first
+            client = await connect_redis(settings, server.url)
+            try:
+                assert await client.ping()
+            finally:
+                await close_redis(client)
+            tg.cancel_scope.cancel()
+    assert "did not answer within 3.0s" in caplog.text

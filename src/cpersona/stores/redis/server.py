@@ -187,16 +187,17 @@ class EmbeddedRedis:
         """Start the server again at the address it had, after it exited on its own.
 
         The same address, so the engine's client reconnects by itself. Raises :class:`RedisUnavailable`
-        when the new server exits or does not answer within the startup deadline (the caller may try
-        again), and ``RuntimeError`` unless the server was running and has exited.
+        when the new server exits or does not answer within the startup deadline (it is stopped, and
+        the caller may try again), and ``RuntimeError`` while the server runs or once the owner stops it.
         """
         process, url, layout = self._process, self._url, self._layout
-        if process is None or url is None or layout is None or self._stopping:
+        if url is None or layout is None or self._stopping:
             raise RuntimeError("the embedded Redis is not running")
-        if process.returncode is None:
-            raise RuntimeError("the embedded redis-server is still running")
-        await process.aclose()
-        self._process = None
+        if process is not None:
+            if process.returncode is None:
+                raise RuntimeError("the embedded redis-server is still running")
+            self._process = None
+            await process.aclose()
         if self._stopping:
             return
         log_start = 0
@@ -204,7 +205,11 @@ class EmbeddedRedis:
             with anyio.fail_after(self._settings.redis_startup_timeout_secs):
                 log_start, failure = await self._launch(layout, url)
         except TimeoutError:
+            await self._discard()
             raise await self._too_slow(layout, log_start) from None
+        except RedisUnavailable:
+            await self._discard()
+            raise
         if failure is not None:
             tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
             raise _exited(layout, failure, tail)
@@ -239,6 +244,13 @@ class EmbeddedRedis:
             await process.aclose()
             self._process = None
         return log_start, failure
+
+    async def _discard(self) -> None:
+        """Stop a server whose restart failed half way, so that the next restart starts clean."""
+        process, self._process = self._process, None
+        if process is not None:
+            with anyio.CancelScope(shield=True):
+                await stop_child(process, None, self._settings)
 
     async def _too_slow(self, layout: ServerLayout, log_start: int) -> RedisUnavailable:
         tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
