@@ -235,11 +235,11 @@ anyio.run(main)
 """
 
 
-async def test_leftover_server_of_a_killed_engine_is_retired_without_loss(tmp_path: Path) -> None:
+async def test_server_of_a_killed_engine_exits_with_it_without_loss(tmp_path: Path) -> None:
     owner = await anyio.open_process(
         [sys.executable, "-c", _OWNER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    leftover_pid = None
+    server_pid = None
     try:
         assert owner.stdout is not None
         with anyio.fail_after(60):
@@ -249,7 +249,7 @@ async def test_leftover_server_of_a_killed_engine_is_retired_without_loss(tmp_pa
                 assert owner.stderr is not None
                 err = b"".join([chunk async for chunk in owner.stderr])
                 pytest.fail(f"the owner process failed:\n{err.decode()}")
-        leftover_pid = int(line)
+        server_pid = int(line)
         # While the owner lives, its pid is named as the holder of the data dir.
         with pytest.raises(DataDirLocked) as caught:
             async with EmbeddedRedis(_settings(tmp_path)):
@@ -263,9 +263,50 @@ async def test_leftover_server_of_a_killed_engine_is_retired_without_loss(tmp_pa
             owner.kill()
         await owner.aclose()
 
-    # The engine died; its server did not, and still holds every acknowledged write.
-    assert not pid_gone(leftover_pid)
+    # The engine died; the kernel told its server, which fsynced its AOF and exited too.
+    with anyio.fail_after(30):
+        while True:
+            if pid_gone(server_pid):
+                break
+            await anyio.sleep(0.02)
+    log = (tmp_path / "redis" / "redis.log").read_text()
+    assert "Received SIGTERM" in log
+    assert "ready to exit, bye bye" in log
     settings = _settings(tmp_path)
+    async with EmbeddedRedis(settings) as server:
+        client = await connect_redis(settings, server.url)
+        try:
+            assert await client.get("acked:999") == b"999"
+            assert await client.dbsize() == 1001
+            assert await client.json().get("last") == {"written": True}
+        finally:
+            await close_redis(client)
+
+
+async def test_leftover_server_is_retired_without_loss(tmp_path: Path) -> None:
+    # A server that outlived its engine all the same (started by an older engine, or where the kernel
+    # has no parent-death signal) still holds acknowledged writes: it is asked to SHUTDOWN, not killed.
+    settings = _settings(tmp_path)
+    async with EmbeddedRedis(settings) as server:
+        url = server.url
+    redis_dir = tmp_path / "redis"
+    leftover_pid = await _spawn_detached(redis_dir)
+    await _wait_for_file(redis_dir / "redis.pid")
+    (redis_dir / "redis.url").write_text(url + "\n")
+    with anyio.fail_after(30):
+        while True:
+            try:
+                client = await connect_redis(settings, url)
+                break
+            except RedisUnavailable:
+                await anyio.sleep(0.05)
+    try:
+        for i in range(1000):
+            await client.set(f"acked:{i}", str(i))
+        await client.json().set("last", "$", {"written": True})
+    finally:
+        await close_redis(client)
+    shutdowns = (redis_dir / "redis.log").read_text().count("User requested shutdown")
     async with EmbeddedRedis(settings) as server:
         assert server.pid != leftover_pid
         assert pid_gone(leftover_pid)
@@ -276,9 +317,26 @@ async def test_leftover_server_of_a_killed_engine_is_retired_without_loss(tmp_pa
             assert await client.json().get("last") == {"written": True}
         finally:
             await close_redis(client)
-        # Retired with SHUTDOWN (AOF fsynced), not killed.
-        log = (tmp_path / "redis" / "redis.log").read_text()
-        assert log.count("User requested shutdown") == 1
+        log = (redis_dir / "redis.log").read_text()
+        assert log.count("User requested shutdown") == shutdowns + 1
+        assert "Received SIGTERM" not in log
+
+
+async def _spawn_detached(redis_dir: Path) -> int:
+    """Start a redis-server on the engine's config that is nobody's child; its pid."""
+    process = await anyio.open_process(
+        [sys.executable, "-c", _SPAWN_DETACHED, str(redis_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 64)
+            await process.wait()
+    finally:
+        await process.aclose()
+    return int(line)
 
 
 async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> None:

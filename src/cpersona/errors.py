@@ -15,11 +15,16 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     ├── EngineClosed              the engine was used outside ``async with``
     ├── GraphError                a recall graph was wired wrong (raised when it is built)
     └── BackendUnavailable        a backend did not answer within its deadline       HTTP 503
-        ├── RedisUnavailable
+        ├── RedisUnavailable      also when Redis refuses to serve now (a code per reason)
         ├── VectorStoreUnavailable
         └── EmbedderUnavailable
 
-Each error has a stable ``code`` (SCREAMING_SNAKE_CASE) that the HTTP edge puts in its error envelope.
+Each error has a stable ``code`` (SCREAMING_SNAKE_CASE) that the HTTP edge puts in its error envelope. A
+Redis that answers but cannot serve keeps the 503 and says why in its code: ``REDIS_CANNOT_PERSIST``
+(MISCONF: the AOF or a snapshot cannot be written), ``REDIS_OUT_OF_MEMORY`` (OOM), ``REDIS_READ_ONLY``
+(a replica), ``REDIS_LOADING`` (still loading its data), ``REDIS_BUSY`` (a script or module command holds
+it), ``REDIS_MASTER_DOWN``, ``REDIS_NO_REPLICAS``, ``REDIS_CLUSTER_DOWN``, ``REDIS_NO_PERMISSION`` (the ACL
+user may not run a command); one that does not answer at all is ``BACKEND_UNAVAILABLE``.
 """
 
 from __future__ import annotations
@@ -127,7 +132,14 @@ class BackendUnavailable(CpersonaError):
 
 
 class RedisUnavailable(BackendUnavailable):
+    """Redis did not answer, or answered that it cannot serve now; ``code`` tells the two apart."""
+
     backend = "redis"
+
+    def __init__(self, detail: str, *, code: str | None = None) -> None:
+        super().__init__(detail)
+        if code is not None:
+            self.code = code
 
 
 class VectorStoreUnavailable(BackendUnavailable):

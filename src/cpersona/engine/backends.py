@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from cpersona.recall.trace.publisher import TracePublisher
     from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
     from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.server import EmbeddedRedis
 
 __all__ = ["Backends"]
 
@@ -28,6 +29,8 @@ class Backends:
     blocks: VectorStore | None = None
     builder: BlockBuilder | None = None
     publisher: TracePublisher | None = None
+    server: EmbeddedRedis | None = None
+    """The engine's own Redis server; ``None`` with ``CPERSONA_REDIS_URL``."""
 
     @property
     def trace_publisher(self) -> TracePublisher:

@@ -28,6 +28,7 @@ from cpersona.stores.redis.connection import close_redis, connect_redis, redis_i
 from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
+from cpersona.stores.redis.supervisor import supervise
 from cpersona.stores.redis.trace_sink import RedisTraceSink
 from cpersona.stores.vectors.factory import open_vector_store
 
@@ -122,7 +123,7 @@ class Lifecycle:
 
     async def _open_backends(self, stack: contextlib.AsyncExitStack) -> None:
         """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
-        client = await self._connect(stack)
+        client, server = await self._connect(stack)
         info = await redis_info(client)
         records = RedisRecordStore(client, self.keys)
         await records.ensure_indexes()
@@ -150,6 +151,7 @@ class Lifecycle:
             blocks,
             builder,
             publisher=publisher,
+            server=server,
         )
         self._recaller = Recaller(
             settings=self.settings,
@@ -161,9 +163,10 @@ class Lifecycle:
             arm_wrapper=self._arm_wrapper,
         )
 
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> RedisClient:
-        """The Redis client: of the embedded server (started here) or of ``redis_url``."""
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> tuple[RedisClient, EmbeddedRedis | None]:
+        """The Redis client, and the embedded server when it is ours (started here; else ``redis_url``)."""
         url = self.settings.redis_url
+        server: EmbeddedRedis | None = None
         if url is None:
             server = await stack.enter_async_context(EmbeddedRedis(self.settings))
             url = server.url
@@ -172,7 +175,7 @@ class Lifecycle:
             await stack.enter_async_context(DataDirLock(self.settings.data_dir))
         client = await connect_redis(self.settings, url)
         stack.push_async_callback(close_redis, client)
-        return client
+        return client, server
 
     async def _open_blocks(
         self,
@@ -217,8 +220,11 @@ async def drain_blocks(b: Backends) -> int:
 
 
 async def run_background(b: Backends, task_status: TaskStatus[None]) -> None:
-    """The engine's workers (block builder, trace publisher) in one task group, until cancelled."""
+    """The engine's workers (block builder, trace publisher, the embedded Redis's supervisor) in one task
+    group, until cancelled."""
     async with anyio.create_task_group() as tg:
+        if b.server is not None:
+            await tg.start(supervise, b.server)
         await tg.start(run_block_worker, b)
         await tg.start(b.trace_publisher.run)
         task_status.started()

@@ -6,7 +6,9 @@ failure has one shape::
     {"ok": false, "error": {"code": "VALIDATION_ERROR", "message": "agent_id: is required",
                             "field": "agent_id"}, "request_id": "..."}
 
-with the HTTP status taken from the error class (see :mod:`cpersona.errors`).
+with the HTTP status taken from the error class (see :mod:`cpersona.errors`). A backend that fails is a
+503 whatever raised it: a :class:`~cpersona.BackendUnavailable`, a group of them (parallel arms), or a
+redis-py error no adapter mapped; its message never names a file (the socket path, the data dir).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, RecordNotFound
+from cpersona.stores.redis.connection import escaped_outage
 
 if TYPE_CHECKING:
     from starlette.exceptions import HTTPException
@@ -46,6 +49,22 @@ log = logging.getLogger("cpersona.http")
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 _OPAQUE_500 = "An internal error occurred"
+
+# What a caller can do about each refusal; the server log keeps Redis's own words.
+_REFUSALS = {
+    "REDIS_CANNOT_PERSIST": "Redis cannot write its append-only file or snapshot (MISCONF) and refuses "
+    "writes; free disk space or fix the Redis directory",
+    "REDIS_OUT_OF_MEMORY": "Redis reached its maxmemory (OOM) and refuses writes",
+    "REDIS_READ_ONLY": "Redis is a read-only replica (READONLY) and refuses writes",
+    "REDIS_LOADING": "Redis is still loading its data (LOADING); retry shortly",
+    "REDIS_BUSY": "Redis is busy running a script or module command (BUSY); retry shortly",
+    "REDIS_MASTER_DOWN": "Redis is a replica whose master is down (MASTERDOWN)",
+    "REDIS_NO_REPLICAS": "Redis has too few replicas to accept writes (NOREPLICAS)",
+    "REDIS_CLUSTER_DOWN": "the Redis cluster cannot serve this key now (CLUSTERDOWN)",
+    "REDIS_NO_PERMISSION": "the Redis user may not run a command cpersona needs (NOPERM)",
+}
+# A unix socket URL, or an absolute path standing alone (not the path of an http URL).
+_FILE_NAME = re.compile(r"unix://[^\s,;'\"()]+|(?<![\w:/.~])/[^\s,;'\"()]+")
 
 
 class ForgetUnconfirmed(InvalidRequest):
@@ -96,15 +115,33 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
     elif isinstance(exc, RecordNotFound):
         body = error_envelope(exc.code, str(exc), "ref", request_id)
     elif isinstance(exc, BackendUnavailable):
-        # The detail names the backend and what failed (timeout, refused); adapters never put
-        # credentials in it (URLs are redacted), and an operator needs it to act.
+        # The log keeps the whole detail for the operator; the caller gets it without file names.
         log.warning("request %s: %s", request_id, exc)
-        body = error_envelope(exc.code, str(exc), None, request_id)
+        body = error_envelope(exc.code, backend_message(exc), None, request_id)
     else:
         # Engine-state errors (closed engine, locked data dir) are server faults: log, answer opaquely.
         log.error("request %s failed: %s", request_id, exc, exc_info=exc)
         return ORJSONResponse(error_envelope("INTERNAL_ERROR", _OPAQUE_500, None, request_id), 500)
     return ORJSONResponse(body, status_code=exc.status)
+
+
+def backend_message(exc: BackendUnavailable) -> str:
+    """What a 503 says: the reason for a refusal, else the detail with every file name left out."""
+    reason = _REFUSALS.get(exc.code)
+    if reason is not None:
+        return f"{exc.backend} unavailable: {reason}"
+    return _FILE_NAME.sub("<path>", str(exc))
+
+
+def backend_failure(exc: BaseException) -> BackendUnavailable | None:
+    """The backend failure ``exc`` stands for: itself, an unmapped redis-py outage, or the first of a
+    group whose every member is one (two arms failing on the same outage). ``None`` for anything else."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = [backend_failure(inner) for inner in exc.exceptions]
+        return found[0] if all(found) else None
+    if isinstance(exc, BackendUnavailable):
+        return exc
+    return escaped_outage(exc)
 
 
 async def on_cpersona_error(request: Request, exc: Exception) -> Response:
@@ -168,7 +205,10 @@ class RequestEdge:
             if started:
                 raise
             inner = single_error(exc)
-            if isinstance(inner, CpersonaError):
+            failure = backend_failure(inner)
+            if failure is not None:
+                response = _error_response(failure, request_id)
+            elif isinstance(inner, CpersonaError):
                 response = _error_response(inner, request_id)
             else:
                 method, path = scope.get("method"), scope.get("path")

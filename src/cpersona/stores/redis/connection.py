@@ -13,7 +13,9 @@ are parsed into Python objects either way. Bytes were chosen so that no reply ca
 because redis-om (which the record store builds on) accepts both forms.
 
 Wrap every Redis call made outside this module in :func:`redis_errors` (``with`` or ``async with``) so a
-dropped connection or a missed deadline surfaces as :class:`~cpersona.RedisUnavailable`.
+dropped connection, a missed deadline or a reply in which Redis refuses to serve now (``MISCONF``, ``OOM``,
+``READONLY``, ``LOADING``, ``BUSY``...) surfaces as :class:`~cpersona.RedisUnavailable`;
+:func:`as_unavailable` is the same mapping as a function.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ if TYPE_CHECKING:
     from cpersona.settings import Settings
 
 __all__ = [
+    "REFUSAL_CODES",
     "REQUIRED_MODULES",
     "RedisClient",
     "RedisInfo",
+    "as_unavailable",
     "close_redis",
     "connect_redis",
     "describe_error",
+    "escaped_outage",
     "module_versions",
     "new_client",
     "redact_url",
@@ -64,6 +69,24 @@ _MAX_CONNECTIONS = 100
 # server still loading its data, both ConnectionError subclasses in redis-py), or a missed deadline.
 _UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
 
+REFUSAL_CODES = {
+    "MISCONF": "REDIS_CANNOT_PERSIST",
+    "OOM": "REDIS_OUT_OF_MEMORY",
+    "READONLY": "REDIS_READ_ONLY",
+    "LOADING": "REDIS_LOADING",
+    "BUSY": "REDIS_BUSY",
+    "MASTERDOWN": "REDIS_MASTER_DOWN",
+    "NOREPLICAS": "REDIS_NO_REPLICAS",
+    "CLUSTERDOWN": "REDIS_CLUSTER_DOWN",
+    "TRYAGAIN": "REDIS_CLUSTER_DOWN",
+    "NOPERM": "REDIS_NO_PERMISSION",
+}
+"""Error replies, by their first word, in which Redis says it cannot serve now (the server's state, not the
+command, is at fault), and the stable code of the :class:`RedisUnavailable` each becomes."""
+
+# The search module's answer when a query outlives its timeout (ON_TIMEOUT FAIL): a missed deadline.
+_SEARCH_TIMEOUT = "Timeout limit was reached"
+
 
 class RedisInfo(TypedDict):
     """What ``/health`` reports about Redis: the server version and the versions of the needed modules."""
@@ -73,7 +96,7 @@ class RedisInfo(TypedDict):
 
 
 class redis_errors:
-    """Map redis-py connection and timeout errors raised inside the block to :class:`RedisUnavailable`.
+    """Map what :func:`as_unavailable` maps, raised inside the block, to :class:`RedisUnavailable`.
 
     Works as ``with redis_errors():`` and as ``async with redis_errors():``. Other redis-py errors
     (a ``ResponseError`` from a malformed command, say) are bugs rather than outages and pass through.
@@ -90,8 +113,8 @@ class redis_errors:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if isinstance(exc, _UNAVAILABLE):
-            raise RedisUnavailable(f"{self._action}: {describe_error(exc)}") from exc
+        if exc is not None and (mapped := as_unavailable(exc, self._action)) is not None:
+            raise mapped from exc
 
     async def __aenter__(self) -> None:
         return None
@@ -100,6 +123,43 @@ class redis_errors:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def as_unavailable(exc: BaseException, action: str = "redis call failed") -> RedisUnavailable | None:
+    """``exc`` as a :class:`RedisUnavailable` when it means Redis cannot serve now, else ``None``.
+
+    That is a refused or dropped connection, a missed deadline, or a reply of :data:`REFUSAL_CODES`.
+    The caller chains the result to ``exc`` (``raise ... from exc``).
+    """
+    detail = f"{action}: {describe_error(exc)}"
+    code = _refusal_code(exc)
+    if code is not None:
+        return RedisUnavailable(detail, code=code)
+    if isinstance(exc, _UNAVAILABLE) or (
+        isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith(_SEARCH_TIMEOUT)
+    ):
+        return RedisUnavailable(detail)
+    return None
+
+
+def escaped_outage(exc: BaseException) -> RedisUnavailable | None:
+    """A redis-py error that no :func:`redis_errors` block mapped, as :func:`as_unavailable` maps it.
+
+    For the outermost handlers: only redis-py's own errors count, since a bare ``TimeoutError`` that far
+    out may come from any deadline, not from Redis.
+    """
+    if not isinstance(exc, redis.exceptions.RedisError):
+        return None
+    return as_unavailable(exc, "a redis call outside the adapters failed")
+
+
+def _refusal_code(exc: BaseException) -> str | None:
+    if not isinstance(exc, redis.exceptions.RedisError):
+        return None
+    # redis-py strips the first word of the replies it has a class for (OOM, READONLY, LOADING...) and
+    # keeps it as ``status_code``; the others (MISCONF, BUSY, NOREPLICAS) keep it in their text.
+    word = getattr(exc, "status_code", None) or str(exc).partition(" ")[0]
+    return REFUSAL_CODES.get(word)
 
 
 def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:

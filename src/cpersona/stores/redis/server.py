@@ -13,13 +13,17 @@ second. Layout of that folder::
     redis.log      the server's log (and its stderr)
     appendonlydir/ the AOF
 
-:class:`DataDirLock` makes sure one engine at a time owns a data dir. When an engine dies without
-stopping its server (``SIGKILL``), the server lives on and still holds acknowledged writes that may not
-be fsynced yet; the next :class:`EmbeddedRedis` on the dir finds it and shuts it down cleanly (which
-fsyncs the AOF) before starting a fresh one, so nothing acknowledged is lost.
+:class:`DataDirLock` makes sure one engine at a time owns a data dir. The server dies with its engine: on
+Linux it is started through a small launcher that asks the kernel for a SIGTERM when the engine goes
+(``PR_SET_PDEATHSIG``), and Redis answers SIGTERM by fsyncing the AOF and exiting, so even an engine
+killed with SIGKILL leaves no server running and loses nothing acknowledged. A server left running all the
+same (another platform, an older engine) is found by the next :class:`EmbeddedRedis` on the dir and shut
+down cleanly before a fresh one starts.
 
-This module starts the server and waits for it; stopping one, ours or a leftover, is :mod:`.shutdown`, and
-finding the binary and the modules in their packages is :mod:`.binaries`.
+A server that dies under a running engine is started again at the same address by :meth:`restart`
+(:mod:`.supervisor` decides when). This module starts the server and waits for it; stopping one, ours or
+a leftover, is :mod:`.shutdown`, and finding the binary and the modules in their packages is
+:mod:`.binaries`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import urllib.parse
 from typing import TYPE_CHECKING, Self
 
@@ -62,6 +67,19 @@ _POLL_SECS = 0.05
 _TCP_ATTEMPTS = 3
 _BIND_FAILURES = (b"Address already in use", b"Failed opening Unix socket", b"Could not create server TCP")
 
+# Run by the interpreter between fork and redis-server (argv: engine pid, binary, config). The death
+# signal is set before the parent check, so an engine that dies in between is still seen; it survives
+# the exec. PR_SET_PDEATHSIG is 1. The kernel sends it when the thread that forked us ends, which is the
+# event loop's thread: it lives as long as the engine.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) != 0:
+    sys.exit("cannot ask for a parent-death signal: errno " + str(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("the engine that started redis-server is gone")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
 
 class EmbeddedRedis:
     """Run a ``redis-server`` with search and JSON for the data dir of ``settings``.
@@ -88,6 +106,9 @@ class EmbeddedRedis:
         self._layout: ServerLayout | None = None
         self._process: anyio.abc.Process | None = None
         self._url: str | None = None
+        self._binary: Path | None = None
+        self._modules: tuple[Path, ...] = ()
+        self._stopping = False
 
     @property
     def url(self) -> str:
@@ -122,10 +143,10 @@ class EmbeddedRedis:
         self._lock = lock
         self._layout = layout
         try:
-            binary = await anyio.to_thread.run_sync(redis_binary)
-            modules = await anyio.to_thread.run_sync(module_files)
+            self._binary = await anyio.to_thread.run_sync(redis_binary)
+            self._modules = await anyio.to_thread.run_sync(module_files)
             await retire_leftover(layout, self._settings)
-            await self._start(layout, binary, modules)
+            await self._start(layout)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._shutdown()
@@ -140,43 +161,104 @@ class EmbeddedRedis:
 
     # ------------------------------------------------------------------ start
 
-    async def _start(self, layout: ServerLayout, binary: Path, modules: tuple[Path, ...]) -> None:
-        settings = self._settings
+    async def _start(self, layout: ServerLayout) -> None:
         use_socket = layout.socket_fits
         attempts = _TCP_ATTEMPTS + (1 if use_socket else 0)
         log_start = 0
         try:
-            with anyio.fail_after(settings.redis_startup_timeout_secs):
+            with anyio.fail_after(self._settings.redis_startup_timeout_secs):
                 for attempt in range(attempts):
                     if use_socket and attempt == 0:
-                        port, url = 0, "unix://" + urllib.parse.quote(str(layout.socket))
+                        url = "unix://" + urllib.parse.quote(str(layout.socket))
                     else:
-                        port = _free_port()
-                        url = f"redis://127.0.0.1:{port}"
-                    config = config_text(layout, modules, port=port, use_socket=port == 0)
-                    log_start = await anyio.to_thread.run_sync(write_config, layout, config, url)
-                    process = await _spawn(binary, layout)
-                    self._process = process
-                    failure = await self._wait_ready(process, url)
+                        url = f"redis://127.0.0.1:{_free_port()}"
+                    log_start, failure = await self._launch(layout, url)
                     if failure is None:
                         self._url = url
                         return
-                    await process.aclose()
-                    self._process = None
                     tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
                     if attempt + 1 < attempts and any(m in tail for m in _BIND_FAILURES):
                         continue
-                    raise RedisUnavailable(
-                        f"the embedded redis-server exited with code {failure} while starting; "
-                        f"the end of {layout.logfile}:\n{tail.decode('utf-8', 'replace')}"
-                    )
+                    raise _exited(layout, failure, tail)
         except TimeoutError:
+            raise await self._too_slow(layout, log_start) from None
+
+    async def restart(self) -> None:
+        """Start the server again at the address it had, after it exited on its own.
+
+        The same address, so the engine's client reconnects by itself. Raises :class:`RedisUnavailable`
+        when the new server exits or does not answer within the startup deadline (it is stopped, and
+        the caller may try again), and ``RuntimeError`` while the server runs or once the owner stops it.
+        """
+        process, url, layout = self._process, self._url, self._layout
+        if url is None or layout is None or self._stopping:
+            raise RuntimeError("the embedded Redis is not running")
+        if process is not None:
+            if process.returncode is None:
+                raise RuntimeError("the embedded redis-server is still running")
+            self._process = None
+            await process.aclose()
+        if self._stopping:
+            return
+        log_start = 0
+        try:
+            with anyio.fail_after(self._settings.redis_startup_timeout_secs):
+                log_start, failure = await self._launch(layout, url)
+        except TimeoutError:
+            await self._discard()
+            raise await self._too_slow(layout, log_start) from None
+        except RedisUnavailable:
+            await self._discard()
+            raise
+        if failure is not None:
             tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
-            raise RedisUnavailable(
-                f"the embedded redis-server did not answer within {settings.redis_startup_timeout_secs}s "
-                f"(CPERSONA_REDIS_STARTUP_TIMEOUT_SECS); the end of {layout.logfile}:\n"
-                f"{tail.decode('utf-8', 'replace')}"
-            ) from None
+            raise _exited(layout, failure, tail)
+
+    async def wait_exited(self) -> int:
+        """Wait until the server exits (of itself, or stopped by the owner); its exit code."""
+        process = self._process
+        if process is None:
+            raise RuntimeError("the embedded Redis is not running")
+        return await process.wait()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the owner is stopping the server (or has): an exit now is no crash."""
+        return self._stopping
+
+    async def _launch(self, layout: ServerLayout, url: str) -> tuple[int, int | None]:
+        """Start a server listening at ``url`` and wait until it is ready.
+
+        Returns where this start's lines begin in the log, and the exit code of a server that died
+        while starting (``None``: it is ready). On success ``_process`` is the new server; the caller
+        holds the startup deadline.
+        """
+        assert self._binary is not None
+        port = 0 if url.startswith("unix://") else int(urllib.parse.urlsplit(url).port or 0)
+        config = config_text(layout, self._modules, port=port, use_socket=port == 0)
+        log_start = await anyio.to_thread.run_sync(write_config, layout, config, url)
+        process = await _spawn(self._binary, layout)
+        self._process = process
+        failure = await self._wait_ready(process, url)
+        if failure is not None:
+            await process.aclose()
+            self._process = None
+        return log_start, failure
+
+    async def _discard(self) -> None:
+        """Stop a server whose restart failed half way, so that the next restart starts clean."""
+        process, self._process = self._process, None
+        if process is not None:
+            with anyio.CancelScope(shield=True):
+                await stop_child(process, None, self._settings)
+
+    async def _too_slow(self, layout: ServerLayout, log_start: int) -> RedisUnavailable:
+        tail = await anyio.to_thread.run_sync(log_tail, layout.logfile, log_start)
+        return RedisUnavailable(
+            f"the embedded redis-server did not answer within {self._settings.redis_startup_timeout_secs}s "
+            f"(CPERSONA_REDIS_STARTUP_TIMEOUT_SECS); the end of {layout.logfile}:\n"
+            f"{tail.decode('utf-8', 'replace')}"
+        )
 
     async def _wait_ready(self, process: anyio.abc.Process, url: str) -> int | None:
         """Poll until the server answers as itself with both modules; its exit code if it died first."""
@@ -220,6 +302,7 @@ class EmbeddedRedis:
 
     async def _shutdown(self) -> None:
         """Stop our server (if any) and release the lock (if ours). Callers shield this."""
+        self._stopping = True
         process, self._process = self._process, None
         url, self._url = self._url, None
         layout = self._layout
@@ -234,14 +317,29 @@ class EmbeddedRedis:
                 lock.release()
 
 
+def _exited(layout: ServerLayout, code: int, tail: bytes) -> RedisUnavailable:
+    return RedisUnavailable(
+        f"the embedded redis-server exited with code {code} while starting; "
+        f"the end of {layout.logfile}:\n{tail.decode('utf-8', 'replace')}"
+    )
+
+
+def _command(binary: Path, layout: ServerLayout) -> list[str]:
+    server = [str(binary), str(layout.config)]
+    if not sys.platform.startswith("linux"):
+        return server
+    # -I -S: the launcher needs only the standard library, so the interpreter starts in milliseconds.
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *server]
+
+
 async def _spawn(binary: Path, layout: ServerLayout) -> anyio.abc.Process:
     log = await anyio.to_thread.run_sync(open_log, layout.logfile)
     try:
         # A session of its own: a Ctrl-C aimed at the engine's terminal must not stop Redis before the
-        # engine has; the engine shuts it down itself. stdout/stderr go to the log (appended) so that
-        # errors printed before the log file is opened are kept, and no pipe ties Redis to our life.
+        # engine has; the engine shuts it down itself (or the kernel, when the engine dies). stdout and
+        # stderr go to the log (appended) so that errors printed before the log file is opened are kept.
         return await anyio.open_process(
-            [str(binary), str(layout.config)],
+            _command(binary, layout),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -33,9 +33,13 @@ _KILL_WAIT_SECS = 5.0
 
 async def stop_child(process: anyio.abc.Process, url: str | None, settings: Settings) -> None:
     """Stop our own child: ``SHUTDOWN``, then SIGTERM, then SIGKILL, each with a deadline."""
-    if process.returncode is None and url is not None:
-        await request_shutdown(url, settings.redis_timeout_secs, expect_pid=process.pid)
-        # SHUTDOWN fsyncs the AOF before exiting; give it the startup allowance to finish.
+    if (
+        process.returncode is None
+        and url is not None
+        and await request_shutdown(url, settings.redis_timeout_secs, expect_pid=process.pid)
+    ):
+        # SHUTDOWN fsyncs the AOF before exiting; give it the startup allowance to finish. A refused
+        # SHUTDOWN goes straight to SIGTERM instead of waiting for an exit that is not coming.
         with anyio.move_on_after(settings.redis_startup_timeout_secs):
             await process.wait()
     for sig, wait_secs in (
