@@ -55,6 +55,19 @@ async def _wait_for_file(path: Path) -> None:
             await anyio.sleep(0.05)
 
 
+async def _wait_for_pidfile(path: Path, pid: int) -> None:
+    """Wait until Redis has written ``pid`` into its pid file: the file exists a moment before it holds
+    the number, and a leftover whose pid file is still empty is not recognised as one."""
+    with anyio.fail_after(30):
+        while True:
+            try:
+                if (await anyio.Path(path).read_text()).strip() == str(pid):
+                    return
+            except FileNotFoundError:
+                pass
+            await anyio.sleep(0.05)
+
+
 def _raw(client: RedisClient) -> Any:
     # The redis type stubs leave execute_command untyped.
     return cast("Any", client)
@@ -291,7 +304,7 @@ async def test_leftover_server_is_retired_without_loss(tmp_path: Path) -> None:
         url = server.url
     redis_dir = tmp_path / "redis"
     leftover_pid = await _spawn_detached(redis_dir)
-    await _wait_for_file(redis_dir / "redis.pid")
+    await _wait_for_pidfile(redis_dir / "redis.pid", leftover_pid)
     (redis_dir / "redis.url").write_text(url + "\n")
     with anyio.fail_after(30):
         while True:
@@ -365,7 +378,7 @@ async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> No
         await process.aclose()
     stray_pid = int(line)
     assert stray_pid != first_pid
-    await _wait_for_file(redis_dir / "redis.pid")
+    await _wait_for_pidfile(redis_dir / "redis.pid", stray_pid)
     (redis_dir / "redis.url").write_text("redis://127.0.0.1:1\n")
     async with EmbeddedRedis(settings) as server:
         assert pid_gone(stray_pid)
