@@ -45,7 +45,8 @@ def dequantized_weights(path: Path) -> dict[str, FloatArray]:
     weights: dict[str, FloatArray] = {
         name.removeprefix(prefix): np.asarray(value, dtype=np.float32)
         for name, value in values.items()
-        if name.startswith(prefix) and not name.endswith(("_q", "_f", "_scale"))
+        # Integer buffers (position_ids) are no weights; the int8 parts were folded into floats above.
+        if name.startswith(prefix) and value.dtype.kind == "f" and not name.endswith(("_f", "_scale"))
     }
     weights.update(_projection_weights(graph, values, prefix))
     return weights
