@@ -364,19 +364,7 @@ async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> No
             await close_redis(client)
         first_pid = server.pid
     redis_dir = tmp_path / "redis"
-    process = await anyio.open_process(
-        [sys.executable, "-c", _SPAWN_DETACHED, str(redis_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert process.stdout is not None
-        with anyio.fail_after(30):
-            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 64)
-            await process.wait()
-    finally:
-        await process.aclose()
-    stray_pid = int(line)
+    stray_pid = await _spawn_detached(redis_dir)
     assert stray_pid != first_pid
     await _wait_for_pidfile(redis_dir / "redis.pid", stray_pid)
     (redis_dir / "redis.url").write_text("redis://127.0.0.1:1\n")
