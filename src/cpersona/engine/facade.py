@@ -345,10 +345,8 @@ class Engine:
     ) -> MemoryRecord:
         """Replace the given fields of a memory wholesale (:class:`~cpersona.UpdateRequest`).
 
-        A content change re-embeds the memory and moves its dedup claim. A field given as ``None`` is
-        reset (no metadata, no emotion, no meta-memory, the content's store kind, now); a field left
-        out keeps its value.
-        """
+        A content change re-embeds the memory and moves its dedup claim; a field given as ``None`` is
+        reset (to no metadata, emotion or meta-memory, the content's store kind, now), one left out kept."""
         body = given_set(
             agent_id=agent_id, content=content, metadata=metadata, emotion=emotion, meta=meta, store=store,
             timestamp=timestamp,

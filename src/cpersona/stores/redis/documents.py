@@ -17,6 +17,7 @@ own word stems), and memories the tags of their short CJK substrings (``tag_shor
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from cpersona.model.records import (
     Scope,
     Source,
 )
+from cpersona.stores.record_values import BlockParent
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = [
+    "block_parent_of",
     "DocumentModels",
     "bind_documents",
     "episode_from_doc",
@@ -373,3 +376,22 @@ def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
     """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
     out: dict[str, Any] = model.model_validate(doc).model_dump(mode="json")
     return out
+
+
+def block_parent_of(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:
+    """What a block build reads of a memory or episode document; ``None`` (logged) for a malformed one."""
+    memory = ref.startswith("mem:")
+    try:
+        return BlockParent(
+            kind="memory" if memory else "episode",
+            record_id=str(doc["pk"]),
+            agent_id=str(doc["agent_id"]),
+            project_id=str(doc.get("project_id", "")),
+            channel=str(doc.get("channel", "")),
+            timestamp=float(doc["ts"]),
+            seq=int(doc["seq"]),
+            text=str(doc["content"] if memory else doc["summary"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        logging.getLogger("cpersona.blocks").warning("cannot build blocks for %s: %s", ref, exc)
+        return None

@@ -29,6 +29,7 @@ from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
     bind_documents,
+    block_parent_of,
     episode_from_doc,
     memory_from_doc,
     profile_from_doc,
@@ -311,7 +312,7 @@ class RedisRecordStore:
         async with redis_errors():
             docs = await json_ops(self.client).mget([key_of_ref(self.keys, ref) for ref in refs], "$")
         return [
-            _block_parent(ref, found[0]) if found else None for ref, found in zip(refs, docs, strict=True)
+            block_parent_of(ref, found[0]) if found else None for ref, found in zip(refs, docs, strict=True)
         ]
 
     async def block_texts(self, refs: Sequence[str]) -> list[str | None]:
@@ -391,21 +392,3 @@ def _from_doc(kind: RecordKind, doc: Mapping[str, Any]) -> MemoryRecord | Episod
     if kind == "episode":
         return episode_from_doc(doc)
     return raw_from_doc(doc)
-
-
-def _block_parent(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:
-    memory = ref.startswith("mem:")
-    try:
-        return BlockParent(
-            kind="memory" if memory else "episode",
-            record_id=str(doc["pk"]),
-            agent_id=str(doc["agent_id"]),
-            project_id=str(doc.get("project_id", "")),
-            channel=str(doc.get("channel", "")),
-            timestamp=float(doc["ts"]),
-            seq=int(doc["seq"]),
-            text=str(doc["content"] if memory else doc["summary"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        logging.getLogger("cpersona.blocks").warning("cannot build blocks for %s: %s", ref, exc)
-        return None
