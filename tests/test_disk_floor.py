@@ -78,8 +78,10 @@ async def test_every_write_is_refused_under_the_floor_and_reads_still_answer(
 async def test_http_answers_507_for_a_write_and_serves_reads(
     tmp_path: Path,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ref = await _stored_ref(tmp_path)
+    caplog.set_level(logging.WARNING)
     settings = Settings(data_dir=tmp_path, embedding_mode="none", min_free_mb=_over_free_space(tmp_path))
     async with serve_asgi(create_app(settings, background=False)) as client:
         refused = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "more"})
@@ -93,6 +95,10 @@ async def test_http_answers_507_for_a_write_and_serves_reads(
         recalled = await client.post("/v1/recall/query", json={"agent_id": AGENT, "query": "office"})
         assert recalled.status_code == 200
         assert [row["ref"] for row in recalled.json()["rows"]] == [ref]
+        again = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "still more"})
+        assert again.status_code == 507
+    # The floor's own line, not one per refused request from the HTTP edge.
+    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["cpersona.disk"]
 
 
 async def test_a_floor_of_zero_turns_the_check_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
