@@ -26,6 +26,7 @@ EXPECTED = {
     "EpisodeRecord",
     "Fidelity",
     "GraphError",
+    "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
     "MemoryRecord",

@@ -17,7 +17,9 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     └── BackendUnavailable        a backend did not answer within its deadline       HTTP 503
         ├── RedisUnavailable      also when Redis refuses to serve now (a code per reason)
         ├── VectorStoreUnavailable
-        └── EmbedderUnavailable
+        ├── EmbedderUnavailable
+        └── InsufficientStorage   a store's disk is under CPERSONA_MIN_FREE_MB; writes  HTTP 507
+                                  are refused, reads go on
 
 Each error has a stable ``code`` (SCREAMING_SNAKE_CASE) that the HTTP edge puts in its error envelope. A
 Redis that answers but cannot serve keeps the 503 and says why in its code: ``REDIS_CANNOT_PERSIST``
@@ -37,6 +39,7 @@ __all__ = [
     "EmbedderUnavailable",
     "EngineClosed",
     "GraphError",
+    "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
     "RecordNotFound",
@@ -148,3 +151,26 @@ class VectorStoreUnavailable(BackendUnavailable):
 
 class EmbedderUnavailable(BackendUnavailable):
     backend = "embedder"
+
+
+class InsufficientStorage(BackendUnavailable):
+    """The file system of an embedded store has less free space than ``CPERSONA_MIN_FREE_MB``.
+
+    Raised before a write touches a store, so the store never meets a full disk (where the embedded
+    Qdrant engine dies of SIGBUS); reads go on. The message names the store and its free space, never
+    the path.
+    """
+
+    code = "INSUFFICIENT_STORAGE"
+    status = 507
+    backend = "disk"
+
+    def __init__(self, store: str, free_mb: int, floor_mb: int) -> None:
+        self.store = store
+        self.free_mb = free_mb
+        self.floor_mb = floor_mb
+        self.detail = (
+            f"writes are refused: the disk of the {store} has {free_mb} MB free, under the floor of "
+            f"{floor_mb} MB (CPERSONA_MIN_FREE_MB); free some space"
+        )
+        CpersonaError.__init__(self, self.detail)

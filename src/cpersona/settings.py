@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     qdrant_timeout_secs: _Positive = 10.0
 
     max_memories: _Count | None = None
+    # Writes are refused while an embedded store's disk has less free space than this (0: no check).
+    min_free_mb: Annotated[int, Field(ge=0)] = 256
 
     recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = "rrf"
     recall_policy: str = "single-pass-v0"

@@ -1,9 +1,11 @@
 """The write path: memories (with dedup), episodes, raw journal entries, updates and the profile.
 
-Each write validates the whole request before anything is written, takes its dedup claims and marks
-itself in flight in one atomic step (:func:`~cpersona.engine.claims.dedup`), gives its records their
-vectors (:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once,
-in one transaction with its claims, its pending mark, its block event and the end of its in-flight mark;
+Each write validates the whole request before anything is written, refuses to start while an
+embedded store's disk is under the free-space floor (:func:`~cpersona.engine.disk.check_free_space`),
+takes its dedup claims and marks itself in flight in one atomic step
+(:func:`~cpersona.engine.claims.dedup`), gives its records their vectors
+(:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once, in one
+transaction with its claims, its pending mark, its block event and the end of its in-flight mark;
 so a write that returns is acknowledged durably. A write that fails on the way gives its claims and its
 vectors up (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`).
 """
@@ -14,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cpersona.engine.claims import content_claim, dedup, follower_results, reservation_secs
+from cpersona.engine.disk import check_free_space
 from cpersona.engine.reads import get
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import InvalidRequest
@@ -61,6 +64,7 @@ async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | Sto
 async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
     """Store the drafts not already claimed; one result per draft, in order (a duplicate is skipped)."""
     b = life.backends
+    await check_free_space(life.settings)
     results, fresh, follows = await dedup(b.records, life.keys, drafts, reservation_secs(life.settings))
     if fresh:
         async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
@@ -106,6 +110,7 @@ def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecor
 async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
     b = life.backends
     d = validate(EpisodeRequest, body, life.settings).draft(life.settings)
+    await check_free_space(life.settings)
     now = time.time()
     seq = await b.records.next_seq()
     rec = EpisodeRecord(
@@ -146,6 +151,7 @@ async def store_raw_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] |
 
 async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult:
     b = life.backends
+    await check_free_space(life.settings)
     now = time.time()
     recs = [
         RawRecord(
@@ -172,6 +178,7 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
 async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, object]) -> MemoryRecord:
     b = life.backends
     changes = validate(UpdateRequest, body, life.settings).changes()
+    await check_free_space(life.settings)
     current = await get(life, ref, agent_id)
     if not isinstance(current, MemoryRecord):
         raise InvalidRequest("ref", "only memories can be updated")
@@ -197,6 +204,7 @@ async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> Profil
     b = life.backends
     agent = check(AgentId, agent_id, "agent_id", life.settings)
     content = check(ProfileText, profile, "profile", life.settings)
+    await check_free_space(life.settings)
     rec = ProfileRecord(agent, content, time.time())
     await b.records.put_profile(rec)
     return rec

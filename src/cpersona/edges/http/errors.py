@@ -8,7 +8,8 @@ failure has one shape::
 
 with the HTTP status taken from the error class (see :mod:`cpersona.errors`). A backend that fails is a
 503 whatever raised it: a :class:`~cpersona.BackendUnavailable`, a group of them (parallel arms), or a
-redis-py error no adapter mapped; its message never names a file (the socket path, the data dir).
+redis-py error no adapter mapped; its message never names a file (the socket path, the data dir). A
+write refused because a disk is under the free-space floor is a 507 (:class:`~cpersona.InsufficientStorage`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 
-from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, RecordNotFound
+from cpersona.errors import (
+    BackendUnavailable,
+    CpersonaError,
+    InsufficientStorage,
+    InvalidRequest,
+    RecordNotFound,
+)
 from cpersona.stores.redis.connection import escaped_outage
 
 if TYPE_CHECKING:
@@ -115,8 +122,10 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
     elif isinstance(exc, RecordNotFound):
         body = error_envelope(exc.code, str(exc), "ref", request_id)
     elif isinstance(exc, BackendUnavailable):
-        # The log keeps the whole detail for the operator; the caller gets it without file names.
-        log.warning("request %s: %s", request_id, exc)
+        # The log keeps the whole detail for the operator; the caller gets it without file names. The
+        # disk floor logs its refusals itself, once a minute, not once per refused request.
+        if not isinstance(exc, InsufficientStorage):
+            log.warning("request %s: %s", request_id, exc)
         body = error_envelope(exc.code, backend_message(exc), None, request_id)
     else:
         # Engine-state errors (closed engine, locked data dir) are server faults: log, answer opaquely.

@@ -43,6 +43,8 @@ _ERROR_TEXT = {
     "port (HOST_NOT_ALLOWED)",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
+    507: "An embedded store's disk has less free space than CPERSONA_MIN_FREE_MB; the write is refused "
+    "(INSUFFICIENT_STORAGE)",
 }
 _REQUEST_ID = {
     "name": "x-request-id",

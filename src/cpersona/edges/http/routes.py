@@ -223,7 +223,7 @@ async def _select_gate(request: Request) -> Response:
 
 _REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
 _AGENT = {"agent_id": "The agent (may contain '/')"}
-_WRITE_ERRORS = (400, 413, 503)
+_WRITE_ERRORS = (400, 413, 503, 507)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -254,7 +254,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "PATCH", "/v1/encode/{ref}", _update, "Update a memory (encode.update)", RecordResponse,
-        body=UpdateRequest, errors=(400, 404, 413, 503),
+        body=UpdateRequest, errors=(400, 404, 413, 503, 507),
         path_params={"ref": "mem:<uuid>, or the bare <uuid> as Cerememory sends it"},
         description="Unlike Cerememory (204, empty body), answers 200 with the updated record. A content "
         "change re-embeds the memory.",
