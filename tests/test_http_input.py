@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from cpersona.edges.http.app import create_app, openapi_document
+from test_http import assert_error as assert_envelope
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -43,13 +44,8 @@ async def client(
 
 
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> str:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    assert set(body) == {"ok", "error", "request_id"}
-    assert body["ok"] is False
-    assert (body["error"]["code"], body["error"]["field"]) == (code, field), body
-    assert body["request_id"] == response.headers["x-request-id"]
-    message: str = body["error"]["message"]
+    """The envelope check of test_http, returning the error's message."""
+    message: str = assert_envelope(response, status, code, field)["error"]["message"]
     return message
 
 
