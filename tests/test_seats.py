@@ -9,8 +9,12 @@ included, and the profile row's ref ``profile:<agent_id>`` is answered, not left
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -332,3 +336,38 @@ async def test_http_recall_says_limit_count_seated_and_the_profile_ref_is_answer
         error = got.json()["error"]
         assert (error["code"], error["field"]) == ("VALIDATION_ERROR", "ref")
         assert "/v1/profile/" in error["message"]
+
+
+# -------------------------------------------------------------------------------------------- the CLI
+
+
+def test_the_cli_says_limit_and_seated(
+    redis_url: str, key_prefix: str, tmp_path: Path, redis: object
+) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")},
+        "CPERSONA_REDIS_URL": redis_url,
+        "CPERSONA_KEY_PREFIX": key_prefix,
+        "CPERSONA_DATA_DIR": str(tmp_path / "data"),
+        "CPERSONA_QDRANT_URL": ":memory:",
+        "CPERSONA_EMBEDDING_MODE": "none",
+    }
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "cpersona", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    for text in ("the boiler is serviced in May", "the boiler needs a new valve"):
+        cli("remember", text, "--agent", "c")
+    shown = cli("recall", "boiler", "--agent", "c", "--limit", "1")
+    assert shown.splitlines()[0].endswith("; limit 1, 0 seated"), shown
+    body = orjson.loads(cli("recall", "boiler", "--agent", "c", "--limit", "1", "--json"))
+    assert (body["limit"], body["count"], body["seated"]) == (1, 1, 0)
