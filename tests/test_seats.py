@@ -261,6 +261,18 @@ async def test_limit_one_returns_one_ranked_row_and_says_how_many_seats(engine: 
     RecallResponse.model_validate(body)
 
 
+async def test_the_trace_lists_the_same_seats_as_the_response(engine: cpersona.Engine) -> None:
+    for text in OFFICE:
+        await engine.store(text, agent_id="t")
+    await engine.drain_blocks()
+    result = await engine.recall("When does the office move?", agent_id="t", limit=1, trace=True)
+    assert result.trace is not None
+    seats = [row.ref for row in result.rows if row.seated]
+    assert [entry["ref"] for entry in result.trace["reservation"]] == seats
+    assert {entry["kind"] for entry in result.trace["reservation"]} <= {"block"}
+    assert result.seated == len(seats) <= MAX_BLOCK_SEATS
+
+
 async def test_every_row_says_why_it_is_there(engine: cpersona.Engine) -> None:
     await engine.store_batch(
         [{"content": f"garden note {i}: the tomatoes need water", "agent_id": "g"} for i in range(50)]
