@@ -51,10 +51,10 @@ async def engine(
 def _summary(result: cpersona.RecallResult, names: dict[str, str]) -> dict[str, Any]:
     rows = []
     for row in result.rows:
-        reason = dict(row.match_reason or {})
+        reason = dict(row.match_reason)
         rows.append(
             {
-                "row": "profile" if row.ref is None else names[row.ref],
+                "row": "profile" if row.kind == "profile" else names[row.ref],
                 "signal": reason.get("signal"),
                 "admission": reason.get("admission"),
                 "score": None if row.score is None else round(row.score, 4),

@@ -441,7 +441,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     assert set(seats) <= {r["ref"] for r in cued.trace["arms"]["cue"]}
     # Isolation is never widened: every row is the agent's, in project p1 or the global pool.
     for row in cued.rows:
-        if row.ref is None:
+        if row.kind == "profile":
             continue
         record = await engine.get(row.ref, agent_id=agent)
         assert record is not None

@@ -98,7 +98,7 @@ def plan_recall(
 
 
 def stage_plan(
-    ctx: ArmContext, *, pool: int, calibrated: float | None, vector_threshold: float
+    ctx: ArmContext, *, pool: int, calibrated: float | None, vector_threshold: float, has_vector: bool = True
 ) -> RecallPlan:
     """What the stages consult: the context's choices and the gate the scope's pool and calibration set."""
     policy = ctx.policy
@@ -118,4 +118,5 @@ def stage_plan(
         gate=gate,
         blank_query=ctx.blank,
         vector_threshold=vector_threshold,
+        has_vector=has_vector,
     )

@@ -91,6 +91,7 @@ class Recaller:
             pool=fan.vector.stats.pool,
             calibrated=fan.calibrated,
             vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
+            has_vector=fan.vector.vector is not None,
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)

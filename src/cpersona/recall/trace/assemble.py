@@ -7,9 +7,9 @@ candidates, the gate's decisions, the count cut and the arms' lists are read fro
 work is the coverage ledger (``recall.trace.coverage``), which reads the returned records' stored text.
 
 It carries references, ranks, scores and reasons, never stored text: a record is its ref (``mem:<id>``,
-``ep:<id>``) and a part of the question is a span. The profile row, which has no ref in the response
-(``ref: null``), is ``"profile"`` everywhere in the trace: in the gate's decisions, the orders, the
-coverage ledger.
+``ep:<id>``) and a part of the question is a span. The profile row, whose ref in the response is
+``profile:<agent_id>``, is ``"profile"`` everywhere in the trace (trace_version 1 named it so before the
+row had a ref): in the gate's decisions, the orders, the coverage ledger.
 
 Fields whose meaning the seed leaves to the implementation:
 
@@ -241,7 +241,7 @@ def _returned_texts(
 ) -> Iterator[tuple[str, str]]:
     """``(ref, full stored text)`` for each returned record, in the order the response lists them."""
     for row in result.rows:
-        if row.ref is None:
+        if row.kind == "profile":
             if profile is not None:
                 yield PROFILE_REF, profile.content
             continue
