@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmName, ArmResult
     from cpersona.recall.arm_runner import ArmCall, ArmWrapper
 
-POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v0"}
+POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v1"}
 POLICIES = load_policies()
 
 EngineFactory = Callable[..., contextlib.AbstractAsyncContextManager[cpersona.Engine]]
@@ -389,7 +389,7 @@ def test_request_defaults() -> None:
     assert (req.limit, req.mode, req.policy, req.order, req.deep) == (
         10,
         "rrf",
-        "single-pass-v0",
+        "single-pass-v1",
         "best_first",
         False,
     )

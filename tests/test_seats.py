@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from cpersona.recall.stages.chain import Seated
 
 POLICIES = load_policies()
-PLAIN = POLICIES["single-pass-v0"]
-CUED = POLICIES["cued-v0.3"]
+# The policies with the seat floor; single-pass-v0 and cued-v0.3 are the same without it.
+PLAIN = POLICIES["single-pass-v1"]
+CUED = POLICIES["cued-v0.4"]
 MAX_BLOCK_SEATS = 2
 MAX_CUE_SEATS = 3
 
@@ -112,6 +113,12 @@ def test_a_block_seat_needs_the_cosine_an_ordinary_vector_row_needs() -> None:
     assert run(data, stage_plan(limit=1, pool=500, calibrated=0.3)).seats == ()
     deep = run(data, stage_plan(limit=1, pool=500, calibrated=0.3, deep=True))
     assert [s.ref for s in deep.seats] == ["mem:8", "mem:7"]
+
+
+def test_the_policies_before_the_floor_seat_any_block_row_so_their_recalls_replay() -> None:
+    data = retrieved(blocks(("mem:9", 0.06), ("mem:8", 0.25), ("mem:7", 0.19)))
+    final = run(data, stage_plan(limit=1, pool=500, policy=POLICIES["single-pass-v0"]))
+    assert [(s.ref, s.kind) for s in final.seats] == [("mem:9", "block"), ("mem:8", "block")]
 
 
 def cue_rows(*rows: tuple[str, float, float | None]) -> tuple[ArmRow, ...]:

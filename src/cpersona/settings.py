@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     min_free_mb: Annotated[int, Field(ge=0)] = 256
 
     recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = "rrf"
-    recall_policy: str = "single-pass-v0"
-    recall_cue_policy: str = "cued-v0.3"
+    recall_policy: str = "single-pass-v1"
+    recall_cue_policy: str = "cued-v0.4"
     recall_cue_time_limit_ms: _Positive = 1_000.0
     recall_depth_floor: Annotated[int, Field(ge=0)] | None = None
     recall_arm_timeout_ms: _Positive = 2_000.0

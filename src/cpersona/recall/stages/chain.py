@@ -308,7 +308,8 @@ def _cue_after_count(data: Counted, plan: RecallPlan) -> Counted:
 def _seats(data: Counted, plan: RecallPlan) -> Seated:
     """The held seats after the returned rows (``stages.seats``): block seats, then cue seats."""
     retrieved = _retrieved_of(data.source)
-    gate = SeatGate(plan.gate, plan.policy.gate, has_vector=plan.has_vector)
+    seat_policy = plan.policy.seats
+    gate = SeatGate(plan.gate, plan.policy.gate, has_vector=plan.has_vector, floor=seat_policy.floor)
     block = retrieved.arms.get("block")
     seats: list[Seat] = []
     if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:

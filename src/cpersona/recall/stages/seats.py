@@ -2,8 +2,9 @@
 
 Seats never displace a returned row, and there are at most ``seats.block`` block seats (2) and as many cue
 seats as the cue's confidence step allows (at most 3), so a recall returns up to ``limit`` rows plus those.
-A seat is not a way round the quality gate: a candidate takes one only if the score its arm found it by
-passes the gate's rule for that signal, the one the arm's rows would meet in the ordinary ranking
+Under a policy whose ``[seats] floor`` is on (single-pass-v1, cued-v0.4) a seat is not a way round the
+quality gate: a candidate takes one only if the score its arm found it by passes the gate's rule for that
+signal, the one the arm's rows would meet in the ordinary ranking
 (:func:`~cpersona.recall.stages.gate.decide`):
 
 * a block seat compares its best block's cosine with the cosine threshold (calibrated, else the
@@ -13,8 +14,9 @@ passes the gate's rule for that signal, the one the arm's rows would meet in the
   meets the lexical rule; on a blank query it is unscored and passes as an ordinary blank-query row does;
 * a cue seat for a record the count cut was already admitted by the gate.
 
-A seat with no candidate above its floor stays empty. Before this rule the block seats took whatever the
-block arm ranked first, so a question about an office move could be answered with a block at cosine 0.06.
+A seat with no candidate above its floor stays empty. Without the floor (single-pass-v0, cued-v0 …
+cued-v0.3, kept so their recalls can be replayed) the block seats take whatever the block arm ranked
+first, so a question about an office move could be answered with a block at cosine 0.06.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class SeatGate:
     cfg: GateConfig
     policy: GatePolicy
     has_vector: bool
+    # Off under the policies before single-pass-v1 / cued-v0.4, whose seats take any candidate.
+    floor: bool = True
 
     def block(self, row: ArmRow) -> Decision:
         """A block-arm row by its best block's cosine; one without a score has nothing to pass with."""
@@ -71,7 +75,7 @@ def block_seats(
     for row in rows:
         if len(taken) >= seats:
             break
-        if row.ref in held or not gate.block(row).passed:
+        if row.ref in held or (gate.floor and not gate.block(row).passed):
             continue
         taken.append(row)
         held.add(row.ref)
@@ -90,7 +94,7 @@ def seat_cue_rows(
 ) -> tuple[ArmRow, ...]:
     """The cue-arm rows that take the cue seats, in cue-arm order (:func:`cue_seats` for who is
     eligible); a record no ordinary arm reached must also pass the gate by the cue arm's own scores."""
-    admitted = [row for row in rows if row.ref in reached or gate.cue(row).passed]
+    admitted = [row for row in rows if not gate.floor or row.ref in reached or gate.cue(row).passed]
     chosen = cue_seats(
         [row.ref for row in admitted],
         returned=returned,
