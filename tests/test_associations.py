@@ -14,13 +14,19 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import InvalidRequest, RecordNotFound, Settings
+from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.model.association_responses import DeclareResponse, TraverseResponse
 from cpersona.model.associations import name_key
 from cpersona.model.entity_match import match_terms
 from cpersona.model.scope import ReadScope
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
+
+    import httpx
+    from starlette.applications import Starlette
 
 _counter = itertools.count()
 
@@ -234,6 +240,34 @@ async def test_delete_agent_data_removes_the_graph(engine: cpersona.Engine) -> N
     assert refs_of(await engine.traverse(other, "dana")) == [kept]
 
 
+# ------------------------------------------------------------------------------------ HTTP
+
+
+async def test_declare_and_traverse_over_http(
+    settings: Settings,
+    redis: object,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    paths = openapi_document()["paths"]
+    assert {"/v1/associations", "/v1/traverse"} <= set(paths)
+    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
+    async with serve_asgi(app) as client:
+        stored = await client.post("/v1/encode", json={"content": "Eve builds boats", "agent_id": "h"})
+        ref = stored.json()["ref"]
+        body = {"agent_id": "h", "anchor_ref": ref, "associations": {"entities": [{"name": "Eve"}]}}
+        declared = await client.post("/v1/associations", json=body)
+        assert declared.status_code == 200, declared.text
+        assert DeclareResponse.model_validate(declared.json()).mentions == 1
+        walked = await client.post("/v1/traverse", json={"agent_id": "h", "entity": "eve"})
+        assert walked.status_code == 200, walked.text
+        assert [r.ref for r in TraverseResponse.model_validate(walked.json()).records] == [ref]
+        bad = await client.post("/v1/traverse", json={"agent_id": "h", "entity": "eve", "max_hops": 9})
+        assert (bad.status_code, bad.json()["error"]["field"]) == (400, "max_hops")
+        body["agent_id"] = "someone-else"
+        missing = await client.post("/v1/associations", json=body)
+        assert missing.status_code == 404, missing.text
+
+
 # ------------------------------------------------------------------------------------ properties
 
 AGENTS = ["a", "b", "a:b"]
@@ -241,9 +275,11 @@ PROJECTS = ["", "p", "q"]
 CHANNELS = ["", "c", "d"]
 NAMES = ["Ann", "Ben", "Cy", "Dee"]
 
+SOURCES = ["", "s:1", "s:2"]
 write_st = st.tuples(
-    st.sampled_from(AGENTS), st.sampled_from(PROJECTS), st.sampled_from(CHANNELS), st.sampled_from(NAMES)
-)
+    st.sampled_from(AGENTS), st.sampled_from(PROJECTS), st.sampled_from(CHANNELS), st.sampled_from(NAMES),
+    st.sampled_from(SOURCES),
+)  # fmt: skip
 relation_st = st.tuples(
     st.sampled_from(AGENTS), st.sampled_from(PROJECTS), st.sampled_from(CHANNELS),
     st.sampled_from(NAMES), st.sampled_from(NAMES),
@@ -253,16 +289,21 @@ read_st = st.builds(
     agent_id=st.sampled_from(AGENTS),
     project_id=st.one_of(st.none(), st.sampled_from(PROJECTS)),
     channel=st.one_of(st.none(), st.sampled_from(CHANNELS)),
+    source_id=st.sampled_from(["", "s:", "s:1"]),
 )
 
 
-def may_read(read: ReadScope, agent_id: str, project: str, channel: str) -> bool:
-    """The isolation table, written out apart from ``ReadScope.sees``."""
+def may_read(read: ReadScope, agent_id: str, project: str, channel: str, source: str | None = None) -> bool:
+    """The isolation table, written out apart from ``ReadScope.sees`` (``source``: a record's)."""
     if agent_id != read.agent_id:
         return False
     if read.project_id is not None and project not in {read.project_id, ""}:
         return False
-    return not (read.channel and channel not in {read.channel, ""})
+    if read.channel and channel not in {read.channel, ""}:
+        return False
+    if source is None or not read.source_id:
+        return True
+    return source == read.source_id if read.source_id[-1].isalnum() else source.startswith(read.source_id)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -275,19 +316,19 @@ def may_read(read: ReadScope, agent_id: str, project: str, channel: str) -> bool
 )
 async def test_reads_never_widen_isolation(
     engine: cpersona.Engine,
-    writes: list[tuple[str, str, str, str]],
+    writes: list[tuple[str, str, str, str, str]],
     relations: list[tuple[str, str, str, str, str]],
     reads: list[tuple[ReadScope, str, int, int]],
 ) -> None:
     run = f"r{next(_counter)}-"
-    where: dict[str, tuple[str, str, str]] = {}
+    where: dict[str, tuple[str, str, str, str]] = {}
     named: dict[str, set[tuple[str, str, str]]] = {}
-    for agent_id, project, channel, name in writes:
+    for agent_id, project, channel, name, source in writes:
         ref = await remember(
             engine, f"{name} {len(where)}", run + agent_id, project_id=project, channel=channel,
-            associations={"entities": [{"name": name}]},
+            source={"id": source}, associations={"entities": [{"name": name}]},
         )  # fmt: skip
-        where[ref] = (agent_id, project, channel)
+        where[ref] = (agent_id, project, channel, source)
         named.setdefault(name_key(name), set()).add((agent_id, project, channel))
     for agent_id, project, channel, subject, obj in relations:
         if subject != obj:
@@ -296,10 +337,11 @@ async def test_reads_never_widen_isolation(
             for name in (subject, obj):
                 named.setdefault(name_key(name), set()).add((agent_id, project, channel))
     for read, name, hops, limit in reads:
-        scope = ReadScope(run + read.agent_id, read.project_id, read.channel)
+        scope = ReadScope(run + read.agent_id, read.project_id, read.channel, read.source_id)
         got = await engine.traverse(
-            scope.agent_id, name, max_hops=hops, limit=limit, project_id=read.project_id, channel=read.channel
-        )
+            scope.agent_id, name, max_hops=hops, limit=limit, project_id=read.project_id,
+            channel=read.channel, source_id=read.source_id,
+        )  # fmt: skip
         reached = refs_of(got)
         assert len(reached) == len(set(reached)) <= limit
         assert all(may_read(read, *where[ref]) for ref in reached)
