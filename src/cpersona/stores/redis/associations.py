@@ -299,6 +299,7 @@ class RedisAssociations:
                         return
                     except redis.exceptions.WatchError:
                         continue
+            raise redis.exceptions.WatchError(f"the associations of {ref} kept changing while it was deleted")
 
     async def delete_agent_associations(self, agent_id: str) -> int:
         deleted = 0
