@@ -79,6 +79,24 @@ def test_matching_keeps_at_most_64() -> None:
     assert len(match_terms(text, terms)) == 64
 
 
+_letters = st.text(alphabet=st.sampled_from("abAB \u3000\uff41東京"), max_size=12)
+
+
+@given(text=_letters)
+def test_the_folded_form_is_stable(text: str) -> None:
+    assert name_key(name_key(text)) == name_key(text)
+
+
+@given(text=_letters, terms=st.lists(_letters.filter(lambda t: bool(name_key(t))), max_size=12))
+def test_matches_never_overlap_and_are_bounded(text: str, terms: list[str]) -> None:
+    found = match_terms(text, {name_key(t): {f"e{i}"} for i, t in enumerate(terms)}, most=5)
+    assert len(found) <= 5
+    spans = sorted({(m.start, m.end) for m in found})
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+    haystack = name_key(text)
+    assert all(haystack[m.start : m.end] == m.term for m in found)
+
+
 # ------------------------------------------------------------------------------------ declare and retract
 
 

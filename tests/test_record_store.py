@@ -383,6 +383,20 @@ async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) ->
             await store.newest_memory_time(ReadScope("a"))
         with pytest.raises(RedisUnavailable):
             await store.ping()
+        with pytest.raises(RedisUnavailable):
+            await store.declare_associations(
+                Scope("a"), Declaration((Entity("Ann"),)), anchor_ref=None, retract=False
+            )
+        with pytest.raises(RedisUnavailable):
+            await store.declare_associations(
+                Scope("a"), Declaration((Entity("Ann"),)), anchor_ref=None, retract=True
+            )
+        with pytest.raises(RedisUnavailable):
+            await store.entity_index(ReadScope("a"))
+        with pytest.raises(RedisUnavailable):
+            await store.forget_record_associations("a", "mem:" + new_id())
+        with pytest.raises(RedisUnavailable):
+            await store.delete_agent_associations("a")
     finally:
         await close_redis(gone)
 
