@@ -109,9 +109,10 @@ async def test_declare_is_idempotent_and_retract_removes_what_is_named(engine: c
     again = await engine.declare_associations(who, decl, anchor_ref=ref)
     assert (again.entities, again.aliases, again.mentions, again.relations) == (0, 0, 0, 0)
     scope = ReadScope(who)
-    assert [m.entity for m in await engine.match_entities(scope, "what did ally say to bob?")] == [
-        "alice",
-        "bob",
+    found = await engine.match_entities(scope, "what did ally say to bob?")
+    assert [(m.entity, m.term, m.name, m.aliases) for m in found] == [
+        ("alice", "ally", "Alice", ("A. Liddell", "Ally")),
+        ("bob", "bob", "Bob", ()),
     ]
 
     gone = await engine.declare_associations(

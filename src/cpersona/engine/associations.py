@@ -109,7 +109,15 @@ async def match_entities(records: RecordStore, scope: ReadScope, text: str) -> l
     if not isinstance(text, str):
         raise InvalidRequest("text", "must be a string")
     index = await records.entity_index(scope)
-    return match_terms(text, _terms(index)) if index else []
+    if not index:
+        return []
+    named = {e.key: e for e in index}
+    return [
+        dataclasses.replace(
+            m, name=named[m.entity].name, aliases=tuple(alias for _, alias in named[m.entity].aliases)
+        )
+        for m in match_terms(text, _terms(index))
+    ]
 
 
 async def record_links(records: RecordStore, scope: ReadScope, refs: Sequence[str]) -> dict[str, RecordLinks]:

@@ -27,12 +27,15 @@ MAX_MATCHES = 64
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EntityMatch:
-    """One entity found in the text: its key, the term that matched and where (in the key form)."""
+    """One entity found in the text: its key, the term that matched and where (in the key form); the
+    engine adds the entity's name and aliases as declared (what reconstruct feeds its lexical arms)."""
 
     entity: str
     term: str
     start: int
     end: int
+    name: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 def _wordlike(ch: str) -> bool:
