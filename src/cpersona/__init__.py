@@ -30,6 +30,9 @@ from cpersona.errors import (
     RedisUnavailable,
     VectorStoreUnavailable,
 )
+from cpersona.model.association_results import DeclareResult, Reached, TraverseResult
+from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
@@ -61,11 +64,14 @@ __all__ = (
     "ContentTooLarge",
     "CpersonaError",
     "DataDirLocked",
+    "DeclareRequest",
+    "DeclareResult",
     "DeleteResult",
     "EmbedderUnavailable",
     "EmotionVector",
     "Engine",
     "EngineClosed",
+    "EntityMatch",
     "EpisodeRecord",
     "EpisodeRequest",
     "Fidelity",
@@ -79,6 +85,7 @@ __all__ = (
     "ProfileRecord",
     "RawRecord",
     "RawRequest",
+    "Reached",
     "RecallQuery",
     "RecallResult",
     "RecallRow",
@@ -90,6 +97,8 @@ __all__ = (
     "StoreRequest",
     "StoreResult",
     "TimeCueBody",
+    "TraverseRequest",
+    "TraverseResult",
     "UpdateRequest",
     "VectorStoreUnavailable",
     "__version__",

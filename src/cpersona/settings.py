@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     future_timestamp_mode: Annotated[FutureTimestampMode, BeforeValidator(_choice)] = "warn"
     future_timestamp_slack_secs: float = 300.0
     batch_max: _Count = 1_000
+    # One association declaration's bounds (entities, aliases per entity, relations).
+    max_association_entities: _Count = 64
+    max_association_aliases: _Count = 32
+    max_association_relations: _Count = 128
     # The largest HTTP request body read; the server stops reading past it (413).
     max_body_bytes: _Count = 8 * 1024 * 1024
 

@@ -34,6 +34,8 @@ async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
     if isinstance(record, MemoryRecord):
         claims = record_claims(life.keys, record)
     await b.records.delete(kind, record_id, claims)
+    if kind != "raw":  # after the record: a crash between leaves mentions of nothing, which reads skip
+        await b.records.forget_record_associations(record.scope.agent_id, record.ref)
     if kind != "raw" and b.vectors is not None:
         await b.vectors.delete([record.id])
     if b.builder is not None and b.blocks is not None and not isinstance(record, RawRecord):
@@ -46,6 +48,7 @@ async def delete_agent_data(life: Lifecycle, agent_id: str) -> DeleteResult:
     b = life.backends
     agent = check(KeyText, agent_id, "agent_id", life.settings)
     deleted = await b.records.delete_agent(agent)
+    await b.records.delete_agent_associations(agent)
     if b.vectors is not None:
         await b.vectors.delete_where(scope_filter(ReadScope(agent)))
     if b.blocks is not None:

@@ -21,6 +21,8 @@ from cpersona.edges.http.reading import json_object, query_params
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
+from cpersona.model.association_responses import DeclareResponse, TraverseResponse
+from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.fields import QueryModel, RequestModel, arguments, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
@@ -219,6 +221,16 @@ async def _select_gate(request: Request) -> Response:
     return _ok(await engine_of(request).select_gate(req.agent_id, req.gate))
 
 
+async def _declare_associations(request: Request) -> Response:
+    req = await _body(request, DeclareRequest)
+    return ORJSONResponse((await engine_of(request).declare_associations(**arguments(req))).to_json())
+
+
+async def _traverse(request: Request) -> Response:
+    req = await _body(request, TraverseRequest)
+    return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).to_json())
+
+
 # ---------------------------------------------------------------------------------------------- table
 
 _REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
@@ -308,5 +320,19 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PUT", "/v1/recall/gate", _select_gate, "Select the agent's gate: calibrated or heuristic",
         GateResponse, body=GateRequest,
+    ),
+    Operation(
+        "POST", "/v1/associations", _declare_associations,
+        "Declare entities, aliases and relations, or retract them (declare_associations)", DeclareResponse,
+        body=DeclareRequest, errors=(400, 404, 503),
+        description="Scoped like records (agent, project, channel). With `anchor_ref`, the entities become "
+        "that record's mentions; the anchor, and both ends of a record relation, must be records the "
+        "declaration's scope may read (else 404). Declaring twice changes nothing (all counts 0).",
+    ),
+    Operation(
+        "POST", "/v1/traverse", _traverse, "The records reached from an entity over its relations (traverse)",
+        TraverseResponse, body=TraverseRequest,
+        description="Breadth-first over entity relations in either direction: hop 0 is the records "
+        "mentioning the entity, each record comes once at its fewest hops, at most `limit` of them.",
     ),
 )  # fmt: skip
