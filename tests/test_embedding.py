@@ -184,7 +184,7 @@ async def test_onnx_open_reports_missing_model(tmp_path: Path) -> None:
 
 
 async def test_onnx_reads_a_hugging_face_folder_of_float_weights(tmp_path: Path) -> None:
-    """A folder with ``model.safetensors`` builds the same graph as the int8 file its weights came from."""
+    """A folder with ``model.safetensors`` gives the vectors of the int8 file its weights came from."""
     from safetensors.numpy import save_file
 
     default = ModelFiles.default()
@@ -247,6 +247,14 @@ def test_default_install_brings_no_torch() -> None:
     pulled = _closure(pyproject["project"]["dependencies"])
     heavy = {name: parent for name, parent in pulled.items() if name in _HEAVY or name.startswith("nvidia-")}
     assert not heavy, f"the default install pulls in {heavy} (package: the dependency that asked for it)"
+
+
+def test_default_install_brings_no_onnx_runtime_or_rust_tokenizer() -> None:
+    """The embedder runs in numpy (issue 13: these were 140 MB of the install); they are test extras only."""
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    pulled = _closure(pyproject["project"]["dependencies"])
+    runtimes = {name: by for name, by in pulled.items() if name in {"onnx", "onnxruntime", "tokenizers"}}
+    assert not runtimes, f"the default install pulls in {runtimes} (package: the dependency that asked)"
 
 
 # --------------------------------------------------------------------------- the query cache
