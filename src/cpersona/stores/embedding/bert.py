@@ -44,6 +44,8 @@ _INV_SQRT2: Final = 1.0 / math.sqrt(2.0)
 # tokens, 2 cores: 64-256 rows lose more to BLAS's per-call thread hand-off than they win in cache, the
 # whole 3,840 rows at once spend twice as long in GELU.
 _FFN_BLOCK_ROWS: Final = 1024
+# Up to this many rows a product runs as (W @ x.T).T (see _Linear).
+_THIN_ROWS: Final = 64
 # Attention scores per block of texts (floats): 4 Mi, 16 MiB.
 _SCORES_BLOCK: Final = 1 << 22
 
@@ -99,13 +101,23 @@ class _Norm:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Linear:
-    """``x @ weight + bias`` with ``weight`` stored ``[in, out]``, contiguous, so BLAS reads it as is."""
+    """``x @ weight.T + bias``, ``weight`` ``[out, in]`` as the checkpoint stores it, contiguous."""
 
     weight: FloatArray
     bias: FloatArray
 
-    def __call__(self, x: FloatArray) -> FloatArray:
-        out = x @ self.weight
+    def __call__(self, x: FloatArray, out: FloatArray | None = None) -> FloatArray:
+        """The product into ``out`` (a new array when ``None``), plus the bias."""
+        if x.shape[0] <= _THIN_ROWS:
+            # For a few rows (a query) OpenBLAS is faster with the weight on the left: the 6 layers'
+            # 7 x 384 by 384 x 1536 products took 1.6 ms as (W @ x.T).T, 2.7 ms as x @ W (1 thread).
+            product = (self.weight @ x.T).T
+            if out is None:
+                out = np.ascontiguousarray(product)
+            else:
+                out[...] = product
+        else:
+            out = np.matmul(x, self.weight.T, out=out)
         out += self.bias
         return out
 
@@ -145,8 +157,7 @@ class BertEncoder:
         return _Norm(self._tensor(f"{prefix}.weight"), self._tensor(f"{prefix}.bias"))
 
     def _linear(self, *prefixes: str) -> _Linear:
-        # A checkpoint stores a linear layer's weight [out, in]; transposed once here, x @ W needs no copy.
-        weight = np.concatenate([self._tensor(f"{p}.weight").T for p in prefixes], axis=1)
+        weight = np.concatenate([self._tensor(f"{p}.weight") for p in prefixes], axis=0)
         bias = np.concatenate([self._tensor(f"{p}.bias") for p in prefixes])
         return _Linear(np.ascontiguousarray(weight), bias)
 
@@ -236,19 +247,17 @@ def _feed_forward(x: FloatArray, layer: _Layer) -> FloatArray:
     less of them leaves the cache.
     """
     rows = x.shape[0]
-    out = np.empty((rows, layer.output.weight.shape[1]), dtype=np.float32)
+    out = np.empty((rows, layer.output.weight.shape[0]), dtype=np.float32)
     block = min(rows, _FFN_BLOCK_ROWS)
-    inner = np.empty((block, layer.intermediate.weight.shape[1]), dtype=np.float32)
+    inner = np.empty((block, layer.intermediate.weight.shape[0]), dtype=np.float32)
     scratch = (np.empty_like(inner), np.empty_like(inner), np.empty_like(inner))
     for start in range(0, rows, block):
         stop = min(rows, start + block)
         size = stop - start
         part = inner[:size]
-        np.matmul(x[start:stop], layer.intermediate.weight, out=part)
-        part += layer.intermediate.bias
+        layer.intermediate(x[start:stop], out=part)
         _gelu_in_place(part, *(buffer[:size] for buffer in scratch))
-        np.matmul(part, layer.output.weight, out=out[start:stop])
-    out += layer.output.bias
+        layer.output(part, out=out[start:stop])
     return out
 
 
