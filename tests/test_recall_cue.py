@@ -155,7 +155,9 @@ async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
     await _seed(engine)
     plain = await engine.recall("cat", agent_id=AGENT)
     empty = await engine.recall("cat", agent_id=AGENT, time_cue={})
-    assert empty.to_json() == plain.to_json()
+    # Floats to six places, as _rows does: qdrant-client's in-memory mode re-normalises its stored vectors
+    # in place on every search, so the second search may score a point one float32 ulp apart.
+    assert _rounded(empty.to_json()) == _rounded(plain.to_json())
     assert "time_cue" not in empty.to_json()
     assert empty.policy["process"] == "single-pass-v1"
 
