@@ -36,6 +36,9 @@ class RecallRequest:
     order: Order = "best_first"
     trace: bool = False
     time_cue: TimeCue | None = None
+    # Extra OR-ed phrases for the two lexical arms only (reconstruct's associative cues); the vector arm,
+    # scoring and the gate see ``query`` alone. Empty, the recall is the one it was before.
+    lexical_terms: tuple[str, ...] = ()
 
     @property
     def blank(self) -> bool:
