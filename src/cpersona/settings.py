@@ -108,6 +108,19 @@ class Settings(BaseSettings):
     recall_arm_timeout_ms: _Positive = 2_000.0
     recall_max_limit: _Count = 10_000
 
+    # reconstruct's bounds (the reference's CPERSONA_RECONSTRUCT_* variables): defaults and the soft caps
+    # a request is clamped to, with the clamp reported. The hard ranges live in its request model.
+    reconstruct_default_count: Annotated[int, Field(ge=0, le=100)] = 10
+    reconstruct_max_count: Annotated[int, Field(ge=1, le=100)] = 10
+    reconstruct_top_k: Annotated[int, Field(ge=1, le=10_000)] = 20
+    reconstruct_default_budget: Annotated[int, Field(ge=1, le=20_000)] = 4_000
+    reconstruct_max_budget: Annotated[int, Field(ge=1, le=20_000)] = 20_000
+    reconstruct_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 800
+    reconstruct_full_quotes: Annotated[int, Field(ge=0)] = 5
+    reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 400
+    reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
+    reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
+
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     trace_sample_seed: int | None = None

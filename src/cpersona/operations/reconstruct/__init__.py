@@ -1,0 +1,123 @@
+"""reconstruct: a read-only exit over ONE recall (reference §4). It selects, orders and assigns roles
+to stored rows; it never composes text, never calls a model and never writes (no record, vector or
+trace write). Every item's content and every excerpt is a contiguous span of a stored record it cites.
+
+::
+
+    bounds      count, top_k, max_hops, max_evidence, head caps, budget      (``bounds``)
+    1 cues      entity matches → extra terms for the two lexical arms        (``cues``)
+    2-3         the one recall (limit = top_k) and its rows' records          (``candidates``)
+    4 bundling  union-find: msg_id, episode, adjacent (anchored), relation   (``bundling``)
+    5 order     the window of ``count`` clusters, then the held clusters     (``order``)
+    6 walk      entity relations up to max_hops → evidence                  (``walk``)
+    7 structure head, claims newest first, roles, conflicts                  (``structure``)
+    8 quoting   head quote and excerpts, contiguous spans of the record     (``quoting``)
+    9 allocate  the ``items`` sequence cut to the budget                     (``allocation``)
+      response  the compact answer, and with ``trace`` the audit            (``response``)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cpersona.model.reconstruct_response import ReconstructResult
+from cpersona.model.scope import ReadScope
+from cpersona.operations.associations import record_links
+from cpersona.operations.reconstruct.allocation import allocate
+from cpersona.operations.reconstruct.bounds import limits_of
+from cpersona.operations.reconstruct.bundling import bundle
+from cpersona.operations.reconstruct.candidates import recall_candidates
+from cpersona.operations.reconstruct.cues import associative_cues
+from cpersona.operations.reconstruct.order import order_items
+from cpersona.operations.reconstruct.quoting import quote_span
+from cpersona.operations.reconstruct.response import Quoted, build_result, trace_of
+from cpersona.operations.reconstruct.structure import structure
+from cpersona.operations.reconstruct.walk import relation_walk
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from cpersona.model.reconstruct_request import ReconstructRequest
+    from cpersona.operations.reconstruct.bounds import Limits
+    from cpersona.operations.reconstruct.candidates import RecallPort
+    from cpersona.operations.reconstruct.order import Ordered
+    from cpersona.operations.reconstruct.structure import Structured
+    from cpersona.settings import Settings
+    from cpersona.stores.protocols import RecordStore
+
+__all__ = ["reconstruct"]
+
+
+def _scope(req: ReconstructRequest) -> ReadScope:
+    return ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
+
+
+async def reconstruct(
+    recall: RecallPort, records: RecordStore, settings: Settings, req: ReconstructRequest
+) -> ReconstructResult:
+    """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``."""
+    limits = limits_of(req, settings)
+    if limits.count == 0:
+        return ReconstructResult(
+            items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
+            requested_count=limits.requested_count, count_policy=limits.count_policy,
+        )  # fmt: skip
+    scope = _scope(req)
+    cues = await associative_cues(records, scope, req.query)
+    recalled = await recall_candidates(recall, records, req, limits.top_k, cues.terms)
+    pool = recalled.candidates
+    links = dict(await record_links(records, scope, [c.ref for c in pool]))
+    clusters = bundle(pool, links, limits.adjacency_seconds)
+    ordered = order_items(clusters, pool, limits.count)
+    entities = [sorted({e for i in cl.members if pool[i].ref in links for e in links[pool[i].ref].entities})
+                for cl in ordered.items]  # fmt: skip
+    pool_refs = {c.ref for c in pool}
+    walked = await relation_walk(
+        records, scope, entities, pool_refs, max_hops=limits.max_hops, max_evidence=limits.max_evidence
+    )
+    evidence = [w.ref for hits in walked.per_item for w in hits]
+    if evidence:
+        links.update(await record_links(records, scope, evidence))
+    structs = [
+        structure(cl, pool, walked.per_item[n], links, limits.max_evidence)
+        for n, cl in enumerate(ordered.items)
+    ]
+    view = recalled.view
+    quoted = _quote(req.query, limits, ordered, structs, view.best_blocks, view.block_chars)
+    budget = limits.budget(len(ordered.window))
+    heads = [q.head_span[1] - q.head_span[0] for q in quoted]
+    alloc = allocate(heads, [[b - a for _, (a, b) in q.excerpts] for q in quoted], budget.chars)
+    trace = trace_of(recalled, clusters, cues) if req.trace else None
+    return build_result(
+        limits, recalled, quoted, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
+    )
+
+
+def _quote(
+    query: str,
+    limits: Limits,
+    ordered: Ordered,
+    structs: Sequence[Structured],
+    blocks: Mapping[str, int],
+    max_chars: int,
+) -> list[Quoted]:
+    out: list[Quoted] = []
+    held = set(range(len(ordered.window), len(ordered.items)))
+    for n, (cl, s) in enumerate(zip(ordered.items, structs, strict=True)):
+        head = s.head
+        span = quote_span(
+            head.text, query, limits.head_cap(n), best_block=blocks.get(head.ref), max_chars=max_chars
+        )
+        # Excerpts in relevance order (members, then the walk), not the claims' time order.
+        others = sorted((row for row, _ in s.claims if row is not head and row.text), key=lambda r: r.rank)
+        excerpts = tuple(
+            (
+                row,
+                quote_span(
+                    row.text, query, limits.excerpt_chars, best_block=blocks.get(row.ref), max_chars=max_chars
+                ),
+            )
+            for row in others
+        )
+        out.append(Quoted(s, cl, n in held, span, excerpts))
+    return out
