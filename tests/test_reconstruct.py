@@ -421,3 +421,20 @@ async def test_entities_of_another_scope_never_become_cues(
     assert result.trace is not None
     assert result.trace["cues"] == {"entities": [], "terms": []}
     assert all(c.ref.startswith(("mem:", "ep:")) and c.hops is None for i in result.items for c in i.claims)
+
+
+async def test_the_recall_gives_reconstruct_one_keyword_seat(engine: cpersona.Engine) -> None:
+    who = agent()
+    words = ("office opens", "weather report", "train strike")
+    refs = [await put(engine, f"Berlin {w}", who, 10_000.0 * (i + 1), source={"type": "User", "id": f"s{i}"})
+            for i, w in enumerate(words)]  # fmt: skip
+    plain = await engine.recall("Berlin", agent_id=who, limit=20)
+    assert not [r for r in plain.rows if r.match_reason.get("signal") == "keyword"]
+    result = await engine.reconstruct("Berlin weather", agent_id=who, trace=True)
+    assert result.trace is not None
+    seats = [s for s in result.trace["recall"]["reservation"] if s["kind"] == "keyword"]
+    assert len(seats) == 1
+    held = [item for item in result.items if item.admission == "reservation"]
+    assert [item.head_ref for item in held] == [seats[0]["ref"]]
+    assert result.reserved_count == 1
+    assert {item.head_ref for item in result.items} <= set(refs)

@@ -70,7 +70,9 @@ class _RecallPort:
     async def __call__(self, body: Mapping[str, Any], lexical_terms: tuple[str, ...]) -> RecallView:
         life = self.life
         req = recall_request(body, life.settings, life.policies, max_limit=MAX_TOP_K)
-        result = await life.recaller.recall(dataclasses.replace(req, lexical_terms=lexical_terms))
+        # One keyword seat, as the reference's reconstruct asks of its recall (§3.10).
+        req = dataclasses.replace(req, lexical_terms=lexical_terms, keyword_seats=1)
+        result = await life.recaller.recall(req)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),
             trace=result.trace,
