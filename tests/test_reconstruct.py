@@ -9,6 +9,7 @@ store as the pool; a question is used where the cues or the quoting are what is 
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -404,8 +405,10 @@ async def test_reconstruct_writes_nothing_and_quotes_only_what_it_cites(
         assert [e.ref for e in hi.excerpts or ()][: len(lo.excerpts or ())] == [
             e.ref for e in lo.excerpts or ()
         ]
+    # The trace carries refs, ranks and keys, never stored text.
     assert low.trace is not None
-    assert '"content"' not in repr(low.trace)
+    dumped = json.dumps(low.trace)
+    assert not [text for text in texts.values() if text in dumped]
 
 
 @_PROPS
@@ -438,3 +441,15 @@ async def test_the_recall_gives_reconstruct_one_keyword_seat(engine: cpersona.En
     assert [item.head_ref for item in held] == [seats[0]["ref"]]
     assert result.reserved_count == 1
     assert {item.head_ref for item in result.items} <= set(refs)
+
+
+async def test_a_time_cue_goes_to_the_recall(engine: cpersona.Engine) -> None:
+    who = agent()
+    await put(engine, "the March offsite was in Lisbon", who, 1_772_400_000.0)  # 2026-03-02
+    await put(engine, "the May offsite was in Porto", who, 1_778_000_000.0)  # 2026-05-05
+    cue = {"after": "2026-03-01", "before": "2026-03-31", "confidence": "sure"}
+    result = await engine.reconstruct("where was the offsite", agent_id=who, time_cue=cue, trace=True)
+    assert result.time_cue is not None
+    assert result.trace is not None
+    assert result.trace["recall"]["policy"]["process"] == "cued-v0.4"
+    assert result.trace["recall"]["request"]["time_cue"] is not None
