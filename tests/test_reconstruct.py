@@ -322,6 +322,10 @@ async def test_reconstruct_over_http(
         assert "bounds" not in answer.json()
         bad = await client.post("/v1/reconstruct", json={"agent_id": "h", "query": "", "max_hops": 6})
         assert (bad.status_code, bad.json()["error"]["field"]) == (400, "max_hops")
+        cue = {"after": "2020-01-01", "confidence": "vague"}
+        cued = await client.post("/v1/reconstruct", json={"agent_id": "h", "query": "boats", "time_cue": cue})
+        assert cued.status_code == 200, cued.text
+        assert "time_cue" in cued.json()
         extra = await client.post("/v1/reconstruct", json={"agent_id": "h", "query": "", "mood": 1})
         assert extra.status_code == 400
 

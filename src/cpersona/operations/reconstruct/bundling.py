@@ -13,6 +13,7 @@ relevant row) always the root. The keys apply in this order, and the first key t
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -68,14 +69,20 @@ def _by_msg_id(pool: Sequence[Candidate], u: _Union) -> None:
 
 
 def _by_episode(pool: Sequence[Candidate], u: _Union) -> None:
+    timed: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for m, mem in enumerate(pool):
+        if mem.is_memory and mem.ts is not None:
+            timed.setdefault((mem.project, mem.channel), []).append((mem.ts, m))
+    for rows in timed.values():
+        rows.sort()
     for e, ep in enumerate(pool):
-        if ep.span is None:
+        rows = timed.get((ep.project, ep.channel), [])
+        if ep.span is None or not rows:
             continue
         start, end = ep.span
-        for m, mem in enumerate(pool):
-            same = mem.project == ep.project and mem.channel == ep.channel
-            if mem.is_memory and same and mem.ts is not None and start <= mem.ts <= end:
-                u.join(e, m, KEYS[1])
+        # The pool may be top_k = 10,000 rows: each episode reads only the memories inside its span.
+        for _, m in rows[bisect.bisect_left(rows, (start, -1)) : bisect.bisect_right(rows, (end, len(pool)))]:
+            u.join(e, m, KEYS[1])
 
 
 def _by_adjacency(pool: Sequence[Candidate], u: _Union, seconds: float) -> None:
