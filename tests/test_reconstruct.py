@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, ReconstructResult, Settings
 from cpersona.edges.http.app import create_app, openapi_document
-from cpersona.operations.reconstruct.allocation import allocate
+from cpersona.operations.reconstruct.allocation import allocate, allocate_passages
 from cpersona.operations.reconstruct.bundling import bundle
 from cpersona.operations.reconstruct.candidates import Candidate
 from cpersona.operations.reconstruct.order import order_items
@@ -295,10 +295,57 @@ def test_raising_the_budget_never_removes_an_item_or_an_excerpt(
 ) -> None:
     ex = excerpts[: len(heads)]
     low, high = allocate(heads, ex, budget), allocate(heads, ex, budget + more)
-    assert low.items >= 1
+    assert low.chosen
     assert low.used <= budget
-    assert high.items >= low.items
-    assert all(h >= lo for h, lo in zip(high.excerpts, low.excerpts, strict=False))
+    assert len(high.chosen) >= len(low.chosen)
+    assert all(h >= lo for (_, h), (_, lo) in zip(high.chosen, low.chosen, strict=False))
+
+
+@given(
+    passages=st.lists(st.lists(st.integers(1, 800), min_size=1, max_size=4), min_size=1, max_size=8),
+    whole=st.lists(st.booleans(), min_size=8, max_size=8),
+    budget=st.integers(800, 20_000),
+    more=st.integers(0, 10_000),
+)
+def test_the_evidence_and_whole_sequences_never_lose_a_piece_to_a_larger_budget(
+    passages: list[list[int]], whole: list[bool], budget: int, more: int
+) -> None:
+    w = [flag and len(p) == 1 for flag, p in zip(whole, passages, strict=False)]
+    low, used, _ = allocate_passages(passages, w, budget)
+    high, _, _ = allocate_passages(passages, w, budget + more)
+    assert any(low)
+    assert used <= budget
+    assert all(set(lo) <= set(hi) for lo, hi in zip(low, high, strict=True))
+
+
+@pytest.mark.parametrize("sequence", ["evidence", "whole"])
+async def test_the_evidence_sequences_quote_head_passages_only(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path, sequence: str
+) -> None:
+    settings_ = Settings(
+        data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none",
+        reconstruct_sequence=sequence,
+    )  # fmt: skip
+    long = (
+        " ".join(f"Paragraph {i} is filler about nothing much." for i in range(80))
+        + " The vault code is 4711."
+    )
+    async with cpersona.open(settings_, background=False) as memory:
+        who = agent()
+        short = await put(
+            memory, "the vault is in the cellar", who, 1_000.0, source={"type": "User", "id": "a"}
+        )
+        big = await put(memory, long, who, 900_000.0, source={"type": "User", "id": "b"})
+        texts = {short: "the vault is in the cellar", big: long}
+        result = await memory.reconstruct("", agent_id=who, budget=1_000)
+    assert result.items
+    for item in result.items:
+        assert item.content in texts[item.head_ref]
+        assert all(e.ref == item.head_ref and e.content in texts[e.ref] for e in item.excerpts or ())
+    assert result.used_budget is not None
+    assert result.used_budget <= 1_000
+    if sequence == "whole":  # the short record comes first, whole
+        assert any(i.head_ref == short and i.content == texts[short] for i in result.items)
 
 
 # ------------------------------------------------------------------------------------------ surfaces

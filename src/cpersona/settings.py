@@ -27,11 +27,12 @@ from cpersona.errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "Settings"]
+__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "ReconstructSequence", "Settings"]
 
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
 RecallMode = Literal["rrf", "rsf", "cascade"]
+ReconstructSequence = Literal["items", "evidence", "whole"]
 
 PREFIX = "CPERSONA_"
 # Variables of the repository's own tooling (the test suite's Redis, the golden refresh): they share the
@@ -120,6 +121,7 @@ class Settings(BaseSettings):
     reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 400
     reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
     reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
+    reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = "items"
 
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

@@ -18,18 +18,19 @@ trace write). Every item's content and every excerpt is a contiguous span of a s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.scope import ReadScope
 from cpersona.operations.associations import record_links
-from cpersona.operations.reconstruct.allocation import allocate
+from cpersona.operations.reconstruct.allocation import Allocation, allocate, allocate_passages
 from cpersona.operations.reconstruct.bounds import limits_of
 from cpersona.operations.reconstruct.bundling import bundle
 from cpersona.operations.reconstruct.candidates import recall_candidates
 from cpersona.operations.reconstruct.cues import associative_cues
 from cpersona.operations.reconstruct.order import order_items
-from cpersona.operations.reconstruct.quoting import quote_span
+from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
 from cpersona.operations.reconstruct.response import Quoted, build_result, trace_of
 from cpersona.operations.reconstruct.structure import structure
 from cpersona.operations.reconstruct.walk import relation_walk
@@ -39,10 +40,10 @@ if TYPE_CHECKING:
 
     from cpersona.model.reconstruct_request import ReconstructRequest
     from cpersona.operations.reconstruct.bounds import Limits
-    from cpersona.operations.reconstruct.candidates import RecallPort
+    from cpersona.operations.reconstruct.candidates import RecallPort, RecallView
     from cpersona.operations.reconstruct.order import Ordered
     from cpersona.operations.reconstruct.structure import Structured
-    from cpersona.settings import Settings
+    from cpersona.settings import ReconstructSequence, Settings
     from cpersona.stores.protocols import RecordStore
 
 __all__ = ["reconstruct"]
@@ -85,12 +86,40 @@ async def reconstruct(
     view = recalled.view
     quoted = _quote(req.query, limits, ordered, structs, view.best_blocks, view.block_chars)
     budget = limits.budget(len(ordered.window))
-    heads = [q.head_span[1] - q.head_span[0] for q in quoted]
-    alloc = allocate(heads, [[b - a for _, (a, b) in q.excerpts] for q in quoted], budget.chars)
+    shown, alloc = _allocate(settings.reconstruct_sequence, req.query, limits, quoted, view, budget.chars)
     trace = trace_of(recalled, clusters, cues) if req.trace else None
     return build_result(
-        limits, recalled, quoted, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
+        limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
     )
+
+
+def _allocate(
+    sequence: ReconstructSequence,
+    query: str,
+    limits: Limits,
+    quoted: Sequence[Quoted],
+    view: RecallView,
+    budget: int,
+) -> tuple[list[tuple[Quoted, int]], Allocation]:
+    """The items as the sequence admits them, each with how many pieces it shows after its content."""
+    if sequence == "items":
+        heads = [q.head_span[1] - q.head_span[0] for q in quoted]
+        alloc = allocate(heads, [[b - a for _, (a, b) in q.excerpts] for q in quoted], budget)
+        return [(quoted[i], taken) for i, taken in alloc.chosen], alloc
+    spans, whole = [], []
+    for n, q in enumerate(quoted):
+        head, cap = q.structured.head, limits.head_cap(n)
+        best = view.best_blocks.get(head.ref)
+        spans.append(passage_spans(head.text, query, cap, best_block=best, max_chars=view.block_chars))
+        whole.append(sequence == "whole" and len(head.text) <= cap)
+    admitted, used, cut = allocate_passages([[e - s for s, e in sp] for sp in spans], whole, budget)
+    shown: list[tuple[Quoted, int]] = []
+    for n, q in enumerate(quoted):
+        if admitted[n]:
+            first, *rest = (spans[n][r] for r in admitted[n])
+            pieces = tuple((q.structured.head, span) for span in rest)
+            shown.append((dataclasses.replace(q, head_span=first, excerpts=pieces), len(rest)))
+    return shown, Allocation(tuple((i, 0) for i, a in enumerate(admitted) if a), used, cut)
 
 
 def _quote(

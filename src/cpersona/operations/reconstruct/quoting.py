@@ -15,7 +15,7 @@ from cpersona.model.blocks import MAX_BLOCK_CHARS, split_blocks
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["RRF_K", "quote_span", "rank_passages"]
+__all__ = ["RRF_K", "passage_spans", "quote_span", "rank_passages"]
 
 RRF_K = 60
 
@@ -61,3 +61,16 @@ def quote_span(
         pick = min(options, key=lambda i: place[i])
         lo, hi = min(lo, pick), max(hi, pick)
         start, end = min(start, spans[pick][0]), max(end, spans[pick][1])
+
+
+def passage_spans(
+    text: str, query: str, cap: int, *, best_block: int | None = None, max_chars: int = MAX_BLOCK_CHARS
+) -> list[tuple[int, int]]:
+    """The record's passages, best first, each cut to ``cap`` (the whole record when it fits the cap)."""
+    if len(text) <= cap:
+        return [(0, len(text))]
+    spans = split_blocks(text, max_chars=max_chars) or [(0, len(text))]
+    return [
+        (spans[i][0], min(spans[i][1], spans[i][0] + cap))
+        for i in rank_passages(text, spans, query, best_block)
+    ]

@@ -108,15 +108,16 @@ def build_result(
     limits: Limits,
     recalled: Recalled,
     quoted: Sequence[Quoted],
+    shown: Sequence[tuple[Quoted, int]],
     alloc: Allocation,
     budget: Budget,
     *,
     beyond_hops: bool,
     trace: dict[str, Any] | None,
 ) -> ReconstructResult:
-    items = [build_item(q, alloc.excerpts[n]) for n, q in enumerate(quoted[: alloc.items])]
+    items = [build_item(q, taken) for q, taken in shown]
     window = sum(1 for q in quoted if not q.held)
-    returned = sum(1 for q in quoted[: alloc.items] if not q.held)
+    returned = sum(1 for q, _ in shown if not q.held)
     held = len(quoted) - window
     acted = budget.clamped or alloc.cut
     return ReconstructResult(
