@@ -250,6 +250,12 @@ async def test_entity_matches_feed_the_lexical_arms_and_stay_in_their_scope(engi
     assert after.trace["cues"] == {"entities": ["Robert"], "terms": ["Bob"]}
     assert after.items[0].head_ref == bob
     assert after.trace["recall"]["trace_version"] == 1
+    # Its recall's trace went to the trace channel like any traced recall's; untraced, nothing goes.
+    queued = engine.trace_stats().queued
+    await engine.reconstruct("what did Robert do", agent_id=who)
+    assert engine.trace_stats().queued == queued
+    await engine.reconstruct("what did Robert do", agent_id=who, trace=True)
+    assert engine.trace_stats().queued == queued + 1
 
 
 # ------------------------------------------------------------------------------------------ quoting

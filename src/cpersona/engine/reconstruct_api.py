@@ -1,7 +1,8 @@
 """reconstruct as a method of :class:`~cpersona.Engine` (a base class of it, so the facade stays one
 screenful per concept): its typed keywords become one request body, validated by
 :class:`~cpersona.ReconstructRequest`, and run by :mod:`cpersona.operations.reconstruct` over the
-engine's recaller. It reads only: no record, vector or trace is written."""
+engine's recaller. It reads only: no record or vector is written; with ``trace`` its recall's trace
+is published on the trace channel, as every traced recall's is."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ class _RecallPort:
         # One keyword seat, as the reference's reconstruct asks of its recall (§3.10).
         req = dataclasses.replace(req, lexical_terms=lexical_terms, keyword_seats=1)
         result = await life.recaller.recall(req)
+        if result.trace is not None:
+            # A traced recall is published on the trace channel, this one too (the channel is no store).
+            life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),
             trace=result.trace,

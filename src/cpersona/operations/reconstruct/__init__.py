@@ -1,6 +1,7 @@
 """reconstruct: a read-only exit over ONE recall (reference §4). It selects, orders and assigns roles
-to stored rows; it never composes text, never calls a model and never writes (no record, vector or
-trace write). Every item's content and every excerpt is a contiguous span of a stored record it cites.
+to stored rows; it never composes text, never calls a model and never writes (no record or vector
+write; a traced call's recall trace goes to the trace channel, through the engine's port). Every
+item's content and every excerpt is a contiguous span of a stored record it cites.
 
 ::
 
