@@ -250,6 +250,8 @@ async def test_entity_matches_feed_the_lexical_arms_and_stay_in_their_scope(engi
     assert after.trace["cues"] == {"entities": ["Robert"], "terms": ["Bob"]}
     assert after.items[0].head_ref == bob
     assert after.trace["recall"]["trace_version"] == 1
+    assert after.trace["recall"]["request"]["keyword_seats"] == 1
+    assert after.trace["recall"]["request"]["lexical_terms"] == 1
     # Its recall's trace went to the trace channel like any traced recall's; untraced, nothing goes.
     queued = engine.trace_stats().queued
     await engine.reconstruct("what did Robert do", agent_id=who)
