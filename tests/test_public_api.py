@@ -39,6 +39,8 @@ EXPECTED = {
     "RecallResult",
     "Reached",
     "RecallRow",
+    "ReconstructRequest",
+    "ReconstructResult",
     "RecordNotFound",
     "RedisUnavailable",
     "Scope",

@@ -38,6 +38,8 @@ from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_request import RawRequest
 from cpersona.model.recall_query import RecallQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -89,6 +91,8 @@ __all__ = (
     "RecallQuery",
     "RecallResult",
     "RecallRow",
+    "ReconstructRequest",
+    "ReconstructResult",
     "RecordNotFound",
     "RedisUnavailable",
     "Scope",

@@ -27,11 +27,12 @@ from cpersona.errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "Settings"]
+__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "ReconstructSequence", "Settings"]
 
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
 RecallMode = Literal["rrf", "rsf", "cascade"]
+ReconstructSequence = Literal["items", "evidence", "whole"]
 
 PREFIX = "CPERSONA_"
 # Variables of the repository's own tooling (the test suite's Redis, the golden refresh): they share the
@@ -107,6 +108,20 @@ class Settings(BaseSettings):
     recall_depth_floor: Annotated[int, Field(ge=0)] | None = None
     recall_arm_timeout_ms: _Positive = 2_000.0
     recall_max_limit: _Count = 10_000
+
+    # reconstruct's bounds (the reference's CPERSONA_RECONSTRUCT_* variables): defaults and the soft caps
+    # a request is clamped to, with the clamp reported. The hard ranges live in its request model.
+    reconstruct_default_count: Annotated[int, Field(ge=0, le=100)] = 10
+    reconstruct_max_count: Annotated[int, Field(ge=1, le=100)] = 10
+    reconstruct_top_k: Annotated[int, Field(ge=1, le=10_000)] = 20
+    reconstruct_default_budget: Annotated[int, Field(ge=1, le=20_000)] = 4_000
+    reconstruct_max_budget: Annotated[int, Field(ge=1, le=20_000)] = 20_000
+    reconstruct_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 800
+    reconstruct_full_quotes: Annotated[int, Field(ge=0)] = 5
+    reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 400
+    reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
+    reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
+    reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = "items"
 
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

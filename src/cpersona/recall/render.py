@@ -61,6 +61,9 @@ def render(
 def _seat_reason(seat: Seat, cue_ranks: Mapping[str, int]) -> dict[str, Any]:
     if seat.kind == "cue":
         return {"signal": "cue", "admission": "reservation", "cue_rank": seat.row.rank}
+    if seat.kind == "keyword":
+        word: dict[str, Any] = {"signal": "keyword", "admission": "reservation", "seat": seat.row.rank}
+        return word if seat.row.raw is None else {**word, "rrf": seat.row.raw}
     reason: dict[str, Any] = {
         "signal": "block", "admission": "reservation", "order": "vector",
         "block": seat.row.block_index, "cosine": seat.row.raw,

@@ -36,6 +36,11 @@ class RecallRequest:
     order: Order = "best_first"
     trace: bool = False
     time_cue: TimeCue | None = None
+    # Extra OR-ed phrases for the two lexical arms only (reconstruct's associative cues); the vector arm,
+    # scoring and the gate see ``query`` alone. Empty, the recall is the one it was before.
+    lexical_terms: tuple[str, ...] = ()
+    # Held keyword seats (reference §3.10: reconstruct asks for 1); 0, the recall has none.
+    keyword_seats: int = 0
 
     @property
     def blank(self) -> bool:

@@ -28,6 +28,8 @@ from cpersona.model.fields import QueryModel, RequestModel, arguments, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.record_queries import ForgetQuery, ListQuery, RecordQuery, StatsQuery
 from cpersona.model.responses import (
     BatchResponse,
@@ -231,6 +233,11 @@ async def _traverse(request: Request) -> Response:
     return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).to_json())
 
 
+async def _reconstruct(request: Request) -> Response:
+    req = await _body(request, ReconstructRequest)
+    return ORJSONResponse((await engine_of(request).reconstruct(**arguments(req))).to_json())
+
+
 # ---------------------------------------------------------------------------------------------- table
 
 _REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
@@ -334,5 +341,13 @@ OPERATIONS: tuple[Operation, ...] = (
         TraverseResponse, body=TraverseRequest,
         description="Breadth-first over entity relations in either direction: hop 0 is the records "
         "mentioning the entity, each record comes once at its fewest hops, at most `limit` of them.",
+    ),
+    Operation(
+        "POST", "/v1/reconstruct", _reconstruct,
+        "Items that quote stored rows, bundled, ordered and given roles, over one recall (reconstruct)",
+        ReconstructResult, body=ReconstructRequest,
+        description="Read-only: it never composes text and never writes. Each item's content and excerpts "
+        "are spans of the stored records it cites; a clamp of count or budget is reported "
+        "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field.",
     ),
 )  # fmt: skip

@@ -30,15 +30,16 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from cpersona.errors import GraphError, InvalidSetting
+from cpersona.model.candidates import ArmRow
 from cpersona.model.time_cue import Move, bounded_move
 from cpersona.recall.stages.fusion import Candidate, FusionMode, cascade, rrf, rsf
 from cpersona.recall.stages.gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
-from cpersona.recall.stages.seats import SeatGate, block_seats, seat_cue_rows
+from cpersona.recall.stages.seats import SeatGate, block_seats, keyword_seats, seat_cue_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from cpersona.model.candidates import ArmResult, ArmRow
+    from cpersona.model.candidates import ArmResult
     from cpersona.model.policy import Policy
     from cpersona.model.time_cue import Confidence, Period
 
@@ -76,6 +77,9 @@ class RecallPlan:
     vector_threshold: float
     # Whether the query was embedded: without a vector every lexical row is single-arm, seats included.
     has_vector: bool = True
+    # Keyword seats (reconstruct asks for one; 0 leaves the recall as it was) and their order's key.
+    keyword_seats: int = 0
+    parts_covered: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -144,7 +148,7 @@ class Counted:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Seat:
     ref: str
-    kind: Literal["block", "cue"]
+    kind: Literal["block", "keyword", "cue"]
     row: ArmRow
 
 
@@ -316,6 +320,11 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
         returned = {r.ref for r in data.rows}
         chosen = block_seats(block.rows, returned=returned, seats=plan.policy.seats.block, gate=gate)
         seats.extend(Seat(row.ref, "block", row) for row in chosen)
+    if plan.keyword_seats > 0:
+        taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
+        words = keyword_seats(data.source.source.rows, data.source.decisions, taken=taken,
+                              seats=plan.keyword_seats, parts=plan.parts_covered)  # fmt: skip
+        seats.extend(Seat(c.ref, "keyword", ArmRow(c.ref, n, c.rrf)) for n, c in enumerate(words))
     cue = retrieved.cue
     if cue is not None and cue.seats > 0 and cue.rows:
         taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}

@@ -29,13 +29,13 @@ from cpersona.recall.stages.fusion import Candidate, kind_of
 from cpersona.recall.stages.gate import Decision, decide
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from cpersona.model.candidates import ArmRow
     from cpersona.model.policy import GatePolicy
     from cpersona.recall.stages.gate import GateConfig
 
-__all__ = ["SeatGate", "block_seats", "seat_cue_rows"]
+__all__ = ["SeatGate", "block_seats", "keyword_seats", "seat_cue_rows"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,3 +105,28 @@ def seat_cue_rows(
     )
     by_ref = {row.ref: row for row in admitted}
     return tuple(by_ref[ref] for ref in chosen)
+
+
+def keyword_seats(
+    ranked: Sequence[Candidate],
+    decisions: Sequence[Decision],
+    *,
+    taken: Collection[str],
+    seats: int,
+    parts: Mapping[str, int],
+) -> tuple[Candidate, ...]:
+    """The rows that take the keyword seats (asked for by reconstruct; a plain recall has none): rows
+    only the lexical arms found, not returned, that the gate admitted (and a later cut removed) or
+    refused on the ``rrf`` signal; most question parts covered first, ties in gate order."""
+    verdict = {d.ref: d for d in decisions}
+    eligible = [
+        c
+        for c in ranked
+        if c.lexical_only
+        and c.ref not in taken
+        and c.ref in verdict
+        and (verdict[c.ref].passed or verdict[c.ref].signal == "rrf")
+    ]
+    order = {c.ref: i for i, c in enumerate(eligible)}
+    eligible.sort(key=lambda c: (-parts.get(c.ref, 0), order[c.ref]))
+    return tuple(eligible[: max(0, seats)])

@@ -152,6 +152,12 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[s
     """What the recall was asked, as it ran: limit and depth after the policy's bounds, the priors."""
     vector = policy.vector
     rules = policy.score_adjust
+    asked: dict[str, Any] = {}
+    if req.keyword_seats:
+        asked["keyword_seats"] = req.keyword_seats
+    if req.lexical_terms:
+        # How many extra lexical terms the arms got (reconstruct's cues list them in its own trace).
+        asked["lexical_terms"] = len(req.lexical_terms)
     return {
         "limit": result.limit,
         "depth": result.depth,
@@ -166,6 +172,7 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[s
         },
         "episode_penalty": rules.episode_penalty,
         "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
+        **asked,
     }
 
 
