@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from pydantic import Field
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -20,13 +22,22 @@ from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
 from cpersona.edges.http.reading import json_object, query_params
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
+from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import QueryModel, RequestModel, arguments, validate
+from cpersona.model.fields import AgentId, KeyText, QueryModel, RequestModel, arguments, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
-from cpersona.model.record_queries import ForgetQuery, ListQuery, RecordQuery, StatsQuery
+from cpersona.model.record_queries import (
+    UUID_PATTERN,
+    ForgetQuery,
+    ListQuery,
+    MemoryRef,
+    RecordQuery,
+    RecordRef,
+    StatsQuery,
+)
 from cpersona.model.responses import (
     BatchResponse,
     CalibrationResponse,
@@ -45,12 +56,12 @@ from cpersona.model.update_request import UpdateRequest
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "NoQuery", "Operation", "engine_of"]
+__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "Handler", "NoQuery", "Operation", "engine_of"]
 
 # The recall operations seed caps a request's limit at 100 rows; library callers may ask for more.
 HTTP_MAX_LIMIT = 100
 
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID = re.compile(UUID_PATTERN)
 _M = TypeVar("_M", bound=RequestModel)
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -74,14 +85,47 @@ class Operation:
     description: str = ""
     # Path parameters that take the rest of the path (agent ids may contain '/').
     greedy: tuple[str, ...] = ()
-    path_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Each path parameter's type (an annotated field type, with its description): what the engine checks.
+    path_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Path parameters that must not take the name of a route beside this one (``/v1/encode/batch``).
+    not_a_sibling: tuple[str, ...] = ()
 
     @property
     def route_path(self) -> str:
         out = self.path
         for name in self.greedy:
-            out = out.replace("{" + name + "}", "{" + name + ":path}")
+            out = out.replace("{" + name + "}", "{" + name + ":" + _REST + "}")
+        for name in self.not_a_sibling:
+            out = out.replace("{" + name + "}", "{" + name + ":" + _NOT_ENCODE_SIBLING + "}")
         return out
+
+
+class _Text(Convertor[str]):
+    regex = ""
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+class _Rest(_Text):
+    # Starlette's own ``path`` stops at a newline (``.`` without DOTALL), which made a request for an
+    # agent id with a newline a 404 (no route) instead of the 400 that names the bad character.
+    regex = "(?s:.+)"
+
+
+class _NotEncodeSibling(_Text):
+    # Without this, ``PATCH /v1/encode/batch`` is an update of the record "batch" (a 400), not the 405 of
+    # a method ``/v1/encode/batch`` does not have.
+    regex = "(?!(?:batch|raw)$)[^/]+"
+
+
+_REST = "cpersona_rest"
+_NOT_ENCODE_SIBLING = "cpersona_not_encode_sibling"
+register_url_convertor(_REST, _Rest())
+register_url_convertor(_NOT_ENCODE_SIBLING, _NotEncodeSibling())
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -189,10 +233,14 @@ async def _delete_record(request: Request) -> Response:
 
 
 async def _delete_agent(request: Request) -> Response:
-    query = _query(request, ForgetQuery)
     agent_id = request.path_params["agent_id"]
-    if (query.confirm or "").lower() != "true":
-        raise ForgetUnconfirmed("confirm", f"deleting all data of agent {agent_id!r} needs ?confirm=true")
+    try:
+        _query(request, ForgetQuery)
+    except InvalidRequest as exc:
+        if exc.field != "confirm":
+            raise
+        message = f"deleting all data of agent {agent_id!r} needs ?confirm=true"
+        raise ForgetUnconfirmed("confirm", message) from None
     result = await engine_of(request).delete_agent_data(agent_id)
     return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
 
@@ -221,8 +269,9 @@ async def _select_gate(request: Request) -> Response:
 
 # ---------------------------------------------------------------------------------------------- table
 
-_REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
-_AGENT = {"agent_id": "The agent (may contain '/')"}
+_REF = {"ref": RecordRef}
+_AGENT = {"agent_id": Annotated[AgentId, Field(description="The agent (may contain '/')")]}
+_ANY_AGENT = {"agent_id": Annotated[KeyText, Field(min_length=1, description="The agent (may contain '/')")]}
 _WRITE_ERRORS = (400, 413, 503, 507)
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -255,7 +304,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PATCH", "/v1/encode/{ref}", _update, "Update a memory (encode.update)", RecordResponse,
         body=UpdateRequest, errors=(400, 404, 413, 503, 507),
-        path_params={"ref": "mem:<uuid>, or the bare <uuid> as Cerememory sends it"},
+        path_params={"ref": MemoryRef}, not_a_sibling=("ref",),
         description="Unlike Cerememory (204, empty body), answers 200 with the updated record. A content "
         "change re-embeds the memory.",
     ),
@@ -287,7 +336,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "DELETE", "/v1/agents/{agent_id}", _delete_agent,
         "Delete every record, claim, profile and vector of an agent", DeleteResponse, query=ForgetQuery,
-        greedy=("agent_id",), path_params=_AGENT,
+        greedy=("agent_id",), path_params=_ANY_AGENT,
     ),
     Operation(
         "GET", "/v1/introspect/stats", _stats,
