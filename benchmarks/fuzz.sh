@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
-EXAMPLES=${FUZZ_EXAMPLES:-60}
+EXAMPLES=${FUZZ_EXAMPLES:-100}
 SEED=${FUZZ_SEED:-13}
 PYTHON=${PYTHON:-.venv/bin/python}
 CPERSONA=${CPERSONA:-.venv/bin/cpersona}

@@ -298,3 +298,26 @@ async def test_an_agent_id_with_a_newline_in_the_path_is_a_400_naming_it(client:
     refused = await client.get("/v1/profile/a%0Ab")
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["field"] == "agent_id"
+
+
+def test_every_link_leads_to_a_documented_operation_and_its_parameters() -> None:
+    # The stateful fuzzing follows these links to records that exist, instead of guessing refs.
+    followed = 0
+    for path in DOC["paths"].values():
+        for operation in path.values():
+            for link in operation["responses"]["200"].get("links", {}).values():
+                _, _, pointer = link["operationRef"].partition("#/paths/")
+                target_path, _, method = pointer.rpartition("/")
+                target = DOC["paths"][target_path.replace("~1", "/").replace("~0", "~")][method]
+                names = {p["name"] for p in target["parameters"]}
+                assert set(link["parameters"]) <= names, link
+                followed += 1
+    assert followed == 8
+
+
+def test_an_update_names_a_field_to_change_in_the_document_too() -> None:
+    # Found by following UpdateMemory: {"agent_id": …} alone is refused ("names no field to update").
+    changes = [branch["required"] for branch in SCHEMAS["UpdateRequest"]["anyOf"]]
+    assert changes == [[name] for name in ("content", "metadata", "emotion", "meta", "store", "timestamp")]
+    link = DOC["paths"]["/v1/encode"]["post"]["responses"]["200"]["links"]["UpdateMemory"]
+    assert link["requestBody"] == {"agent_id": "$request.body#/agent_id"}

@@ -168,8 +168,12 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     if op.body is not None:
         out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
+    success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
+    links = _links(op)
+    if links:
+        success["links"] = links
     out["responses"] = {
-        "200": {"description": "Success", "content": {"application/json": {"schema": ok}}},
+        "200": success,
         **{
             str(status): {
                 "description": _ERROR_TEXT[status],
@@ -178,6 +182,43 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
             for status in _statuses(op)
         },
     }
+    return out
+
+
+# Where an answer leads: the record a write stored can be read, updated (a memory) and deleted by its ref
+# and its agent; a profile set can be read and its agent's data deleted. A client (and schemathesis'
+# stateful phase) follows these instead of guessing refs that never exist.
+_BY_REF = {"ref": "$response.body#/ref", "agent_id": "$request.body#/agent_id"}
+_BY_AGENT = {"agent_id": "$request.path.agent_id"}
+# An update names its agent in the body.
+_SAME_AGENT = {"agent_id": "$request.body#/agent_id"}
+_NO_BODY: dict[str, str] = {}
+_LINKS: dict[tuple[str, str], tuple[tuple[str, str, str, Mapping[str, str], Mapping[str, str]], ...]] = {
+    ("POST", "/v1/encode"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("UpdateMemory", "PATCH", "/v1/encode/{ref}", {"ref": "$response.body#/ref"}, _SAME_AGENT),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("POST", "/v1/encode/raw"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("POST", "/v1/episodes"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("PUT", "/v1/profile/{agent_id}"): (
+        ("GetProfile", "GET", "/v1/profile/{agent_id}", _BY_AGENT, _NO_BODY),
+    ),
+}
+
+
+def _links(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, method, path, parameters, body in _LINKS.get((op.method, op.path), ()):
+        pointer = path.replace("~", "~0").replace("/", "~1")
+        link = {"operationRef": f"#/paths/{pointer}/{method.lower()}", "parameters": dict(parameters)}
+        out[name] = {**link, "requestBody": dict(body)} if body else link
     return out
 
 
