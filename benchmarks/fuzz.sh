@@ -42,9 +42,11 @@ CPERSONA_DATA_DIR="$work/data" CPERSONA_HOST=127.0.0.1 CPERSONA_PORT="$port" \
     "$CPERSONA" serve >"$work/serve.log" 2>&1 &
 server=$!
 url="http://127.0.0.1:$port"
+ready=""
 for _ in $(seq 120); do
     if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
         "$url/health" 2>/dev/null; then
+        ready=yes
         break
     fi
     if ! kill -0 "$server" 2>/dev/null; then
@@ -54,6 +56,11 @@ for _ in $(seq 120); do
     fi
     sleep 0.5
 done
+if [[ -z "$ready" ]]; then
+    cat "$work/serve.log" >&2
+    echo "fuzz: cpersona serve did not answer /health within a minute" >&2
+    exit 1
+fi
 
 seed_args=(--seed "$SEED")
 if [[ "$SEED" == random ]]; then
