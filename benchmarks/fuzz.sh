@@ -10,7 +10,8 @@
 #   FUZZ_SEED=random benchmarks/fuzz.sh     # unseeded: a new seed each run (printed at the end)
 #   FUZZ_EXAMPLES=500 benchmarks/fuzz.sh    # more examples per operation
 #
-# Extra arguments go to `st run` (e.g. --include-path /v1/encode).
+# Extra arguments go to `st run` (e.g. --include-path /v1/encode --phases coverage,fuzzing: a single
+# operation has no links to follow, and schemathesis counts the empty stateful phase as an error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
