@@ -69,8 +69,8 @@ STORE_LAYOUT_MODULES: Final = (
     "stores.embedding.bert", "stores.embedding.wordpiece", "stores.embedding.onnx_reader",
     "stores.embedding.model_files", "stores.embedding.quantized",
     "model.records", "stores.vectors.edge", "stores.vectors.edge_shard", "stores.vectors.common",
-    "model.memory_request", "model.memory_parts", "model.fields", "model.epoch_time", "model.associations",
-    "stores.redis.associations",
+    "model.memory_request", "model.memory_parts", "model.fields", "model.text_rules", "model.epoch_time",
+    "model.associations", "stores.redis.associations",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500
