@@ -69,6 +69,7 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         ("retract", "yes", "retract"),
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
+    ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.
