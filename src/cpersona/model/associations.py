@@ -27,8 +27,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
-from cpersona.model.fields import TAG, AgentId, Header, KeyText, Limit, RequestModel, refusal
+from cpersona.model.fields import TAG, WHOLE, AgentId, Header, KeyText, Limit, RequestModel, refusal
 from cpersona.model.memory_parts import AssociationBody
+from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import Association, parse_ref
 
 __all__ = [
@@ -122,7 +123,33 @@ def _end_kind(value: str) -> Literal["entity", "record"]:
     return "record"
 
 
+_ANY_REF = f"^(mem|ep|raw):{UUID_PATTERN}$"
+_RECORD_REF = f"^(mem|ep):{UUID_PATTERN}$"
+
+
+def _name_schema(schema: dict[str, Any]) -> None:
+    # What the validators below refuse, said in the schema too: a name is not a ref.
+    schema["properties"]["name"]["not"] = {"pattern": _ANY_REF}
+
+
+def _relation_schema(schema: dict[str, Any]) -> None:
+    # Both ends record refs (memories or episodes), or both names; a raw ref is neither.
+    ends = ("subject", "object")
+    schema["anyOf"] = [
+        {"properties": {end: {"pattern": _RECORD_REF} for end in ends}},
+        {"properties": {end: {"not": {"pattern": _ANY_REF}} for end in ends}},
+    ]
+
+
+def _some_schema(schema: dict[str, Any]) -> None:
+    schema["anyOf"] = [
+        {"required": [name], "properties": {name: {"minItems": 1}}} for name in ("entities", "relations")
+    ]
+
+
 class EntityBody(RequestModel):
+    model_config = ConfigDict(json_schema_extra=_name_schema)
+
     name: NameText
     aliases: Annotated[Sequence[NameText], Limit("max_association_aliases", items=True)] = ()
 
@@ -137,6 +164,8 @@ class EntityBody(RequestModel):
 
 
 class RelationBody(RequestModel):
+    model_config = ConfigDict(json_schema_extra=_relation_schema)
+
     subject: NameText
     predicate: NameText
     object: NameText
@@ -159,9 +188,8 @@ class RelationBody(RequestModel):
                 "mixed_relation",
                 "must be of the subject's kind: both entity names or both record refs (mem:/ep:)",
             )
-        same = value.lower() == subject.lower() if kind == "record" else name_key(value) == name_key(subject)
-        if same:
-            raise refusal("self_relation", "must differ from the subject")
+        # A relation from a thing to itself is kept as declared: it is well-formed, and the walk and the
+        # bundling, which visit each end once, pass over it.
         return value
 
     def relation(self) -> Relation:
@@ -174,7 +202,7 @@ class RelationBody(RequestModel):
 class AssociationsBody(RequestModel):
     """``{entities: [{name, aliases}], relations: [{subject, predicate, object}]}``."""
 
-    model_config = ConfigDict(title="Associations")
+    model_config = ConfigDict(title="Associations", json_schema_extra=_some_schema)
 
     entities: Annotated[Sequence[EntityBody], Limit("max_association_entities", items=True)] = ()
     relations: Annotated[Sequence[RelationBody], Limit("max_association_relations", items=True)] = ()
@@ -218,8 +246,8 @@ class TraverseRequest(RequestModel):
 
     agent_id: AgentId
     entity: NameText
-    max_hops: Annotated[int, Field(ge=0, le=5)] = 1
-    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    max_hops: Annotated[int, Field(ge=0, le=5), WHOLE] = 1
+    limit: Annotated[int, Field(ge=1, le=100), WHOLE] = 20
     project_id: KeyText | None = None
     channel: KeyText | None = None
     source_id: KeyText = ""

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, field_validator
 
-from cpersona.model.fields import Header, KeyText, RequestModel
-from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel
+from cpersona.model.time_cue_request import EMPTY_IS_NO_CUE, TimeCueBody
 
 __all__ = ["MAX_BUDGET", "MAX_EVIDENCE", "MAX_HOPS", "MAX_TOP_K", "ReconstructRequest"]
 
@@ -32,19 +32,19 @@ class ReconstructRequest(RequestModel):
 
     agent_id: KeyText = Field(description="The agent whose memory is read (exact)")
     query: Annotated[str, Field(max_length=_MAX_QUERY)] = Field(description="The question")
-    count: Annotated[int, Field(ge=0)] | None = Field(
+    count: Annotated[int, Field(ge=0), WHOLE] | None = Field(
         default=None, description="Items (default 10; above CPERSONA_RECONSTRUCT_MAX_COUNT clamped, reported)"
     )
-    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] | None = Field(
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K), WHOLE] | None = Field(
         default=None, description="Candidates the one recall returns (default 20)"
     )
-    max_hops: Annotated[int, Field(ge=0, le=MAX_HOPS)] | None = Field(
+    max_hops: Annotated[int, Field(ge=0, le=MAX_HOPS), WHOLE] | None = Field(
         default=None, description="Entity relations the relation walk follows (default 2)"
     )
-    max_evidence: Annotated[int, Field(ge=1, le=MAX_EVIDENCE)] | None = Field(
+    max_evidence: Annotated[int, Field(ge=1, le=MAX_EVIDENCE), WHOLE] | None = Field(
         default=None, description="Claims per item at most (default 40)"
     )
-    budget: Annotated[int, Field(ge=0)] | None = Field(
+    budget: Annotated[int, Field(ge=0), WHOLE] | None = Field(
         default=None,
         description="Characters of quoted text (default max(4000, the window's head caps); at most 20000, "
         "at least one head quote; a clamp is reported)",
@@ -53,7 +53,9 @@ class ReconstructRequest(RequestModel):
     project_id: KeyText | None = Field(default=None, description="Project X sees X and the global pool ''")
     channel: KeyText | None = Field(default=None, description="Channel X sees X and the global pool ''")
     source_id: KeyText = Field(default="", description="Exact source id, or a prefix")
-    time_cue: TimeCueBody | None = Field(default=None, description="Passed to the recall it reads from")
+    time_cue: Annotated[TimeCueBody | None, EMPTY_IS_NO_CUE] = Field(
+        default=None, description="Passed to the recall it reads from"
+    )
     trace: bool = Field(default=False, description="Return the audit and the recall's own trace (no text)")
     header: Header = None
 
