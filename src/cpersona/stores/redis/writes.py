@@ -1,11 +1,12 @@
 """The adapter's writes: each a transaction that keeps a record, its claims, its pending mark, its block
-event and the end of its in-flight mark together, so a crash leaves all of them or none; and the steps
-that must decide on what they read (taking claims, clearing a pending mark), which are the scripts of
-:mod:`.write_scripts`.
+event and the end of its in-flight mark together, so a crash leaves all of them or none, and each
+acknowledged only once it is on disk (:mod:`.durable`); and the steps that must decide on what they read
+(taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
 are written with ``JSON.SET`` in the transaction rather than with redis-om's ``save``: ``save`` runs its
-own round trip per document and cannot join a ``MULTI`` with the claims and the stream event.
+own round trip per document and cannot join a ``MULTI`` with the claims, the stream event and the
+WAITAOF behind it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cpersona.stores.redis.documents import (
     raw_to_doc,
     validated,
 )
+from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.write_scripts import (
     CLAIM,
@@ -67,7 +69,7 @@ class Writer:
         pipe.xadd(self.keys.block_stream, {"key": record_key})
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         for write in writes:
             rec, key = write.record, self.keys.memory(write.record.id)
             json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
@@ -80,13 +82,13 @@ class Writer:
                 pipe.sadd(self.keys.vector_pending, key)
             if queue_blocks:
                 self._queue_blocks(pipe, key)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def replace_memory(
         self, rec: MemoryRecord, *, drop_claims: Sequence[str], add_claims: Sequence[str], queue_blocks: bool
     ) -> None:
         key = self.keys.memory(rec.id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
         for claim in drop_claims:
             pipe.delete(claim)
@@ -96,32 +98,32 @@ class Writer:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def put_episode(self, rec: EpisodeRecord, *, queue_blocks: bool) -> None:
         key = self.keys.episode(rec.id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         json_ops(pipe).set(key, "$", validated(self.docs.episode, episode_to_doc(rec)))
         pipe.zrem(self.keys.writes_in_flight, in_flight_member(InFlightWrite("episode", rec.id)))
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def put_raw(self, records: Sequence[RawRecord]) -> None:
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         for rec in records:
             json_ops(pipe).set(self.keys.raw(rec.id), "$", validated(self.docs.raw, raw_to_doc(rec)))
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def delete(self, key: str, claims: Sequence[str]) -> None:
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         pipe.delete(key)
         pipe.srem(self.keys.vector_pending, key)
         for claim in claims:
             pipe.delete(claim)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def delete_agent(self, agent_id: str) -> int:
         query = scope_query(ReadScope(agent_id), with_source=False)
@@ -131,19 +133,24 @@ class Writer:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.delete(*found)
                 pipe.srem(self.keys.vector_pending, *found)
-                await pipe.execute()
+                await flushed(pipe, self.client)
                 deleted += len(found)
         for pattern in self.keys.claims_of_agent(agent_id):
             batch: list[bytes] = []
             async for claim in self.client.scan_iter(match=pattern, count=1000):
                 batch.append(claim)
                 if len(batch) >= _DELETE_PAGE:
-                    await self.client.delete(*batch)
+                    await self._delete_durably(batch)
                     batch = []
             if batch:
-                await self.client.delete(*batch)
-        await self.client.delete(self.keys.profile(agent_id), self.keys.calibration(agent_id))
+                await self._delete_durably(batch)
+        await self._delete_durably([self.keys.profile(agent_id), self.keys.calibration(agent_id)])
         return deleted
+
+    async def _delete_durably(self, keys: Sequence[bytes | str]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(*keys)
+        await flushed(pipe, self.client)
 
     async def load_pending(self, keys: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
         docs = await json_ops(self.client).mget(list(keys), "$")
