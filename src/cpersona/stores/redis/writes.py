@@ -33,10 +33,14 @@ from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.write_scripts import (
     CLAIM,
+    DROP,
+    KEEP,
     MARK_WRITTEN,
     RELEASE,
+    claim_args,
     in_flight_member,
     parse_member,
+    queue_script,
     release_args,
     reservation_args,
     run_script,
@@ -44,6 +48,8 @@ from cpersona.stores.redis.write_scripts import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from aredis_om import JsonModel
 
     from cpersona.keys import Keys
     from cpersona.model.records import RawRecord
@@ -73,8 +79,6 @@ class Writer:
         for write in writes:
             rec, key = write.record, self.keys.memory(write.record.id)
             json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-            for claim in write.claims:
-                pipe.set(claim, rec.id)  # a plain SET: the claim outlives its reservation now
             pipe.zrem(
                 self.keys.writes_in_flight, in_flight_member(InFlightWrite("memory", rec.id, write.claims))
             )
@@ -82,7 +86,19 @@ class Writer:
                 pipe.sadd(self.keys.vector_pending, key)
             if queue_blocks:
                 self._queue_blocks(pipe, key)
+        # The claims outlive their reservations now, unless a store that outlasted its own took one.
+        self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
         await commit(pipe, self.client)
+
+    def _keep_claims(self, pipe: Any, groups: Sequence[tuple[str, Sequence[str]]]) -> None:
+        keys, args = claim_args(groups)
+        if keys:
+            queue_script(pipe, KEEP, keys, [self.keys.memory_prefix, *args])
+
+    def _drop_claims(self, pipe: Any, record_id: str, claims: Sequence[str]) -> None:
+        keys, args = claim_args([(record_id, claims)])
+        if keys:
+            queue_script(pipe, DROP, keys, args)
 
     async def replace_memory(
         self, rec: MemoryRecord, *, drop_claims: Sequence[str], add_claims: Sequence[str], queue_blocks: bool
@@ -90,10 +106,8 @@ class Writer:
         key = self.keys.memory(rec.id)
         pipe = transaction(self.client)
         json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-        for claim in drop_claims:
-            pipe.delete(claim)
-        for claim in add_claims:
-            pipe.set(claim, rec.id)
+        self._drop_claims(pipe, rec.id, drop_claims)
+        self._keep_claims(pipe, [(rec.id, add_claims)])
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
@@ -117,12 +131,22 @@ class Writer:
             json_ops(pipe).set(self.keys.raw(rec.id), "$", validated(self.docs.raw, raw_to_doc(rec)))
         await commit(pipe, self.client)
 
-    async def delete(self, key: str, claims: Sequence[str]) -> None:
+    async def put_model(self, doc: JsonModel) -> None:
+        """Save a redis-om document (a profile) durably: its save queues into the pipeline it is given."""
+        pipe = transaction(self.client)
+        await doc.save(pipeline=pipe)
+        await commit(pipe, self.client)
+
+    async def set_json(self, key: str, path: str, value: object) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        json_ops(pipe).set(key, path, value)
+        await flushed(pipe, self.client)
+
+    async def delete(self, key: str, record_id: str, claims: Sequence[str]) -> None:
         pipe = transaction(self.client)
         pipe.delete(key)
         pipe.srem(self.keys.vector_pending, key)
-        for claim in claims:
-            pipe.delete(claim)
+        self._drop_claims(pipe, record_id, claims)
         await commit(pipe, self.client)
 
     async def delete_agent(self, agent_id: str) -> int:
