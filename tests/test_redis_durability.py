@@ -8,10 +8,13 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
+import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import httpx
 import pytest
 
 import cpersona
@@ -211,3 +214,74 @@ async def test_a_redis_that_fsyncs_once_a_second_is_used_and_each_write_waits_fo
             refs = [(await memory.store(f"box {n}", agent_id=AGENT)).ref for n in range(3)]
             for ref in refs:
                 await memory.get(ref, agent_id=AGENT)
+
+
+# ------------------------------------------------------------------ vectors: a real `cpersona serve` killed
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_PORT": str(port), "CPERSONA_EMBEDDING_MODE": "onnx"}
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=out)
+
+
+async def _until_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
+    with anyio.fail_after(120):
+        while True:
+            if proc.poll() is not None:
+                text = await anyio.Path(log).read_text()
+                raise AssertionError(f"serve exited with {proc.returncode}:\n{text[-3000:]}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get("/health")).status_code == 200:
+                    return
+            await anyio.sleep(0.1)
+
+
+@pytest.mark.slow
+async def test_a_killed_serve_keeps_the_vector_of_every_acknowledged_store(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    # The vector is written (and flushed) before the document, so a 200 means both are on disk: after a
+    # SIGKILL of the whole server right after the last 200, every record has its vector, none pending.
+    data_dir, log, port = tmp_path / "data", tmp_path / "serve.log", _free_port()
+    (model_dir / "models").mkdir(exist_ok=True)
+    data_dir.mkdir()
+    (data_dir / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
+    proc = _serve(data_dir, port, log)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            await _until_healthy(client, proc, log)
+            ids = []
+            for n in range(12):
+                body = {"agent_id": AGENT, "content": f"the courier dropped parcel {n} at the door"}
+                reply = await client.post("/v1/encode", json=body)
+                assert reply.status_code == 200, reply.text
+                assert reply.json()["embedded"] is True
+                ids.append(reply.json()["ref"].removeprefix("mem:"))
+            batch = [{"agent_id": AGENT, "content": f"crate {n} of pears came in"} for n in range(20)]
+            reply = await client.post("/v1/encode/batch", json={"records": batch})
+            assert reply.status_code == 200, reply.text
+            ids += [r["ref"].removeprefix("mem:") for r in reply.json()["results"]]
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    # Read before any start-up repair runs (no embedder, no sweep of vectors): nothing was deferred.
+    async with cpersona.open(data_dir=data_dir, embedding_mode="none", background=False) as memory:
+        assert (await memory.stats(AGENT))["vector_pending"] == 0
+    settings = Settings(data_dir=data_dir, embedding_mode="onnx")
+    async with cpersona.open(settings, background=False) as memory:
+        assert memory.vectors is not None
+        assert len(await memory.vectors.existing(ids)) == len(ids)
+        stats = await memory.stats(AGENT)
+        assert (stats["memories"], stats["vectors"], stats["vector_pending"]) == (len(ids), len(ids), 0)
