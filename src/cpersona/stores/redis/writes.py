@@ -4,9 +4,9 @@ acknowledged only once it is on disk (:mod:`.durable`); and the steps that must 
 (taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
-are written with ``JSON.SET`` in the transaction rather than with redis-om's ``save``: ``save`` runs its
-own round trip per document and cannot join a ``MULTI`` with the claims, the stream event and the
-WAITAOF behind it.
+are written with ``JSON.SET`` in the transaction with their claims and stream event. A profile, one
+document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
+so that it too waits for the WAITAOF.
 """
 
 from __future__ import annotations
