@@ -8,8 +8,10 @@ the pool it would wait for the wrong writes). A transaction is ``MULTI`` ... ``E
 that pipeline, because redis-py's transaction pipeline cannot send a command after its ``EXEC``.
 
 The embedded server runs with ``appendfsync always``: it fsyncs before it answers, so the WAITAOF answers
-at once (measured: no cost, see ``benchmarks/results/store_durability.md``). On a Redis that fsyncs once
-a second (``everysec``) it waits for that fsync, up to a second per write. A WAITAOF that answers 0 — its
+at once and, riding in the write's own round trip, costs nothing measurable; the fsyncs do (see
+``benchmarks/results/store_durability.md``). On a Redis that fsyncs once a second (``everysec``) the
+WAITAOF waits for that fsync, up to a second per write (measured: one sequential write a second), which
+is why the embedded server does not run that way with a WAITAOF instead. A WAITAOF that answers 0 — its
 timeout passed, or the server never fsyncs — fails the write with :class:`~cpersona.RedisUnavailable`
 (``REDIS_NOT_DURABLE``, HTTP 503): the write may be applied in memory, but it is not acknowledged.
 """
