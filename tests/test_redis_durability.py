@@ -18,16 +18,21 @@ import httpx
 import pytest
 
 import cpersona
+from cpersona.edges.http.app import create_app
 from cpersona.errors import RedisUnavailable
 from cpersona.settings import Settings
 from cpersona.stores.redis.binaries import module_files, redis_binary
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.durable import NOT_DURABLE
+from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
+
+    from starlette.applications import Starlette
 
     from cpersona.engine.facade import Engine
 
@@ -159,6 +164,28 @@ async def test_a_write_not_confirmed_on_disk_fails_as_unavailable(
             assert caught.value.code == NOT_DURABLE
             assert caught.value.status == 503
             assert "on disk" in str(caught.value)
+
+
+async def test_http_answers_503_for_a_write_not_confirmed_on_disk(
+    tmp_path: Path, serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]
+) -> None:
+    settings = Settings(data_dir=tmp_path / "redis-home", redis_timeout_secs=1.0)
+    async with EmbeddedRedis(settings) as server:
+        client = await connect_redis(settings, server.url)
+        try:
+            engine = settings.with_(data_dir=tmp_path / "data", redis_url=server.url, embedding_mode="none")
+            async with serve_asgi(create_app(engine, background=False)) as http:
+                body = {"agent_id": AGENT, "content": "the office moves"}
+                await cast("Any", client).config_set("appendfsync", "no")
+                reply = await http.post("/v1/encode", json=body)
+                assert reply.status_code == 503, reply.text
+                assert reply.json()["error"]["code"] == NOT_DURABLE
+                assert str(tmp_path) not in reply.json()["error"]["message"]
+                await cast("Any", client).config_set("appendfsync", "always")
+                reply = await http.post("/v1/encode", json={**body, "content": "the office moved"})
+                assert reply.status_code == 200, reply.text
+        finally:
+            await close_redis(client)
 
 
 # ------------------------------------------------------------------ a Redis of its own (CPERSONA_REDIS_URL)
