@@ -1,12 +1,16 @@
-"""How fast the default embedder (all-MiniLM-L6-v2 on onnxruntime) is on this machine.
+"""How fast the default embedder (all-MiniLM-L6-v2 in numpy) is, beside the onnxruntime graph it replaced.
 
-Measures two things and writes them, with the machine and the exact command, to
-``benchmarks/results/embedding_speed.md``:
+Both run in one process on the same weights, alternating call by call (paired), so load on the shared
+machine hits both alike; the load average is read before and after. Written, with the machine and the
+exact command, to ``benchmarks/results/embedding_speed.md``:
 
-* query latency: one short query per call, query cache off, reported as p50 and p95 over many calls;
-* batch rate: texts per second when embedding batches of 64 sentences of about 20 words.
+* query latency: one short query per call, query cache off, through the worker thread as recall does;
+* batch throughput: 1,000 LoCoMo turns, sorted by length and cut into the engine's batches of 64, as
+  ``OnnxEmbedder.embed`` does; each round times the whole corpus once per embedder;
+* tokenising the 1,000 turns: Hugging Face ``tokenizers`` against the pure-Python WordPiece;
+* the largest difference between the two embedders' vectors over the corpus.
 
-The ONNX file is built into a temporary data directory first (not timed). Run it from the repository root::
+The reference needs the ``test`` extra (onnx, onnxruntime, tokenizers). Run it from the repository root::
 
     .venv/bin/python benchmarks/embedding_speed.py
 """
@@ -25,12 +29,28 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
+import numpy as np
 import onnxruntime
 
 from cpersona.settings import Settings
-from cpersona.stores.embedding.embedders import OnnxEmbedder
+from cpersona.stores.embedding.base import DEFAULT_BATCH_SIZE, chunks
+from cpersona.stores.embedding.embedders import ONNX_MAX_TOKENS, OnnxEmbedder
+from cpersona.stores.embedding.model_files import ModelFiles
+from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
+
+if TYPE_CHECKING or __package__:
+    from benchmarks.embedding_ort import OrtReference
+    from benchmarks.quality.locomo import load_locomo
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from embedding_ort import OrtReference
+    from quality.locomo import load_locomo
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 RESULTS = Path(__file__).parent / "results" / "embedding_speed.md"
 
@@ -92,88 +112,162 @@ def _percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-async def measure(data_dir: Path, threads: int, queries: int, batches: int) -> dict[str, float]:
+def _load() -> str:
+    return (
+        Path("/proc/loadavg").read_text(encoding="utf-8").strip() if Path("/proc/loadavg").exists() else "?"
+    )
+
+
+def locomo_turns(count: int) -> list[str]:
+    """The first ``count`` LoCoMo turns, as the engine stores them (speaker, text, caption)."""
+    turns = [turn.content for conversation in load_locomo().conversations for turn in conversation.turns]
+    return turns[:count]
+
+
+def _ort_embed_sorted(reference: OrtReference, texts: Sequence[str]) -> np.ndarray[Any, Any]:
+    """What the pre-issue-13 ``OnnxEmbedder.embed`` did: by length, in batches of 64, order restored."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors = np.concatenate(
+        [reference.embed(chunk) for chunk in chunks([texts[i] for i in order], DEFAULT_BATCH_SIZE)]
+    )
+    out = np.empty_like(vectors)
+    out[order] = vectors
+    return out
+
+
+async def measure(
+    data_dir: Path, threads: int, queries: int, rounds: int, turns: list[str]
+) -> dict[str, Any]:
     settings = Settings(data_dir=data_dir, embedding_threads=threads, embedding_cache_size=0)
     started = time.perf_counter()
     embedder = await OnnxEmbedder.open(settings)
-    build_secs = time.perf_counter() - started
+    open_secs = time.perf_counter() - started
+    reference = OrtReference(ModelFiles.default(), data_dir / "reference", threads=threads)
+    figures: dict[str, Any] = {"open_secs": open_secs, "load_before": _load()}
     try:
         for query in _QUERIES:  # warm-up: the first runs allocate and plan
             await embedder.embed_query(query)
-        latencies = []
+            reference.embed([query])
+        numpy_ms: list[float] = []
+        ort_ms: list[float] = []
         for index in range(queries):
             query = _QUERIES[index % len(_QUERIES)]
             start = time.perf_counter()
             await embedder.embed_query(query)
-            latencies.append((time.perf_counter() - start) * 1000.0)
+            numpy_ms.append((time.perf_counter() - start) * 1000.0)
+            start = time.perf_counter()
+            await anyio.to_thread.run_sync(reference.embed, [query])
+            ort_ms.append((time.perf_counter() - start) * 1000.0)
+        figures["query"] = {"numpy": numpy_ms, "ort": ort_ms}
 
-        batch = sentences(64, seed=7)
-        words = statistics.mean(len(text.split()) for text in batch)
-        await embedder.embed(batch)
-        start = time.perf_counter()
-        for _ in range(batches):
-            await embedder.embed(batch)
-        batch_secs = time.perf_counter() - start
+        numpy_batch: list[float] = []
+        ort_batch: list[float] = []
+        ours = theirs = np.zeros(0)
+        for _ in range(rounds):
+            start = time.perf_counter()
+            ours = np.stack(await embedder.embed(turns))
+            numpy_batch.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            theirs = await anyio.to_thread.run_sync(_ort_embed_sorted, reference, turns)
+            ort_batch.append(time.perf_counter() - start)
+        figures["batch"] = {"numpy": numpy_batch, "ort": ort_batch}
+        figures["max_abs"] = float(np.abs(ours - theirs).max())
+        figures["min_cosine"] = float((ours * theirs).sum(axis=1).min())
+        figures["tokenize"] = _tokenize_times(reference, turns, rounds)
     finally:
         await embedder.aclose()
-    return {
-        "build_secs": build_secs,
-        "p50_ms": _percentile(latencies, 0.50),
-        "p95_ms": _percentile(latencies, 0.95),
-        "mean_ms": statistics.mean(latencies),
-        "texts_per_sec": 64 * batches / batch_secs,
-        "ms_per_batch": batch_secs * 1000.0 / batches,
-        "words_per_text": words,
-    }
+    figures["load_after"] = _load()
+    return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Measure the ONNX embedder's query latency and batch rate.")
-    parser.add_argument("--threads", type=int, default=Settings().embedding_threads, help="embedding_threads")
-    parser.add_argument("--queries", type=int, default=300, help="timed single-query calls")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches of 64 texts")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+def _tokenize_times(reference: OrtReference, turns: list[str], rounds: int) -> dict[str, list[float]]:
+    """Seconds to tokenise all turns, per round: tokenizers, and WordPiece from a cold and a warm cache."""
+    times: dict[str, list[float]] = {"tokenizers": [], "wordpiece cold": [], "wordpiece warm": []}
+    path = ModelFiles.default().tokenizer
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for text in turns:
+            reference.token_ids(text)
+        times["tokenizers"].append(time.perf_counter() - start)
+        ours = WordPieceTokenizer.from_file(path, ONNX_MAX_TOKENS)
+        for label in ("wordpiece cold", "wordpiece warm"):
+            start = time.perf_counter()
+            for text in turns:
+                ours.encode(text)
+            times[label].append(time.perf_counter() - start)
+    return times
 
+
+def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str]) -> str:
     command = shlex.join([os.path.relpath(sys.executable), *sys.argv])
-    # Other work on the same cores skews every figure below; the load average at the start says how much.
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    with tempfile.TemporaryDirectory(prefix="cpersona-bench-") as tmp:
-        figures = anyio.run(measure, Path(tmp), args.threads, args.queries, args.batches)
+    q, b, t = figures["query"], figures["batch"], figures["tokenize"]
+    count = len(turns)
+
+    def ms(samples: list[float], scale: float = 1.0) -> str:
+        return f"{_percentile(samples, 0.5) * scale:.2f} / {min(samples) * scale:.2f}"
 
     rows = [
+        (f"query latency, 1 short text, ms (p50 / min of {args.queries})", ms(q["numpy"]), ms(q["ort"])),
         (
-            f"query latency p50 (single short query, cache off, {args.queries} calls)",
-            f"{figures['p50_ms']:.2f} ms",
+            "query latency p95, ms",
+            f"{_percentile(q['numpy'], 0.95):.2f}",
+            f"{_percentile(q['ort'], 0.95):.2f}",
         ),
-        ("query latency p95", f"{figures['p95_ms']:.2f} ms"),
-        ("query latency mean", f"{figures['mean_ms']:.2f} ms"),
         (
-            f"batch rate (batches of 64 texts, ~{figures['words_per_text']:.0f} words each, "
-            f"{args.batches} batches)",
-            f"{figures['texts_per_sec']:.0f} texts/s",
+            f"{count} LoCoMo turns in batches of {DEFAULT_BATCH_SIZE}, s (p50 / min of {args.rounds})",
+            ms(b["numpy"]),
+            ms(b["ort"]),
         ),
-        ("time per batch of 64", f"{figures['ms_per_batch']:.1f} ms"),
         (
-            "open: build the ONNX file into an empty data dir and load it (not timed above)",
-            f"{figures['build_secs']:.1f} s",
+            "throughput at the p50, texts/s",
+            f"{count / _percentile(b['numpy'], 0.5):.0f}",
+            f"{count / _percentile(b['ort'], 0.5):.0f}",
+        ),
+        (
+            f"tokenising the {count} turns, ms (p50 / min; pure Python: cold / warm word cache)",
+            f"{ms(t['wordpiece cold'], 1000)} · {ms(t['wordpiece warm'], 1000)}",
+            ms(t["tokenizers"], 1000),
         ),
     ]
+    words = statistics.mean(len(text.split()) for text in turns)
     lines = [
-        "# Embedding speed: all-MiniLM-L6-v2 on onnxruntime",
+        "# Embedding speed: all-MiniLM-L6-v2 in numpy, beside the onnxruntime graph it replaced",
         "",
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- git commit: {_git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs",
-        f"- python {platform.python_version()}, onnxruntime {onnxruntime.__version__}",
-        f"- embedding_threads={args.threads}; 1-minute load average at start: {load:.2f}",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs (shared)",
+        f"- python {platform.python_version()}, numpy {np.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}",
+        f"- embedding_threads={args.threads} (numpy: threads over the parts of a batch, one BLAS thread "
+        "each; onnxruntime: intra-op threads, no spinning)",
+        f"- `/proc/loadavg` before: {figures['load_before']}; after: {figures['load_after']}",
+        f"- paired: each query and each round runs numpy then onnxruntime, in one process; the turns average "
+        f"{words:.0f} words",
+        f"- vectors over the {count} turns: max abs difference {figures['max_abs']:.2e}, "
+        f"min cosine {figures['min_cosine']:.7f}",
+        f"- open (read the int8 weights, lay them out, load the tokenizer): {figures['open_secs']:.2f} s",
         "",
-        "| measure | value |",
-        "|---|---|",
-        *(f"| {name} | {value} |" for name, value in rows),
+        "| measure | numpy + WordPiece (now) | onnxruntime + tokenizers (before) |",
+        "|---|---|---|",
+        *(f"| {name} | {ours} | {theirs} |" for name, ours, theirs in rows),
     ]
-    report = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Measure the numpy embedder beside the onnxruntime graph.")
+    parser.add_argument("--threads", type=int, default=Settings().embedding_threads, help="embedding_threads")
+    parser.add_argument("--queries", type=int, default=300, help="timed single-query calls per embedder")
+    parser.add_argument("--rounds", type=int, default=5, help="timed passes over the turns per embedder")
+    parser.add_argument("--turns", type=int, default=1000, help="LoCoMo turns per pass")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    turns = locomo_turns(args.turns)
+    with tempfile.TemporaryDirectory(prefix="cpersona-bench-") as tmp:
+        figures = anyio.run(measure, Path(tmp), args.threads, args.queries, args.rounds, turns)
+    report = _report(args, figures, turns)
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report, encoding="utf-8")

@@ -34,8 +34,10 @@ bug). What it cannot show: a fault inside the pure functions both paths call (fu
 autocut), or inside the arms, would be reproduced by the re-run and agreed on.
 
 The replay covers what the shipped single-pass policy does: rrf, rsf or cascade fusion, heuristic or
-calibrated gate, autocut, count cut and block seats, without a source filter, exclusions, time cue, episode
-penalty or age prior (it refuses a policy that enables the last two rather than guess).
+calibrated gate, autocut, count cut and block seats (above the gate's cosine floor where the policy has
+one), without a source
+filter, exclusions, time cue, episode penalty or age prior (it refuses a policy that enables the last two
+rather than guess).
 
 Run from the repository root (``--quick``: the first conversation only; the full run ingests all ten
 conversations, which takes a long time on a shared machine)::
@@ -73,7 +75,7 @@ from cpersona import Settings
 from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import ScopeStatsCache, vector_far, vector_near
-from cpersona.recall.stages.fusion import cascade, rrf, rsf
+from cpersona.recall.stages.fusion import Candidate, cascade, kind_of, rrf, rsf
 from cpersona.recall.stages.gate import autocut, decide, gate_config
 from cpersona.recall.trace.publisher import encode_trace
 from cpersona.stores.redis.connection import json_ops
@@ -82,7 +84,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from benchmarks.quality.locomo import Conversation, LoCoMo, Question
-    from cpersona.model.candidates import ArmResult
+    from cpersona.model.candidates import ArmResult, ArmRow
+    from cpersona.model.policy import Policy
+    from cpersona.recall.stages.gate import GateConfig
 
 __all__ = [
     "Attribution",
@@ -145,6 +149,12 @@ class Replay:
 
 class UnsupportedReplay(ValueError):
     """The replay does not cover what this recall would do (it says what, instead of guessing)."""
+
+
+def _clears_floor(row: ArmRow, gate: GateConfig, rules: Policy) -> bool:
+    if row.raw is None:
+        return False
+    return decide(Candidate(ref=row.ref, kind=kind_of(row.ref), cosine=row.raw), gate, rules.gate).passed
 
 
 async def replay(
@@ -230,8 +240,13 @@ async def replay(
         for row in block.rows:
             if len(seated) == rules.seats.block:
                 break
-            if row.ref not in kept and row.ref not in seated:
-                seated.append(row.ref)
+            if row.ref in kept or row.ref in seated:
+                continue
+            # Under a policy with the seat floor a seat must clear the gate's cosine rule with its block's
+            # cosine, like a vector row.
+            if rules.seats.floor and not _clears_floor(row, gate, rules):
+                continue
+            seated.append(row.ref)
     return Replay(
         arms={name: tuple(row.ref for row in arm.rows) for name, arm in arms.items()},
         candidates=tuple(row.ref for row in fused),

@@ -1,7 +1,7 @@
 """Recall latency and throughput of the engine on its embedded defaults, at 10k and 100k memories.
 
 The engine runs as a library in this process (embedded Redis, the embedded Qdrant engine on disk,
-all-MiniLM-L6-v2 on onnxruntime) with the query-embedding cache off, so every recall embeds its question.
+all-MiniLM-L6-v2 in numpy) with the query-embedding cache off, so every recall embeds its question.
 For each corpus size the benchmark:
 
 1. builds a store of that many memories for one agent through ``store_batch`` (batches of 256), then calls
@@ -519,7 +519,7 @@ def render(
     chart: str,
 ) -> str:
     versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("onnxruntime", "qdrant-edge-py", "redis")
+        f"{name} {importlib.metadata.version(name)}" for name in ("numpy", "qdrant-edge-py", "redis")
     )
     lines = [
         "# Recall speed: the engine on its embedded defaults",
@@ -660,7 +660,8 @@ def findings(
     hits = load_policies()[Settings().recall_policy].blocks.search_hits
     out.append(
         f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
-        "(a capacity limiter of 1, onnxruntime using both cores). The embedded Qdrant binding releases the "
+        "(a capacity limiter of 1; numpy with one BLAS thread, a batch split over the embedding threads). "
+        "The embedded Qdrant binding releases the "
         "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
         f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: more callers "
         "queue rather than add throughput."

@@ -1,6 +1,6 @@
 """Store throughput of the engine on its embedded defaults, with and without embeddings.
 
-Runs the real engine (embedded Redis, the embedded Qdrant engine, all-MiniLM-L6-v2 on onnxruntime) in a
+Runs the real engine (embedded Redis, the embedded Qdrant engine, all-MiniLM-L6-v2 in numpy) in a
 fresh temporary data directory and measures, side by side in one run:
 
 * batch store throughput (records/s) through ``store_batch`` in batches of 256, embeddings on and off;

@@ -277,7 +277,7 @@ def render(result: Run, texts: Texts, *, command: str, load_start: float, load_e
     pub = s["publish"]
     store = result.store
     versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("onnxruntime", "qdrant-edge-py", "redis")
+        f"{name} {importlib.metadata.version(name)}" for name in ("numpy", "qdrant-edge-py", "redis")
     )
     source = (
         f"cached store built {store.get('built_at', '?')} at {store.get('built_commit', '?')}"

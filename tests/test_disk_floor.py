@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 import cpersona
+from cpersona.edges.cli import service
 from cpersona.edges.http.app import create_app
-from cpersona.engine import disk
+from cpersona.engine import disk, lifecycle
 from cpersona.settings import Settings
+from cpersona.stores.protocols import VectorFilter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -97,8 +99,9 @@ async def test_http_answers_507_for_a_write_and_serves_reads(
         assert [row["ref"] for row in recalled.json()["rows"]] == [ref]
         again = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "still more"})
         assert again.status_code == 507
-    # The floor's own line, not one per refused request from the HTTP edge.
-    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["cpersona.disk"]
+    # The floor's own line and the start-up's put-off repairs, not one per refused request from the edge.
+    logged = [r.name for r in caplog.records if r.levelno >= logging.WARNING]
+    assert logged == ["cpersona.disk", "cpersona.engine"]
 
 
 async def test_a_floor_of_zero_turns_the_check_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,3 +135,59 @@ async def test_a_reading_is_reused_within_its_interval(
     for _ in range(50):
         await disk.check_free_space(settings)
     assert calls == [tmp_path / "redis"]
+
+
+async def test_the_block_builder_holds_its_batch_under_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    free = {"bytes": 10**12}
+    monkeypatch.setattr(disk, "_measure", lambda directory: free["bytes"])
+    async with cpersona.open(data_dir=tmp_path, background=False, min_free_mb=1) as memory:
+        assert memory.blocks is not None
+        blocks = VectorFilter(agent_id=AGENT, kinds=("block",))
+        await memory.store("the office moves to Leeds in March", agent_id=AGENT)
+        free["bytes"] = 0
+        disk._readings.clear()
+        with pytest.raises(cpersona.InsufficientStorage):
+            await memory.drain_blocks()
+        assert await memory.blocks.count(blocks) == 0
+        free["bytes"] = 10**12
+        disk._readings.clear()
+        # The refused batch stayed queued: it is built once the disk has room again.
+        assert await memory.drain_blocks() == 1
+        assert await memory.blocks.count(blocks) == 1
+
+
+async def test_start_up_repairs_wait_while_the_disk_is_under_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = await _stored_ref(tmp_path)
+    repairs: list[str] = []
+
+    async def finish_pending(backends: object) -> int:
+        repairs.append("finish")
+        return 0
+
+    async def sweep_abandoned(backends: object, older_than_secs: float) -> int:
+        repairs.append("sweep")
+        return 0
+
+    monkeypatch.setattr(lifecycle, "finish_pending", finish_pending)
+    monkeypatch.setattr(lifecycle, "sweep_abandoned", sweep_abandoned)
+    caplog.set_level(logging.ERROR, logger="cpersona.engine")
+    tight = _over_free_space(tmp_path)
+    async with cpersona.open(
+        data_dir=tmp_path, embedding_mode="none", background=False, min_free_mb=tight
+    ) as memory:
+        assert repairs == []
+        assert (await memory.get(ref, agent_id=AGENT)).ref == ref
+    assert any("waits for the next start" in r.getMessage() for r in caplog.records)
+    async with cpersona.open(data_dir=tmp_path, embedding_mode="none", background=False, min_free_mb=0):
+        assert repairs == ["sweep", "finish"]
+
+
+def test_the_cli_reads_a_507_as_a_backend_to_retry_later() -> None:
+    body = {"error": {"code": "INSUFFICIENT_STORAGE", "message": "writes are refused: 3 MB free"}}
+    refused = service._error(507, body)
+    assert isinstance(refused, cpersona.BackendUnavailable)
+    assert "3 MB free" in str(refused)

@@ -1,4 +1,4 @@
-"""Tests of the embedders: the ONNX port of all-MiniLM-L6-v2 against reference vectors (the int8 export its
+"""Tests of the embedders: the numpy port of all-MiniLM-L6-v2 against reference vectors (the int8 export its
 weights come from, and float32 PyTorch), the query cache, and the ``http`` and ``api`` modes against real
 loopback servers; and that the default install brings no torch."""
 
@@ -23,7 +23,6 @@ from packaging.utils import canonicalize_name
 
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
 from cpersona.settings import Settings
-from cpersona.stores.embedding import onnx_bert
 from cpersona.stores.embedding.embedders import (
     ApiEmbedder,
     HttpEmbedder,
@@ -161,18 +160,11 @@ async def test_onnx_query_cache_and_concurrent_calls(onnx_embedder: OnnxEmbedder
         np.testing.assert_allclose(results[index], REFERENCE_VECTORS[index % 4], atol=1e-4)
 
 
-async def test_onnx_reuses_cached_model_file_and_chunks_batches(
-    onnx_embedder: OnnxEmbedder, onnx_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+async def test_onnx_writes_nothing_and_chunks_batches(
+    onnx_embedder: OnnxEmbedder, onnx_data_dir: Path
 ) -> None:
-    files = sorted(p.name for p in (onnx_data_dir / "models").iterdir())
-    assert len(files) == 1, files
-    assert files[0].startswith("all-MiniLM-L6-v2-")
-    assert files[0].endswith(".onnx")
-
-    def no_rebuild(*args: object) -> None:
-        raise AssertionError("the cached ONNX file should have been reused")
-
-    monkeypatch.setattr(onnx_bert, "build_encoder_graph", no_rebuild)
+    # The encoder runs on the weights as read: no model file is built into the data directory any more.
+    assert [path async for path in anyio.Path(onnx_data_dir).iterdir()] == []
     small = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir, embedding_threads=1), batch_size=3)
     try:
         texts = SENTENCES + SENTENCES[:2]
@@ -192,7 +184,7 @@ async def test_onnx_open_reports_missing_model(tmp_path: Path) -> None:
 
 
 async def test_onnx_reads_a_hugging_face_folder_of_float_weights(tmp_path: Path) -> None:
-    """A folder with ``model.safetensors`` builds the same graph as the int8 file its weights came from."""
+    """A folder with ``model.safetensors`` gives the vectors of the int8 file its weights came from."""
     from safetensors.numpy import save_file
 
     default = ModelFiles.default()
@@ -255,6 +247,14 @@ def test_default_install_brings_no_torch() -> None:
     pulled = _closure(pyproject["project"]["dependencies"])
     heavy = {name: parent for name, parent in pulled.items() if name in _HEAVY or name.startswith("nvidia-")}
     assert not heavy, f"the default install pulls in {heavy} (package: the dependency that asked for it)"
+
+
+def test_default_install_brings_no_onnx_runtime_or_rust_tokenizer() -> None:
+    """The embedder runs in numpy (issue 13: these were 140 MB of the install); they are test extras only."""
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    pulled = _closure(pyproject["project"]["dependencies"])
+    runtimes = {name: by for name, by in pulled.items() if name in {"onnx", "onnxruntime", "tokenizers"}}
+    assert not runtimes, f"the default install pulls in {runtimes} (package: the dependency that asked)"
 
 
 # --------------------------------------------------------------------------- the query cache

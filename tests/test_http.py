@@ -545,6 +545,24 @@ async def test_unknown_route_and_method_use_the_envelope(client: httpx.AsyncClie
     assert_error(await client.get("/v1/encode"), 405, "METHOD_NOT_ALLOWED", None)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("OPTIONS", f"/v1/records/{MISSING_REF}", {"GET", "HEAD", "DELETE"}),
+        ("POST", f"/v1/profile/{AGENT}", {"GET", "HEAD", "PUT"}),
+        ("POST", "/v1/profile/team/bot", {"GET", "HEAD", "PUT"}),
+        ("GET", "/v1/recall/gate", {"PUT"}),
+    ],
+)
+async def test_a_405_allows_every_method_the_path_has(
+    client: httpx.AsyncClient, method: str, path: str, allowed: set[str]
+) -> None:
+    # One path with two operations is one route: its 405 names both, not only the first route tried.
+    refused = await client.request(method, path)
+    assert_error(refused, 405, "METHOD_NOT_ALLOWED", None)
+    assert set(refused.headers["allow"].replace(" ", "").split(",")) == allowed
+
+
 async def test_request_id_is_kept_or_made(client: httpx.AsyncClient) -> None:
     mine = await client.get("/health", headers={"x-request-id": "trace-123"})
     assert mine.headers["x-request-id"] == "trace-123"
@@ -613,7 +631,7 @@ async def test_recall_over_http(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["ok"] is True
-    assert body["policy"]["process"] == "single-pass-v0"
+    assert body["policy"]["process"] == "single-pass-v1"
     assert [row["ref"] for row in body["rows"]] == [stored.json()["ref"]]
     assert "time_cue" not in body
 
@@ -631,7 +649,7 @@ async def test_recall_over_http_with_a_time_cue(client: httpx.AsyncClient) -> No
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["policy"]["process"] == "cued-v0.3"
+    assert body["policy"]["process"] == "cued-v0.4"
     assert body["time_cue"]["period"] == ["2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z"]
     assert body["time_cue"]["confidence"] == "sure"
     assert [row["ref"] for row in body["trace"]["arms"]["cue"]] != []

@@ -208,7 +208,12 @@ async def test_a_control_character_in_an_id_on_a_read_is_refused(client: httpx.A
 
 async def test_the_schema_says_ids_hold_no_control_character(input_settings: Settings) -> None:
     props = openapi_document(input_settings)["components"]["schemas"]["EncodeRequest"]["properties"]
-    assert props["agent_id"]["pattern"] == "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    no_control = "[^\\u0000-\\u001f\\u007f-\\u009f]"
+    assert props["project_id"]["pattern"] == f"^{no_control}*$"
+    # An agent id is not blank either: one character that is no space, and no control anywhere.
+    spaces = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+    not_space = f"[^\\u0000-\\u001f\\u007f-\\u009f{spaces}]"
+    assert props["agent_id"]["pattern"] == f"^{no_control}*{not_space}{no_control}*$"
 
 
 # -------------------------------------------------------------------------------------- body limit

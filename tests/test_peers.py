@@ -4,8 +4,9 @@ CPersona 2.6.14 and mem0 run end to end through the quality harness.
 The loopback server and the worker protocol are tested against our own interpreter with small worker
 scripts written here, so they need nothing installed. The peer tests install ``cpersona==2.6.14`` and
 ``mem0ai`` into their venvs under ``benchmarks/.cache/peers`` from the package registry (once; later
-tests of the run reuse them) and are skipped, with pip's own error as the reason, when that cannot be
-done (no registry reachable). Their end-to-end run uses a small LoCoMo-shaped file written here (one
+tests of the run reuse them); they carry the ``peers`` mark and run only with ``pytest -m peers``, where
+a failed install fails them (``tests/peer_installs.py``). Their end-to-end run uses a small LoCoMo-shaped
+file written here (one
 conversation, a few questions), so they need no evaluation data either; the speed smoke run measures both
 engines on 300 memories with a handful of recalls, the cost of a requested trace and of a time cue
 included (figures not checked, only that they are there and are positive ratios).
@@ -31,20 +32,19 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer  # noqa: E402
 from benchmarks.peers._process import open_worker  # noqa: E402
-from benchmarks.peers._venv import _INSTALL_SECS, PeerVenv  # noqa: E402
+from benchmarks.peers._venv import PeerVenv  # noqa: E402
 from benchmarks.peers.checks import agreement  # noqa: E402
 from benchmarks.peers.cpersona_ref import PINS, CPersonaRef, iso_utc  # noqa: E402
 from benchmarks.peers.embed_server import EmbedServer, serve_embeddings  # noqa: E402
 from benchmarks.peers.mem0_peer import Mem0, expected_ranking  # noqa: E402
 from benchmarks.quality.embed_cache import MODEL_NAME, EmbeddingCache, text_key  # noqa: E402
 
+from peer_installs import install_peers, peer_installs  # noqa: E402
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 PEERS_DIR = REPO_ROOT / "benchmarks" / "peers"
-# The first run on a machine installs the peers' environments inside the test, each within the
-# installer's own limit: such a test may take that long per peer beyond the suite's per-test timeout.
-PEER_INSTALLS = pytest.mark.timeout(300 + 2 * _INSTALL_SECS)
 
 # float32 values whose shortest decimal spelling differs from their double widening's: a server that
 # rounded through a short repr would not hand them back bit for bit.
@@ -403,19 +403,11 @@ def _tiny_locomo(path: Path) -> None:
     path.write_text(json.dumps([sample]), encoding="utf-8")
 
 
-async def _installed_or_skip(*peers: type[CPersonaRef | Mem0]) -> None:
-    for peer in peers:
-        try:
-            await peer.venv.ensure()
-        except PeerError as exc:
-            pytest.skip(f"cannot install {peer.venv.name} from the package registry: {exc}")
-
-
 @pytest.mark.slow
-@PEER_INSTALLS
+@peer_installs
 async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
     """CPersona 2.6.14 folds a repeated turn into one row; both units must be credited for it."""
-    await _installed_or_skip(CPersonaRef, Mem0)
+    await install_peers(CPersonaRef, Mem0)
     data_file = tmp_path / "tiny.json"
     _tiny_locomo(data_file)
     from benchmarks.quality.locomo import load_locomo
@@ -454,9 +446,9 @@ async def test_peers_map_rows_back_to_units(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@PEER_INSTALLS
+@peer_installs
 def test_quick_run_with_both_peers(tmp_path: Path) -> None:
-    anyio.run(_installed_or_skip, CPersonaRef, Mem0)
+    anyio.run(install_peers, CPersonaRef, Mem0)
     from benchmarks.quality.__main__ import main
 
     data_file = tmp_path / "tiny.json"
@@ -526,9 +518,9 @@ def test_a_peer_that_cannot_install_is_listed_with_its_error(
 
 
 @pytest.mark.slow
-@PEER_INSTALLS
+@peer_installs
 def test_speed_quick_run_reports_both_systems_and_their_ratios(tmp_path: Path) -> None:
-    anyio.run(_installed_or_skip, CPersonaRef)
+    anyio.run(install_peers, CPersonaRef)
     from benchmarks import speed_peers
 
     out = tmp_path / "speed.md"

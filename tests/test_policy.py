@@ -69,38 +69,55 @@ def refused(directory: Path) -> InvalidSetting:
 # ------------------------------------------------------------------------------------ shipped policies
 
 
-def test_the_five_shipped_policies_load_with_their_values() -> None:
+SHIPPED = ("single-pass-v0", "single-pass-v1", "cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4")
+
+
+def test_the_shipped_policies_load_with_their_values() -> None:
     policies = load_policies()
-    assert set(policies) == {"single-pass-v0", "cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"}
+    assert set(policies) == set(SHIPPED)
     assert policies["single-pass-v0"].cue is None
+    assert policies["single-pass-v1"].cue is None
     assert policies["cued-v0"].cue == CUE_V0
     assert policies["cued-v0.1"].cue == CUE_V0_1
     assert policies["cued-v0.2"].cue == CUE_V0_2
     assert policies["cued-v0.3"].cue == CUE_V0_3
+    assert policies["cued-v0.4"].cue == CUE_V0_3
+    # The seat floor is the whole of what single-pass-v1 and cued-v0.4 change.
+    floored = {name for name, policy in policies.items() if policy.seats.floor}
+    assert floored == {"single-pass-v1", "cued-v0.4"}
+    v0, v1 = policies["single-pass-v0"], policies["single-pass-v1"]
+    assert dataclasses.replace(v1, name=v0.name, seats=v0.seats) == v0
+    assert (
+        dataclasses.replace(policies["cued-v0.4"], name="cued-v0.3", seats=v0.seats) == policies["cued-v0.3"]
+    )
     single = ("fuse", "score", "gate", "autocut", "count", "seats")
     before = ("fuse", "score", "gate", "autocut", "cue_before_count", "count", "seats")
     after = ("fuse", "score", "gate", "autocut", "count", "cue_after_count", "seats")
     assert policies["single-pass-v0"].chain == single
+    assert policies["single-pass-v1"].chain == single
     assert policies["cued-v0"].chain == before
-    for name in ("cued-v0.1", "cued-v0.2", "cued-v0.3"):
+    for name in ("cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4"):
         assert policies[name].chain == after
 
 
 def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
     policies = load_policies()
-    single = policies["single-pass-v0"]
-    for name in ("cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3"):
+    cued = {"cued-v0": "single-pass-v0", "cued-v0.1": "single-pass-v0", "cued-v0.2": "single-pass-v0"}
+    cued |= {"cued-v0.3": "single-pass-v0", "cued-v0.4": "single-pass-v1"}
+    for name, single_name in cued.items():
+        single = policies[single_name]
         assert policies[name].name == name
         # The chain differs only by the one cue move it adds.
         cue_free = tuple(stage for stage in policies[name].chain if not stage.startswith("cue_"))
         assert cue_free == single.chain
         assert len(policies[name].chain) == len(single.chain) + 1
-        assert dataclasses.replace(policies[name], name=single.name, cue=None, chain=single.chain) == single
+        same = dataclasses.replace(policies[name], name=single.name, cue=None, chain=single.chain)
+        assert same == single
 
 
 def test_every_shipped_file_says_what_it_extends_and_names_its_own_stem() -> None:
     chain = {"cued-v0": "single-pass-v0", "cued-v0.1": "cued-v0", "cued-v0.2": "cued-v0.1"}
-    chain["cued-v0.3"] = "cued-v0.2"
+    chain |= {"cued-v0.3": "cued-v0.2", "cued-v0.4": "cued-v0.3", "single-pass-v1": "single-pass-v0"}
     for stem, base in chain.items():
         raw = tomllib.loads((policy_dir() / f"{stem}.toml").read_text(encoding="utf-8"))
         assert (raw["name"], raw["extends"]) == (stem, base)

@@ -15,6 +15,7 @@ import math
 import sys
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 
@@ -23,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.peers._venv import _INSTALL_SECS  # noqa: E402
+from benchmarks.peers.cpersona_ref import CPersonaRef  # noqa: E402
 from benchmarks.quality import locomo as locomo_module  # noqa: E402
 from benchmarks.quality.embed_cache import MODEL_NAME, EmbeddingCache, text_key  # noqa: E402
 from benchmarks.quality.locomo import (  # noqa: E402
@@ -44,9 +45,7 @@ from benchmarks.quality.metrics import (  # noqa: E402
 )
 from benchmarks.quality.systems import Dense, RRFHybrid, rank_scores  # noqa: E402
 
-# The first run on a machine installs the peers' environments inside the test, each within the
-# installer's own limit: such a test may take that long per peer beyond the suite's per-test timeout.
-PEER_INSTALLS = pytest.mark.timeout(300 + 2 * _INSTALL_SECS)
+from peer_installs import install_peers, peer_installs  # noqa: E402
 
 needs_data = pytest.mark.skipif(
     not DEFAULT_DATA.is_file(),
@@ -448,10 +447,11 @@ def test_the_cue_section_names_an_engine_that_did_not_run_and_the_systems_withou
 
 @pytest.mark.slow
 @needs_data
-@PEER_INSTALLS
+@peer_installs
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("bm25s", reason="needs the bench extra: pip install -e '.[bench]'")
     pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
+    anyio.run(install_peers, CPersonaRef)
     from benchmarks.quality.__main__ import main
 
     # Both engines that take a time period, beside two that take none: the report gets the cue section

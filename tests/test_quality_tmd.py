@@ -31,7 +31,8 @@ from benchmarks.quality import cue_bench, cue_peers, tmd_peers  # noqa: E402
 from benchmarks.quality.__main__ import SystemRun, _turn_scores  # noqa: E402
 from benchmarks.quality.tmd import DEFAULT_TMD, TIME_SETS, TmdQuestion, load_tmd  # noqa: E402
 
-from test_quality_harness import PEER_INSTALLS, table_rows  # noqa: E402
+from peer_installs import install_peers, peer_installs  # noqa: E402
+from test_quality_harness import table_rows  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -172,14 +173,6 @@ def test_a_peer_failing_in_its_cue_runs_is_recorded(monkeypatch: pytest.MonkeyPa
 # ------------------------------------------------------------------------------------------ quick run
 
 
-async def _installed_or_skip() -> None:
-    for peer in (CPersonaRef, Mem0):
-        try:
-            await peer.venv.ensure()
-        except PeerError as exc:
-            pytest.skip(f"cannot install {peer.venv.name} from the package registry: {exc}")
-
-
 def _table(text: str, heading: str) -> dict[str, list[str]]:
     """The first table at or after ``heading``: first cell -> the rest of each row, joined by " | "."""
     after = text[text.index(heading) :].splitlines()
@@ -194,13 +187,13 @@ def _table(text: str, heading: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-@PEER_INSTALLS
+@peer_installs
 def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
     if not (DEFAULT_TMD / "ConversationData").is_dir():
         pytest.skip(f"TMD data not found at {DEFAULT_TMD} (evaluation data, not shipped)")
     pytest.importorskip("bm25s", reason="needs the bench extra: pip install -e '.[bench]'")
     pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
-    anyio.run(_installed_or_skip)
+    anyio.run(install_peers, CPersonaRef, Mem0)
     from benchmarks.quality.__main__ import main
 
     systems = "bm25,dense,rrf,cpersona,cpersona-2.6.14,mem0"
@@ -246,7 +239,7 @@ def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
         assert same.startswith("73/73")
         assert int(seats) > 0
     assert "- **mem0**: takes no period" in text
-    assert "Policy each system reported: cpersona `cued-v0.3`; cpersona-2.6.14 `cued-v0.3`." in text
+    assert "Policy each system reported: cpersona `cued-v0.4`; cpersona-2.6.14 `cued-v0.3`." in text
     assert (tmp_path / "quality_tmd_peers_quick.png").read_bytes()[:8] == PNG
 
 
@@ -281,13 +274,10 @@ def test_all_defaults_to_both_peers_and_runs_tmd_when_locomo_fails(
 
 
 @pytest.mark.slow
-@PEER_INSTALLS
+@peer_installs
 def test_all_writes_the_locomo_and_tmd_reports_side_by_side(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
-    try:
-        anyio.run(CPersonaRef.venv.ensure)
-    except PeerError as exc:
-        pytest.skip(f"cannot install {CPersonaRef.venv.name} from the package registry: {exc}")
+    anyio.run(install_peers, CPersonaRef)
     from benchmarks.quality.__main__ import main
 
     from test_peers import _tiny_locomo

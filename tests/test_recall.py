@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmName, ArmResult
     from cpersona.recall.arm_runner import ArmCall, ArmWrapper
 
-POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v0"}
+POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v1"}
 POLICIES = load_policies()
 
 EngineFactory = Callable[..., contextlib.AbstractAsyncContextManager[cpersona.Engine]]
@@ -389,7 +389,7 @@ def test_request_defaults() -> None:
     assert (req.limit, req.mode, req.policy, req.order, req.deep) == (
         10,
         "rrf",
-        "single-pass-v0",
+        "single-pass-v1",
         "best_first",
         False,
     )
@@ -638,7 +638,11 @@ async def test_profile_row_needs_a_pool_of_50(keyword_engine: cpersona.Engine) -
     # blank query (cascade): the profile sits before the keyword rows, then 9 of them fill the limit
     assert big.rows[0].kind == "profile"
     assert big.rows[0].content == "[Profile] the big agent likes tomatoes"
-    assert (big.rows[0].ref, big.rows[0].match_reason, big.rows[0].score) == (None, None, None)
+    assert (big.rows[0].ref, big.rows[0].match_reason, big.rows[0].score) == (
+        "profile:big",
+        {"signal": "profile"},
+        None,
+    )
     assert [r.kind for r in big.rows[1:]] == ["memory"] * 9
     # under rrf the profile comes after every scored row
     scored = checked(await keyword_engine.recall("garden", agent_id="big"))
@@ -659,8 +663,9 @@ async def test_blank_query_lists_the_newest_memories(keyword_engine: cpersona.En
     for blank in ("", "   "):
         result = checked(await keyword_engine.recall(blank, agent_id="a", limit=3))
         assert contents(result) == ["entry five", "entry four", "entry three"]
-        # unscored rows: no match_reason, no score; they pass because the query is blank (pool 6 < 100)
-        assert all(r.match_reason is None and r.score is None for r in result.rows)
+        # unscored rows: no score, and the reason says recency; they pass because the query is blank
+        # (pool 6 < 100)
+        assert all(r.match_reason == {"signal": "recency"} and r.score is None for r in result.rows)
         assert {d.signal for d in result.final.source.source.decisions} == {"unscored"}
     # limit 0 asks for nothing
     assert checked(await keyword_engine.recall("", agent_id="a", limit=0)).rows == ()

@@ -149,8 +149,9 @@ async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_mi
 ) -> None:
     agent = new_agent()
     # The calibrated gate refuses every vector-found row and the opened heuristic gate lets the keyword
-    # arm's lexical-only row through, so the one returned row is not on the block list: its two seats
-    # then go to the block arm's first two rows and its third row is left below them.
+    # arm's lexical-only row through, so the one returned row is not on the block list. The block seats
+    # stay empty (no block clears the calibrated cosine floor either), and every block-arm row is left
+    # below them.
     policy = add_policy(engine, "attr-open-heuristic", gate={"start": 0.0, "span": 0.0})
     refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
@@ -158,7 +159,7 @@ async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_mi
     seen = await replay(engine, agent, QUESTION, limit=1, policy=policy)
     fused = {ref for name, arm in seen.arms.items() if name != "block" for ref in arm}
     below = [ref for ref in seen.arms["block"] if ref not in seen.returned and ref not in fused]
-    assert len(seen.seated) == 2
+    assert seen.seated == ()
     assert below
     gold = below[0]
     assert gold in refs[: len(DEPLOY_NOTES)]

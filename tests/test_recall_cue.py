@@ -137,7 +137,7 @@ async def test_a_cue_needs_a_cued_policy(engine: cpersona.Engine) -> None:
     with pytest.raises(InvalidRequest) as caught:
         await engine.recall("cat", agent_id=AGENT, time_cue=cue, policy="single-pass-v0")
     assert caught.value.field == "time_cue"
-    assert "cued-v0.3" in str(caught.value)
+    assert "cued-v0.4" in str(caught.value)
 
 
 async def test_a_bad_cue_is_refused_naming_its_part(engine: cpersona.Engine) -> None:
@@ -155,9 +155,11 @@ async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
     await _seed(engine)
     plain = await engine.recall("cat", agent_id=AGENT)
     empty = await engine.recall("cat", agent_id=AGENT, time_cue={})
-    assert empty.to_json() == plain.to_json()
+    # Floats to six places, as _rows does: qdrant-client's in-memory mode re-normalises its stored vectors
+    # in place on every search, so the second search may score a point one float32 ulp apart.
+    assert _rounded(empty.to_json()) == _rounded(plain.to_json())
     assert "time_cue" not in empty.to_json()
-    assert empty.policy["process"] == "single-pass-v0"
+    assert empty.policy["process"] == "single-pass-v1"
 
 
 # --------------------------------------------------------------------------------- what a cue does
@@ -168,9 +170,9 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
     cue = {"after": _ts(45)[:10], "before": _ts(35)[:10], "confidence": "sure"}
     result = await engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
     body = result.to_json()
-    assert result.policy["process"] == "cued-v0.3"
+    assert result.policy["process"] == "cued-v0.4"
     tc = body["time_cue"]
-    assert tc["policy"] == "cued-v0.3"
+    assert tc["policy"] == "cued-v0.4"
     assert tc["confidence"] == "sure"
     assert tc["revised"] is False
     start, end = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in tc["period"])
@@ -205,7 +207,7 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
     # Five near-identical notes on five days, and other topics on other days.
     days = (300, 200, 100, 50, 20)
     await _seed(engine, notes=[(5, d) for d in days] + [(n, d + 1) for n, d in enumerate(days)])
-    plain = await engine.recall("Tom learning the violin", agent_id=AGENT, limit=5, policy="cued-v0.3")
+    plain = await engine.recall("Tom learning the violin", agent_id=AGENT, limit=5, policy="cued-v0.4")
     order = _plain_rows(plain)
     assert len(order) == 5
     last = order[-1]
@@ -232,7 +234,7 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
 async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
     await _seed(engine)
     today = datetime.datetime.fromtimestamp(NOW, datetime.UTC).date().isoformat()
-    plain = await engine.recall("cat", agent_id=AGENT, policy="cued-v0.3")
+    plain = await engine.recall("cat", agent_id=AGENT, policy="cued-v0.4")
     cued = await engine.recall(
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, trace=True
     )
@@ -273,7 +275,7 @@ async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
     ]
     assert trace["budget"]["stop"] == "no_wider_step"
     # The revision ran the cue arm only: every ordinary arm's list is the uncued recall's.
-    plain = await engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.3")
+    plain = await engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.4")
     assert _plain_rows(result) == _plain_rows(plain)
 
 
@@ -316,7 +318,7 @@ async def test_a_slow_cue_arm_stops_at_the_time_limit(
     # Only the cue arm is slowed, and a recall without a cue runs none: the plain recall is unaffected.
     async with cpersona.open(settings_, background=False, arm_wrapper=slow) as memory:
         await _seed(memory)
-        plain = await memory.recall("hiking trip", agent_id=AGENT, policy="cued-v0.3")
+        plain = await memory.recall("hiking trip", agent_id=AGENT, policy="cued-v0.4")
         cue = {"ago": {"unit": "weeks", "value": 6}, "confidence": "likely"}
         with anyio.fail_after(30):  # a guard against a hang, not a measurement
             result = await memory.recall("hiking trip", agent_id=AGENT, time_cue=cue, trace=True)
@@ -370,7 +372,7 @@ LIFT = {"sure": 3, "likely": 2, "vague": 1}
     cue=CUE_ST,
     query=QUERY_ST,
     limit=st.integers(1, 8),
-    policy=st.sampled_from(["cued-v0.1", "cued-v0.2", "cued-v0.3"]),
+    policy=st.sampled_from(["cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4"]),
     other_project=st.booleans(),
 )
 async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
@@ -441,7 +443,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     assert set(seats) <= {r["ref"] for r in cued.trace["arms"]["cue"]}
     # Isolation is never widened: every row is the agent's, in project p1 or the global pool.
     for row in cued.rows:
-        if row.ref is None:
+        if row.kind == "profile":
             continue
         record = await engine.get(row.ref, agent_id=agent)
         assert record is not None

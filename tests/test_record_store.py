@@ -18,6 +18,7 @@ import pytest
 
 from cpersona.errors import RedisUnavailable
 from cpersona.keys import Keys
+from cpersona.model.associations import Declaration, Entity, Relation
 from cpersona.model.records import (
     EpisodeRecord,
     MemoryRecord,
@@ -31,10 +32,15 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import (
     BlockParent,
     ClaimHolder,
+    DeclareCounts,
+    EntityLinks,
     HydratedRecord,
+    IndexedEntity,
     InFlightWrite,
+    Link,
     MemoryWrite,
     RecordCounts,
+    RecordLinks,
     RecordStore,
     SeqAt,
     StoredProfile,
@@ -377,6 +383,20 @@ async def test_an_unreachable_store_raises_redis_unavailable(key_prefix: str) ->
             await store.newest_memory_time(ReadScope("a"))
         with pytest.raises(RedisUnavailable):
             await store.ping()
+        with pytest.raises(RedisUnavailable):
+            await store.declare_associations(
+                Scope("a"), Declaration((Entity("Ann"),)), anchor_ref=None, retract=False
+            )
+        with pytest.raises(RedisUnavailable):
+            await store.declare_associations(
+                Scope("a"), Declaration((Entity("Ann"),)), anchor_ref=None, retract=True
+            )
+        with pytest.raises(RedisUnavailable):
+            await store.entity_index(ReadScope("a"))
+        with pytest.raises(RedisUnavailable):
+            await store.forget_record_associations("a", "mem:" + new_id())
+        with pytest.raises(RedisUnavailable):
+            await store.delete_agent_associations("a")
     finally:
         await close_redis(gone)
 
@@ -515,3 +535,60 @@ async def test_a_replaced_memory_takes_free_claims_and_gives_up_its_own(store: R
     await store.delete("memory", moved.id, [held, fresh])
     assert await store.live_claim([held]) == ClaimHolder(held, holder.id)
     assert await store.reserve_writes([InFlightWrite("memory", new_id(), (fresh,))], ttl_secs=60) == [None]
+
+
+# ------------------------------------------------------------------------------ the associative layer
+
+
+async def test_associations_are_written_with_the_record_and_read_in_scope(store: RecordStore) -> None:
+    # A store's declaration goes into the record's own transaction; the read sees it only from a scope
+    # that may read the scope it was declared in (here the record's: project p).
+    rec = memory("Ann met Ben", 1, project="p")
+    declared = Declaration((Entity("Ann", ("Annie",)), Entity("Ben")))
+    await store.put_memories([MemoryWrite(rec, (), declared)], queue_blocks=False)
+    index = await store.entity_index(ReadScope("a", "p"))
+    assert index == [IndexedEntity("ann", "Ann", (("annie", "Annie"),)), IndexedEntity("ben", "Ben")]
+    assert await store.entity_index(ReadScope("a", "")) == []
+    assert await store.entity_index(ReadScope("b")) == []
+    links = await store.entity_links(ReadScope("a"), ["ann", "nobody"])
+    assert links == {"ann": EntityLinks((rec.ref,)), "nobody": EntityLinks()}
+    assert (await store.record_links(ReadScope("a", "p"), [rec.ref]))[rec.ref] == RecordLinks(("ann", "ben"))
+
+
+async def test_a_declaration_is_idempotent_and_a_relation_is_seen_from_both_ends(store: RecordStore) -> None:
+    scope = Scope("a", "", "c")
+    declared = Declaration(relations=(Relation("Ann", "Knows", "Ben", "entity"),))
+    assert await store.declare_associations(scope, declared, anchor_ref=None, retract=False) == DeclareCounts(
+        entities=2, relations=1
+    )
+    assert (
+        await store.declare_associations(scope, declared, anchor_ref=None, retract=False) == DeclareCounts()
+    )
+    links = await store.entity_links(ReadScope("a", channel="c"), ["ann", "ben"])
+    assert links["ann"].relations == (Link("out", "knows", "ben"),)
+    assert links["ben"].relations == (Link("in", "knows", "ann"),)
+    assert (await store.entity_links(ReadScope("a", channel="d"), ["ann"]))["ann"] == EntityLinks()
+    gone = await store.declare_associations(scope, declared, anchor_ref=None, retract=True)
+    assert gone == DeclareCounts(relations=1)
+    assert (await store.entity_links(ReadScope("a"), ["ben"]))["ben"] == EntityLinks()
+
+
+async def test_forgetting_a_record_removes_its_mentions_and_both_ends_of_its_relations(
+    store: RecordStore,
+) -> None:
+    one, two = memory("one", 1), memory("two", 2)
+    await put(store, one, two)
+    declared = Declaration((Entity("Ann"),), (Relation(one.ref, "supports", two.ref, "record"),))
+    await store.declare_associations(Scope("a"), declared, anchor_ref=one.ref, retract=False)
+    assert await store.visible_refs(ReadScope("a"), [one.ref, two.ref]) == [one.ref, two.ref]
+    assert await store.visible_refs(ReadScope("b"), [one.ref]) == []
+    assert (await store.record_links(ReadScope("a"), [two.ref]))[two.ref].relations == (
+        Link("in", "supports", one.ref),
+    )
+    await store.delete("memory", one.id, ())
+    await store.forget_record_associations("a", one.ref)
+    assert (await store.record_links(ReadScope("a"), [two.ref]))[two.ref] == RecordLinks()
+    assert (await store.entity_links(ReadScope("a"), ["ann"]))["ann"] == EntityLinks()
+    assert await store.visible_refs(ReadScope("a"), [one.ref, two.ref]) == [two.ref]
+    assert await store.delete_agent_associations("a") > 0
+    assert await store.entity_index(ReadScope("a")) == []

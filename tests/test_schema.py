@@ -64,6 +64,12 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ("POST", "/v1/recall/query"): ({"agent_id": AGENT, "query": "key"}, ("deep", "yes", "deep")),
     ("POST", "/v1/recall/calibrate"): ({"agent_id": AGENT}, ("precision", 3, "precision")),
     ("PUT", "/v1/recall/gate"): ({"agent_id": AGENT, "gate": "heuristic"}, ("gate", True, "gate")),
+    ("POST", "/v1/associations"): (
+        {"agent_id": AGENT, "associations": {"entities": [{"name": "Ann"}]}},
+        ("retract", "yes", "retract"),
+    ),
+    ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
+    ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.

@@ -116,15 +116,11 @@ def walk_refs(trace: dict[str, Any]) -> Iterator[str]:
 
 
 def returned_refs(result: RecallResult) -> list[str]:
-    return ["profile" if row.ref is None else row.ref for row in result.rows]
+    return ["profile" if row.kind == "profile" else row.ref for row in result.rows]
 
 
 def seat_rows(result: RecallResult) -> list[str]:
-    return [
-        row.ref
-        for row in result.rows
-        if row.ref is not None and (row.match_reason or {}).get("admission") == "reservation"
-    ]
+    return [row.ref for row in result.rows if row.match_reason.get("admission") == "reservation"]
 
 
 def check_shape(trace: dict[str, Any], result: RecallResult) -> None:
@@ -133,7 +129,7 @@ def check_shape(trace: dict[str, Any], result: RecallResult) -> None:
     for key, kind in TOP_LEVEL.items():
         assert isinstance(trace[key], kind), key
     assert trace["trace_version"] == 1
-    assert trace["policy"] == {"scoring": "fused-gate-v1", "process": "single-pass-v0"}
+    assert trace["policy"] == {"scoring": "fused-gate-v1", "process": "single-pass-v1"}
     assert trace["server_version"] == cpersona.__version__
     assert set(trace["scope"]) == {"agent_id", "project_id", "channel", "source_id"}
     request = trace["request"]
@@ -201,8 +197,8 @@ def check_consistent(trace: dict[str, Any], result: RecallResult) -> None:
     arms = {name: {row["ref"]: row for row in rows} for name, rows in trace["arms"].items()}
     fusion = {entry["ref"]: entry for entry in trace["fusion"]}
     for row in result.rows:
-        reason = dict(row.match_reason or {})
-        if row.ref is None:
+        reason = dict(row.match_reason)
+        if row.kind == "profile":
             continue
         if reason.get("signal") == "block":
             assert row.ref in arms["block"]
@@ -302,7 +298,7 @@ async def test_trace_under_each_mode_and_order(
 async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus: str) -> None:
     # a wide limit returns every admitted row, the profile (admitted at pool ≥ 50, sorted last) included
     result = await engine.recall("staging cluster", agent_id=corpus, trace=True, limit=100)
-    assert None in [row.ref for row in result.rows]
+    assert f"profile:{corpus}" in [row.ref for row in result.rows]
     assert result.trace is not None
     trace = dict(result.trace)
     assert "profile" in [d["ref"] for d in trace["gate"]["decisions"]]

@@ -240,7 +240,7 @@ def arm_refs(trace: dict[str, Any], arm: str) -> set[str]:
 
 
 def returned(result: Any) -> list[str]:
-    return ["profile" if row.ref is None else row.ref for row in result.rows]
+    return ["profile" if row.kind == "profile" else row.ref for row in result.rows]
 
 
 class KeywordSwitch:

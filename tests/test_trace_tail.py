@@ -165,7 +165,7 @@ async def test_tail_renders_each_recall_readably(
     assert len(accounts) == 2, out
     for account, trace in zip(accounts, traces[1:], strict=True):
         assert f"agent {AGENT}" in account
-        assert "policy single-pass-v0" in account
+        assert "policy single-pass-v1" in account
         for label in ("arms", "gate", "autocut", "count", "seats", "coverage", "timing"):
             assert f"   {label} " in account, (label, account)
         assert f"origin {trace['gate']['origin']}" in account

@@ -41,6 +41,19 @@ async def use(memory: cpersona.Engine) -> None:
     print(rows)
     await memory.calibrate("ops", precision="strict")
     await memory.select_gate("ops", "heuristic")
+    await memory.store(
+        "Ann knows Ben", agent_id="ops", associations={"entities": [{"name": "Ann", "aliases": ["Annie"]}]}
+    )
+    declared: cpersona.DeclareResult = await memory.declare_associations(
+        "ops", {"relations": [{"subject": "Ann", "predicate": "knows", "object": "Ben"}]}, project_id="p"
+    )
+    reached: cpersona.TraverseResult = await memory.traverse("ops", "Ann", max_hops=2, limit=10)
+    print(declared.relations, [r.hops for r in reached.records])
+    rebuilt: cpersona.ReconstructResult = await memory.reconstruct(
+        "who rotates the key?", agent_id="ops", count=5, top_k=40, max_hops=1, max_evidence=10,
+        budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
+    )
+    print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -57,6 +70,10 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.store_raw("x", agent_id="ops", session_id="s", source="conversation", speaker="user")
     await memory.update("mem:x", agent_id="ops", contents="new")
     await memory.recall("question", agent_id="ops", mode="fastest")
+    await memory.traverse("ops", "Ann", max_hop=2)
+    await memory.declare_associations("ops", {}, anchor="mem:x")
+    await memory.reconstruct("question", agent_id="ops", max_hop=2)
+    await memory.reconstruct("question", agent_id="ops", count="3")
 """
 
 EXPECTED = (
@@ -66,6 +83,10 @@ EXPECTED = (
     ("bad.py:11:", 'Missing named argument "visibility"'),
     ("bad.py:12:", 'Unexpected keyword argument "contents"'),
     ("bad.py:13:", '"mode"'),
+    ("bad.py:14:", 'Unexpected keyword argument "max_hop"'),
+    ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
+    ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
+    ("bad.py:17:", '"count"'),
 )
 
 

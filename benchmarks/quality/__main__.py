@@ -489,7 +489,7 @@ def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     parts = [f"python {platform.python_version()}"]
-    for package in ("numpy", "bm25s", "onnxruntime"):
+    for package in ("numpy", "bm25s"):
         try:
             parts.append(f"{package} {version(package)}")
         except PackageNotFoundError:

@@ -1,7 +1,7 @@
 """MiniLM vectors on disk, so that a rerun of a quality benchmark embeds nothing it has embedded before.
 
 Vectors are computed by the project's own embedder
-(:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: all-MiniLM-L6-v2 on onnxruntime)
+(:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: all-MiniLM-L6-v2 in numpy)
 and kept per model under
 ``<cache_dir>/embeddings/<model>/`` as two files:
 

@@ -66,9 +66,11 @@ document is written once, so stores built before hold BM25 statistics of twice-w
 STORE_LAYOUT_MODULES: Final = (
     "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.redis.scope", "stores.embedding.embedders", "stores.embedding.base", "keys",
-    "stores.embedding.onnx_bert", "stores.embedding.model_files", "stores.embedding.quantized",
+    "stores.embedding.bert", "stores.embedding.wordpiece", "stores.embedding.onnx_reader",
+    "stores.embedding.model_files", "stores.embedding.quantized",
     "model.records", "stores.vectors.edge", "stores.vectors.edge_shard", "stores.vectors.common",
-    "model.memory_request", "model.memory_parts", "model.fields", "model.epoch_time",
+    "model.memory_request", "model.memory_parts", "model.fields", "model.text_rules", "model.epoch_time",
+    "model.associations", "stores.redis.associations",
 )  # fmt: skip
 """The engine modules that decide what a built store holds; their source is part of the cache key."""
 _STORE_CHUNK = 500

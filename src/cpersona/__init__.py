@@ -30,11 +30,16 @@ from cpersona.errors import (
     RedisUnavailable,
     VectorStoreUnavailable,
 )
+from cpersona.model.association_results import DeclareResult, Reached, TraverseResult
+from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_request import RawRequest
 from cpersona.model.recall_query import RecallQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -61,11 +66,14 @@ __all__ = (
     "ContentTooLarge",
     "CpersonaError",
     "DataDirLocked",
+    "DeclareRequest",
+    "DeclareResult",
     "DeleteResult",
     "EmbedderUnavailable",
     "EmotionVector",
     "Engine",
     "EngineClosed",
+    "EntityMatch",
     "EpisodeRecord",
     "EpisodeRequest",
     "Fidelity",
@@ -79,9 +87,12 @@ __all__ = (
     "ProfileRecord",
     "RawRecord",
     "RawRequest",
+    "Reached",
     "RecallQuery",
     "RecallResult",
     "RecallRow",
+    "ReconstructRequest",
+    "ReconstructResult",
     "RecordNotFound",
     "RedisUnavailable",
     "Scope",
@@ -90,6 +101,8 @@ __all__ = (
     "StoreRequest",
     "StoreResult",
     "TimeCueBody",
+    "TraverseRequest",
+    "TraverseResult",
     "UpdateRequest",
     "VectorStoreUnavailable",
     "__version__",

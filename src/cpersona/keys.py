@@ -85,6 +85,38 @@ class Keys:
         """The agent's calibrated gate and whether it is selected (a JSON document)."""
         return f"{self.prefix}:calib:{_part(agent_id)}"
 
+    # The associative layer: every key of one agent's graph starts with ``assoc_agent``.
+    def assoc_agent(self, agent_id: str) -> str:
+        return f"{self.prefix}:assoc:{_part(agent_id)}"
+
+    def assoc_scopes(self, agent_id: str) -> str:
+        """Set of the ``[project, channel]`` pairs (JSON) where the agent declared associations."""
+        return f"{self.assoc_agent(agent_id)}:scopes"
+
+    def assoc_entities(self, agent_id: str, project_id: str, channel: str) -> str:
+        """Hash of one scope's entities: name key → the name as first declared."""
+        return f"{self.assoc_agent(agent_id)}:ent:{_part(project_id)}:{_part(channel)}"
+
+    def assoc_aliases(self, agent_id: str, project_id: str, channel: str) -> str:
+        """Hash of one scope's aliases: ``[alias key, entity key]`` (JSON) → the alias as declared."""
+        return f"{self.assoc_agent(agent_id)}:alias:{_part(project_id)}:{_part(channel)}"
+
+    def assoc_mentions(self, agent_id: str, project_id: str, channel: str, entity: str) -> str:
+        """Set of the refs of the records that mention one entity, declared in one scope."""
+        return f"{self.assoc_agent(agent_id)}:men:{_part(project_id)}:{_part(channel)}:{_part(entity)}"
+
+    def assoc_relations(self, agent_id: str, project_id: str, channel: str, entity: str) -> str:
+        """Set of one entity's relations in one scope: ``[direction, predicate, other entity]`` (JSON)."""
+        return f"{self.assoc_agent(agent_id)}:rel:{_part(project_id)}:{_part(channel)}:{_part(entity)}"
+
+    def assoc_record(self, agent_id: str, ref: str) -> str:
+        """Set of what is declared about one record: its mentions and its record relations (JSON)."""
+        return f"{self.assoc_agent(agent_id)}:rec:{ref}"
+
+    def assoc_of_agent(self, agent_id: str) -> str:
+        """SCAN glob pattern matching every association key of one agent (and no other agent's)."""
+        return f"{self.prefix}:assoc:{_glob_escape(_part(agent_id))}:*"
+
     @property
     def schema_version(self) -> str:
         return f"{self.prefix}:schema"

@@ -27,11 +27,12 @@ from cpersona.errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "Settings"]
+__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "ReconstructSequence", "Settings"]
 
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
 RecallMode = Literal["rrf", "rsf", "cascade"]
+ReconstructSequence = Literal["items", "evidence", "whole"]
 
 PREFIX = "CPERSONA_"
 # Variables of the repository's own tooling (the test suite's Redis, the golden refresh): they share the
@@ -85,6 +86,10 @@ class Settings(BaseSettings):
     future_timestamp_mode: Annotated[FutureTimestampMode, BeforeValidator(_choice)] = "warn"
     future_timestamp_slack_secs: float = 300.0
     batch_max: _Count = 1_000
+    # One association declaration's bounds (entities, aliases per entity, relations).
+    max_association_entities: _Count = 64
+    max_association_aliases: _Count = 32
+    max_association_relations: _Count = 128
     # The largest HTTP request body read; the server stops reading past it (413).
     max_body_bytes: _Count = 8 * 1024 * 1024
 
@@ -97,12 +102,26 @@ class Settings(BaseSettings):
     min_free_mb: Annotated[int, Field(ge=0)] = 256
 
     recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = "rrf"
-    recall_policy: str = "single-pass-v0"
-    recall_cue_policy: str = "cued-v0.3"
+    recall_policy: str = "single-pass-v1"
+    recall_cue_policy: str = "cued-v0.4"
     recall_cue_time_limit_ms: _Positive = 1_000.0
     recall_depth_floor: Annotated[int, Field(ge=0)] | None = None
     recall_arm_timeout_ms: _Positive = 2_000.0
     recall_max_limit: _Count = 10_000
+
+    # reconstruct's bounds (the reference's CPERSONA_RECONSTRUCT_* variables): defaults and the soft caps
+    # a request is clamped to, with the clamp reported. The hard ranges live in its request model.
+    reconstruct_default_count: Annotated[int, Field(ge=0, le=100)] = 10
+    reconstruct_max_count: Annotated[int, Field(ge=1, le=100)] = 10
+    reconstruct_top_k: Annotated[int, Field(ge=1, le=10_000)] = 20
+    reconstruct_default_budget: Annotated[int, Field(ge=1, le=20_000)] = 4_000
+    reconstruct_max_budget: Annotated[int, Field(ge=1, le=20_000)] = 20_000
+    reconstruct_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 800
+    reconstruct_full_quotes: Annotated[int, Field(ge=0)] = 5
+    reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 400
+    reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
+    reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
+    reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = "items"
 
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

@@ -4,21 +4,26 @@ The backends open in dependency order on one exit stack (Redis, its indexes, the
 collections, the block builder, the trace publisher) and close in reverse, so a failure half way through
 closes what was opened and nothing else. The last steps of an open sweep the writes a crash left
 between their vector and their document (:func:`~cpersona.engine.vector_writes.sweep_abandoned`) and
-finish the vector writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`).
+finish the vector writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`),
+unless a disk is under the free-space floor: both write vectors, and a vector write on a full disk is
+what kills the process, so on a tight disk they wait for the next start and the engine serves reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 from typing import TYPE_CHECKING
 
 import anyio
 
 from cpersona.engine.backends import Backends
 from cpersona.engine.claims import reservation_secs
+from cpersona.engine.disk import check_free_space
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
-from cpersona.errors import EngineClosed, InvalidSetting
+from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
 from cpersona.recall.trace.publisher import TracePublisher
@@ -43,6 +48,8 @@ if TYPE_CHECKING:
     from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["Lifecycle", "checked_policies", "drain_blocks", "run_background", "run_block_worker"]
+
+log = logging.getLogger("cpersona.engine")
 
 
 def checked_policies(settings: Settings) -> dict[str, Policy]:
@@ -99,8 +106,7 @@ class Lifecycle:
         try:
             await self._open_backends(stack)
             self._stack = stack
-            await sweep_abandoned(self.backends, self._abandoned_after())
-            await finish_pending(self.backends)
+            await self._repair()
         except BaseException:
             self._backends = None
             self._recaller = None
@@ -108,6 +114,16 @@ class Lifecycle:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
             raise
+
+    async def _repair(self) -> None:
+        """Sweep and finish what a crash left between a vector and its document, disk permitting."""
+        try:
+            await check_free_space(self.settings)
+        except InsufficientStorage as exc:
+            log.error("the start-up sweep of unfinished writes waits for the next start: %s", exc.detail)
+            return
+        await sweep_abandoned(self.backends, self._abandoned_after())
+        await finish_pending(self.backends)
 
     def _abandoned_after(self) -> float:
         """How old a write in flight must be to count as abandoned at start. An embedded Redis has no
@@ -198,6 +214,7 @@ class Lifecycle:
             max_per_record=rules.max_per_record,
             max_chars=rules.max_chars,
             redis_timeout_secs=self.settings.redis_timeout_secs,
+            guard=functools.partial(check_free_space, self.settings),
         )
         await builder.ensure_group()
         # Runs before the client closes (exit callbacks run last-in, first-out).

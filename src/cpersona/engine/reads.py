@@ -47,6 +47,13 @@ def record_ref(ref: str) -> tuple[RecordKind, str]:
     if not isinstance(ref, str):
         raise InvalidRequest("ref", "must be a string like 'mem:<uuid>'")
     parsed = parse_ref(ref)
+    if parsed is None and ref.startswith("profile:"):
+        # A recall's profile row carries this ref; the profile is read through its own route.
+        raise InvalidRequest(
+            "ref",
+            f"{ref!r} names an agent's profile, not a record: read it with get_profile "
+            "(GET /v1/profile/<agent_id>)",
+        )
     if parsed is None:
         raise InvalidRequest("ref", f"is not a record ref (mem:<uuid>, ep:<uuid> or raw:<uuid>): {ref!r}")
     return _KINDS[parsed.kind], parsed.id

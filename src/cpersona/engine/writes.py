@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from cpersona.engine.associations import check_declared_refs
 from cpersona.engine.claims import content_claim, dedup, follower_results, reservation_secs
 from cpersona.engine.disk import check_free_space
 from cpersona.engine.reads import get
@@ -65,11 +66,15 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
     """Store the drafts not already claimed; one result per draft, in order (a duplicate is skipped)."""
     b = life.backends
     await check_free_space(life.settings)
+    await check_declared_refs(b.records, drafts)
     results, fresh, follows = await dedup(b.records, life.keys, drafts, reservation_secs(life.settings))
     if fresh:
         async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
             records = await with_vectors(b, await _new_memories(b, fresh))
-            writes = [MemoryWrite(rec, tuple(f.claims)) for rec, f in zip(records, fresh, strict=True)]
+            writes = [
+                MemoryWrite(rec, tuple(f.claims), f.draft.declared)
+                for rec, f in zip(records, fresh, strict=True)
+            ]
             await b.records.put_memories(writes, queue_blocks=b.builder is not None)
         for rec, f in zip(records, fresh, strict=True):
             results[f.index] = StoreResult(

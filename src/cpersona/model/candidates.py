@@ -23,13 +23,15 @@ class ArmRow:
     ``ref`` is ``mem:<id>`` or ``ep:<id>``; ``rank`` is 0-based in the arm's own order; ``raw`` is the
     arm's native score (cosine for vector arms, BM25 for keyword arms where higher is better, ``None``
     where the arm has no score, e.g. the whole-query fallback or a recency listing). ``block_index`` is
-    the best block of the record, for the block arm.
+    the best block of the record, for the block arm. ``cosine`` is set only where ``raw`` is not a cosine
+    but a vector list contributed to it (the cue arm's merged vote): the held seats gate on it.
     """
 
     ref: str
     rank: int
     raw: float | None
     block_index: int | None = None
+    cosine: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cpersona.model.associations import Declaration
     from cpersona.model.records import (
         Association,
         EmotionVector,
@@ -42,6 +43,8 @@ class MemoryDraft:
     associations: tuple[Association, ...]
     locked: bool
     warnings: tuple[str, ...]
+    # The associative layer's declaration made with the store (its entities become the record's mentions).
+    declared: Declaration | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, WithJsonSchema, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.drafts import EpisodeDraft
-from cpersona.model.epoch_time import EpochTime
+from cpersona.model.epoch_time import EPOCH_TIME_SCHEMA, EpochTime
 from cpersona.model.fields import (
     TAG,
     AgentId,
@@ -40,6 +40,18 @@ _Keywords = Annotated[
 ]
 
 
+# Any messages; an object's ``timestamp`` (unless null) is read as a time, and refused if it is none.
+_HISTORY_SCHEMA = {
+    "anyOf": [
+        {
+            "type": "array",
+            "items": {"properties": {"timestamp": {"anyOf": [EPOCH_TIME_SCHEMA, {"type": "null"}]}}},
+        },
+        {"type": "null"},
+    ]
+}
+
+
 class EpisodeRequest(RequestModel):
     """A session summary; its period comes from start/end time or the history's timestamps."""
 
@@ -48,7 +60,7 @@ class EpisodeRequest(RequestModel):
     project_id: KeyText = ""
     channel: KeyText = ""
     keywords: _Keywords = ()
-    history: Sequence[Any] | None = Field(
+    history: Annotated[Sequence[Any] | None, WithJsonSchema(_HISTORY_SCHEMA)] = Field(
         default=None, description="Messages; only their `timestamp`s are used (for start/end time)"
     )
     start_time: EpochTime | None = None

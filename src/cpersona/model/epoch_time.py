@@ -15,7 +15,7 @@ from pydantic import WithJsonSchema
 from cpersona.model.fields import Before, refusal
 from cpersona.model.time_cue import MAX_TS
 
-__all__ = ["MAX_TIME_TEXT", "EpochTime"]
+__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime"]
 
 MAX_TIME_TEXT = 64
 """The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
@@ -61,16 +61,22 @@ def _renderable(seconds: float, given: object) -> float:
     return seconds
 
 
-EpochTime = Annotated[
-    float,
-    Before(_epoch),
-    WithJsonSchema(
-        {
-            "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
-            "oneOf": [
-                {"type": "string", "maxLength": MAX_TIME_TEXT},
-                {"type": "number", "minimum": 0, "maximum": MAX_TS},
-            ],
-        }
-    ),
-]
+# The text a schema can promise is read: RFC 3339 in the years 1971 to 9998 (a day offset cannot carry
+# them out of range) on days every month has. Any ISO 8601 time Python reads is accepted as well.
+_YEAR = "(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_DAY = "(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+_CLOCK = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?"
+_OFFSET = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+TIME_TEXT_PATTERN = f"^{_YEAR}-{_DAY}T{_CLOCK}{_OFFSET}$"
+"""The schema's pattern of a time as text."""
+
+EPOCH_TIME_SCHEMA = {
+    "description": "RFC 3339 / ISO 8601 text (no offset means UTC) or epoch seconds",
+    "oneOf": [
+        {"type": "string", "maxLength": MAX_TIME_TEXT, "pattern": TIME_TEXT_PATTERN},
+        {"type": "number", "minimum": 0, "maximum": MAX_TS},
+    ],
+}
+"""The JSON schema of an :data:`EpochTime`."""
+
+EpochTime = Annotated[float, Before(_epoch), WithJsonSchema(EPOCH_TIME_SCHEMA)]

@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
-import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
@@ -29,9 +28,20 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
 )
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import core_schema
 
 from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.model.text_rules import (
+    CLEAN_TEXT_PATTERN,
+    NO_CONTROL_PATTERN,
+    NOT_BLANK_ID_PATTERN,
+    OWN,
+    clean_text,
+    no_control,
+    not_blank,
+    refusal,
+)
+from cpersona.model.wording import describe, problem
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
@@ -41,21 +51,25 @@ if TYPE_CHECKING:
 __all__ = [
     "CLEAN",
     "AgentId",
+    "ContentSchema",
     "ContentText",
     "Before",
     "Header",
     "KeyText",
     "Limit",
     "NO_CONTROL_PATTERN",
+    "NOT_NULL",
     "OWN",
-    "QueryInt",
+    "QUERY_DIGITS",
     "QueryModel",
     "UNSET",
+    "WHOLE",
     "RequestModel",
     "Unset",
     "Unit01",
     "arguments",
     "check",
+    "describe",
     "given",
     "given_set",
     "invalid",
@@ -73,8 +87,6 @@ _SCHEMA_SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("sch
 # A union member's tag starts with this mark, so that a field's path leaves it out (``content``, not
 # ``content.text``): callers name fields, never the branch pydantic tried.
 TAG = "~"
-OWN = "cpersona."
-"""The prefix of our own error types, whose messages are said as written."""
 
 
 class RequestModel(BaseModel):
@@ -87,11 +99,6 @@ class QueryModel(RequestModel):
     """Query parameters: text on the wire, so a number is read from its digits (``limit=10``)."""
 
     model_config = ConfigDict(strict=False)
-
-
-def refusal(kind: str, message: str, context: Mapping[str, object] | None = None) -> PydanticCustomError:
-    """A validation error of ours: its message is said as written (pydantic's own are reworded)."""
-    return PydanticCustomError(OWN + kind, message, dict(context) if context else None)
 
 
 def settings_of(info: ValidationInfo) -> Settings:
@@ -151,43 +158,37 @@ class Limit:
         return value
 
 
-def _clean_text(value: str) -> str:
-    # Content is text for people and models: NUL and the other C0 controls (tab and newlines aside) are
-    # refused rather than stored where they would break a log line or a terminal.
-    if not value.strip():
-        raise refusal("blank", "must not be empty or only whitespace")
-    for ch in value:
-        if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r":
-            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
-    return value
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContentSchema:
+    """The schema of :data:`ContentText` on text checked elsewhere, where the error can name the field a
+    caller knows (a block's text is refused as ``content``, not ``content.blocks[0].data``)."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        most = Limit("max_content_length").limit(_SCHEMA_SETTINGS.get(_DEFAULTS))
+        return {**handler(schema), "minLength": 1, "maxLength": most, "pattern": CLEAN_TEXT_PATTERN}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _NoControl:
-    """No control character at all (C0, DEL, C1): ids end up in keys, tags, log lines and terminals."""
+class _Checked:
+    """Run ``check`` on the text once pydantic has validated its type; the schema shows ``pattern``, the
+    same rule as a regular expression (a schema has one pattern, so the strictest one wins)."""
+
+    check: Any
+    pattern: str
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(_no_control, handler(source))
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         out = handler(schema)
-        out["pattern"] = NO_CONTROL_PATTERN
+        out["pattern"] = self.pattern
         return out
-
-
-NO_CONTROL_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
-"""The JSON schema's pattern of text without control characters (ECMA 262, as OpenAPI reads it)."""
-
-
-def _no_control(value: str) -> str:
-    for ch in value:
-        if unicodedata.category(ch) == "Cc":
-            raise refusal("control_character", f"contains the control character U+{ord(ch):04X}")
-    return value
 
 
 def _ascii_digits(value: object) -> object:
@@ -196,12 +197,6 @@ def _ascii_digits(value: object) -> object:
         if not (value.isascii() and value.isdigit()):
             raise refusal("int_digits", f"must be a whole number in the digits 0-9, got {value!r}")
         return int(value)
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise refusal("blank", "must not be empty")
     return value
 
 
@@ -229,18 +224,62 @@ class Before:
         return core_schema.no_info_before_validator_function(self.convert, handler(source))
 
 
-KeyText = Annotated[str, Limit("max_key_length"), _NoControl()]
+# No control character at all (C0, DEL, C1): ids end up in keys, tags, log lines and terminals.
+KeyText = Annotated[str, Limit("max_key_length"), _Checked(no_control, NO_CONTROL_PATTERN)]
 """A scope key, id or name: at most ``CPERSONA_MAX_KEY_LENGTH`` characters, none of them a control."""
-AgentId = Annotated[str, Field(min_length=1), Limit("max_key_length"), _After(_not_blank), _NoControl()]
+AgentId = Annotated[
+    str,
+    Field(min_length=1),
+    Limit("max_key_length"),
+    _After(not_blank),
+    _Checked(no_control, NOT_BLANK_ID_PATTERN),
+]
 """The agent a write belongs to: a non-blank ``KeyText``."""
-QueryInt = Annotated[int, Before(_ascii_digits)]
-"""A whole number; read from a query string, only the ASCII digits 0-9 make one."""
-CLEAN = _After(_clean_text)
+
+
+def _integral(value: object) -> object:
+    # JSON has numbers, not integers and floats: 5.0 is the integer 5 (a JSON schema says so too).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE = Before(_integral)
+"""On an ``int`` of a body: a number with no fraction (``5.0``) is that integer; ``5.5`` is refused."""
+
+QUERY_DIGITS = Before(_ascii_digits)
+"""Put after an integer's bounds (``Annotated[int, Field(ge=0), QUERY_DIGITS]``): read from a query
+string, only the ASCII digits 0-9 make a number. After the bounds, so that they stay on the integer and
+the schema shows them as ``minimum``/``maximum``."""
+
+
+CLEAN = _Checked(clean_text, CLEAN_TEXT_PATTERN)
 """Text for people and models: not blank, no control characters but tab and newlines."""
 ContentText = Annotated[str, Field(min_length=1), Limit("max_content_length", too_large=True), CLEAN]
 """Stored text: not blank, no control characters, at most ``CPERSONA_MAX_CONTENT_LENGTH`` (else 413)."""
 Unit01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-Header = Annotated[Any, Field(description="Cerememory protocol header: accepted and ignored")]
+Header = Annotated[
+    dict[str, Any] | None, Field(description="Cerememory protocol header (an object): accepted and ignored")
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NullNotOffered:
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        branches = out.get("anyOf")
+        if not isinstance(branches, list):
+            return out
+        kept = [branch for branch in branches if branch != {"type": "null"}]
+        rest = {key: value for key, value in out.items() if key != "anyOf"}
+        return {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
+NOT_NULL = _NullNotOffered()
+"""On ``X | None`` whose null a validator refuses (left out, the field takes its default): the schema
+offers ``X`` only, so it does not promise a null that is then refused."""
 
 
 def json_size(value: object, field: str, *, most: int) -> None:
@@ -327,60 +366,7 @@ def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     """The first error of ``exc`` as the engine's own error, with the field's path and what was wrong."""
     error = exc.errors(include_url=False)[0]
     field = path(error["loc"], prefix, unknown=error["type"] == "extra_forbidden") or prefix or "body"
-    problem = _problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
+    said = problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
     if error["type"] == OWN + "too_large":
-        return ContentTooLarge(field, problem)
-    return InvalidRequest(field, problem)
-
-
-_KINDS = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "bool_type": "true or false",
-    "float_type": "a number",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-    "list_type": "a list",
-    "tuple_type": "a list",
-    "sequence_str": "a list of strings",
-}
-
-
-def _problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> str:
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not a known field"
-    if kind in _KINDS:
-        return f"must be {_KINDS[kind]}, got {describe(given)}"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected', '')}; got {given!r}"
-    bounds = {
-        "greater_than_equal": "at least",
-        "less_than_equal": "at most",
-        "greater_than": "more than",
-        "less_than": "less than",
-    }
-    if kind in bounds:
-        limit = next(iter(ctx.values()), "")
-        return f"must be {bounds[kind]} {limit}, got {given!r}"
-    if kind == "string_too_short":
-        return "must not be empty"
-    if kind.startswith(OWN):
-        return message
-    return message[:1].lower() + message[1:]
-
-
-def describe(value: object) -> str:
-    if value is None:
-        return "null"
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        tuple: "a list",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
+        return ContentTooLarge(field, said)
+    return InvalidRequest(field, said)

@@ -9,15 +9,28 @@ Cerememory's ``{"blocks": [{"modality": "text", "format": "text/plain", "data": 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
+    CLEAN,
     OWN,
     TAG,
+    WHOLE,
+    ContentSchema,
     ContentText,
     KeyText,
     Limit,
@@ -34,6 +47,7 @@ from cpersona.model.records import (
     MetaMemory,
     Source,
 )
+from cpersona.model.text_rules import WHITESPACE_CLASS
 
 __all__ = [
     "NO_RATIONALE",
@@ -60,15 +74,33 @@ _MAX_ITEMS = 256
 NO_RATIONALE = "no explicit meta-rationale provided at ingest"
 
 _MetaText = Annotated[str, Limit("max_metadata_length")]
-_Byte = Annotated[int, Field(ge=0, le=255)]
+_Byte = Annotated[int, Field(ge=0, le=255), WHOLE]
 
 
 def _data_branch(value: Any) -> str:
     return f"{TAG}text" if isinstance(value, str) else f"{TAG}bytes"
 
 
+def _utf8(value: list[int]) -> list[int]:
+    try:
+        bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise refusal("not_utf8", "is not valid UTF-8") from None
+    return value
+
+
+# What the schema can say of bytes that must decode to clean text: printable ASCII, tab and newlines,
+# at least one of them visible. Other UTF-8 is read as well; a schema cannot spell UTF-8.
+# Each as a list of values, not a range: a generator merging ranges may offer 33.0, which JSON Schema
+# counts as an integer and the strict model does not.
+_TEXT_BYTES_SCHEMA = {
+    "type": "array",
+    "items": {"enum": [9, 10, 13, *range(32, 127)]},
+    "contains": {"enum": list(range(33, 127))},
+}
 _BlockData = Annotated[
-    Annotated[str, Tag(f"{TAG}text")] | Annotated[list[_Byte], Tag(f"{TAG}bytes")],
+    Annotated[str, ContentSchema(), Tag(f"{TAG}text")]
+    | Annotated[list[_Byte], AfterValidator(_utf8), WithJsonSchema(_TEXT_BYTES_SCHEMA), Tag(f"{TAG}bytes")],
     Discriminator(_data_branch),
 ]
 
@@ -79,25 +111,19 @@ class ContentBlock(RequestModel):
     # Cerememory blocks may carry more than this engine reads (an embedding, a hash); they are ignored.
     model_config = ConfigDict(extra="ignore")
 
-    modality: str
+    modality: Literal["text"]
     format: str | None = Field(default=None, description="e.g. text/plain")
-    data: _BlockData = Field(description="UTF-8 bytes as integers 0-255, or text")
+    data: _BlockData = Field(
+        description="Text, or its UTF-8 bytes as integers 0-255; every block's text is "
+        "checked as content (not blank, no control characters)"
+    )
 
-    @field_validator("modality")
+    # Before the type's own check, so that a caller sending an image hears why it is refused.
+    @field_validator("modality", mode="before")
     @classmethod
-    def _text_only(cls, value: str) -> str:
-        if value != "text":
+    def _text_only(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "text":
             raise refusal("not_text", f"only 'text' is supported by this engine, got {value!r}")
-        return value
-
-    @field_validator("data")
-    @classmethod
-    def _decoded(cls, value: str | list[int]) -> str | list[int]:
-        if not isinstance(value, str):
-            try:
-                bytes(value).decode("utf-8")
-            except UnicodeDecodeError:
-                raise refusal("not_utf8", "is not valid UTF-8") from None
         return value
 
     def text(self) -> str:
@@ -109,6 +135,22 @@ class MemoryContent(RequestModel):
 
     blocks: Annotated[list[ContentBlock], Field(min_length=1)]
     summary: Annotated[str, Limit("max_content_length")] | None = None
+
+    @model_validator(mode="after")
+    def _every_text_is_content(self, info: ValidationInfo) -> MemoryContent:
+        # Only the first block is stored, but every block is text as the schema describes it; a refusal
+        # names the content, as one of the stored text does.
+        most = settings_of(info).max_content_length
+        for block in self.blocks:
+            text = block.text()
+            CLEAN.check(text)
+            if len(text) > most:
+                raise refusal(
+                    "too_large",
+                    "is {size} characters; the limit is {most}",
+                    {"size": len(text), "most": most},
+                )
+        return self
 
     def text(self) -> str:
         return self.blocks[0].text()
@@ -163,6 +205,17 @@ def _emotion_branch(value: Any) -> str:
     return f"{TAG}label" if isinstance(value, str) else f"{TAG}axes"
 
 
+def _any_case(word: str) -> str:
+    return "".join(f"[{ch}{ch.upper()}]" for ch in word)
+
+
+# The labels as the validator reads them (surrounding whitespace stripped, any case), for the schema.
+_LABEL_PATTERN = (
+    f"^[{WHITESPACE_CLASS}]*(?:{'|'.join(_any_case(label) for label in sorted(_EMOTION_LABELS))})"
+    f"[{WHITESPACE_CLASS}]*$"
+)
+
+
 def _known_label(value: str) -> str:
     if value.strip().lower() not in _EMOTION_LABELS:
         raise refusal("unknown_emotion", f"unknown emotion label {value!r}")
@@ -170,7 +223,12 @@ def _known_label(value: str) -> str:
 
 
 Emotion = Annotated[
-    Annotated[str, AfterValidator(_known_label), Tag(f"{TAG}label")]
+    Annotated[
+        str,
+        AfterValidator(_known_label),
+        WithJsonSchema({"type": "string", "pattern": _LABEL_PATTERN}),
+        Tag(f"{TAG}label"),
+    ]
     | Annotated[EmotionBody, Tag(f"{TAG}axes")],
     Discriminator(_emotion_branch),
     Field(description="An emotion label (e.g. 'joy', 'anger') or an EmotionVector"),
@@ -245,8 +303,16 @@ def check_meta_size(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _typed_schema(schema: dict[str, Any]) -> None:
+    # One of type and association_type must be given, not null (the model's _typed).
+    names = ("type", "association_type")
+    schema["anyOf"] = [{"required": [name], "properties": {name: {"type": "string"}}} for name in names]
+
+
 class AssociationBody(RequestModel):
     """A typed, weighted edge to another record (``type`` is an alias of ``association_type``)."""
+
+    model_config = ConfigDict(json_schema_extra=_typed_schema)
 
     target_id: Annotated[str, Field(min_length=1)]
     type: AssociationType | None = None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import ConfigDict, Field, field_validator
 
 from cpersona.errors import InvalidRequest
+from cpersona.model.associations import StoreAssociations, store_declaration, store_edges
 from cpersona.model.drafts import MemoryDraft
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
@@ -27,7 +28,6 @@ from cpersona.model.fields import (
     json_size,
 )
 from cpersona.model.memory_parts import (
-    AssociationBody,
     Content,
     Emotion,
     MemoryContent,
@@ -62,7 +62,7 @@ class StoreRequest(RequestModel):
     store: StoreKind | None = None
     emotion: Emotion | None = None
     meta: MetaBody | None = None
-    associations: Sequence[AssociationBody] | None = None
+    associations: StoreAssociations | None = None
     lock: bool = False
     header: Header = None
 
@@ -94,7 +94,8 @@ class StoreRequest(RequestModel):
             meta=MetaBody.absent("encode.store", now)
             if self.meta is None
             else self.meta.meta("encode.store", now),
-            associations=tuple(a.association(now) for a in self.associations or ()),
+            associations=store_edges(self.associations, now),
+            declared=store_declaration(self.associations),
             locked=self.lock,
             warnings=tuple(warnings),
         )

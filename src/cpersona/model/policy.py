@@ -90,6 +90,8 @@ class ScoringPolicy:
 @dataclasses.dataclass(frozen=True, slots=True)
 class SeatPolicy:
     block: int
+    # Whether a seat must pass the gate floor of the arm that found its record (single-pass-v1 on).
+    floor: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

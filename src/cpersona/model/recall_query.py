@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from cpersona.model.fields import Header, KeyText, Limit, RequestModel, refusal
-from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.fields import NOT_NULL, WHOLE, Header, KeyText, Limit, RequestModel, refusal
+from cpersona.model.time_cue_request import EMPTY_IS_NO_CUE, TimeCueBody
 from cpersona.settings import RecallMode
 
 __all__ = ["Order", "RecallQuery"]
@@ -32,13 +32,16 @@ class RecallQuery(RequestModel):
     query: Annotated[str, Field(max_length=_MAX_QUERY)] = Field(
         description="The question; an empty string lists the newest records"
     )
-    limit: Annotated[int, Field(ge=0)] | None = Field(
+    # Left out, these three take their defaults; a null is refused, so the schema offers no null either.
+    limit: Annotated[Annotated[int, Field(ge=0), WHOLE] | None, NOT_NULL] = Field(
         default=None,
         description="Rows to return (default: the policy's); at most the policy's depth and "
         "CPERSONA_RECALL_MAX_LIMIT (100 over HTTP)",
     )
     deep: bool = Field(default=False, description="Halve the gate's thresholds")
-    mode: RecallMode | None = Field(default=None, description="Fusion mode (default CPERSONA_RECALL_MODE)")
+    mode: Annotated[RecallMode | None, NOT_NULL] = Field(
+        default=None, description="Fusion mode (default CPERSONA_RECALL_MODE)"
+    )
     project_id: KeyText | None = Field(
         default=None, description="Project X sees X and the global pool ''; '' sees only the pool"
     )
@@ -51,13 +54,13 @@ class RecallQuery(RequestModel):
     ] = ()
     full_content: bool = Field(default=False, description="No preview cut")
     order: Order = "best_first"
-    policy: KeyText | None = Field(
+    policy: Annotated[KeyText | None, NOT_NULL] = Field(
         default=None,
         description="The recall policy to run (a file in stages/); default CPERSONA_RECALL_POLICY, or "
         "CPERSONA_RECALL_CUE_POLICY when a time_cue is given",
     )
     trace: bool = Field(default=False, description="Return the recall trace (refs, ranks, scores; no text)")
-    time_cue: TimeCueBody | None = None
+    time_cue: Annotated[TimeCueBody | None, EMPTY_IS_NO_CUE] = None
     header: Header = None
 
     @field_validator("limit", "mode", "policy", mode="before")

@@ -6,12 +6,41 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from cpersona.model.fields import KeyText, QueryInt, QueryModel
+from cpersona.model.fields import QUERY_DIGITS, KeyText, QueryModel
 
-__all__ = ["ForgetQuery", "ListQuery", "RecordKind", "RecordQuery", "StatsQuery"]
+__all__ = [
+    "CONFIRM_PATTERN",
+    "ForgetQuery",
+    "ListQuery",
+    "MemoryRef",
+    "RecordKind",
+    "RecordQuery",
+    "RecordRef",
+    "StatsQuery",
+    "UUID_PATTERN",
+]
 
 RecordKind = Literal["memory", "episode", "raw"]
 LIST_MAX = 1_000
+UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+"""A UUID in its canonical 8-4-4-4-12 spelling, hex digits of either case."""
+
+# The path parameters that name a record, as the engine reads them (``parse_ref``).
+RecordRef = Annotated[
+    str,
+    Field(
+        pattern=f"^(mem|ep|raw):{UUID_PATTERN}$",
+        description="A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>",
+    ),
+]
+MemoryRef = Annotated[
+    str,
+    Field(
+        pattern=f"^(mem:)?{UUID_PATTERN}$",
+        description="mem:<uuid>, or the bare <uuid> as Cerememory sends it (only memories are updated)",
+    ),
+]
+CONFIRM_PATTERN = "^[Tt][Rr][Uu][Ee]$"
 
 
 class RecordQuery(QueryModel):
@@ -28,7 +57,7 @@ class ListQuery(QueryModel):
     project_id: KeyText | None = Field(default=None, description="Project (also sees the global pool)")
     channel: KeyText | None = Field(default=None, description="Channel (also sees the global pool)")
     source_id: KeyText = Field(default="", description="Source id, exact or prefix")
-    limit: Annotated[QueryInt, Field(ge=0, le=LIST_MAX)] = Field(
+    limit: Annotated[int, Field(ge=0, le=LIST_MAX), QUERY_DIGITS] = Field(
         default=100, description="How many (newest first)"
     )
 
@@ -42,4 +71,8 @@ class StatsQuery(QueryModel):
 class ForgetQuery(QueryModel):
     """Deleting all of an agent's data needs ``confirm=true``."""
 
-    confirm: str | None = Field(default=None, description="Must be 'true'; otherwise 400 FORGET_UNCONFIRMED")
+    # Required, so the document says a delete without it is refused; the route answers that refusal with
+    # FORGET_UNCONFIRMED rather than as any other bad field.
+    confirm: Annotated[str, Field(pattern=CONFIRM_PATTERN)] = Field(
+        description="Must be 'true' (any case); otherwise 400 FORGET_UNCONFIRMED"
+    )

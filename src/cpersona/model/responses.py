@@ -145,7 +145,7 @@ class StatsResponse(ResponseModel):
 class RecallRowBody(ResponseModel):
     model_config = ConfigDict(title="RecallRow")
 
-    ref: str | None = Field(description="null for the profile row")
+    ref: str = Field(description="mem:<uuid>, ep:<uuid>, or profile:<agent_id> for the profile row")
     kind: Literal["memory", "episode", "profile"]
     content: str
     content_truncated: bool | None = None
@@ -154,8 +154,10 @@ class RecallRowBody(ResponseModel):
     timestamp: str | None
     source: dict[str, str] | None = None
     score: float | None = Field(default=None, description="The fused score")
-    match_reason: dict[str, Any] | None = Field(
-        default=None, description="signal (cosine | rrf | rsf | block), score, and the scores it carries"
+    match_reason: dict[str, Any] = Field(
+        description="Why the row is here, on every row: signal (cosine | rrf | rsf | keyword | recency | "
+        "profile for ranked rows; block | cue for seats, with admission 'reservation'), the score the gate "
+        "compared, and the scores the row carries"
     )
 
 
@@ -166,7 +168,8 @@ class DegradedArm(ResponseModel):
 
 
 class RecallResponse(ResponseModel):
-    """The rows that answer a question, best first unless ``order`` says otherwise."""
+    """The rows that answer a question, best first unless ``order`` says otherwise: up to ``limit`` ranked
+    rows, then at most 2 block and 3 cue seats (rows whose match_reason has admission 'reservation')."""
 
     model_config = ConfigDict(title="RecallResult")
 
@@ -174,7 +177,9 @@ class RecallResponse(ResponseModel):
     policy: dict[str, str]
     mode: str
     order: str
-    count: int
+    limit: int = Field(description="The ranked rows asked for (the request's limit, or the policy's default)")
+    count: int = Field(description="Rows returned: at most limit ranked rows plus the seated ones")
+    seated: int = Field(description="How many of the rows hold a seat (block or cue) rather than a rank")
     rows: list[RecallRowBody]
     depth: int | None = Field(default=None, description="Rows per arm, when it differs from limit")
     degraded: list[DegradedArm] | None = None

@@ -7,12 +7,14 @@ either ``after``/``before`` or ``ago``. Every problem names its part (``time_cue
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -22,11 +24,16 @@ from pydantic import (
     model_validator,
 )
 
-from cpersona.model.epoch_time import MAX_TIME_TEXT
-from cpersona.model.fields import TAG, RequestModel, describe, invalid, refusal
+from cpersona.model.epoch_time import MAX_TIME_TEXT, TIME_TEXT_PATTERN
+from cpersona.model.fields import TAG, WHOLE, RequestModel, describe, invalid, refusal
 from cpersona.model.time_cue import MAX_TS, MIN_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
 
-__all__ = ["AgoBody", "TimeCueBody", "parse_time_cue"]
+if TYPE_CHECKING:
+    from pydantic import GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+    from pydantic_core import core_schema
+
+__all__ = ["EMPTY_IS_NO_CUE", "AgoBody", "TimeCueBody", "parse_time_cue"]
 
 _DAY = 86_400.0
 # How far back an ``ago`` may reach. Anything further lies before year 1 anyway, and a bound keeps
@@ -36,11 +43,21 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", re.DOTALL)
 
 
+def _reach_by_unit(schema: dict[str, Any]) -> None:
+    # How far an ago may reach depends on its unit; the schema says it per unit.
+    schema["oneOf"] = [
+        {"properties": {"unit": {"const": unit}, "value": {"maximum": _MAX_AGO_DAYS // days}}}
+        for unit, days in UNIT_DAYS.items()
+    ]
+
+
 class AgoBody(RequestModel):
     """The period one ``unit`` long, centred ``value`` units before now."""
 
+    model_config = ConfigDict(json_schema_extra=_reach_by_unit)
+
     unit: Unit
-    value: Annotated[int, Field(ge=0)]
+    value: Annotated[int, Field(ge=0), WHOLE]
 
     @field_validator("value")
     @classmethod
@@ -62,14 +79,31 @@ _AgoPart = Annotated[
     Annotated[AgoBody, Tag(f"{TAG}period")] | Annotated[Literal["long_ago"], Tag(f"{TAG}word")],
     Discriminator(_ago_branch),
 ]
+# The text a schema can promise is read: a date on a day every month has, or an RFC 3339 time, in the
+# years 1971 to 9998 (as an EpochTime); other dates and ISO 8601 times Python reads are accepted too.
+_DATE_PATTERN = "(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-" + (
+    "(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+)
 _CueTime = Annotated[
     str,
     Field(
         description="A date (YYYY-MM-DD) or an ISO 8601 time (UTC without an offset); a date in before "
         "includes that day",
         max_length=MAX_TIME_TEXT,
+        pattern=f"^(?:{_DATE_PATTERN}|{TIME_TEXT_PATTERN.removeprefix('^').removesuffix('$')})$",
     ),
 ]
+
+
+def _one_kind_schema(schema: dict[str, Any]) -> None:
+    # after and/or before, or ago: never both kinds, never neither (the model's _one_kind).
+    absolute = {"ago": {"type": "null"}}
+    schema["anyOf"] = [
+        {"required": ["ago"], "properties": {"ago": {"not": {"type": "null"}}, "after": {"type": "null"},
+                                             "before": {"type": "null"}}},
+        {"required": ["after"], "properties": {"after": {"type": "string"}, **absolute}},
+        {"required": ["before"], "properties": {"before": {"type": "string"}, **absolute}},
+    ]  # fmt: skip
 
 
 class TimeCueBody(RequestModel):
@@ -78,6 +112,8 @@ class TimeCueBody(RequestModel):
     The engine also searches that period and moves rows it found there up by at most 3/2/1 places
     (sure/likely/vague), adding as many seats; it never removes a row. ``{}`` or null means no cue.
     """
+
+    model_config = ConfigDict(json_schema_extra=_one_kind_schema)
 
     confidence: Confidence
     after: _CueTime | None = None
@@ -132,6 +168,19 @@ class TimeCueBody(RequestModel):
         after = None if self.after is None else _parse_time(self.after, end_of_day=False)
         before = None if self.before is None else _parse_time(self.before, end_of_day=True)
         return TimeCue(confidence=self.confidence, after=after, before=before)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _EmptyIsNoCue:
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        return {"anyOf": [*out.get("anyOf", [out]), {"type": "object", "maxProperties": 0}]}
+
+
+EMPTY_IS_NO_CUE = _EmptyIsNoCue()
+"""On a request's ``time_cue``: the schema allows ``{}`` as well, which the request reads as no cue."""
 
 
 class _MissingType:

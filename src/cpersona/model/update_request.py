@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from cpersona.model.epoch_time import EpochTime
-from cpersona.model.fields import Header, KeyText, RequestModel, refusal, validate
+from cpersona.model.fields import NOT_NULL, Header, KeyText, RequestModel, refusal, validate
 from cpersona.model.memory_parts import (
     NO_RATIONALE,
     Content,
@@ -34,11 +34,19 @@ CHANGEABLE = ("content", "metadata", "emotion", "meta", "store", "timestamp")
 """The fields an update may change; the others of the body only address the record."""
 
 
+def _changes_something(schema: dict[str, Any]) -> None:
+    # An update that names no changeable field is refused (400, "names no field to update").
+    schema["anyOf"] = [{"required": [name]} for name in CHANGEABLE]
+
+
 class UpdateRequest(RequestModel):
     """The owner and the new values of a memory. A content change re-embeds it."""
 
+    model_config = ConfigDict(json_schema_extra=_changes_something)
+
     agent_id: KeyText = Field(description="The owning agent; another agent's record is not found")
-    content: Content | None = None
+    # Left out, the content stays; a null is refused, so the schema offers no null either.
+    content: Annotated[Content | None, NOT_NULL] = None
     metadata: Any = None
     emotion: Emotion | None = None
     meta: MetaBody | None = None

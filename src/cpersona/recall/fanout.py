@@ -112,11 +112,16 @@ class _Group:
         async with _PlainErrors(), anyio.create_task_group() as tg:
             # The vector side first: the query embedding heads the longest chain of the graph.
             tg.start_soon(self._vector_side, tg)
+            terms = ctx.req.lexical_terms
             keyword = functools.partial(b.records.memory_keyword, ctx.scope, ctx.query, ctx.fetch)
+            if terms:
+                keyword = functools.partial(keyword, extra_terms=terms)
             tg.start_soon(self._arm, "memory_keyword", keyword)
             # A blank query lists the newest memories only: episode full text has no term to match.
             if ctx.with_episodes and not ctx.blank:
                 fts = functools.partial(b.records.episode_fts, ctx.scope, ctx.query, ctx.fetch)
+                if terms:
+                    fts = functools.partial(fts, extra_terms=terms)
                 tg.start_soon(self._arm, "episode_fts", fts)
             tg.start_soon(self._profile)
             tg.start_soon(self._calibration)

@@ -98,7 +98,13 @@ def plan_recall(
 
 
 def stage_plan(
-    ctx: ArmContext, *, pool: int, calibrated: float | None, vector_threshold: float
+    ctx: ArmContext,
+    *,
+    pool: int,
+    calibrated: float | None,
+    vector_threshold: float,
+    has_vector: bool = True,
+    parts_covered: Mapping[str, int] | None = None,
 ) -> RecallPlan:
     """What the stages consult: the context's choices and the gate the scope's pool and calibration set."""
     policy = ctx.policy
@@ -118,4 +124,7 @@ def stage_plan(
         gate=gate,
         blank_query=ctx.blank,
         vector_threshold=vector_threshold,
+        has_vector=has_vector,
+        keyword_seats=ctx.req.keyword_seats,
+        parts_covered={} if parts_covered is None else parts_covered,
     )

@@ -29,6 +29,7 @@ from cpersona.recall.request import Degraded, RecallResult
 from cpersona.recall.retrieve import retrieve
 from cpersona.recall.stages.chain import Chain, build_chain
 from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
+from cpersona.recall.trace.coverage import parts_covered
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -91,6 +92,8 @@ class Recaller:
             pool=fan.vector.stats.pool,
             calibrated=fan.calibrated,
             vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
+            has_vector=fan.vector.vector is not None,
+            parts_covered=_parts(req, docs),
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)
@@ -163,6 +166,13 @@ class _TraceInputs:
     plan: RecallPlan
     docs: Mapping[str, HydratedRecord]
     fan: FanOut
+
+
+def _parts(req: RecallRequest, docs: Mapping[str, HydratedRecord]) -> dict[str, int] | None:
+    """The question parts each record holds, read only when keyword seats will be filled."""
+    if req.keyword_seats <= 0:
+        return None
+    return parts_covered(req.query, ((ref, d.text) for ref, d in docs.items() if d.text is not None))
 
 
 def _degraded(fan: FanOut) -> tuple[Degraded, ...]:

@@ -1,5 +1,9 @@
 """The response rows of a recall: the seated set's rows best first, then its held seats, each with the
-record's text (cut to the preview unless the full content was asked for) and why it was admitted."""
+record's text (cut to the preview unless the full content was asked for) and why it was admitted.
+
+Every row says why (``match_reason``), the rows no score admitted too: the profile row
+(``signal: profile``, ref ``profile:<agent_id>``), a blank query's newest records (``signal: recency``)
+and cascade's keyword rows (``signal: keyword``)."""
 
 from __future__ import annotations
 
@@ -36,14 +40,14 @@ def render(
     for cand in final.rows:
         if cand.kind == "profile":
             if profile is not None:
-                rows.append(_profile_row(profile, preview))
+                rows.append(_profile_row(cand.ref, profile, preview))
             continue
         doc = docs.get(cand.ref)
         if doc is None:
             continue
-        reason = _match_reason(cand)
+        reason = _match_reason(cand, blank=req.blank)
         if cand.ref in cue_ranks:
-            reason = {**(reason or {}), "cue_rank": cue_ranks[cand.ref]}
+            reason = {**reason, "cue_rank": cue_ranks[cand.ref]}
         rows.append(_row(doc, preview, reason, cand.fused))
     for seat in final.seats:
         doc = docs.get(seat.ref)
@@ -57,6 +61,9 @@ def render(
 def _seat_reason(seat: Seat, cue_ranks: Mapping[str, int]) -> dict[str, Any]:
     if seat.kind == "cue":
         return {"signal": "cue", "admission": "reservation", "cue_rank": seat.row.rank}
+    if seat.kind == "keyword":
+        word: dict[str, Any] = {"signal": "keyword", "admission": "reservation", "seat": seat.row.rank}
+        return word if seat.row.raw is None else {**word, "rrf": seat.row.raw}
     reason: dict[str, Any] = {
         "signal": "block", "admission": "reservation", "order": "vector",
         "block": seat.row.block_index, "cosine": seat.row.raw,
@@ -66,15 +73,19 @@ def _seat_reason(seat: Seat, cue_ranks: Mapping[str, int]) -> dict[str, Any]:
     return reason
 
 
-def _match_reason(cand: Candidate) -> dict[str, Any] | None:
+def _match_reason(cand: Candidate, *, blank: bool) -> dict[str, Any]:
     if cand.rsf is not None:
         reason: dict[str, Any] = {"signal": "rsf", "score": cand.rsf}
     elif cand.cosine is not None:
         reason = {"signal": "cosine", "score": cand.cosine}
     elif cand.rrf is not None:
         reason = {"signal": "rrf", "score": cand.rrf}
+    elif blank:
+        # A blank query asks for nothing in particular: its rows are the scope's newest records.
+        return {"signal": "recency"}
     else:
-        return None
+        # Cascade's keyword rows carry no fused score, only the keyword arm's own (when it had one).
+        return {"signal": "keyword"} if cand.bm25 is None else {"signal": "keyword", "bm25": cand.bm25}
     if cand.cosine is not None:
         reason["cosine"] = cand.cosine
     if cand.rrf is not None:
@@ -91,7 +102,7 @@ def _cut(text: str, preview: int | None) -> tuple[str, bool]:
 
 
 def _row(
-    doc: HydratedRecord, preview: int | None, reason: Mapping[str, Any] | None, score: float | None
+    doc: HydratedRecord, preview: int | None, reason: Mapping[str, Any], score: float | None
 ) -> RecallRow:
     kind: Literal["memory", "episode"]
     if doc.is_memory:
@@ -107,10 +118,11 @@ def _row(
     )  # fmt: skip
 
 
-def _profile_row(profile: StoredProfile, preview: int | None) -> RecallRow:
+def _profile_row(ref: str, profile: StoredProfile, preview: int | None) -> RecallRow:
+    """The agent's profile, added to a recall whose scope is large enough (the gate's ``profile`` rule)."""
     text = "[Profile] " + profile.content
     content, truncated = _cut(text, preview)
     return RecallRow(
-        ref=None, kind="profile", content=content, content_len=len(text), content_truncated=truncated,
-        msg_id="", timestamp=None, source=None, match_reason=None, score=None,
+        ref=ref, kind="profile", content=content, content_len=len(text), content_truncated=truncated,
+        msg_id="", timestamp=None, source=None, match_reason={"signal": "profile"}, score=None,
     )  # fmt: skip

@@ -36,6 +36,11 @@ class RecallRequest:
     order: Order = "best_first"
     trace: bool = False
     time_cue: TimeCue | None = None
+    # Extra OR-ed phrases for the two lexical arms only (reconstruct's associative cues); the vector arm,
+    # scoring and the gate see ``query`` alone. Empty, the recall is the one it was before.
+    lexical_terms: tuple[str, ...] = ()
+    # Held keyword seats (reference §3.10: reconstruct asks for 1); 0, the recall has none.
+    keyword_seats: int = 0
 
     @property
     def blank(self) -> bool:
@@ -95,9 +100,14 @@ def recall_request(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecallRow:
-    """One returned row. ``content`` is cut to the policy's preview length unless ``full_content``."""
+    """One returned row. ``content`` is cut to the policy's preview length unless ``full_content``.
 
-    ref: str | None
+    ``ref`` is ``mem:<id>``, ``ep:<id>``, or ``profile:<agent_id>`` for the profile row (read with
+    ``get_profile``); ``match_reason`` says why the row is there, on every row. A held seat's reason has
+    ``admission: "reservation"``.
+    """
+
+    ref: str
     kind: Literal["memory", "episode", "profile"]
     content: str
     content_len: int
@@ -105,8 +115,13 @@ class RecallRow:
     msg_id: str
     timestamp: float | None
     source: Source | None
-    match_reason: Mapping[str, Any] | None
+    match_reason: Mapping[str, Any]
     score: float | None
+
+    @property
+    def seated(self) -> bool:
+        """Whether the row holds a seat (appended after the ``limit`` ranked rows) rather than a rank."""
+        return self.match_reason.get("admission") == "reservation"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ref": self.ref, "kind": self.kind, "content": self.content}
@@ -120,8 +135,7 @@ class RecallRow:
             out["source"] = dataclasses.asdict(self.source)
         if self.score is not None:
             out["score"] = self.score
-        if self.match_reason is not None:
-            out["match_reason"] = dict(self.match_reason)
+        out["match_reason"] = dict(self.match_reason)
         return out
 
 
@@ -156,13 +170,25 @@ class RecallResult:
     time_cue: Mapping[str, Any] | None = None
     cue_log: Mapping[str, Any] | None = None
 
+    @property
+    def count(self) -> int:
+        """How many rows came back: up to ``limit`` ranked rows plus the ``seated`` ones."""
+        return len(self.rows)
+
+    @property
+    def seated(self) -> int:
+        """How many of the rows hold a seat (at most 2 block and 3 cue seats), not a rank."""
+        return sum(1 for row in self.rows if row.seated)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "ok": True,
             "policy": dict(self.policy),
             "mode": self.mode,
             "order": self.order,
-            "count": len(self.rows),
+            "limit": self.limit,
+            "count": self.count,
+            "seated": self.seated,
             "rows": [r.to_json() for r in self.rows],
         }
         if self.depth != self.limit:

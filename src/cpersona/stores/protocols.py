@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from cpersona.stores.association_store import AssociationStore
+from cpersona.stores.association_values import (
+    DeclareCounts,
+    EntityLinks,
+    IndexedEntity,
+    Link,
+    RecordLinks,
+)
 from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
@@ -39,16 +47,22 @@ if TYPE_CHECKING:
     from cpersona.model.scope import ReadScope
 
 __all__ = [
+    "AssociationStore",
     "BlockParent",
     "ClaimHolder",
+    "DeclareCounts",
     "Embedder",
+    "EntityLinks",
     "HydratedRecord",
     "InFlightWrite",
+    "IndexedEntity",
+    "Link",
     "MemoryWrite",
     "Period",
     "PointKind",
     "RecordCounts",
     "RecordKind",
+    "RecordLinks",
     "RecordStore",
     "SearchedKind",
     "SeqAt",
@@ -146,7 +160,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(Protocol):
+class RecordStore(AssociationStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 

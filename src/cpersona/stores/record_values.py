@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from cpersona.model.records import Source
 
 if TYPE_CHECKING:
+    from cpersona.model.associations import Declaration
     from cpersona.model.records import MemoryRecord
 
 __all__ = [
@@ -70,10 +71,12 @@ class InFlightWrite:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MemoryWrite:
-    """One memory to write, with the dedup claims it takes (key names from :class:`~cpersona.keys.Keys`)."""
+    """One memory to write, with the dedup claims it takes (key names from :class:`~cpersona.keys.Keys`)
+    and the associations declared with it (written in the same transaction)."""
 
     record: MemoryRecord
     claims: tuple[str, ...] = ()
+    declared: Declaration | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -136,7 +136,9 @@ async def _recall(service: Service, args: argparse.Namespace) -> int:
         print(orjson.dumps(result).decode())
         return EXIT_OK
     rows = result["rows"]
-    print(f"{len(rows)} row(s), policy {result['policy']['process']}, mode {result['mode']}")
+    head = f"{len(rows)} row(s), policy {result['policy']['process']}, mode {result['mode']}"
+    # The rows past the limit are held seats: say so, since a user who asked for one row may see three.
+    print(f"{head}; limit {result['limit']}, {result['seated']} seated")
     time_cue = result.get("time_cue")
     if time_cue is not None:
         print("time cue: " + ", ".join(f"{k} {v}" for k, v in time_cue.items() if k != "policy"))

@@ -43,7 +43,8 @@ def server_url(settings: Settings) -> str | None:
 
 
 class ServerUnavailable(BackendUnavailable):
-    """The server did not answer, or answered that one of its backends is unavailable (503)."""
+    """The server did not answer, or answered that one of its backends is unavailable (503) or that a
+    disk is under the free-space floor (507)."""
 
     def __init__(self, message: str) -> None:
         self.detail = message
@@ -172,6 +173,6 @@ def _error(status: int, body: Mapping[str, Any]) -> CpersonaError:
     code, message, field = error.get("code"), str(error.get("message", f"HTTP {status}")), error.get("field")
     if code in _BAD_INPUT and isinstance(field, str):
         return InvalidRequest(field, message.removeprefix(f"{field}: "))
-    if status == 503:
+    if status in (503, 507):  # a backend down, or a disk under the free-space floor: try again later
         return ServerUnavailable(message)
     return ServerRefused(message)

@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Awaitable, Callable
 
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from cpersona.edges.http.operation import Handler
+
 __all__ = [
     "MAX_BODY_BYTES",
     "ForgetUnconfirmed",
@@ -84,15 +89,35 @@ def create_app(
             finally:
                 tg.cancel_scope.cancel()
 
-    routes = [Route(op.route_path, op.handler, methods=[op.method]) for op in ROUTES]
     app = Starlette(
-        routes=routes,
+        routes=_routes(),
         middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
     app.state.max_body_bytes = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
     return app
+
+
+def _routes() -> list[Route]:
+    # One Starlette route per path, not per operation: a path's 405 then allows every method it has
+    # (with a route per operation, the first route that matched the path answered with its own only).
+    by_path: dict[str, dict[str, Handler]] = {}
+    for op in ROUTES:
+        by_path.setdefault(op.route_path, {})[op.method] = op.handler
+    return [Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in by_path.items()]
+
+
+def _by_method(handlers: dict[str, Handler]) -> Handler:
+    if len(handlers) == 1:
+        return next(iter(handlers.values()))
+
+    async def dispatch(request: Request) -> Response:
+        # Starlette answers HEAD wherever GET is allowed, with the GET handler.
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return dispatch
 
 
 class _Server(uvicorn.Server):

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from cpersona.edges.http.errors import ORJSONResponse
+from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import query_params
-from cpersona.edges.http.routes import OPERATIONS, NoQuery, Operation, engine_of
+from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS, engine_of
 from cpersona.model.fields import schema_limits, validate
+from cpersona.model.recall_query import RecallQuery
 from cpersona.model.responses import ErrorResponse
 from cpersona.recall.policy import load_policies
 from cpersona.settings import Settings
@@ -50,8 +53,10 @@ _REQUEST_ID = {
     "name": "x-request-id",
     "in": "header",
     "required": False,
-    "description": "Echoed in the response header (and `request_id` of errors); generated when absent",
-    "schema": {"type": "string", "maxLength": 128},
+    "description": "Echoed in the response header (and `request_id` of errors) when it is 1 to 128 "
+    "printable ASCII characters; any other value, or none, is replaced by a fresh UUID",
+    # Any text is accepted (an unusable id is replaced, never refused), so the schema limits nothing.
+    "schema": {"type": "string"},
 }
 
 
@@ -79,7 +84,7 @@ def openapi_document(
     """The OpenAPI description of every route, with the limits of ``settings`` (default: the defaults)."""
     settings = Settings() if settings is None else settings
     policies = load_policies() if policies is None else policies
-    schemas = _schemas(settings)
+    schemas = _with_policy_rules(_schemas(settings), settings, policies)
     paths: dict[str, dict[str, Any]] = {}
     for op in ROUTES:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, settings, policies)
@@ -123,6 +128,23 @@ def _schemas(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def _with_policy_rules(
+    schemas: dict[str, Any], settings: Settings, policies: Mapping[str, Policy]
+) -> dict[str, Any]:
+    """The recall request as this server reads it: the policies it loaded, the largest limit every one of
+    them allows over HTTP, and that a time cue needs a policy that takes one (each refused with 400)."""
+    name = str(RecallQuery.model_config.get("title") or RecallQuery.__name__)
+    recall = schemas[name]
+    properties = dict(recall["properties"])
+    properties["policy"] = {**properties["policy"], "enum": sorted(policies)}
+    top = min(HTTP_MAX_LIMIT, settings.recall_max_limit, *(p.depth.max for p in policies.values()))
+    properties["limit"] = {**properties["limit"], "maximum": top}
+    cued = sorted(name for name, p in policies.items() if p.cue is not None)
+    no_cue = {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}
+    rule = {"anyOf": [{"properties": {"policy": {"enum": cued}}}, {"properties": {"time_cue": no_cue}}]}
+    return {**schemas, name: {**recall, "properties": properties, **rule}}
+
+
 def _rewrite_refs(node: Any, refs: Mapping[str, str]) -> Any:
     if isinstance(node, dict):
         return {
@@ -147,8 +169,12 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     if op.body is not None:
         out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
+    success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
+    links = _links(op)
+    if links:
+        success["links"] = links
     out["responses"] = {
-        "200": {"description": "Success", "content": {"application/json": {"schema": ok}}},
+        "200": success,
         **{
             str(status): {
                 "description": _ERROR_TEXT[status],
@@ -157,6 +183,43 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
             for status in _statuses(op)
         },
     }
+    return out
+
+
+# Where an answer leads: the record a write stored can be read, updated (a memory) and deleted by its ref
+# and its agent; a profile set can be read and its agent's data deleted. A client (and schemathesis'
+# stateful phase) follows these instead of guessing refs that never exist.
+_BY_REF = {"ref": "$response.body#/ref", "agent_id": "$request.body#/agent_id"}
+_BY_AGENT = {"agent_id": "$request.path.agent_id"}
+# An update names its agent in the body.
+_SAME_AGENT = {"agent_id": "$request.body#/agent_id"}
+_NO_BODY: dict[str, str] = {}
+_LINKS: dict[tuple[str, str], tuple[tuple[str, str, str, Mapping[str, str], Mapping[str, str]], ...]] = {
+    ("POST", "/v1/encode"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("UpdateMemory", "PATCH", "/v1/encode/{ref}", {"ref": "$response.body#/ref"}, _SAME_AGENT),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("POST", "/v1/encode/raw"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("POST", "/v1/episodes"): (
+        ("GetRecord", "GET", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+        ("DeleteRecord", "DELETE", "/v1/records/{ref}", _BY_REF, _NO_BODY),
+    ),
+    ("PUT", "/v1/profile/{agent_id}"): (
+        ("GetProfile", "GET", "/v1/profile/{agent_id}", _BY_AGENT, _NO_BODY),
+    ),
+}
+
+
+def _links(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, method, path, parameters, body in _LINKS.get((op.method, op.path), ()):
+        pointer = path.replace("~", "~0").replace("/", "~1")
+        link = {"operationRef": f"#/paths/{pointer}/{method.lower()}", "parameters": dict(parameters)}
+        out[name] = {**link, "requestBody": dict(body)} if body else link
     return out
 
 
@@ -176,11 +239,13 @@ def _description(op: Operation, settings: Settings, policies: Mapping[str, Polic
 
 
 def _parameters(op: Operation, settings: Settings) -> list[dict[str, Any]]:
-    out = [
-        {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
-        for name, text in op.path_params.items()
-    ]
+    out: list[dict[str, Any]] = []
     with schema_limits(settings):
+        for name, kind in op.path_params.items():
+            path_schema = TypeAdapter(kind).json_schema()
+            description = path_schema.pop("description", "")
+            where = {"name": name, "in": "path", "required": True, "description": description}
+            out.append({**where, "schema": path_schema})
         schema = op.query.model_json_schema()
     required = set(schema.get("required", ()))
     for name, prop in schema.get("properties", {}).items():
@@ -189,6 +254,20 @@ def _parameters(op: Operation, settings: Settings) -> list[dict[str, Any]]:
         param: dict[str, Any] = {"name": name, "in": "query", "required": name in required}
         if "description" in prop:
             param["description"] = prop.pop("description")
-        param["schema"] = prop
+        param["schema"] = _no_null(prop)
         out.append(param)
     return out
+
+
+def _no_null(schema: dict[str, Any]) -> dict[str, Any]:
+    # A query string cannot carry a null: an optional parameter's ``X | None`` is one left out.
+    branches = schema.get("anyOf")
+    if not isinstance(branches, list):
+        return schema
+    kept = [branch for branch in branches if branch != {"type": "null"}]
+    rest = {key: value for key, value in schema.items() if key != "anyOf"}
+    if rest.get("default", 0) is None:
+        del rest["default"]
+    if len(kept) == 1:
+        return {**kept[0], **rest}
+    return {**rest, "anyOf": kept}

@@ -8,25 +8,36 @@ cannot exist without its description.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from starlette.requests import Request
-from starlette.responses import Response
+from pydantic import Field
 
 from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import json_object, query_params
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
+from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
+from cpersona.model.association_responses import DeclareResponse, TraverseResponse
+from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import QueryModel, RequestModel, arguments, validate
+from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
-from cpersona.model.record_queries import ForgetQuery, ListQuery, RecordQuery, StatsQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.reconstruct_response import ReconstructResult
+from cpersona.model.record_queries import (
+    UUID_PATTERN,
+    ForgetQuery,
+    ListQuery,
+    MemoryRef,
+    RecordQuery,
+    RecordRef,
+    StatsQuery,
+)
 from cpersona.model.responses import (
     BatchResponse,
     CalibrationResponse,
@@ -43,45 +54,18 @@ from cpersona.model.responses import (
 from cpersona.model.update_request import UpdateRequest
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from collections.abc import Mapping
 
-__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "NoQuery", "Operation", "engine_of"]
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "engine_of"]
 
 # The recall operations seed caps a request's limit at 100 rows; library callers may ask for more.
 HTTP_MAX_LIMIT = 100
 
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID = re.compile(UUID_PATTERN)
 _M = TypeVar("_M", bound=RequestModel)
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class NoQuery(QueryModel):
-    """A route that takes no query parameter."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Operation:
-    """One route: where it is, what it does, and the models of its request and its 200 answer."""
-
-    method: str
-    path: str
-    handler: Handler
-    summary: str
-    response: type[BaseModel] | None
-    body: type[RequestModel] | None = None
-    query: type[QueryModel] = NoQuery
-    errors: tuple[int, ...] = (400, 503)
-    description: str = ""
-    # Path parameters that take the rest of the path (agent ids may contain '/').
-    greedy: tuple[str, ...] = ()
-    path_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def route_path(self) -> str:
-        out = self.path
-        for name in self.greedy:
-            out = out.replace("{" + name + "}", "{" + name + ":path}")
-        return out
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -189,10 +173,14 @@ async def _delete_record(request: Request) -> Response:
 
 
 async def _delete_agent(request: Request) -> Response:
-    query = _query(request, ForgetQuery)
     agent_id = request.path_params["agent_id"]
-    if (query.confirm or "").lower() != "true":
-        raise ForgetUnconfirmed("confirm", f"deleting all data of agent {agent_id!r} needs ?confirm=true")
+    try:
+        _query(request, ForgetQuery)
+    except InvalidRequest as exc:
+        if exc.field != "confirm":
+            raise
+        message = f"deleting all data of agent {agent_id!r} needs ?confirm=true"
+        raise ForgetUnconfirmed("confirm", message) from None
     result = await engine_of(request).delete_agent_data(agent_id)
     return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
 
@@ -219,10 +207,26 @@ async def _select_gate(request: Request) -> Response:
     return _ok(await engine_of(request).select_gate(req.agent_id, req.gate))
 
 
+async def _declare_associations(request: Request) -> Response:
+    req = await _body(request, DeclareRequest)
+    return ORJSONResponse((await engine_of(request).declare_associations(**arguments(req))).to_json())
+
+
+async def _traverse(request: Request) -> Response:
+    req = await _body(request, TraverseRequest)
+    return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).to_json())
+
+
+async def _reconstruct(request: Request) -> Response:
+    req = await _body(request, ReconstructRequest)
+    return ORJSONResponse((await engine_of(request).reconstruct(**arguments(req))).to_json())
+
+
 # ---------------------------------------------------------------------------------------------- table
 
-_REF = {"ref": "A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>"}
-_AGENT = {"agent_id": "The agent (may contain '/')"}
+_REF = {"ref": RecordRef}
+_AGENT = {"agent_id": Annotated[AgentId, Field(description="The agent (may contain '/')")]}
+_ANY_AGENT = {"agent_id": Annotated[KeyText, Field(min_length=1, description="The agent (may contain '/')")]}
 _WRITE_ERRORS = (400, 413, 503, 507)
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -255,7 +259,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PATCH", "/v1/encode/{ref}", _update, "Update a memory (encode.update)", RecordResponse,
         body=UpdateRequest, errors=(400, 404, 413, 503, 507),
-        path_params={"ref": "mem:<uuid>, or the bare <uuid> as Cerememory sends it"},
+        path_params={"ref": MemoryRef}, not_a_sibling=("ref",),
         description="Unlike Cerememory (204, empty body), answers 200 with the updated record. A content "
         "change re-embeds the memory.",
     ),
@@ -287,7 +291,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "DELETE", "/v1/agents/{agent_id}", _delete_agent,
         "Delete every record, claim, profile and vector of an agent", DeleteResponse, query=ForgetQuery,
-        greedy=("agent_id",), path_params=_AGENT,
+        greedy=("agent_id",), path_params=_ANY_AGENT,
     ),
     Operation(
         "GET", "/v1/introspect/stats", _stats,
@@ -308,5 +312,27 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PUT", "/v1/recall/gate", _select_gate, "Select the agent's gate: calibrated or heuristic",
         GateResponse, body=GateRequest,
+    ),
+    Operation(
+        "POST", "/v1/associations", _declare_associations,
+        "Declare entities, aliases and relations, or retract them (declare_associations)", DeclareResponse,
+        body=DeclareRequest, errors=(400, 404, 503),
+        description="Scoped like records (agent, project, channel). With `anchor_ref`, the entities become "
+        "that record's mentions; the anchor, and both ends of a record relation, must be records the "
+        "declaration's scope may read (else 404). Declaring twice changes nothing (all counts 0).",
+    ),
+    Operation(
+        "POST", "/v1/traverse", _traverse, "The records reached from an entity over its relations (traverse)",
+        TraverseResponse, body=TraverseRequest,
+        description="Breadth-first over entity relations in either direction: hop 0 is the records "
+        "mentioning the entity, each record comes once at its fewest hops, at most `limit` of them.",
+    ),
+    Operation(
+        "POST", "/v1/reconstruct", _reconstruct,
+        "Items that quote stored rows, bundled, ordered and given roles, over one recall (reconstruct)",
+        ReconstructResult, body=ReconstructRequest,
+        description="Read-only: it never composes text and never writes. Each item's content and excerpts "
+        "are spans of the stored records it cites; a clamp of count or budget is reported "
+        "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field.",
     ),
 )  # fmt: skip

@@ -4,7 +4,8 @@ A store queues a block event in the transaction that writes the record (see
 :class:`~cpersona.stores.redis.block_queue.BlockQueue`). Workers take batches of events, split each
 record (:func:`~cpersona.model.blocks.split_blocks`), embed the blocks (one call per batch), upsert
 them and then acknowledge the events. Rebuilding a record rewrites the same point ids, so any event
-may be processed twice.
+may be processed twice. Each batch passes the engine's write guard (the free-space floor) before it
+embeds: under the floor the batch stays pending and the worker retries with its growing pause.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from cpersona.stores.protocols import VectorPoint
 from cpersona.stores.redis.block_queue import QueueLost, event_order
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from anyio.abc import TaskStatus
 
@@ -74,6 +75,7 @@ class BlockBuilder:
         max_chars: int,
         redis_timeout_secs: float,
         claim_idle_secs: float = 60.0,
+        guard: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.records = records
         self.queue = queue
@@ -83,6 +85,7 @@ class BlockBuilder:
         self.max_chars = max_chars
         self.claim_idle_ms = int(claim_idle_secs * 1000)
         self.claim_every = claim_idle_secs
+        self.guard = guard
         # A blocking read must return before the client's socket deadline fires.
         self.block_ms = max(1, int(min(2.0, redis_timeout_secs / 2) * 1000))
 
@@ -185,6 +188,8 @@ class BlockBuilder:
         for event in events:
             if event.key is not None and event.ref is None:
                 log.warning("cannot build blocks for %s: not a memory or episode key", event.key)
+        if self.guard is not None:
+            await self.guard()
         refs = list(dict.fromkeys(event.ref for event in events if event.ref is not None))
         jobs = await self._load(refs)
         texts = [text for job in jobs for _, text in job.pieces]

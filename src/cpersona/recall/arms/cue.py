@@ -2,7 +2,8 @@
 
 A time cue is a prior, never a filter (seed §2.2): the ordinary arms still search the whole scope, and
 this arm searches only the records whose time lies in the cue's period ``[start, end)``. Its ranked list
-feeds the bounded move and the cue seats; none of its numbers reaches a fused score, the gate or autocut.
+feeds the bounded move and the cue seats; none of its numbers reaches a fused score or autocut, and the gate
+sees them only when a record the ordinary arms never reached asks for a seat (``stages.seats``).
 
 Up to four lists are searched at once, each ``depth`` rows deep, and merged by reciprocal rank:
 
@@ -38,7 +39,8 @@ for it to stand for.
 **Merge.** ``vote(ref) = Σ 1/(merge_k + rank)`` over the lists, rank 0-based, lists visited in the fixed
 order above. Each vote is summed with :func:`math.fsum`, so two refs with the same ranks tie exactly
 whatever order their terms were added in, and a tie keeps first-seen order. The best ``depth`` rows are
-kept, with the vote as ``ArmRow.raw``.
+kept, with the vote as ``ArmRow.raw`` and the cosine a vector half found the record at as
+``ArmRow.cosine`` (``None`` for a record only the keyword halves found).
 
 A half that fails fails the arm (the caller reports it as degraded); its error is raised as itself,
 not inside an exception group. :func:`scope_span` gives the ``(oldest, newest)`` record time of the
@@ -112,7 +114,19 @@ async def cue_arm(
     halves = _halves(records, vectors, vector, scope, query, period, depth, floor, search_episodes)
     lists = await _run(halves)
     merged = merge_lists([lists[name] for name in _ORDER if name in lists], merge_k=merge_k, depth=depth)
-    return ArmResult("cue", merged, elapsed_ms=(time.perf_counter() - began) * 1000)
+    return ArmResult("cue", _with_cosines(merged, lists), elapsed_ms=(time.perf_counter() - began) * 1000)
+
+
+def _with_cosines(merged: Sequence[ArmRow], lists: dict[ListName, tuple[ArmRow, ...]]) -> tuple[ArmRow, ...]:
+    """The merged rows with the cosine a vector half found each at: the vote cannot be gated like an
+    ordinary vector row, the cosine can (a cue seat must pass the gate's rule for that signal)."""
+    cosines = {
+        row.ref: row.raw
+        for name in ("memory_vector", "episode_vector")
+        for row in lists.get(name, ())
+        if row.raw is not None
+    }
+    return tuple(dataclasses.replace(row, cosine=cosines.get(row.ref)) for row in merged)
 
 
 Half: TypeAlias = "Callable[[], Awaitable[tuple[ArmRow, ...]]]"

@@ -30,14 +30,16 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from cpersona.errors import GraphError, InvalidSetting
-from cpersona.model.time_cue import Move, bounded_move, cue_seats
+from cpersona.model.candidates import ArmRow
+from cpersona.model.time_cue import Move, bounded_move
 from cpersona.recall.stages.fusion import Candidate, FusionMode, cascade, rrf, rsf
 from cpersona.recall.stages.gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
+from cpersona.recall.stages.seats import SeatGate, block_seats, keyword_seats, seat_cue_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from cpersona.model.candidates import ArmResult, ArmRow
+    from cpersona.model.candidates import ArmResult
     from cpersona.model.policy import Policy
     from cpersona.model.time_cue import Confidence, Period
 
@@ -73,6 +75,11 @@ class RecallPlan:
     gate: GateConfig
     blank_query: bool
     vector_threshold: float
+    # Whether the query was embedded: without a vector every lexical row is single-arm, seats included.
+    has_vector: bool = True
+    # Keyword seats (reconstruct asks for one; 0 leaves the recall as it was) and their order's key.
+    keyword_seats: int = 0
+    parts_covered: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,7 +148,7 @@ class Counted:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Seat:
     ref: str
-    kind: Literal["block", "cue"]
+    kind: Literal["block", "keyword", "cue"]
     row: ArmRow
 
 
@@ -303,31 +310,35 @@ def _cue_after_count(data: Counted, plan: RecallPlan) -> Counted:
 
 
 def _seats(data: Counted, plan: RecallPlan) -> Seated:
+    """The held seats after the returned rows (``stages.seats``): block seats, then cue seats."""
     retrieved = _retrieved_of(data.source)
+    seat_policy = plan.policy.seats
+    gate = SeatGate(plan.gate, plan.policy.gate, has_vector=plan.has_vector, floor=seat_policy.floor)
     block = retrieved.arms.get("block")
     seats: list[Seat] = []
     if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:
         returned = {r.ref for r in data.rows}
-        for row in block.rows:
-            if len(seats) >= plan.policy.seats.block:
-                break
-            if row.ref not in returned:
-                seats.append(Seat(row.ref, "block", row))
-                returned.add(row.ref)
+        chosen = block_seats(block.rows, returned=returned, seats=plan.policy.seats.block, gate=gate)
+        seats.extend(Seat(row.ref, "block", row) for row in chosen)
+    if plan.keyword_seats > 0:
+        taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
+        words = keyword_seats(data.source.source.rows, data.source.decisions, taken=taken,
+                              seats=plan.keyword_seats, parts=plan.parts_covered)  # fmt: skip
+        seats.extend(Seat(c.ref, "keyword", ArmRow(c.ref, n, c.rrf)) for n, c in enumerate(words))
     cue = retrieved.cue
     if cue is not None and cue.seats > 0 and cue.rows:
         taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
         reached = {row.ref for name, arm in retrieved.arms.items() if name != "block" for row in arm.rows}
-        rows = {row.ref: row for row in cue.rows}
-        chosen = cue_seats(
-            [row.ref for row in cue.rows],
+        cue_rows = seat_cue_rows(
+            cue.rows,
             returned=taken,
             reached=reached,
             cut_by_count=data.cut_by_count,
             seats=cue.seats,
             allow_cut=cue.seat_cut_rows,
+            gate=gate,
         )
-        seats.extend(Seat(ref, "cue", rows[ref]) for ref in chosen)
+        seats.extend(Seat(row.ref, "cue", row) for row in cue_rows)
     return Seated(rows=data.rows, seats=tuple(seats), source=data)
 
 

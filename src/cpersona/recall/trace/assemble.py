@@ -7,9 +7,9 @@ candidates, the gate's decisions, the count cut and the arms' lists are read fro
 work is the coverage ledger (``recall.trace.coverage``), which reads the returned records' stored text.
 
 It carries references, ranks, scores and reasons, never stored text: a record is its ref (``mem:<id>``,
-``ep:<id>``) and a part of the question is a span. The profile row, which has no ref in the response
-(``ref: null``), is ``"profile"`` everywhere in the trace: in the gate's decisions, the orders, the
-coverage ledger.
+``ep:<id>``) and a part of the question is a span. The profile row, whose ref in the response is
+``profile:<agent_id>``, is ``"profile"`` everywhere in the trace (trace_version 1 named it so before the
+row had a ref): in the gate's decisions, the orders, the coverage ledger.
 
 Fields whose meaning the seed leaves to the implementation:
 
@@ -152,6 +152,12 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[s
     """What the recall was asked, as it ran: limit and depth after the policy's bounds, the priors."""
     vector = policy.vector
     rules = policy.score_adjust
+    asked: dict[str, Any] = {}
+    if req.keyword_seats:
+        asked["keyword_seats"] = req.keyword_seats
+    if req.lexical_terms:
+        # How many extra lexical terms the arms got (reconstruct's cues list them in its own trace).
+        asked["lexical_terms"] = len(req.lexical_terms)
     return {
         "limit": result.limit,
         "depth": result.depth,
@@ -166,6 +172,7 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[s
         },
         "episode_penalty": rules.episode_penalty,
         "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
+        **asked,
     }
 
 
@@ -241,7 +248,7 @@ def _returned_texts(
 ) -> Iterator[tuple[str, str]]:
     """``(ref, full stored text)`` for each returned record, in the order the response lists them."""
     for row in result.rows:
-        if row.ref is None:
+        if row.kind == "profile":
             if profile is not None:
                 yield PROFILE_REF, profile.content
             continue

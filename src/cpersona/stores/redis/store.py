@@ -26,6 +26,7 @@ from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt, StoredProfile
 from cpersona.stores.redis import keyword, search
+from cpersona.stores.redis.associations import RedisAssociations
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
     bind_documents,
@@ -63,8 +64,9 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore:
-    """The record store of one engine: one client, one key prefix."""
+class RedisRecordStore(RedisAssociations):
+    """The record store of one engine: one client, one key prefix (the association operations are
+    :class:`~.associations.RedisAssociations`')."""
 
     def __init__(self, client: RedisClient, keys: Keys) -> None:
         self.client = client

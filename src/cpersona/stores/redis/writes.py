@@ -20,6 +20,7 @@ from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.model.scope import ReadScope
 from cpersona.stores.record_values import ClaimHolder, InFlightWrite
 from cpersona.stores.redis import search
+from cpersona.stores.redis.associations import queue_declaration
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import (
     episode_from_doc,
@@ -86,6 +87,8 @@ class Writer:
                 pipe.sadd(self.keys.vector_pending, key)
             if queue_blocks:
                 self._queue_blocks(pipe, key)
+            if write.declared is not None:  # the associative layer's, in the record's own transaction
+                queue_declaration(pipe, self.keys, rec.scope, write.declared, rec.ref)
         # The claims outlive their reservations now, unless a store that outlasted its own took one.
         self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
         await commit(pipe, self.client)

@@ -1,0 +1,63 @@
+"""reconstruct's request body (``POST /v1/reconstruct``, ``Engine.reconstruct``) as the caller writes it.
+
+The fields' ranges here are the hard ones: a value outside them is refused, naming the field. Inside
+them, ``count`` above ``CPERSONA_RECONSTRUCT_MAX_COUNT`` and ``budget`` above
+``CPERSONA_RECONSTRUCT_MAX_BUDGET`` (or below one head quote) are clamped, and the response says so
+(``count_policy``, ``budget_policy``): never silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, field_validator
+
+from cpersona.model.fields import Header, KeyText, RequestModel
+from cpersona.model.time_cue_request import TimeCueBody
+
+__all__ = ["MAX_BUDGET", "MAX_EVIDENCE", "MAX_HOPS", "MAX_TOP_K", "ReconstructRequest"]
+
+MAX_TOP_K = 10_000
+MAX_HOPS = 5
+MAX_EVIDENCE = 100
+MAX_BUDGET = 20_000
+_MAX_QUERY = 4_000
+
+
+class ReconstructRequest(RequestModel):
+    """What to reconstruct, for whom, and within which bounds."""
+
+    model_config = ConfigDict(title="ReconstructRequest")
+
+    agent_id: KeyText = Field(description="The agent whose memory is read (exact)")
+    query: Annotated[str, Field(max_length=_MAX_QUERY)] = Field(description="The question")
+    count: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="Items (default 10; above CPERSONA_RECONSTRUCT_MAX_COUNT clamped, reported)"
+    )
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] | None = Field(
+        default=None, description="Candidates the one recall returns (default 20)"
+    )
+    max_hops: Annotated[int, Field(ge=0, le=MAX_HOPS)] | None = Field(
+        default=None, description="Entity relations the relation walk follows (default 2)"
+    )
+    max_evidence: Annotated[int, Field(ge=1, le=MAX_EVIDENCE)] | None = Field(
+        default=None, description="Claims per item at most (default 40)"
+    )
+    budget: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="Characters of quoted text (default max(4000, the window's head caps); at most 20000, "
+        "at least one head quote; a clamp is reported)",
+    )
+    deep: bool = Field(default=False, description="Halve the recall gate's thresholds")
+    project_id: KeyText | None = Field(default=None, description="Project X sees X and the global pool ''")
+    channel: KeyText | None = Field(default=None, description="Channel X sees X and the global pool ''")
+    source_id: KeyText = Field(default="", description="Exact source id, or a prefix")
+    time_cue: TimeCueBody | None = Field(default=None, description="Passed to the recall it reads from")
+    trace: bool = Field(default=False, description="Return the audit and the recall's own trace (no text)")
+    header: Header = None
+
+    @field_validator("time_cue", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, Mapping) and not value else value

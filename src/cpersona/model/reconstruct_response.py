@@ -1,0 +1,121 @@
+"""reconstruct's answer (§4.3 of the reference), one model for the Python API and ``POST /v1/reconstruct``.
+
+Compact by default: an optional field that is absent is left out of the JSON (:meth:`to_json`), so a
+response carries a clamp, a cut or a reservation only when one happened.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Bounds",
+    "Claim",
+    "ClaimRole",
+    "Conflict",
+    "Excerpt",
+    "Item",
+    "Policy",
+    "ReconstructResult",
+    "RoleWord",
+    "ShortfallReason",
+]
+
+RoleWord = Literal["supports", "supersedes", "corrects", "qualifies", "contradicts", "temporal_predecessor"]
+ShortfallReason = Literal[
+    "no_relevant_evidence",
+    "below_quality_threshold",
+    "exhausted_candidates",
+    "budget_exhausted",
+    "count_zero",
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClaimRole(_Body):
+    ref: str = Field(description="The row that is this to the claim")
+    role: RoleWord
+
+
+class Claim(_Body):
+    ref: str
+    as_of: str | None = Field(default=None, description="The record's time (ISO 8601); absent without one")
+    why: str | None = Field(
+        default=None, description="How the row joined the item: cluster:<key>, relation:<p>"
+    )
+    hops: int | None = Field(default=None, description="Entity relations walked to reach it")
+    roles: list[ClaimRole] | None = None
+
+
+class Excerpt(_Body):
+    ref: str
+    content: str = Field(description="A contiguous span of the record's stored text")
+    span: tuple[int, int] = Field(description="[start, end) of the span in the stored text")
+
+
+class Conflict(_Body):
+    refs: list[str]
+    reason: Literal["same_msg_id_same_timestamp"]
+    msg_id: str
+
+
+class Item(_Body):
+    content: str = Field(description="The head quote: a contiguous span of the head record's stored text")
+    head_ref: str
+    claims: list[Claim] = Field(description="The item's rows, newest first")
+    span: tuple[int, int] | None = Field(
+        default=None, description="The quote's span, when not the whole record"
+    )
+    content_len: int | None = Field(default=None, description="The head record's length, when quoted in part")
+    excerpts: list[Excerpt] | None = None
+    excerpts_omitted: int | None = None
+    independence_reason: str | None = Field(default=None, description="The key that formed the cluster")
+    conflicts: list[Conflict] | None = None
+    claims_omitted: int | None = None
+    admission: Literal["reservation"] | None = Field(default=None, description="A held cluster's item")
+
+
+class Policy(_Body):
+    source: Literal["default", "requested"]
+    clamped: bool
+    reason: str
+
+
+class Bounds(_Body):
+    top_k: int
+    max_hops: int
+    max_evidence: int
+    reached: list[Literal["top_k", "max_hops", "max_evidence"]] | None = None
+
+
+class ReconstructResult(_Body):
+    """Items quoting stored rows, in order; the bounds and budget as they acted."""
+
+    model_config = ConfigDict(title="ReconstructResult")
+
+    ok: Literal[True] = True
+    items: list[Item]
+    effective_count: int
+    returned_count: int
+    shortfall_reason: ShortfallReason | None = None
+    reserved_count: int | None = None
+    reserved_omitted: int | None = None
+    requested_count: int | None = None
+    count_policy: Policy | None = None
+    requested_budget: int | None = None
+    budget_policy: Policy | None = None
+    effective_budget: int | None = None
+    used_budget: int | None = None
+    bounds: Bounds | None = None
+    time_cue: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = Field(
+        default=None, description="With trace: the audit (candidate_refs, clusters, cues) and trace.recall"
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,77 @@
+"""Stage 9, allocation: one fixed sequence of quoted pieces, cut to the budget at its first piece that
+does not fit. The sequence never depends on the budget and the cut is a prefix, so raising the budget
+never removes an item or an excerpt. The first piece always fits: the budget is raised to at least one
+head quote (:mod:`.bounds`). ``CPERSONA_RECONSTRUCT_SEQUENCE`` picks the sequence:
+
+* ``items`` (the default): every head quote in item order, then the excerpts round-robin (each item's
+  first, then each item's second, …);
+* ``evidence``: the head records' passages, fused with RRF (K = 60) over the item's rank and the
+  passage's rank inside its record (itself the fusion of trigram overlap and the recall's vector
+  judgement, :mod:`.quoting`); an item shows its best admitted passage as its content and its other
+  admitted passages as excerpts of the head, and an item none of whose passages is admitted is dropped;
+* ``whole``: heads no longer than their cap first, whole, in item order; then the others' passages in
+  the ``evidence`` order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["RRF_K", "Allocation", "allocate", "allocate_passages"]
+
+RRF_K = 60
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Allocation:
+    chosen: tuple[tuple[int, int], ...]  # (item index, pieces after its content), in item order
+    used: int
+    cut: bool  # the budget left something out
+
+
+def allocate(heads: Sequence[int], excerpts: Sequence[Sequence[int]], budget: int) -> Allocation:
+    """``items``: ``heads[i]`` is item i's quote size, ``excerpts[i]`` its excerpts' sizes in order."""
+    used = 0
+    for n, size in enumerate(heads):
+        if used + size > budget and n > 0:
+            return Allocation(tuple((i, 0) for i in range(n)), used, True)
+        used += size
+    taken = [0] * len(heads)
+    depth = max((len(e) for e in excerpts), default=0)
+    for level in range(depth):
+        for i, sizes in enumerate(excerpts):
+            if level >= len(sizes):
+                continue
+            if used + sizes[level] > budget:
+                return Allocation(tuple(enumerate(taken)), used, True)
+            used += sizes[level]
+            taken[i] += 1
+    return Allocation(tuple(enumerate(taken)), used, False)
+
+
+def _sequence(passages: Sequence[Sequence[int]], whole: Sequence[bool]) -> list[tuple[int, int]]:
+    first = [(i, 0) for i, w in enumerate(whole) if w]
+    rest = [(i, r) for i, sizes in enumerate(passages) if not whole[i] for r in range(len(sizes))]
+    rest.sort(key=lambda p: (-(1.0 / (RRF_K + p[0]) + 1.0 / (RRF_K + p[1])), p))
+    return first + rest
+
+
+def allocate_passages(
+    passages: Sequence[Sequence[int]], whole: Sequence[bool], budget: int
+) -> tuple[list[list[int]], int, bool]:
+    """``evidence`` / ``whole``: ``passages[i]`` is item i's head passages' sizes, best first; ``whole[i]``
+    puts item i's single whole-record piece first. The admitted passage indices per item, in sequence
+    order, the characters used and whether the budget cut."""
+    admitted: list[list[int]] = [[] for _ in passages]
+    used = 0
+    for n, (i, r) in enumerate(_sequence(passages, whole)):
+        size = passages[i][r]
+        if used + size > budget and n > 0:
+            return admitted, used, True
+        used += size
+        admitted[i].append(r)
+    return admitted, used, False

@@ -1,0 +1,54 @@
+"""The associative layer's part of the :class:`~cpersona.stores.protocols.RecordStore` protocol (which
+extends it), kept apart so each protocol module stays one concept."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cpersona.model.associations import Declaration
+    from cpersona.model.records import Scope
+    from cpersona.model.scope import ReadScope
+    from cpersona.stores.association_values import DeclareCounts, EntityLinks, IndexedEntity, RecordLinks
+
+__all__ = ["AssociationStore"]
+
+
+@runtime_checkable
+class AssociationStore(Protocol):
+    """Entities, aliases, mentions and relations, scoped like records: a read sees only what was declared
+    in a scope it may read (:meth:`~cpersona.model.scope.ReadScope.sees`)."""
+
+    async def declare_associations(
+        self, scope: Scope, declared: Declaration, *, anchor_ref: str | None, retract: bool
+    ) -> DeclareCounts:
+        """Declare (or retract) in ``scope``, atomically: entities and aliases, the anchor's mentions of
+        the entities, and the relations. Declaring twice changes nothing; retracting removes what is
+        named (a bare entity without an anchor: the entity with all that hangs from it in ``scope``)."""
+        ...
+
+    async def entity_index(self, scope: ReadScope) -> list[IndexedEntity]:
+        """Every entity declared in a scope the read sees, with its aliases, sorted by key."""
+        ...
+
+    async def entity_links(self, scope: ReadScope, entities: Sequence[str]) -> dict[str, EntityLinks]:
+        """The mentions and relations (both directions) of each entity key, in the scopes the read sees."""
+        ...
+
+    async def record_links(self, scope: ReadScope, refs: Sequence[str]) -> dict[str, RecordLinks]:
+        """The mentions and record relations of each record, declared in the scopes the read sees."""
+        ...
+
+    async def visible_refs(self, scope: ReadScope, refs: Sequence[str]) -> list[str]:
+        """The refs, in order, whose record exists and is visible to the read (source filter included)."""
+        ...
+
+    async def forget_record_associations(self, agent_id: str, ref: str) -> None:
+        """Remove a record's mentions and record relations (both ends), in every scope."""
+        ...
+
+    async def delete_agent_associations(self, agent_id: str) -> int:
+        """Remove the agent's whole graph; return how many keys went."""
+        ...
