@@ -159,7 +159,7 @@ async def test_a_write_not_confirmed_on_disk_fails_as_unavailable(
         writes = await _all_writes(memory)
         await cast("Any", memory.redis).config_set(*setting)
         for write in writes:
-            with anyio.fail_after(2 * settings.redis_timeout_secs), pytest.raises(RedisUnavailable) as caught:
+            with anyio.fail_after(5 * settings.redis_timeout_secs), pytest.raises(RedisUnavailable) as caught:
                 await write()
             assert caught.value.code == NOT_DURABLE
             assert caught.value.status == 503
