@@ -21,6 +21,7 @@ import cpersona
 from cpersona.edges.http.app import create_app
 from cpersona.errors import RedisUnavailable
 from cpersona.settings import Settings
+from cpersona.stores.redis import connection
 from cpersona.stores.redis.binaries import module_files, redis_binary
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.durable import NOT_DURABLE
@@ -225,6 +226,14 @@ async def test_a_redis_that_does_not_fsync_an_aof_is_refused_at_open(
     async with _plain_redis(tmp_path, *options) as url:
         with pytest.raises(RedisUnavailable, match="does not fsync an append-only file"):
             await connect_redis(Settings(redis_timeout_secs=2.0), url)
+
+
+def test_a_redis_older_than_7_2_is_refused() -> None:
+    # No such server ships with the project, so the check is run on what connect_redis reads.
+    found = {"version": "7.0.15", "aof": True, "fsync": "always"}
+    with pytest.raises(RedisUnavailable, match=r"is version 7\.0\.15: cpersona needs 7\.2 or later"):
+        connection._check_persistence(cast("Any", found), "redis://old.example")
+    connection._check_persistence(cast("Any", {**found, "version": "7.2.4"}), "redis://new.example")
 
 
 async def test_a_redis_that_fsyncs_once_a_second_is_used_and_each_write_waits_for_it(
