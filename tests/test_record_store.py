@@ -504,6 +504,39 @@ async def test_writes_in_flight_are_abandoned_until_their_record_is_written(stor
     assert await store.live_claim([c1]) == ClaimHolder(c1, rec.id)
 
 
+async def test_a_store_that_outlasted_its_reservation_leaves_the_claim(store: RecordStore) -> None:
+    # The slow store's reservation lapses, a second store of the same content takes the claim and is
+    # written; the slow one is written after it and must leave the claim to the second.
+    claim = f"claim:{new_id()}"  # a name no other test holds
+    slow, quick = memory("the same text", 1), memory("the same text", 2)
+    assert await store.reserve_writes([InFlightWrite("memory", slow.id, (claim,))], ttl_secs=0.05) == [None]
+    await anyio.sleep(0.2)
+    assert await store.reserve_writes([InFlightWrite("memory", quick.id, (claim,))], ttl_secs=60) == [None]
+    await put(store, quick, claims=[claim])
+    await put(store, slow, claims=[claim])
+    assert await store.live_claim([claim]) == ClaimHolder(claim, quick.id)
+
+
+async def test_a_replaced_memory_takes_free_claims_and_gives_up_its_own(store: RecordStore) -> None:
+    held, old, fresh = (f"claim:{new_id()}" for _ in range(3))  # names no other test holds
+    holder, moved = memory("held text", 1), memory("old text", 2)
+    await put(store, holder, claims=[held])
+    await put(store, moved, claims=[old])
+    # An update to the holder's text, then to a new text: the holder keeps its claim throughout.
+    changed = dataclasses.replace(moved, content="held text")
+    await store.replace_memory(changed, drop_claims=[old], add_claims=[held], queue_blocks=False)
+    assert await store.live_claim([held]) == ClaimHolder(held, holder.id)
+    assert await store.live_claim([old]) is None
+    again = dataclasses.replace(changed, content="fresh text")
+    await store.replace_memory(again, drop_claims=[held], add_claims=[fresh], queue_blocks=False)
+    assert await store.live_claim([held]) == ClaimHolder(held, holder.id)
+    assert await store.live_claim([fresh]) == ClaimHolder(fresh, moved.id)
+    # A delete gives up the claims that name its record, and no other.
+    await store.delete("memory", moved.id, [held, fresh])
+    assert await store.live_claim([held]) == ClaimHolder(held, holder.id)
+    assert await store.reserve_writes([InFlightWrite("memory", new_id(), (fresh,))], ttl_secs=60) == [None]
+
+
 # ------------------------------------------------------------------------------ the associative layer
 
 

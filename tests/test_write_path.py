@@ -114,6 +114,15 @@ async def test_dedup_claim_is_released_by_delete(keyword_engine: cpersona.Engine
     assert again.ref != first.ref
 
 
+async def test_an_update_to_a_stored_text_leaves_its_claim(keyword_engine: cpersona.Engine) -> None:
+    first = await keyword_engine.store("gamma", agent_id="a")
+    second = await keyword_engine.store("delta", agent_id="a")
+    await keyword_engine.update(second.ref, agent_id="a", content="gamma")
+    await keyword_engine.delete(second.ref, agent_id="a")
+    again = await keyword_engine.store("gamma", agent_id="a")
+    assert (again.result, again.ref, again.skipped_reason) == ("skipped", first.ref, "duplicate_content")
+
+
 async def test_batch_dedups_within_itself(keyword_engine: cpersona.Engine) -> None:
     batch = await keyword_engine.store_batch(
         [
@@ -434,3 +443,37 @@ async def test_a_store_that_died_before_its_document_is_swept_on_start(
         assert (stats["memories"], stats["vectors"]) == (1, 1)
         assert (await memory.stats(None))["vectors"] == 1
         assert (await memory.store("the store that died", agent_id="a", id="m1")).result == "stored"
+
+
+async def test_a_delete_whose_vector_delete_failed_is_finished_on_start(
+    redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis goes first: a delete whose vector delete fails leaves a vector without its record, and the
+    next start deletes it."""
+    (model_dir / "models").mkdir(exist_ok=True)
+    (tmp_path / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
+    settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix)
+    async with cpersona.open(settings, background=False) as memory:
+        kept = await memory.store("a record that stays", agent_id="a")
+        gone = await memory.store("a record that goes", agent_id="a")
+        episode = await memory.archive_episode("an episode that goes", agent_id="a")
+
+        async def refused(*args: object, **kwargs: object) -> None:
+            raise cpersona.VectorStoreUnavailable("the vector store is down")
+
+        assert memory.vectors is not None
+        monkeypatch.setattr(memory.vectors, "delete", refused)
+        for ref in (gone.ref, episode.ref):
+            with pytest.raises(cpersona.VectorStoreUnavailable):
+                await memory.delete(ref, agent_id="a")
+        monkeypatch.undo()
+        stats = await memory.stats("a")
+        assert (stats["memories"], stats["episodes"], stats["vectors"]) == (1, 0, 3)
+        # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
+        in_flight = memory.keys.writes_in_flight
+        if marks := await memory.redis.zrange(in_flight, 0, -1):
+            await memory.redis.zadd(in_flight, dict.fromkeys(marks, 0))
+    async with cpersona.open(settings, background=False) as memory:
+        stats = await memory.stats("a")
+        assert (stats["memories"], stats["vectors"]) == (1, 1)
+        assert (await memory.get(kept.ref, agent_id="a")).ref == kept.ref

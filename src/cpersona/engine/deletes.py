@@ -1,27 +1,28 @@
 """Deleting one record, or all of an agent's data, from every place it reached.
 
 A record lives in its document, its dedup claims and pending mark (one Redis transaction), its vector and
-its block vectors; a delete removes each, Redis first, so a failure part way leaves at most vectors
-without a document, which recall skips.
+its block vectors; a delete removes each, Redis first. It is marked in flight (as a store is, see
+:mod:`~cpersona.engine.vector_writes`) until its vectors are gone, so a failure part way leaves vectors
+without a document, which recall skips, only until the next start's sweep deletes them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cpersona.engine.claims import record_claims
+from cpersona.engine.claims import record_claims, reservation_secs
 from cpersona.engine.reads import get, record_ref
-from cpersona.model.blocks import block_ids
+from cpersona.model.blocks import ParentKind, block_ids
 from cpersona.model.fields import KeyText, check
 from cpersona.model.records import MemoryRecord, RawRecord
 from cpersona.model.results import DeleteResult
 from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_filter
-from cpersona.stores.protocols import scope_filter
+from cpersona.stores.protocols import InFlightWrite, scope_filter
 
 if TYPE_CHECKING:
+    from cpersona.engine.backends import Backends
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.model.blocks import ParentKind
 
 __all__ = ["delete", "delete_agent_data"]
 
@@ -30,18 +31,26 @@ async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
     b = life.backends
     record = await get(life, ref, agent_id)
     kind, record_id = record_ref(ref)
-    claims: list[str] = []
-    if isinstance(record, MemoryRecord):
-        claims = record_claims(life.keys, record)
+    claims = record_claims(life.keys, record) if isinstance(record, MemoryRecord) else []
+    if isinstance(record, RawRecord):
+        await b.records.delete(kind, record_id, claims)
+        return DeleteResult(1)
+    parent: ParentKind = "memory" if isinstance(record, MemoryRecord) else "episode"
+    deleting = [InFlightWrite(parent, record.id)] if b.vectors is not None else []
+    await b.records.reserve_writes(deleting, ttl_secs=reservation_secs(life.settings))
     await b.records.delete(kind, record_id, claims)
-    if kind != "raw":  # after the record: a crash between leaves mentions of nothing, which reads skip
-        await b.records.forget_record_associations(record.scope.agent_id, record.ref)
-    if kind != "raw" and b.vectors is not None:
-        await b.vectors.delete([record.id])
-    if b.builder is not None and b.blocks is not None and not isinstance(record, RawRecord):
-        parent: ParentKind = "memory" if isinstance(record, MemoryRecord) else "episode"
-        await b.blocks.delete(block_ids(parent, record.id, b.builder.max_per_record))
+    # After the record: a crash between leaves mentions of nothing, which reads skip.
+    await b.records.forget_record_associations(record.scope.agent_id, record.ref)
+    await _delete_vectors(b, parent, record.id)
+    await b.records.forget_writes(deleting)
     return DeleteResult(1)
+
+
+async def _delete_vectors(b: Backends, parent: ParentKind, record_id: str) -> None:
+    if b.vectors is not None:
+        await b.vectors.delete([record_id])
+    if b.builder is not None and b.blocks is not None:
+        await b.blocks.delete(block_ids(parent, record_id, b.builder.max_per_record))
 
 
 async def delete_agent_data(life: Lifecycle, agent_id: str) -> DeleteResult:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from cpersona.model.blocks import block_ids
 from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.stores.protocols import VectorPoint
 
@@ -139,6 +140,9 @@ async def abandoned_on_failure(b: Backends, writes: Sequence[InFlightWrite]) -> 
 async def _abandon(b: Backends, writes: Sequence[InFlightWrite]) -> bool:
     """Free the claims of these writes, delete the vectors they may have left, then drop their marks.
 
+    A delete is marked the same way until its vectors are gone (:mod:`~cpersona.engine.deletes`): its
+    document gone, it is given up like a store that never wrote one, and its vectors go.
+
     A write whose record was written after all (its caller only lost the reply) keeps its claims and
     its vector. Best effort: when a step fails, the marks stay for the next start's sweep and the
     claims lapse.
@@ -147,6 +151,10 @@ async def _abandon(b: Backends, writes: Sequence[InFlightWrite]) -> bool:
         unwritten = await b.records.release_writes(writes)
         if b.vectors is not None and unwritten:
             await b.vectors.delete([w.record_id for w in unwritten])
+        if b.builder is not None and b.blocks is not None and unwritten:
+            # A store builds no blocks before its document; a delete that failed part way may leave some.
+            most = b.builder.max_per_record
+            await b.blocks.delete([i for w in unwritten for i in block_ids(w.kind, w.record_id, most)])
         await b.records.forget_writes(unwritten)
     except Exception as exc:
         log.warning("could not give up %d failed write(s), left to the next start: %s", len(writes), exc)
@@ -156,14 +164,15 @@ async def _abandon(b: Backends, writes: Sequence[InFlightWrite]) -> bool:
 
 async def sweep_abandoned(b: Backends, older_than_secs: float) -> int:
     """Give up the writes begun more than ``older_than_secs`` ago that never wrote their record (their
-    store died between its vector and its document). Returns how many were swept."""
+    store died between its vector and its document), and the deletes that did not get to delete their
+    vectors. Returns how many were swept."""
     abandoned = await b.records.abandoned_writes(time.time() - older_than_secs)
     swept = 0
     for start in range(0, len(abandoned), _PENDING_BATCH):
         chunk = abandoned[start : start + _PENDING_BATCH]
         swept += len(chunk) if await _abandon(b, chunk) else 0
     if swept:
-        log.info("swept %d write(s) a stopped store left without a document", swept)
+        log.info("swept %d write(s) or delete(s) that left vectors without a document", swept)
     return swept
 
 

@@ -3,7 +3,8 @@
 :func:`connect_redis` gives the engine a client for the embedded server or for an external Redis
 (``CPERSONA_REDIS_URL``) and refuses one that cannot serve cpersona: every call on the client has a
 deadline (``CPERSONA_REDIS_TIMEOUT_SECS`` on connect and on each reply), a lost connection is retried
-once and never forever, and the server must carry the query engine (``search``) and JSON (``ReJSON``).
+once and never forever, and the server must carry the query engine (``search``) and JSON (``ReJSON``),
+be Redis 7.2 or later and fsync an append-only file (every write waits for ``WAITAOF``: :mod:`.durable`).
 
 The client speaks RESP2 (pinned: redis-py 8 would default to RESP3), so replies keep their classic
 shapes, e.g. ``FT.SEARCH`` gives ``[total, key, fields, key, fields, ...]``. It is built with
@@ -20,6 +21,7 @@ dropped connection, a missed deadline or a reply in which Redis refuses to serve
 
 from __future__ import annotations
 
+import logging
 import urllib.parse
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
 
@@ -55,6 +57,8 @@ __all__ = [
 
 RedisClient: TypeAlias = "redis.asyncio.Redis[bytes]"
 """The client type :func:`connect_redis` returns (replies as ``bytes``); use it in annotations."""
+
+log = logging.getLogger("cpersona.redis")
 
 REQUIRED_MODULES = ("search", "ReJSON")
 """Module names (as ``MODULE LIST`` reports them) that cpersona cannot run without."""
@@ -218,6 +222,7 @@ async def connect_redis(settings: Settings, url: str) -> RedisClient:
             with anyio.fail_after(settings.redis_timeout_secs):
                 await client.ping()
                 modules = await module_versions(client)
+                persistence = await _persistence(client)
         except (*_UNAVAILABLE, redis.exceptions.RedisError) as exc:
             # At connect time any failure (refused, timeout, NOAUTH, MODULE LIST denied) means this
             # Redis cannot be used, so all of them become the one typed error.
@@ -228,10 +233,54 @@ async def connect_redis(settings: Settings, url: str) -> RedisClient:
                 f"the Redis at {where} lacks the module(s) {', '.join(missing)}: cpersona needs Redis Stack "
                 "or Redis 8 with the query engine (modules 'search' and 'ReJSON')"
             )
+        _check_persistence(persistence, where)
     except BaseException:
         await close_redis(client)
         raise
     return client
+
+
+class _Persistence(TypedDict):
+    version: str
+    aof: bool
+    fsync: str | None
+
+
+async def _persistence(client: RedisClient) -> _Persistence:
+    """What decides whether writes can be confirmed on disk. Raises redis-py errors unmapped."""
+    server = await client.info("server")
+    aof = await client.info("persistence")
+    try:
+        reply = await client.config_get("appendfsync")
+    except redis.exceptions.ResponseError:  # a managed Redis may refuse CONFIG; WAITAOF still tells
+        reply = {}
+    fsync = reply.get(b"appendfsync", reply.get("appendfsync"))
+    return {
+        "version": _text(server.get("redis_version", "0")),
+        "aof": str(aof.get("aof_enabled", 0)) == "1",
+        "fsync": None if fsync is None else _text(fsync),
+    }
+
+
+def _check_persistence(found: _Persistence, where: str) -> None:
+    """Refuse a Redis on which no write could be acknowledged (see :mod:`.durable`): every write waits
+    for ``WAITAOF``, which needs Redis 7.2 and an append-only file that is fsynced."""
+    numbers = tuple(int(part) for part in found["version"].split(".")[:2] if part.isdigit())
+    if numbers < (7, 2):
+        raise RedisUnavailable(
+            f"the Redis at {where} is version {found['version']}: cpersona needs 7.2 or later (WAITAOF)"
+        )
+    if not found["aof"] or found["fsync"] == "no":
+        raise RedisUnavailable(
+            f"the Redis at {where} does not fsync an append-only file (appendonly yes, appendfsync "
+            "always or everysec): cpersona acknowledges a write only once it is on disk"
+        )
+    if found["fsync"] == "everysec":
+        log.warning(
+            "the Redis at %s fsyncs its append-only file once a second (appendfsync everysec): each "
+            "write waits for that fsync, up to a second; appendfsync always answers in a millisecond",
+            where,
+        )
 
 
 async def module_versions(client: RedisClient) -> dict[str, str]:

@@ -171,7 +171,7 @@ def config_text(layout: ServerLayout, modules: tuple[Path, ...], *, port: int, u
         f"pidfile {_quote(str(layout.pidfile))}",
         f"logfile {_quote(str(layout.logfile))}",
         "appendonly yes",
-        "appendfsync everysec",
+        "appendfsync always",
         'save ""',
     ]
     search, json_module = modules

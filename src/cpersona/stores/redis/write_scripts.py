@@ -2,7 +2,10 @@
 
 A transaction (``MULTI``) cannot decide on what it reads, so a dedup claim taken by concurrent stores,
 and a vector mark cleared on a document that a delete may have removed meanwhile, are scripts: the
-server runs each one whole, with no other command between its reads and its writes.
+server runs each one whole, with no other command between its reads and its writes. Every claim is
+taken, kept and given up here, by one rule: a claim is held when it names another record that exists, or
+one still in flight; a held claim is never overwritten, and a record gives up only a claim that names it.
+:data:`KEEP` and :data:`DROP` run inside the transactions that write and delete documents.
 
 A write in flight is an entry of one sorted set, scored by when it began: ``[kind, id, claim...]`` as
 JSON. It is taken with the claims, before the vector is written, and dropped in the transaction that
@@ -24,10 +27,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLAIM",
+    "DROP",
+    "KEEP",
     "MARK_WRITTEN",
     "RELEASE",
+    "claim_args",
     "in_flight_member",
     "parse_member",
+    "queue_script",
     "release_args",
     "reservation_args",
     "run_script",
@@ -60,6 +67,40 @@ for a = 4, #ARGV, 3 do
   k = k + n
 end
 return out
+"""
+
+# KEYS: claims, in groups. ARGV: the record key prefix, then per group a record id and its claim count.
+# The written record takes each claim of its group for good (no lifetime) unless another holds it: a
+# store whose reservation lapsed while it ran does not overwrite the claim a later store took meanwhile,
+# and an update to a content another record holds leaves that record its claim.
+KEEP = """
+local prefix, k = ARGV[1], 1
+for a = 2, #ARGV, 2 do
+  local id, n = ARGV[a], tonumber(ARGV[a + 1])
+  for i = k, k + n - 1 do
+    local holder = redis.call('GET', KEYS[i])
+    if not holder or holder == id or
+        (redis.call('EXISTS', prefix .. holder) == 0 and redis.call('PTTL', KEYS[i]) <= 0) then
+      redis.call('SET', KEYS[i], id)
+    end
+  end
+  k = k + n
+end
+return 0
+"""
+
+# KEYS: claims, in groups. ARGV: per group a record id and its claim count. Each claim that names its
+# group's record is deleted; one that names another record is that record's, and stays.
+DROP = """
+local k = 1
+for a = 1, #ARGV, 2 do
+  local id, n = ARGV[a], tonumber(ARGV[a + 1])
+  for i = k, k + n - 1 do
+    if redis.call('GET', KEYS[i]) == id then redis.call('DEL', KEYS[i]) end
+  end
+  k = k + n
+end
+return 0
 """
 
 # KEYS: the in-flight set, then per record its key and its claims. ARGV: per record its id, in-flight
@@ -127,6 +168,16 @@ def reservation_args(in_flight_key: str, writes: Sequence[InFlightWrite]) -> tup
     return keys, args
 
 
+def claim_args(groups: Sequence[tuple[str, Sequence[str]]]) -> tuple[list[str], list[str]]:
+    """The KEYS and the per-record ARGV of KEEP and DROP, from ``(record id, claims)`` pairs."""
+    keys: list[str] = []
+    args: list[str] = []
+    for record_id, claims in groups:
+        keys.extend(claims)
+        args.extend((record_id, str(len(claims))))
+    return keys, args
+
+
 def release_args(
     in_flight_key: str, writes: Sequence[InFlightWrite], record_keys: Sequence[str]
 ) -> tuple[list[str], list[str]]:
@@ -137,6 +188,11 @@ def release_args(
         keys.extend((record_key, *write.claims))
         args.extend((write.record_id, in_flight_member(write), str(len(write.claims))))
     return keys, args
+
+
+def queue_script(pipe: Any, script: str, keys: Sequence[str], args: Sequence[str]) -> None:
+    """Queue one script in a pipeline or transaction (its reply comes with the others')."""
+    pipe.execute_command("EVAL", script, len(keys), *keys, *args)
 
 
 async def run_script(client: RedisClient, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:

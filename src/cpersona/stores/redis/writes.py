@@ -1,11 +1,12 @@
 """The adapter's writes: each a transaction that keeps a record, its claims, its pending mark, its block
-event and the end of its in-flight mark together, so a crash leaves all of them or none; and the steps
-that must decide on what they read (taking claims, clearing a pending mark), which are the scripts of
-:mod:`.write_scripts`.
+event and the end of its in-flight mark together, so a crash leaves all of them or none, and each
+acknowledged only once it is on disk (:mod:`.durable`); and the steps that must decide on what they read
+(taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
-are written with ``JSON.SET`` in the transaction rather than with redis-om's ``save``: ``save`` runs its
-own round trip per document and cannot join a ``MULTI`` with the claims and the stream event.
+are written with ``JSON.SET`` in the transaction with their claims and stream event. A profile, one
+document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
+so that it too waits for the WAITAOF.
 """
 
 from __future__ import annotations
@@ -29,13 +30,18 @@ from cpersona.stores.redis.documents import (
     raw_to_doc,
     validated,
 )
+from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.write_scripts import (
     CLAIM,
+    DROP,
+    KEEP,
     MARK_WRITTEN,
     RELEASE,
+    claim_args,
     in_flight_member,
     parse_member,
+    queue_script,
     release_args,
     reservation_args,
     run_script,
@@ -43,6 +49,8 @@ from cpersona.stores.redis.write_scripts import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from aredis_om import JsonModel
 
     from cpersona.keys import Keys
     from cpersona.model.records import RawRecord
@@ -68,12 +76,10 @@ class Writer:
         pipe.xadd(self.keys.block_stream, {"key": record_key})
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         for write in writes:
             rec, key = write.record, self.keys.memory(write.record.id)
             json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-            for claim in write.claims:
-                pipe.set(claim, rec.id)  # a plain SET: the claim outlives its reservation now
             pipe.zrem(
                 self.keys.writes_in_flight, in_flight_member(InFlightWrite("memory", rec.id, write.claims))
             )
@@ -83,48 +89,68 @@ class Writer:
                 self._queue_blocks(pipe, key)
             if write.declared is not None:  # the associative layer's, in the record's own transaction
                 queue_declaration(pipe, self.keys, rec.scope, write.declared, rec.ref)
-        await pipe.execute()
+        # The claims outlive their reservations now, unless a store that outlasted its own took one.
+        self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
+        await commit(pipe, self.client)
+
+    def _keep_claims(self, pipe: Any, groups: Sequence[tuple[str, Sequence[str]]]) -> None:
+        keys, args = claim_args(groups)
+        if keys:
+            queue_script(pipe, KEEP, keys, [self.keys.memory_prefix, *args])
+
+    def _drop_claims(self, pipe: Any, record_id: str, claims: Sequence[str]) -> None:
+        keys, args = claim_args([(record_id, claims)])
+        if keys:
+            queue_script(pipe, DROP, keys, args)
 
     async def replace_memory(
         self, rec: MemoryRecord, *, drop_claims: Sequence[str], add_claims: Sequence[str], queue_blocks: bool
     ) -> None:
         key = self.keys.memory(rec.id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-        for claim in drop_claims:
-            pipe.delete(claim)
-        for claim in add_claims:
-            pipe.set(claim, rec.id)
+        self._drop_claims(pipe, rec.id, drop_claims)
+        self._keep_claims(pipe, [(rec.id, add_claims)])
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def put_episode(self, rec: EpisodeRecord, *, queue_blocks: bool) -> None:
         key = self.keys.episode(rec.id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         json_ops(pipe).set(key, "$", validated(self.docs.episode, episode_to_doc(rec)))
         pipe.zrem(self.keys.writes_in_flight, in_flight_member(InFlightWrite("episode", rec.id)))
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await pipe.execute()
+        await commit(pipe, self.client)
 
     async def put_raw(self, records: Sequence[RawRecord]) -> None:
-        pipe = self.client.pipeline(transaction=True)
+        pipe = transaction(self.client)
         for rec in records:
             json_ops(pipe).set(self.keys.raw(rec.id), "$", validated(self.docs.raw, raw_to_doc(rec)))
-        await pipe.execute()
+        await commit(pipe, self.client)
 
-    async def delete(self, key: str, claims: Sequence[str]) -> None:
-        pipe = self.client.pipeline(transaction=True)
+    async def put_model(self, doc: JsonModel) -> None:
+        """Save a redis-om document (a profile) durably: its save queues into the pipeline it is given."""
+        pipe = transaction(self.client)
+        await doc.save(pipeline=pipe)
+        await commit(pipe, self.client)
+
+    async def set_json(self, key: str, path: str, value: object) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        json_ops(pipe).set(key, path, value)
+        await flushed(pipe, self.client)
+
+    async def delete(self, key: str, record_id: str, claims: Sequence[str]) -> None:
+        pipe = transaction(self.client)
         pipe.delete(key)
         pipe.srem(self.keys.vector_pending, key)
-        for claim in claims:
-            pipe.delete(claim)
-        await pipe.execute()
+        self._drop_claims(pipe, record_id, claims)
+        await commit(pipe, self.client)
 
     async def delete_agent(self, agent_id: str) -> int:
         query = scope_query(ReadScope(agent_id), with_source=False)
@@ -134,19 +160,24 @@ class Writer:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.delete(*found)
                 pipe.srem(self.keys.vector_pending, *found)
-                await pipe.execute()
+                await flushed(pipe, self.client)
                 deleted += len(found)
         for pattern in self.keys.claims_of_agent(agent_id):
             batch: list[bytes] = []
             async for claim in self.client.scan_iter(match=pattern, count=1000):
                 batch.append(claim)
                 if len(batch) >= _DELETE_PAGE:
-                    await self.client.delete(*batch)
+                    await self._delete_durably(batch)
                     batch = []
             if batch:
-                await self.client.delete(*batch)
-        await self.client.delete(self.keys.profile(agent_id), self.keys.calibration(agent_id))
+                await self._delete_durably(batch)
+        await self._delete_durably([self.keys.profile(agent_id), self.keys.calibration(agent_id)])
         return deleted
+
+    async def _delete_durably(self, keys: Sequence[bytes | str]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(*keys)
+        await flushed(pipe, self.client)
 
     async def load_pending(self, keys: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
         docs = await json_ops(self.client).mget(list(keys), "$")
