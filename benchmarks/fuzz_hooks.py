@@ -64,7 +64,7 @@ def _cue_moment(value: object, *, end_of_day: bool) -> float | None:
         return None
 
 
-@schemathesis.hook("filter_body").apply_to(path="/v1/recall/query")  # type: ignore[untyped-decorator, unused-ignore]
+@schemathesis.hook("filter_body").apply_to(path=["/v1/recall/query", "/v1/reconstruct"])  # type: ignore[untyped-decorator, unused-ignore]
 def cue_period_in_order(ctx: Any, body: Any) -> bool:
     """A time cue's before is later than its after (else 400 naming time_cue.before)."""
     cue = body.get("time_cue") if isinstance(body, dict) else None

@@ -56,6 +56,7 @@ async def test_every_write_is_refused_under_the_floor_and_reads_still_answer(
         lambda m: m.archive_episode("a session", agent_id=AGENT),
         lambda m: m.update(ref, agent_id=AGENT, content="the office moves to York"),
         lambda m: m.update_profile(AGENT, "likes tea"),
+        lambda m: m.declare_associations(AGENT, {"entities": [{"name": "Ann"}]}),
     )
     caplog.set_level(logging.ERROR, logger="cpersona.disk")
     async with cpersona.open(
@@ -73,7 +74,7 @@ async def test_every_write_is_refused_under_the_floor_and_reads_still_answer(
         assert kept.content == "the office moves to Leeds"
         rows = (await memory.recall("office", agent_id=AGENT)).rows
         assert [row.ref for row in rows] == [ref]
-    # One log line for the six refusals: a burst does not flood the log.
+    # One log line for the seven refusals: a burst does not flood the log.
     assert len([r for r in caplog.records if r.name == "cpersona.disk"]) == 1
 
 

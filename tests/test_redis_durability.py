@@ -226,6 +226,9 @@ async def test_a_redis_that_does_not_fsync_an_aof_is_refused_at_open(
     async with _plain_redis(tmp_path, *options) as url:
         with pytest.raises(RedisUnavailable, match="does not fsync an append-only file"):
             await connect_redis(Settings(redis_timeout_secs=2.0), url)
+        # A reader that never writes (trace tail) may still use it.
+        reader = await connect_redis(Settings(redis_timeout_secs=2.0), url, writes=False)
+        await connection.close_redis(reader)
 
 
 def test_a_redis_older_than_7_2_is_refused() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from cpersona.engine.disk import check_free_space
 from cpersona.errors import InvalidRequest, RecordNotFound
 from cpersona.model.association_results import DeclareResult, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest, name_key
@@ -85,6 +86,8 @@ async def check_declared_refs(records: RecordStore, drafts: Sequence[MemoryDraft
 async def declare(life: Lifecycle, body: Mapping[str, object]) -> DeclareResult:
     records = life.backends.records
     req = validate(DeclareRequest, body, life.settings)
+    if not req.retract:  # a retraction frees space, as a delete does: it is never refused for want of it
+        await check_free_space(life.settings)
     scope = Scope(req.agent_id, req.project_id or "", req.channel or "")
     declared: Declaration = req.associations.declaration()
     anchor = None

@@ -129,7 +129,7 @@ class _Tail:
     async def listen(self) -> None:
         """Subscribe once and print until done; raises :class:`RedisUnavailable` when Redis goes away."""
         url = await trace_redis_url(self.settings)
-        client = await connect_redis(self.settings, url)
+        client = await connect_redis(self.settings, url, writes=False)
         try:
             pubsub = client.pubsub()
             try:

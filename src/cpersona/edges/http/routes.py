@@ -228,6 +228,8 @@ _REF = {"ref": RecordRef}
 _AGENT = {"agent_id": Annotated[AgentId, Field(description="The agent (may contain '/')")]}
 _ANY_AGENT = {"agent_id": Annotated[KeyText, Field(min_length=1, description="The agent (may contain '/')")]}
 _WRITE_ERRORS = (400, 413, 503, 507)
+# A memory's declared relations may name a record that is not there (404).
+_RELATING_WRITE_ERRORS = (400, 404, 413, 503, 507)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -237,7 +239,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/encode", _encode, "Store one memory (encode.store)", StoreResponse,
-        body=StoreRequest, errors=_WRITE_ERRORS,
+        body=StoreRequest, errors=_RELATING_WRITE_ERRORS,
         description="A repeat of the caller's `id` (within agent+project) or of identical content (within "
         "agent+project+channel) is not stored again: `result: skipped` with the first ref. A timestamp "
         "more than CPERSONA_FUTURE_TIMESTAMP_SLACK_SECS ahead of the server clock adds the warning "
@@ -245,7 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/encode/batch", _encode_batch, "Store many memories (encode.batch)", BatchResponse,
-        body=BatchRequest, errors=_WRITE_ERRORS,
+        body=BatchRequest, errors=_RELATING_WRITE_ERRORS,
     ),
     Operation(
         "POST", "/v1/encode/raw", _encode_raw, "Append one raw journal entry (encode.store_raw)",
@@ -316,7 +318,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST", "/v1/associations", _declare_associations,
         "Declare entities, aliases and relations, or retract them (declare_associations)", DeclareResponse,
-        body=DeclareRequest, errors=(400, 404, 503),
+        body=DeclareRequest, errors=(400, 404, 503, 507),
         description="Scoped like records (agent, project, channel). With `anchor_ref`, the entities become "
         "that record's mentions; the anchor, and both ends of a record relation, must be records the "
         "declaration's scope may read (else 404). Declaring twice changes nothing (all counts 0).",

@@ -29,6 +29,7 @@ from cpersona.model.associations import Declaration, name_key
 from cpersona.model.records import Scope, Source
 from cpersona.model.scope import ReadScope
 from cpersona.stores.association_values import DeclareCounts, EntityLinks, IndexedEntity, Link, RecordLinks
+from cpersona.stores.redis import durable
 from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.refs import key_of_ref
 
@@ -116,9 +117,10 @@ class RedisAssociations:
         async with redis_errors():
             if retract:
                 return await self._retract(scope, declared, anchor_ref)
-            pipe = self.client.pipeline(transaction=True)
+            # One transaction, acknowledged once on disk like every other write (stores.redis.durable).
+            pipe = durable.transaction(self.client)
             labels = queue_declaration(pipe, self.keys, scope, declared, anchor_ref)
-            return _counts(labels, await pipe.execute())
+            return _counts(labels, await durable.commit(pipe, self.client))
 
     async def _retract(self, scope: Scope, declared: Declaration, anchor_ref: str | None) -> DeclareCounts:
         # A bare entity (no anchor, no alias named) is removed whole, with what hangs from it: read that

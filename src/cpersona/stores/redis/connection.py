@@ -208,8 +208,11 @@ async def close_redis(client: RedisClient) -> None:
         await cast("Any", client).aclose()
 
 
-async def connect_redis(settings: Settings, url: str) -> RedisClient:
+async def connect_redis(settings: Settings, url: str, *, writes: bool = True) -> RedisClient:
     """Connect to the Redis at ``url``, check it answers and carries search and JSON, return the client.
+
+    With ``writes`` (an engine) the Redis must also fsync an append-only file, as every write waits for
+    it; a reader that never writes (``trace tail``) leaves that out, so it can tail any Redis.
 
     Raises :class:`RedisUnavailable` when it does not answer within ``settings.redis_timeout_secs`` or
     lacks a module, and :class:`InvalidSetting` when ``url`` cannot be parsed. The caller owns the
@@ -222,7 +225,7 @@ async def connect_redis(settings: Settings, url: str) -> RedisClient:
             with anyio.fail_after(settings.redis_timeout_secs):
                 await client.ping()
                 modules = await module_versions(client)
-                persistence = await _persistence(client)
+                persistence = await _persistence(client) if writes else None
         except (*_UNAVAILABLE, redis.exceptions.RedisError) as exc:
             # At connect time any failure (refused, timeout, NOAUTH, MODULE LIST denied) means this
             # Redis cannot be used, so all of them become the one typed error.
@@ -233,7 +236,8 @@ async def connect_redis(settings: Settings, url: str) -> RedisClient:
                 f"the Redis at {where} lacks the module(s) {', '.join(missing)}: cpersona needs Redis Stack "
                 "or Redis 8 with the query engine (modules 'search' and 'ReJSON')"
             )
-        _check_persistence(persistence, where)
+        if persistence is not None:
+            _check_persistence(persistence, where)
     except BaseException:
         await close_redis(client)
         raise
