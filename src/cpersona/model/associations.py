@@ -230,7 +230,7 @@ class DeclareRequest(RequestModel):
 
     agent_id: AgentId
     associations: AssociationsBody
-    anchor_ref: Annotated[KeyText, Field(pattern=_RECORD_REF)] | None = Field(
+    anchor_ref: Annotated[str, Field(pattern=_RECORD_REF)] | None = Field(
         default=None, description="mem:<uuid> or ep:<uuid>: the declared entities become its mentions"
     )
     retract: bool = False
