@@ -152,6 +152,36 @@ async def test_the_sequence_shows_where_the_budget_stopped(engine: cpersona.Engi
     assert cut["pieces"][stop]["chars"] + cut["used"] > cut["budget"]
 
 
+@pytest.mark.parametrize("sequence", ["evidence", "whole"])
+async def test_the_passage_sequences_list_what_they_admitted(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path, sequence: str
+) -> None:
+    settings_ = Settings(
+        data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none",
+        reconstruct_sequence=sequence,
+    )  # fmt: skip
+    async with cpersona.open(settings_, background=False) as memory:
+        who = agent()
+        await burst(memory, who, repeat=12)
+        result = await memory.reconstruct("", agent_id=who, budget=1, trace=True)
+    assert result.trace is not None
+    seq = result.trace["sequence"]
+    assert seq["name"] == sequence
+    assert seq["cut"] is True
+    assert seq["stopped_at"] is None  # what was left out is not listed for these two
+    shown = [
+        (n, ref, span)
+        for n, item in enumerate(result.items)
+        for ref, span in [
+            (item.head_ref, list(item.span or (0, len(item.content)))),
+            *((e.ref, list(e.span)) for e in item.excerpts or ()),
+        ]
+    ]
+    assert [(p["item"], p["ref"], p["span"]) for p in seq["pieces"]] == shown
+    assert all(p["admitted"] for p in seq["pieces"])
+    assert seq["used"] == sum(p["chars"] for p in seq["pieces"]) == result.used_budget
+
+
 async def test_the_cues_are_the_declared_names(engine: cpersona.Engine) -> None:
     who = agent()
     await engine.store("Robert fixed the crane", agent_id=who)
