@@ -242,3 +242,34 @@ def test_render_tells_what_the_cue_did() -> None:
     ignored = render_trace({"scope": {"agent_id": "a"}, "arms": {}, "cue_ignored": {"reason": "recent_only"}})
     assert "time cue not used (recent_only)" in ignored
     assert "time cue" not in render_trace({"scope": {"agent_id": "a"}, "arms": {}})
+
+
+async def test_tail_tells_a_live_reconstruct(engine_settings: Settings, tmp_path: Path) -> None:
+    env = tail_env(engine_settings, tmp_path)
+    async with await anyio.open_process(command("--count", "2", "--agent", AGENT), env=env) as proc:
+        await wait_listening(proc)
+        async with cpersona.open(engine_settings, background=False) as memory:
+            await memory.store_batch(
+                [
+                    {"content": "The deploy key rotates every Friday", "agent_id": AGENT, "timestamp": 1e9},
+                    {"content": "The deploy key lives in the vault", "agent_id": AGENT, "timestamp": 1e9 + 5},
+                ]
+            )
+            await memory.reconstruct("deploy key", agent_id=AGENT)  # untraced: never published
+            traced = await memory.reconstruct("deploy key", agent_id=AGENT, trace=True)
+            recalled = await memory.recall("deploy key", agent_id=AGENT, trace=True)
+            assert await memory.drain_traces() == 2
+        code, out, err = await finish(proc)
+    assert code == 0, err
+    assert traced.trace is not None
+    assert recalled.trace is not None
+    accounts = [block for block in out.split("── ") if block.strip()]
+    assert [a.split()[0] for a in accounts] == ["reconstruct", "recall"], out
+    told = accounts[0]
+    assert f"agent {AGENT}" in told
+    heads = [item.head_ref for item in traced.items]
+    assert heads
+    assert f"   items    {len(heads)} returned  [{heads[0]}" in told
+    for label in ("clusters", "cues", "sequence", "coverage", "recall"):
+        assert f"   {label} " in told, (label, told)
+    assert "policy single-pass-v1; limit 20:" in told

@@ -1,8 +1,8 @@
 """reconstruct as a method of :class:`~cpersona.Engine` (a base class of it, so the facade stays one
 screenful per concept): its typed keywords become one request body, validated by
 :class:`~cpersona.ReconstructRequest`, and run by :mod:`cpersona.operations.reconstruct` over the
-engine's recaller. It reads only: no record or vector is written; with ``trace`` its recall's trace
-is published on the trace channel, as every traced recall's is."""
+engine's recaller. It reads only: no record or vector is written; with ``trace`` its trace is published
+on the trace channel (the channel is no store), one message per call with the recall's trace inside."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from cpersona.operations.reconstruct import reconstruct
 from cpersona.operations.reconstruct.candidates import RecalledRow, RecallView
 from cpersona.recall.request import recall_request
 from cpersona.recall.stages.chain import Retrieved
+from cpersona.recall.trace.coverage import coverage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -59,7 +60,12 @@ class ReconstructMethods:
         )  # fmt: skip
         life = self._life
         req = validate(ReconstructRequest, body, life.settings)
-        return await reconstruct(_RecallPort(life), life.backends.records, life.settings, req)
+        result = await reconstruct(_RecallPort(life), life.backends.records, life.settings, req, coverage)
+        if result.trace is not None:
+            # One message per reconstruct, its recall nested: a tailer sees the call whole, and a recall
+            # it made is never mistaken for one a caller asked for.
+            life.backends.trace_publisher.offer(req.agent_id, result.trace)
+        return result
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,9 +80,6 @@ class _RecallPort:
         # One keyword seat, as the reference's reconstruct asks of its recall (§3.10).
         req = dataclasses.replace(req, lexical_terms=lexical_terms, keyword_seats=1)
         result = await life.recaller.recall(req)
-        if result.trace is not None:
-            # A traced recall is published on the trace channel, this one too (the channel is no store).
-            life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),
             trace=result.trace,

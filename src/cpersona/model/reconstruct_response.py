@@ -114,7 +114,11 @@ class ReconstructResult(_Body):
     bounds: Bounds | None = None
     time_cue: dict[str, Any] | None = None
     trace: dict[str, Any] | None = Field(
-        default=None, description="With trace: the audit (candidate_refs, clusters, cues) and trace.recall"
+        default=None,
+        description=(
+            "With trace: the full audit (candidate_refs, clusters, cues, items, sequence, coverage) and "
+            "trace.recall"
+        ),
     )
 
     def to_json(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 A trace carries references and scores, never stored text and not the question, so the account shows
 what each stage did to which refs: the arms' lists, the gate's decisions, what autocut and the count cut
-removed, the held seats, the coverage ledger's summary and the timing.
+removed, the held seats, the coverage ledger's summary and the timing. A reconstruct's trace (``kind:
+"reconstruct"``) is told as its items, clusters, cues, allocation and coverage, then its recall in one line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ _TOP = 3
 
 
 def render_trace(trace: Mapping[str, Any], *, received: float | None = None) -> str:
-    """A readable account of one recall trace, a few lines, stage by stage (no stored text)."""
+    """A readable account of one recall or reconstruct trace, a few lines (no stored text)."""
+    if trace.get("kind") == "reconstruct":
+        return _reconstruct(trace, received)
     lines = [_header(trace, received)]
     request = _map(trace.get("request"))
     policy = _map(trace.get("policy"))
@@ -79,7 +82,73 @@ def _cue(trace: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _header(trace: Mapping[str, Any], received: float | None) -> str:
+def _reconstruct(trace: Mapping[str, Any], received: float | None) -> str:
+    items = [_map(i) for i in _rows(trace.get("items"))]
+    held = sum(1 for i in items if i.get("held"))
+    text = f"{len(items)} returned" + (f" ({held} held)" if held else "")
+    lines = [_header(trace, received, "reconstruct")]
+    lines.append(_line("items", text + (f"  [{_refs([i.get('head_ref') for i in items])}]" if items else "")))
+    lines.append(_line("clusters", _clusters(trace.get("clusters"))))
+    lines.append(_line("cues", _cues(_map(trace.get("cues")))))
+    lines.append(_line("sequence", _allocation(_map(trace.get("sequence")))))
+    if "coverage" in trace:
+        lines.append(_line("coverage", _coverage(_map(trace.get("coverage")))))
+    lines.append(_line("recall", _recall_summary(_map(trace.get("recall")))))
+    return "\n".join(lines)
+
+
+def _clusters(clusters: object) -> str:
+    rows = [_map(c) for c in _rows(clusters)]
+    joined = collections.Counter(str(c["why"]) for c in rows if c.get("why"))
+    text = f"{len(rows)} from {sum(len(_rows(c.get('refs'))) for c in rows)} candidate(s)"
+    if joined:
+        text += " (" + ", ".join(f"{key} {n}" for key, n in joined.most_common()) + ")"
+    past = sum(1 for c in rows if c.get("past_window"))
+    return text + (f", {past} past the window" if past else "")
+
+
+def _cues(cues: Mapping[str, Any]) -> str:
+    entities, terms = _rows(cues.get("entities")), _rows(cues.get("terms"))
+    if not entities:
+        return "no entity named"
+    text = ", ".join(map(str, entities)) + " → " + (", ".join(map(str, terms)) or "no new term")
+    return text + (f" (+{cues['terms_omitted']} omitted)" if cues.get("terms_omitted") else "")
+
+
+def _allocation(sequence: Mapping[str, Any]) -> str:
+    if not sequence:
+        return "-"
+    pieces = [_map(p) for p in _rows(sequence.get("pieces"))]
+    admitted = sum(1 for p in pieces if p.get("admitted"))
+    text = f"{sequence.get('name', '?')}: {admitted} of {len(pieces)} piece(s) admitted"
+    text += f", used {sequence.get('used', '?')} of {sequence.get('budget', '?')} chars"
+    stopped = sequence.get("stopped_at")
+    if isinstance(stopped, int) and 0 <= stopped < len(pieces):
+        at = pieces[stopped]
+        text += f"; the budget stopped at {at.get('piece', '?')} of {at.get('ref', '?')}"
+    return text
+
+
+def _recall_summary(recall: Mapping[str, Any]) -> str:
+    """The reconstruct's own recall in one line: its policy, the count cut, the seats and its time."""
+    if not recall:
+        return "-"
+    policy = _map(recall.get("policy")).get("process", "?")
+    parts = [
+        f"policy {policy}",
+        _count(_map(recall.get("order"))),
+        f"seats {_seats(recall.get('reservation'))}",
+    ]
+    cue = _cue(recall)
+    if cue:
+        parts.append(f"time cue {cue}")
+    total = _map(recall.get("timing_ms")).get("total")
+    if total is not None:
+        parts.append(f"total {_num(total, 1)} ms")
+    return "; ".join(parts)
+
+
+def _header(trace: Mapping[str, Any], received: float | None, what: str = "recall") -> str:
     scope = trace_scope(trace)
     when = "" if received is None else " " + time.strftime("%H:%M:%S", time.localtime(received))
     parts = [f"agent {scope.get('agent_id', '?')!s}"]
@@ -89,7 +158,7 @@ def _header(trace: Mapping[str, Any], received: float | None) -> str:
             parts.append(f"{label} {value}")
     version = trace.get("trace_version")
     tail = f"  (trace v{version})" if version is not None else ""
-    return f"── recall{when}  {'  '.join(parts)}{tail}"
+    return f"── {what}{when}  {'  '.join(parts)}{tail}"
 
 
 def _line(label: str, text: str) -> str:
@@ -194,7 +263,8 @@ def _timing(timing: Mapping[str, Any]) -> str:
 
 
 def trace_scope(trace: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _map(trace.get("scope"))
+    """The trace's scope; a reconstruct's is its recall's, which it reads within."""
+    return _map(trace.get("scope")) or _map(_map(trace.get("recall")).get("scope"))
 
 
 def _map(value: object) -> Mapping[str, Any]:

@@ -14,7 +14,7 @@ item's content and every excerpt is a contiguous span of a stored record it cite
     7 structure head, claims newest first, roles, conflicts                  (``structure``)
     8 quoting   head quote and excerpts, contiguous spans of the record     (``quoting``)
     9 allocate  the ``items`` sequence cut to the budget                     (``allocation``)
-      response  the compact answer, and with ``trace`` the audit            (``response``)
+      response  the compact answer, and with ``trace`` the audit  (``response``, ``trace``)
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from cpersona.operations.reconstruct.candidates import recall_candidates
 from cpersona.operations.reconstruct.cues import associative_cues
 from cpersona.operations.reconstruct.order import order_items
 from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
-from cpersona.operations.reconstruct.response import Quoted, build_result, trace_of
+from cpersona.operations.reconstruct.response import Quoted, build_result
 from cpersona.operations.reconstruct.structure import structure
+from cpersona.operations.reconstruct.trace import Allocated, trace_of
 from cpersona.operations.reconstruct.walk import relation_walk
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from cpersona.operations.reconstruct.candidates import RecallPort, RecallView
     from cpersona.operations.reconstruct.order import Ordered
     from cpersona.operations.reconstruct.structure import Structured
+    from cpersona.operations.reconstruct.trace import Ledger
     from cpersona.settings import ReconstructSequence, Settings
     from cpersona.stores.protocols import RecordStore
 
@@ -55,9 +57,10 @@ def _scope(req: ReconstructRequest) -> ReadScope:
 
 
 async def reconstruct(
-    recall: RecallPort, records: RecordStore, settings: Settings, req: ReconstructRequest
+    recall: RecallPort, records: RecordStore, settings: Settings, req: ReconstructRequest, ledger: Ledger
 ) -> ReconstructResult:
-    """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``."""
+    """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``;
+    ``ledger`` builds a traced call's coverage ledger."""
     limits = limits_of(req, settings)
     if limits.count == 0:
         return ReconstructResult(
@@ -88,7 +91,10 @@ async def reconstruct(
     quoted = _quote(req.query, limits, ordered, structs, view.best_blocks, view.block_chars)
     budget = limits.budget(len(ordered.window))
     shown, alloc = _allocate(settings.reconstruct_sequence, req.query, limits, quoted, view, budget.chars)
-    trace = trace_of(recalled, clusters, cues) if req.trace else None
+    trace = None
+    if req.trace:
+        allocated = Allocated(quoted, shown, alloc, budget.chars, settings.reconstruct_sequence)
+        trace = trace_of(req.query, recalled, clusters, cues, allocated, ledger)
     return build_result(
         limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
     )

@@ -1,6 +1,5 @@
 """The response (§4.3): the items the allocation admitted, the bounds and the budget as they acted, the
-shortfall's reason, and with ``trace`` the audit (refs, ranks, keys; no stored text) with the recall's
-own trace."""
+shortfall's reason, and with ``trace`` the audit that :mod:`.trace` builds."""
 
 from __future__ import annotations
 
@@ -17,11 +16,10 @@ if TYPE_CHECKING:
     from cpersona.operations.reconstruct.allocation import Allocation
     from cpersona.operations.reconstruct.bounds import Budget, Limits
     from cpersona.operations.reconstruct.bundling import Cluster
-    from cpersona.operations.reconstruct.candidates import Candidate, Recalled
-    from cpersona.operations.reconstruct.cues import Cues
+    from cpersona.operations.reconstruct.candidates import Recalled
     from cpersona.operations.reconstruct.structure import Row, Structured
 
-__all__ = ["Quoted", "build_item", "build_result", "trace_of"]
+__all__ = ["Quoted", "build_item", "build_result"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,21 +85,6 @@ def _bounds(limits: Limits, recalled: Recalled, beyond_hops: bool, quoted: Seque
     return Bounds(
         top_k=limits.top_k, max_hops=limits.max_hops, max_evidence=limits.max_evidence, reached=reached
     )
-
-
-def trace_of(recalled: Recalled, clusters: Sequence[Cluster], cues: Cues) -> dict[str, Any]:
-    pool: Sequence[Candidate] = recalled.candidates
-    refs = [{"ref": c.ref, "rank": c.rank, **({"reserved": True} if c.reserved else {})} for c in pool]
-    bundles = [
-        {"refs": [pool[i].ref for i in cl.members], **({"why": cl.reason} if cl.reason else {})}
-        for cl in clusters
-    ]
-    return {
-        "recall": None if recalled.view.trace is None else dict(recalled.view.trace),
-        "candidate_refs": refs,
-        "clusters": bundles,
-        "cues": cues.trace(),
-    }
 
 
 def build_result(

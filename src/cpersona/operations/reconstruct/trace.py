@@ -1,0 +1,172 @@
+"""reconstruct's trace (§4.3, seed "trace.recall"): the full, uncompacted audit of one call, never held to
+a mode cap. It is one mapping, published on the trace channel as one message (``kind: "reconstruct"``)
+with the recall it made nested as ``recall``, that recall's own trace v1 unchanged:
+
+``candidate_refs``
+    The recall's rows as reconstruct ranked them (0 = most relevant), ``reserved`` for a held seat's row.
+``clusters``
+    Every cluster bundling made, by its best member's rank: ``refs``, ``why`` (the key that formed it,
+    absent for a singleton), ``members`` with the key that joined each, and where it went: ``item`` (its
+    place in the item order) with its ``head``, ``held`` for a reservation item, or ``past_window``.
+``cues``
+    The entities the query matched, the extra lexical terms, ``terms_omitted`` past the cap.
+``items``
+    The returned items: head ref, the refs each cites, ``held`` for a reservation item.
+``sequence``
+    The allocation: its name, the budget, what it used, whether it cut, and its pieces in sequence order
+    (item, ref, head or excerpt, span, size, admitted), with ``stopped_at`` the first piece left out. The
+    ``items`` sequence is listed whole; ``evidence`` and ``whole`` list the pieces they admitted.
+``coverage``
+    The coverage ledger (§3.13a) over the records the returned items cite (the seed's rule for
+    reconstruct), in the order the items cite them, from their full stored text.
+
+Like the recall's trace it carries refs, ranks, keys and spans, never stored text. The question is not
+in it either; the cue entities' names and terms are, as the recall's trace carries the scope's ids: they
+are keys the caller declared (``associations``), not text of a record, and they are what a reader of the
+trace needs to see why the lexical arms got extra terms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+    from cpersona.operations.reconstruct.allocation import Allocation
+    from cpersona.operations.reconstruct.bundling import Cluster
+    from cpersona.operations.reconstruct.candidates import Candidate, Recalled
+    from cpersona.operations.reconstruct.cues import Cues
+    from cpersona.operations.reconstruct.response import Quoted
+
+__all__ = ["KIND", "Allocated", "Ledger", "cited_texts", "trace_of"]
+
+KIND = "reconstruct"
+
+
+class Ledger(Protocol):
+    """The coverage ledger (``recall.trace.coverage.coverage``), handed in by the engine: operations
+    import nothing of recall."""
+
+    def __call__(self, question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Allocated:
+    """What allocation saw and did: every quoted item, the admitted ones with their shown pieces."""
+
+    quoted: Sequence[Quoted]
+    shown: Sequence[tuple[Quoted, int]]
+    allocation: Allocation
+    budget: int
+    sequence: str
+
+
+def trace_of(
+    query: str,
+    recalled: Recalled,
+    clusters: Sequence[Cluster],
+    cues: Cues,
+    allocated: Allocated,
+    ledger: Ledger,
+) -> dict[str, Any]:
+    pool: Sequence[Candidate] = recalled.candidates
+    refs = [{"ref": c.ref, "rank": c.rank, **({"reserved": True} if c.reserved else {})} for c in pool]
+    return {
+        "kind": KIND,
+        "recall": None if recalled.view.trace is None else dict(recalled.view.trace),
+        "candidate_refs": refs,
+        "clusters": _clusters(pool, clusters, allocated.quoted),
+        "cues": cues.trace(),
+        "items": [_item(q) for q, _ in allocated.shown],
+        "sequence": _sequence(allocated),
+        "coverage": ledger(query, cited_texts(allocated.shown)),
+    }
+
+
+def cited_texts(shown: Iterable[tuple[Quoted, int]]) -> Iterator[tuple[str, str]]:
+    """``(ref, full stored text)`` of each record a returned item cites, once, in citation order."""
+    seen: set[str] = set()
+    for q, _ in shown:
+        for row, _roles in q.structured.claims:
+            if row.ref not in seen:
+                seen.add(row.ref)
+                yield row.ref, row.text
+
+
+def _clusters(pool: Sequence[Candidate], clusters: Sequence[Cluster], quoted: Sequence[Quoted]) -> list[Any]:
+    placed = {q.cluster.members[0]: (n, q) for n, q in enumerate(quoted)}
+    out: list[dict[str, Any]] = []
+    for cl in clusters:
+        members = [{"ref": pool[i].ref, **({"why": cl.why[i]} if i in cl.why else {})} for i in cl.members]
+        entry: dict[str, Any] = {"refs": [pool[i].ref for i in cl.members], "members": members}
+        if cl.reason:
+            entry["why"] = cl.reason
+        found = placed.get(cl.members[0])
+        if found is None:
+            entry["past_window"] = True
+        else:
+            n, q = found
+            entry.update(item=n, head=q.structured.head.ref, **({"held": True} if q.held else {}))
+        out.append(entry)
+    return out
+
+
+def _item(q: Quoted) -> dict[str, Any]:
+    cites = [row.ref for row, _ in q.structured.claims]
+    return {"head_ref": q.structured.head.ref, "cites": cites, **({"held": True} if q.held else {})}
+
+
+def _pieces(allocated: Allocated) -> list[dict[str, Any]]:
+    """The ``items`` sequence whole (every head, then the excerpts round-robin, as allocation walks
+    them), else the admitted pieces of each shown item."""
+    if allocated.sequence != "items":
+        return [
+            _piece(n, ref, span)
+            for n, (q, taken) in enumerate(allocated.shown)
+            for ref, span in [
+                (q.structured.head.ref, q.head_span),
+                *((r.ref, s) for r, s in q.excerpts[:taken]),
+            ]
+        ]
+    quoted = allocated.quoted
+    pieces = [_piece(n, q.structured.head.ref, q.head_span) for n, q in enumerate(quoted)]
+    depth = max((len(q.excerpts) for q in quoted), default=0)
+    for level in range(depth):
+        pieces.extend(
+            _piece(n, q.excerpts[level][0].ref, q.excerpts[level][1], excerpt=True)
+            for n, q in enumerate(quoted)
+            if level < len(q.excerpts)
+        )
+    return pieces
+
+
+def _piece(n: int, ref: str, span: tuple[int, int], *, excerpt: bool = False) -> dict[str, Any]:
+    start, end = span
+    return {
+        "item": n,
+        "ref": ref,
+        "piece": "excerpt" if excerpt else "head",
+        "span": [start, end],
+        "chars": end - start,
+    }
+
+
+def _sequence(allocated: Allocated) -> dict[str, Any]:
+    pieces = _pieces(allocated)
+    alloc = allocated.allocation
+    admitted = len(pieces)
+    if allocated.sequence == "items":
+        admitted = sum(1 + taken for _, taken in alloc.chosen)
+    for n, piece in enumerate(pieces):
+        piece["admitted"] = n < admitted
+    stopped = admitted if alloc.cut and admitted < len(pieces) else None
+    return {
+        "name": allocated.sequence,
+        "budget": allocated.budget,
+        "used": alloc.used,
+        "cut": alloc.cut,
+        "pieces": pieces,
+        "stopped_at": stopped,
+    }
