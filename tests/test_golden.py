@@ -114,3 +114,57 @@ async def test_a_cued_policy_without_a_cue_matches_the_golden(
         got = {"question": question, **_summary(result, names)}
         assert got["policy"] == {**want["policy"], "process": policy}
         assert {**got, "policy": want["policy"]} == want, (policy, question)
+
+
+# ------------------------------------------------------------------------------------------ reconstruct
+
+RECONSTRUCT_GOLDEN = HERE / "reconstruct.json"
+
+
+def _reconstructed(result: cpersona.ReconstructResult, names: dict[str, str]) -> dict[str, Any]:
+    """What the golden pins of a reconstruct: every item's head, claims, roles and quoted spans by name."""
+
+    def name(ref: str) -> str:
+        return "profile" if ref.startswith("profile:") else names[ref]
+
+    items = []
+    for item in result.items:
+        items.append(
+            {
+                "head": name(item.head_ref),
+                "why": item.independence_reason,
+                "admission": item.admission,
+                "quoted": [len(item.content), item.content_len],
+                "claims": [
+                    {
+                        "row": name(claim.ref),
+                        "why": claim.why,
+                        "hops": claim.hops,
+                        "roles": [[name(r.ref), r.role] for r in claim.roles or ()],
+                    }
+                    for claim in item.claims
+                ],
+                "excerpts": [[name(e.ref), list(e.span)] for e in item.excerpts or ()],
+            }
+        )
+    return {
+        "effective_count": result.effective_count,
+        "returned_count": result.returned_count,
+        "shortfall_reason": result.shortfall_reason,
+        "items": items,
+    }
+
+
+async def test_reconstruct_matches_its_golden(engine: tuple[cpersona.Engine, dict[str, str]]) -> None:
+    # reconstruct's own behaviour golden, over the recall golden's corpus and questions.
+    memory, names = engine
+    observed = []
+    for question in CORPUS["questions"]:
+        result = await memory.reconstruct(question["query"], agent_id=CORPUS["agent_id"])
+        observed.append({"query": question["query"], **_reconstructed(result, names)})
+    if os.environ.get("CPERSONA_UPDATE_GOLDEN") == "1":
+        RECONSTRUCT_GOLDEN.write_bytes(orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n")
+        pytest.skip("golden regenerated; review the diff and commit it")
+    expected = orjson.loads(RECONSTRUCT_GOLDEN.read_bytes())
+    for want, got in zip(expected, observed, strict=True):
+        assert got == want, want["query"]
