@@ -78,6 +78,18 @@ async def redis(redis_url: str, key_prefix: str) -> AsyncIterator[RedisClient]:
             await close_redis(client)
 
 
+@pytest.fixture
+async def engine(
+    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
+) -> AsyncIterator[cpersona.Engine]:
+    """An engine on the shared Redis under this test's key prefix, without an embedder (lexical arms
+    only); a module whose tests need vectors or other settings defines its own ``engine``."""
+    settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
+    # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
+    async with cpersona.open(settings, background=False) as memory:
+        yield memory
+
+
 async def _drop_prefix(client: RedisClient, prefix: str) -> None:
     # Indexes first, so that deleting their documents does not make Redis re-index them one by one.
     untyped = cast("Any", client)

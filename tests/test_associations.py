@@ -21,23 +21,13 @@ from cpersona.model.entity_match import match_terms
 from cpersona.model.scope import ReadScope
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
-    from pathlib import Path
 
     import httpx
     from starlette.applications import Starlette
 
 _counter = itertools.count()
-
-
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
 
 
 def agent() -> str:

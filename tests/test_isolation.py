@@ -8,7 +8,6 @@ import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +20,6 @@ from cpersona.stores.redis.scope import source_prefix_tags, tag
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from pathlib import Path
 
 AGENTS = ["a", "b", "a:b", "\uff41"]  # the last is a full-width "a": a different agent
@@ -79,16 +77,6 @@ def test_a_prefix_read_matches_exactly_the_indexed_prefixes(source: str, read: s
 
 
 _counter = itertools.count()
-
-
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cpersona
-from cpersona import Settings
 from cpersona.model.scope import ReadScope
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.lexical import (
@@ -35,20 +34,9 @@ from cpersona.stores.redis.lexical import (
 from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
-    from pathlib import Path
+    from collections.abc import Sequence
 
     from cpersona.model.candidates import ArmResult
-
-
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
 
 
 async def remember(engine: cpersona.Engine, content: str, agent_id: str = "a", **fields: Any) -> str:

@@ -39,15 +39,6 @@ _n = itertools.count()
 SRC = {"type": "User", "id": "u1"}
 
 
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
-
-
 def agent() -> str:
     return f"r{next(_n)}-{uuid.uuid4().hex[:6]}"
 

@@ -32,15 +32,6 @@ NOW = time.time()
 _PROPS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, tmp_path: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
-
-
 @pytest.fixture(scope="module")
 async def onnx_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     async with open_test_engine("rt") as memory:
