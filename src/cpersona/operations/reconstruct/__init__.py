@@ -14,6 +14,7 @@ item's content and every excerpt is a contiguous span of a stored record it cite
     7 structure head, claims newest first, roles, conflicts                  (``structure``)
     8 quoting   head quote and excerpts, contiguous spans of the record     (``quoting``)
     9 allocate  the ``items`` sequence cut to the budget                     (``allocation``)
+    10 cap      lite/pro: the longest prefix whose JSON fits the token cap   (``modes``, ``tokens``)
       response  the compact answer, and with ``trace`` the audit            (``response``)
 """
 
@@ -28,8 +29,9 @@ from cpersona.operations.associations import record_links
 from cpersona.operations.reconstruct.allocation import Allocation, allocate, allocate_passages
 from cpersona.operations.reconstruct.bounds import limits_of
 from cpersona.operations.reconstruct.bundling import bundle
-from cpersona.operations.reconstruct.candidates import recall_candidates
+from cpersona.operations.reconstruct.candidates import KEYWORD_SEAT, recall_candidates
 from cpersona.operations.reconstruct.cues import associative_cues
+from cpersona.operations.reconstruct.modes import HELD_LONG_CHARS, hold_to_cap, mode_of
 from cpersona.operations.reconstruct.order import order_items
 from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
 from cpersona.operations.reconstruct.response import Quoted, build_result, trace_of
@@ -58,7 +60,8 @@ async def reconstruct(
     recall: RecallPort, records: RecordStore, settings: Settings, req: ReconstructRequest
 ) -> ReconstructResult:
     """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``."""
-    limits = limits_of(req, settings)
+    mode = mode_of(req, settings)
+    limits = limits_of(req, settings, mode)
     if limits.count == 0:
         return ReconstructResult(
             items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
@@ -66,7 +69,8 @@ async def reconstruct(
         )  # fmt: skip
     scope = _scope(req)
     cues = await associative_cues(records, scope, req.query)
-    recalled = await recall_candidates(recall, records, req, limits.top_k, cues.terms)
+    asks = KEYWORD_SEAT if mode is None else mode.asks
+    recalled = await recall_candidates(recall, records, req, limits.top_k, cues.terms, asks)
     pool = recalled.candidates
     links = dict(await record_links(records, scope, [c.ref for c in pool]))
     clusters = bundle(pool, links, limits.adjacency_seconds)
@@ -87,15 +91,39 @@ async def reconstruct(
     view = recalled.view
     quoted = _quote(req.query, limits, ordered, structs, view.best_blocks, view.block_chars)
     budget = limits.budget(len(ordered.window))
-    shown, alloc = _allocate(settings.reconstruct_sequence, req.query, limits, quoted, view, budget.chars)
     trace = trace_of(recalled, clusters, cues) if req.trace else None
-    return build_result(
-        limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
-    )
+    if mode is None:
+        shown, alloc = _allocate(
+            Layout(settings.reconstruct_sequence), req.query, limits, quoted, view, budget.chars
+        )
+        return build_result(
+            limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
+        )
+
+    def build(pieces: int | None) -> tuple[ReconstructResult, int]:
+        layout = Layout("whole", mode.whole_floor, mode.held_long_last, pieces)
+        shown, alloc = _allocate(layout, req.query, limits, quoted, view, budget.chars)
+        result = build_result(limits, recalled, quoted, shown, alloc, budget, beyond_hops=False, trace=None)
+        return result, sum(1 + taken for _, taken in shown)
+
+    capped = hold_to_cap(build, mode)
+    # The trace is the audit, never held to the cap (§4.3).
+    return capped if trace is None else capped.model_copy(update={"trace": trace})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Layout:
+    """How the sequence is laid out: which one; the items the whole-record floor covers (None: all);
+    held-long-last; at most ``limit`` pieces (the mode cap's prefix)."""
+
+    sequence: ReconstructSequence
+    floor: int | None = None
+    held_long_last: bool = False
+    limit: int | None = None
 
 
 def _allocate(
-    sequence: ReconstructSequence,
+    layout: Layout,
     query: str,
     limits: Limits,
     quoted: Sequence[Quoted],
@@ -103,17 +131,21 @@ def _allocate(
     budget: int,
 ) -> tuple[list[tuple[Quoted, int]], Allocation]:
     """The items as the sequence admits them, each with how many pieces it shows after its content."""
-    if sequence == "items":
+    if layout.sequence == "items":
         heads = [q.head_span[1] - q.head_span[0] for q in quoted]
         alloc = allocate(heads, [[b - a for _, (a, b) in q.excerpts] for q in quoted], budget)
         return [(quoted[i], taken) for i, taken in alloc.chosen], alloc
-    spans, whole = [], []
+    spans, whole, last = [], [], set()
+    floor = len(quoted) if layout.floor is None else layout.floor
     for n, q in enumerate(quoted):
         head, cap = q.structured.head, limits.head_cap(n)
         best = view.best_blocks.get(head.ref)
         spans.append(passage_spans(head.text, query, cap, best_block=best, max_chars=view.block_chars))
-        whole.append(sequence == "whole" and len(head.text) <= cap)
-    admitted, used, cut = allocate_passages([[e - s for s, e in sp] for sp in spans], whole, budget)
+        whole.append(layout.sequence == "whole" and n < floor and len(head.text) <= cap)
+        if layout.held_long_last and q.held and len(head.text) > HELD_LONG_CHARS:
+            last.add(n)
+    sizes = [[e - s for s, e in sp] for sp in spans]
+    admitted, used, cut = allocate_passages(sizes, whole, budget, last=last, limit=layout.limit)
     shown: list[tuple[Quoted, int]] = []
     for n, q in enumerate(quoted):
         if admitted[n]:
