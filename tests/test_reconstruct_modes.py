@@ -359,6 +359,22 @@ def test_held_long_last_moves_a_held_items_later_passages_to_the_end() -> None:
     assert [p for p in moved if p[0] != 1] == [p for p in plain if p[0] != 1]
 
 
+async def test_pros_whole_record_floor_covers_its_first_10_items_only(
+    engine: cpersona.Engine, builds: list[Any]
+) -> None:
+    who = agent()
+    texts = await fill(engine, who, [2, 30, *[2] * 9])  # newest first: item 9 is long, item 10 short
+    result = await engine.reconstruct("", agent_id=who, mode="pro")
+    refs = [i.head_ref for i in result.items]
+    assert len(refs) == 11
+    assert len(texts[refs[9]]) > 800 >= len(texts[refs[10]])
+    [(build, _)] = builds
+    order = [ref for ref, _ in sequence_of(build)]
+    assert order[:9] == refs[:9]  # whole, in item order
+    # Item 10 is past the floor: its whole record waits for item 9's best passage (RRF over item rank).
+    assert order.index(refs[9]) < order.index(refs[10])
+
+
 async def test_pro_asks_the_recall_for_its_extra_seats(
     engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
