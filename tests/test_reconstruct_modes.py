@@ -384,9 +384,13 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
     asked: list[Any] = []
     real = recaller.recall
 
+    depths: list[int] = []
+
     async def spy(req: Any) -> Any:
         asked.append(req)
-        return await real(req)
+        result = await real(req)
+        depths.append(result.depth)
+        return result
 
     monkeypatch.setattr(recaller, "recall", spy)
     await engine.reconstruct("harbour boats", agent_id=who, mode="pro")
@@ -394,3 +398,4 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
     await engine.reconstruct("harbour boats", agent_id=who)
     seats = [(r.keyword_seats, r.extra_block_seats, r.depth_places) for r in asked]
     assert seats == [(9, 2, 8), (1, 0, 0), (1, 0, 0)]
+    assert depths[0] == depths[1] + 8 == depths[2] + 8  # the depth places reach the arms' depth
