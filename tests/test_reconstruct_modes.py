@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import cpersona
 import cpersona.operations.reconstruct as reconstruct_package
 from cpersona import InvalidRequest, ReconstructResult, Settings
-from cpersona.edges.http.app import create_app
+from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.operations.reconstruct.allocation import allocate_passages
 from cpersona.operations.reconstruct.modes import CapBelowMinimum, Mode, hold_to_cap, tokens_of
 from cpersona.operations.reconstruct.tokens import ENCODING, count_tokens
@@ -281,6 +281,7 @@ async def test_cap_below_minimum_over_http_is_a_422(
         answer = await client.post("/v1/reconstruct", json={"agent_id": "hm", "query": "", "mode": "pro"})
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"]["code"] == "CAP_BELOW_MINIMUM"
+        assert "422" in openapi_document()["paths"]["/v1/reconstruct"]["post"]["responses"]
         bad = await client.post("/v1/reconstruct", json={"agent_id": "hm", "query": "", "mode": "max"})
         assert (bad.status_code, bad.json()["error"]["field"]) == (400, "mode")
 
