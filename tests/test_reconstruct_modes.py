@@ -268,6 +268,9 @@ async def test_a_cap_below_one_passage_shrinks_the_claims_then_refuses(
     assert isinstance(err.value, InvalidRequest)
     assert (err.value.code, err.value.field, err.value.status) == ("CAP_BELOW_MINIMUM", "mode", 422)
     assert "cap_below_minimum" in str(err.value)
+    async with open_modes(reconstruct_lite_cap=10) as memory:
+        with pytest.raises(CapBelowMinimum):  # nothing to quote, and the bare answer is over the cap
+            await memory.reconstruct("", agent_id=agent(), mode="lite")
 
 
 async def test_cap_below_minimum_over_http_is_a_422(

@@ -119,8 +119,10 @@ def hold_to_cap(
     budget cut it) and how many pieces it shows. The trace is the caller's to put back."""
     full, pieces = build(None)
     best = tokens_of(full, mode)
-    if _fits(best, mode) or not full.items:
+    if _fits(best, mode):
         return best
+    if not full.items:  # even the empty answer is over the cap
+        raise _below(best, mode, "the answer without items")
     lo, hi = 0, pieces  # lo fits (0 stands for "none known yet"), hi does not
     fitted: ReconstructResult | None = None
     while hi - lo > 1:
@@ -135,8 +137,12 @@ def hold_to_cap(
     shrunk = tokens_of(_shrink_claims(build(1)[0]), mode)
     if _fits(shrunk, mode):
         return shrunk
-    raise CapBelowMinimum(
+    raise _below(shrunk, mode, "the first passage with its head claim")
+
+
+def _below(result: ReconstructResult, mode: Mode, what: str) -> CapBelowMinimum:
+    return CapBelowMinimum(
         "mode",
-        f"cap_below_minimum: the first passage with its head claim takes {shrunk.used_tokens} cl100k "
-        f"tokens, above the {mode.name} cap of {mode.cap}",
+        f"cap_below_minimum: {what} takes {result.used_tokens} cl100k tokens, above the {mode.name} cap "
+        f"of {mode.cap}",
     )
