@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cpersona.model.reconstruct_request import ReconstructRequest
-    from cpersona.operations.reconstruct.bounds import Limits
-    from cpersona.operations.reconstruct.candidates import RecallPort, RecallView
+    from cpersona.operations.reconstruct.bounds import Budget, Limits
+    from cpersona.operations.reconstruct.candidates import Recalled, RecallPort, RecallView
+    from cpersona.operations.reconstruct.modes import Mode
     from cpersona.operations.reconstruct.order import Ordered
     from cpersona.operations.reconstruct.structure import Structured
     from cpersona.settings import ReconstructSequence, Settings
@@ -99,16 +100,23 @@ async def reconstruct(
         return build_result(
             limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
         )
+    capped = _capped(mode, req.query, limits, recalled, quoted, budget)
+    # The trace is the audit, never held to the cap (§4.3).
+    return capped if trace is None else capped.model_copy(update={"trace": trace})
+
+
+def _capped(
+    mode: Mode, query: str, limits: Limits, recalled: Recalled, quoted: Sequence[Quoted], budget: Budget
+) -> ReconstructResult:
+    """Stages 9 and 10 of a mode: the ``whole`` sequence as the mode lays it out, cut to its cap."""
 
     def build(pieces: int | None) -> tuple[ReconstructResult, int]:
         layout = Layout("whole", mode.whole_floor, mode.held_long_last, pieces)
-        shown, alloc = _allocate(layout, req.query, limits, quoted, view, budget.chars)
+        shown, alloc = _allocate(layout, query, limits, quoted, recalled.view, budget.chars)
         result = build_result(limits, recalled, quoted, shown, alloc, budget, beyond_hops=False, trace=None)
         return result, sum(1 + taken for _, taken in shown)
 
-    capped = hold_to_cap(build, mode)
-    # The trace is the audit, never held to the cap (§4.3).
-    return capped if trace is None else capped.model_copy(update={"trace": trace})
+    return hold_to_cap(build, mode)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
