@@ -19,7 +19,18 @@ import httpx
 import orjson
 import pytest
 
+import cpersona
+from cpersona import InvalidRequest, ReconstructResult, Settings
+from cpersona.edges.cli.reconstruct import render_reconstruct
+from cpersona.edges.cli.service import LocalService, RemoteService
+from cpersona.edges.http.app import create_app
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from starlette.applications import Starlette
+
     from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "cli-agent"
@@ -211,7 +222,7 @@ def test_import_without_agent_names_the_field(env: dict[str, str], tmp_path: Pat
 def test_python_dash_m_and_help(env: dict[str, str]) -> None:
     done = run(env, "--help", module=True)
     assert done.returncode == 0
-    for command in ("serve", "remember", "import", "stats", "get", "forget"):
+    for command in ("serve", "remember", "import", "stats", "get", "forget", "reconstruct"):
         assert command in done.stdout
 
 
@@ -254,3 +265,49 @@ def test_serve_exits_3_when_the_engine_cannot_start(env: dict[str, str], free_tc
     assert done.returncode == 3
     assert "redis unavailable" in done.stderr.lower() or "cannot use Redis" in done.stderr
     assert done.stderr.rstrip().endswith("error: the server did not start (the log above says why)")
+
+
+def test_reconstruct_renders_items_and_json_parses(env: dict[str, str]) -> None:
+    for text, ts in (("Eve builds boats in the harbour", "1000"), ("Eve sold the red boat", "1010")):
+        assert run(env, "remember", text, "--agent", AGENT, "--timestamp", ts).returncode == 0
+    done = run(env, "reconstruct", "", "--agent", AGENT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("1 item(s), 1 of 10")
+    assert re.fullmatch(r"1\. mem:[0-9a-f-]{36}  \[cluster:adjacent\]", lines[1]), lines
+    assert lines[2] == '   "Eve sold the red boat"'  # the newest of the burst is the head
+    assert lines[3] == "   claims:"
+    assert re.fullmatch(r"     mem:\S+  1970-01-01T00:16:50(\.0+)?Z?\S*", lines[4]), lines
+    assert "via cluster:adjacent" in lines[5]
+    as_json = run(env, "reconstruct", "boats", "--agent", AGENT, "--mode", "lite", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    parsed = ReconstructResult.model_validate(orjson.loads(as_json.stdout))
+    assert (parsed.mode, parsed.cap) == ("lite", 3_000)
+    assert "mode pro, " in run(env, "reconstruct", "", "--agent", AGENT, "--mode", "pro").stdout
+    bad = run(env, "reconstruct", "", "--agent", AGENT, "--count", "-1")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: count:")
+    tight = run(
+        {**env, "CPERSONA_RECONSTRUCT_LITE_CAP": "5"}, "reconstruct", "", "--agent", AGENT, "--mode", "lite"
+    )
+    assert tight.returncode == 2
+    assert "cap_below_minimum" in tight.stderr
+
+
+async def test_reconstruct_over_http_answers_as_in_process(
+    settings: Settings,
+    redis: object,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    here = settings.with_(qdrant_url=":memory:", embedding_mode="none", reconstruct_lite_cap=5)
+    async with serve_asgi(create_app(here, background=False)) as client:
+        remote = RemoteService(here, "http://test", client)
+        await remote.store({"content": "Eve builds boats", "agent_id": "cli-h"})
+        over = await remote.reconstruct({"query": "", "agent_id": "cli-h"})
+        async with cpersona.open(here, background=False) as engine:
+            local = await LocalService(engine).reconstruct({"query": "", "agent_id": "cli-h"})
+        assert over == local
+        assert render_reconstruct(over)[1].startswith("1. mem:")
+        with pytest.raises(InvalidRequest) as err:
+            await remote.reconstruct({"query": "", "agent_id": "cli-h", "mode": "lite"})
+        assert err.value.field == "mode"

@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
     reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
     reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = "items"
+    # The modes' token caps (§4.1): cl100k tokens of the whole returned JSON.
+    reconstruct_lite_cap: Annotated[int, Field(ge=1)] = 3_000
+    reconstruct_pro_cap: Annotated[int, Field(ge=1)] = 5_000
 
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

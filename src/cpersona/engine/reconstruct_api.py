@@ -7,12 +7,12 @@ on the trace channel (the channel is no store), one message per call with the re
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cpersona.model.fields import given, validate
 from cpersona.model.reconstruct_request import MAX_TOP_K, ReconstructRequest
 from cpersona.operations.reconstruct import reconstruct
-from cpersona.operations.reconstruct.candidates import RecalledRow, RecallView
+from cpersona.operations.reconstruct.candidates import KEYWORD_SEAT, RecallAsks, RecalledRow, RecallView
 from cpersona.recall.request import recall_request
 from cpersona.recall.stages.chain import Retrieved
 from cpersona.recall.trace.coverage import coverage
@@ -49,14 +49,17 @@ class ReconstructMethods:
         source_id: str | None = None,
         time_cue: Mapping[str, Any] | TimeCueBody | None = None,
         trace: bool = False,
+        mode: Literal["lite", "pro"] | None = None,
+        lite: bool = False,
     ) -> ReconstructResult:
         """Reconstruct what the memory holds about ``query`` (the fields of :class:`ReconstructRequest`):
         ``count`` items (default 10) from one recall of ``top_k`` rows (20), each quoting its head record,
-        its claims newest first with their roles; ``budget`` characters of quoted text at most."""
+        its claims newest first with their roles; ``budget`` characters of quoted text at most. ``mode``
+        ``"lite"`` (or ``lite``) or ``"pro"`` holds the whole answer to a cl100k token cap."""
         body = given(
             query=query, agent_id=agent_id, count=count, top_k=top_k, max_hops=max_hops,
             max_evidence=max_evidence, budget=budget, deep=deep, project_id=project_id, channel=channel,
-            source_id=source_id, time_cue=time_cue, trace=trace,
+            source_id=source_id, time_cue=time_cue, trace=trace, mode=mode, lite=lite,
         )  # fmt: skip
         life = self._life
         req = validate(ReconstructRequest, body, life.settings)
@@ -74,11 +77,16 @@ class _RecallPort:
 
     life: Lifecycle
 
-    async def __call__(self, body: Mapping[str, Any], lexical_terms: tuple[str, ...]) -> RecallView:
+    async def __call__(
+        self, body: Mapping[str, Any], lexical_terms: tuple[str, ...], asks: RecallAsks = KEYWORD_SEAT
+    ) -> RecallView:
         life = self.life
         req = recall_request(body, life.settings, life.policies, max_limit=MAX_TOP_K)
-        # One keyword seat, as the reference's reconstruct asks of its recall (§3.10).
-        req = dataclasses.replace(req, lexical_terms=lexical_terms, keyword_seats=1)
+        # One keyword seat, as the reference's reconstruct asks of its recall (§3.10); pro asks for more.
+        req = dataclasses.replace(
+            req, lexical_terms=lexical_terms, keyword_seats=asks.keyword_seats,
+            extra_block_seats=asks.extra_block_seats, depth_places=asks.depth_places,
+        )  # fmt: skip
         result = await life.recaller.recall(req)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),

@@ -9,7 +9,7 @@ them, ``count`` above ``CPERSONA_RECONSTRUCT_MAX_COUNT`` and ``budget`` above
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -57,6 +57,12 @@ class ReconstructRequest(RequestModel):
         default=None, description="Passed to the recall it reads from"
     )
     trace: bool = Field(default=False, description="Return the audit and the recall's own trace (no text)")
+    mode: Literal["lite", "pro"] | None = Field(
+        default=None,
+        description="lite: 3000 tokens, 2800 characters; pro: 5000 tokens, 15 items, extra recall seats. "
+        "The whole JSON is held to the mode's cl100k token cap (the trace is not)",
+    )
+    lite: bool = Field(default=False, description="The same as mode: lite (unless mode names another)")
     header: Header = None
 
     @field_validator("time_cue", mode="before")

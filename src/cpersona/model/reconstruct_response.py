@@ -113,6 +113,11 @@ class ReconstructResult(_Body):
     used_budget: int | None = None
     bounds: Bounds | None = None
     time_cue: dict[str, Any] | None = None
+    mode: Literal["lite", "pro"] | None = Field(default=None, description="The mode that bounded the answer")
+    cap: int | None = Field(default=None, description="The mode's cap in cl100k tokens of the whole JSON")
+    used_tokens: int | None = Field(
+        default=None, description="cl100k tokens of this JSON without the trace (at most ``cap``)"
+    )
     trace: dict[str, Any] | None = Field(
         default=None,
         description=(

@@ -77,7 +77,8 @@ def plan_recall(
     depth = req.limit
     if req.mode != "cascade" and not req.blank:
         floor = settings.recall_depth_floor
-        depth = min(policy.depth.max, max(req.limit, policy.depth.floor if floor is None else floor))
+        depth = max(req.limit, policy.depth.floor if floor is None else floor)
+        depth = min(policy.depth.max, depth + req.depth_places)
     filtering = bool(req.scope.source_id or req.exclude_contents)
     cue = None
     if req.time_cue is not None and policy.cue is not None:
@@ -126,5 +127,6 @@ def stage_plan(
         vector_threshold=vector_threshold,
         has_vector=has_vector,
         keyword_seats=ctx.req.keyword_seats,
+        extra_block_seats=ctx.req.extra_block_seats,
         parts_covered={} if parts_covered is None else parts_covered,
     )

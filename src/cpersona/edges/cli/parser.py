@@ -95,6 +95,16 @@ def _read_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the response as JSON")
 
+    p = sub.add_parser("reconstruct", parents=[common], help="items that quote stored rows, with claims")
+    p.add_argument("question", help="the question")
+    p.add_argument("--agent", required=True, help="agent id")
+    p.add_argument("--project", help="project id (sees the project and the global pool)")
+    p.add_argument("--channel", help="channel (sees the channel and the global pool)")
+    p.add_argument("--mode", choices=("lite", "pro"), help="hold the answer to 3000 (lite) or 5000 tokens")
+    p.add_argument("--count", type=int, help="items (default 10; pro 15)")
+    p.add_argument("--budget", type=int, help="characters of quoted text")
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+
 
 def _admin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(

@@ -19,6 +19,7 @@ from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest
 from cpersona.model.fields import arguments, validate
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.recall_query import RecallQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
 from cpersona.stores.redis.server_record import running_server_url
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ Validated = tuple[Mapping[str, Any], StoreRequest]
 # A batch of records is embedded before it is answered; on a slow CPU that takes a while.
 _READ_SECS = 300.0
 _CONNECT_SECS = 5.0
-_BAD_INPUT = frozenset({"VALIDATION_ERROR", "CONTENT_TOO_LARGE", "FORGET_UNCONFIRMED"})
+_BAD_INPUT = frozenset({"VALIDATION_ERROR", "CONTENT_TOO_LARGE", "FORGET_UNCONFIRMED", "CAP_BELOW_MINIMUM"})
 
 
 def server_url(settings: Settings) -> str | None:
@@ -64,6 +65,7 @@ class Service(Protocol):
     async def store(self, body: Mapping[str, Any]) -> JSON: ...
     async def store_batch(self, batch: Sequence[Validated]) -> JSON: ...
     async def recall(self, body: Mapping[str, Any]) -> JSON: ...
+    async def reconstruct(self, body: Mapping[str, Any]) -> JSON: ...
     async def stats(self, agent: str | None) -> JSON: ...
     async def get(self, ref: str, agent: str) -> JSON: ...
     async def forget(self, agent: str) -> JSON: ...
@@ -89,6 +91,10 @@ class LocalService:
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RecallQuery, body, self.settings)
         return (await self.engine.recall(**arguments(request))).to_json()
+
+    async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
+        request = validate(ReconstructRequest, body, self.settings)
+        return (await self.engine.reconstruct(**arguments(request))).to_json()
 
     async def stats(self, agent: str | None) -> JSON:
         return await self.engine.stats(agent)
@@ -145,6 +151,10 @@ class RemoteService:
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         validate(RecallQuery, body, self.settings)
         return await self._call("POST", "/v1/recall/query", json=dict(body))
+
+    async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
+        validate(ReconstructRequest, body, self.settings)
+        return await self._call("POST", "/v1/reconstruct", json=dict(body))
 
     async def stats(self, agent: str | None) -> JSON:
         params = {} if agent is None else {"agent_id": agent}

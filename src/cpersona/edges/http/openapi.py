@@ -44,6 +44,8 @@ _ERROR_TEXT = {
     415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",
     421: "A server bound to loopback answers only to `Host: localhost`, `127.0.0.1` or `[::1]` with its "
     "port (HOST_NOT_ALLOWED)",
+    422: "reconstruct: not even the first passage with its head claim fits the mode's token cap "
+    "(CAP_BELOW_MINIMUM, `error.field` is `mode`)",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
     507: "An embedded store's disk has less free space than CPERSONA_MIN_FREE_MB; the write is refused "

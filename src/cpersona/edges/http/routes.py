@@ -332,9 +332,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST", "/v1/reconstruct", _reconstruct,
         "Items that quote stored rows, bundled, ordered and given roles, over one recall (reconstruct)",
-        ReconstructResult, body=ReconstructRequest,
+        ReconstructResult, body=ReconstructRequest, errors=(400, 422, 503),
         description="Read-only: it never composes text and never writes. Each item's content and excerpts "
         "are spans of the stored records it cites; a clamp of count or budget is reported "
-        "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field.",
+        "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field. With "
+        "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
 )  # fmt: skip

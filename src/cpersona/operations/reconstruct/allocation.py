@@ -19,7 +19,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 __all__ = ["RRF_K", "Allocation", "allocate", "allocate_passages"]
 
@@ -53,24 +53,34 @@ def allocate(heads: Sequence[int], excerpts: Sequence[Sequence[int]], budget: in
     return Allocation(tuple(enumerate(taken)), used, False)
 
 
-def _sequence(passages: Sequence[Sequence[int]], whole: Sequence[bool]) -> list[tuple[int, int]]:
+def _sequence(
+    passages: Sequence[Sequence[int]], whole: Sequence[bool], last: Collection[int]
+) -> list[tuple[int, int]]:
     first = [(i, 0) for i, w in enumerate(whole) if w]
     rest = [(i, r) for i, sizes in enumerate(passages) if not whole[i] for r in range(len(sizes))]
     rest.sort(key=lambda p: (-(1.0 / (RRF_K + p[0]) + 1.0 / (RRF_K + p[1])), p))
-    return first + rest
+    # held-long-last (pro): the later passages of the items in ``last`` go to the end, in their order.
+    moved = [p for p in rest if p[0] in last and p[1] > 0]
+    return first + [p for p in rest if not (p[0] in last and p[1] > 0)] + moved
 
 
 def allocate_passages(
-    passages: Sequence[Sequence[int]], whole: Sequence[bool], budget: int
+    passages: Sequence[Sequence[int]],
+    whole: Sequence[bool],
+    budget: int,
+    *,
+    last: Collection[int] = (),
+    limit: int | None = None,
 ) -> tuple[list[list[int]], int, bool]:
     """``evidence`` / ``whole``: ``passages[i]`` is item i's head passages' sizes, best first; ``whole[i]``
-    puts item i's single whole-record piece first. The admitted passage indices per item, in sequence
-    order, the characters used and whether the budget cut."""
+    puts item i's single whole-record piece first; the items in ``last`` keep their first passage in
+    place and move the others to the end. At most ``limit`` pieces (the mode cap's prefix). The admitted
+    passage indices per item, in sequence order, the characters used and whether the sequence was cut."""
     admitted: list[list[int]] = [[] for _ in passages]
     used = 0
-    for n, (i, r) in enumerate(_sequence(passages, whole)):
+    for n, (i, r) in enumerate(_sequence(passages, whole, last)):
         size = passages[i][r]
-        if used + size > budget and n > 0:
+        if n == limit or (used + size > budget and n > 0):
             return admitted, used, True
         used += size
         admitted[i].append(r)

@@ -11,12 +11,14 @@ of a recall policy, and its reference tunes them by these same environment varia
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import TYPE_CHECKING
 
 from cpersona.model.reconstruct_response import Policy
 
 if TYPE_CHECKING:
     from cpersona.model.reconstruct_request import ReconstructRequest
+    from cpersona.operations.reconstruct.modes import Mode
     from cpersona.settings import Settings
 
 __all__ = ["Budget", "Limits", "limits_of"]
@@ -40,6 +42,9 @@ class Limits:
     tail_quote_chars: int
     excerpt_chars: int
     adjacency_seconds: float
+    # A mode's own budget default (lite's 2,800), and pro's "no character budget unless one is given".
+    mode_budget: int | None = None
+    unbounded: bool = False
 
     def head_cap(self, position: int) -> int:
         """The head quote's size for the item at ``position`` (0-based) in item order."""
@@ -50,9 +55,13 @@ class Limits:
         then capped, then raised to one head quote."""
         base = self.requested_budget
         source: str = "requested"
+        if base is None and self.unbounded:
+            return Budget(sys.maxsize, None)
         if base is None:
             source = "default"
-            base = max(self.default_budget, sum(self.head_cap(i) for i in range(window)))
+            base = self.mode_budget
+            if base is None:
+                base = max(self.default_budget, sum(self.head_cap(i) for i in range(window)))
         if base > self.max_budget:
             return Budget(self.max_budget, _policy(source, "max_budget"))
         if base < self.head_cap(0):
@@ -74,18 +83,22 @@ def _policy(source: str, reason: str) -> Policy:
     return Policy(source="requested" if source == "requested" else "default", clamped=True, reason=reason)
 
 
-def limits_of(req: ReconstructRequest, settings: Settings) -> Limits:
-    base = settings.reconstruct_default_count if req.count is None else req.count
+def limits_of(req: ReconstructRequest, settings: Settings, mode: Mode | None = None) -> Limits:
+    """The request's bounds; a ``mode`` brings its count, its budget and no relation walk (§4.1)."""
+    default_count, max_count = settings.reconstruct_default_count, settings.reconstruct_max_count
+    if mode is not None and mode.count is not None:
+        default_count = max_count = mode.count
+    base = default_count if req.count is None else req.count
     count, count_policy = base, None
-    if base > settings.reconstruct_max_count:
-        count = settings.reconstruct_max_count
+    if base > max_count:
+        count = max_count
         count_policy = _policy("default" if req.count is None else "requested", "max_count")
     return Limits(
         count=count,
         requested_count=None if count_policy is None else base,
         count_policy=count_policy,
         top_k=settings.reconstruct_top_k if req.top_k is None else req.top_k,
-        max_hops=2 if req.max_hops is None else req.max_hops,
+        max_hops=0 if mode is not None else 2 if req.max_hops is None else req.max_hops,
         max_evidence=40 if req.max_evidence is None else req.max_evidence,
         requested_budget=req.budget,
         default_budget=settings.reconstruct_default_budget,
@@ -95,4 +108,6 @@ def limits_of(req: ReconstructRequest, settings: Settings) -> Limits:
         tail_quote_chars=settings.reconstruct_tail_quote_chars,
         excerpt_chars=settings.reconstruct_excerpt_chars,
         adjacency_seconds=settings.reconstruct_adjacency_seconds,
+        mode_budget=None if mode is None else mode.budget,
+        unbounded=mode is not None and mode.budget is None,
     )

@@ -17,7 +17,16 @@ if TYPE_CHECKING:
     from cpersona.model.reconstruct_request import ReconstructRequest
     from cpersona.stores.protocols import RecordStore
 
-__all__ = ["Candidate", "RecallPort", "RecallView", "Recalled", "RecalledRow", "recall_candidates"]
+__all__ = [
+    "KEYWORD_SEAT",
+    "Candidate",
+    "RecallAsks",
+    "RecallPort",
+    "RecallView",
+    "Recalled",
+    "RecalledRow",
+    "recall_candidates",
+]
 
 _READS = 16  # record reads in flight at once
 
@@ -45,11 +54,26 @@ class RecallView:
     block_chars: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallAsks:
+    """The held seats and depth reconstruct asks of its recall (§4.2 stage 2): one keyword seat; pro
+    adds block and keyword seats and depth places."""
+
+    keyword_seats: int = 1
+    extra_block_seats: int = 0
+    depth_places: int = 0
+
+
+KEYWORD_SEAT = RecallAsks()  # what a reconstruct without a mode asks
+
+
 class RecallPort(Protocol):
     """Runs the one recall: the engine's recaller, handed in, since operations sit beside recall and
     import nothing of it. ``body`` is a recall request body; ``lexical_terms`` go to the lexical arms."""
 
-    async def __call__(self, body: Mapping[str, Any], lexical_terms: tuple[str, ...]) -> RecallView: ...
+    async def __call__(
+        self, body: Mapping[str, Any], lexical_terms: tuple[str, ...], asks: RecallAsks = ...
+    ) -> RecallView: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -90,9 +114,10 @@ async def recall_candidates(
     req: ReconstructRequest,
     top_k: int,
     lexical_terms: tuple[str, ...],
+    asks: RecallAsks = KEYWORD_SEAT,
 ) -> Recalled:
     """Run the one recall and read its rows' records (a row deleted since is left out)."""
-    view = await recall(_recall_body(req, top_k), lexical_terms)
+    view = await recall(_recall_body(req, top_k), lexical_terms, asks)
     rows = [row for row in view.rows if row.kind != "profile"]
     found = await _read_all(records, [row.ref for row in rows])
     kept = [row for row in rows if row.ref in found]

@@ -79,6 +79,7 @@ class RecallPlan:
     has_vector: bool = True
     # Keyword seats (reconstruct asks for one; 0 leaves the recall as it was) and their order's key.
     keyword_seats: int = 0
+    extra_block_seats: int = 0  # reconstruct's pro asks for 2 beyond the policy's
     parts_covered: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
@@ -316,9 +317,10 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
     gate = SeatGate(plan.gate, plan.policy.gate, has_vector=plan.has_vector, floor=seat_policy.floor)
     block = retrieved.arms.get("block")
     seats: list[Seat] = []
-    if block is not None and plan.policy.seats.block > 0 and not plan.blank_query:
+    block_count = seat_policy.block + plan.extra_block_seats
+    if block is not None and block_count > 0 and not plan.blank_query:
         returned = {r.ref for r in data.rows}
-        chosen = block_seats(block.rows, returned=returned, seats=plan.policy.seats.block, gate=gate)
+        chosen = block_seats(block.rows, returned=returned, seats=block_count, gate=gate)
         seats.extend(Seat(row.ref, "block", row) for row in chosen)
     if plan.keyword_seats > 0:
         taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
