@@ -182,6 +182,7 @@ async def test_http_answers_503_for_a_write_not_confirmed_on_disk(
                 assert reply.status_code == 503, reply.text
                 assert reply.json()["error"]["code"] == NOT_DURABLE
                 assert str(tmp_path) not in reply.json()["error"]["message"]
+                assert "not acknowledged; retry it" in reply.json()["error"]["message"]
                 await cast("Any", client).config_set("appendfsync", "always")
                 reply = await http.post("/v1/encode", json={**body, "content": "the office moved"})
                 assert reply.status_code == 200, reply.text

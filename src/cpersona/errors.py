@@ -26,7 +26,8 @@ Redis that answers but cannot serve keeps the 503 and says why in its code: ``RE
 (MISCONF: the AOF or a snapshot cannot be written), ``REDIS_OUT_OF_MEMORY`` (OOM), ``REDIS_READ_ONLY``
 (a replica), ``REDIS_LOADING`` (still loading its data), ``REDIS_BUSY`` (a script or module command holds
 it), ``REDIS_MASTER_DOWN``, ``REDIS_NO_REPLICAS``, ``REDIS_CLUSTER_DOWN``, ``REDIS_NO_PERMISSION`` (the ACL
-user may not run a command); one that does not answer at all is ``BACKEND_UNAVAILABLE``.
+user may not run a command), ``REDIS_NOT_DURABLE`` (a write Redis did not confirm on disk in time: not
+acknowledged); one that does not answer at all is ``BACKEND_UNAVAILABLE``.
 """
 
 from __future__ import annotations

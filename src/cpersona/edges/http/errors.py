@@ -69,6 +69,8 @@ _REFUSALS = {
     "REDIS_NO_REPLICAS": "Redis has too few replicas to accept writes (NOREPLICAS)",
     "REDIS_CLUSTER_DOWN": "the Redis cluster cannot serve this key now (CLUSTERDOWN)",
     "REDIS_NO_PERMISSION": "the Redis user may not run a command cpersona needs (NOPERM)",
+    "REDIS_NOT_DURABLE": "Redis did not confirm the write on its disk in time (WAITAOF), so it is not "
+    "acknowledged; retry it",
 }
 # A unix socket URL, or an absolute path standing alone (not the path of an http URL).
 _FILE_NAME = re.compile(r"unix://[^\s,;'\"()]+|(?<![\w:/.~])/[^\s,;'\"()]+")
