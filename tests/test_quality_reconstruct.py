@@ -21,6 +21,7 @@ from benchmarks.quality.reconstruct_bench import (  # noqa: E402
     Tally,
     cited_units,
     declare_speakers,
+    latency_lines,
     measure,
     report,
 )
@@ -37,6 +38,13 @@ def test_tally_counts_any_and_all_gold_cited() -> None:
     tally.add(["D2:1"], [], 0)
     assert (tally.questions, tally.any_hit, tally.all_hit, tally.records) == (3, 2, 1, 3)
     assert tally.share(tally.all_hit) == pytest.approx(1 / 3)
+
+
+def test_latency_lines_give_p50_and_p95_per_call() -> None:
+    tally = Tally(millis=[float(ms) for ms in range(1, 101)])
+    lines = latency_lines({"reconstruct default": tally, "recall, limit 20": Tally(millis=[5.0])})
+    assert lines[2] == "| reconstruct default | 100 | 51.0 | 95.0 |"
+    assert lines[3] == "| recall, limit 20 | 1 | 5.0 | 5.0 |"
 
 
 def test_cited_units_reads_heads_claims_and_excerpts_once() -> None:

@@ -25,9 +25,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -45,10 +48,14 @@ if TYPE_CHECKING:
     from benchmarks.quality.locomo import Conversation, LoCoMo, Question
     from benchmarks.quality.systems import Cpersona
 
-__all__ = ["MODES", "Tally", "cited_units", "main", "measure", "report"]
+__all__ = ["MODES", "Tally", "cited_units", "latency", "latency_lines", "main", "measure", "report"]
 
 MODES: Final[tuple[str | None, ...]] = (None, "lite", "pro")
 FIXED_LIMIT: Final = 10
+LATENCY_SIZE: Final = 10_000
+LATENCY_WARMUP: Final = 20
+AGENT: Final = "bench-agent"
+"""recall_speed's agent, the one its cached stores hold."""
 RESULTS: Final = Path(__file__).resolve().parents[1] / "results"
 
 
@@ -164,6 +171,15 @@ def _percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+def latency_lines(table: dict[str, Tally]) -> list[str]:
+    """One row per call: how many timed, p50 and p95 in milliseconds."""
+    lines = ["| call | timed | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
+    for name, tally in table.items():
+        p50, p95 = _percentile(tally.millis, 0.5), _percentile(tally.millis, 0.95)
+        lines.append(f"| {name} | {len(tally.millis)} | {p50:.1f} | {p95:.1f} |")
+    return [*lines, ""]
+
+
 def report(passes: dict[str, dict[str, Tally]]) -> list[str]:
     """The tables, one per pass: column, any, all, mean records, p50/p95 ms where timed."""
     lines: list[str] = []
@@ -211,21 +227,55 @@ async def _run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
         await system.aclose()
 
 
-def _header(args: argparse.Namespace, began: str, load_start: float) -> list[str]:
+async def latency(recalls: int) -> dict[str, Tally]:
+    """reconstruct (each mode) and plain recall at ``limit`` 20 (the ``top_k`` reconstruct's one recall
+    asks), paired question by question on a copy of recall_speed's cached 10k store, one caller."""
+    import cpersona
+    from benchmarks import recall_speed as speed
+
+    texts = speed.load_texts(speed.LOCOMO)
+    corpus = speed.build_corpus(texts, LATENCY_SIZE)
+    home, build = await speed.cached_store(corpus, [], texts.questions, False)
+    table = {name: Tally() for name in (*(f"reconstruct {_label(m)}" for m in MODES), "recall, limit 20")}
+    with tempfile.TemporaryDirectory(prefix="cpersona-rspeed-") as tmp:
+        data_dir = Path(tmp) / "data"
+        await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
+        if await anyio.to_thread.run_sync(speed.collections, data_dir) != build["collections"]:
+            raise RuntimeError("the cached 10k store has other collections than the engine opens: rebuild it")
+        async with cpersona.open(speed.settings_for(data_dir)) as memory:
+            await speed.wait_indexed(memory, LATENCY_SIZE)
+            for question in texts.questions[:LATENCY_WARMUP]:
+                await memory.reconstruct(question, agent_id=AGENT)
+            for index in range(recalls):
+                await _paired(memory, texts.questions[index % len(texts.questions)], index, table)
+    return table
+
+
+async def _paired(memory: Any, question: str, index: int, table: dict[str, Tally]) -> None:
+    # The order turns with each question, so neither call always finds the caches the other warmed.
+    calls: list[tuple[str, Any]] = [
+        (f"reconstruct {_label(m)}", functools.partial(memory.reconstruct, question, agent_id=AGENT, mode=m))
+        for m in MODES
+    ]
+    calls.append(("recall, limit 20", functools.partial(memory.recall, question, agent_id=AGENT, limit=20)))
+    shift = index % len(calls)
+    for name, call in calls[shift:] + calls[:shift]:
+        began = time.perf_counter()
+        await call()
+        table[name].millis.append((time.perf_counter() - began) * 1000.0)
+
+
+def _header(command: str, scope: str, began: str, load_start: float) -> list[str]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    scope = "conv-26 only (--quick)" if args.quick else "all ten conversations"
     return [
-        "# reconstruct on LoCoMo: gold turns cited, beside recall and CPersona 2.6.14",
-        "",
-        f"- command: `python -m benchmarks.quality.reconstruct_bench{' --quick' if args.quick else ''}"
-        f"{' --no-peer' if args.no_peer else ''}`",
+        f"- command: `{command}`",
         f"- date: {began} to {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; commit `{commit}`",
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs; python {platform.python_version()}",
         f"- load (1-minute): {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
         "(other engineers' work shares the machine; it moves only the times)",
-        f"- data: LoCoMo, {scope}; non-adversarial questions with resolvable evidence",
+        f"- data: {scope}",
         "",
     ]
 
@@ -237,12 +287,29 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--latency", type=int, metavar="N", help="time N paired questions at 10k instead")
     args = parser.parse_args(argv)
     began = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
     load_start = os.getloadavg()[0]
-    passes = anyio.run(_run, args)
-    out = args.out or RESULTS / f"quality_reconstruct{'_quick' if args.quick else ''}.md"
-    out.write_text("\n".join(_header(args, began, load_start) + report(passes)), encoding="utf-8")
+    command = "python -m benchmarks.quality.reconstruct_bench"
+    if args.latency:
+        table = anyio.run(latency, args.latency)
+        out = args.out or RESULTS / "quality_reconstruct_latency.md"
+        title = f"# reconstruct vs recall: latency at {LATENCY_SIZE:,} memories, one caller"
+        scope = (
+            f"recall_speed's cached {LATENCY_SIZE:,}-memory store (LoCoMo turns + generated), its questions"
+        )
+        head = _header(f"{command} --latency {args.latency}", scope, began, load_start)
+        lines = [title, "", *head, *latency_lines(table)]
+    else:
+        passes = anyio.run(_run, args)
+        out = args.out or RESULTS / f"quality_reconstruct{'_quick' if args.quick else ''}.md"
+        flags = f"{' --quick' if args.quick else ''}{' --no-peer' if args.no_peer else ''}"
+        scope = "LoCoMo, " + ("conv-26 only (--quick)" if args.quick else "all ten conversations")
+        scope += "; non-adversarial questions with resolvable evidence"
+        title = "# reconstruct on LoCoMo: gold turns cited, beside recall and CPersona 2.6.14"
+        lines = [title, "", *_header(command + flags, scope, began, load_start), *report(passes)]
+    out.write_text("\n".join(lines), encoding="utf-8")
     print(out.read_text(encoding="utf-8"))
     return out
 
