@@ -67,7 +67,7 @@ async def test_one_pass_over_a_tiny_conversation(tmp_path: Path) -> None:
     try:
         await system.preload([(conv.conv_id, conv.turns)])
         before = await measure(data, system, None)
-        await declare_speakers(data, system, None)
+        assert await declare_speakers(data, system, None) == (2, 0)
         after = await measure(data, system, None)
     finally:
         await system.aclose()

@@ -154,14 +154,18 @@ async def measure(data: LoCoMo, system: Cpersona, peer: CPersonaRef | None) -> d
     return table
 
 
-async def declare_speakers(data: LoCoMo, system: Cpersona, peer: CPersonaRef | None) -> None:
-    """Each conversation's two speaker names as entities of its scope, in both systems."""
+async def declare_speakers(data: LoCoMo, system: Cpersona, peer: CPersonaRef | None) -> tuple[int, int]:
+    """Each conversation's two speaker names as entities of its scope, in both systems; how many
+    entities each system says it recorded (ours, the peer's)."""
     memory = await system.engine()
+    ours = theirs = 0
     for conv in data.conversations:
         names = [name for name in conv.speakers if name]
-        await memory.declare_associations(conv.conv_id, {"entities": [{"name": name} for name in names]})
+        said = await memory.declare_associations(conv.conv_id, {"entities": [{"name": n} for n in names]})
+        ours += said.entities
         if peer is not None:
-            await peer.declare_entities(conv.conv_id, names)
+            theirs += await peer.declare_entities(conv.conv_id, names)
+    return ours, theirs
 
 
 def _percentile(values: Sequence[float], share: float) -> float:
@@ -218,8 +222,9 @@ async def _run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
             for conv in data.conversations:
                 await peer.index(conv.conv_id, conv.turns)
         passes = {"no declared entities (the graph is empty)": await measure(data, system, peer)}
-        await declare_speakers(data, system, peer)
-        passes["the two speaker names declared as entities"] = await measure(data, system, peer)
+        ours, theirs = await declare_speakers(data, system, peer)
+        title = f"the two speaker names declared as entities (recorded: {ours} here, {theirs} in 2.6.14)"
+        passes[title] = await measure(data, system, peer)
         return passes
     finally:
         if peer is not None:
