@@ -19,6 +19,7 @@ from benchmarks.quality.locomo import load_locomo  # noqa: E402
 from benchmarks.quality.reconstruct_bench import (  # noqa: E402
     MODES,
     Tally,
+    anchor_speakers,
     cited_units,
     declare_speakers,
     latency_lines,
@@ -69,6 +70,8 @@ async def test_one_pass_over_a_tiny_conversation(tmp_path: Path) -> None:
         before = await measure(data, system, None)
         assert await declare_speakers(data, system, None) == (2, 0)
         after = await measure(data, system, None)
+        # 15 turns, one repeated ("Thanks!" twice): 14 records, each mentioning its speaker once.
+        assert await anchor_speakers(data, system, None) == (14, 0)
     finally:
         await system.aclose()
     for table in (before, after):
@@ -101,6 +104,8 @@ async def test_peer_reconstruct_cites_units_and_declares_entities(tmp_path: Path
                 cited = [unit for item in reply["items"] for unit in item["units"]]
                 assert "D1:7" in cited
             assert await peer.declare_entities(conv.conv_id, ["Ann", "Bo"]) == 2
+            [(ref, _)] = [(r, u) for r, u in peer._refs[conv.conv_id].items() if u == ["D1:7"]]
+            assert await peer.declare_entities(conv.conv_id, ["Ann"], anchor=ref) == 1
         finally:
             await peer.aclose()
     finally:

@@ -21,8 +21,9 @@ Ops (JSON lines, see :mod:`_wire`):
 * ``reconstruct`` ``{agent, query, mode?}`` calls ``reconstruct.do_reconstruct`` at its defaults (``mode``
   ``lite`` or ``pro`` when given) and answers ``{items: [{refs}], elapsed_ms, mode}``: per item, every ref
   it cites (head, claims, excerpts), first seen first;
-* ``declare`` ``{agent, entities: [name]}`` declares those entities (no anchor, so no mentions) through
-  ``server.do_declare_associations_boundary`` and answers how many it recorded;
+* ``declare`` ``{agent, entities: [name], anchor?}`` declares those entities through
+  ``server.do_declare_associations_boundary`` (with ``anchor``, a ``mem:<id>``, as mentioned by that
+  record) and answers ``{entities, mentions}``: how many it recorded;
 * ``stats`` answers the row counts of the database;
 * ``span`` ``{agent}`` answers ``{memories, oldest, newest}``: the stored timestamps (ISO 8601) of the
   agent's oldest and newest memory, for a benchmark that builds a time cue from them.
@@ -149,10 +150,13 @@ async def reconstruct(request: dict[str, Any]) -> dict[str, Any]:
 
 async def declare(request: dict[str, Any]) -> dict[str, Any]:
     entities = [{"name": name} for name in request["entities"]]
-    reply = await server.do_declare_associations_boundary(request["agent"], {"entities": entities})
+    anchor = str(request.get("anchor") or "")
+    reply = await server.do_declare_associations_boundary(
+        request["agent"], {"entities": entities}, anchor_ref=anchor
+    )
     if reply.get("ok") is False or reply.get("dropped"):
         raise RuntimeError(f"declare_associations answered {reply}")
-    return {"entities": len(reply.get("entities") or ())}
+    return {"entities": len(reply.get("entities") or ()), "mentions": int(reply.get("mentions") or 0)}
 
 
 async def stats(request: dict[str, Any]) -> dict[str, Any]:

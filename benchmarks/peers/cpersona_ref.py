@@ -209,7 +209,8 @@ class CPersonaRef(PeerSystem):
             item["units"] = list(dict.fromkeys(unit for group in units for unit in group))
         return reply
 
-    async def declare_entities(self, conv_id: str, names: Sequence[str]) -> int:
-        """Declare ``names`` as entities of agent ``conv_id`` (no anchor: no mentions); how many were."""
-        reply = await self.call("declare", agent=conv_id, entities=list(names))
-        return int(reply["entities"])
+    async def declare_entities(self, conv_id: str, names: Sequence[str], *, anchor: str = "") -> int:
+        """Declare ``names`` as entities of agent ``conv_id``, mentioned by the record ``anchor`` when one
+        is named; how many entities were recorded (without an anchor) or mentions (with one)."""
+        reply = await self.call("declare", agent=conv_id, entities=list(names), anchor=anchor)
+        return int(reply["mentions"] if anchor else reply["entities"])

@@ -168,6 +168,22 @@ async def declare_speakers(data: LoCoMo, system: Cpersona, peer: CPersonaRef | N
     return ours, theirs
 
 
+async def anchor_speakers(data: LoCoMo, system: Cpersona, peer: CPersonaRef | None) -> tuple[int, int]:
+    """Each stored turn's record declared as mentioning its speaker (one anchored declaration per
+    record, in both systems); how many mentions each system says it recorded (ours, the peer's)."""
+    memory = await system.engine()
+    ours = theirs = 0
+    for conv in data.conversations:
+        speaker = {turn.dia_id: turn.speaker for turn in conv.turns}
+        for ref, units in system._refs.get(conv.conv_id, {}).items():
+            body = {"entities": [{"name": speaker[units[0]]}]}
+            ours += (await memory.declare_associations(conv.conv_id, body, anchor_ref=ref)).mentions
+        if peer is not None:
+            for ref, units in peer._refs.get(conv.conv_id, {}).items():
+                theirs += await peer.declare_entities(conv.conv_id, [speaker[units[0]]], anchor=ref)
+    return ours, theirs
+
+
 def _percentile(values: Sequence[float], share: float) -> float:
     if not values:
         return float("nan")
@@ -225,6 +241,10 @@ async def _run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
         ours, theirs = await declare_speakers(data, system, peer)
         title = f"the two speaker names declared as entities (recorded: {ours} here, {theirs} in 2.6.14)"
         passes[title] = await measure(data, system, peer)
+        if args.anchored:
+            ours, theirs = await anchor_speakers(data, system, peer)
+            title = f"each turn's record anchored to its speaker (mentions: {ours} here, {theirs} in 2.6.14)"
+            passes[title] = await measure(data, system, peer)
         return passes
     finally:
         if peer is not None:
@@ -292,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--anchored", action="store_true", help="a third pass: each turn mentions its speaker"
+    )
     parser.add_argument("--latency", type=int, metavar="N", help="time N paired questions at 10k instead")
     args = parser.parse_args(argv)
     began = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
@@ -310,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         passes = anyio.run(_run, args)
         out = args.out or RESULTS / f"quality_reconstruct{'_quick' if args.quick else ''}.md"
         flags = f"{' --quick' if args.quick else ''}{' --no-peer' if args.no_peer else ''}"
+        flags += " --anchored" if args.anchored else ""
         scope = "LoCoMo, " + ("conv-26 only (--quick)" if args.quick else "all ten conversations")
         scope += "; non-adversarial questions with resolvable evidence"
         title = "# reconstruct on LoCoMo: gold turns cited, beside recall and CPersona 2.6.14"
