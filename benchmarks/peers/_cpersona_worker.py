@@ -18,6 +18,12 @@ Ops (JSON lines, see :mod:`_wire`):
   ``trace`` the call asks ``do_recall`` for its recall trace; the trace itself stays here (shipping it
   over the pipe would add a cost the library call does not have) and ``trace_keys`` counts its top-level
   keys, to show that one was built;
+* ``reconstruct`` ``{agent, query, mode?}`` calls ``reconstruct.do_reconstruct`` at its defaults (``mode``
+  ``lite`` or ``pro`` when given) and answers ``{items: [{refs}], elapsed_ms, mode}``: per item, every ref
+  it cites (head, claims, excerpts), first seen first;
+* ``declare`` ``{agent, entities: [name], anchor?}`` declares those entities through
+  ``server.do_declare_associations_boundary`` (with ``anchor``, a ``mem:<id>``, as mentioned by that
+  record) and answers ``{entities, mentions}``: how many it recorded;
 * ``stats`` answers the row counts of the database;
 * ``span`` ``{agent}`` answers ``{memories, oldest, newest}``: the stored timestamps (ISO 8601) of the
   agent's oldest and newest memory, for a benchmark that builds a time cue from them.
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 # Run as a script under the peer's interpreter, where this folder is on sys.path and the repository is not.
 if TYPE_CHECKING:
-    from benchmarks.peers._wire import claim_stdout, serve
+    from benchmarks.peers._wire import Handler, claim_stdout, serve
 else:
     from _wire import claim_stdout, serve
 
@@ -56,6 +62,7 @@ database = _released("database")
 server = _released("server")
 vector = _released("vector")
 mh = _released("memory_handlers")
+reconstruct_module = _released("reconstruct")
 
 # What the benchmark pins, read back after import so that it can check the pins took effect.
 _CONFIG_ECHO = (
@@ -122,6 +129,36 @@ async def recall(request: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "elapsed_ms": elapsed_ms, **said}
 
 
+def _cited(item: dict[str, Any]) -> list[str]:
+    """Every ref one reconstruct item cites: its head, its claims and its excerpts, first seen first."""
+    refs = [item.get("head_ref")]
+    refs += [claim.get("ref") for claim in item.get("claims") or ()]
+    refs += [excerpt.get("ref") for excerpt in item.get("excerpts") or () if isinstance(excerpt, dict)]
+    return list(dict.fromkeys(ref for ref in refs if isinstance(ref, str) and ref))
+
+
+async def reconstruct(request: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    mode = request.get("mode")
+    reply = await reconstruct_module.do_reconstruct(request["agent"], request["query"], mode=mode)
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    if reply.get("error") or reply.get("ok") is False:
+        raise RuntimeError(f"reconstruct answered { ({k: v for k, v in reply.items() if k != 'items'}) }")
+    items = [{"refs": _cited(item)} for item in reply.get("items") or ()]
+    return {"items": items, "elapsed_ms": elapsed_ms, "mode": reply.get("mode")}
+
+
+async def declare(request: dict[str, Any]) -> dict[str, Any]:
+    entities = [{"name": name} for name in request["entities"]]
+    anchor = str(request.get("anchor") or "")
+    reply = await server.do_declare_associations_boundary(
+        request["agent"], {"entities": entities}, anchor_ref=anchor
+    )
+    if reply.get("ok") is False or reply.get("dropped"):
+        raise RuntimeError(f"declare_associations answered {reply}")
+    return {"entities": len(reply.get("entities") or ()), "mentions": int(reply.get("mentions") or 0)}
+
+
 async def stats(request: dict[str, Any]) -> dict[str, Any]:
     db = await database.get_db()
     counts = {}
@@ -160,7 +197,11 @@ async def main() -> None:
             "time_cue": {"parameter": "time_cue" in parameters, "policy": getattr(cue, "POLICY", None)},
             "trace": {"parameter": "trace" in parameters},
         }
-        await serve(CHANNEL, hello, {"store": store, "recall": recall, "stats": stats, "span": span})
+        ops: dict[str, Handler] = {
+            "store": store, "recall": recall, "stats": stats, "span": span,
+            "reconstruct": reconstruct, "declare": declare,
+        }  # fmt: skip
+        await serve(CHANNEL, hello, ops)
     finally:
         await database.close_db()
 

@@ -198,3 +198,19 @@ class CPersonaRef(PeerSystem):
                 if unit_id not in ids:
                     ids.append(unit_id)
         return ids[:k]
+
+    async def reconstruct(self, conv_id: str, question: str, mode: str | None = None) -> dict[str, Any]:
+        """One ``do_reconstruct`` at its defaults (``mode`` lite or pro when given): ``items``, each with
+        ``refs`` (every ref it cites) and ``units`` (the unit ids those refs stand for); ``elapsed_ms``."""
+        fields = {} if mode is None else {"mode": mode}
+        reply = await self.call("reconstruct", agent=conv_id, query=question, **fields)
+        for item in reply["items"]:
+            units = [self.unit_ids(conv_id, {"ref": ref}) for ref in item["refs"]]
+            item["units"] = list(dict.fromkeys(unit for group in units for unit in group))
+        return reply
+
+    async def declare_entities(self, conv_id: str, names: Sequence[str], *, anchor: str = "") -> int:
+        """Declare ``names`` as entities of agent ``conv_id``, mentioned by the record ``anchor`` when one
+        is named; how many entities were recorded (without an anchor) or mentions (with one)."""
+        reply = await self.call("declare", agent=conv_id, entities=list(names), anchor=anchor)
+        return int(reply["mentions"] if anchor else reply["entities"])
