@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 import cpersona
+from cpersona.edges.http.app import create_app
 from cpersona.settings import Settings
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.server import EmbeddedRedis
@@ -88,6 +89,19 @@ async def engine(
     # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
     async with cpersona.open(settings, background=False) as memory:
         yield memory
+
+
+@pytest.fixture
+async def client(
+    settings: Settings,
+    redis: RedisClient,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on an app over the shared Redis under this test's prefix, without an embedder and
+    with an in-memory vector store; a module that needs other settings defines its own ``client``."""
+    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
+    async with serve_asgi(app) as c:
+        yield c
 
 
 async def _drop_prefix(client: RedisClient, prefix: str) -> None:

@@ -11,15 +11,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from cpersona.edges.http.app import create_app
 from cpersona.keys import Keys
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from contextlib import AbstractAsyncContextManager
-
     import httpx
-    from starlette.applications import Starlette
 
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
@@ -33,17 +28,6 @@ OUT_OF_RANGE: list[object] = [
     "0001-01-01T00:00:00+14:00",  # year 0 in UTC
     "9999-12-31T23:59:59-01:00",  # year 10000 in UTC
 ]
-
-
-@pytest.fixture
-async def client(
-    settings: Settings,
-    redis: RedisClient,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with serve_asgi(app) as c:
-        yield c
 
 
 def _refused(response: httpx.Response, field: str) -> None:

@@ -11,19 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.edges.http.app import openapi_document
 from cpersona.edges.http.openapi import ROUTES
 from cpersona.settings import Settings
 from cpersona.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from contextlib import AbstractAsyncContextManager
-
     import httpx
-    from starlette.applications import Starlette
 
-    from cpersona.stores.redis.connection import RedisClient
 
 AGENT = "schema-agent"
 PREFIX = "#/components/schemas/"
@@ -74,17 +69,6 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.
 NO_SUCCESS = {("POST", "/v1/recall/calibrate")}
-
-
-@pytest.fixture
-async def client(
-    settings: Settings,
-    redis: RedisClient,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with serve_asgi(app) as c:
-        yield c
 
 
 def test_every_route_has_a_case() -> None:

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cpersona import InvalidRequest
-from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.edges.http.app import openapi_document
 from cpersona.model.agent_requests import ProfileRequest
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import AgentId, ContentText, KeyText, check, validate
@@ -26,13 +26,8 @@ from cpersona.model.update_request import UpdateRequest
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from contextlib import AbstractAsyncContextManager
-
     import httpx
-    from starlette.applications import Starlette
 
-    from cpersona.stores.redis.connection import RedisClient
 
 SETTINGS = Settings()
 DOC = openapi_document(SETTINGS)
@@ -274,17 +269,6 @@ def test_path_parameters_are_typed_as_the_engine_reads_them() -> None:
     assert confirm["required"] is True
     assert _matches(confirm["schema"]["pattern"], "TRUE")
     assert not _matches(confirm["schema"]["pattern"], "yes")
-
-
-@pytest.fixture
-async def client(
-    settings: Settings,
-    redis: RedisClient,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with serve_asgi(app) as c:
-        yield c
 
 
 async def test_a_method_a_sibling_path_lacks_is_405_not_an_update(client: httpx.AsyncClient) -> None:
