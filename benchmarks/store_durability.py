@@ -30,7 +30,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,11 @@ from cpersona.stores.record_values import InFlightWrite
 from cpersona.stores.redis import durable
 from cpersona.stores.redis.write_scripts import CLAIM, reservation_args, run_script
 
+if TYPE_CHECKING or __package__:
+    from benchmarks.recall_speed import git_commit
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from recall_speed import git_commit
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
@@ -57,16 +61,6 @@ MEASURES = ("single", "concurrent", "batch", "single_msg_id")
 LOAD_AT_START = os.getloadavg()
 _BATCH = 100
 _FSYNC = {"durable": "always", "everysec": "everysec"}
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def _fix_embedder(memory: Engine) -> None:
@@ -250,7 +244,7 @@ def report(
         "",
         f"- command: `{shlex.join([Path(sys.executable).name, *sys.argv])}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit()}",
         f"- load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in LOAD_AT_START)}; "
         f"at end: {' / '.join(f'{x:.2f}' for x in load_now)}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
