@@ -12,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -23,6 +20,7 @@ import pytest
 
 import cpersona
 from cpersona import MemoryRecord
+from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -31,39 +29,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 BATCH = 16
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")},
-        "CPERSONA_DATA_DIR": str(data_dir),
-        "CPERSONA_PORT": str(port),
-    }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-
-
-async def _wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
-    with anyio.fail_after(120):
-        while True:
-            if proc.poll() is not None:
-                tail = (await anyio.Path(log).read_text())[-3000:]
-                raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
-            try:
-                if (await client.get("/health")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await anyio.sleep(0.2)
 
 
 @pytest.fixture
@@ -85,12 +50,12 @@ def _records(start: int, count: int) -> list[dict[str, object]]:
 
 
 async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     acknowledged: list[str] = []
-    proc = _start(server_dir, port, log)
+    proc = start_serve(server_dir, port, log)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        await _wait_healthy(client, proc, log)
+        await wait_healthy(client, proc, log)
 
         enough = anyio.Event()
 
@@ -118,9 +83,9 @@ async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path,
         killed_at = len(acknowledged)
         assert killed_at >= 10 * BATCH
 
-        proc = _start(server_dir, port, log)
+        proc = start_serve(server_dir, port, log)
         try:
-            await _wait_healthy(client, proc, log)
+            await wait_healthy(client, proc, log)
             for ref in acknowledged:
                 reply = await client.get(f"/v1/records/{ref}", params={"agent_id": "crash"})
                 assert reply.status_code == 200, (ref, reply.text)

@@ -8,9 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
-import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -27,6 +25,7 @@ from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.durable import NOT_DURABLE
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
+from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -268,46 +267,20 @@ async def test_a_redis_that_fsyncs_once_a_second_is_used_and_each_write_waits_fo
 # ------------------------------------------------------------------ vectors: a real `cpersona serve` killed
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
-    env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_PORT": str(port), "CPERSONA_EMBEDDING_MODE": "onnx"}
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=out)
-
-
-async def _until_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
-    with anyio.fail_after(120):
-        while True:
-            if proc.poll() is not None:
-                text = await anyio.Path(log).read_text()
-                raise AssertionError(f"serve exited with {proc.returncode}:\n{text[-3000:]}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get("/health")).status_code == 200:
-                    return
-            await anyio.sleep(0.1)
-
-
 @pytest.mark.slow
 async def test_a_killed_serve_keeps_the_vector_of_every_acknowledged_store(
     tmp_path: Path, model_dir: Path
 ) -> None:
     # The vector is written (and flushed) before the document, so a 200 means both are on disk: after a
     # SIGKILL of the whole server right after the last 200, every record has its vector, none pending.
-    data_dir, log, port = tmp_path / "data", tmp_path / "serve.log", _free_port()
+    data_dir, log, port = tmp_path / "data", tmp_path / "serve.log", free_port()
     (model_dir / "models").mkdir(exist_ok=True)
     data_dir.mkdir()
     (data_dir / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
-    proc = _serve(data_dir, port, log)
+    proc = start_serve(data_dir, port, log, embedding_mode="onnx")
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            await _until_healthy(client, proc, log)
+            await wait_healthy(client, proc, log)
             ids = []
             for n in range(12):
                 body = {"agent_id": AGENT, "content": f"the courier dropped parcel {n} at the door"}

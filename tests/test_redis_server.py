@@ -28,6 +28,7 @@ from cpersona.stores.redis.connection import (
 from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
+from serving import free_port
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -433,18 +434,11 @@ async def test_failed_start_reports_the_log_and_releases_the_lock(tmp_path: Path
 _HANG_GUARD_SECS = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 async def test_connect_to_closed_port_fails_fast() -> None:
     settings = Settings(redis_timeout_secs=2.0)
     # The guard only turns a hang into a failure; the refusal itself is shown by the error's cause.
     with anyio.fail_after(_HANG_GUARD_SECS), pytest.raises(RedisUnavailable) as caught:
-        await connect_redis(settings, f"redis://127.0.0.1:{_free_port()}")
+        await connect_redis(settings, f"redis://127.0.0.1:{free_port()}")
     assert caught.value.code == "BACKEND_UNAVAILABLE"
     assert isinstance(caught.value.__cause__, redis.exceptions.ConnectionError)
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,8 +19,10 @@ from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
 from cpersona.stores.redis.supervisor import MAX_DELAY_SECS, restart_delay, supervise
+from serving import free_port, start_serve
 
 if TYPE_CHECKING:
+    import subprocess
     from pathlib import Path
 
     from cpersona.engine.facade import Engine
@@ -120,26 +119,6 @@ async def test_engine_opened_without_background_tasks_is_not_supervised(tmp_path
 # ------------------------------------------------------------------ a real `cpersona serve`
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")},
-        "CPERSONA_DATA_DIR": str(data_dir),
-        "CPERSONA_PORT": str(port),
-        "CPERSONA_EMBEDDING_MODE": "none",
-    }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-
-
 async def _until_ok(
     client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path, **request: Any
 ) -> None:
@@ -164,9 +143,9 @@ def _pid_in(path: Path) -> int:
 
 
 async def test_serve_survives_its_redis_and_takes_it_along_when_killed(tmp_path: Path) -> None:
-    data_dir, log, port = tmp_path / "data", tmp_path / "serve.log", _free_port()
+    data_dir, log, port = tmp_path / "data", tmp_path / "serve.log", free_port()
     pidfile = data_dir / "redis" / "redis.pid"
-    proc = _serve(data_dir, port, log)
+    proc = start_serve(data_dir, port, log, embedding_mode="none")
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
             await _until_ok(client, proc, log, method="GET", url="/health")

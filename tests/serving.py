@@ -1,0 +1,60 @@
+"""A real ``cpersona serve`` in a subprocess, for the tests that kill it or its Redis.
+
+The server gets none of the test run's own ``CPERSONA_*`` variables, only the data dir, the port and, if
+given, the embedding mode; its output goes to ``log``, which a failure quotes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+import httpx
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["free_port", "start_serve", "wait_healthy"]
+
+# A hang guard for the start (the embedder's first load on a busy machine included), not a measurement.
+_START_GUARD_SECS = 120
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_serve(
+    data_dir: Path, port: int, log: Path, *, embedding_mode: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m cpersona serve`` on ``data_dir`` and ``port``, appending its output to ``log``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_PORT": str(port)}
+    if embedding_mode is not None:
+        env["CPERSONA_EMBEDDING_MODE"] = embedding_mode
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+async def wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``GET /health`` answers 200; fails with the log's tail if the server exits first."""
+    with anyio.fail_after(_START_GUARD_SECS):
+        while True:
+            if proc.poll() is not None:
+                tail = (await anyio.Path(log).read_text())[-3000:]
+                raise AssertionError(f"serve exited with {proc.returncode}:\n{tail}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get("/health")).status_code == 200:
+                    return
+            await anyio.sleep(0.1)
