@@ -7,7 +7,7 @@ package loads; :func:`cpersona.recall.request.recall_request` resolves them and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -70,8 +70,3 @@ class RecallQuery(RequestModel):
         if value is None:
             raise refusal("not_null", "must not be null (leave it out for the default)")
         return value
-
-    @field_validator("time_cue", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, Mapping) and not value else value

@@ -8,10 +8,9 @@ them, ``count`` above ``CPERSONA_RECONSTRUCT_MAX_COUNT`` and ``budget`` above
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel
 from cpersona.model.time_cue_request import EMPTY_IS_NO_CUE, TimeCueBody
@@ -64,8 +63,3 @@ class ReconstructRequest(RequestModel):
     )
     lite: bool = Field(default=False, description="The same as mode: lite (unless mode names another)")
     header: Header = None
-
-    @field_validator("time_cue", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, Mapping) and not value else value

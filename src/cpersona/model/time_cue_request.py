@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from cpersona.model.epoch_time import MAX_TIME_TEXT, TIME_TEXT_PATTERN
-from cpersona.model.fields import TAG, WHOLE, RequestModel, describe, invalid, refusal
+from cpersona.model.fields import TAG, WHOLE, Before, RequestModel, describe, invalid, refusal
 from cpersona.model.time_cue import MAX_TS, MIN_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
 
 if TYPE_CHECKING:
@@ -170,8 +170,12 @@ class TimeCueBody(RequestModel):
         return TimeCue(confidence=self.confidence, after=after, before=before)
 
 
+def _none_if_empty(value: object) -> object:
+    return None if isinstance(value, Mapping) and not value else value
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class _EmptyIsNoCue:
+class _EmptyIsNoCue(Before):
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
@@ -179,8 +183,8 @@ class _EmptyIsNoCue:
         return {"anyOf": [*out.get("anyOf", [out]), {"type": "object", "maxProperties": 0}]}
 
 
-EMPTY_IS_NO_CUE = _EmptyIsNoCue()
-"""On a request's ``time_cue``: the schema allows ``{}`` as well, which the request reads as no cue."""
+EMPTY_IS_NO_CUE = _EmptyIsNoCue(_none_if_empty)
+"""On a request's ``time_cue``: ``{}`` reads as no cue, and the schema says it is allowed."""
 
 
 class _MissingType:
