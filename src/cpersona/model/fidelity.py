@@ -1,0 +1,78 @@
+"""How well a memory is kept, as a function of the time since it was last recalled.
+
+Cerememory's decay multiplies the *current* score on every tick, so a record's fidelity depends on how
+often the tick ran. Here the stored ``score`` is the fidelity at the record's baseline — when it was
+stored, or last recalled — and its fidelity at any later moment is computed from the time elapsed since
+then with the same formula (``(1 + t/S)^-d``, modulated by emotional intensity). A tick only reports; it
+never moves the baseline, so one tick over an hour and sixty ticks over the same hour agree.
+
+Reconsolidation (a recall that strengthens what it returned) is the one event that moves the baseline:
+the score at that moment becomes the new anchor and the stability grows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cpersona.model.records import EmotionVector, Fidelity
+
+__all__ = [
+    "INTERFERENCE_RATE",
+    "PRUNE_THRESHOLD",
+    "RETRIEVAL_BOOST",
+    "current_fidelity",
+    "current_noise",
+    "emotional_modulation",
+    "reconsolidated",
+]
+
+RETRIEVAL_BOOST = 1.5
+INTERFERENCE_RATE = 0.1
+PRUNE_THRESHOLD = 0.01
+"""Below this a record is *decayed*: hidden from the recall operations unless ``include_decayed``."""
+
+
+def _clamp01(value: float) -> float:
+    return min(max(value, 0.0), 1.0)
+
+
+def emotional_modulation(emotion: EmotionVector) -> float:
+    """An intense memory keeps better: ``1 + 0.5·intensity`` (intensity read as 0..1)."""
+    return 1.0 + 0.5 * _clamp01(emotion.intensity)
+
+
+def _elapsed(fidelity: Fidelity, now: float) -> float:
+    return max(0.0, now - fidelity.last_accessed_at)
+
+
+def current_fidelity(fidelity: Fidelity, emotion: EmotionVector, now: float) -> float:
+    """The fidelity at ``now``: the anchored score decayed over the seconds since the baseline."""
+    t = _elapsed(fidelity, now)
+    stability = max(fidelity.stability, 1e-9)
+    decayed = fidelity.score * math.pow(1.0 + t / stability, -fidelity.decay_rate)
+    return _clamp01(decayed * emotional_modulation(emotion))
+
+
+def current_noise(fidelity: Fidelity, emotion: EmotionVector, now: float) -> float:
+    """Interference gathered since the baseline; it grows with time and with what was lost."""
+    t = _elapsed(fidelity, now)
+    lost = 1.0 - current_fidelity(fidelity, emotion, now)
+    return _clamp01(fidelity.noise_level + INTERFERENCE_RATE * math.sqrt(t) * lost)
+
+
+def reconsolidated(fidelity: Fidelity, emotion: EmotionVector, now: float) -> Fidelity:
+    """The fidelity after a recall at ``now``: anchored there, more stable, counted."""
+    stability = fidelity.stability
+    return dataclasses.replace(
+        fidelity,
+        score=current_fidelity(fidelity, emotion, now),
+        noise_level=current_noise(fidelity, emotion, now),
+        emotional_anchor=emotional_modulation(emotion),
+        stability=stability * (1.0 + RETRIEVAL_BOOST * math.pow(stability, -0.2)),
+        reinforcement_count=fidelity.reinforcement_count + 1,
+        access_count=fidelity.access_count + 1,
+        last_accessed_at=now,
+    )
