@@ -52,6 +52,21 @@ EXPECTED = {
     "VectorStoreUnavailable",
     "__version__",
     "open",
+    "ConsolidateRequest",
+    "DecayForecastRequest",
+    "DecayTickRequest",
+    "ExportRequest",
+    "ForgetRequest",
+    "ImportRequest",
+    "ForgetUnconfirmed",
+    "ImportConflict",
+    "ConsolidateResult",
+    "DecayTickResult",
+    "ExportResult",
+    "Forecast",
+    "ForecastResult",
+    "ForgetResult",
+    "ImportResult",
 }
 
 

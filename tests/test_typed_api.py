@@ -54,6 +54,18 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
+    tick: cpersona.DecayTickResult = await memory.decay_tick("ops", tick_duration_seconds=3600)
+    ahead: cpersona.ForecastResult = await memory.decay_forecast("ops", [stored.id], "2030-01-01T00:00:00Z")
+    gone: cpersona.ForgetResult = await memory.forget(
+        "ops", confirm=True, store="episodic", temporal_range={"start": 0, "end": 1}, older_than_seconds=60
+    )
+    merged: cpersona.ConsolidateResult = await memory.consolidate("ops", min_age_hours=1, dry_run=True)
+    archive: cpersona.ExportResult = await memory.export("ops", stores=["semantic"], include_raw_journal=True)
+    lines = [line async for line in memory.export_lines("ops")]
+    back: cpersona.ImportResult = await memory.import_archive(
+        "ops2", archive.archive_data, strategy="replace", conflict_resolution="keep_imported"
+    )
+    print(tick.records_below_threshold, ahead.forecasts, gone.records_deleted, merged, lines, back)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -74,6 +86,9 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.decay_tick("ops", tick_seconds=5)
+    await memory.forget("ops", record_ids=["x"])
+    await memory.import_archive("ops", b"", strategy="overwrite")
 """
 
 EXPECTED = (
@@ -87,6 +102,9 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
+    ("bad.py:18:", 'Unexpected keyword argument "tick_seconds"'),
+    ("bad.py:19:", 'Missing named argument "confirm"'),
+    ("bad.py:20:", '"strategy"'),
 )
 
 

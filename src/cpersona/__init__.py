@@ -34,6 +34,25 @@ from cpersona.model.association_results import DeclareResult, Reached, TraverseR
 from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.lifecycle_requests import (
+    ConsolidateRequest,
+    DecayForecastRequest,
+    DecayTickRequest,
+    ExportRequest,
+    ForgetRequest,
+    ForgetUnconfirmed,
+    ImportConflict,
+    ImportRequest,
+)
+from cpersona.model.lifecycle_responses import (
+    ConsolidateResult,
+    DecayTickResult,
+    ExportResult,
+    Forecast,
+    ForecastResult,
+    ForgetResult,
+    ImportResult,
+)
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_request import RawRequest
@@ -63,9 +82,14 @@ __all__ = (
     "Association",
     "BackendUnavailable",
     "BatchResult",
+    "ConsolidateRequest",
+    "ConsolidateResult",
     "ContentTooLarge",
     "CpersonaError",
     "DataDirLocked",
+    "DecayForecastRequest",
+    "DecayTickRequest",
+    "DecayTickResult",
     "DeclareRequest",
     "DeclareResult",
     "DeleteResult",
@@ -76,8 +100,18 @@ __all__ = (
     "EntityMatch",
     "EpisodeRecord",
     "EpisodeRequest",
+    "ExportRequest",
+    "ExportResult",
     "Fidelity",
+    "Forecast",
+    "ForecastResult",
+    "ForgetRequest",
+    "ForgetResult",
+    "ForgetUnconfirmed",
     "GraphError",
+    "ImportConflict",
+    "ImportRequest",
+    "ImportResult",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",

@@ -13,6 +13,7 @@ import anyio
 from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
+from cpersona.engine.upkeep_api import UpkeepMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
 from cpersona.model.fields import UNSET, Unset, given, given_set, validate
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods):
+class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, UpkeepMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
@@ -86,10 +87,8 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
         return self._life.backends
 
     async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Build block vectors from the block stream until cancelled (start it in a task group).
-
-        Returns at once when the engine builds no blocks (``embedding_mode="none"``).
-        """
+        """Build block vectors from the block stream until cancelled (start it in a task group); returns
+        at once when the engine builds no blocks (``embedding_mode="none"``)."""
         await lifecycle.run_block_worker(self._b, task_status)
 
     async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -306,7 +305,7 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
 
     async def get(self, ref: str, *, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
-        return await reads.get(self._life, ref, agent_id)
+        return await reads.read(self._life, ref, agent_id)
 
     async def list(
         self,

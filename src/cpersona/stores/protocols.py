@@ -348,6 +348,11 @@ class RecordStore(AssociationStore, Protocol):
         """Every memory id of the agent, in insertion order."""
         ...
 
+    async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
+        """Every id of ``kind`` of the agent: memories and episodes in insertion order, raw entries by id
+        (UUIDv7, so by creation)."""
+        ...
+
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         """``(content, timestamp)`` of each memory that still exists, in order."""
         ...

@@ -331,16 +331,20 @@ class RedisRecordStore(RedisAssociations):
     # ------------------------------------------------------------------ per-agent documents
 
     async def memory_ids(self, agent_id: str) -> list[str]:
+        return await self.record_ids("memory", agent_id)
+
+    async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
+        index = _LISTED[kind](self.keys)[0]
         query = scope_query(ReadScope(agent_id), with_source=False)
         out: list[str] = []
         async with redis_errors():
             while True:
                 page = await search.keys_page(
-                    self.client, self.keys.memory_index, query, len(out), _SAMPLE_PAGE, oldest_first=True
+                    self.client, index, query, len(out), _SAMPLE_PAGE, oldest_first=kind != "raw"
                 )
-                out.extend(key.removeprefix(self.keys.memory_prefix) for key in page)
+                out.extend(key.rpartition(":")[2] for key in page)  # a UUID holds no ':'
                 if len(page) < _SAMPLE_PAGE:
-                    return out
+                    return out if kind != "raw" else sorted(out)
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         names = [self.keys.memory(record_id) for record_id in ids]
