@@ -16,7 +16,7 @@ from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, as_read, current_fide
 from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord, Scope, Source
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from cpersona.settings import Settings
 
@@ -27,10 +27,9 @@ def _memory(fidelity: Fidelity, emotion: EmotionVector = NEUTRAL) -> MemoryRecor
     return MemoryRecord("0", Scope("a"), Source(), "text", 0.0, 1, emotion=emotion, fidelity=fidelity)
 
 
-@given(st.lists(st.integers(0, 10**7), min_size=1, max_size=20), st.floats(0, 1e9), st.floats(0, 1))
-def test_n_ticks_age_as_much_as_one_tick_over_the_same_span(
-    parts: list[int], baseline: float, intensity: float
-) -> None:
+def _split_and_whole(
+    parts: Sequence[float], baseline: float, intensity: float
+) -> tuple[float, float, Fidelity, Fidelity]:
     start = Fidelity(last_accessed_at=baseline)
     emotion = EmotionVector(intensity=intensity)
     many = start
@@ -38,8 +37,25 @@ def test_n_ticks_age_as_much_as_one_tick_over_the_same_span(
         many = aged(many, seconds)
     once = aged(start, sum(parts))
     now = baseline + 5.0
-    assert current_fidelity(many, emotion, now) == current_fidelity(once, emotion, now)
+    return current_fidelity(many, emotion, now), current_fidelity(once, emotion, now), many, once
+
+
+@given(st.lists(st.integers(0, 10**8), min_size=1, max_size=20), st.floats(1e9, 4e9), st.floats(0, 1))
+def test_n_ticks_age_exactly_as_much_as_one_tick_over_the_same_span(
+    parts: list[int], baseline: float, intensity: float
+) -> None:
+    # Whole seconds off an epoch-sized baseline: every step is exact, so the results are equal, not close.
+    split, whole, many, once = _split_and_whole(parts, baseline, intensity)
+    assert split == whole
     assert many.last_accessed_at == once.last_accessed_at
+
+
+@given(st.lists(st.floats(0, 1e8), min_size=1, max_size=20), st.floats(0, 1e10), st.floats(0, 1))
+def test_any_split_of_a_span_ages_as_the_whole_span_up_to_rounding(
+    parts: list[float], baseline: float, intensity: float
+) -> None:
+    split, whole, _, _ = _split_and_whole(parts, baseline, intensity)
+    assert split == pytest.approx(whole, rel=1e-9, abs=1e-12)
 
 
 @given(st.floats(0, 1e8), st.floats(0, 1))

@@ -76,15 +76,17 @@ async def _consolidate(request: Request) -> Response:
 
 async def _export(request: Request) -> Response:
     engine, args = await _body(request, ExportRequest)
-    args.pop("format", None)  # both spellings name the one form
-    return ORJSONResponse((await engine.export(**args)).to_json())
+    # Both formats name the one form, and the model has refused encryption: what is left picks records.
+    picked = {k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal")}
+    return ORJSONResponse((await engine.export(**picked)).to_json())
 
 
 async def _import(request: Request) -> Response:
     engine, args = await _body(request, ImportRequest)
     agent, data = args.pop("agent_id"), args.pop("archive_data")
-    args.pop("archive_id", None)  # informational
-    return ORJSONResponse((await engine.import_archive(agent, data, **args)).to_json())
+    # archive_id is informational, and the model has refused a decryption key.
+    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution")}
+    return ORJSONResponse((await engine.import_archive(agent, data, **rules)).to_json())
 
 
 LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (

@@ -10,8 +10,9 @@ to the store it was taken from, not to what was remembered. So exporting, import
 (or another data dir) and exporting again gives the same bytes; records keep their ids, and their order
 (insertion order, which the import reproduces) keeps their sequence's meaning.
 
-Times are epoch seconds as JSON numbers (shortest round-trip form), not RFC 3339 text, which would round
-them to microseconds on the way back.
+Times are RFC 3339 text in UTC to the microsecond (as every read shows them), other numbers are written
+to 15 significant digits: the record store may read a number back one unit in its last place off what
+was written, and at that precision the archive's text does not change, so a round trip is exact.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -35,10 +38,11 @@ from cpersona.model.records import (
     RawRecord,
     Scope,
     Source,
+    format_time,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -59,6 +63,10 @@ ArchivedRecord = MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord
 
 # Belong to the store a record was read from: seq is renumbered on import, the vector written again.
 _LOCAL = frozenset({"seq", "embedded", "embedding_model", "vector_pending"})
+_TIMES = frozenset(
+    {"timestamp", "created_at", "updated_at", "start_time", "end_time", "last_accessed_at", "last_decay_tick",
+     "captured_at"}
+)  # fmt: skip
 
 
 def encode_line(obj: Mapping[str, Any]) -> bytes:
@@ -77,20 +85,53 @@ def header_line(*, include_raw_journal: bool, stores: Sequence[str] | None) -> b
     )
 
 
+def _quantised(value: float) -> float:
+    """``value`` to 15 significant digits. The record store may read a number back one unit in the last
+    place off what was written (RedisJSON's parser); at 15 digits that never changes the text, so a
+    record written by an import exports as the archive it came from."""
+    return float(f"{value:.15g}")
+
+
+def _portable(value: object) -> Any:
+    """A record value as archive JSON: dataclasses to objects (their time fields as RFC 3339 text, to the
+    microsecond), sequences to arrays, other numbers to 15 digits. Keys inside caller metadata are
+    the caller's and are never read as times."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if field.name in _LOCAL:
+                continue
+            timed = field.name in _TIMES and isinstance(item, int | float) and not isinstance(item, bool)
+            out[field.name] = format_time(item) if timed else _portable(item)
+        return out
+    if isinstance(value, Mapping):
+        return {str(k): _portable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_portable(v) for v in value]
+    if isinstance(value, float):
+        return _quantised(value)
+    return value
+
+
 def _data(record: ArchivedRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(record):
-        if field.name in _LOCAL or field.name == "agent_id":
-            continue
-        value = getattr(record, field.name)
-        if field.name == "scope":
-            out["project_id"], out["channel"] = value.project_id, value.channel
-        else:
-            nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
-            out[field.name] = dataclasses.asdict(value) if nested else value
-    if isinstance(record, MemoryRecord):
-        out["associations"] = [dataclasses.asdict(a) for a in record.associations]
+    out: dict[str, Any] = _portable(record)
+    out.pop("agent_id", None)
+    scope = out.pop("scope", None)
+    if scope is not None:
+        out["project_id"], out["channel"] = scope["project_id"], scope["channel"]
     return out
+
+
+def _epoch(value: object) -> Any:
+    """A time of the archive (RFC 3339 text; a number is read as epoch seconds) as epoch seconds."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
+    return value
+
+
+def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _epoch(v) if k in _TIMES else v for k, v in d.items()}
 
 
 def record_line(record: ArchivedRecord) -> bytes:
@@ -129,21 +170,23 @@ class Checksum:
 
 
 def _tuple_meta(meta: Mapping[str, Any]) -> MetaMemory:
-    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in meta.items()}
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in _timed(meta).items()}
     return MetaMemory(**fields)
 
 
 def _memory(d: dict[str, Any], agent_id: str) -> MemoryRecord:
+    d = _timed(d)
     return MemoryRecord(
         id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), source=Source(**d["source"]),
         content=d["content"], timestamp=d["timestamp"], seq=0, msg_id=d["msg_id"], metadata=d["metadata"],
-        store=d["store"], emotion=EmotionVector(**d["emotion"]), fidelity=Fidelity(**d["fidelity"]),
-        meta=_tuple_meta(d["meta"]), associations=tuple(Association(**a) for a in d["associations"]),
+        store=d["store"], emotion=EmotionVector(**d["emotion"]), fidelity=Fidelity(**_timed(d["fidelity"])),
+        meta=_tuple_meta(d["meta"]), associations=tuple(Association(**_timed(a)) for a in d["associations"]),
         created_at=d["created_at"], updated_at=d["updated_at"], version=d["version"], locked=d["locked"],
     )  # fmt: skip
 
 
 def _episode(d: dict[str, Any], agent_id: str) -> EpisodeRecord:
+    d = _timed(d)
     return EpisodeRecord(
         id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), summary=d["summary"], seq=0,
         keywords=tuple(d["keywords"]), start_time=d["start_time"], end_time=d["end_time"],
@@ -152,6 +195,7 @@ def _episode(d: dict[str, Any], agent_id: str) -> EpisodeRecord:
 
 
 def _raw(d: dict[str, Any], agent_id: str) -> RawRecord:
+    d = _timed(d)
     return RawRecord(
         id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), session_id=d["session_id"],
         source=d["source"], speaker=d["speaker"], visibility=d["visibility"],
@@ -162,7 +206,7 @@ def _raw(d: dict[str, Any], agent_id: str) -> RawRecord:
 
 
 def _profile(d: dict[str, Any], agent_id: str) -> ProfileRecord:
-    return ProfileRecord(agent_id, d["content"], d["updated_at"])
+    return ProfileRecord(agent_id, d["content"], _epoch(d["updated_at"]))
 
 
 _BUILD: dict[str, Callable[[dict[str, Any], str], ArchivedRecord]] = {

@@ -1,0 +1,183 @@
+"""Export and import: JSON Lines with a header, one record per line and a checksummed footer; export →
+import into a fresh agent in a fresh store → export is byte-identical; a damaged archive writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpersona
+from cpersona.model.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+
+_COUNTER = itertools.count()
+
+WORDS = st.text(alphabet="abcdefghij ", min_size=1, max_size=30).map(str.strip).filter(bool)
+MEMORY = st.fixed_dictionaries(
+    {
+        "content": WORDS,
+        "store": st.sampled_from(["episodic", "semantic", "procedural", "emotional"]),
+        "project_id": st.sampled_from(["", "p"]),
+        "channel": st.sampled_from(["", "c"]),
+        "emotion": st.sampled_from([None, "joy", "fear"]),
+        "metadata": st.one_of(
+            st.none(), st.dictionaries(st.sampled_from("xyz"), st.integers(-5, 5), max_size=2)
+        ),
+        "timestamp": st.one_of(st.none(), st.floats(0, 4e9)),
+        "linked": st.booleans(),
+    }
+)
+EPISODE = st.fixed_dictionaries({"summary": WORDS, "keywords": st.lists(st.sampled_from("klm"), max_size=2)})
+
+
+@pytest.fixture(scope="module")
+async def source(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("ax", embedding_mode="none") as memory:
+        yield memory
+
+
+@pytest.fixture(scope="module")
+async def target(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("ay", embedding_mode="none") as memory:
+        yield memory
+
+
+async def _populate(
+    engine: cpersona.Engine, agent: str, memories: list[dict[str, Any]], episodes: list[dict[str, Any]],
+    raw: int, profile: str | None,
+) -> None:  # fmt: skip
+    previous: str | None = None
+    for n, m in enumerate(memories):
+        spec = {k: v for k, v in m.items() if k != "linked" and v is not None}
+        spec["content"] = f"{spec['content']} {n}"  # distinct, so none is skipped as a duplicate
+        if m["linked"] and previous is not None:
+            spec["associations"] = [{"target_id": previous, "association_type": "causal", "weight": 0.25}]
+        previous = (await engine.store(agent_id=agent, **spec)).id
+    for e in episodes:
+        await engine.archive_episode(e["summary"], agent_id=agent, keywords=e["keywords"])
+    for n in range(raw):
+        await engine.store_raw(
+            f"user: line {n}", agent_id=agent, session_id="s", source="conversation", speaker="user",
+            visibility="normal", secrecy_level="public", turn_id=str(n),
+        )  # fmt: skip
+    if profile is not None:
+        await engine.update_profile(agent, profile)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(MEMORY, max_size=6),
+    st.lists(EPISODE, max_size=2),
+    st.integers(0, 3),
+    st.one_of(st.none(), WORDS),
+)
+async def test_export_import_export_is_byte_identical(
+    source: cpersona.Engine,
+    target: cpersona.Engine,
+    memories: list[dict[str, Any]],
+    episodes: list[dict[str, Any]],
+    raw: int,
+    profile: str | None,
+) -> None:
+    n = next(_COUNTER)
+    await _populate(source, f"from{n}", memories, episodes, raw, profile)
+    first = await source.export(f"from{n}", include_raw_journal=True)
+    imported = await target.import_archive(f"to{n}", first.archive_data)
+    assert imported.records_imported == first.record_count
+    again = await target.export(f"to{n}", include_raw_journal=True)
+    assert again.archive_data == first.archive_data
+    assert (again.checksum, again.archive_id) == (first.checksum, first.archive_id)
+    streamed = b"".join([line async for line in source.export_lines(f"from{n}", include_raw_journal=True)])
+    assert streamed == first.archive_data
+
+
+async def test_the_archive_is_header_records_and_a_checksummed_footer(source: cpersona.Engine) -> None:
+    await source.store("a semantic fact", agent_id="shape", store="semantic")
+    await source.store("an episode of sorts", agent_id="shape")
+    await source.update_profile("shape", "Terse.")
+    result = await source.export("shape", stores=["semantic"])
+    lines = result.archive_data.splitlines(keepends=True)
+    kinds = [orjson.loads(line)["kind"] for line in lines]
+    assert kinds == ["header", "memory", "profile", "footer"]
+    footer = orjson.loads(lines[-1])
+    assert footer["checksum"] == hashlib.sha256(b"".join(lines[:-1])).hexdigest() == result.checksum
+    assert footer["record_count"] == result.record_count == 2
+    assert result.size_bytes == len(result.archive_data)
+    assert b"agent_id" not in result.archive_data  # the agent is the store's, not the archive's
+
+
+async def test_a_changed_archive_is_refused_naming_the_field_and_writes_nothing(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    await source.store("the original words", agent_id="damaged")
+    data = (await source.export("damaged")).archive_data
+    changed = data.replace(b"original", b"forged!!")
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", changed)
+    assert caught.value.field == "checksum"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", data.splitlines(keepends=True)[0])
+    assert caught.value.field == "archive_data"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", b"not json\n")
+    assert caught.value.field == "archive_data"
+    assert await target.list(agent_id="damaged-copy") == []
+
+
+async def test_merge_rules_and_replace(source: cpersona.Engine) -> None:
+    kept = await source.store("first words", agent_id="merge")
+    archive = (await source.export("merge")).archive_data
+    await source.update(kept.ref, agent_id="merge", content="changed later")
+    extra = await source.store("added after the export", agent_id="merge")
+
+    async def content() -> str:
+        got = await source.get(kept.ref, agent_id="merge")
+        assert isinstance(got, MemoryRecord)
+        return got.content
+
+    newer = await source.import_archive("merge", archive)  # keep_newer: the held one is newer
+    assert (newer.records_imported, newer.records_skipped, await content()) == (0, 1, "changed later")
+    forced = await source.import_archive("merge", archive, conflict_resolution="keep_imported")
+    assert (forced.records_imported, await content()) == (1, "first words")
+    await source.import_archive("merge", archive, strategy="replace")
+    assert {r.ref for r in await source.list(agent_id="merge")} == {kept.ref}
+    assert extra.ref not in {r.ref for r in await source.list(agent_id="merge")}
+
+
+async def test_an_id_held_by_another_agent_is_a_conflict(source: cpersona.Engine) -> None:
+    await source.store("mine alone", agent_id="owner")
+    archive = (await source.export("owner")).archive_data
+    with pytest.raises(cpersona.ImportConflict) as caught:
+        await source.import_archive("intruder", archive)
+    assert caught.value.status == 409
+    assert await source.list(agent_id="intruder") == []
+
+
+async def test_encryption_is_refused_by_name(source: cpersona.Engine) -> None:
+    from cpersona.model.fields import validate
+    from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
+
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        validate(ExportRequest, {"agent_id": "a", "encrypt": True}, source.settings)
+    assert caught.value.field == "encrypt"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        validate(
+            ImportRequest, {"agent_id": "a", "archive_data": [1], "decryption_key": "k"}, source.settings
+        )
+    assert caught.value.field == "decryption_key"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        validate(ImportRequest, {"agent_id": "a", "archive_data": [256]}, source.settings)
+    assert caught.value.field == "archive_data"
