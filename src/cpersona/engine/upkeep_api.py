@@ -11,7 +11,7 @@ from cpersona.engine import upkeep, upkeep_archive, upkeep_consolidate
 from cpersona.model.fields import given
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
     from datetime import datetime
 
     from cpersona.engine.lifecycle import Lifecycle
@@ -85,7 +85,7 @@ class UpkeepMethods:
 
     def export_lines(
         self, agent_id: str, *, stores: Sequence[StoreKind] | None = None, include_raw_journal: bool = False
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """The agent's archive, one JSON line at a time (header, records, footer with its SHA-256)."""
         body = given(agent_id=agent_id, stores=stores, include_raw_journal=include_raw_journal)
         return upkeep_archive.export_lines(self._life, body)

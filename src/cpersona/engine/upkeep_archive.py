@@ -41,7 +41,7 @@ from cpersona.operations.lifecycle.archive import (
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.lifecycle_requests import ConflictRule
@@ -63,7 +63,7 @@ async def _others(
             yield record
 
 
-async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncIterator[bytes]:
+async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGenerator[bytes, None]:
     """The archive of one agent, one line at a time: header, memories (insertion order), episodes, raw
     entries (with ``include_raw_journal``), the profile, the footer."""
     req = validate(ExportRequest, body, life.settings)
