@@ -166,18 +166,47 @@ async def test_an_id_held_by_another_agent_is_a_conflict(source: cpersona.Engine
     assert await source.list(agent_id="intruder") == []
 
 
-async def test_encryption_is_refused_by_name(source: cpersona.Engine) -> None:
-    from cpersona.model.fields import validate
-    from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
-
+async def test_an_encrypted_archive_opens_only_with_its_key(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    await source.store("a secret worth keeping", agent_id="sealed")
+    plain = await source.export("sealed")
+    sealed = await source.export("sealed", encryption_key="correct horse")
+    assert b"secret" not in sealed.archive_data
+    assert sealed.checksum == plain.checksum  # of the plain archive's lines
+    assert sealed.size_bytes == len(sealed.archive_data)
     with pytest.raises(cpersona.InvalidRequest) as caught:
-        validate(ExportRequest, {"agent_id": "a", "encrypt": True}, source.settings)
-    assert caught.value.field == "encrypt"
-    with pytest.raises(cpersona.InvalidRequest) as caught:
-        validate(
-            ImportRequest, {"agent_id": "a", "archive_data": [1], "decryption_key": "k"}, source.settings
-        )
+        await target.import_archive("sealed-copy", sealed.archive_data)
     assert caught.value.field == "decryption_key"
     with pytest.raises(cpersona.InvalidRequest) as caught:
-        validate(ImportRequest, {"agent_id": "a", "archive_data": [256]}, source.settings)
-    assert caught.value.field == "archive_data"
+        await target.import_archive("sealed-copy", sealed.archive_data, decryption_key="wrong horse")
+    assert caught.value.field == "decryption_key"
+    tampered = sealed.archive_data[:-1] + bytes([sealed.archive_data[-1] ^ 1])
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", tampered, decryption_key="correct horse")
+    assert caught.value.field == "decryption_key"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", plain.archive_data, decryption_key="correct horse")
+    assert caught.value.field == "decryption_key"
+    assert await target.list(agent_id="sealed-copy") == []
+    opened = await target.import_archive("sealed-copy", sealed.archive_data, decryption_key="correct horse")
+    assert opened.records_imported == 1
+    assert (await target.export("sealed-copy")).archive_data == plain.archive_data
+
+
+async def test_key_rules_and_bad_bytes_are_refused_by_name(source: cpersona.Engine) -> None:
+    from cpersona.model.fields import RequestModel, validate
+    from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
+
+    cases: list[tuple[type[RequestModel], dict[str, Any], str]] = [
+        (ExportRequest, {"agent_id": "a", "encrypt": True}, "encryption_key"),
+        (ExportRequest, {"agent_id": "a", "encryption_key": "long enough"}, "encryption_key"),
+        (ExportRequest, {"agent_id": "a", "encrypt": True, "encryption_key": "short"}, "encryption_key"),
+        (ImportRequest, {"agent_id": "a", "archive_data": [256]}, "archive_data"),
+        (ImportRequest, {"agent_id": "a", "archive_data": "not base64!"}, "archive_data"),
+        (ImportRequest, {"agent_id": "a"}, "archive_data"),
+    ]
+    for model, body, field in cases:
+        with pytest.raises(cpersona.InvalidRequest) as caught:
+            validate(model, body, source.settings)
+        assert caught.value.field == field, body

@@ -134,8 +134,19 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
     bad = await client.post("/v1/lifecycle/import", json={**AGENT, "archive_data": damaged})
     assert bad.status_code == 400
     assert bad.json()["error"]["field"] == "checksum"
-    encrypted = await client.post(
-        "/v1/lifecycle/export", json={**AGENT, "encrypt": True, "encryption_key": "k"}
+    keyless = await client.post("/v1/lifecycle/export", json={**AGENT, "encrypt": True})
+    assert keyless.status_code == 400
+    assert keyless.json()["error"]["field"] == "encryption_key"
+    key = {"encrypt": True, "encryption_key": "a long key"}
+    sealed = await client.post("/v1/lifecycle/export", json={**AGENT, **key})
+    assert sealed.status_code == 200, sealed.text
+    _parses(sealed.json(), ExportResponse, "ExportArchiveResponse")
+    opened = await client.post(
+        "/v1/lifecycle/import",
+        json={
+            "agent_id": "another",
+            "archive_data": sealed.json()["archive_data"],
+            "decryption_key": "a long key",
+        },
     )
-    assert encrypted.status_code == 400
-    assert encrypted.json()["error"]["field"] == "encrypt"
+    assert opened.status_code == 409  # it opened, and its record is held by the agent that exported it

@@ -65,6 +65,8 @@ async def use(memory: cpersona.Engine) -> None:
     back: cpersona.ImportResult = await memory.import_archive(
         "ops2", archive.archive_data, strategy="replace", conflict_resolution="keep_imported"
     )
+    sealed = await memory.export("ops", encryption_key="a pass phrase")
+    await memory.import_archive("ops3", sealed.archive_data, decryption_key="a pass phrase")
     print(tick.records_below_threshold, ahead.forecasts, gone.records_deleted, merged, lines, back)
 """
 

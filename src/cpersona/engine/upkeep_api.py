@@ -91,10 +91,19 @@ class UpkeepMethods:
         return upkeep_archive.export_lines(self._life, body)
 
     async def export(
-        self, agent_id: str, *, stores: Sequence[StoreKind] | None = None, include_raw_journal: bool = False
+        self,
+        agent_id: str,
+        *,
+        stores: Sequence[StoreKind] | None = None,
+        include_raw_journal: bool = False,
+        encryption_key: str | None = None,
     ) -> ExportResult:
-        """The agent's archive whole, with its checksum and id (:meth:`export_lines` streams it)."""
-        body = given(agent_id=agent_id, stores=stores, include_raw_journal=include_raw_journal)
+        """The agent's archive whole, with its checksum and id (:meth:`export_lines` streams it); with
+        ``encryption_key``, encrypted (AES-256-GCM under a scrypt-stretched key)."""
+        body = given(
+            agent_id=agent_id, stores=stores, include_raw_journal=include_raw_journal,
+            encrypt=encryption_key is not None, encryption_key=encryption_key,
+        )  # fmt: skip
         return await upkeep_archive.export(self._life, body)
 
     async def import_archive(
@@ -104,16 +113,16 @@ class UpkeepMethods:
         *,
         strategy: ImportStrategy = "merge",
         conflict_resolution: ConflictRule = "keep_newer",
+        decryption_key: str | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> ImportResult:
-        """Import an archive into ``agent_id``: its bytes, or a callable giving its lines (called twice:
-        every line and the checksum are checked before anything is written). ``progress`` is told how
-        many records each written batch held."""
-        lines = archive if callable(archive) else _lines_of(archive)
-        return await upkeep_archive.import_lines(
-            self._life, agent_id, lines, strategy, conflict_resolution, progress
-        )
-
-
-def _lines_of(data: bytes) -> Callable[[], Iterable[bytes]]:
-    return lambda: data.splitlines(keepends=True)
+        """Import an archive into ``agent_id``: its bytes (``decryption_key`` opens an encrypted one), or a
+        callable giving its lines (called twice: every line and the checksum are checked before anything
+        is written). ``progress`` is told how many records each written batch held."""
+        rules = given(strategy=strategy, conflict_resolution=conflict_resolution)
+        if callable(archive):
+            return await upkeep_archive.import_lines(
+                self._life, agent_id, archive, strategy, conflict_resolution, progress
+            )
+        body = given(agent_id=agent_id, archive_data=archive, decryption_key=decryption_key, **rules)
+        return await upkeep_archive.import_archive(self._life, body, progress)

@@ -18,14 +18,18 @@ content or caller id duplicates one the agent already holds (under another id) i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
+
+import anyio
 
 from cpersona.engine.claims import record_claims, reservation_secs
 from cpersona.engine.deletes import delete, delete_agent_data
 from cpersona.engine.disk import check_free_space
 from cpersona.engine.upkeep import agent_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
+from cpersona.errors import InvalidRequest
 from cpersona.model.fields import validate
 from cpersona.model.lifecycle_requests import ExportRequest, ImportConflict, ImportRequest
 from cpersona.model.lifecycle_responses import ExportResult, ImportResult
@@ -38,6 +42,7 @@ from cpersona.operations.lifecycle.archive import (
     header_line,
     record_line,
 )
+from cpersona.operations.lifecycle.sealing import is_sealed, open_sealed, seal
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
@@ -63,13 +68,9 @@ async def _others(
             yield record
 
 
-async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGenerator[bytes, None]:
-    """The archive of one agent, one line at a time: header, memories (insertion order), episodes, raw
-    entries (with ``include_raw_journal``), the profile, the footer."""
-    req = validate(ExportRequest, body, life.settings)
+async def _lines(life: Lifecycle, req: ExportRequest, total: Checksum) -> AsyncGenerator[bytes, None]:
     agent = req.agent_id
     stores = None if req.stores is None else sorted(set(req.stores))
-    total = Checksum()
     yield total.add(header_line(include_raw_journal=req.include_raw_journal, stores=stores), record=False)
     async for memory in agent_memories(life, agent):
         if stores is None or memory.store in stores:
@@ -84,15 +85,28 @@ async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGene
     yield footer_line(total.records, total.hexdigest())
 
 
+async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGenerator[bytes, None]:
+    """The archive of one agent, one line at a time: header, memories (insertion order), episodes, raw
+    entries (with ``include_raw_journal``), the profile, the footer. Never encrypted: a stream is sealed
+    whole or not at all (:func:`export` seals)."""
+    req = validate(ExportRequest, body, life.settings)
+    if req.encrypt:
+        raise InvalidRequest("encrypt", "a streamed export is not encrypted; export it whole to encrypt it")
+    async with contextlib.aclosing(_lines(life, req, Checksum())) as lines:
+        async for line in lines:
+            yield line
+
+
 async def export(life: Lifecycle, body: Mapping[str, object]) -> ExportResult:
-    lines = [line async for line in export_lines(life, body)]
-    data = b"".join(lines)
-    footer = ArchiveReader("")
-    for line in lines:
-        footer.read(line)
-    count = footer.finish()
-    digest = footer.checksum.hexdigest()
-    return ExportResult(archive_id(digest), len(data), count, digest, data)
+    """The archive whole, encrypted when asked (AES-256-GCM, :mod:`~cpersona.operations.lifecycle.sealing`);
+    the checksum is of the plain archive's lines either way."""
+    req = validate(ExportRequest, body, life.settings)
+    total = Checksum()
+    data = b"".join([line async for line in _lines(life, req, total)])
+    if req.encryption_key is not None:
+        data = await anyio.to_thread.run_sync(seal, data, req.encryption_key)
+    digest = total.hexdigest()
+    return ExportResult(archive_id(digest), len(data), total.records, digest, data)
 
 
 def _read_all(agent_id: str, lines: Iterable[bytes]) -> int:
@@ -102,12 +116,22 @@ def _read_all(agent_id: str, lines: Iterable[bytes]) -> int:
     return reader.finish()
 
 
-async def import_archive(life: Lifecycle, body: Mapping[str, object]) -> ImportResult:
+async def import_archive(
+    life: Lifecycle, body: Mapping[str, object], progress: Callable[[int], None] | None = None
+) -> ImportResult:
+    """An archive's bytes, opened first when it is encrypted."""
     req = validate(ImportRequest, body, life.settings)
     data = req.archive_data
+    if is_sealed(data):
+        if req.decryption_key is None:
+            raise InvalidRequest("decryption_key", "is required: the archive is encrypted")
+        data = await anyio.to_thread.run_sync(open_sealed, data, req.decryption_key)
+    elif req.decryption_key is not None:
+        raise InvalidRequest("decryption_key", "is given, but the archive is not encrypted")
     return await import_lines(
-        life, req.agent_id, lambda: data.splitlines(keepends=True), req.strategy, req.conflict_resolution
-    )
+        life, req.agent_id, lambda: data.splitlines(keepends=True), req.strategy, req.conflict_resolution,
+        progress,
+    )  # fmt: skip
 
 
 async def import_lines(

@@ -81,6 +81,9 @@ MemoryId = Annotated[
     Before(_memory_id),
     Field(description="A memory: its bare UUID (as Cerememory sends it) or mem:<uuid>"),
 ]
+Passphrase = Annotated[
+    KeyText, Field(min_length=8, description="A passphrase of at least 8 characters (no control characters)")
+]
 MemoryIds = Annotated[Sequence[MemoryId], Field(min_length=1, max_length=MAX_LIFECYCLE_IDS)]
 
 
@@ -184,15 +187,18 @@ class ExportRequest(RequestModel):
         default=None, description="Only memories of these stores (default all); episodes and profile always"
     )
     include_raw_journal: bool = False
-    encrypt: bool = Field(default=False, description="Not offered: true is a 400 naming the field")
-    encryption_key: KeyText | None = None
+    encrypt: bool = Field(
+        default=False, description="Encrypt the archive (AES-256-GCM, key from encryption_key by scrypt)"
+    )
+    encryption_key: Passphrase | None = None
     header: Header = None
 
     @model_validator(mode="after")
-    def _plain(self) -> ExportRequest:
-        if self.encrypt or self.encryption_key is not None:
-            field = "encrypt" if self.encrypt else "encryption_key"
-            raise InvalidRequest(field, "archives are not encrypted by this server; export without it")
+    def _keyed(self) -> ExportRequest:
+        if self.encrypt and self.encryption_key is None:
+            raise InvalidRequest("encryption_key", "is required with encrypt: true")
+        if not self.encrypt and self.encryption_key is not None:
+            raise InvalidRequest("encryption_key", "is given without encrypt: true; nothing would use it")
         return self
 
 
@@ -235,11 +241,7 @@ class ImportRequest(RequestModel):
         description="merge, same id already held by the agent: keep the later updated_at, the held one, "
         "or the archive's",
     )
-    decryption_key: KeyText | None = None
+    decryption_key: Passphrase | None = Field(
+        default=None, description="The key an encrypted archive was made with"
+    )
     header: Header = None
-
-    @model_validator(mode="after")
-    def _plain(self) -> ImportRequest:
-        if self.decryption_key is not None:
-            raise InvalidRequest("decryption_key", "archives are not encrypted by this server")
-        return self

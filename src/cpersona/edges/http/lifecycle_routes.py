@@ -76,16 +76,18 @@ async def _consolidate(request: Request) -> Response:
 
 async def _export(request: Request) -> Response:
     engine, args = await _body(request, ExportRequest)
-    # Both formats name the one form, and the model has refused encryption: what is left picks records.
-    picked = {k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal")}
+    # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
+    picked = {
+        k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal", "encryption_key")
+    }
     return ORJSONResponse((await engine.export(**picked)).to_json())
 
 
 async def _import(request: Request) -> Response:
     engine, args = await _body(request, ImportRequest)
     agent, data = args.pop("agent_id"), args.pop("archive_data")
-    # archive_id is informational, and the model has refused a decryption key.
-    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution")}
+    # archive_id is informational.
+    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
     return ORJSONResponse((await engine.import_archive(agent, data, **rules)).to_json())
 
 
@@ -125,13 +127,15 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "POST", "/v1/lifecycle/export", _export, "An agent's memory as JSON Lines (lifecycle.export)",
         ExportResponse, body=ExportRequest, errors=(400, 503),
         description="Header line, one record per line, footer with the SHA-256 of the lines before it. "
-        "Exporting, importing into a fresh agent and exporting again gives the same bytes. `encrypt` is "
-        "refused (400).",
+        "Exporting, importing into a fresh agent and exporting again gives the same bytes. With `encrypt` "
+        "and `encryption_key` the archive is AES-256-GCM under a scrypt-stretched key (the checksum stays "
+        "the plain archive's).",
     ),
     Operation(
         "POST", "/v1/lifecycle/import", _import, "Import an archive into an agent (lifecycle.import)",
         ImportResponse, body=ImportRequest, errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "
-        "is a 400 naming `checksum`). A record id held by another agent is a 409 IMPORT_CONFLICT.",
+        "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). A record id held by another "
+        "agent is a 409 IMPORT_CONFLICT.",
     ),
 )  # fmt: skip

@@ -40,6 +40,7 @@ from cpersona.model.records import (
     Source,
     format_time,
 )
+from cpersona.operations.lifecycle.sealing import MAGIC
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -247,6 +248,8 @@ class ArchiveReader:
         self.line_no += 1
         if self._footer is not None:
             raise self._bad("follows the footer")
+        if self.line_no == 1 and line.startswith(MAGIC):
+            raise InvalidRequest("decryption_key", "is required: the archive is encrypted (import its bytes)")
         obj = self._parse(line)
         kind = obj["kind"]
         if self.line_no == 1:
