@@ -150,3 +150,32 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
         },
     )
     assert opened.status_code == 409  # it opened, and its record is held by the agent that exported it
+
+
+def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
+    t = pytest.importorskip("cerememory.types")
+    endpoints = pytest.importorskip("cerememory._endpoints")
+    import uuid
+
+    from cpersona.model import lifecycle_requests as lifecycle
+    from cpersona.model.fields import RequestModel, validate
+    from cpersona.settings import Settings
+
+    now = datetime.now(UTC)
+    header = t.CMPHeader(request_id=uuid.uuid4(), timestamp=now)
+    cases: list[tuple[type[RequestModel], Any]] = [
+        (lifecycle.DecayTickRequest, t.DecayTickRequest(tick_duration_seconds=60, header=header)),
+        (lifecycle.DecayForecastRequest, t.DecayForecastRequest(record_ids=[uuid.uuid4()], forecast_at=now)),
+        (
+            lifecycle.ForgetRequest,
+            t.ForgetRequest(
+                record_ids=[uuid.uuid4()], store=t.StoreType.EPISODIC, cascade=True, confirm=True,
+                temporal_range=t.TemporalRange(start=now, end=now),
+            ),
+        ),
+        (lifecycle.ConsolidateRequest, t.ConsolidateRequest(strategy=t.ConsolidationStrategy.FULL)),
+        (lifecycle.ExportRequest, t.ExportRequest(stores=[t.StoreType.SEMANTIC], include_raw_journal=True)),
+        (lifecycle.ImportRequest, t.ImportRequest(archive_id="x", archive_data=b"abc")),
+    ]  # fmt: skip
+    for model, request in cases:
+        validate(model, {**endpoints.dump(request), **AGENT}, Settings())

@@ -38,6 +38,7 @@ from cpersona.operations.lifecycle.archive import (
     ArchiveReader,
     Checksum,
     archive_id,
+    archived_time,
     footer_line,
     header_line,
     record_line,
@@ -185,7 +186,8 @@ class _Writer:
     def _wins(self, held: ArchivedRecord, imported: ArchivedRecord) -> bool:
         if self.conflict == "keep_imported":
             return True
-        return self.conflict == "keep_newer" and _stamp(imported) > _stamp(held)
+        # Compared at the archive's precision: a record exported and imported again is not newer than itself.
+        return self.conflict == "keep_newer" and _stamp(imported) > archived_time(_stamp(held))
 
     async def _admitted(self, record: ArchivedRecord) -> bool:
         """Whether the record is to be written: new, or winning over the one the agent holds (which goes)."""

@@ -51,6 +51,7 @@ __all__ = [
     "Checksum",
     "LineKind",
     "archive_id",
+    "archived_time",
     "encode_line",
     "footer_line",
     "header_line",
@@ -129,6 +130,12 @@ def _epoch(value: object) -> Any:
     if isinstance(value, str):
         return datetime.fromisoformat(value.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
     return value
+
+
+def archived_time(epoch: float) -> float:
+    """``epoch`` as it comes back from an archive (to the microsecond): what an imported time is compared
+    with, so a record is never newer than itself."""
+    return float(_epoch(format_time(epoch)))
 
 
 def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
