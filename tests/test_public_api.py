@@ -63,8 +63,8 @@ EXPECTED = {
     "ConsolidateResult",
     "DecayTickResult",
     "ExportResult",
-    "Forecast",
-    "ForecastResult",
+    "DecayForecast",
+    "DecayForecastResult",
     "ForgetResult",
     "ImportResult",
 }

@@ -55,7 +55,7 @@ async def use(memory: cpersona.Engine) -> None:
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
     tick: cpersona.DecayTickResult = await memory.decay_tick("ops", tick_duration_seconds=3600)
-    ahead: cpersona.ForecastResult = await memory.decay_forecast("ops", [stored.id], "2030-01-01T00:00:00Z")
+    ahead: cpersona.DecayForecastResult = await memory.decay_forecast("ops", [stored.id], "2030-01-01")
     gone: cpersona.ForgetResult = await memory.forget(
         "ops", confirm=True, store="episodic", temporal_range={"start": 0, "end": 1}, older_than_seconds=60
     )

@@ -46,10 +46,10 @@ from cpersona.model.lifecycle_requests import (
 )
 from cpersona.model.lifecycle_responses import (
     ConsolidateResult,
+    DecayForecast,
+    DecayForecastResult,
     DecayTickResult,
     ExportResult,
-    Forecast,
-    ForecastResult,
     ForgetResult,
     ImportResult,
 )
@@ -87,7 +87,9 @@ __all__ = (
     "ContentTooLarge",
     "CpersonaError",
     "DataDirLocked",
+    "DecayForecast",
     "DecayForecastRequest",
+    "DecayForecastResult",
     "DecayTickRequest",
     "DecayTickResult",
     "DeclareRequest",
@@ -103,8 +105,6 @@ __all__ = (
     "ExportRequest",
     "ExportResult",
     "Fidelity",
-    "Forecast",
-    "ForecastResult",
     "ForgetRequest",
     "ForgetResult",
     "ForgetUnconfirmed",

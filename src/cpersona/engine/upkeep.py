@@ -38,7 +38,12 @@ from cpersona.model.lifecycle_requests import (
     ForgetRequest,
     ForgetUnconfirmed,
 )
-from cpersona.model.lifecycle_responses import DecayTickResult, Forecast, ForecastResult, ForgetResult
+from cpersona.model.lifecycle_responses import (
+    DecayForecast,
+    DecayForecastResult,
+    DecayTickResult,
+    ForgetResult,
+)
 from cpersona.model.records import MemoryRecord, parse_ref
 from cpersona.model.time_cue import MAX_TS
 
@@ -121,7 +126,7 @@ def threshold_time(record: MemoryRecord) -> float | None:
     return when if math.isfinite(when) and when <= MAX_TS else None
 
 
-async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> ForecastResult:
+async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> DecayForecastResult:
     """Every named memory's fidelity now and at ``forecast_at``; one unknown id is a 404 for all."""
     req = validate(DecayForecastRequest, body, life.settings)
     ids = list(dict.fromkeys(req.record_ids))
@@ -136,9 +141,9 @@ async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> Forecas
         current = current_fidelity(r.fidelity, r.emotion, now)
         later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
         out.append(
-            Forecast(record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r))
+            DecayForecast(record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r))
         )
-    return ForecastResult(tuple(out))
+    return DecayForecastResult(tuple(out))
 
 
 async def _delete_if_there(life: Lifecycle, ref: str, agent_id: str) -> int:

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from cpersona.model.lifecycle_requests import ConflictRule, ImportStrategy
     from cpersona.model.lifecycle_responses import (
         ConsolidateResult,
+        DecayForecastResult,
         DecayTickResult,
         ExportResult,
-        ForecastResult,
         ForgetResult,
         ImportResult,
     )
@@ -43,7 +43,7 @@ class UpkeepMethods:
 
     async def decay_forecast(
         self, agent_id: str, record_ids: Sequence[str], forecast_at: float | str | datetime
-    ) -> ForecastResult:
+    ) -> DecayForecastResult:
         """Each memory's fidelity now and at ``forecast_at``, and when it falls below the threshold."""
         body = given(agent_id=agent_id, record_ids=record_ids, forecast_at=forecast_at)
         return await upkeep.decay_forecast(self._life, body)

@@ -15,13 +15,13 @@ from cpersona.model.records import format_time
 __all__ = [
     "ConsolidateResponse",
     "ConsolidateResult",
+    "DecayForecast",
     "DecayForecastResponse",
+    "DecayForecastResult",
     "DecayTickResponse",
     "DecayTickResult",
     "ExportResponse",
     "ExportResult",
-    "Forecast",
-    "ForecastResult",
     "ForgetResponse",
     "ForgetResult",
     "ImportResponse",
@@ -42,7 +42,7 @@ class DecayTickResult:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Forecast:
+class DecayForecast:
     record_id: str
     current_fidelity: float
     forecasted_fidelity: float
@@ -60,8 +60,8 @@ class Forecast:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ForecastResult:
-    forecasts: tuple[Forecast, ...]
+class DecayForecastResult:
+    forecasts: tuple[DecayForecast, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "forecasts": [f.to_json() for f in self.forecasts]}
