@@ -55,6 +55,13 @@ async def target(
         yield memory
 
 
+def _archive(header: bytes, body: list[bytes]) -> bytes:
+    from cpersona.operations.lifecycle.archive import footer_line
+
+    digest = hashlib.sha256(header + b"".join(body)).hexdigest()
+    return header + b"".join(body) + footer_line(len(body), digest)
+
+
 async def _populate(
     engine: cpersona.Engine, agent: str, memories: list[dict[str, Any]], episodes: list[dict[str, Any]],
     raw: int, profile: str | None,
@@ -157,8 +164,22 @@ async def test_merge_rules_and_replace(source: cpersona.Engine) -> None:
     assert extra.ref not in {r.ref for r in await source.list(agent_id="merge")}
 
 
-async def test_an_id_held_by_another_agent_is_a_conflict(source: cpersona.Engine) -> None:
-    await source.store("mine alone", agent_id="owner")
+async def test_an_id_held_by_another_agent_is_a_conflict_and_nothing_is_written(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    # The foreign record comes last, after a full batch of free ones: none of them may be written either.
+    for n in range(70):
+        await target.store(f"free record {n}", agent_id="mixed")
+    held = await source.store("mine alone", agent_id="owner")
+    owner = (await source.export("owner")).archive_data.splitlines(keepends=True)
+    mixed = (await target.export("mixed")).archive_data.splitlines(keepends=True)
+    await target.forget("mixed", confirm=True, older_than_seconds=0)
+    body = [*mixed[1:-1], *owner[1:-1]]
+    archive = _archive(mixed[0], body)
+    with pytest.raises(cpersona.ImportConflict):
+        await source.import_archive("intruder", archive)
+    assert await source.list(agent_id="intruder") == []
+    assert (await source.get(held.ref, agent_id="owner")).ref == held.ref
     archive = (await source.export("owner")).archive_data
     with pytest.raises(cpersona.ImportConflict) as caught:
         await source.import_archive("intruder", archive)

@@ -5,8 +5,9 @@ Export yields the archive line by line, reading the store a batch at a time, so 
 whole in memory on the way to a file. It writes each record as stored (a memory's fidelity anchor, not its
 value at the moment of reading), so an import restores the same state.
 
-Import reads the whole archive twice: once to check its header, every line and the footer's checksum
-(nothing is written from an archive that fails), once to write. Records keep their ids. ``merge`` adds to
+Import reads the whole archive twice: once to check its header, every line, the footer's checksum and
+that no record of it is held by another agent (nothing is written from an archive that fails), once to
+write. Records keep their ids. ``merge`` adds to
 what the agent holds; a record id the agent already holds is decided by ``conflict_resolution``
 (``keep_newer`` compares ``updated_at`` — an episode's ``created_at``, a raw entry's ``created_at`` —
 and keeps the held one on a tie). ``replace`` deletes all of the agent's data first; unlike the
@@ -110,11 +111,46 @@ async def export(life: Lifecycle, body: Mapping[str, object]) -> ExportResult:
     return ExportResult(archive_id(digest), len(data), total.records, digest, data)
 
 
-def _read_all(agent_id: str, lines: Iterable[bytes]) -> int:
+def _kind(record: MemoryRecord | EpisodeRecord | RawRecord) -> RecordKind:
+    if isinstance(record, MemoryRecord):
+        return "memory"
+    return "episode" if isinstance(record, EpisodeRecord) else "raw"
+
+
+async def _foreign(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord]) -> None:
+    """Refuse the import when a record of ``batch`` is held by another agent (read concurrently)."""
+    records = life.backends.records
+    held: list[str] = []
+
+    async def one(record: MemoryRecord | EpisodeRecord | RawRecord) -> None:
+        found = await records.get(_kind(record), record.id)
+        if found is not None and found.scope.agent_id != agent_id:
+            held.append(record.ref)
+
+    async with anyio.create_task_group() as tg:
+        for record in batch:
+            if not isinstance(record, ProfileRecord):
+                tg.start_soon(one, record)
+    if held:
+        raise ImportConflict(
+            "archive_data", f"{min(held)} is held by another agent; nothing of the archive was written"
+        )
+
+
+async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
+    """Every line, the footer's checksum, and that no record is another agent's: before any write."""
     reader = ArchiveReader(agent_id)
+    batch: list[ArchivedRecord] = []
     for line in lines:
-        reader.read(line)
-    return reader.finish()
+        record = reader.read(line)
+        if record is not None:
+            batch.append(record)
+        if len(batch) >= _BATCH:
+            await _foreign(life, agent_id, batch)
+            batch = []
+    count = reader.finish()
+    await _foreign(life, agent_id, batch)
+    return count
 
 
 async def import_archive(
@@ -149,7 +185,7 @@ async def import_lines(
         {"agent_id": agent_id, "archive_data": b"", "strategy": strategy, "conflict_resolution": conflict},
         life.settings,
     )
-    _read_all(req.agent_id, lines())
+    await _check(life, req.agent_id, lines())
     await check_free_space(life.settings)
     if req.strategy == "replace":
         await delete_agent_data(life, req.agent_id)
@@ -195,16 +231,11 @@ class _Writer:
         if isinstance(record, ProfileRecord):
             held_profile = await b.records.profile(self.agent_id)
             return held_profile is None or self._wins(held_profile, record)
-        kind: RecordKind = "raw" if isinstance(record, RawRecord) else "episode"
-        if isinstance(record, MemoryRecord):
-            kind = "memory"
-        held = await b.records.get(kind, record.id)
+        held = await b.records.get(_kind(record), record.id)
         if held is None:
             return True
-        if held.scope.agent_id != self.agent_id:
-            raise ImportConflict(
-                "archive_data", f"{record.ref} is held by another agent; nothing of it was changed"
-            )
+        if held.scope.agent_id != self.agent_id:  # taken meanwhile: the check before the writes passed
+            raise ImportConflict("archive_data", f"{record.ref} is held by another agent; it was not written")
         if not self._wins(held, record):
             return False
         await delete(self.life, record.ref, self.agent_id)
