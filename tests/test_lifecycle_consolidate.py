@@ -103,3 +103,19 @@ async def test_with_vectors_near_paraphrases_merge(embedded: cpersona.Engine) ->
     result = await embedded.consolidate("vec")
     assert (result.records_processed, result.records_compressed, result.records_migrated) == (3, 1, 2)
     assert (await embedded.consolidate("vec")).semantic_nodes_created == 0
+
+
+@given(st.lists(st.lists(st.sampled_from([0.0, 1.0, -1.0, 0.5]), min_size=3, max_size=3), max_size=12))
+def test_vector_pairs_are_those_above_the_cosine_figure(rows: list[list[float]]) -> None:
+    import numpy as np
+
+    from cpersona.operations.lifecycle.consolidation import DUPLICATE_COSINE
+
+    items = [Candidate(str(i), f"distinct {i}", 1.0, i) for i in range(len(rows))]
+    groups = duplicate_groups(items, rows)
+    unit = [np.asarray(r) / (np.linalg.norm(r) or 1.0) for r in rows]
+    together = {frozenset((i, j)) for g in groups for i in g for j in g if i != j}
+    for i in range(len(rows)):
+        for j in range(i + 1, len(rows)):
+            if float(unit[i] @ unit[j]) > DUPLICATE_COSINE:
+                assert frozenset((i, j)) in together

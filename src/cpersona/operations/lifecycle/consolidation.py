@@ -58,6 +58,21 @@ def _join(parent: list[int], a: int, b: int) -> None:
         parent[max(ra, rb)] = min(ra, rb)
 
 
+_BLOCK = 512
+
+
+def _close_pairs(matrix: Any) -> list[tuple[int, int]]:
+    """The pairs ``i < j`` whose cosine similarity exceeds :data:`DUPLICATE_COSINE`, a block of rows
+    against all at a time (one matrix product per block, not one per row)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix / np.where(norms == 0, 1.0, norms)
+    pairs: list[tuple[int, int]] = []
+    for start in range(0, len(unit), _BLOCK):
+        rows, cols = np.nonzero(unit[start : start + _BLOCK] @ unit.T > DUPLICATE_COSINE)
+        pairs.extend((start + int(r), int(c)) for r, c in zip(rows, cols, strict=True) if start + r < c)
+    return pairs
+
+
 def duplicate_groups(items: Sequence[Candidate], vectors: Sequence[Any] | None = None) -> list[list[int]]:
     """The groups (positions into ``items``, ascending) of two or more near-duplicates, ordered by
     their first position."""
@@ -68,13 +83,8 @@ def duplicate_groups(items: Sequence[Candidate], vectors: Sequence[Any] | None =
         if first != i:
             _join(parent, first, i)
     if vectors is not None and len(items) > 1:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        unit = matrix / np.where(norms == 0, 1.0, norms)
-        for i in range(len(items) - 1):
-            close = np.nonzero(unit[i + 1 :] @ unit[i] > DUPLICATE_COSINE)[0]
-            for j in close:
-                _join(parent, i, i + 1 + int(j))
+        for i, j in _close_pairs(np.asarray(vectors, dtype=np.float32)):
+            _join(parent, i, j)
     groups: dict[int, list[int]] = {}
     for i in range(len(items)):
         groups.setdefault(_root(parent, i), []).append(i)
