@@ -44,7 +44,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,6 +63,7 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
+from benchmarks.recall_speed import git_commit
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -144,6 +144,8 @@ METHOD_NOTES: Final = [
     "",
 ]
 _TIE: Final = 1e-6
+WATCHED: Final = ("src", "benchmarks/quality", "benchmarks/peers")
+"""The folders whose code decides the figures: an uncommitted change to any of them marks the commit."""
 
 
 @dataclasses.dataclass
@@ -462,29 +464,6 @@ def _curves(
 # ---------------------------------------------------------------------------------------------- report
 
 
-def _git_commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git(
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            "src",
-            "benchmarks/quality",
-            "benchmarks/peers",
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    # The engine's source decides cpersona's figures as much as the harness does.
-    return commit + (" (with uncommitted changes under src/, benchmarks/quality or peers)" if dirty else "")
-
-
 def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -540,7 +519,7 @@ def run_header(command: str, *, load_start: float | None = None) -> list[str]:
     return [
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit(*WATCHED)}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; {loads}",
         f"- software: {_versions()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build)",
     ]
