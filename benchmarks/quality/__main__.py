@@ -6,13 +6,16 @@ Run from the repository root::
                                                   [--k 20] [--data PATH] [--store-cache]
     .venv/bin/python -m benchmarks.quality tmd [--systems ...] [--quick] [--store-cache]
     .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks.quality judgement [--sets tmd,locomo] [--quick]
     .venv/bin/python -m benchmarks.quality all [--systems ...] [--quick] [--store-cache]
 
 ``all`` is the side by side in one command: ``locomo`` then ``tmd`` with the same options (its systems
 default to :data:`SIDE_BY_SIDE`, both peers included), each writing its own report,
 ``quality_locomo_peers.md`` and ``quality_tmd_peers.md`` (``*_quick.*`` with ``--quick``). The second
 runs even if the first fails its dense honesty check; the command then fails at the end.
-``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
+``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo);
+``judgement`` runs its questions once more with the trace and sets what the cue loop suspected beside
+the code the trace confirms (:mod:`.judgement`, seed §1.3).
 ``tmd`` runs the side-by-side below on TMD instead of LoCoMo (:mod:`.tmd_peers`): the same systems, the
 same run, checks and tables, grouped by TMD's question sets, plus the time cue for the systems that take
 one.
@@ -53,7 +56,7 @@ import anyio
 from tqdm import tqdm
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
-from benchmarks.quality import cue_bench, cue_peers
+from benchmarks.quality import cue_bench, cue_peers, judgement
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.layout import LOCOMO_LAYOUT, Layout
 from benchmarks.quality.locomo import (
@@ -779,6 +782,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
     cue_bench.add_arguments(cue)
+    judge = commands.add_parser("judgement", help="the cue loop's suspicions beside the confirmed codes")
+    judgement.add_arguments(judge)
 
     both = commands.add_parser("all", help="locomo, then tmd, with the same options: both reports")
     _shared_arguments(
@@ -847,6 +852,8 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     args = build_parser().parse_args(args_list)
     if args.dataset == "cue":
         return cue_bench.run_command(args, args_list)
+    if args.dataset == "judgement":
+        return judgement.run_command(args, args_list)
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])

@@ -89,6 +89,8 @@ __all__ = [
     "run_command",
     "run_questions",
     "score",
+    "select",
+    "sets_arg",
     "summaries",
     "tmd_questions",
     "verdict_line",
@@ -901,7 +903,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _sets_arg(text: str) -> list[str]:
+def sets_arg(text: str) -> list[str]:
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in SET_NAMES]
     if unknown or not names:
@@ -909,7 +911,7 @@ def _sets_arg(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _select(args: argparse.Namespace, sets: Sequence[str]) -> tuple[list[Selection], dict[str, str]]:
+def select(args: argparse.Namespace, sets: Sequence[str]) -> tuple[list[Selection], dict[str, str]]:
     selections: list[Selection] = []
     skipped: dict[str, str] = {}
     for name in sets:
@@ -978,11 +980,11 @@ async def _run_all(
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
     """Run ``python -m benchmarks.quality cue``; returns the report's path (``None`` for --parse-only)."""
-    sets = _sets_arg(args.sets)
+    sets = sets_arg(args.sets)
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
     load_start = os.getloadavg()[0]
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    selections, skipped = _select(args, sets)
+    selections, skipped = select(args, sets)
     for selection in selections:
         print(
             f"{selection.dataset}: {len(selection.questions)} questions with a cue; {dict(selection.counts)}"
