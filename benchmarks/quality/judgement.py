@@ -280,6 +280,8 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path:
     """Run ``python -m benchmarks.quality judgement``; returns the report's path."""
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
     load_before = _loadavg()
+    # Read before the run: the code that answers is the code loaded now, whatever changes meanwhile.
+    commit = git_commit(*WATCHED)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     began = time.perf_counter()
     selections, skipped = cue_bench.select(args, cue_bench.sets_arg(args.sets))
@@ -296,7 +298,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path:
     header = [
         f"- command: `{command}`",
         f"- date: {started}; {time.perf_counter() - began:.0f} s",
-        f"- git commit: {git_commit(*WATCHED)}",
+        f"- git commit: {commit}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, shared; "
         f"`/proc/loadavg` before: `{load_before}`, after: `{_loadavg()}`",
         *(f"- **{name} not run**: {reason}" for name, reason in skipped.items()),
