@@ -86,7 +86,7 @@ def test_a_period_with_candidates_is_no_suspicion() -> None:
 
 def test_what_the_loop_did_after_an_empty_period() -> None:
     widened = trace(stages=WIDENED_FOUND, suspected=["widen to likely"])
-    assert loop_reading(widened) == (CANDIDATE_MISS, "widened, then found 4 in the likely period")
+    assert loop_reading(widened) == (CANDIDATE_MISS, "widened, then found candidates in the likely period")
     empty = trace(
         stages=WIDENED_EMPTY, suspected=["widen to vague", "stop: no wider step"], stop="no_wider_step"
     )
@@ -140,6 +140,11 @@ def test_tabulation_and_agreement_by_hand() -> None:
     text = "\n".join(render_tables("Total", judged))
     assert "matched what was confirmed: 3 (60%)** of the 5 questions" in text
     assert "| **all** | | 2 (33%) | 3 (50%) | 1 (17%) | 6 |" in text
+    assert "never suspected anything would match on 3 (60%)" in text
+    assert (
+        "of its 2 suspicions, confirmed: 1 (50%); of the 2 confirmed `CANDIDATE_MISS`, suspected: 1 (50%)"
+        in text
+    )
 
 
 judgements = st.builds(

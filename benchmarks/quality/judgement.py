@@ -105,7 +105,7 @@ def loop_reading(trace: Mapping[str, Any]) -> tuple[str, str]:
     if stop:
         tail = "stopped: " + str(stop).replace("_", " ")
     elif int(stages[-1].get("found") or 0) > 0:
-        tail = f"found {stages[-1]['found']} in the {stages[-1].get('confidence')} period"
+        tail = f"found candidates in the {stages[-1].get('confidence')} period"
     else:
         tail = "ended empty"
     return code, ("widened, then " if widened else "") + tail
@@ -210,11 +210,16 @@ def render_tables(name: str, judged: Sequence[Judged]) -> list[str]:
 def _agreement_lines(a: Agreement, total: int) -> list[str]:
     if not a.n:
         return ["No question ran the loop."]
+    said, found = a.both + a.false_alarm, a.both + a.unseen
     return [
         f"- **what the loop suspected matched what was confirmed: {_share(a.matched, a.n)}** of the "
         f"{a.n} questions that ran the loop ({total - a.n} ran none): suspected and confirmed "
         f"`CANDIDATE_MISS` {a.both}; neither {a.neither}; suspected only (false alarm) {a.false_alarm}; "
         f"confirmed only (unseen) {a.unseen}",
+        f"- a loop that never suspected anything would match on {_share(a.n - found, a.n)}: the headline "
+        "is mostly the questions where neither side says `CANDIDATE_MISS`",
+        f"- of its {said} suspicions, confirmed: {_share(a.both, said)}; of the {found} confirmed "
+        f"`CANDIDATE_MISS`, suspected: {_share(a.both, found)}",
         f"- strict reading (nothing suspected must mean nothing failed, `OK`): {_share(a.strict, a.n)}",
     ]
 
