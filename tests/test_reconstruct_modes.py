@@ -500,3 +500,11 @@ def test_the_cli_shows_a_compact_items_time_as_its_claim() -> None:
     }
     lines = render_reconstruct(body)
     assert "     mem:1  2026-01-01T00:00:00Z" in lines
+
+
+async def test_lite_beside_mode_pro_is_refused_naming_lite(engine: cpersona.Engine) -> None:
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await engine.reconstruct("q", agent_id="a", mode="pro", lite=True)
+    assert "lite" in str(caught.value)
+    both = await engine.reconstruct("", agent_id="a", mode="lite", lite=True, top_k=1)
+    assert both.mode == "lite"
