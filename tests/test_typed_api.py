@@ -96,7 +96,7 @@ EXPECTED = (
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
     ("bad.py:18:", 'Unexpected keyword argument "include_seal"'),
-    ("bad.py:19:", '"secrecy_levels"'),
+    ("bad.py:19:", "Literal['top']"),
 )
 
 

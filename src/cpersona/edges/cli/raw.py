@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-    from cpersona.edges.cli.parser import Subparsers
     from cpersona.edges.cli.service import Service
 
 __all__ = ["add_raw_parser", "raw_command", "render_raw"]
@@ -28,7 +27,9 @@ _OPEN_END = "9999-12-31T23:59:59Z"
 _INDENT = "    "
 
 
-def add_raw_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+def add_raw_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser("raw", parents=[common], help="forensic query of the raw journal, verbatim")
     p.add_argument("query", nargs="?", help="words every entry must hold (default: every entry)")
     p.add_argument("--agent", required=True, help="agent id")
