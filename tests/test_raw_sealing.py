@@ -85,6 +85,8 @@ async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(engine: cper
     assert (opened.total_candidates, opened.sealed_scanned) == (2, 1)
     assert opened.records[1].text == f"the vault code is {secret}"
     assert opened.records[1].visibility == "sealed"
+    with pytest.raises(RecordNotFound):  # another agent cannot erase it either
+        await engine.delete(sealed, agent_id="other")
     vault_only = await engine.raw_query("vault", agent_id=AGENT, include_sealed=True)
     assert [r.ref for r in vault_only.records] == [sealed]
     assert (await engine.raw_query("vault", agent_id=AGENT)).total_candidates == 0
@@ -96,6 +98,11 @@ async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(engine: cper
     ).total_candidates == 0
     only_secret = await engine.raw_query(agent_id=AGENT, include_sealed=True, secrecy_levels=["secret"])
     assert only_secret.total_candidates == 0
+    # Its agent erases it by its ref, like any record; then it is gone from the sealed path too.
+    assert (await engine.delete(sealed, agent_id=AGENT)).deleted == 1
+    assert [r.ref for r in (await engine.raw_query(agent_id=AGENT, include_sealed=True)).records] == [normal]
+    with pytest.raises(RecordNotFound):
+        await engine.delete(sealed, agent_id=AGENT)
 
 
 async def test_a_sealed_entrys_plaintext_is_in_no_redis_key(

@@ -21,3 +21,7 @@ class RawJournalStore(Protocol):
         ``flt.include_sealed``, opened; a query with no word to search is an
         :class:`~cpersona.InvalidRequest` naming ``query``."""
         ...
+
+    async def delete_sealed(self, agent_id: str, record_id: str) -> bool:
+        """Delete the raw entry ``record_id`` if it is a sealed entry of ``agent_id``; whether it did."""
+        ...

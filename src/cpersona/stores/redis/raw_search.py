@@ -126,6 +126,15 @@ class RedisRawJournal:
         if sealed:
             log.info("sealed %d raw entries an older version stored in the clear", sealed)
 
+    async def delete_sealed(self, agent_id: str, record_id: str) -> bool:
+        key = self.keys.raw(record_id)
+        async with redis_errors():
+            found = await json_ops(self.client).get(key, "$.agent_id", "$.visibility") or {}
+            if (found.get("$.agent_id"), found.get("$.visibility")) != ([agent_id], ["sealed"]):
+                return False
+            await self._writer.delete(key, record_id, ())
+        return True
+
     async def raw_query(self, flt: RawFilter) -> RawPage:
         needs = needs_of(flt.query)
         base = _filters(flt)
