@@ -103,6 +103,9 @@ async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(engine: cper
     assert [r.ref for r in (await engine.raw_query(agent_id=AGENT, include_sealed=True)).records] == [normal]
     with pytest.raises(RecordNotFound):
         await engine.delete(sealed, agent_id=AGENT)
+    await engine.store_raw("sealed again", **_fields(visibility="sealed"))
+    await engine.delete_agent_data(AGENT)
+    assert (await engine.raw_query(agent_id=AGENT, include_sealed=True)).sealed_scanned == 0
 
 
 async def test_a_sealed_entrys_plaintext_is_in_no_redis_key(

@@ -214,11 +214,9 @@ async def seal_plain_entries(client: RedisClient, keys: Keys, sealer: Sealer | N
     """Seal the sealed-visibility entries that an older version stored in the clear; how many it sealed.
 
     Runs at open, before the index is brought up to date (so their words never enter the new one). Without
-    a key they stay as they are (a warning is for the caller to log) and the raw query still reads them
-    only with ``include_sealed``.
+    a key they stay as they are, with a warning, and the raw query still reads them only with
+    ``include_sealed``.
     """
-    if sealer is None:
-        return 0
     sealed = 0
     try:
         reply = await client.execute_command(  # type: ignore[no-untyped-call]
@@ -226,6 +224,10 @@ async def seal_plain_entries(client: RedisClient, keys: Keys, sealer: Sealer | N
         )
     except redis.exceptions.ResponseError:
         return 0  # no raw index yet: a new store, nothing written in the clear
+    if sealer is None:
+        if int(reply[0]):
+            log.warning("%d sealed raw entries and no key to seal them: set CPERSONA_SEALED_KEY", reply[0])
+        return 0
     for offset in range(0, int(reply[0]), _PAGE):
         page = await client.execute_command(  # type: ignore[no-untyped-call]
             "FT.SEARCH", keys.raw_index, "@visibility:{sealed}", "NOCONTENT", "SORTBY", "ts",
