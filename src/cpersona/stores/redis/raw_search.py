@@ -61,8 +61,12 @@ class _Needs:
         return [f"@stems:{stem}" for stem in self.stems] + [_run_clause(run) for run in self.runs]
 
     def met_by(self, text: str) -> bool:
+        if not all(run in text for run in self.runs):
+            return False
+        if not self.stems:
+            return True
         held = set(doc_stems(text).split())
-        return all(stem in held for stem in self.stems) and all(run in text for run in self.runs)
+        return all(stem in held for stem in self.stems)
 
 
 def _run_clause(run: str) -> str:
