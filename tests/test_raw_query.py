@@ -4,6 +4,7 @@ matches, in which order, what it filters, what it refuses, and that its answer i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, RawQueryResult
 from cpersona.edges.cli.raw import render_raw
+from cpersona.model.records import RawRecord, Scope, new_id
 from cpersona.operations.raw_query import raw_query
 
 if TYPE_CHECKING:
@@ -240,3 +242,21 @@ def test_the_cli_renders_entries_and_json_parses(
     bad = subprocess.run([*script, "raw", "--agent", AGENT, "--limit", "0"], env=env, capture_output=True,
                          text=True, timeout=120, check=False)  # fmt: skip
     assert (bad.returncode, bad.stderr.startswith("error: limit:")) == (2, True)
+
+
+async def test_a_suppressed_entry_never_comes_back(engine: cpersona.Engine) -> None:
+    # No API suppresses an entry (Cerememory's import can): written to the store as one.
+    kept = RawRecord(
+        new_id(), Scope(AGENT), "s1", "conversation", "user", "normal", "public", "kept word", 5.0
+    )
+    hidden = dataclasses.replace(kept, id=new_id(), content="hidden word", suppressed=True)
+    await engine._life.backends.records.put_raw([kept, hidden])
+    for ask in (
+        {},
+        {"query": "word"},
+        {"query": "hidden"},
+        {"include_private_scratch": True, "include_sealed": True},
+    ):
+        found = await engine.raw_query(agent_id=AGENT, **ask)
+        assert hidden.ref not in refs(found)
+        assert found.total_candidates == (0 if ask.get("query") == "hidden" else 1)
