@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.model.raw_query import RawQueryResult, TemporalRange
+    from cpersona.model.raw_query import RawQueryResult, RawTemporalRange
     from cpersona.model.records import SecrecyLevel
 
 __all__ = ["RawQueryMethods"]
@@ -30,7 +30,7 @@ class RawQueryMethods:
         *,
         agent_id: str,
         session_id: str | None = None,
-        temporal: Mapping[str, Any] | TemporalRange | None = None,
+        temporal: Mapping[str, Any] | RawTemporalRange | None = None,
         limit: int | None = None,
         include_private_scratch: bool = False,
         include_sealed: bool = False,

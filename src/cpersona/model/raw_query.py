@@ -46,7 +46,7 @@ __all__ = [
     "RawPage",
     "RawQueryRequest",
     "RawQueryResult",
-    "TemporalRange",
+    "RawTemporalRange",
 ]
 
 MAX_RAW_LIMIT = 1_000
@@ -58,7 +58,7 @@ _MAX_QUERY = 4_000
 _HALF_MICROSECOND = 5e-7
 
 
-class TemporalRange(RequestModel):
+class RawTemporalRange(RequestModel):
     """A closed time range; both ends included."""
 
     start: EpochTime = Field(description="First instant included")
@@ -70,7 +70,7 @@ class TemporalRange(RequestModel):
         return self.start - _HALF_MICROSECOND, self.end + _HALF_MICROSECOND
 
     @model_validator(mode="after")
-    def _ordered(self) -> TemporalRange:
+    def _ordered(self) -> RawTemporalRange:
         if self.end < self.start:
             raise InvalidRequest("temporal.end", "must not be before temporal.start")
         return self
@@ -92,7 +92,7 @@ class RawQueryRequest(RequestModel):
         description="Words every returned entry holds (by English stem; stopwords left out); not a "
         "search syntax: punctuation and operators are words' separators",
     )
-    temporal: TemporalRange | None = Field(default=None, description="Only entries created in this range")
+    temporal: RawTemporalRange | None = Field(default=None, description="Only entries created in this range")
     limit: Annotated[int, Field(ge=1, le=MAX_RAW_LIMIT), WHOLE] = Field(
         default=10, description=f"Entries returned, oldest first (1 to {MAX_RAW_LIMIT})"
     )
