@@ -65,6 +65,10 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
     ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
+    ("POST", "/v1/recall/raw"): (
+        {"agent_id": AGENT, "query": "hi"},
+        ("include_sealed", "yes", "include_sealed"),
+    ),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.
