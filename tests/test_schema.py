@@ -91,6 +91,10 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         {"agent_id": AGENT, "archive_data": list(EMPTY_ARCHIVE)},
         ("strategy", 3, "strategy"),
     ),
+    ("POST", "/v1/recall/raw"): (
+        {"agent_id": AGENT, "query": "hi"},
+        ("include_sealed", "yes", "include_sealed"),
+    ),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.

@@ -54,6 +54,12 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
+    found: cpersona.RawQueryResult = await memory.raw_query(
+        "hi", agent_id="ops", session_id="s", temporal={"start": "2026-03-01", "end": "2026-03-02"},
+        limit=5, include_private_scratch=True, include_sealed=True, secrecy_levels=["public", "secret"],
+    )
+    entries: list[cpersona.RawEntry] = found.records
+    print([entry.text for entry in entries], found.total_candidates)
     tick: cpersona.DecayTickResult = await memory.decay_tick("ops", tick_duration_seconds=3600)
     ahead: cpersona.DecayForecastResult = await memory.decay_forecast("ops", [stored.id], "2030-01-01")
     gone: cpersona.ForgetResult = await memory.forget(
@@ -88,6 +94,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.raw_query("words", agent_id="ops", include_seal=True)
+    await memory.raw_query("words", agent_id="ops", secrecy_levels=["top"])
     await memory.decay_tick("ops", tick_seconds=5)
     await memory.forget("ops", record_ids=["x"])
     await memory.import_archive("ops", b"", strategy="overwrite")
@@ -104,9 +112,11 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
-    ("bad.py:18:", 'Unexpected keyword argument "tick_seconds"'),
-    ("bad.py:19:", 'Missing named argument "confirm"'),
-    ("bad.py:20:", '"strategy"'),
+    ("bad.py:18:", 'Unexpected keyword argument "include_seal"'),
+    ("bad.py:19:", "Literal['top']"),
+    ("bad.py:20:", 'Unexpected keyword argument "tick_seconds"'),
+    ("bad.py:21:", 'Missing named argument "confirm"'),
+    ("bad.py:22:", '"strategy"'),
 )
 
 

@@ -55,6 +55,7 @@ from cpersona.model.lifecycle_responses import (
 )
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
 from cpersona.model.raw_request import RawRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
@@ -119,6 +120,9 @@ __all__ = (
     "MemoryRecord",
     "MetaMemory",
     "ProfileRecord",
+    "RawEntry",
+    "RawQueryRequest",
+    "RawQueryResult",
     "RawRecord",
     "RawRequest",
     "Reached",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -125,6 +125,10 @@ class Settings(BaseSettings):
     # The modes' token caps (§4.1): cl100k tokens of the whole returned JSON.
     reconstruct_lite_cap: Annotated[int, Field(ge=1)] = 3_000
     reconstruct_pro_cap: Annotated[int, Field(ge=1)] = 5_000
+
+    # The AES-256-GCM key of sealed raw entries (64 hex digits or base64 of 32 bytes). Unset, an engine with
+    # an embedded Redis makes <data_dir>/sealed.key (0600) once; one on a shared Redis refuses sealed writes.
+    sealed_key: SecretStr | None = None
 
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

@@ -13,6 +13,7 @@ import anyio
 from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
+from cpersona.engine.raw_api import RawQueryMethods
 from cpersona.engine.upkeep_api import UpkeepMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
@@ -55,7 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, UpkeepMethods):
+class Engine(
+    association_api.AssociationMethods, reconstruct_api.ReconstructMethods, RawQueryMethods, UpkeepMethods
+):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
@@ -65,8 +68,7 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
     def __init__(self, settings: Settings, *, arm_wrapper: ArmWrapper | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        # Decides which untraced recalls are traced anyway (CPERSONA_TRACE_SAMPLE); one per engine, seeded
-        # by CPERSONA_TRACE_SAMPLE_SEED when set so a run's sample can be repeated.
+        # Picks the untraced recalls traced anyway (CPERSONA_TRACE_SAMPLE), seeded by ..._SAMPLE_SEED if set.
         self._trace_rng = random.Random(settings.trace_sample_seed)
         # Policies are read at construction so a broken policy file stops the start before any I/O.
         self.policies = checked_policies(settings)
@@ -97,10 +99,7 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
 
     async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run every background task of the engine (block worker, trace publisher) until cancelled.
-
-        ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body; it reports
-        started once each task has.
-        """
+        ``cpersona.open()`` and the HTTP lifespan start it in a task group; it is started once all are."""
         await lifecycle.run_background(self._b, task_status)
 
     async def drain_traces(self) -> int:

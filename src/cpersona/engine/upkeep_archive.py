@@ -2,7 +2,8 @@
 lifecycle.archive`).
 
 Export yields the archive line by line, reading the store a batch at a time, so a large agent never sits
-whole in memory on the way to a file. It writes each record as stored (a memory's fidelity anchor, not its
+whole in memory on the way to a file. A sealed raw entry is never exported: the record store reads it to
+no one but the raw query that asks for sealed entries, and an archive is no such query. It writes each record as stored (a memory's fidelity anchor, not its
 value at the moment of reading), so an import restores the same state.
 
 Import reads the whole archive twice: once to check its header, every line, the footer's checksum and

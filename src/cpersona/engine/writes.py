@@ -159,9 +159,11 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
     b = life.backends
     await check_free_space(life.settings)
     now = time.time()
+    # A batch's entries share one time; their ids, sorted, keep the batch's order where times tie.
+    ids = sorted(new_id() for _ in drafts)
     recs = [
         RawRecord(
-            id=new_id(),
+            id=record_id,
             scope=d.scope,
             session_id=d.session_id,
             source=d.source,
@@ -175,7 +177,7 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
             metadata=d.metadata,
             meta=d.meta,
         )
-        for d in drafts
+        for record_id, d in zip(ids, drafts, strict=True)
     ]
     await b.records.put_raw(recs)
     return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))

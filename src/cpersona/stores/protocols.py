@@ -17,6 +17,7 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
@@ -160,7 +161,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 

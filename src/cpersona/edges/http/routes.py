@@ -16,6 +16,7 @@ from pydantic import Field
 from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
 from cpersona.edges.http.lifecycle_routes import LIFECYCLE_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
+from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, query_params
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
@@ -339,5 +340,6 @@ OPERATIONS: tuple[Operation, ...] = (
         "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field. With "
         "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
+    *RAW_OPERATIONS,
     *LIFECYCLE_OPERATIONS,
 )  # fmt: skip
