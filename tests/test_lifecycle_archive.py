@@ -3,6 +3,7 @@ import into a fresh agent in a fresh store → export is byte-identical; a damag
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 from typing import TYPE_CHECKING, Any
@@ -231,3 +232,19 @@ async def test_key_rules_and_bad_bytes_are_refused_by_name(source: cpersona.Engi
         with pytest.raises(cpersona.InvalidRequest) as caught:
             validate(model, body, source.settings)
         assert caught.value.field == field, body
+
+
+async def test_a_sealed_raw_entry_is_never_exported(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> None:
+    async with open_test_engine(
+        "as", embedding_mode="none", sealed_key=base64.b64encode(bytes(32)).decode()
+    ) as m:
+        for visibility in ("normal", "sealed"):
+            await m.store_raw(
+                f"user: a {visibility} line", agent_id="journal", session_id="s", source="conversation",
+                speaker="user", visibility=visibility, secrecy_level="public",
+            )  # fmt: skip
+        archive = (await m.export("journal", include_raw_journal=True)).archive_data
+    assert b"a normal line" in archive
+    assert b"sealed" not in archive
