@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     port: Annotated[int, Field(ge=0, le=65_535)] = 8077
     # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
     url: str | None = None
+    # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
+    # serving one agent to a client without scopes (the Cerememory SDK). Unset, such a request is a 400.
+    default_agent: Annotated[str, Field(min_length=1)] | None = None
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
     embedding_url: str | None = None

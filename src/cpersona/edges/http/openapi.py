@@ -47,6 +47,7 @@ _ERROR_TEXT = {
     422: "reconstruct: not even the first passage with its head claim fits the mode's token cap "
     "(CAP_BELOW_MINIMUM, `error.field` is `mode`)",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
+    501: "A Cerememory operation this engine does not offer (NOT_IMPLEMENTED); the message says why",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
     507: "An embedded store's disk has less free space than CPERSONA_MIN_FREE_MB; the write is refused "
     "(INSUFFICIENT_STORAGE)",

@@ -1,9 +1,19 @@
-"""Reading a request: its JSON body (size-capped, parsed off the loop when large) and its query string."""
+"""Reading a request: its JSON body (size-capped, parsed off the loop when large), its query string, and
+the agent it acts for.
+
+The agent of a request is, in this order: the ``agent_id`` it names (body or query string); else the
+``X-Cpersona-Agent`` header (a client without scopes, such as the Cerememory SDK, sends it on every
+request with its ``headers=``); else the server's ``CPERSONA_DEFAULT_AGENT`` (unset by default); else the
+request is a 400 naming ``agent_id``. It is never guessed. :func:`read_body` and :func:`read_query` apply
+this to every route whose model has an ``agent_id`` (or a batch of ``records`` that each have one), so a
+route gets it by reading its request through them. :func:`caller_agent` is the one place that decides the
+fallback, the seam where an API key bound to one agent will come first.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -11,11 +21,80 @@ import orjson
 
 from cpersona.edges.http.errors import UnsupportedMediaType
 from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.model.fields import RequestModel, validate
+from cpersona.settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from starlette.requests import Request
 
-__all__ = ["json_object", "query_params"]
+__all__ = [
+    "AGENT_HEADER",
+    "caller_agent",
+    "json_object",
+    "query_params",
+    "read_body",
+    "read_query",
+    "with_agent",
+]
+
+AGENT_HEADER = "X-Cpersona-Agent"
+"""The header naming the agent of a request that does not name one itself."""
+
+_M = TypeVar("_M", bound=RequestModel)
+_NO_AGENT = (
+    f"is required: name it in the request, or send the {AGENT_HEADER} header "
+    "(or start the server with CPERSONA_DEFAULT_AGENT)"
+)
+
+
+def _settings(request: Request) -> Settings:
+    settings = getattr(request.state.engine, "settings", None)
+    if not isinstance(settings, Settings):  # pragma: no cover - the lifespan always puts an Engine there
+        raise TypeError("request.state.engine has no settings")
+    return settings
+
+
+def caller_agent(request: Request) -> str | None:
+    """The agent a request acts for when it names none: its header, else the server's default agent."""
+    header = request.headers.get(AGENT_HEADER)
+    if header is not None:
+        return header
+    return _settings(request).default_agent
+
+
+def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str | None) -> dict[str, Any]:
+    """``values`` with ``agent`` as the ``agent_id`` of the request (or of each of its ``records``) that
+    names none; a request that must name one and cannot is a 400 naming ``agent_id``."""
+    out = dict(values)
+    fields = model.model_fields
+    if "agent_id" in fields:
+        if "agent_id" not in out:
+            if agent is not None:
+                out["agent_id"] = agent
+            elif fields["agent_id"].is_required():
+                raise InvalidRequest("agent_id", _NO_AGENT)
+    elif "records" in fields and agent is not None and isinstance(out.get("records"), list):
+        out["records"] = [
+            {**item, "agent_id": agent} if isinstance(item, dict) and "agent_id" not in item else item
+            for item in out["records"]
+        ]
+    return out
+
+
+async def read_body(request: Request, model: type[_M]) -> _M:
+    """The JSON body as ``model``, its agent filled in as the module says; errors name the field."""
+    settings = _settings(request)
+    raw = await json_object(request, request.app.state.max_body_bytes)
+    return validate(model, with_agent(model, raw, caller_agent(request)), settings)
+
+
+def read_query(request: Request, model: type[_M]) -> _M:
+    """The query string as ``model``, its agent filled in as the module says; errors name the field."""
+    values = with_agent(model, query_params(request), caller_agent(request))
+    return validate(model, values, _settings(request))
+
 
 # Bodies above this size are parsed in a worker thread: orjson holds the event loop for about a
 # millisecond per 100 KiB, and a 64 MiB batch would otherwise stall every other request.
