@@ -30,6 +30,7 @@ from cpersona.edges.http.reading import read_query
 from cpersona.errors import BackendUnavailable, InvalidRequest
 from cpersona.model.cmp_record import cmp_record
 from cpersona.model.cmp_responses import CmpMemoryRecord, ReadinessResponse
+from cpersona.model.fields import check
 from cpersona.model.record_queries import UUID_PATTERN, MemoryRef, RecordQuery
 from cpersona.model.records import MemoryRecord
 
@@ -54,15 +55,18 @@ async def _readiness(request: Request) -> Response:
 
 
 def memory_ref(record_id: str) -> str:
-    """A path's record id as a ref: Cerememory's bare UUID names a memory."""
-    return f"mem:{record_id.lower()}" if _BARE_UUID.fullmatch(record_id) else record_id
+    """A memory's id as a ref: Cerememory's bare UUID (any case) names a memory, as ``mem:<uuid>`` does."""
+    bare = record_id.removeprefix("mem:")
+    return f"mem:{bare.lower()}" if _BARE_UUID.fullmatch(bare) else record_id
 
 
 async def _introspect_record(request: Request) -> Response:
     query = read_query(request, RecordQuery)
-    ref = memory_ref(request.path_params["record_id"])
-    record = await request.state.engine.get(ref, agent_id=query.agent_id)
-    if not isinstance(record, MemoryRecord):  # pragma: no cover - the path admits memories only
+    engine = request.state.engine
+    # CMP's records are memories: an episode or a raw entry has no MemoryRecord shape.
+    record_id = check(MemoryRef, request.path_params["record_id"], "record_id", engine.settings)
+    record = await engine.get(memory_ref(record_id), agent_id=query.agent_id)
+    if not isinstance(record, MemoryRecord):  # pragma: no cover - a mem: ref reads a memory
         raise InvalidRequest("record_id", "must name a memory")
     return ORJSONResponse(cmp_record(record, time.time()))
 
