@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from cpersona.edges.http.app import create_app
 from cpersona.edges.http.reading import AGENT_HEADER, with_agent
-from cpersona.errors import InvalidRequest
+from cpersona.errors import InvalidRequest, InvalidSetting
 from cpersona.model.agent_requests import ProfileRequest
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.record_queries import StatsQuery
+from cpersona.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
     import httpx
     from starlette.applications import Starlette
-
-    from cpersona.settings import Settings
 
 BODY, HEADER, DEFAULT = "body-agent", "header-agent", "default-agent"
 
@@ -172,3 +171,28 @@ def test_the_agent_is_the_first_named_of_body_header_and_default(
     # Each record of a batch as if it were alone.
     batch = with_agent(BatchRequest, {"records": [values, {"content": "d"}]}, fallback)
     assert [r.get("agent_id") for r in batch["records"]] == [expected, fallback]
+
+
+async def test_a_header_beyond_ascii_is_refused_not_read_as_latin_1(client: httpx.AsyncClient) -> None:
+    utf8 = "Jürgen".encode()
+    refused = await client.post(
+        "/v1/encode", json={"content": "whose?"}, headers={AGENT_HEADER.encode(): utf8}
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["field"] == AGENT_HEADER.lower()
+    # The same agent named in the body is fine.
+    stored = await client.post("/v1/encode", json={"content": "mine", "agent_id": "Jürgen"})
+    assert stored.status_code == 200, stored.text
+    # A route that takes no agent from the request never reads the header.
+    profile = await client.put(
+        "/v1/profile/ann", json={"profile": "Terse."}, headers={AGENT_HEADER.encode(): utf8}
+    )
+    assert profile.status_code == 200, profile.text
+
+
+@pytest.mark.parametrize("bad", [" ", "a\nb", "x" * 300])
+def test_a_default_agent_no_request_could_use_stops_the_start(bad: str) -> None:
+    with pytest.raises(InvalidSetting) as refused:
+        Settings.from_env({"CPERSONA_DEFAULT_AGENT": bad})
+    assert refused.value.name == "CPERSONA_DEFAULT_AGENT"
+    assert Settings.from_env({"CPERSONA_DEFAULT_AGENT": "ops-bot"}).default_agent == "ops-bot"

@@ -167,6 +167,15 @@ class Settings(BaseSettings):
             raise InvalidSetting("CPERSONA_URL", "must be an http:// or https:// URL")
         if not self.key_prefix or ":" in self.key_prefix:
             raise InvalidSetting("CPERSONA_KEY_PREFIX", "must be non-empty and contain no ':'")
+        agent = self.default_agent
+        if agent is not None and (
+            not agent.strip() or not agent.isprintable() or len(agent) > self.max_key_length
+        ):
+            # Checked here, not on each request: a default no request could use would refuse them all.
+            raise InvalidSetting(
+                "CPERSONA_DEFAULT_AGENT",
+                "must be a non-blank agent id of printable characters, at most CPERSONA_MAX_KEY_LENGTH long",
+            )
         return self
 
     @classmethod

@@ -2,12 +2,12 @@
 the agent it acts for.
 
 The agent of a request is, in this order: the ``agent_id`` it names (body or query string); else the
-``X-Cpersona-Agent`` header (a client without scopes, such as the Cerememory SDK, sends it on every
-request with its ``headers=``); else the server's ``CPERSONA_DEFAULT_AGENT`` (unset by default); else the
-request is a 400 naming ``agent_id``. It is never guessed. :func:`read_body` and :func:`read_query` apply
-this to every route whose model has an ``agent_id`` (or a batch of ``records`` that each have one), so a
-route gets it by reading its request through them. :func:`caller_agent` is the one place that decides the
-fallback, the seam where an API key bound to one agent will come first.
+``X-Cpersona-Agent`` header (ASCII; a client without scopes, such as the Cerememory SDK, sends it on
+every request with its ``headers=``); else the server's ``CPERSONA_DEFAULT_AGENT`` (unset by default);
+else the request is a 400 naming ``agent_id``. It is never guessed. :func:`read_body` and
+:func:`read_query` apply this to every route whose model has an ``agent_id`` (or a batch of ``records``
+that each have one), so a route gets it by reading its request through them. :func:`caller_agent` is the
+one place that decides the fallback, the seam where an API key bound to one agent will come first.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ def caller_agent(request: Request) -> str | None:
     """The agent a request acts for when it names none: its header, else the server's default agent."""
     header = request.headers.get(AGENT_HEADER)
     if header is not None:
+        # Header bytes are read as Latin-1, so UTF-8 would name another agent (``JÃ¼rgen``); an agent id
+        # beyond ASCII goes in the request itself.
+        if not header.isascii():
+            raise InvalidRequest(AGENT_HEADER.lower(), "must be ASCII; name other agents in agent_id")
         return header
     return _settings(request).default_agent
 
@@ -83,16 +87,22 @@ def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str 
     return out
 
 
+def _fallback(request: Request, model: type[RequestModel]) -> str | None:
+    # A route whose agent is in its path (or that has none) never reads the header.
+    takes_agent = "agent_id" in model.model_fields or "records" in model.model_fields
+    return caller_agent(request) if takes_agent else None
+
+
 async def read_body(request: Request, model: type[_M]) -> _M:
     """The JSON body as ``model``, its agent filled in as the module says; errors name the field."""
     settings = _settings(request)
     raw = await json_object(request, request.app.state.max_body_bytes)
-    return validate(model, with_agent(model, raw, caller_agent(request)), settings)
+    return validate(model, with_agent(model, raw, _fallback(request, model)), settings)
 
 
 def read_query(request: Request, model: type[_M]) -> _M:
     """The query string as ``model``, its agent filled in as the module says; errors name the field."""
-    values = with_agent(model, query_params(request), caller_agent(request))
+    values = with_agent(model, query_params(request), _fallback(request, model))
     return validate(model, values, _settings(request))
 
 
