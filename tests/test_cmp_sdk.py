@@ -143,6 +143,7 @@ class Driver:
     def __init__(self, client: AsyncCerememoryClient) -> None:
         self.client = client
         self.outcomes: dict[str, tuple[Outcome, str]] = {}
+        self.answers: dict[str, object] = {}
         self.record_id: Any = None
         self.other_id: Any = None
         self.archive: Any = None
@@ -150,6 +151,7 @@ class Driver:
     async def run(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         outcome, said, answer = await classify(call)
         self.outcomes[name] = (outcome, said)
+        self.answers[name] = answer
         return answer
 
     async def encode(self) -> None:
@@ -333,9 +335,11 @@ async def serving(data_dir: Path) -> AsyncIterator[str]:
             proc.wait(timeout=30)
 
 
-async def drive_all(url: str) -> dict[str, tuple[Outcome, str]]:
+async def drive_all(url: str) -> Driver:
     async with AsyncCerememoryClient(url, headers=HEADERS) as client:
-        return await Driver(client).drive()
+        driver = Driver(client)
+        await driver.drive()
+        return driver
 
 
 # ----------------------------------------------------------------------------------------------- tests
@@ -348,10 +352,15 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]
 
 
 @pytest.fixture(scope="module")
-async def outcomes(server: str) -> dict[str, tuple[Outcome, str]]:
-    found = await drive_all(server)
-    print("\n" + table(found))
-    return found
+async def driven(server: str) -> Driver:
+    driver = await drive_all(server)
+    print("\n" + table(driver.outcomes))
+    return driver
+
+
+@pytest.fixture(scope="module")
+def outcomes(driven: Driver) -> dict[str, tuple[Outcome, str]]:
+    return driven.outcomes
 
 
 def test_every_method_of_the_sdk_is_driven_and_expected(outcomes: dict[str, tuple[Outcome, str]]) -> None:
@@ -379,6 +388,37 @@ def test_each_method_answers_as_the_issue_requires(
     method: str, outcomes: dict[str, tuple[Outcome, str]]
 ) -> None:
     assert outcomes[method][0] == EXPECTED[method], outcomes[method]
+
+
+def test_what_worked_says_what_was_written(driven: Driver) -> None:
+    answers = driven.answers
+    stored = answers["encode_store"]
+    assert isinstance(stored, cmp.EncodeStoreResponse)
+    assert (stored.store, stored.initial_fidelity, stored.associations_created) == (
+        cmp.StoreType.EPISODIC,
+        1.0,
+        0,
+    )
+    batch = answers["encode_batch"]
+    assert isinstance(batch, cmp.EncodeBatchResponse)
+    assert [r.associations_created for r in batch.results] == [0, 1]
+    raw = answers["encode_store_raw"]
+    assert isinstance(raw, cmp.EncodeStoreRawResponse)
+    assert (raw.session_id, raw.visibility) == ("sdk-session", cmp.RawVisibility.NORMAL)
+    # The update reached the record that introspect.record read back afterwards.
+    record = answers["introspect_record"]
+    assert isinstance(record, cmp.MemoryRecord)
+    assert record.id == stored.record_id
+    assert bytes(record.content.blocks[0].data).decode() == "Coffee chat with Alice about the Porto offsite"
+    # An update replaces the metadata wholesale (CMP §4.3), the encode's _context with it.
+    assert record.metadata == {"topic": "offsite", "updated": True}
+    assert (record.emotion.joy, record.emotion.intensity) == (0.8, 0.6)
+    assert record.version == 2
+    # Three memories and three raw entries, all the header's agent's, before any lifecycle call.
+    stats = answers["introspect_stats"]
+    assert isinstance(stats, cmp.StatsResponse)
+    assert (stats.total_records, stats.raw_journal_records, stats.total_associations) == (3, 3, 1)
+    assert stats.records_by_store["episodic"] == 3
 
 
 async def test_the_sync_client_stores_reads_and_counts(server: str) -> None:
@@ -420,7 +460,7 @@ async def test_without_an_agent_the_sdk_hears_a_validation_error_naming_agent_id
 async def _main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with serving(Path(tmp) / "data") as url:
-            print(table(await drive_all(url)))
+            print(table((await drive_all(url)).outcomes))
 
 
 if __name__ == "__main__":
