@@ -13,7 +13,7 @@ from cerememory._async_client import AsyncCerememoryClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpersona.edges.http.app import create_app
+from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.edges.http.reading import AGENT_HEADER, with_agent
 from cpersona.errors import InvalidRequest, InvalidSetting
 from cpersona.model.agent_requests import ProfileRequest
@@ -196,3 +196,19 @@ def test_a_default_agent_no_request_could_use_stops_the_start(bad: str) -> None:
         Settings.from_env({"CPERSONA_DEFAULT_AGENT": bad})
     assert refused.value.name == "CPERSONA_DEFAULT_AGENT"
     assert Settings.from_env({"CPERSONA_DEFAULT_AGENT": "ops-bot"}).default_agent == "ops-bot"
+
+
+def test_the_document_offers_the_header_where_a_request_names_an_agent() -> None:
+    document = openapi_document()
+    offered = {
+        (path, method)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if any(p["name"] == AGENT_HEADER and p["in"] == "header" for p in operation["parameters"])
+    }
+    assert ("/v1/encode", "post") in offered
+    assert ("/v1/encode/batch", "post") in offered
+    assert ("/v1/introspect/stats", "get") in offered
+    assert ("/v1/introspect/record/{record_id}", "get") in offered
+    assert ("/v1/profile/{agent_id}", "put") not in offered
+    assert ("/health", "get") not in offered

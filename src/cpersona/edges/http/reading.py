@@ -36,6 +36,7 @@ __all__ = [
     "query_params",
     "read_body",
     "read_query",
+    "takes_agent",
     "with_agent",
 ]
 
@@ -87,10 +88,14 @@ def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str 
     return out
 
 
+def takes_agent(model: type[RequestModel]) -> bool:
+    """Whether a request model names an agent (its own, or each of its records'): those read the header."""
+    return "agent_id" in model.model_fields or "records" in model.model_fields
+
+
 def _fallback(request: Request, model: type[RequestModel]) -> str | None:
     # A route whose agent is in its path (or that has none) never reads the header.
-    takes_agent = "agent_id" in model.model_fields or "records" in model.model_fields
-    return caller_agent(request) if takes_agent else None
+    return caller_agent(request) if takes_agent(model) else None
 
 
 async def read_body(request: Request, model: type[_M]) -> _M:
