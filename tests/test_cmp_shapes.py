@@ -9,7 +9,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cerememory import errors as cmp_errors
 from cerememory import types as cmp
+from cerememory._async_client import AsyncCerememoryClient
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,15 +20,16 @@ from cpersona.edges.http.introspect_routes import memory_ref
 from cpersona.model.cmp_record import cmp_record
 from cpersona.model.cmp_stats import MemoryState, cmp_stats
 from cpersona.model.records import Association, EmotionVector, Fidelity, MemoryRecord, Scope, Source
+from cpersona.settings import Settings
+from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
 
     import httpx
     from starlette.applications import Starlette
-
-    from cpersona.settings import Settings
 
 AGENT = "shapes-agent"
 HEADERS = {"X-Cpersona-Agent": AGENT}
@@ -240,3 +243,37 @@ async def test_readiness_answers_the_sdk_model(client: httpx.AsyncClient) -> Non
     ready = await client.get("/readiness")
     assert ready.status_code == 200, ready.text
     assert cmp.ReadinessResponse.model_validate(ready.json()).status == "ready"
+
+
+async def test_readiness_without_redis_is_a_503_the_sdk_raises_typed(
+    tmp_path: Path, serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]
+) -> None:
+    own = Settings(data_dir=tmp_path / "own-redis", redis_startup_timeout_secs=30.0)
+    server = EmbeddedRedis(own)
+    await server.__aenter__()
+    running = True
+    try:
+        settings = Settings(
+            data_dir=tmp_path / "data", redis_url=server.url, qdrant_url=":memory:", embedding_mode="none",
+            redis_timeout_secs=1.0,
+        )  # fmt: skip
+        async with serve_asgi(create_app(settings, background=False)) as http:
+            assert (await http.get("/readiness")).status_code == 200
+            await server.__aexit__(None, None, None)
+            running = False
+            sdk = AsyncCerememoryClient("http://cpersona.test", http_client=http)
+            with pytest.raises(cmp_errors.CerememoryError) as refused:
+                await sdk.readiness()
+            reply = await http.get("/readiness")
+    finally:
+        if running:
+            await server.__aexit__(None, None, None)
+    assert reply.status_code == 503
+    body = reply.json()
+    assert (body["status"], body["reason"], body["code"]) == (
+        "not_ready",
+        "redis unavailable",
+        "BACKEND_UNAVAILABLE",
+    )
+    assert (refused.value.status_code, refused.value.code) == (503, "BACKEND_UNAVAILABLE")
+    assert not isinstance(refused.value, cmp_errors.InternalError)
