@@ -447,6 +447,15 @@ async def test_an_error_carries_its_code_status_and_request_id(server: str) -> N
     assert missing.value.request_id
     assert (not_ours.value.status_code, not_ours.value.code) == (501, "NOT_IMPLEMENTED")
     assert type(not_ours.value) is cmp_errors.CerememoryError
+    # The loopback server's DNS-rebinding guard answers in the envelope too.
+    async with AsyncCerememoryClient(server, headers={**HEADERS, "Host": "rebound.example"}) as client:
+        with pytest.raises(cmp_errors.CerememoryError) as foreign:
+            await client.introspect_stats()
+    assert (foreign.value.status_code, foreign.value.code, foreign.value.details) == (
+        421,
+        "HOST_NOT_ALLOWED",
+        {"field": "host"},
+    )
 
 
 async def test_without_an_agent_the_sdk_hears_a_validation_error_naming_agent_id(server: str) -> None:
