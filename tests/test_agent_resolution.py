@@ -12,13 +12,14 @@ from cerememory import types as cmp
 from cerememory._async_client import AsyncCerememoryClient
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.requests import Request
 
 from cpersona.edges.http.app import create_app, openapi_document
-from cpersona.edges.http.reading import AGENT_HEADER, with_agent
+from cpersona.edges.http.reading import AGENT_HEADER, declare_models, json_object, query_params, with_agent
 from cpersona.errors import InvalidRequest, InvalidSetting
 from cpersona.model.agent_requests import ProfileRequest
 from cpersona.model.memory_request import BatchRequest, StoreRequest
-from cpersona.model.record_queries import StatsQuery
+from cpersona.model.record_queries import ListQuery, StatsQuery
 from cpersona.settings import Settings
 
 if TYPE_CHECKING:
@@ -212,3 +213,36 @@ def test_the_document_offers_the_header_where_a_request_names_an_agent() -> None
     assert ("/v1/introspect/record/{record_id}", "get") in offered
     assert ("/v1/profile/{agent_id}", "put") not in offered
     assert ("/health", "get") not in offered
+
+
+def _request(body: bytes, headers: dict[str, str]) -> Request:
+    scope = {
+        "type": "http", "method": "POST", "path": "/any", "query_string": b"limit=3",
+        "headers": [(b"content-type", b"application/json")]
+        + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }  # fmt: skip
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(scope, receive)
+
+
+async def test_a_route_reading_its_body_by_hand_gets_the_agent_too() -> None:
+    # How a route in another module reads its request: json_object/query_params, then its model. The
+    # app declares each route's models on the request, so the agent is filled in there as well.
+    request = _request(b'{"content": "by hand"}', {AGENT_HEADER: HEADER})
+    declare_models(request, body=StoreRequest, query=ListQuery)
+    assert (await json_object(request, 1000))["agent_id"] == HEADER
+    assert query_params(request) == {"limit": "3", "agent_id": HEADER}
+    elsewhere = _request(b'{"profile": "Terse."}', {AGENT_HEADER: HEADER})
+    declare_models(elsewhere, body=ProfileRequest, query=None)
+    assert await json_object(elsewhere, 1000) == {"profile": "Terse."}
+    # A request no route declared (a handler called on its own) is read as it came.
+    undeclared = _request(b'{"content": "as sent"}', {AGENT_HEADER: HEADER})
+    assert await json_object(undeclared, 1000) == {"content": "as sent"}

@@ -4,10 +4,12 @@ the agent it acts for.
 The agent of a request is, in this order: the ``agent_id`` it names (body or query string); else the
 ``X-Cpersona-Agent`` header (ASCII; a client without scopes, such as the Cerememory SDK, sends it on
 every request with its ``headers=``); else the server's ``CPERSONA_DEFAULT_AGENT`` (unset by default);
-else the request is a 400 naming ``agent_id``. It is never guessed. :func:`read_body` and
-:func:`read_query` apply this to every route whose model has an ``agent_id`` (or a batch of ``records``
-that each have one), so a route gets it by reading its request through them. :func:`caller_agent` is the
-one place that decides the fallback, the seam where an API key bound to one agent will come first.
+else the request is a 400 naming ``agent_id``. It is never guessed. It applies to every route whose
+model has an ``agent_id`` (or a batch of ``records`` that each have one): the app declares each route's
+models on its request (:func:`declare_models`), and :func:`json_object` and :func:`query_params` fill the
+agent in as they read, so a route in any module gets it however it reads its request (:func:`read_body`
+and :func:`read_query` also validate). :func:`caller_agent` is the one place that decides the fallback,
+the seam where an API key bound to one agent will come first.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AGENT_HEADER",
     "caller_agent",
+    "declare_models",
     "json_object",
     "query_params",
     "read_body",
@@ -44,6 +47,9 @@ AGENT_HEADER = "X-Cpersona-Agent"
 """The header naming the agent of a request that does not name one itself."""
 
 _M = TypeVar("_M", bound=RequestModel)
+# Where the app leaves the models of a request's route (ASGI scope keys are namespaced by convention).
+_BODY_MODEL = "cpersona.body_model"
+_QUERY_MODEL = "cpersona.query_model"
 _NO_AGENT = (
     f"is required: name it in the request, or send the {AGENT_HEADER} header "
     "(or start the server with CPERSONA_DEFAULT_AGENT)"
@@ -117,7 +123,10 @@ _PARSE_IN_THREAD_BYTES = 1024 * 1024
 
 
 async def json_object(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object; errors name ``body`` (or the header, or the repeated key)."""
+    """The request body as a JSON object; errors name ``body`` (or the header, or the repeated key).
+
+    On a route the app mounted, the body's agent is filled in as the module says (its body model is
+    declared on the request, :func:`declare_models`)."""
     _require_json(request.headers.get("content-type", ""))
     raw = await _read(request, limit)
     if not raw.strip():
@@ -128,7 +137,22 @@ async def json_object(request: Request, limit: int) -> dict[str, Any]:
         body = _parse(raw)
     if not isinstance(body, dict):
         raise InvalidRequest("body", f"must be a JSON object, got {_json_kind(body)}")
-    return body
+    return _with_declared_agent(request, _BODY_MODEL, body)
+
+
+def declare_models(
+    request: Request, *, body: type[RequestModel] | None, query: type[RequestModel] | None
+) -> None:
+    """Tell the readers of this request which models its route reads (the app does, for every route)."""
+    request.scope[_BODY_MODEL] = body
+    request.scope[_QUERY_MODEL] = query
+
+
+def _with_declared_agent(request: Request, key: str, values: dict[str, Any]) -> dict[str, Any]:
+    model = request.scope.get(key)
+    if not (isinstance(model, type) and issubclass(model, RequestModel)):
+        return values
+    return with_agent(model, values, _fallback(request, model))
 
 
 def _require_json(content_type: str) -> None:
@@ -191,13 +215,14 @@ def _json_kind(value: object) -> str:
     return "a number"
 
 
-def query_params(request: Request) -> dict[str, str]:
-    """The query parameters, each given at most once (which ones a route knows, its model says)."""
+def query_params(request: Request) -> dict[str, Any]:
+    """The query parameters, each given at most once (which ones a route knows, its model says); on a
+    route the app mounted, the agent filled in as the module says."""
     params = request.query_params
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for key in params:
         values = params.getlist(key)
         if len(values) > 1:
             raise InvalidRequest(key, "must be given once")
         out[key] = values[0]
-    return out
+    return _with_declared_agent(request, _QUERY_MODEL, out)
