@@ -8,6 +8,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from cerememory import errors as cmp_errors
 from cerememory import types as cmp
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from cpersona.edges.http.app import create_app
 from cpersona.edges.http.introspect_routes import memory_ref
-from cpersona.model.cmp_record import cmp_record
+from cpersona.model.cmp_record import cmp_record, read_now
 from cpersona.model.cmp_stats import MemoryState, cmp_stats
 from cpersona.model.records import Association, EmotionVector, Fidelity, MemoryRecord, Scope, Source
 from cpersona.settings import Settings
@@ -123,7 +124,7 @@ def _memory(text: str, **changes: Any) -> MemoryRecord:
 
 @given(st.text(min_size=1, max_size=200))
 def test_a_record_carries_its_text_as_bytes_the_sdk_reads_back(text: str) -> None:
-    parsed = cmp.MemoryRecord.model_validate(cmp_record(_memory(text), NOW))
+    parsed = cmp.MemoryRecord.model_validate(cmp_record(read_now(_memory(text), NOW)))
     assert bytes(parsed.content.blocks[0].data).decode("utf-8") == text
 
 
@@ -132,7 +133,7 @@ def test_a_record_in_cmp_shape() -> None:
         Association(f"mem:{UUID_A}", "causal", 0.5, 1_500.0),
         Association(UUID_A, "semantic", 1.0, 1_500.0),
     )
-    out = cmp_record(_memory("hello", associations=edges, emotion=EmotionVector(joy=1.0)), NOW)
+    out = cmp_record(read_now(_memory("hello", associations=edges, emotion=EmotionVector(joy=1.0)), NOW))
     parsed = cmp.MemoryRecord.model_validate(out)
     assert (str(parsed.id), out["ref"]) == (UUID_A, f"mem:{UUID_A}")
     assert out["content"]["blocks"][0]["data"] == [104, 101, 108, 108, 111]
@@ -237,6 +238,25 @@ async def test_stats_and_record_over_http(client: httpx.AsyncClient) -> None:
     refused = await client.get(f"/v1/introspect/record/{episode.json()['ref']}", headers=HEADERS)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["field"] == "record_id"
+
+
+async def test_a_record_read_shows_its_fidelity_at_that_moment(client: httpx.AsyncClient) -> None:
+    stored = await client.post("/v1/encode", json={"content": _blocks("one second old")}, headers=HEADERS)
+    record_id = stored.json()["record_id"]
+    await anyio.sleep(1.0)
+    before = time.time()
+    got = await client.get(f"/v1/introspect/record/{record_id}", headers=HEADERS)
+    after = time.time()
+    record = cmp.MemoryRecord.model_validate(got.json())
+    baseline = record.last_accessed_at.timestamp()
+
+    def at(moment: float) -> float:
+        return float((1.0 + (moment - baseline)) ** -0.3)  # S = 1 s, d = 0.3, no emotion
+
+    # Decayed once over the time since it was stored, between the two clocks around the read (decayed
+    # twice, ~0.66 after a second, would be far below).
+    assert at(after) - 1e-9 <= record.fidelity.score <= at(before) + 1e-9
+    assert record.fidelity.score < 0.9
 
 
 async def test_readiness_answers_the_sdk_model(client: httpx.AsyncClient) -> None:

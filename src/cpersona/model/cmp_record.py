@@ -7,8 +7,8 @@ Cerememory SDK's model reads.
   read, as ours do; ``stored_at`` is when it was written.
 - ``content`` is one text block whose ``data`` is the UTF-8 bytes as integers 0-255 (CMP §1's binary
   form); this engine keeps the text of the first block only.
-- ``fidelity.score`` and ``noise_level`` are the values *now* (:mod:`~cpersona.model.fidelity`), never the
-  stored anchor; ``last_decay_tick`` is the baseline they are computed from.
+- ``fidelity.score`` and ``noise_level`` are shown as the record carries them: give it the record as read
+  (:func:`read_now`: the values at that moment, :mod:`~cpersona.model.fidelity`), never the stored anchor.
 - an association's ``target_id`` is the target's bare UUID when it names a memory (``mem:<uuid>`` or a
   bare UUID); ``last_co_activation`` is its creation time, as in the reference engine, which never moves
   it either.
@@ -22,7 +22,7 @@ from typing import Any
 from cpersona.model.fidelity import current_fidelity, current_noise
 from cpersona.model.records import Association, MemoryRecord, MetaMemory, format_time, parse_ref
 
-__all__ = ["cmp_record", "memory_id"]
+__all__ = ["cmp_record", "memory_id", "read_now"]
 
 
 def memory_id(target: str) -> str:
@@ -48,8 +48,20 @@ def _meta(meta: MetaMemory) -> dict[str, Any]:
     return out
 
 
-def cmp_record(rec: MemoryRecord, now: float) -> dict[str, Any]:
-    """``rec`` as a CMP ``MemoryRecord`` at ``now`` (its fidelity is the fidelity at that moment)."""
+def read_now(rec: MemoryRecord, now: float) -> MemoryRecord:
+    """The stored record as read at ``now``: its ``score`` and ``noise_level`` the values at that moment.
+
+    Apply it once, to a record as stored: applied to a record already read this way, it decays it twice.
+    """
+    f = rec.fidelity
+    shown = dataclasses.replace(
+        f, score=current_fidelity(f, rec.emotion, now), noise_level=current_noise(f, rec.emotion, now)
+    )
+    return dataclasses.replace(rec, fidelity=shown)
+
+
+def cmp_record(rec: MemoryRecord) -> dict[str, Any]:
+    """``rec`` (as read, :func:`read_now`) as a CMP ``MemoryRecord``."""
     f = rec.fidelity
     return {
         "id": rec.id,
@@ -70,8 +82,8 @@ def cmp_record(rec: MemoryRecord, now: float) -> dict[str, Any]:
             "summary": None,
         },
         "fidelity": {
-            "score": current_fidelity(f, rec.emotion, now),
-            "noise_level": current_noise(f, rec.emotion, now),
+            "score": f.score,
+            "noise_level": f.noise_level,
             "decay_rate": f.decay_rate,
             "emotional_anchor": f.emotional_anchor,
             "reinforcement_count": f.reinforcement_count,
