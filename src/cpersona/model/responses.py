@@ -158,7 +158,8 @@ class DeleteResponse(ResponseModel):
 
 
 class StatsResponse(ResponseModel):
-    """Record counts (of one agent, or all) and pending vector writes."""
+    """Record counts (of one agent, or all) and pending vector writes, and beside them the fields of
+    Cerememory's ``StatsResponse`` (CMP §7) of the same scope (:mod:`cpersona.model.cmp_stats`)."""
 
     model_config = ConfigDict(title="Stats")
 

@@ -297,7 +297,8 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET", "/v1/introspect/stats", _stats,
-        "Record counts (of one agent, or all) and pending vector writes", StatsResponse, query=StatsQuery,
+        "Record counts (of one agent, or all), pending vector writes, and Cerememory's stats "
+        "(introspect.stats)", StatsResponse, query=StatsQuery,
     ),
     Operation(
         "POST", "/v1/recall/query", _recall_query, "Recall the rows that answer a question (recall.query)",
