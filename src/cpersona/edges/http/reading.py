@@ -15,7 +15,7 @@ the seam where an API key bound to one agent will come first.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -86,7 +86,7 @@ def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str 
                 out["agent_id"] = agent
             elif fields["agent_id"].is_required():
                 raise InvalidRequest("agent_id", _NO_AGENT)
-    elif "records" in fields and agent is not None and isinstance(out.get("records"), list):
+    elif _records_take_agent(model) and agent is not None and isinstance(out.get("records"), list):
         out["records"] = [
             {**item, "agent_id": agent} if isinstance(item, dict) and "agent_id" not in item else item
             for item in out["records"]
@@ -96,7 +96,18 @@ def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str 
 
 def takes_agent(model: type[RequestModel]) -> bool:
     """Whether a request model names an agent (its own, or each of its records'): those read the header."""
-    return "agent_id" in model.model_fields or "records" in model.model_fields
+    return "agent_id" in model.model_fields or _records_take_agent(model)
+
+
+def _records_take_agent(model: type[RequestModel]) -> bool:
+    # A batch: ``records`` of a model that has an agent_id (``Sequence[StoreRequest]``).
+    field = model.model_fields.get("records")
+    if field is None:
+        return False
+    return any(
+        isinstance(kind, type) and issubclass(kind, RequestModel) and "agent_id" in kind.model_fields
+        for kind in get_args(field.annotation)
+    )
 
 
 def _fallback(request: Request, model: type[RequestModel]) -> str | None:
