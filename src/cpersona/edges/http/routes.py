@@ -17,7 +17,7 @@ from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
 from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
-from cpersona.edges.http.reading import json_object, query_params, read_body, read_query
+from cpersona.edges.http.reading import read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
 from cpersona.errors import InvalidRequest

@@ -37,9 +37,9 @@ from cpersona.stores.redis.documents import (
 )
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
+from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
-from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
