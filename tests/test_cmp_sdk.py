@@ -89,7 +89,6 @@ PENDING: dict[str, str] = {
     "recall_associate": "i15-query (recall.associate)",
     "recall_timeline": "i15-time (recall.timeline)",
     "recall_graph": "i15-time (recall.graph)",
-    "recall_raw_query": "i15-raw (recall.raw_query)",
     "lifecycle_consolidate": "i15-life (lifecycle.consolidate)",
     "lifecycle_decay_tick": "i15-life (lifecycle.decay_tick)",
     "lifecycle_forget": "i15-life (lifecycle.forget)",
