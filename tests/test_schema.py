@@ -95,11 +95,23 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         {"agent_id": AGENT, "query": "hi"},
         ("include_sealed", "yes", "include_sealed"),
     ),
+    ("GET", "/readiness"): ({}, None),
+    ("GET", "/v1/introspect/record/{record_id}"): ({"agent_id": AGENT}, None),
+    ("POST", "/v1/lifecycle/dream-tick"): ({}, None),
+    ("PUT", "/v1/lifecycle/mode"): ({}, None),
+    ("GET", "/v1/introspect/evolution"): ({}, None),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
-# tests/test_calibrate.py, its refusals here.
-# The forecast's success needs the id of a stored memory; it is checked in tests/test_lifecycle_http.py.
-NO_SUCCESS = {("POST", "/v1/recall/calibrate"), ("POST", "/v1/introspect/decay-forecast")}
+# tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
+# 501 (tests/test_cmp_sdk.py). The forecast's success needs the id of a stored memory; it is checked in
+# tests/test_lifecycle_http.py.
+NO_SUCCESS = {
+    ("POST", "/v1/recall/calibrate"),
+    ("POST", "/v1/introspect/decay-forecast"),
+    ("POST", "/v1/lifecycle/dream-tick"),
+    ("PUT", "/v1/lifecycle/mode"),
+    ("GET", "/v1/introspect/evolution"),
+}
 
 
 def test_every_route_has_a_case() -> None:
@@ -148,7 +160,7 @@ def test_the_document_shows_the_settings_limits_policies_and_version() -> None:
 
 
 def _url(path: str, ref: str) -> str:
-    return path.replace("{ref}", ref).replace("{agent_id}", AGENT)
+    return path.replace("{ref}", ref).replace("{agent_id}", AGENT).replace("{record_id}", ref)
 
 
 async def _send(

@@ -324,7 +324,7 @@ class Engine(
         return await reads.newest(self._life, body)
 
     async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
-        """Record counts (for one agent, or all) and how many vector writes are pending."""
+        """Record counts (of one agent, or all), pending vector writes, and CMP's stats (model/cmp_stats)."""
         return await reads.stats(self._life, agent_id)
 
     # ------------------------------------------------------------------ update and delete

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import InvalidRequest, RecordNotFound
+from cpersona.model.cmp_stats import cmp_stats
 from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, KeyText, check, validate
 from cpersona.model.record_queries import ListQuery, RecordKind
@@ -109,6 +110,7 @@ async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
         "raw_entries": counts.raw_entries,
         "vector_pending": counts.vector_pending,
         "vectors": vectors,
+        **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time()),
     }
 
 

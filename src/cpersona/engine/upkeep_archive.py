@@ -2,20 +2,21 @@
 lifecycle.archive`).
 
 Export yields the archive line by line, reading the store a batch at a time, so a large agent never sits
-whole in memory on the way to a file. A sealed raw entry is never exported: the record store reads it to
-no one but the raw query that asks for sealed entries, and an archive is no such query. It writes each record as stored (a memory's fidelity anchor, not its
-value at the moment of reading), so an import restores the same state.
+whole in memory on the way to a file. It writes each record as stored (a memory's fidelity anchor, not
+its value at the moment of reading), so an import restores the same state. A sealed raw entry is never
+exported: the record store reads it to no one but the raw query that asks for sealed entries, and an
+archive is no such query.
 
 Import reads the whole archive twice: once to check its header, every line, the footer's checksum and
 that no record of it is held by another agent (nothing is written from an archive that fails), once to
-write. Records keep their ids. ``merge`` adds to
-what the agent holds; a record id the agent already holds is decided by ``conflict_resolution``
-(``keep_newer`` compares ``updated_at`` — an episode's ``created_at``, a raw entry's ``created_at`` —
-and keeps the held one on a tie). ``replace`` deletes all of the agent's data first; unlike the
-reference it keeps no snapshot to roll back to, so an import that fails part way leaves what it wrote so
-far (the archive was checked before the delete, so only a backend failure can do that). An id held by
-*another* agent is a 409 ``IMPORT_CONFLICT``: an import never overwrites another scope. A memory whose
-content or caller id duplicates one the agent already holds (under another id) is skipped, as a store is.
+write. Records keep their ids. ``merge`` adds to what the agent holds; a record id the agent already
+holds is decided by ``conflict_resolution`` (``keep_newer`` compares ``updated_at`` — an episode's
+``created_at``, a raw entry's ``created_at`` — and keeps the held one on a tie). ``replace`` deletes all
+of the agent's data first; unlike the reference it keeps no snapshot to roll back to, so an import that
+fails part way leaves what it wrote so far (the archive was checked before the delete, so only a
+backend failure can do that). An id held by *another* agent is a 409 ``IMPORT_CONFLICT``: an import
+never overwrites another scope. A memory whose content or caller id duplicates one the agent already
+holds (under another id) is skipped, as a store is.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from cpersona.stores.record_values import (
     ClaimHolder,
     HydratedRecord,
     InFlightWrite,
+    MemoryState,
     MemoryWrite,
     Period,
     RecordCounts,
@@ -58,6 +59,7 @@ __all__ = [
     "InFlightWrite",
     "IndexedEntity",
     "Link",
+    "MemoryState",
     "MemoryWrite",
     "Period",
     "PointKind",
@@ -356,6 +358,10 @@ class RecordStore(AssociationStore, RawJournalStore, Protocol):
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         """``(content, timestamp)`` of each memory that still exists, in order."""
+        ...
+
+    async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
+        """The store, time, fidelity, emotion and edge count of every memory (of the agent, or all)."""
         ...
 
     async def profile(self, agent_id: str) -> ProfileRecord | None: ...

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
-from cpersona.edges.http.reading import json_object
+from cpersona.edges.http.reading import read_body
 from cpersona.engine.facade import Engine
-from cpersona.model.fields import RequestModel, arguments, validate
+from cpersona.model.fields import RequestModel, arguments
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
     DecayForecastRequest,
@@ -45,11 +45,9 @@ def _engine(request: Request) -> Engine:
 
 
 async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, Any]]:
-    """The engine and the body's fields as the typed method's keywords (validated once here, so a bad
-    body is refused before the engine is asked)."""
-    engine = _engine(request)
-    raw = await json_object(request, request.app.state.max_body_bytes)
-    return engine, arguments(validate(model, raw, engine.settings))
+    """The engine and the body's fields as the typed method's keywords: read (with the caller's agent,
+    :func:`~cpersona.edges.http.reading.read_body`) and validated once here, before the engine is asked."""
+    return _engine(request), arguments(await read_body(request, model))
 
 
 async def _decay_tick(request: Request) -> Response:

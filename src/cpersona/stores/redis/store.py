@@ -37,6 +37,7 @@ from cpersona.stores.redis.documents import (
 )
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
+from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
@@ -66,7 +67,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
