@@ -178,3 +178,24 @@ def test_the_closed_form_crossing_is_where_the_fidelity_crosses(
         return
     assert current_fidelity(f, record.emotion, at * 0.999) >= PRUNE_THRESHOLD * 0.999
     assert current_fidelity(f, record.emotion, at * 1.001 + 1e-6) <= PRUNE_THRESHOLD * 1.001
+
+
+async def test_ageing_writes_the_fidelity_alone_and_never_brings_a_memory_back(
+    engine: cpersona.Engine,
+) -> None:
+    kept = await engine.store("before the update", agent_id="a")
+    gone = await engine.store("deleted meanwhile", agent_id="a")
+    read = await engine.records.get("memory", kept.id)
+    assert isinstance(read, MemoryRecord)
+    # What the tick read is older than what the store now holds: an update, and a delete.
+    await engine.update(kept.ref, agent_id="a", content="after the update")
+    await engine.delete(gone.ref, agent_id="a")
+    written = await engine.records.set_fidelities(
+        [(kept.id, aged(read.fidelity, 60)), (gone.id, aged(read.fidelity, 60))]
+    )
+    assert written == 1
+    assert await engine.records.get("memory", gone.id) is None
+    now = await engine.records.get("memory", kept.id)
+    assert isinstance(now, MemoryRecord)
+    assert now.content == "after the update"
+    assert now.fidelity.last_accessed_at == read.fidelity.last_accessed_at - 60

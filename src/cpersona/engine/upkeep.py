@@ -44,7 +44,7 @@ from cpersona.model.lifecycle_responses import (
     DecayTickResult,
     ForgetResult,
 )
-from cpersona.model.records import MemoryRecord, parse_ref
+from cpersona.model.records import Fidelity, MemoryRecord, parse_ref
 from cpersona.model.time_cue import MAX_TS
 
 if TYPE_CHECKING:
@@ -80,11 +80,6 @@ async def agent_memories(life: Lifecycle, agent_id: str) -> AsyncIterator[Memory
             yield record
 
 
-async def _rewrite(life: Lifecycle, record: MemoryRecord) -> None:
-    """Write a memory back with only its fidelity changed: its claims, vector and blocks stay."""
-    await life.backends.records.replace_memory(record, drop_claims=(), add_claims=(), queue_blocks=False)
-
-
 async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickResult:
     req = validate(DecayTickRequest, body, life.settings)
     seconds = req.tick_duration_seconds or 0
@@ -92,22 +87,26 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
     if seconds:
         await check_free_space(life.settings)
     now = time.time()
-    updated = below = 0
+    updated = 0
     decayed: list[str] = []
+    batch: list[tuple[str, Fidelity]] = []
     async for record in agent_memories(life, req.agent_id):
         if seconds:
             fidelity = dataclasses.replace(aged(record.fidelity, seconds), last_decay_tick=now)
             record = dataclasses.replace(record, fidelity=fidelity)
-            await _rewrite(life, record)
+            batch.append((record.id, fidelity))
+            if len(batch) >= _READ_BATCH:
+                await life.backends.records.set_fidelities(batch)
+                batch = []
         updated += 1
         if is_decayed(record, now):
-            below += 1
             decayed.append(record.ref)
+    await life.backends.records.set_fidelities(batch)
     pruned = 0
     if pruning:
         for ref in decayed:
             pruned += await _delete_if_there(life, ref, req.agent_id)
-    return DecayTickResult(updated, below, pruned, pruning, seconds)
+    return DecayTickResult(updated, len(decayed), pruned, pruning, seconds)
 
 
 def threshold_time(record: MemoryRecord) -> float | None:

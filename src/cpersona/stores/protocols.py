@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from cpersona.model.candidates import ArmResult
-    from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
+    from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord
     from cpersona.model.scope import ReadScope
 
 __all__ = [
@@ -349,6 +349,11 @@ class RecordStore(AssociationStore, RawJournalStore, Protocol):
 
     async def memory_ids(self, agent_id: str) -> list[str]:
         """Every memory id of the agent, in insertion order."""
+        ...
+
+    async def set_fidelities(self, updates: Sequence[tuple[str, Fidelity]]) -> int:
+        """Set these memories' fidelity (by id) and nothing else, only where the memory still exists, in
+        one durable transaction; return how many were written."""
         ...
 
     async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:

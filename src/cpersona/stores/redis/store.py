@@ -35,6 +35,7 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     profile_from_doc,
 )
+from cpersona.stores.redis.fidelity_writes import RedisFidelityWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_states import RedisMemoryStates
@@ -67,7 +68,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisFidelityWrites):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
