@@ -119,3 +119,18 @@ def test_vector_pairs_are_those_above_the_cosine_figure(rows: list[list[float]])
         for j in range(i + 1, len(rows)):
             if float(unit[i] @ unit[j]) > DUPLICATE_COSINE:
                 assert frozenset((i, j)) in together
+
+
+async def test_edges_are_written_alone_and_never_bring_a_memory_back(engine: cpersona.Engine) -> None:
+    from cpersona.model.records import Association
+
+    kept = await engine.store("kept, then updated", agent_id="a")
+    gone = await engine.store("deleted meanwhile", agent_id="a")
+    await engine.update(kept.ref, agent_id="a", content="updated after the read")
+    await engine.delete(gone.ref, agent_id="a")
+    edge = (Association(gone.id, "semantic", 1.0, 0.0),)
+    assert await engine.records.set_associations([(kept.id, edge), (gone.id, edge)]) == 1
+    assert await engine.records.get("memory", gone.id) is None
+    now = await engine.records.get("memory", kept.id)
+    assert isinstance(now, MemoryRecord)
+    assert (now.content, now.associations) == ("updated after the read", edge)

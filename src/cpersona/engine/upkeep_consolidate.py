@@ -11,6 +11,9 @@
    original a ``semantic`` edge (weight 1.0) to it. The copy's id is derived from the original's, so a
    copy made before is found and not made again; the copy takes no dedup claim (the original holds it).
 
+Edges are written alone (``set_associations``, never the whole record), so an update that ran since the
+read is kept and a memory deleted meanwhile stays deleted.
+
 What is left out, on purpose: the reference deletes an original whose score is under 0.1
 (``records_pruned``); deleting is forget's or the decay tick's (opt-in), never a side effect here, so
 ``records_pruned`` is 0. ``strategy`` is accepted and, as in the reference, changes nothing; there is no
@@ -83,7 +86,7 @@ async def _merge(
             continue
         merged = _with_edges(episodic[keep], [a for o in others for a in o.associations])
         if merged is not episodic[keep]:
-            await b.records.replace_memory(merged, drop_claims=(), add_claims=(), queue_blocks=False)
+            await b.records.set_associations([(merged.id, merged.associations)])
             kept[keep] = merged
         for other in others:
             with contextlib.suppress(RecordNotFound):  # deleted meanwhile
@@ -111,10 +114,11 @@ async def _migrate(life: Lifecycle, originals: list[MemoryRecord], now: float) -
     async with abandoned_on_failure(b, in_flight):
         written = await with_vectors(b, copies)
         await b.records.put_memories([MemoryWrite(c) for c in written], queue_blocks=b.builder is not None)
-    for original, c in zip(originals, copies, strict=True):
-        linked = _with_edges(original, [Association(c.id, "semantic", 1.0, now)])
-        if linked is not original:
-            await b.records.replace_memory(linked, drop_claims=(), add_claims=(), queue_blocks=False)
+    linked = [
+        _with_edges(m, [Association(c.id, "semantic", 1.0, now)])
+        for m, c in zip(originals, copies, strict=True)
+    ]
+    await b.records.set_associations([(m.id, m.associations) for m in linked])
     return len(copies)
 
 

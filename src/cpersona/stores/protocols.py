@@ -17,6 +17,7 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.field_store import MemoryFieldStore
 from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
     BlockParent,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from cpersona.model.candidates import ArmResult
-    from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord
+    from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
     from cpersona.model.scope import ReadScope
 
 __all__ = [
@@ -163,7 +164,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, RawJournalStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 
@@ -349,11 +350,6 @@ class RecordStore(AssociationStore, RawJournalStore, Protocol):
 
     async def memory_ids(self, agent_id: str) -> list[str]:
         """Every memory id of the agent, in insertion order."""
-        ...
-
-    async def set_fidelities(self, updates: Sequence[tuple[str, Fidelity]]) -> int:
-        """Set these memories' fidelity (by id) and nothing else, only where the memory still exists, in
-        one durable transaction; return how many were written."""
         ...
 
     async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:

@@ -35,7 +35,7 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     profile_from_doc,
 )
-from cpersona.stores.redis.fidelity_writes import RedisFidelityWrites
+from cpersona.stores.redis.field_writes import RedisFieldWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_states import RedisMemoryStates
@@ -68,7 +68,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisFidelityWrites):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisFieldWrites):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
