@@ -22,7 +22,9 @@ from cpersona.errors import (
     DataDirLocked,
     EmbedderUnavailable,
     EngineClosed,
+    ForgetUnconfirmed,
     GraphError,
+    ImportConflict,
     InsufficientStorage,
     InvalidRequest,
     InvalidSetting,
@@ -40,8 +42,6 @@ from cpersona.model.lifecycle_requests import (
     DecayTickRequest,
     ExportRequest,
     ForgetRequest,
-    ForgetUnconfirmed,
-    ImportConflict,
     ImportRequest,
 )
 from cpersona.model.lifecycle_responses import (

@@ -29,14 +29,13 @@ import anyio
 
 from cpersona.engine.deletes import delete
 from cpersona.engine.disk import check_free_space
-from cpersona.errors import RecordNotFound
+from cpersona.errors import ForgetUnconfirmed, RecordNotFound
 from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, current_fidelity, emotional_modulation, is_decayed
 from cpersona.model.fields import validate
 from cpersona.model.lifecycle_requests import (
     DecayForecastRequest,
     DecayTickRequest,
     ForgetRequest,
-    ForgetUnconfirmed,
 )
 from cpersona.model.lifecycle_responses import (
     DecayForecast,

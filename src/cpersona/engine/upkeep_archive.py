@@ -32,9 +32,9 @@ from cpersona.engine.deletes import delete, delete_agent_data
 from cpersona.engine.disk import check_free_space
 from cpersona.engine.upkeep import agent_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
-from cpersona.errors import InvalidRequest
+from cpersona.errors import ImportConflict, InvalidRequest
 from cpersona.model.fields import validate
-from cpersona.model.lifecycle_requests import ExportRequest, ImportConflict, ImportRequest
+from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
 from cpersona.model.lifecycle_responses import ExportResult, ImportResult
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
 from cpersona.operations.lifecycle.archive import (

@@ -30,8 +30,6 @@ __all__ = [
     "DecayTickRequest",
     "ExportRequest",
     "ForgetRequest",
-    "ForgetUnconfirmed",
-    "ImportConflict",
     "ImportRequest",
     "ImportStrategy",
     "MemoryId",
@@ -47,19 +45,6 @@ MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 
 ImportStrategy = Literal["merge", "replace"]
 ConflictRule = Literal["keep_newer", "keep_existing", "keep_imported"]
-
-
-class ForgetUnconfirmed(InvalidRequest):
-    """A forget without ``confirm: true``: nothing is deleted."""
-
-    code = "FORGET_UNCONFIRMED"
-
-
-class ImportConflict(InvalidRequest):
-    """An archive's record is held by a record of another agent: an import never touches another scope."""
-
-    code = "IMPORT_CONFLICT"
-    status = 409
 
 
 def _memory_id(value: object) -> object:

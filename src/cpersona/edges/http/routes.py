@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
 from cpersona.edges.http.lifecycle_routes import LIFECYCLE_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
@@ -21,7 +21,7 @@ from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
-from cpersona.errors import InvalidRequest
+from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
 from cpersona.model.associations import DeclareRequest, TraverseRequest
