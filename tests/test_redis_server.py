@@ -403,14 +403,14 @@ async def test_long_data_dir_falls_back_to_tcp(tmp_path: Path) -> None:
     data_dir = tmp_path / ("d" * 100)
     settings = _settings(data_dir)
     async with EmbeddedRedis(settings) as server:
-        assert re.fullmatch(r"redis://127\.0\.0\.1:\d+", server.url)
+        assert re.fullmatch(r"redis://:[0-9a-f]{64}@127\.0\.0\.1:\d+", server.url)
         client = await connect_redis(settings, server.url)
         try:
             assert await client.ping()
             config = {_text(k): _text(v) for k, v in (await client.config_get("*")).items()}
             assert config["unixsocket"] == ""
             assert config["bind"] == "127.0.0.1"
-            assert server.url == f"redis://127.0.0.1:{config['port']}"
+            assert server.url == f"redis://:{config['requirepass']}@127.0.0.1:{config['port']}"
         finally:
             await close_redis(client)
     assert not (data_dir / "redis" / "redis.sock").exists()

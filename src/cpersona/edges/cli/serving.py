@@ -91,7 +91,8 @@ def describe(settings: Settings, url: str, health: Mapping[str, Any]) -> str:
         where = redact_url(settings.redis_url)
     else:
         root = settings.data_dir.expanduser().resolve()
-        where = "embedded " + (read_text(ServerLayout(root, root / "redis").url_file) or "(address unknown)")
+        found = read_text(ServerLayout(root, root / "redis").url_file)
+        where = "embedded " + (redact_url(found) if found else "(address unknown)")
     embedder = health.get("embedder")
     if isinstance(embedder, dict):
         embedding = f"{embedder.get('name', '?')} ({embedder.get('dim', '?')}-d)"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
+import secrets
+import urllib.parse
 from typing import TYPE_CHECKING, Self
 
 import anyio
@@ -25,11 +27,13 @@ __all__ = [
     "DataDirLock",
     "ServerLayout",
     "config_text",
+    "data_dir_password",
     "log_tail",
     "open_log",
     "read_pid",
     "read_text",
     "unlink",
+    "with_password",
     "write_config",
 ]
 
@@ -146,6 +150,10 @@ class ServerLayout:
         return self.redis_dir / "redis.log"
 
     @property
+    def password_file(self) -> Path:
+        return self.redis_dir / "redis.password"
+
+    @property
     def socket_fits(self) -> bool:
         return len(os.fsencode(self.socket)) <= _UNIX_PATH_MAX
 
@@ -156,13 +164,45 @@ def _quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def config_text(layout: ServerLayout, modules: tuple[Path, ...], *, port: int, use_socket: bool) -> str:
+def data_dir_password(layout: ServerLayout) -> str:
+    """The embedded server's password: made once per data dir (0600, never replaced), read after that.
+
+    A TCP port on loopback is open to every local process, and a unix socket to every process of the
+    user; with the password only one that can read this file (as the engine, ``trace tail`` and the CLI
+    can, through the URL the server publishes) gets an answer."""
+    path = layout.password_file
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        text = path.read_text().strip()
+        if text:
+            return text
+        # An empty file is a start killed between creating and writing it: nothing used it yet.
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    try:
+        os.write(fd, secrets.token_hex(32).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path.read_text().strip()
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` carrying ``password`` (redis-py reads it from the URL for TCP and unix sockets alike)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f":{password}@{parts.netloc}"))
+
+
+def config_text(
+    layout: ServerLayout, modules: tuple[Path, ...], *, port: int, use_socket: bool, password: str
+) -> str:
     lines = [
         "# Written by cpersona at every start of the embedded Redis; edits here are overwritten.",
         "daemonize no",
         "protected-mode yes",
         "bind 127.0.0.1",
         f"port {port}",
+        f"requirepass {_quote(password)}",
     ]
     if use_socket:
         lines += [f"unixsocket {_quote(str(layout.socket))}", "unixsocketperm 700"]
@@ -186,14 +226,25 @@ def config_text(layout: ServerLayout, modules: tuple[Path, ...], *, port: int, u
 
 def write_config(layout: ServerLayout, text: str, url: str) -> int:
     """Write the config and the URL; return the log's size so a failure shows only this start's lines."""
-    layout.config.write_text(text)
+    # Both hold the password: readable by the owner only.
+    _write_private(layout.config, text)
     # Written before the server starts, so that a start interrupted by a SIGKILL still leaves the way
     # to reach the server for the next engine.
-    layout.url_file.write_text(url + "\n")
+    _write_private(layout.url_file, url + "\n")
     try:
         return layout.logfile.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        # A file from before the password keeps its old mode through O_CREAT; narrow it.
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def open_log(path: Path) -> int:

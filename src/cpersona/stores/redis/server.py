@@ -11,6 +11,8 @@ each reply (``appendfsync always``: an acknowledged write is on disk). Layout of
     redis.pid      written by redis-server, removed by it on a clean shutdown
     redis.url      where the running server listens, so a later start can find a leftover one
     redis.log      the server's log (and its stderr)
+    redis.password the server's password (``requirepass``), made once per data dir, 0600; ``url`` and
+                   ``redis.url`` carry it, so whoever can read the data dir can connect and no one else
     appendonlydir/ the AOF
 
 :class:`DataDirLock` makes sure one engine at a time owns a data dir. The server dies with its engine: on
@@ -47,9 +49,11 @@ from cpersona.stores.redis.datadir import (
     DataDirLock,
     ServerLayout,
     config_text,
+    data_dir_password,
     log_tail,
     open_log,
     unlink,
+    with_password,
     write_config,
 )
 from cpersona.stores.redis.shutdown import retire_leftover, stop_child
@@ -108,11 +112,12 @@ class EmbeddedRedis:
         self._url: str | None = None
         self._binary: Path | None = None
         self._modules: tuple[Path, ...] = ()
+        self._password = ""
         self._stopping = False
 
     @property
     def url(self) -> str:
-        """``unix:///…/redis.sock`` or ``redis://127.0.0.1:<port>``."""
+        """``unix://:<password>@/…/redis.sock`` or ``redis://:<password>@127.0.0.1:<port>``."""
         if self._url is None:
             raise RuntimeError("the embedded Redis is not running")
         return self._url
@@ -145,6 +150,7 @@ class EmbeddedRedis:
         try:
             self._binary = await anyio.to_thread.run_sync(redis_binary)
             self._modules = await anyio.to_thread.run_sync(module_files)
+            self._password = await anyio.to_thread.run_sync(data_dir_password, layout)
             await retire_leftover(layout, self._settings)
             await self._start(layout)
         except BaseException:
@@ -172,6 +178,7 @@ class EmbeddedRedis:
                         url = "unix://" + urllib.parse.quote(str(layout.socket))
                     else:
                         url = f"redis://127.0.0.1:{_free_port()}"
+                    url = with_password(url, self._password)
                     log_start, failure = await self._launch(layout, url)
                     if failure is None:
                         self._url = url
@@ -235,7 +242,7 @@ class EmbeddedRedis:
         """
         assert self._binary is not None
         port = 0 if url.startswith("unix://") else int(urllib.parse.urlsplit(url).port or 0)
-        config = config_text(layout, self._modules, port=port, use_socket=port == 0)
+        config = config_text(layout, self._modules, port=port, use_socket=port == 0, password=self._password)
         log_start = await anyio.to_thread.run_sync(write_config, layout, config, url)
         process = await _spawn(self._binary, layout)
         self._process = process
