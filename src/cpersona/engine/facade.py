@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
+from cpersona.engine import (
+    association_api,
+    deletes,
+    lifecycle,
+    query_api,
+    reads,
+    reconstruct_api,
+    vector_writes,
+    writes,
+)
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.keys import Keys
@@ -54,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods):
+class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, query_api.QueryMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;

@@ -113,6 +113,8 @@ def _models() -> list[tuple[type[BaseModel], Literal["validation", "serializatio
             out.append((op.body, "validation"))
         if op.response is not None and (op.response, "serialization") not in out:
             out.append((op.response, "serialization"))
+        if op.alternative is not None:
+            out.extend([(op.alternative[0], "validation"), (op.alternative[1], "serialization")])
     return out
 
 
@@ -169,8 +171,13 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
         out["description"] = description
     out["parameters"] = [*_parameters(op, settings), _REQUEST_ID]
     if op.body is not None:
-        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
+        body = (
+            _ref(op.body) if op.alternative is None else {"oneOf": [_ref(op.body), _ref(op.alternative[0])]}
+        )
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
+    if op.alternative is not None:
+        ok = {"oneOf": [ok, _ref(op.alternative[1])]}
     success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
     links = _links(op)
     if links:
