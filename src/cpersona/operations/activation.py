@@ -86,14 +86,16 @@ async def spread(
     records: dict[str, MemoryRecord] = {rec.id: rec for rec, _ in seeds}
     best: dict[str, _Reach] = {}
     frontier = {rec.id: _Reach(level, (rec.id,), "semantic") for rec, level in seeds}
+    unseen: set[str] = set()  # read once and not returned: missing, or outside the caller's scope
     for _hop in range(depth):
         offers = _offers(frontier, records, best, min_weight, types)
-        if not offers:
-            break
-        missing = [rid for rid in offers if rid not in records]
+        missing = [rid for rid in offers if rid not in records and rid not in unseen]
         if missing:
             records.update(await load(missing))
+            unseen.update(rid for rid in missing if rid not in records)
         frontier = {rid: reach for rid, reach in offers.items() if rid in records}
+        if not frontier:
+            break
         best.update(frontier)
     return {
         rid: Activation(rid, reach.level, len(reach.path) - 1, reach.edge_type, reach.path)

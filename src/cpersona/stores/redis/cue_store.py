@@ -21,7 +21,7 @@ import orjson
 import pydantic
 
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import command, json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.documents import memory_from_doc
 from cpersona.stores.redis.durable import flushed
 from cpersona.stores.redis.scope import scope_query
@@ -115,7 +115,7 @@ class RedisCueStore:
 
     async def stored_fidelity(self, record_id: str) -> Mapping[str, float] | None:
         async with redis_errors():
-            raw = await command(self.client, "JSON.GET", self.keys.memory(record_id), "$.fidelity")
+            raw = await cast("Any", self.client).eval(_READ, 1, self.keys.memory(record_id))
         if raw is None:
             return None
         found = orjson.loads(raw)
