@@ -54,6 +54,16 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
+    found: cpersona.CueQueryResult = await memory.query(
+        {"text": "key", "emotion": "trust", "temporal": {"start": "2026-03-01", "end": "2026-03-31"}},
+        agent_id="ops", stores=["semantic"], limit=5, min_fidelity=0.1, include_decayed=False,
+        reconsolidate=True, activation_depth=2, recall_mode="perfect", trace=True, request_id="r-1",
+    )
+    first: cpersona.RecalledMemory = found.memories[0]
+    near: cpersona.AssociateResult = await memory.associate(
+        first.record.ref, agent_id="ops", association_types=["causal"], depth=3, min_weight=0.2, limit=20
+    )
+    print(near.total_candidates, first.activation_path)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -74,6 +84,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.query({"text": "x"}, agent_id="ops", activation_dept=2)
+    await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
 """
 
 EXPECTED = (
@@ -87,6 +99,8 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
+    ("bad.py:18:", 'Unexpected keyword argument "activation_dept"'),
+    ("bad.py:19:", "List item 0"),
 )
 
 

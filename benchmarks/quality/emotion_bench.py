@@ -1,0 +1,202 @@
+"""The emotion cue benchmark: does ``cue.emotion`` find a memory that only its emotion can find?
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.quality.emotion_bench [--size 10000] [--cases 200] [--noise 0 0.1 0.2]
+
+A generated store (seeded, so every run builds the same one): ``size`` memories of one agent, each a few
+words from a shared vocabulary with a random emotion (two to four of the eight Plutchik axes set, each
+0.2-1.0; a third of the memories carry none; with a single axis every memory of that axis would point
+the same way and tie at cosine 1, which no ranking by direction can separate). For each of ``cases``
+questions one extra *gold* memory is stored whose words come from a vocabulary of its own, so it shares
+no word with any question, and whose emotion is drawn like the others'. The question's text is three words of the shared vocabulary (it matches many
+distractors by BM25, never the gold) and its emotion cue is the gold's emotion with Gaussian noise
+(``noise`` per axis, clipped to 0..1; several levels, default 0, 0.1 and 0.2): the caller remembers
+roughly how it felt.
+
+Each question is asked three ways, ``limit`` 10, activation off (no edges are stored), no reconsolidation:
+
+* **text** - ``cue.text`` alone (the gold cannot be found: the floor);
+* **text + emotion** - ``cue.text`` and ``cue.emotion``, fused by reciprocal rank;
+* **emotion** - ``cue.emotion`` alone.
+
+recall@10 is the share of questions whose gold is among the ten memories returned; the latency of each
+way is reported too (p50, p95 over the questions, one caller). The engine runs without an embedder
+(``embedding_mode none``), so the vector arm cannot reach the gold by meaning either: the one way to it
+is its emotion. Results go to ``benchmarks/results/emotion_recall.md`` with the machine, date, commit,
+load and command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import cpersona
+from benchmarks.recall_speed import git_commit, percentile
+from cpersona.model.cue_query import PLUTCHIK_AXES
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results" / "emotion_recall.md"
+LIMIT = 10
+_BATCH = 1_000
+AGENT = "emotion-bench"
+
+
+def _vocabulary(rng: random.Random, size: int, prefix: str) -> list[str]:
+    letters = "bcdfghjklmnpqrstvwz"
+    return [prefix + "".join(rng.choice(letters) for _ in range(5)) for _ in range(size)]
+
+
+def _emotion(rng: random.Random) -> dict[str, float]:
+    axes = rng.sample(PLUTCHIK_AXES, rng.randint(2, 4))
+    return {axis: round(rng.uniform(0.2, 1.0), 3) for axis in axes}
+
+
+def _noisy(rng: random.Random, emotion: dict[str, float], noise: float) -> dict[str, float]:
+    out = {axis: max(0.0, min(1.0, emotion.get(axis, 0.0) + rng.gauss(0.0, noise))) for axis in PLUTCHIK_AXES}
+    if not any(v > 0 for v in out.values()):
+        out = dict(emotion)
+    return {axis: round(v, 4) for axis, v in out.items()}
+
+
+def build(size: int, cases: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The memories to store and the questions (text, the gold's emotion, the gold's index)."""
+    rng = random.Random(seed)
+    shared = _vocabulary(rng, 400, "w")
+    own = _vocabulary(rng, 400, "g")
+    memories: list[dict[str, Any]] = []
+    for _ in range(size):
+        record: dict[str, Any] = {"content": " ".join(rng.sample(shared, 6)), "agent_id": AGENT}
+        if rng.random() >= 1 / 3:
+            record["emotion"] = _emotion(rng)
+        memories.append(record)
+    questions = []
+    for _ in range(cases):
+        emotion = _emotion(rng)
+        gold = {"content": " ".join(rng.sample(own, 6)), "agent_id": AGENT, "emotion": emotion}
+        questions.append(
+            {
+                "text": " ".join(rng.sample(shared, 3)),
+                "emotion": emotion,
+                "gold": len(memories),
+            }
+        )
+        memories.append(gold)
+    return memories, questions
+
+
+async def _store(memory: cpersona.Engine, memories: list[dict[str, Any]]) -> list[str]:
+    refs: list[str] = []
+    for start in range(0, len(memories), _BATCH):
+        result = await memory.store_batch(memories[start : start + _BATCH])
+        refs.extend(r.ref for r in result.results)
+    return refs
+
+
+async def _ask(memory: cpersona.Engine, cue: dict[str, Any], gold: str) -> tuple[bool, float]:
+    t0 = time.perf_counter()
+    result = await memory.query(cue, agent_id=AGENT, limit=LIMIT, activation_depth=0, reconsolidate=False)
+    elapsed = (time.perf_counter() - t0) * 1000
+    return any(m.record.ref == gold for m in result.memories), elapsed
+
+
+def _cues(question: dict[str, Any], emotion: dict[str, float]) -> dict[str, dict[str, Any]]:
+    return {
+        "text": {"text": question["text"]},
+        "text + emotion": {"text": question["text"], "emotion": emotion},
+        "emotion": {"emotion": emotion},
+    }
+
+
+async def _way(memory: cpersona.Engine, cues: list[dict[str, Any]], golds: list[str]) -> dict[str, float]:
+    hits, times = 0, []
+    for cue, gold in zip(cues, golds, strict=True):
+        found, ms = await _ask(memory, cue, gold)
+        hits += found
+        times.append(ms)
+    return {
+        "recall": hits / len(cues),
+        "p50": percentile(times, 0.5),
+        "p95": percentile(times, 0.95),
+        "mean": statistics.fmean(times),
+    }
+
+
+async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str, Any]:
+    memories, questions = build(size, cases, seed)
+    out: dict[tuple[float, str], dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="emotion-bench-") as home:
+        async with cpersona.open(data_dir=home, embedding_mode="none", background=False) as memory:
+            t0 = time.perf_counter()
+            refs = await _store(memory, memories)
+            ingest_s = time.perf_counter() - t0
+            golds = [refs[q["gold"]] for q in questions]
+            for noise in noises:
+                rng = random.Random(seed + round(noise * 1000))
+                per_question = [_cues(q, _noisy(rng, q["emotion"], noise)) for q in questions]
+                for name in ("text", "text + emotion", "emotion"):
+                    if name == "text" and noise != noises[0]:
+                        continue  # the text cue does not change with the noise
+                    out[(noise, name)] = await _way(memory, [c[name] for c in per_question], golds)
+    return {"ways": out, "records": len(memories), "ingest_s": ingest_s}
+
+
+def report(found: dict[str, Any], args: argparse.Namespace, load: tuple[float, ...], began: str) -> str:
+    rows = "\n".join(
+        f"| {name} | {'-' if name == 'text' else noise} | {w['recall']:.3f} | {w['p50']:.1f} "
+        f"| {w['p95']:.1f} |"
+        for (noise, name), w in found["ways"].items()
+    )
+    command = "python -m benchmarks.quality.emotion_bench " + " ".join(sys.argv[1:])
+    return f"""# Emotion cue: recall@10 where only the emotion can find the gold
+
+The gold memory of each question shares no word with it; its emotion cue is the gold's emotion with
+Gaussian noise (standard deviation per axis in the noise column). See the module docstring of
+`benchmarks/quality/emotion_bench.py` for the store and the three ways of asking.
+
+| cue | noise | recall@10 | p50 ms | p95 ms |
+|---|---|---|---|---|
+{rows}
+
+- store: {found["records"]} memories of one agent ({args.size} distractors, {args.cases} gold), a third
+  without emotion; ingested in {found["ingest_s"]:.1f} s (store_batch of {_BATCH}, no embedder)
+- questions: {args.cases}, limit {LIMIT}, activation_depth 0, reconsolidate false, seed {args.seed}
+- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs,
+  Python {platform.python_version()}
+- date: {began}; commit {git_commit()}
+- load (1, 5, 15 min) at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at end
+  {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (the machine is shared)
+- command: `{command}`
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2])
+    parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    load = os.getloadavg()
+    began = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    found = anyio.run(run, args.size, args.cases, args.noise, args.seed)
+    text = report(found, args, load, began)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
