@@ -9,10 +9,10 @@ words from a shared vocabulary with a random emotion (two to four of the eight P
 0.2-1.0; a third of the memories carry none; with a single axis every memory of that axis would point
 the same way and tie at cosine 1, which no ranking by direction can separate). For each of ``cases``
 questions one extra *gold* memory is stored whose words come from a vocabulary of its own, so it shares
-no word with any question, and whose emotion is drawn like the others'. The question's text is three words of the shared vocabulary (it matches many
-distractors by BM25, never the gold) and its emotion cue is the gold's emotion with Gaussian noise
-(``noise`` per axis, clipped to 0..1; several levels, default 0, 0.1 and 0.2): the caller remembers
-roughly how it felt.
+no word with any question, and whose emotion is drawn like the others'. The question's text is three
+words of the shared vocabulary (it matches many distractors by BM25, never the gold) and its emotion
+cue is the gold's emotion with Gaussian noise (``noise`` per axis, clipped to 0..1; several levels,
+default 0, 0.1 and 0.2): the caller remembers roughly how it felt.
 
 Each question is asked three ways, ``limit`` 10, activation off (no edges are stored), no reconsolidation:
 
