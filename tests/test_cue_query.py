@@ -236,3 +236,36 @@ async def test_a_trace_carries_no_stored_text(
     # The query's own words are the caller's: leave them out of what counts as a leak.
     assert _leaked(serialised.replace(question, ""), memories) == []
     assert {row["ref"] for row in result.trace["returned"]} <= set(refs)
+
+
+async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: cpersona.Engine) -> None:
+    # Memories without an emotion once held all-zero vectors, which the filtered KNN scored as NaN and
+    # which broke its ranking of every other memory; it must agree with a brute-force cosine.
+    import random
+
+    rng = random.Random(7)
+    agent = _agent()
+    axes = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "anger", "anticipation")
+    emotions: dict[str, dict[str, float]] = {}
+    batch = []
+    for i in range(120):
+        record: dict[str, Any] = {"content": f"memory number {i}", "agent_id": agent}
+        if i % 2:
+            record["emotion"] = {a: round(rng.uniform(0.1, 1.0), 3) for a in rng.sample(axes, 3)}
+        batch.append(record)
+    stored = await engine.store_batch(batch)
+    for record, result in zip(batch, stored.results, strict=True):
+        if "emotion" in record:
+            emotions[result.ref] = record["emotion"]
+    cue = {a: round(rng.uniform(0.1, 1.0), 3) for a in rng.sample(axes, 3)}
+
+    def cosine(e: dict[str, float]) -> float:
+        dot = sum(cue.get(a, 0.0) * e.get(a, 0.0) for a in axes)
+        return dot / (sum(v * v for v in cue.values()) ** 0.5 * sum(v * v for v in e.values()) ** 0.5)
+
+    expected = sorted(((cosine(e), ref) for ref, e in emotions.items() if cosine(e) > 0), reverse=True)
+    result = await engine.query({"emotion": cue}, agent_id=agent, limit=10, trace=True, activation_depth=0)
+    assert result.trace is not None
+    rows = result.trace["arms"]["emotion"]["rows"]
+    assert [row["raw"] for row in rows] == pytest.approx([c for c, _ in expected[: len(rows)]], abs=1e-5)
+    assert len(rows) == min(30, len(expected))

@@ -34,6 +34,8 @@ __all__ = [
     "RecallModeName",
     "TemporalRange",
     "checked_cue",
+    "EMOTION_INDEX_DIM",
+    "cue_emotion_vector",
     "emotion_axes",
     "stored_emotion_axes",
 ]
@@ -64,10 +66,22 @@ def emotion_axes(emotion: EmotionVector) -> tuple[float, ...]:
     return tuple(float(getattr(emotion, axis)) for axis in PLUTCHIK_AXES)
 
 
+EMOTION_INDEX_DIM = len(PLUTCHIK_AXES) + 1
+"""The emotion index's vectors: the eight axes, then a ninth that is 1 only for a memory with no axis
+set. The search engine's filtered KNN scores an all-zero vector as NaN, which breaks its ranking of the
+rest, so no stored vector is all zeros; a cue's ninth is 0, so such a memory's cosine is 0 (never a
+neighbour) and the cosines of the others are those of the eight axes."""
+
+
 def stored_emotion_axes(emotion: Mapping[str, Any]) -> list[float]:
-    """The axes of a stored emotion document, the vector the emotion index holds (all zeros, which the
-    index never returns as a neighbour, for a memory without an emotion)."""
-    return [float(emotion.get(axis, 0.0)) for axis in PLUTCHIK_AXES]
+    """The emotion index's vector of a stored emotion document (see :data:`EMOTION_INDEX_DIM`)."""
+    axes = [float(emotion.get(axis, 0.0)) for axis in PLUTCHIK_AXES]
+    return [*axes, 0.0 if any(v > 0 for v in axes) else 1.0]
+
+
+def cue_emotion_vector(emotion: EmotionVector) -> list[float]:
+    """The emotion index's query vector of a cue's emotion (its ninth component 0)."""
+    return [*emotion_axes(emotion), 0.0]
 
 
 class TemporalRange(RequestModel):

@@ -25,7 +25,7 @@ import anyio
 import numpy as np
 
 from cpersona.errors import InvalidRequest
-from cpersona.model.cue_query import emotion_axes
+from cpersona.model.cue_query import cue_emotion_vector
 from cpersona.stores.vector_values import scope_filter
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _calls(
         out.append(("vector", lambda: _vector(ports, scope, vector, text, fetch, period)))
     emotion = cue.emotion_vector
     if emotion is not None:
-        axes = emotion_axes(emotion)
+        axes = cue_emotion_vector(emotion)
         out.append(("emotion", lambda: _emotion(ports.cues, scope, axes, fetch, stores, period)))
     if period is not None:
         out.append(("temporal", lambda: _temporal(ports.cues, scope, period, fetch, stores)))

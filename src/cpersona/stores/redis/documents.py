@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aredis_om import Field, JsonModel
 
-from cpersona.model.cue_query import PLUTCHIK_AXES, stored_emotion_axes
+from cpersona.model.cue_query import stored_emotion_axes
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -93,7 +93,7 @@ class MemoryDoc(_ScopedDoc):
     metadata: dict[str, Any] = {}
     store: str = "episodic"
     emotion: dict[str, float] = {}
-    emotion_axes: list[float] = [0.0] * len(PLUTCHIK_AXES)
+    emotion_axes: list[float] = stored_emotion_axes({})
     fidelity: dict[str, float] = {}
     meta: dict[str, Any] = {}
     associations: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import redis.exceptions
 
-from cpersona.model.cue_query import PLUTCHIK_AXES, stored_emotion_axes
+from cpersona.model.cue_query import EMOTION_INDEX_DIM, stored_emotion_axes
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.lexical import STOPWORDS, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags
@@ -54,9 +54,10 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
         "$.vector_pending", "AS", "pending", "NUMERIC",
-        # The emotion arm's index (recall.query's `cue.emotion`): exact cosine over the eight axes.
+        # The emotion arm's index (recall.query's `cue.emotion`): exact cosine over the eight axes (and
+        # the ninth of EMOTION_INDEX_DIM, so that no stored vector is all zeros).
         "$.emotion_axes", "AS", "emotion", "VECTOR", "FLAT", "6",
-        "TYPE", "FLOAT32", "DIM", str(len(PLUTCHIK_AXES)), "DISTANCE_METRIC", "COSINE",
+        "TYPE", "FLOAT32", "DIM", str(EMOTION_INDEX_DIM), "DISTANCE_METRIC", "COSINE",
     ),
     "episode": (
         "$.text", "AS", "text", "TEXT", "NOSTEM",
