@@ -3,6 +3,8 @@ spreading activation, rendering, refusals naming the field, and the trace carryi
 
 from __future__ import annotations
 
+import math
+import random
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -241,8 +243,6 @@ async def test_a_trace_carries_no_stored_text(
 async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: cpersona.Engine) -> None:
     # Memories without an emotion once held all-zero vectors, which the filtered KNN scored as NaN and
     # which broke its ranking of every other memory; it must agree with a brute-force cosine.
-    import random
-
     rng = random.Random(7)
     agent = _agent()
     axes = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "anger", "anticipation")
@@ -254,14 +254,15 @@ async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: c
             record["emotion"] = {a: round(rng.uniform(0.1, 1.0), 3) for a in rng.sample(axes, 3)}
         batch.append(record)
     stored = await engine.store_batch(batch)
-    for record, result in zip(batch, stored.results, strict=True):
+    for record, one in zip(batch, stored.results, strict=True):
         if "emotion" in record:
-            emotions[result.ref] = record["emotion"]
+            emotions[one.ref] = record["emotion"]
     cue = {a: round(rng.uniform(0.1, 1.0), 3) for a in rng.sample(axes, 3)}
 
     def cosine(e: dict[str, float]) -> float:
         dot = sum(cue.get(a, 0.0) * e.get(a, 0.0) for a in axes)
-        return dot / (sum(v * v for v in cue.values()) ** 0.5 * sum(v * v for v in e.values()) ** 0.5)
+        norms = math.sqrt(sum(v * v for v in cue.values())) * math.sqrt(sum(v * v for v in e.values()))
+        return dot / norms
 
     expected = sorted(((cosine(e), ref) for ref, e in emotions.items() if cosine(e) > 0), reverse=True)
     result = await engine.query({"emotion": cue}, agent_id=agent, limit=10, trace=True, activation_depth=0)
