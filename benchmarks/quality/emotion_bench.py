@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality.emotion_bench [--size 10000] [--cases 200] [--noise 0 0.1 0.2]
+    .venv/bin/python -m benchmarks.quality.emotion_bench [--size 10000 100000] [--cases 200] \\
+        [--noise 0 0.1 0.2]
 
 A generated store (seeded, so every run builds the same one): ``size`` memories of one agent, each a few
 words from a shared vocabulary with a random emotion (two to four of the eight Plutchik axes set, each
@@ -153,26 +154,36 @@ async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str
     return {"ways": out, "records": len(memories), "ingest_s": ingest_s}
 
 
-def report(found: dict[str, Any], args: argparse.Namespace, load: tuple[float, ...], began: str) -> str:
-    rows = "\n".join(
-        f"| {name} | {'-' if name == 'text' else noise} | {w['recall']:.3f} | {w['p50']:.1f} "
+def _rows(size: int, found: dict[str, Any]) -> str:
+    return "\n".join(
+        f"| {size} | {name} | {'-' if name == 'text' else noise} | {w['recall']:.3f} | {w['p50']:.1f} "
         f"| {w['p95']:.1f} |"
         for (noise, name), w in found["ways"].items()
+    )
+
+
+def report(
+    found: dict[int, dict[str, Any]], args: argparse.Namespace, load: tuple[float, ...], began: str
+) -> str:
+    rows = "\n".join(_rows(size, one) for size, one in found.items())
+    stores = "; ".join(
+        f"{one['records']} memories ingested in {one['ingest_s']:.1f} s" for one in found.values()
     )
     command = "python -m benchmarks.quality.emotion_bench " + " ".join(sys.argv[1:])
     return f"""# Emotion cue: recall@10 where only the emotion can find the gold
 
 The gold memory of each question shares no word with it; its emotion cue is the gold's emotion with
 Gaussian noise (standard deviation per axis in the noise column). See the module docstring of
-`benchmarks/quality/emotion_bench.py` for the store and the three ways of asking.
+`benchmarks/quality/emotion_bench.py` for the store and the three ways of asking. Latency is the whole
+`memory.query` call in process (arms, one batched read of the candidates, fusion, rendering), one caller.
 
-| cue | noise | recall@10 | p50 ms | p95 ms |
-|---|---|---|---|---|
+| distractors | cue | noise | recall@10 | p50 ms | p95 ms |
+|---|---|---|---|---|---|
 {rows}
 
-- store: {found["records"]} memories of one agent ({args.size} distractors, {args.cases} gold), a third
-  without emotion; ingested in {found["ingest_s"]:.1f} s (store_batch of {_BATCH}, no embedder)
-- questions: {args.cases}, limit {LIMIT}, activation_depth 0, reconsolidate false, seed {args.seed}
+- stores: one agent, {args.cases} gold memories each, a third of the distractors without emotion;
+  {stores} (store_batch of {_BATCH}, no embedder)
+- questions: {args.cases} per store, limit {LIMIT}, activation_depth 0, reconsolidate false, seed {args.seed}
 - machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs,
   Python {platform.python_version()}
 - date: {began}; commit {git_commit()}
@@ -184,7 +195,7 @@ Gaussian noise (standard deviation per axis in the noise column). See the module
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--size", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1, 0.2])
     parser.add_argument("--seed", type=int, default=15)
@@ -192,7 +203,7 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()
     began = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    found = anyio.run(run, args.size, args.cases, args.noise, args.seed)
+    found = {size: anyio.run(run, size, args.cases, args.noise, args.seed) for size in args.size}
     text = report(found, args, load, began)
     args.out.write_text(text)
     print(text)
