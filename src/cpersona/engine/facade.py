@@ -10,18 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import (
-    association_api,
-    deletes,
-    lifecycle,
-    query_api,
-    reads,
-    reconstruct_api,
-    vector_writes,
-    writes,
-)
+from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
+from cpersona.engine.query_api import QueryMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
 from cpersona.model.fields import UNSET, Unset, given, given_set, validate
@@ -63,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, query_api.QueryMethods):
+class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, QueryMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
@@ -106,11 +98,9 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
         await self._b.trace_publisher.run(task_status=task_status)
 
     async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run every background task of the engine (block worker, trace publisher) until cancelled.
-
-        ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body; it reports
-        started once each task has.
-        """
+        """Run every background task of the engine (block worker, trace publisher, reconsolidation) until
+        cancelled; ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body,
+        and it reports started once each task has."""
         await lifecycle.run_background(self._b, task_status)
 
     async def drain_traces(self) -> int:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from cpersona.model.cue_query import CueQueryRequest
     from cpersona.model.records import MemoryRecord
     from cpersona.operations.activation import Activation
+    from cpersona.operations.query.fusion import Fused
     from cpersona.stores.cue_store import CueStore
 
 __all__ = ["QueryOutcome", "QueryPorts", "cue_query", "scoped_loader"]
@@ -138,8 +139,7 @@ async def cue_query(ports: QueryPorts, req: CueQueryRequest, *, now: float) -> Q
     return QueryOutcome(result, tuple(top))
 
 
-def _activation_trace(fused: Sequence[object], activated: Mapping[str, Activation]) -> ActivationTrace:
-    first = getattr(fused[0], "id")  # noqa: B009 - fused is a list of Fused
+def _activation_trace(fused: Sequence[Fused], activated: Mapping[str, Activation]) -> ActivationTrace:
     nodes = [
         ActivationNode(
             record_id=act.record_id,
@@ -150,4 +150,4 @@ def _activation_trace(fused: Sequence[object], activated: Mapping[str, Activatio
         )
         for act in sorted(activated.values(), key=lambda a: (-a.level, a.record_id))
     ]
-    return ActivationTrace(source_id=first, activations=nodes)
+    return ActivationTrace(source_id=fused[0].id, activations=nodes)
