@@ -15,12 +15,17 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+import cpersona
 from cpersona import InvalidRequest
 from cpersona.model.fidelity import PRUNE_THRESHOLD
+from cpersona.model.scope import ReadScope
 from cpersona.operations.query.fusion import ACTIVATION_BONUS, RRF_K
+from cpersona.settings import Settings
+from cpersona.stores.redis.connection import command
+from cpersona.stores.redis.indexes import _INDEXES, _OPTIONS
 
 if TYPE_CHECKING:
-    import cpersona
+    from pathlib import Path
 
 DAY = 86_400.0
 
@@ -270,3 +275,27 @@ async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: c
     rows = result.trace["arms"]["emotion"]["rows"]
     assert [row["raw"] for row in rows] == pytest.approx([c for c, _ in expected[: len(rows)]], abs=1e-5)
     assert len(rows) == min(30, len(expected))
+
+
+async def test_a_store_from_before_the_emotion_index_is_brought_up_to_date(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, embedding_mode="none")
+    async with cpersona.open(settings, background=False) as memory:
+        await memory.store("a joyful lake", agent_id="a", emotion="joy")
+        await memory.store("a plain lake", agent_id="a")
+        scores = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)
+        # What the engine before the emotion index left: documents without the axes, an index without it.
+        index, prefix = memory.keys.memory_index, memory.keys.memory_prefix
+        await command(memory.redis, "FT.DROPINDEX", index)
+        async for key in memory.redis.scan_iter(match=f"{prefix}*"):
+            await memory.redis.json().delete(key, "$.emotion_axes")  # type: ignore[no-untyped-call]
+        schema = list(_INDEXES["memory"])
+        at = schema.index("$.emotion_axes")
+        del schema[at:]
+        await command(
+            memory.redis, "FT.CREATE", index, "ON", "JSON", "PREFIX", 1, prefix, *_OPTIONS["memory"],
+            "SCHEMA", *schema,
+        )  # fmt: skip
+    async with cpersona.open(settings, background=False) as memory:
+        assert _texts(await memory.query({"emotion": "joy"}, agent_id="a")) == ["a joyful lake"]
+        again = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)
+        assert [(r.ref, r.raw) for r in again.rows] == [(r.ref, r.raw) for r in scores.rows]
