@@ -299,3 +299,57 @@ async def test_a_store_from_before_the_emotion_index_is_brought_up_to_date(tmp_p
         assert _texts(await memory.query({"emotion": "joy"}, agent_id="a")) == ["a joyful lake"]
         again = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)
         assert [(r.ref, r.raw) for r in again.rows] == [(r.ref, r.raw) for r in scores.rows]
+
+
+_SCOPES = [("a", ""), ("a", "p1"), ("a", "p2"), ("b", ""), ("b", "p1")]
+
+
+@hsettings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(range(len(_SCOPES))), st.sampled_from(["joy", "fear", None])),
+        min_size=2,
+        max_size=10,
+    ),
+    links=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.floats(0.2, 1.0)), max_size=12),
+    reader=st.sampled_from([("a", None), ("a", "p1"), ("a", ""), ("b", None)]),
+)
+async def test_isolation_property(
+    engine: cpersona.Engine,
+    rows: list[tuple[int, str | None]],
+    links: list[tuple[int, int, float]],
+    reader: tuple[str, str | None],
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    refs: list[str] = []
+    owners: dict[str, tuple[str, str]] = {}
+    for n, (where, emotion) in enumerate(rows):
+        agent, project = _SCOPES[where]
+        edges = [
+            {"target_id": refs[t], "type": "semantic", "weight": w}
+            for s, t, w in links
+            if s == n and t < len(refs)
+        ]
+        stored = await engine.store(
+            f"shared lake note {n}",
+            agent_id=agent + run,
+            project_id=project,
+            emotion=emotion,
+            associations=edges,
+        )
+        refs.append(stored.ref)
+        owners[stored.ref[4:]] = (agent, project)
+    me, mine = reader
+    window = {"start": time.time() - DAY, "end": time.time() + DAY}
+    for cue in ({"text": "lake note"}, {"emotion": "joy"}, {"temporal": window}):
+        result = await engine.query(cue, agent_id=me + run, project_id=mine, limit=100, activation_depth=4)
+        seen = {m.record.id for m in result.memories}
+        for m in result.memories:
+            assert m.activation_path is not None
+            seen.update(m.activation_path)
+        if result.activation_trace is not None:
+            seen.update(a.record_id for a in result.activation_trace.activations)
+        for rid in seen:
+            owner, home = owners[rid]
+            assert owner == me, cue
+            assert mine is None or home in (mine, ""), cue
