@@ -31,6 +31,7 @@ load and command.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -135,11 +136,36 @@ async def _way(memory: cpersona.Engine, cues: list[dict[str, Any]], golds: list[
     }
 
 
+async def _reconsolidation_cost(memory: cpersona.Engine, cues: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same queries with ``reconsolidate`` true and false, interleaved (which first alternating),
+    while the background group writes the strengthening: what the answer waits for."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    offered = 0
+    for n, cue in enumerate(cues):
+        for on in (True, False) if n % 2 else (False, True):
+            t0 = time.perf_counter()
+            result = await memory.query(
+                cue, agent_id=AGENT, limit=LIMIT, activation_depth=0, reconsolidate=on
+            )
+            times[on].append((time.perf_counter() - t0) * 1000)
+            offered += len(result.memories) if on else 0
+    with anyio.fail_after(60):
+        while sum(dataclasses.astuple(memory.reconsolidation_stats())) < offered:  # noqa: ASYNC110 - counters
+            await anyio.sleep(0.05)
+    out: dict[str, Any] = {
+        str(on): {"p50": percentile(ts, 0.5), "p95": percentile(ts, 0.95), "mean": statistics.fmean(ts)}
+        for on, ts in times.items()
+    }
+    out["applied"] = memory.reconsolidation_stats().applied
+    return out
+
+
 async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str, Any]:
     memories, questions = build(size, cases, seed)
     out: dict[tuple[float, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="emotion-bench-") as home:
-        async with cpersona.open(data_dir=home, embedding_mode="none", background=False) as memory:
+        # The background group runs, so reconsolidation is written while the queries go on.
+        async with cpersona.open(data_dir=home, embedding_mode="none") as memory:
             t0 = time.perf_counter()
             refs = await _store(memory, memories)
             ingest_s = time.perf_counter() - t0
@@ -151,7 +177,8 @@ async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str
                     if name == "text" and noise != noises[0]:
                         continue  # the text cue does not change with the noise
                     out[(noise, name)] = await _way(memory, [c[name] for c in per_question], golds)
-    return {"ways": out, "records": len(memories), "ingest_s": ingest_s}
+            recon = await _reconsolidation_cost(memory, [{"emotion": q["emotion"]} for q in questions])
+    return {"ways": out, "records": len(memories), "ingest_s": ingest_s, "reconsolidation": recon}
 
 
 def _rows(size: int, found: dict[str, Any]) -> str:
@@ -166,6 +193,12 @@ def report(
     found: dict[int, dict[str, Any]], args: argparse.Namespace, load: tuple[float, ...], began: str
 ) -> str:
     rows = "\n".join(_rows(size, one) for size, one in found.items())
+    recon = "\n".join(
+        f"| {size} | {r['True']['p50']:.1f} | {r['True']['p95']:.1f} | {r['False']['p50']:.1f} "
+        f"| {r['False']['p95']:.1f} | {r['applied']} |"
+        for size, one in found.items()
+        for r in [one["reconsolidation"]]
+    )
     stores = "; ".join(
         f"{one['records']} memories ingested in {one['ingest_s']:.1f} s" for one in found.values()
     )
@@ -180,6 +213,13 @@ Gaussian noise (standard deviation per axis in the noise column). See the module
 | distractors | cue | noise | recall@10 | p50 ms | p95 ms |
 |---|---|---|---|---|---|
 {rows}
+
+What `reconsolidate: true` costs the answer (the emotion cue, {args.cases} queries each way, interleaved,
+the engine's background group writing the strengthening meanwhile; applied: memories strengthened):
+
+| distractors | true p50 ms | true p95 ms | false p50 ms | false p95 ms | applied |
+|---|---|---|---|---|---|
+{recon}
 
 - stores: one agent, {args.cases} gold memories each, a third of the distractors without emotion;
   {stores} (store_batch of {_BATCH}, no embedder)

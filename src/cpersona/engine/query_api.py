@@ -121,7 +121,8 @@ class QueryMethods:
         return 0 if queue is None else await queue.drain()
 
     def reconsolidation_stats(self) -> ReconsolidationStats:
-        """Counters of the reconsolidation queue: applied, repeated (same request id), dropped, failed."""
+        """Counters of the reconsolidation queue, in memories: applied; repeated (this request id had
+        already, or the memory is gone); dropped (the queue was full); failed (Redis did not answer)."""
         queue = self._life.backends.reconsolidation
         assert queue is not None
         return queue.stats()

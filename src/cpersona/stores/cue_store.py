@@ -55,11 +55,11 @@ class CueStore(Protocol):
         ...
 
     async def reconsolidate(
-        self, record_id: str, request_id: str, now: float, rule: Reconsolidation, *, ttl_secs: int
-    ) -> bool:
-        """Strengthen one memory once per request: apply ``rule`` to its stored fidelity unless this
-        request already did (its marker lives ``ttl_secs``). Durable when it returns; ``True`` when this
-        call wrote, ``False`` when the request had already, or the memory is gone."""
+        self, record_ids: Sequence[str], request_id: str, now: float, rule: Reconsolidation, *, ttl_secs: int
+    ) -> list[bool]:
+        """Strengthen these memories once per request: apply ``rule`` to each one's stored fidelity unless
+        this request already did (its marker lives ``ttl_secs``). Durable when it returns; per memory,
+        ``True`` when this call wrote, ``False`` when the request had already, or the memory is gone."""
         ...
 
     async def stored_fidelity(self, record_id: str) -> Mapping[str, float] | None:

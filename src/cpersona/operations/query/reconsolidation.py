@@ -99,17 +99,14 @@ class ReconsolidationQueue:
         self._receive.close()
 
     async def _apply(self, job: ReconsolidationJob) -> None:
-        for record_id in job.record_ids:
-            try:
-                with anyio.fail_after(self._timeout):
-                    wrote = await self._cues.reconsolidate(
-                        record_id, job.request_id, job.at, reconsolidated, ttl_secs=MARKER_TTL_SECS
-                    )
-            except Exception as exc:
-                self._failed += 1
-                log.warning("reconsolidation of %s (request %s) failed: %s", record_id, job.request_id, exc)
-                continue
-            if wrote:
-                self._applied += 1
-            else:
-                self._repeated += 1
+        try:
+            with anyio.fail_after(self._timeout):
+                wrote = await self._cues.reconsolidate(
+                    job.record_ids, job.request_id, job.at, reconsolidated, ttl_secs=MARKER_TTL_SECS
+                )
+        except Exception as exc:
+            self._failed += len(job.record_ids)
+            log.warning("reconsolidation of request %s failed: %s", job.request_id, exc)
+            return
+        self._applied += sum(wrote)
+        self._repeated += len(wrote) - sum(wrote)

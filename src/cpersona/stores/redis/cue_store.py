@@ -7,7 +7,8 @@ ranks every memory of the scope exactly, not an approximate neighbourhood.
 Reconsolidation is a compare-and-set: the fidelity is read, strengthened in Python (the formula lives
 only in :mod:`cpersona.model.fidelity`), and written by a script only if the stored fidelity is still
 the one read and the request's marker is absent; the script sets the marker in the same step. A lost
-race reads again. The script runs in a pipeline behind a WAITAOF, as every acknowledged write does.
+race reads again. One request's memories are read in one round trip and written in one pipeline behind
+one WAITAOF (one fsync per request, not per memory), as every acknowledged write is.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import orjson
 import pydantic
 
+from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.redis import search
 from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.documents import memory_from_doc
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cpersona.keys import Keys
-    from cpersona.model.records import Fidelity, MemoryRecord, StoreKind
+    from cpersona.model.records import MemoryRecord, StoreKind
     from cpersona.model.scope import ReadScope
     from cpersona.stores.cue_store import Reconsolidation
     from cpersona.stores.record_values import Period
@@ -51,6 +53,9 @@ return 1
 """
 # Read by a script too, so the text compared is the server's own (redis-py parses a JSON.GET reply).
 _READ = "return redis.call('JSON.GET', KEYS[1], '$.fidelity')"
+_READ_BOTH = (
+    "return {redis.call('JSON.GET', KEYS[1], '$.fidelity'), redis.call('JSON.GET', KEYS[1], '$.emotion')}"
+)
 _RETRIES = 5
 
 
@@ -122,28 +127,57 @@ class RedisCueStore:
         return cast("Mapping[str, float]", found[0]) if found else None
 
     async def reconsolidate(
-        self, record_id: str, request_id: str, now: float, rule: Reconsolidation, *, ttl_secs: int
-    ) -> bool:
-        key, marker = self.keys.memory(record_id), self.keys.reconsolidated(request_id, record_id)
+        self, record_ids: Sequence[str], request_id: str, now: float, rule: Reconsolidation, *, ttl_secs: int
+    ) -> list[bool]:
+        pending = list(dict.fromkeys(record_ids))
+        wrote: dict[str, bool] = {}
         for _ in range(_RETRIES):
+            if not pending:
+                break
             async with redis_errors("reconsolidation failed"):
-                raw = await cast("Any", self.client).eval(_READ, 1, key)
-                if raw is None:
-                    return False
-                record = await self.memories([record_id])
-                if record_id not in record:
-                    return False
-                stored = record[record_id]
-                new = rule(stored.fidelity, stored.emotion, now)
-                applied = await self._cas(key, marker, raw, new, ttl_secs)
-            if applied != -1:
-                return applied == 1
-        log.warning("reconsolidation of %s lost %d races; left as it is", record_id, _RETRIES)
-        return False
+                read = await self._read(pending)
+                wrote.update({rid: False for rid in pending if rid not in read})
+                batch = [
+                    (rid, raw, _strengthened(raw, emotion, rule, now)) for rid, (raw, emotion) in read.items()
+                ]
+                applied = await self._cas(batch, request_id, ttl_secs)
+            wrote.update(
+                {rid: result == 1 for (rid, _, _), result in zip(batch, applied, strict=True) if result != -1}
+            )
+            pending = [rid for (rid, _, _), result in zip(batch, applied, strict=True) if result == -1]
+        for rid in pending:
+            log.warning("reconsolidation of %s lost %d races; left as it is", rid, _RETRIES)
+            wrote[rid] = False
+        return [wrote[rid] for rid in record_ids]
 
-    async def _cas(self, key: str, marker: str, raw: bytes, new: Fidelity, ttl_secs: int) -> int:
+    async def _read(self, ids: Sequence[str]) -> dict[str, tuple[str, Mapping[str, float]]]:
+        """The stored fidelity text and emotion of each memory that exists, in one round trip."""
         pipe: Any = self.client.pipeline(transaction=False)
-        expected = raw.decode() if isinstance(raw, bytes) else str(raw)
-        pipe.eval(_CAS, 2, key, marker, expected, orjson.dumps(dataclasses.asdict(new)), ttl_secs)
-        (applied,) = await flushed(pipe, self.client)
-        return int(applied)
+        for rid in ids:
+            pipe.eval(_READ_BOTH, 1, self.keys.memory(rid))
+        out: dict[str, tuple[str, Mapping[str, float]]] = {}
+        for rid, found in zip(ids, await pipe.execute(), strict=True):
+            if not found or found[0] is None:
+                continue
+            raw = found[0].decode() if isinstance(found[0], bytes) else str(found[0])
+            emotion = orjson.loads(found[1])[0] if found[1] else {}
+            out[rid] = (raw, emotion)
+        return out
+
+    async def _cas(
+        self, batch: Sequence[tuple[str, str, Fidelity]], request_id: str, ttl_secs: int
+    ) -> list[int]:
+        """Write each new fidelity where the stored one is still the one read, in one pipeline behind one
+        WAITAOF: 1 written, 0 already written by this request, -2 gone, -1 changed meanwhile."""
+        if not batch:
+            return []
+        pipe: Any = self.client.pipeline(transaction=False)
+        for rid, raw, new in batch:
+            key, marker = self.keys.memory(rid), self.keys.reconsolidated(request_id, rid)
+            pipe.eval(_CAS, 2, key, marker, raw, orjson.dumps(dataclasses.asdict(new)), ttl_secs)
+        return [int(result) for result in await flushed(pipe, self.client)]
+
+
+def _strengthened(raw: str, emotion: Mapping[str, float], rule: Reconsolidation, now: float) -> Fidelity:
+    stored = orjson.loads(raw)[0]
+    return rule(Fidelity(**stored), EmotionVector(**emotion), now)
