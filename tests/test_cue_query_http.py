@@ -118,3 +118,21 @@ async def test_the_request_id_keys_reconsolidation(settings: Settings, redis: ob
             found = await engine._life.backends.cues.stored_fidelity(ref[4:])
             assert found is not None
             assert found["reinforcement_count"] == 2  # the retry counted once
+
+
+def test_two_models_of_one_title_are_refused_not_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import BaseModel, ConfigDict
+
+    from cpersona.edges.http import openapi
+
+    class One(BaseModel):
+        model_config = ConfigDict(title="Same")
+        a: int
+
+    class Two(BaseModel):
+        model_config = ConfigDict(title="Same")
+        b: str
+
+    monkeypatch.setattr(openapi, "_models", lambda: [(One, "validation"), (Two, "validation")])
+    with pytest.raises(RuntimeError, match="Same"):
+        openapi.openapi_document()

@@ -202,7 +202,7 @@ def report(
     stores = "; ".join(
         f"{one['records']} memories ingested in {one['ingest_s']:.1f} s" for one in found.values()
     )
-    command = "python -m benchmarks.quality.emotion_bench " + " ".join(sys.argv[1:])
+    command = " ".join(["python -m benchmarks.quality.emotion_bench", *sys.argv[1:]])
     return f"""# Emotion cue: recall@10 where only the emotion can find the gold
 
 The gold memory of each question shares no word with it; its emotion cue is the gold's emotion with

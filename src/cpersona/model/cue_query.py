@@ -87,6 +87,8 @@ def cue_emotion_vector(emotion: EmotionVector) -> list[float]:
 class TemporalRange(RequestModel):
     """Inclusive bounds on a memory's own time (``timestamp``)."""
 
+    model_config = ConfigDict(title="CueTemporalRange")
+
     start: EpochTime
     end: EpochTime
 

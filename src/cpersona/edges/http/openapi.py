@@ -124,6 +124,11 @@ def _schemas(settings: Settings) -> dict[str, Any]:
     defs: dict[str, Any] = top.get("$defs", {})
     # A model's title is its name in the document, so the engine's own names (``RecallRequest``, the
     # internal request; ``StoreResult``, the library's result) can stay what they are in Python.
+    titles = [schema.get("title", name) for name, schema in defs.items()]
+    shared = sorted({title for title in titles if titles.count(title) > 1})
+    if shared:
+        # Two models of one title would silently become one schema below.
+        raise RuntimeError(f"two models share the OpenAPI name {shared}; give one a title of its own")
     renames = {name: schema["title"] for name, schema in defs.items() if schema.get("title", name) != name}
     renamed = {renames.get(name, name): schema for name, schema in defs.items()}
     out: dict[str, Any] = _rewrite_refs(
