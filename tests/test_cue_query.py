@@ -35,7 +35,7 @@ def _agent() -> str:
 
 
 def _texts(result: Any) -> list[str]:
-    return [bytes(m.record.content.blocks[0].data).decode() for m in result.memories]
+    return [bytes(m.record.content["blocks"][0]["data"]).decode() for m in result.memories]
 
 
 async def test_text_finds_by_bm25_and_the_answer_has_the_cmp_shape(engine: cpersona.Engine) -> None:

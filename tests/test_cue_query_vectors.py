@@ -29,7 +29,7 @@ def engine(shared_engine: cpersona.Engine) -> cpersona.Engine:
 
 
 def _texts(result: Any) -> list[str]:
-    return [bytes(m.record.content.blocks[0].data).decode() for m in result.memories]
+    return [bytes(m.record.content["blocks"][0]["data"]).decode() for m in result.memories]
 
 
 async def test_text_is_embedded_and_a_caller_vector_takes_precedence(engine: cpersona.Engine) -> None:

@@ -65,11 +65,26 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
     ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
+    ("POST", "/v1/recall/raw"): (
+        {"agent_id": AGENT, "query": "hi"},
+        ("include_sealed", "yes", "include_sealed"),
+    ),
+    ("GET", "/readiness"): ({}, None),
+    ("GET", "/v1/introspect/record/{record_id}"): ({"agent_id": AGENT}, None),
+    ("POST", "/v1/lifecycle/dream-tick"): ({}, None),
+    ("PUT", "/v1/lifecycle/mode"): ({}, None),
+    ("GET", "/v1/introspect/evolution"): ({}, None),
     ("POST", "/v1/recall/associate/{record_id}"): ({"agent_id": AGENT}, ("depth", "2", "depth")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
-# tests/test_calibrate.py, its refusals here.
-NO_SUCCESS = {("POST", "/v1/recall/calibrate")}
+# tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
+# 501 (tests/test_cmp_sdk.py).
+NO_SUCCESS = {
+    ("POST", "/v1/recall/calibrate"),
+    ("POST", "/v1/lifecycle/dream-tick"),
+    ("PUT", "/v1/lifecycle/mode"),
+    ("GET", "/v1/introspect/evolution"),
+}
 
 
 def test_every_route_has_a_case() -> None:

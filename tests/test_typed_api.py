@@ -54,12 +54,18 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
-    found: cpersona.CueQueryResult = await memory.query(
+    found: cpersona.RawQueryResult = await memory.raw_query(
+        "hi", agent_id="ops", session_id="s", temporal={"start": "2026-03-01", "end": "2026-03-02"},
+        limit=5, include_private_scratch=True, include_sealed=True, secrecy_levels=["public", "secret"],
+    )
+    entries: list[cpersona.RawEntry] = found.records
+    print([entry.text for entry in entries], found.total_candidates)
+    cued: cpersona.CueQueryResult = await memory.query(
         {"text": "key", "emotion": "trust", "temporal": {"start": "2026-03-01", "end": "2026-03-31"}},
         agent_id="ops", stores=["semantic"], limit=5, min_fidelity=0.1, include_decayed=False,
         reconsolidate=True, activation_depth=2, recall_mode="perfect", trace=True, request_id="r-1",
     )
-    first: cpersona.RecalledMemory = found.memories[0]
+    first: cpersona.RecalledMemory = cued.memories[0]
     near: cpersona.AssociateResult = await memory.associate(
         first.record.ref, agent_id="ops", association_types=["causal"], depth=3, min_weight=0.2, limit=20
     )
@@ -84,6 +90,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.raw_query("words", agent_id="ops", include_seal=True)
+    await memory.raw_query("words", agent_id="ops", secrecy_levels=["top"])
     await memory.query({"text": "x"}, agent_id="ops", activation_dept=2)
     await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
 """
@@ -99,8 +107,10 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
-    ("bad.py:18:", 'Unexpected keyword argument "activation_dept"'),
-    ("bad.py:19:", "List item 0"),
+    ("bad.py:18:", 'Unexpected keyword argument "include_seal"'),
+    ("bad.py:19:", "Literal['top']"),
+    ("bad.py:20:", 'Unexpected keyword argument "activation_dept"'),
+    ("bad.py:21:", "List item 0"),
 )
 
 

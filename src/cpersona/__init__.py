@@ -39,6 +39,7 @@ from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
 from cpersona.model.raw_request import RawRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
@@ -92,6 +93,9 @@ __all__ = (
     "MemoryRecord",
     "MetaMemory",
     "ProfileRecord",
+    "RawEntry",
+    "RawQueryRequest",
+    "RawQueryResult",
     "RawRecord",
     "RawRequest",
     "Reached",

@@ -14,6 +14,7 @@ from cpersona.engine import association_api, deletes, lifecycle, reads, reconstr
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.engine.query_api import QueryMethods
+from cpersona.engine.raw_api import RawQueryMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
 from cpersona.model.fields import UNSET, Unset, given, given_set, validate
@@ -55,7 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods, QueryMethods):
+class Engine(
+    association_api.AssociationMethods, reconstruct_api.ReconstructMethods, RawQueryMethods, QueryMethods
+):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
@@ -65,8 +68,7 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
     def __init__(self, settings: Settings, *, arm_wrapper: ArmWrapper | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        # Decides which untraced recalls are traced anyway (CPERSONA_TRACE_SAMPLE); one per engine, seeded
-        # by CPERSONA_TRACE_SAMPLE_SEED when set so a run's sample can be repeated.
+        # Picks the untraced recalls traced anyway (CPERSONA_TRACE_SAMPLE), seeded by ..._SAMPLE_SEED if set.
         self._trace_rng = random.Random(settings.trace_sample_seed)
         # Policies are read at construction so a broken policy file stops the start before any I/O.
         self.policies = checked_policies(settings)
@@ -87,10 +89,8 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
         return self._life.backends
 
     async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Build block vectors from the block stream until cancelled (start it in a task group).
-
-        Returns at once when the engine builds no blocks (``embedding_mode="none"``).
-        """
+        """Build block vectors from the block stream until cancelled (start it in a task group); returns at
+        once when the engine builds no blocks (``embedding_mode="none"``)."""
         await lifecycle.run_block_worker(self._b, task_status)
 
     async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -325,7 +325,7 @@ class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMeth
         return await reads.newest(self._life, body)
 
     async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
-        """Record counts (for one agent, or all) and how many vector writes are pending."""
+        """Record counts (of one agent, or all), pending vector writes, and CMP's stats (model/cmp_stats)."""
         return await reads.stats(self._life, agent_id)
 
     # ------------------------------------------------------------------ update and delete

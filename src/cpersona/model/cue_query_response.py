@@ -1,11 +1,11 @@
 """The answers of the multimodal ``recall.query`` and of ``recall.associate``, in the recall-operations
 seed's shape (the Cerememory SDK's ``RecallQueryResponse`` and ``RecallAssociateResponse`` parse them).
 
-A record is Cerememory's ``MemoryRecord``: ``id`` is the bare UUID, content is text blocks whose ``data``
-is the UTF-8 bytes as integers; our ``ref`` and scope ride beside it. Its ``fidelity.score`` is the
-fidelity at the moment of the read (computed from the stored baseline by
-:func:`cpersona.model.fidelity.current_fidelity`), not the stored anchor; a record in an answer shows
-what was read, before the answer's reconsolidation is written.
+A record is Cerememory's ``MemoryRecord`` as ``introspect.record`` shows it
+(:class:`~cpersona.model.cmp_responses.CmpMemoryRecord`, built by :mod:`cpersona.model.cmp_record`): the
+bare UUID as ``id``, its ``ref`` and scope beside, the fidelity read at the moment of the answer; it
+shows what was read, before the answer's reconsolidation is written. ``rendered_content`` is its content
+as the recall mode shows it, text blocks whose ``data`` is the UTF-8 bytes as integers.
 """
 
 from __future__ import annotations
@@ -14,18 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cpersona.model.cmp_responses import CmpMemoryRecord
 from cpersona.model.records import AssociationType, StoreKind
 
 __all__ = [
     "ActivationNode",
     "ActivationTrace",
     "AssociateResult",
-    "CmpAssociation",
     "CmpBlock",
     "CmpContent",
-    "CmpEmotion",
-    "CmpFidelity",
-    "CmpRecord",
     "CueQueryResult",
     "QueryMetadata",
     "RecalledMemory",
@@ -48,59 +45,8 @@ class CmpContent(_Out):
     summary: str | None = None
 
 
-class CmpFidelity(_Out):
-    score: float = Field(description="The fidelity now (decayed from the stored baseline)")
-    noise_level: float
-    decay_rate: float
-    emotional_anchor: float
-    reinforcement_count: int
-    stability: float
-    last_decay_tick: str
-
-
-class CmpEmotion(_Out):
-    joy: float
-    trust: float
-    fear: float
-    surprise: float
-    sadness: float
-    disgust: float
-    anger: float
-    anticipation: float
-    intensity: float
-    valence: float
-
-
-class CmpAssociation(_Out):
-    target_id: str
-    association_type: AssociationType
-    weight: float
-    created_at: str
-    last_co_activation: str
-
-
-class CmpRecord(_Out):
-    id: str = Field(description="The memory's UUID (bare)")
-    ref: str = Field(description="The memory's ref, mem:<id>")
-    store: StoreKind
-    agent_id: str
-    project_id: str
-    channel: str
-    timestamp: str = Field(description="The memory's own time, which temporal cues filter on")
-    created_at: str
-    updated_at: str
-    last_accessed_at: str
-    access_count: int
-    content: CmpContent
-    fidelity: CmpFidelity
-    emotion: CmpEmotion
-    associations: list[CmpAssociation]
-    metadata: dict[str, Any]
-    version: int
-
-
 class RecalledMemory(_Out):
-    record: CmpRecord
+    record: CmpMemoryRecord
     relevance_score: float
     activation_path: list[str] | None = Field(
         description="Memory ids from the seed that activated this one to it (just its own id for a "

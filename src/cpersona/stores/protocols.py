@@ -17,11 +17,13 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
     HydratedRecord,
     InFlightWrite,
+    MemoryState,
     MemoryWrite,
     Period,
     RecordCounts,
@@ -57,6 +59,7 @@ __all__ = [
     "InFlightWrite",
     "IndexedEntity",
     "Link",
+    "MemoryState",
     "MemoryWrite",
     "Period",
     "PointKind",
@@ -160,7 +163,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 
@@ -350,6 +353,10 @@ class RecordStore(AssociationStore, Protocol):
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         """``(content, timestamp)`` of each memory that still exists, in order."""
+        ...
+
+    async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
+        """The store, time, fidelity, emotion and edge count of every memory (of the agent, or all)."""
         ...
 
     async def profile(self, agent_id: str) -> ProfileRecord | None: ...

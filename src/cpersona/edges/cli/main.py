@@ -40,6 +40,7 @@ from cpersona.edges.cli.outcomes import (
     BadInput,
 )
 from cpersona.edges.cli.parser import build_parser
+from cpersona.edges.cli.raw import raw_command
 from cpersona.edges.cli.reconstruct import reconstruct_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
@@ -237,6 +238,7 @@ _COMMANDS: dict[str, _Command] = {
     "forget": _forget,
     "recall": _recall,
     "reconstruct": reconstruct_command,
+    "raw": raw_command,
 }
 
 

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import Field
 
 from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
-from cpersona.edges.http.reading import json_object, query_params
+from cpersona.edges.http.raw_routes import RAW_OPERATIONS
+from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
 from cpersona.errors import InvalidRequest
@@ -82,12 +84,11 @@ def engine_of(request: Request) -> Engine:
 
 
 async def _body(request: Request, model: type[_M]) -> _M:
-    raw = await json_object(request, request.app.state.max_body_bytes)
-    return validate(model, raw, engine_of(request).settings)
+    return await read_body(request, model)
 
 
 def _query(request: Request, model: type[_M]) -> _M:
-    return validate(model, query_params(request), engine_of(request).settings)
+    return read_query(request, model)
 
 
 def _ok(body: Mapping[str, Any]) -> ORJSONResponse:
@@ -307,7 +308,8 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET", "/v1/introspect/stats", _stats,
-        "Record counts (of one agent, or all) and pending vector writes", StatsResponse, query=StatsQuery,
+        "Record counts (of one agent, or all), pending vector writes, and Cerememory's stats "
+        "(introspect.stats)", StatsResponse, query=StatsQuery,
     ),
     Operation(
         "POST", "/v1/recall/query", _recall_query, "Recall the rows that answer a question (recall.query)",
@@ -351,5 +353,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field. With "
         "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
+    *RAW_OPERATIONS,
+    *INTROSPECT_OPERATIONS,
     *QUERY_OPERATIONS,
 )  # fmt: skip
