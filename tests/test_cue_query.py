@@ -188,6 +188,7 @@ async def test_another_agents_memories_never_appear(engine: cpersona.Engine) -> 
     ):
         result = await engine.query(cue, agent_id=mine, trace=True)
         assert _texts(result) == ["my tea"], cue
+        assert result.query_metadata.total_records_scanned == 1  # the other agent's is not even counted
         assert result.activation_trace is not None
         assert result.activation_trace.activations == []
         assert their.ref not in orjson.dumps(result.trace).decode()

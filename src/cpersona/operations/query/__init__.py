@@ -54,12 +54,14 @@ class QueryOutcome:
 def scoped_loader(
     cues: CueStore, scope: ReadScope, cache: dict[str, MemoryRecord]
 ) -> Callable[[Sequence[str]], Awaitable[dict[str, MemoryRecord]]]:
-    """Activation's loader: the memories ``scope`` sees among the ids asked for (all read ones cached)."""
+    """Activation's loader: the memories ``scope`` sees among the ids asked for (kept in ``cache``)."""
 
     async def load(ids: Sequence[str]) -> dict[str, MemoryRecord]:
         found = await cues.memories(ids)
-        cache.update(found)
-        return {rid: rec for rid, rec in found.items() if scope.sees(rec.scope, rec.source)}
+        # Only what the scope sees is kept, or counted in total_records_scanned.
+        visible = {rid: rec for rid, rec in found.items() if scope.sees(rec.scope, rec.source)}
+        cache.update(visible)
+        return visible
 
     return load
 
