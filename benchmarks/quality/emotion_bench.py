@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import os
 import platform
 import random
@@ -99,12 +100,80 @@ def build(size: int, cases: int, seed: int) -> tuple[list[dict[str, Any]], list[
     return memories, questions
 
 
-async def _store(memory: cpersona.Engine, memories: list[dict[str, Any]]) -> list[str]:
+_EDGES = 2
+_KINDS = ("semantic", "causal", "temporal")
+
+
+async def _store(memory: cpersona.Engine, memories: list[dict[str, Any]], seed: int) -> list[str]:
+    """Store the memories in batches; from the second batch on, each gets two associations to memories
+    stored before it (random targets, types and weights 0.2-1.0), for the activation and associate
+    timings."""
+    rng = random.Random(seed)
     refs: list[str] = []
     for start in range(0, len(memories), _BATCH):
-        result = await memory.store_batch(memories[start : start + _BATCH])
+        batch = memories[start : start + _BATCH]
+        if refs:
+            batch = [{**m, "associations": [_edge(rng, refs) for _ in range(_EDGES)]} for m in batch]
+        result = await memory.store_batch(batch)
         refs.extend(r.ref for r in result.results)
     return refs
+
+
+def _edge(rng: random.Random, refs: list[str]) -> dict[str, Any]:
+    return {
+        "target_id": rng.choice(refs),
+        "type": rng.choice(_KINDS),
+        "weight": round(rng.uniform(0.2, 1.0), 2),
+    }
+
+
+async def _timed(call: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    result = await call()
+    return (time.perf_counter() - t0) * 1000, result
+
+
+async def _walks(memory: cpersona.Engine, questions: list[dict[str, Any]], refs: list[str]) -> dict[str, Any]:
+    """Latency of activation in the cue query (depth 0 against 2) and of associate (depth 2 and 4) from a
+    late memory (its edges point back into the store), with how many memories each reached."""
+    times: dict[str, list[float]] = {}
+    reached: dict[str, list[int]] = {}
+
+    def note(name: str, ms: float, count: int) -> None:
+        times.setdefault(name, []).append(ms)
+        reached.setdefault(name, []).append(count)
+
+    for q in questions:
+        cue = {"text": q["text"], "emotion": q["emotion"]}
+        for depth in (0, 2):
+            ms, found = await _timed(
+                functools.partial(
+                    memory.query,
+                    cue,
+                    agent_id=AGENT,
+                    limit=LIMIT,
+                    activation_depth=depth,
+                    reconsolidate=False,
+                )
+            )
+            trace = found.activation_trace
+            note(f"query depth {depth}", ms, 0 if trace is None else len(trace.activations))
+        start = refs[len(refs) - 1 - q["gold"] % _BATCH]
+        for depth in (2, 4):
+            ms, walked = await _timed(
+                functools.partial(
+                    memory.associate, start, agent_id=AGENT, depth=depth, min_weight=0.1, limit=50
+                )
+            )
+            note(f"associate depth {depth}", ms, walked.total_candidates)
+    return {
+        name: {
+            "p50": percentile(ts, 0.5),
+            "p95": percentile(ts, 0.95),
+            "reached": statistics.fmean(reached[name]),
+        }
+        for name, ts in times.items()
+    }
 
 
 async def _ask(memory: cpersona.Engine, cue: dict[str, Any], gold: str) -> tuple[bool, float]:
@@ -167,7 +236,7 @@ async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str
         # The background group runs, so reconsolidation is written while the queries go on.
         async with cpersona.open(data_dir=home, embedding_mode="none") as memory:
             t0 = time.perf_counter()
-            refs = await _store(memory, memories)
+            refs = await _store(memory, memories, seed)
             ingest_s = time.perf_counter() - t0
             golds = [refs[q["gold"]] for q in questions]
             for noise in noises:
@@ -178,7 +247,10 @@ async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str
                         continue  # the text cue does not change with the noise
                     out[(noise, name)] = await _way(memory, [c[name] for c in per_question], golds)
             recon = await _reconsolidation_cost(memory, [{"emotion": q["emotion"]} for q in questions])
-    return {"ways": out, "records": len(memories), "ingest_s": ingest_s, "reconsolidation": recon}
+            walks = await _walks(memory, questions, refs)
+    return {
+        "ways": out, "records": len(memories), "ingest_s": ingest_s, "reconsolidation": recon, "walks": walks
+    }  # fmt: skip
 
 
 def _rows(size: int, found: dict[str, Any]) -> str:
@@ -202,6 +274,11 @@ def report(
     stores = "; ".join(
         f"{one['records']} memories ingested in {one['ingest_s']:.1f} s" for one in found.values()
     )
+    walks = "\n".join(
+        f"| {size} | {name} | {w['p50']:.1f} | {w['p95']:.1f} | {w['reached']:.1f} |"
+        for size, one in found.items()
+        for name, w in one["walks"].items()
+    )
     command = " ".join(["python -m benchmarks.quality.emotion_bench", *sys.argv[1:]])
     return f"""# Emotion cue: recall@10 where only the emotion can find the gold
 
@@ -220,6 +297,14 @@ the engine's background group writing the strengthening meanwhile; applied: memo
 | distractors | true p50 ms | true p95 ms | false p50 ms | false p95 ms | applied |
 |---|---|---|---|---|---|
 {recon}
+
+Spreading activation: the text + emotion query with `activation_depth` 0 and 2, and `recall.associate`
+from a memory at depth 2 and 4 (`min_weight` 0.1, `limit` 50); every memory after the first
+{_BATCH} has {_EDGES} associations to earlier ones (random targets, types and weights 0.2-1.0):
+
+| distractors | operation | p50 ms | p95 ms | memories reached (mean) |
+|---|---|---|---|---|
+{walks}
 
 - stores: one agent, {args.cases} gold memories each, a third of the distractors without emotion;
   {stores} (store_batch of {_BATCH}, no embedder)
