@@ -22,7 +22,12 @@ Each question is asked three ways, ``limit`` 10, activation off (no edges are st
 * **emotion** - ``cue.emotion`` alone.
 
 recall@10 is the share of questions whose gold is among the ten memories returned; the latency of each
-way is reported too (p50, p95 over the questions, one caller). The engine runs without an embedder
+way is reported too (p50, p95 over the questions, one caller). Two more tables time, on the same store:
+the emotion query with ``reconsolidate`` true against false, interleaved, while the background group
+writes the strengthening; and spreading activation, through the text + emotion query at
+``activation_depth`` 0 and 2 and through ``recall.associate`` at depth 2 and 4 (every memory after the
+first batch has two associations to earlier ones; recall is measured with activation off, so they do not
+move it). The engine runs without an embedder
 (``embedding_mode none``), so the vector arm cannot reach the gold by meaning either: the one way to it
 is its emotion. Results go to ``benchmarks/results/emotion_recall.md`` with the machine, date, commit,
 load and command.
