@@ -87,12 +87,6 @@ EXPECTED: dict[str, Outcome] = {
 PENDING: dict[str, str] = {
     "recall_timeline": "i15-time (recall.timeline)",
     "recall_graph": "i15-time (recall.graph)",
-    "lifecycle_consolidate": "i15-life (lifecycle.consolidate)",
-    "lifecycle_decay_tick": "i15-life (lifecycle.decay_tick)",
-    "lifecycle_forget": "i15-life (lifecycle.forget)",
-    "lifecycle_export": "i15-life (lifecycle.export)",
-    "lifecycle_import": "i15-life (lifecycle.import)",
-    "introspect_decay_forecast": "i15-life (introspect.decay_forecast)",
 }
 
 

@@ -61,6 +61,21 @@ EXPECTED = {
     "VectorStoreUnavailable",
     "__version__",
     "open",
+    "ConsolidateRequest",
+    "DecayForecastRequest",
+    "DecayTickRequest",
+    "ExportRequest",
+    "ForgetRequest",
+    "ImportRequest",
+    "ForgetUnconfirmed",
+    "ImportConflict",
+    "ConsolidateResult",
+    "DecayTickResult",
+    "ExportResult",
+    "DecayForecast",
+    "DecayForecastResult",
+    "ForgetResult",
+    "ImportResult",
 }
 
 

@@ -7,12 +7,15 @@ document cannot drift from what is sent), an unknown field and a wrong type answ
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cpersona.edges.http.app import openapi_document
 from cpersona.edges.http.openapi import ROUTES
+from cpersona.operations.lifecycle.archive import footer_line, header_line
 from cpersona.settings import Settings
 from cpersona.version import __version__
 
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
 
 
 AGENT = "schema-agent"
+_HEADER = header_line(include_raw_journal=False, stores=None)
+EMPTY_ARCHIVE = _HEADER + footer_line(0, hashlib.sha256(_HEADER).hexdigest())
 PREFIX = "#/components/schemas/"
 
 # For each route: a valid body or query, and a field set to a wrong type with the field the error must
@@ -65,6 +70,27 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
     ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
+    ("POST", "/v1/lifecycle/decay-tick"): (
+        {"agent_id": AGENT, "tick_duration_seconds": 60},
+        ("tick_duration_seconds", "60", "tick_duration_seconds"),
+    ),
+    ("POST", "/v1/introspect/decay-forecast"): (
+        {"agent_id": AGENT, "record_ids": [str(uuid.uuid4())], "forecast_at": "2030-01-01T00:00:00Z"},
+        ("record_ids", "all", "record_ids"),
+    ),
+    ("DELETE", "/v1/lifecycle/forget"): (
+        {"agent_id": AGENT, "record_ids": [str(uuid.uuid4())], "confirm": True},
+        ("cascade", "yes", "cascade"),
+    ),
+    ("POST", "/v1/lifecycle/consolidate"): ({"agent_id": AGENT, "dry_run": True}, ("dry_run", 1, "dry_run")),
+    ("POST", "/v1/lifecycle/export"): (
+        {"agent_id": AGENT},
+        ("include_raw_journal", 1, "include_raw_journal"),
+    ),
+    ("POST", "/v1/lifecycle/import"): (
+        {"agent_id": AGENT, "archive_data": list(EMPTY_ARCHIVE)},
+        ("strategy", 3, "strategy"),
+    ),
     ("POST", "/v1/recall/raw"): (
         {"agent_id": AGENT, "query": "hi"},
         ("include_sealed", "yes", "include_sealed"),
@@ -78,9 +104,11 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
-# 501 (tests/test_cmp_sdk.py).
+# 501 (tests/test_cmp_sdk.py). The forecast's success needs the id of a stored memory; it is checked in
+# tests/test_lifecycle_http.py.
 NO_SUCCESS = {
     ("POST", "/v1/recall/calibrate"),
+    ("POST", "/v1/introspect/decay-forecast"),
     ("POST", "/v1/lifecycle/dream-tick"),
     ("PUT", "/v1/lifecycle/mode"),
     ("GET", "/v1/introspect/evolution"),

@@ -22,7 +22,9 @@ from cpersona.errors import (
     DataDirLocked,
     EmbedderUnavailable,
     EngineClosed,
+    ForgetUnconfirmed,
     GraphError,
+    ImportConflict,
     InsufficientStorage,
     InvalidRequest,
     InvalidSetting,
@@ -37,6 +39,23 @@ from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.cue_query_response import AssociateResult, CueQueryResult, RecalledMemory
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.lifecycle_requests import (
+    ConsolidateRequest,
+    DecayForecastRequest,
+    DecayTickRequest,
+    ExportRequest,
+    ForgetRequest,
+    ImportRequest,
+)
+from cpersona.model.lifecycle_responses import (
+    ConsolidateResult,
+    DecayForecast,
+    DecayForecastResult,
+    DecayTickResult,
+    ExportResult,
+    ForgetResult,
+    ImportResult,
+)
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
@@ -69,11 +88,18 @@ __all__ = (
     "Association",
     "BackendUnavailable",
     "BatchResult",
+    "ConsolidateRequest",
+    "ConsolidateResult",
     "ContentTooLarge",
     "CpersonaError",
     "CueQueryRequest",
     "CueQueryResult",
     "DataDirLocked",
+    "DecayForecast",
+    "DecayForecastRequest",
+    "DecayForecastResult",
+    "DecayTickRequest",
+    "DecayTickResult",
     "DeclareRequest",
     "DeclareResult",
     "DeleteResult",
@@ -84,8 +110,16 @@ __all__ = (
     "EntityMatch",
     "EpisodeRecord",
     "EpisodeRequest",
+    "ExportRequest",
+    "ExportResult",
     "Fidelity",
+    "ForgetRequest",
+    "ForgetResult",
+    "ForgetUnconfirmed",
     "GraphError",
+    "ImportConflict",
+    "ImportRequest",
+    "ImportResult",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",

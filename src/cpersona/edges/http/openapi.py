@@ -40,6 +40,7 @@ _ERROR_TEXT = {
     400: "Bad input (VALIDATION_ERROR; MODALITY_UNSUPPORTED for a recall cue no model here reads; or "
     "FORGET_UNCONFIRMED); `error.field` names the field, or the key a body gives more than once",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
+    409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
     415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",
     421: "A server bound to loopback answers only to `Host: localhost`, `127.0.0.1` or `[::1]` with its "

@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
+from cpersona.edges.http.lifecycle_routes import LIFECYCLE_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
-from cpersona.errors import InvalidRequest
+from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
 from cpersona.model.associations import DeclareRequest, TraverseRequest
@@ -355,5 +356,6 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     *RAW_OPERATIONS,
     *INTROSPECT_OPERATIONS,
+    *LIFECYCLE_OPERATIONS,
     *QUERY_OPERATIONS,
 )  # fmt: skip

@@ -21,7 +21,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Literal
 
 from cpersona.model.cue_query_response import ActivationNode, ActivationTrace, CueQueryResult, QueryMetadata
-from cpersona.model.fidelity import PRUNE_THRESHOLD
+from cpersona.model.fidelity import is_decayed
 from cpersona.model.scope import ReadScope
 from cpersona.operations.activation import PRUNE, spread
 from cpersona.operations.query.arms import QueryPorts, run_arms
@@ -72,10 +72,9 @@ def _verdict(record: MemoryRecord, req: CueQueryRequest, scope: ReadScope, now: 
     t = req.cue.temporal
     if t is not None and not t.start <= record.timestamp <= t.end:
         return "unseen"
-    fidelity = fidelity_now(record, now)
-    if not req.include_decayed and fidelity < PRUNE_THRESHOLD:
+    if not req.include_decayed and is_decayed(record, now):
         return "filtered"
-    if req.min_fidelity is not None and fidelity < req.min_fidelity:
+    if req.min_fidelity is not None and fidelity_now(record, now) < req.min_fidelity:
         return "filtered"
     return "ok"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from cpersona.model.cmp_record import cmp_record, read_now
 from cpersona.model.cmp_responses import CmpMemoryRecord
 from cpersona.model.cue_query_response import CmpBlock, CmpContent, RecalledMemory
-from cpersona.model.fidelity import current_fidelity
+from cpersona.model.fidelity import as_read
 from cpersona.operations.query.render import render_text
 
 if TYPE_CHECKING:
@@ -20,8 +20,8 @@ __all__ = ["content_of", "fidelity_now", "recalled"]
 
 
 def fidelity_now(record: MemoryRecord, now: float) -> float:
-    """The memory's fidelity at ``now`` (the one rule of :mod:`cpersona.model.fidelity`), for the filters."""
-    return current_fidelity(record.fidelity, record.emotion, now)
+    """The stored memory's fidelity at ``now`` (:func:`~cpersona.model.fidelity.as_read`), for the filters."""
+    return as_read(record, now).fidelity.score
 
 
 def content_of(text: str) -> CmpContent:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "count",
     "documents",
+    "every_key",
     "keys_page",
     "nearest",
     "newest_by_time",
@@ -128,6 +129,18 @@ async def keys_page(
     if oldest_first:
         q = q.sort_by("seq", asc=True)
     return (await _search(client, index, q, content=False)).keys
+
+
+async def every_key(
+    client: RedisClient, index: str, query: str, page: int, *, oldest_first: bool
+) -> list[str]:
+    """The keys of every match, ``page`` at a time: in insertion order when ``oldest_first``."""
+    out: list[str] = []
+    while True:
+        found = await keys_page(client, index, query, len(out), page, oldest_first=oldest_first)
+        out.extend(found)
+        if len(found) < page:
+            return out
 
 
 async def documents(
