@@ -122,6 +122,20 @@ class Keys:
         """SCAN glob pattern matching every association key of one agent (and no other agent's)."""
         return f"{self.prefix}:assoc:{_glob_escape(_part(agent_id))}:*"
 
+    # API keys and rate limits (edges/http/auth.py).
+    def api_key(self, key_id: str) -> str:
+        """One API key: its SHA-256 digest, agents, name and admin flag (a JSON string)."""
+        return f"{self.prefix}:apikey:{key_id}"
+
+    @property
+    def api_key_ids(self) -> str:
+        """Set of the ids of every API key."""
+        return f"{self.prefix}:apikeys"
+
+    def rate_limit(self, subject: str) -> str:
+        """The rate limiter's state for one key id (its theoretical arrival time, GCRA)."""
+        return f"{self.prefix}:ratelimit:{_part(subject)}"
+
     @property
     def schema_version(self) -> str:
         return f"{self.prefix}:schema"

@@ -27,9 +27,17 @@ from cpersona.errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["EmbeddingMode", "FutureTimestampMode", "RecallMode", "ReconstructSequence", "Settings"]
+__all__ = [
+    "EmbeddingMode",
+    "FutureTimestampMode",
+    "KeysMode",
+    "RecallMode",
+    "ReconstructSequence",
+    "Settings",
+]
 
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
+KeysMode = Literal["auto", "on", "off"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
 RecallMode = Literal["rrf", "rsf", "cascade"]
 ReconstructSequence = Literal["items", "evidence", "whole"]
@@ -72,6 +80,12 @@ class Settings(BaseSettings):
     # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
     # serving one agent to a client without scopes (the Cerememory SDK). Unset, such a request is a 400.
     default_agent: Annotated[str, Field(min_length=1)] | None = None
+    # API keys (edges/http/auth.py): "auto" asks for a key whenever the server binds beyond loopback.
+    keys: Annotated[KeysMode, BeforeValidator(_choice)] = "auto"
+    # Requests per second each key may make on average, and how many it may make at once (GCRA, kept in
+    # Redis so that it holds across workers); 0 turns the limit off. No key in force, no limit.
+    rate_limit_per_sec: Annotated[float, Field(ge=0)] = 50.0
+    rate_limit_burst: _Count = 100
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
     embedding_url: str | None = None

@@ -13,6 +13,7 @@ import anyio
 from cpersona.engine import deletes, lifecycle, reads, vector_writes, writes
 from cpersona.engine.association_api import AssociationMethods
 from cpersona.engine.calibration import calibrate, select_gate
+from cpersona.engine.keys_api import ApiKeys
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.engine.query_api import QueryMethods
 from cpersona.engine.raw_api import RawQueryMethods
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(AssociationMethods, ReconstructMethods, RawQueryMethods, UpkeepMethods, QueryMethods):
+class Engine(AssociationMethods, ReconstructMethods, RawQueryMethods, UpkeepMethods, QueryMethods, ApiKeys):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;

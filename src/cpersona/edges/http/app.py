@@ -21,6 +21,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from uvicorn.config import STARTUP_FAILURE
 
+from cpersona.edges.http.auth import KeyGuard
 from cpersona.edges.http.errors import (
     ORJSONResponse,
     RequestEdge,
@@ -90,7 +91,11 @@ def create_app(
 
     app = Starlette(
         routes=_routes(),
-        middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
+        middleware=[
+            Middleware(RequestEdge),
+            Middleware(HostGuard, bind_host=settings.host),
+            Middleware(KeyGuard, settings=settings),
+        ],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )

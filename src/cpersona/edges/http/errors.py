@@ -162,6 +162,12 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
         body = error_envelope(exc.code, backend_message(exc), None, request_id, retry_after=retry_after)
         if retry_after is not None:
             return ORJSONResponse(body, exc.status, headers={"retry-after": str(retry_after)})
+    elif 400 <= exc.status < 500:
+        # A refusal of its own (401 no key, 403 another agent's scope, 429 over the rate limit: auth.py,
+        # access.py) says what it is, and a 429 when to come back.
+        retry_after = getattr(exc, "retry_after", None)
+        body = error_envelope(exc.code, str(exc), None, request_id, retry_after=retry_after)
+        return ORJSONResponse(body, exc.status, headers=dict(getattr(exc, "headers", None) or {}))
     else:
         # Engine-state errors (closed engine, locked data dir) are server faults: log, answer opaquely.
         log.error("request %s failed: %s", request_id, exc, exc_info=exc)

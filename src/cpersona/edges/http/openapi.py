@@ -39,6 +39,9 @@ _PREFIX = "#/components/schemas/"
 _ERROR_TEXT = {
     400: "Bad input (VALIDATION_ERROR; MODALITY_UNSUPPORTED for a recall cue no model here reads; or "
     "FORGET_UNCONFIRMED); `error.field` names the field, or the key a body gives more than once",
+    401: "Keys are in force (CPERSONA_KEYS) and the request has no `Authorization: Bearer <key>`, or a key "
+    "that is unknown or revoked (UNAUTHORIZED)",
+    403: "The request's key is not bound to the agent it names, or the route needs an admin key (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
     409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
@@ -47,6 +50,7 @@ _ERROR_TEXT = {
     "port (HOST_NOT_ALLOWED)",
     422: "reconstruct: not even the first passage with its head claim fits the mode's token cap "
     "(CAP_BELOW_MINIMUM, `error.field` is `mode`)",
+    429: "The key is over its rate limit (RATE_LIMITED); `Retry-After` and `retry_after` say when to retry",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
     501: "A Cerememory operation this engine does not offer (NOT_IMPLEMENTED); the message says why",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",

@@ -8,8 +8,15 @@ else the request is a 400 naming ``agent_id``. It is never guessed. It applies t
 model has an ``agent_id`` (or a batch of ``records`` that each have one): the app declares each route's
 models on its request (:func:`declare_models`), and :func:`json_object` and :func:`query_params` fill the
 agent in as they read, so a route in any module gets it however it reads its request (:func:`read_body`
-and :func:`read_query` also validate). :func:`caller_agent` is the one place that decides the fallback,
-the seam where an API key bound to one agent will come first.
+and :func:`read_query` also validate). :func:`caller_agent` is the one place that decides the fallback;
+an API key bound to exactly one agent comes first in it (a client without scopes then needs nothing else).
+
+With an API key in force (:mod:`.auth`), every agent a request names is checked against the key
+(:func:`~cpersona.edges.http.access.permit`, 403 ``FORBIDDEN``): its ``agent_id`` (body or query string),
+each of its ``records``' agents, and an ``agent_id`` in its path (checked when the app declares the
+route's models, so before the handler runs). A route whose model may name no agent (the stats of every
+agent) must name one under a key that is not an admin's. Routes that address a record by a path ref read
+it within the agent of their query or body, so the check of that agent covers the ref.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from cpersona.edges.http.access import AgentForbidden, key_agents, permit
 from cpersona.edges.http.errors import UnsupportedMediaType
 from cpersona.errors import ContentTooLarge, InvalidRequest
 from cpersona.model.fields import RequestModel, validate
@@ -36,6 +44,7 @@ __all__ = [
     "caller_agent",
     "declare_models",
     "json_object",
+    "permit_named",
     "query_params",
     "read_body",
     "read_query",
@@ -64,7 +73,11 @@ def _settings(request: Request) -> Settings:
 
 
 def caller_agent(request: Request) -> str | None:
-    """The agent a request acts for when it names none: its header, else the server's default agent."""
+    """The agent a request acts for when it names none: the one agent of its key, else its header, else
+    the server's default agent."""
+    agents = key_agents(request)
+    if agents is not None and len(agents) == 1:
+        return next(iter(agents))
     header = request.headers.get(AGENT_HEADER)
     if header is not None:
         # Header bytes are read as Latin-1, so UTF-8 would name another agent (``JÃ¼rgen``); an agent id
@@ -94,6 +107,33 @@ def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str 
     return out
 
 
+def permit_named(request: Request, model: type[RequestModel], values: Mapping[str, Any]) -> None:
+    """Refuse (403) a request whose values name an agent its key is not bound to, or that names none
+    where it could mean every agent. Nothing to check without a key in force, or with an admin's."""
+    agents = key_agents(request)
+    if agents is None:
+        return
+    field = model.model_fields.get("agent_id")
+    if field is not None:
+        named = values.get("agent_id")
+        if named is not None:
+            _permit_value(agents, named)
+        elif not field.is_required():
+            # Naming no agent means every agent here (the stats of all): not for a key bound to some.
+            raise AgentForbidden("name an agent_id: this key may act only for its own agents")
+    if _records_take_agent(model) and isinstance(values.get("records"), list):
+        for item in values["records"]:
+            if isinstance(item, dict) and "agent_id" in item:
+                _permit_value(agents, item["agent_id"])
+
+
+def _permit_value(agents: frozenset[str], named: object) -> None:
+    # A value that is no string is no agent a key is bound to (validation would refuse it anyway).
+    if not isinstance(named, str):
+        raise AgentForbidden("this key may act only for its own agents")
+    permit(agents, named)
+
+
 def takes_agent(model: type[RequestModel]) -> bool:
     """Whether a request model names an agent (its own, or each of its records'): those read the header."""
     return "agent_id" in model.model_fields or _records_take_agent(model)
@@ -119,12 +159,15 @@ async def read_body(request: Request, model: type[_M]) -> _M:
     """The JSON body as ``model``, its agent filled in as the module says; errors name the field."""
     settings = _settings(request)
     raw = await json_object(request, request.app.state.max_body_bytes)
-    return validate(model, with_agent(model, raw, _fallback(request, model)), settings)
+    values = with_agent(model, raw, _fallback(request, model))
+    permit_named(request, model, values)
+    return validate(model, values, settings)
 
 
 def read_query(request: Request, model: type[_M]) -> _M:
     """The query string as ``model``, its agent filled in as the module says; errors name the field."""
     values = with_agent(model, query_params(request), _fallback(request, model))
+    permit_named(request, model, values)
     return validate(model, values, _settings(request))
 
 
@@ -154,16 +197,23 @@ async def json_object(request: Request, limit: int) -> dict[str, Any]:
 def declare_models(
     request: Request, *, body: type[RequestModel] | None, query: type[RequestModel] | None
 ) -> None:
-    """Tell the readers of this request which models its route reads (the app does, for every route)."""
+    """Tell the readers of this request which models its route reads (the app does, for every route);
+    an agent in the route's path is checked against the request's key here, before its handler runs."""
     request.scope[_BODY_MODEL] = body
     request.scope[_QUERY_MODEL] = query
+    agents = key_agents(request)
+    in_path = request.path_params.get("agent_id")
+    if agents is not None and in_path is not None:
+        _permit_value(agents, in_path)
 
 
 def _with_declared_agent(request: Request, key: str, values: dict[str, Any]) -> dict[str, Any]:
     model = request.scope.get(key)
     if not (isinstance(model, type) and issubclass(model, RequestModel)):
         return values
-    return with_agent(model, values, _fallback(request, model))
+    out = with_agent(model, values, _fallback(request, model))
+    permit_named(request, model, out)
+    return out
 
 
 def _require_json(content_type: str) -> None:

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
+from cpersona.edges.http.keys_routes import KEY_OPERATIONS
 from cpersona.edges.http.lifecycle_routes import LIFECYCLE_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
@@ -358,4 +359,5 @@ OPERATIONS: tuple[Operation, ...] = (
     *INTROSPECT_OPERATIONS,
     *LIFECYCLE_OPERATIONS,
     *QUERY_OPERATIONS,
+    *KEY_OPERATIONS,
 )  # fmt: skip
