@@ -1,0 +1,149 @@
+"""Rate limits per key, kept in Redis: a burst, then a wait the refusal names; shared by every client of
+the same Redis (workers); 429 with ``Retry-After`` over HTTP; nothing limited with keys off."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+from cerememory import errors as cmp_errors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpersona.edges.http.app import create_app
+from cpersona.keys import Keys
+from cpersona.stores.redis.api_keys import ApiKeyStore
+from cpersona.stores.redis.connection import close_redis, connect_redis
+from cpersona.stores.redis.rate_limit import RateLimiter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx
+    from starlette.applications import Starlette
+
+    from cpersona.settings import Settings
+    from cpersona.stores.redis.connection import RedisClient
+
+    Serve = Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+async def test_a_burst_then_a_wait(redis: RedisClient, key_prefix: str) -> None:
+    limiter = RateLimiter(redis, Keys(key_prefix), rate=1.0, burst=3)
+    assert [await limiter.acquire("k") for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = await limiter.acquire("k")
+    assert 0.0 < wait <= 1.0
+    # Another subject has a limit of its own.
+    assert await limiter.acquire("other") == 0.0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(burst=st.integers(min_value=1, max_value=20), rate=st.floats(min_value=0.01, max_value=1.0))
+async def test_exactly_the_burst_goes_at_once(
+    redis: RedisClient, key_prefix: str, burst: int, rate: float
+) -> None:
+    # At these rates less than one request's worth of time passes during the test, so exactly
+    # ``burst`` requests go and the next is told to wait at most one interval.
+    limiter = RateLimiter(redis, Keys(key_prefix), rate=rate, burst=burst)
+    subject = f"b{burst}-{rate}"
+    waits = [await limiter.acquire(subject) for _ in range(burst + 1)]
+    assert waits[:burst] == [0.0] * burst
+    assert 0.0 < waits[burst] <= 1.0 / rate
+    await redis.delete(Keys(key_prefix).rate_limit(subject))
+
+
+async def test_a_limit_holds_across_clients(redis_url: str, settings: Settings, redis: RedisClient) -> None:
+    # Two workers are two clients of one Redis; their limiters count into the same state.
+    other = await connect_redis(settings, redis_url)
+    try:
+        keys = Keys(settings.key_prefix)
+        first = RateLimiter(redis, keys, rate=0.5, burst=4)
+        second = RateLimiter(other, keys, rate=0.5, burst=4)
+        waits = [await (first if i % 2 else second).acquire("shared") for i in range(5)]
+    finally:
+        await close_redis(other)
+    assert waits[:4] == [0.0] * 4
+    assert waits[4] > 0
+
+
+async def test_the_wait_passes(redis: RedisClient, key_prefix: str) -> None:
+    limiter = RateLimiter(redis, Keys(key_prefix), rate=20.0, burst=1)
+    assert await limiter.acquire("k") == 0.0
+    wait = await limiter.acquire("k")
+    assert 0.0 < wait <= 0.05
+    await anyio.sleep(wait + 0.01)
+    assert await limiter.acquire("k") == 0.0
+
+
+def test_a_limit_needs_a_rate_and_a_burst(redis: RedisClient) -> None:
+    with pytest.raises(ValueError, match="rate"):
+        RateLimiter(redis, Keys("x"), rate=0, burst=1)
+
+
+async def test_over_the_limit_is_a_429_with_retry_after(
+    settings: Settings, redis: RedisClient, serve_asgi: Serve
+) -> None:
+    app = create_app(
+        settings.with_(
+            qdrant_url=":memory:",
+            embedding_mode="none",
+            keys="on",
+            rate_limit_per_sec=0.2,
+            rate_limit_burst=2,
+        ),
+        background=False,
+    )
+    token, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    auth = {"authorization": f"Bearer {token}"}
+    async with serve_asgi(app) as client:
+        codes = [(await client.get("/v1/records", headers=auth)).status_code for _ in range(2)]
+        assert codes == [200, 200]
+        refused = await client.get("/v1/records", headers=auth)
+        # A bad key is not counted against (nor told about) anyone's limit.
+        bad = await client.get("/v1/records", headers={"authorization": "Bearer cpk_x"})
+        probe = await client.get("/health")
+    assert refused.status_code == 429, refused.text
+    body = refused.json()
+    assert body["code"] == body["error"]["code"] == "RATE_LIMITED"
+    assert 1 <= body["retry_after"] <= 5
+    assert refused.headers["retry-after"] == str(body["retry_after"])
+    assert bad.status_code == 401
+    assert probe.status_code == 200
+
+
+async def test_the_cerememory_sdk_reads_the_429(
+    settings: Settings, redis: RedisClient, serve_asgi: Serve
+) -> None:
+    app = create_app(
+        settings.with_(
+            qdrant_url=":memory:",
+            embedding_mode="none",
+            keys="on",
+            rate_limit_per_sec=0.1,
+            rate_limit_burst=1,
+        ),
+        background=False,
+    )
+    token, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    async with serve_asgi(app) as client:
+        await client.get("/v1/records", headers={"authorization": f"Bearer {token}"})
+        refused = (await client.get("/v1/records", headers={"authorization": f"Bearer {token}"})).json()
+    error = cmp_errors.error_from_code(
+        refused["code"], refused["message"], retry_after=refused["retry_after"]
+    )
+    assert isinstance(error, cmp_errors.RateLimitedError)
+    assert error.retry_after == refused["retry_after"]
+
+
+async def test_no_limit_without_keys(settings: Settings, redis: RedisClient, serve_asgi: Serve) -> None:
+    app = create_app(
+        settings.with_(
+            qdrant_url=":memory:", embedding_mode="none", rate_limit_per_sec=0.01, rate_limit_burst=1
+        ),
+        background=False,
+    )
+    async with serve_asgi(app) as client:
+        codes = {(await client.get("/v1/records", params={"agent_id": "a"})).status_code for _ in range(5)}
+    assert codes == {200}
