@@ -30,6 +30,7 @@ import anyio
 import orjson
 
 from cpersona.edges.cli.archive import export_command, import_command
+from cpersona.edges.cli.keys import keys_command
 from cpersona.edges.cli.outcomes import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -248,6 +249,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         return await serve_command(settings)
     if args.command == "trace":
         return await _trace_tail(settings, args)
+    if args.command == "keys":
+        return await keys_command(settings, args)
     if args.command == "forget" and not args.yes:
         raise InvalidRequest("--yes", f"is required to delete all data of agent {args.agent!r}")
     url = server_url(settings)

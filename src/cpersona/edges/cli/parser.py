@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from cpersona.edges.cli.keys import add_keys_parser
 from cpersona.edges.cli.raw import add_raw_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _write_commands(sub, common)
     _read_commands(sub, common)
     _admin_commands(sub, common)
+    add_keys_parser(sub, common)
     return parser
 
 
