@@ -65,6 +65,10 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
     ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
+    ("POST", "/v1/recall/timeline"): (
+        {"agent_id": AGENT, "range": {"start": 0, "end": "2100-01-01"}},
+        ("limit", "2", "limit"),
+    ),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.

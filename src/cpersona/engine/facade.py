@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
+from cpersona.engine import deletes, lifecycle, methods, reads, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.keys import Keys
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(association_api.AssociationMethods, reconstruct_api.ReconstructMethods):
+class Engine(methods.OperationMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;

@@ -17,6 +17,7 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.memory_reads import MemoryReadStore, TimeRangeIds
 from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
@@ -57,6 +58,7 @@ __all__ = [
     "InFlightWrite",
     "IndexedEntity",
     "Link",
+    "MemoryReadStore",
     "MemoryWrite",
     "Period",
     "PointKind",
@@ -67,6 +69,7 @@ __all__ = [
     "SearchedKind",
     "SeqAt",
     "StoredProfile",
+    "TimeRangeIds",
     "TraceSink",
     "Vector",
     "VectorFilter",
@@ -160,7 +163,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, Protocol):
+class RecordStore(AssociationStore, MemoryReadStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 

@@ -17,6 +17,7 @@ from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import json_object, query_params
 from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.engine.facade import Engine
 from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
@@ -338,4 +339,5 @@ OPERATIONS: tuple[Operation, ...] = (
         "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field. With "
         "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
+    *TIMELINE_OPERATIONS,
 )  # fmt: skip

@@ -38,6 +38,7 @@ from cpersona.stores.redis.documents import (
 )
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
+from cpersona.stores.redis.memory_reads import RedisMemoryReads
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
@@ -64,7 +65,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations):
+class RedisRecordStore(RedisAssociations, RedisMemoryReads):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
