@@ -69,6 +69,7 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         {"agent_id": AGENT, "range": {"start": 0, "end": "2100-01-01"}},
         ("limit", "2", "limit"),
     ),
+    ("POST", "/v1/recall/graph"): ({"agent_id": AGENT, "include_meta": True}, ("depth", "2", "depth")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here.

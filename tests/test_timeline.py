@@ -16,7 +16,7 @@ import cpersona
 from cpersona import InvalidRequest
 from cpersona.model.timeline_buckets import GRANULARITIES, Granularity, bucket_end, bucket_start
 from cpersona.model.timeline_response import TimelineResult
-from cpersona.operations.timeline import emotion_cosine
+from cpersona.operations.timeline import emotion_cosine, widened
 
 if TYPE_CHECKING:
     import httpx
@@ -136,6 +136,16 @@ async def test_buckets_are_hand_computed_and_the_range_includes_both_ends(engine
     assert [(b.start, b.count) for b in months.buckets] == [("2026-03-01T00:00:00.000000Z", 7)]
 
 
+async def test_a_record_stored_at_the_end_is_in_range(engine: cpersona.Engine) -> None:
+    # The JSON store reads this number back one unit of its last place higher than it was written.
+    who = agent()
+    ts = at("2026-01-26T00:00:00Z") + 1.6008014254912268
+    ref = (await engine.store("at the very end", agent_id=who, timestamp=ts)).ref
+    result = await engine.timeline(who, range={"start": ts - 1, "end": ts}, granularity="minute")
+    assert [m[2] for m in _memories(result)] == [ref]
+    assert (await engine.timeline(who, range={"start": ts, "end": ts + 1})).count == 1
+
+
 async def test_default_granularity_is_the_hour(engine: cpersona.Engine) -> None:
     who = agent()
     await engine.store("one", agent_id=who, timestamp="2026-03-16T10:15:00Z")
@@ -234,13 +244,14 @@ async def test_every_record_in_range_is_in_exactly_one_bucket(
     stamps: dict[str, float] = {}
     for i, offset in enumerate(offsets):
         ref = (await engine.store(f"record {i}", agent_id=who, timestamp=base + offset)).ref
-        stamps[ref] = base + offset
+        stamps[ref] = (await engine.get(ref, agent_id=who)).timestamp  # type: ignore[union-attr]
     start, end = base + window[0], base + window[1]
+    low, high = widened(start, end)
     result = await engine.timeline(who, range={"start": start, "end": end}, granularity=granularity)
     placed = [(b, m.record["ref"]) for b in result.buckets for m in b.memories]
     refs = [ref for _, ref in placed]
     assert len(refs) == len(set(refs))  # at most one bucket each
-    assert set(refs) == {ref for ref, ts in stamps.items() if start <= ts <= end}  # all in range, none out
+    assert set(refs) == {ref for ref, ts in stamps.items() if low <= ts <= high}  # all in range, none out
     previous_end = None
     for bucket in result.buckets:
         lo, hi = parsed(bucket.start), parsed(bucket.end)

@@ -54,6 +54,16 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
+    laid_out: cpersona.TimelineResult = await memory.timeline(
+        "ops", range={"start": "2026-03-01", "end": "2026-03-19T23:59:59Z"}, granularity="day",
+        min_fidelity=0.1, emotion_filter={"joy": 0.5}, limit=100, project_id="p",
+    )
+    print([bucket.count for bucket in laid_out.buckets], laid_out.truncated)
+    drawn: cpersona.GraphResult = await memory.graph(
+        "ops", center_id=stored.ref, depth=2, edge_types=["semantic", "causal"], include_meta=True,
+        limit_nodes=50,
+    )
+    print([node.id for node in drawn.nodes], drawn.meta_edges)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -74,6 +84,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.timeline("ops", range={"start": 0, "end": 1}, granularty="day")
+    await memory.graph("ops", edge_types=["likes"])
 """
 
 EXPECTED = (
@@ -87,6 +99,8 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
+    ("bad.py:18:", 'Unexpected keyword argument "granularty"'),
+    ("bad.py:19:", "List item 0 has incompatible type"),
 )
 
 

@@ -34,6 +34,8 @@ from cpersona.model.association_results import DeclareResult, Reached, TraverseR
 from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.graph_response import GraphResult
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_request import RawRequest
@@ -46,6 +48,7 @@ from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
     MemoryRecord,
+    MetaEdge,
     MetaMemory,
     ProfileRecord,
     RawRecord,
@@ -54,6 +57,8 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import TimelineResult
 from cpersona.model.update_request import UpdateRequest
 from cpersona.recall.request import RecallResult, RecallRow
 from cpersona.settings import Settings
@@ -78,11 +83,14 @@ __all__ = (
     "EpisodeRequest",
     "Fidelity",
     "GraphError",
+    "GraphRequest",
+    "GraphResult",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
     "MemoryContent",
     "MemoryRecord",
+    "MetaEdge",
     "MetaMemory",
     "ProfileRecord",
     "RawRecord",
@@ -101,6 +109,8 @@ __all__ = (
     "StoreRequest",
     "StoreResult",
     "TimeCueBody",
+    "TimelineRequest",
+    "TimelineResult",
     "TraverseRequest",
     "TraverseResult",
     "UpdateRequest",

@@ -9,14 +9,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cpersona.model.fields import given, validate
+from cpersona.model.graph_request import GraphRequest
 from cpersona.model.timeline_request import TimelineRequest
+from cpersona.operations.graph import graph
 from cpersona.operations.timeline import timeline
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.model.graph_response import GraphResult
     from cpersona.model.memory_parts import EmotionBody
+    from cpersona.model.records import AssociationType
     from cpersona.model.timeline_buckets import Granularity
     from cpersona.model.timeline_request import TemporalRange
     from cpersona.model.timeline_response import TimelineResult
@@ -54,3 +58,30 @@ class TimelineMethods:
         life = self._life
         req = validate(TimelineRequest, body, life.settings)
         return await timeline(life.backends.records, req, time.time())
+
+    async def graph(
+        self,
+        agent_id: str,
+        *,
+        center_id: str | None = None,
+        depth: int | None = None,
+        edge_types: Sequence[AssociationType] | None = None,
+        include_meta: bool = False,
+        limit_nodes: int | None = None,
+        project_id: str | None = None,
+        channel: str | None = None,
+        source_id: str | None = None,
+    ) -> GraphResult:
+        """The memories reached from ``center_id`` (``mem:<uuid>`` or the bare UUID; default: the scope's
+        newest memories) over outbound associations and declared record relations, breadth-first:
+        ``depth`` edges (default 2, at most 8), ``limit_nodes`` nodes (default 10, at most 1000), only
+        ``edge_types`` if given. ``include_meta`` adds each node's meta-memory and its meta edges. An
+        unknown ``center_id`` raises :class:`~cpersona.RecordNotFound`."""
+        body = given(
+            agent_id=agent_id, center_id=center_id, depth=depth, edge_types=edge_types,
+            include_meta=include_meta, limit_nodes=limit_nodes, project_id=project_id, channel=channel,
+            source_id=source_id,
+        )  # fmt: skip
+        life = self._life
+        req = validate(GraphRequest, body, life.settings)
+        return await graph(life.backends.records, req, time.time())

@@ -7,6 +7,11 @@ they are applied to the records as they are read, page by page, until ``limit`` 
 request reads the ids of at most ``limit + 1`` records when nothing is filtered, else at most
 ``20 * limit`` (never more than :data:`MAX_TIMELINE_SCAN`); whatever is left unread makes the answer
 ``truncated``, never silently short.
+
+The range's ends are widened by :data:`END_ULPS` units in their last place: the JSON store reads some
+numbers back one such unit off what was written (``1769385601.6008015`` is kept as ``...6008017``), and a
+record stored at exactly a range's end must be in it. At today's dates that is half a microsecond,
+below what the API's times show.
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ if TYPE_CHECKING:
     from cpersona.model.timeline_request import TimelineRequest
     from cpersona.stores.protocols import RecordStore
 
-__all__ = ["EMOTION_SIMILARITY", "MAX_TIMELINE_SCAN", "emotion_cosine", "timeline"]
+__all__ = ["EMOTION_SIMILARITY", "END_ULPS", "MAX_TIMELINE_SCAN", "emotion_cosine", "timeline", "widened"]
 
 MAX_TIMELINE_SCAN = 50_000
 EMOTION_SIMILARITY = 0.5
 """A record passes ``emotion_filter`` when its cosine with the filter is above this (the reference's)."""
 _FILTERED_SCAN_FACTOR = 20
 _PAGE = 500
+END_ULPS = 2
 
 
 def emotion_cosine(a: EmotionVector | EmotionBody, b: EmotionVector | EmotionBody) -> float:
@@ -47,6 +53,11 @@ def emotion_cosine(a: EmotionVector | EmotionBody, b: EmotionVector | EmotionBod
     if norms == 0.0:
         return 0.0
     return sum(p * q for p, q in zip(x, y, strict=True)) / norms
+
+
+def widened(start: float, end: float) -> tuple[float, float]:
+    """The range the index is asked for: ``[start, end]`` and :data:`END_ULPS` last-place units more."""
+    return start - END_ULPS * math.ulp(start), end + END_ULPS * math.ulp(end)
 
 
 def _passes(record: MemoryRecord, req: TimelineRequest, now: float) -> bool:
@@ -71,7 +82,8 @@ async def _matching(
 ) -> tuple[list[MemoryRecord], bool, int]:
     """The records that pass, oldest first, at most ``limit``; whether more were left; the range's total."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
-    found = await records.memory_ids_in_time(scope, req.range.start, req.range.end, _scan(req))
+    low, high = widened(req.range.start, req.range.end)
+    found = await records.memory_ids_in_time(scope, low, high, _scan(req))
     kept: list[MemoryRecord] = []
     for at in range(0, len(found.ids), _PAGE):
         page = found.ids[at : at + _PAGE]

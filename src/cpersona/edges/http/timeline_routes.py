@@ -10,6 +10,8 @@ from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import json_object
 from cpersona.engine.facade import Engine
 from cpersona.model.fields import RequestModel, arguments, validate
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
 from cpersona.model.timeline_response import TimelineResult
 
@@ -41,6 +43,11 @@ async def _timeline(request: Request) -> Response:
     return ORJSONResponse((await engine.timeline(**arguments(req))).to_json())
 
 
+async def _graph(request: Request) -> Response:
+    engine, req = await _body(request, GraphRequest)
+    return ORJSONResponse((await engine.graph(**arguments(req))).to_json())
+
+
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST", "/v1/recall/timeline", _timeline,
@@ -50,5 +57,14 @@ TIMELINE_OPERATIONS: tuple[Operation, ...] = (
         "UTC minutes, hours, days, ISO weeks (from Monday) or calendar months, each `[start, end)`; only "
         "buckets holding a record are listed, oldest first. At most `limit` records (default 1000); "
         "`truncated: true` when more matched.",
+    ),
+    Operation(
+        "POST", "/v1/recall/graph", _graph,
+        "The subgraph of memories around one, with their edges (recall.graph)", GraphResult,
+        body=GraphRequest, errors=(400, 404, 503),
+        description="Breadth-first over outbound associations and declared record relations "
+        "(`user_defined`), within the caller's scope: `depth` edges, `limit_nodes` nodes (`truncated` "
+        "when more were reachable). `edges` are those between returned nodes. Without `center_id`, the "
+        "scope's newest memories. An unknown `center_id` is a 404.",
     ),
 )  # fmt: skip

@@ -29,6 +29,7 @@ from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
     MemoryRecord,
+    MetaEdge,
     MetaMemory,
     ProfileRecord,
     RawRecord,
@@ -229,6 +230,7 @@ def _meta_from(doc: Mapping[str, Any]) -> MetaMemory:
         alternatives=tuple(doc.get("alternatives", ())),
         confidence=doc.get("confidence"),
         captured_at=doc.get("captured_at"),
+        context_edges=tuple(MetaEdge(**edge) for edge in doc.get("context_edges", ())),
     )
 
 
