@@ -275,3 +275,19 @@ async def test_a_walk_stays_in_scope_and_within_its_bounds(
         )
         assert around.nodes[0].id == center
         assert {n.id for n in around.nodes} <= visible
+
+
+async def test_answers_parse_into_the_cerememory_sdk_models(engine: cpersona.Engine) -> None:
+    # Runs where the Cerememory SDK is installed (the compatibility suite's extra); skipped elsewhere.
+    sdk = pytest.importorskip("cerememory.types")
+    who = agent()
+    ids = await build(engine, who)
+    drawn = await engine.graph(who, center_id=ids["A"], depth=2, include_meta=True)
+    parsed = sdk.RecallGraphResponse.model_validate(drawn.to_json())
+    assert [str(n.id) for n in parsed.nodes] == [n.id for n in drawn.nodes]
+    laid_out = await engine.timeline(who, range={"start": 0, "end": 4_000_000_000}, granularity="month")
+    timeline = sdk.RecallTimelineResponse.model_validate(laid_out.to_json())
+    assert sum(b.count for b in timeline.buckets) == 5
+    assert {
+        str(a.target_id) for b in timeline.buckets for m in b.memories for a in m.record.associations
+    } >= {ids["B"], ids["D"]}

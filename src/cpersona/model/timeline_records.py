@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.fidelity import current_fidelity, current_noise
-from cpersona.model.records import format_time, parse_ref
+from cpersona.model.records import EmotionVector, format_time, parse_ref
 
 if TYPE_CHECKING:
     from cpersona.model.records import Association, MemoryRecord
 
-__all__ = ["RecalledMemoryBody", "bare_id", "memory_json", "recalled_json"]
+__all__ = ["RecalledMemoryBody", "bare_id", "memory_json", "recalled", "recalled_json"]
+
+# dataclasses.asdict copies deeply and was a third of a large timeline's time; the vector is flat.
+_EMOTION_FIELDS = tuple(f.name for f in dataclasses.fields(EmotionVector))
 
 
 class RecalledMemoryBody(BaseModel):
@@ -34,6 +37,15 @@ class RecalledMemoryBody(BaseModel):
     relevance_score: float
     activation_path: list[str] | None = None
     rendered_content: dict[str, Any] = Field(description="The content as stored (no noise)")
+
+    def to_json(self) -> dict[str, Any]:
+        # The record is JSON already (memory_json): no second walk over its byte values.
+        return {
+            "record": self.record,
+            "relevance_score": self.relevance_score,
+            "activation_path": self.activation_path,
+            "rendered_content": self.rendered_content,
+        }
 
 
 def bare_id(target: str) -> str | None:
@@ -97,7 +109,7 @@ def memory_json(record: MemoryRecord, now: float) -> dict[str, Any]:
             "stability": fid.stability,
             "last_decay_tick": format_time(fid.last_decay_tick),
         },
-        "emotion": dataclasses.asdict(record.emotion),
+        "emotion": {name: getattr(record.emotion, name) for name in _EMOTION_FIELDS},
         **_associations(record.associations),
         "metadata": dict(record.metadata),
         "version": record.version,
@@ -113,3 +125,8 @@ def recalled_json(record: MemoryRecord, now: float) -> dict[str, Any]:
         "activation_path": None,
         "rendered_content": body["content"],
     }
+
+
+def recalled(record: MemoryRecord, now: float) -> RecalledMemoryBody:
+    """:func:`recalled_json` as its model, built without validating again what was built here."""
+    return RecalledMemoryBody.model_construct(**recalled_json(record, now))

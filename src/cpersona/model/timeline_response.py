@@ -44,4 +44,20 @@ class TimelineResult(_Body):
     total_in_range: int = Field(description="Records of the scope in the range, before the filters")
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        # By hand rather than model_dump: the records are JSON already, and a timeline may hold 10,000.
+        return {
+            "ok": True,
+            "granularity": self.granularity,
+            "buckets": [
+                {
+                    "start": b.start,
+                    "end": b.end,
+                    "memories": [m.to_json() for m in b.memories],
+                    "count": b.count,
+                }
+                for b in self.buckets
+            ],
+            "count": self.count,
+            "truncated": self.truncated,
+            "total_in_range": self.total_in_range,
+        }

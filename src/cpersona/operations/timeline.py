@@ -23,7 +23,7 @@ from cpersona.model.fidelity import current_fidelity
 from cpersona.model.records import format_time
 from cpersona.model.scope import ReadScope
 from cpersona.model.timeline_buckets import bucket_end, bucket_start
-from cpersona.model.timeline_records import RecalledMemoryBody, recalled_json
+from cpersona.model.timeline_records import recalled
 from cpersona.model.timeline_request import PLUTCHIK_AXES
 from cpersona.model.timeline_response import TimelineBucket, TimelineResult
 
@@ -106,7 +106,7 @@ def _buckets(kept: Sequence[MemoryRecord], req: TimelineRequest, now: float) -> 
         TimelineBucket(
             start=format_time(start),
             end=format_time(bucket_end(start, req.granularity)),
-            memories=[RecalledMemoryBody(**recalled_json(record, now)) for record in members],
+            memories=[recalled(record, now) for record in members],
             count=len(members),
         )
         for start, members in grouped.items()
