@@ -175,6 +175,18 @@ async def test_a_cut_is_said_and_nothing_is_cut_silently(engine: cpersona.Engine
     assert (whole.count, whole.truncated) == (5, False)
 
 
+async def test_a_cut_under_a_filter_is_said_too(engine: cpersona.Engine) -> None:
+    who = agent()
+    for i in range(4):
+        await engine.store(f"glad {i}", agent_id=who, timestamp=MONDAY + i, emotion="joy")
+        await engine.store(f"afraid {i}", agent_id=who, timestamp=MONDAY + i + 0.5, emotion="fear")
+    window = {"start": MONDAY, "end": MONDAY + DAY}
+    cut = await engine.timeline(who, range=window, emotion_filter={"joy": 1.0}, limit=3)
+    assert (_texts(cut), cut.truncated, cut.total_in_range) == (["glad 0", "glad 1", "glad 2"], True, 8)
+    whole = await engine.timeline(who, range=window, emotion_filter={"joy": 1.0}, limit=4)
+    assert (whole.count, whole.truncated) == (4, False)
+
+
 async def test_filters_fidelity_and_emotion(engine: cpersona.Engine) -> None:
     who = agent()
     await engine.store("a happy day", agent_id=who, timestamp=MONDAY, emotion="joy")
