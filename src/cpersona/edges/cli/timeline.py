@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-    from cpersona.edges.cli.parser import Subparsers
     from cpersona.edges.cli.service import Service
+
+    # parser.Subparsers, spelled here: the parser imports this module to add the command.
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 __all__ = ["add_timeline_parser", "render_timeline", "timeline_body", "timeline_command"]
 
