@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona import InvalidRequest
+from cpersona.model.scope import ReadScope
 from cpersona.model.timeline_buckets import GRANULARITIES, Granularity, bucket_end, bucket_start
 from cpersona.model.timeline_response import TimelineResult
 from cpersona.operations.timeline import emotion_cosine, widened
@@ -305,3 +306,44 @@ async def test_the_route_answers_and_refuses_by_field(client: httpx.AsyncClient)
     )
     assert refused.status_code == 400
     assert refused.json()["error"]["field"] == "range"
+
+
+_scope = st.tuples(
+    st.sampled_from(["a", "b"]), st.sampled_from(["", "p", "q"]), st.sampled_from(["", "c", "d"])
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    writes=st.lists(
+        st.tuples(_scope, st.sampled_from(["x", "discord:1", "discord:2"])), min_size=1, max_size=10
+    ),
+    reader=st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([None, "", "p"]),
+        st.sampled_from([None, "", "c"]),
+        st.sampled_from(["", "discord:", "x"]),
+    ),
+)
+async def test_a_timeline_is_exactly_what_the_scope_sees(
+    engine: cpersona.Engine,
+    writes: list[tuple[tuple[str, str, str], str]],
+    reader: tuple[str, str | None, str | None, str],
+) -> None:
+    run = f"s{next(_counter)}-"
+    where: dict[str, tuple[cpersona.Scope, cpersona.Source]] = {}
+    for i, ((who, project, channel), source) in enumerate(writes):
+        ref = (
+            await engine.store(
+                f"scoped {i}", agent_id=run + who, project_id=project, channel=channel,
+                source={"id": source}, timestamp=MONDAY + i,
+            )
+        ).ref  # fmt: skip
+        where[ref] = (cpersona.Scope(run + who, project, channel), cpersona.Source(id=source))
+    reads, in_project, in_channel, by_source = reader
+    scope = ReadScope(run + reads, in_project, in_channel, by_source)
+    result = await engine.timeline(
+        run + reads, range={"start": MONDAY, "end": MONDAY + DAY}, project_id=in_project,
+        channel=in_channel, source_id=by_source,
+    )  # fmt: skip
+    assert [m[2] for m in _memories(result)] == [ref for ref, (s, src) in where.items() if scope.sees(s, src)]
