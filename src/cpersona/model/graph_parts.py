@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cpersona.model.graph_response import MetaEdgeBody
+from cpersona.model.graph_response import GraphMetaEdgeBody
 from cpersona.model.records import format_time
 from cpersona.model.timeline_records import bare_id
 
@@ -50,13 +50,13 @@ def _edge_json(edge: MetaEdge) -> dict[str, Any]:
     return out
 
 
-def meta_edges(record: MemoryRecord) -> list[MetaEdgeBody]:
+def meta_edges(record: MemoryRecord) -> list[GraphMetaEdgeBody]:
     """The record's declared context edges, a missing source being the record itself."""
     out = []
     for edge in record.meta.context_edges:
         source = edge.source_id or record.ref
         out.append(
-            MetaEdgeBody(
+            GraphMetaEdgeBody(
                 source_id=bare_id(source) or source,
                 target_id=bare_id(edge.target_id) or edge.target_id,
                 source_ref=source,

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.records import AssociationType, MetaRelation, StoreKind
 
-__all__ = ["GraphEdgeBody", "GraphNodeBody", "GraphResult", "MetaEdgeBody"]
+__all__ = ["GraphEdgeBody", "GraphNodeBody", "GraphResult", "GraphMetaEdgeBody"]
 
 
 class _Body(BaseModel):
@@ -45,7 +45,7 @@ class GraphEdgeBody(_Body):
     relation: str | None = Field(default=None, description="A declared record relation's predicate")
 
 
-class MetaEdgeBody(_Body):
+class GraphMetaEdgeBody(_Body):
     model_config = ConfigDict(title="MetaEdge")
 
     source_id: str = Field(description="The UUID of source_ref")
@@ -67,7 +67,7 @@ class GraphResult(_Body):
     ok: Literal[True] = True
     nodes: list[GraphNodeBody]
     edges: list[GraphEdgeBody]
-    meta_edges: list[MetaEdgeBody]
+    meta_edges: list[GraphMetaEdgeBody]
     total_nodes: int = Field(description="Nodes returned")
     truncated: bool = Field(description="More memories were reachable within depth than limit_nodes")
 
