@@ -138,12 +138,15 @@ class Case:
     call: Call
 
 
-async def _timeline(memory: cpersona.Engine, rng: random.Random, days: int, granularity: str) -> int:
+async def _timeline(
+    memory: cpersona.Engine, rng: random.Random, days: int, granularity: str, **filters: Any
+) -> int:
     start = _START + rng.random() * (_YEAR - days * 86_400.0)
     result = await memory.timeline(
         AGENT,
         range={"start": start, "end": start + days * 86_400.0},
         granularity=granularity,  # type: ignore[arg-type]
+        **filters,
     )
     return result.count
 
@@ -159,6 +162,10 @@ CASES: tuple[Case, ...] = (
     Case(
         "recall.timeline", "1 year, by the month (at most 1000 records)",
         lambda m, r, _: _timeline(m, r, 365, "month"),
+    ),
+    Case(
+        "recall.timeline", "1 year, emotion filter (joy), limit 100",
+        lambda m, r, _: _timeline(m, r, 365, "month", emotion_filter={"joy": 1.0}, limit=100),
     ),
     Case(
         "recall.graph", "random center, depth 2, 50 nodes, meta",

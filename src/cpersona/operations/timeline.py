@@ -3,7 +3,8 @@
 The records come from the memory index's time field, oldest first, within the caller's scope (the
 index query carries the scope, and each record read is checked against it again); no record outside the
 range is read. The filters (``min_fidelity`` on the fidelity now, ``emotion_filter``) need the record, so
-they are applied to the records as they are read, page by page, until ``limit`` records passed. A
+they are applied page by page to each record's emotion and fidelity, read alone, and only the records
+that pass are loaded, until ``limit`` records passed. A
 request reads the ids of at most ``limit + 1`` records when nothing is filtered, else at most
 ``20 * limit`` (never more than :data:`MAX_TIMELINE_SCAN`); whatever is left unread makes the answer
 ``truncated``, never silently short.
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cpersona.model.memory_parts import EmotionBody
-    from cpersona.model.records import EmotionVector, MemoryRecord
+    from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord
     from cpersona.model.timeline_request import TimelineRequest
     from cpersona.stores.protocols import RecordStore
 
@@ -60,21 +61,30 @@ def widened(start: float, end: float) -> tuple[float, float]:
     return start - END_ULPS * math.ulp(start), end + END_ULPS * math.ulp(end)
 
 
-def _passes(record: MemoryRecord, req: TimelineRequest, now: float) -> bool:
-    if (
-        req.min_fidelity is not None
-        and current_fidelity(record.fidelity, record.emotion, now) < req.min_fidelity
-    ):
+def _passes(emotion: EmotionVector, fidelity: Fidelity, req: TimelineRequest, now: float) -> bool:
+    if req.min_fidelity is not None and current_fidelity(fidelity, emotion, now) < req.min_fidelity:
         return False
     if req.emotion_filter is not None:
-        return emotion_cosine(record.emotion, req.emotion_filter) > EMOTION_SIMILARITY
+        return emotion_cosine(emotion, req.emotion_filter) > EMOTION_SIMILARITY
     return True
 
 
+def _filtered(req: TimelineRequest) -> bool:
+    return req.min_fidelity is not None or req.emotion_filter is not None
+
+
 def _scan(req: TimelineRequest) -> int:
-    if req.min_fidelity is None and req.emotion_filter is None:
+    if not _filtered(req):
         return req.limit + 1
     return min(MAX_TIMELINE_SCAN, max(req.limit + 1, _FILTERED_SCAN_FACTOR * req.limit))
+
+
+async def _passing(records: RecordStore, req: TimelineRequest, page: Sequence[str], now: float) -> list[str]:
+    """The ids of ``page`` that pass the filters, read from their emotion and fidelity alone."""
+    if not _filtered(req):
+        return list(page)
+    vitals = await records.memory_vitals(page)
+    return [i for i, v in zip(page, vitals, strict=True) if v is not None and _passes(*v, req, now)]
 
 
 async def _matching(
@@ -86,11 +96,11 @@ async def _matching(
     found = await records.memory_ids_in_time(scope, low, high, _scan(req))
     kept: list[MemoryRecord] = []
     for at in range(0, len(found.ids), _PAGE):
-        page = found.ids[at : at + _PAGE]
-        loaded = await records.memories_by_id(scope, page)
-        for record_id in page:
+        passing = await _passing(records, req, found.ids[at : at + _PAGE], now)
+        loaded = await records.memories_by_id(scope, passing)
+        for record_id in passing:
             record = loaded.get(record_id)  # None: deleted since the index was read
-            if record is None or not _passes(record, req, now):
+            if record is None:
                 continue
             if len(kept) == req.limit:
                 return kept, True, found.total

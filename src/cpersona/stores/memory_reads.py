@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.model.records import MemoryRecord
+    from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord
     from cpersona.model.scope import ReadScope
 
 __all__ = ["MemoryReadStore", "TimeRangeIds"]
@@ -35,4 +35,10 @@ class MemoryReadStore(Protocol):
 
     async def memories_by_id(self, scope: ReadScope, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         """The memories of ``ids`` (bare ids) that exist and that ``scope`` sees, by id."""
+        ...
+
+    async def memory_vitals(self, ids: Sequence[str]) -> list[tuple[EmotionVector, Fidelity] | None]:
+        """Each memory's emotion and fidelity state (``None`` where it is gone), without the rest of the
+        record: what a filter on them reads before the records that pass are loaded. No scope check:
+        the caller holds ids its scope's index gave it, and loads the records through one."""
         ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.memory_reads import TimeRangeIds
 from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.documents import memory_from_doc
@@ -57,3 +58,15 @@ class RedisMemoryReads:
                 if scope.sees(record.scope, record.source):
                     out[record.id] = record
         return out
+
+    async def memory_vitals(self, ids: Sequence[str]) -> list[tuple[EmotionVector, Fidelity] | None]:
+        names = [self.keys.memory(record_id) for record_id in ids]
+        async with redis_errors("reading the emotion and fidelity of memories failed"):
+            pipe = self.client.pipeline(transaction=False)
+            json_ops(pipe).mget(names, "$.emotion")
+            json_ops(pipe).mget(names, "$.fidelity")
+            emotions, fidelities = await pipe.execute()
+        return [
+            (EmotionVector(**e[0]), Fidelity(**f[0])) if e and f else None
+            for e, f in zip(emotions, fidelities, strict=True)
+        ]
