@@ -24,7 +24,6 @@ import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -91,20 +90,6 @@ def sentences(count: int, seed: int) -> list[str]:
         f"{rng.choice(_OBJECTS)} {rng.choice(_TAILS)}."
         for _ in range(count)
     ]
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def _percentile(samples: list[float], fraction: float) -> float:
@@ -199,6 +184,12 @@ def _tokenize_times(reference: OrtReference, turns: list[str], rounds: int) -> d
 
 
 def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str]) -> str:
+    # Imported here, not at the top: recall_speed imports this module for its sentences.
+    if TYPE_CHECKING or __package__:
+        from benchmarks.recall_speed import git_commit
+    else:  # run as a script: benchmarks/ itself is on sys.path
+        from recall_speed import git_commit
+
     command = shlex.join([os.path.relpath(sys.executable), *sys.argv])
     q, b, t = figures["query"], figures["batch"], figures["tokenize"]
     count = len(turns)
@@ -235,7 +226,7 @@ def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str])
         "",
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit()}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs (shared)",
         f"- python {platform.python_version()}, numpy {np.__version__}, "
         f"onnxruntime {onnxruntime.__version__}",

@@ -190,21 +190,25 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def git_commit() -> str:
+def git_commit(*watched: str) -> str:
+    """HEAD's short commit, marked when the paths whose code decides the figures have uncommitted changes.
+
+    ``watched`` are paths from the repository root (default ``src``): a harness whose own code shapes
+    its figures names its folders too, so a report never passes off edited code as the commit.
+    """
+    paths = watched or ("src",)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=HERE.parent
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=HERE
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "../src"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=HERE,
-        ).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head} (src/ has uncommitted changes)" if dirty else head
+    return f"{head} (with uncommitted changes under {', '.join(paths)})" if dirty else head
 
 
 def collections(data_dir: Path) -> list[str]:

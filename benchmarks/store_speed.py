@@ -20,7 +20,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,22 +33,14 @@ from cpersona import Settings
 
 if TYPE_CHECKING or __package__:
     from benchmarks.embedding_speed import sentences
+    from benchmarks.recall_speed import git_commit
 else:  # run as a script: benchmarks/ itself is on sys.path
     from embedding_speed import sentences
+    from recall_speed import git_commit
 
 RESULTS = Path(__file__).parent / "results" / "store_speed.md"
 # Other work on a 2-core machine changes every figure here; the results say how busy it was.
 LOAD_AT_START = os.getloadavg()
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -103,7 +94,7 @@ async def main_async(records: int, singles: int) -> str:
         "",
         f"- command: `{shlex.join([sys.executable.split('/')[-1], *sys.argv])}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit()}",
         f"- load average at start (1/5/15 min): {' / '.join(f'{x:.2f}' for x in LOAD_AT_START)}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",

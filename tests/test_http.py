@@ -84,14 +84,21 @@ async def client(
         yield c
 
 
+# The top-level fields of Cerememory's envelope (CMP §1.1) that every error carries beside ours.
+CMP_ENVELOPE = ("code", "message", "details", "retry_after")
+
+
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> dict[str, Any]:
     assert response.status_code == status, response.text
     body: dict[str, Any] = response.json()
     assert body["ok"] is False
-    assert set(body) == {"ok", "error", "request_id"}
+    assert set(body) == {"ok", "error", "request_id", *CMP_ENVELOPE}
     assert body["error"]["code"] == code, body
     assert body["error"]["field"] == field, body
     assert body["error"]["message"]
+    # Cerememory's envelope beside ours says the same.
+    assert (body["code"], body["message"]) == (code, body["error"]["message"])
+    assert body["details"] == (None if field is None else {"field": field})
     assert body["request_id"] == response.headers["x-request-id"]
     return body
 
@@ -154,7 +161,7 @@ async def test_openapi_describes_every_route(http_settings: Settings) -> None:
             "$ref": "#/components/schemas/Error"
         }
     error = document["components"]["schemas"]["Error"]
-    assert set(error["required"]) == {"ok", "error", "request_id"}
+    assert set(error["required"]) == {"ok", "error", "request_id", *CMP_ENVELOPE}
     # Every $ref points at a schema that exists.
     refs: set[str] = set()
 

@@ -575,11 +575,11 @@ def test_cue_command_line() -> None:
 
     args = build_parser().parse_args(["cue", "--quick", "--sets", "tmd"])
     assert (args.dataset, args.quick, args.sets) == ("cue", True, "tmd")
-    from benchmarks.quality.cue_bench import _sets_arg
+    from benchmarks.quality.cue_bench import sets_arg
 
-    assert _sets_arg("LoCoMo, tmd,tmd") == ["locomo", "tmd"]
+    assert sets_arg("LoCoMo, tmd,tmd") == ["locomo", "tmd"]
     with pytest.raises(SystemExit):
-        _sets_arg("tmd,lme")
+        sets_arg("tmd,lme")
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import cpersona
 import cpersona.operations.reconstruct as reconstruct_package
 from cpersona import InvalidRequest, ReconstructResult, Settings
 from cpersona.edges.http.app import create_app, openapi_document
+from cpersona.model.records import format_time
 from cpersona.operations.reconstruct.allocation import allocate_passages
 from cpersona.operations.reconstruct.modes import CapBelowMinimum, Mode, hold_to_cap, tokens_of
 from cpersona.operations.reconstruct.tokens import ENCODING, count_tokens
@@ -168,7 +169,11 @@ async def test_lite_and_pro_defaults(engine: cpersona.Engine) -> None:
     body = lite.to_json()
     assert not {"bounds", "requested_budget", "budget_policy", "effective_budget", "used_budget"} & set(body)
     also = await engine.reconstruct("", agent_id=who, lite=True, top_k=1)
-    assert also.to_json() == body
+    # The same answer, echoing the spelling that chose it (and counting the echo's tokens).
+    assert also.lite is True
+    assert lite.lite is None
+    assert also.used_tokens == json_tokens(also)
+    assert also.to_json() == {**body, "lite": True, "used_tokens": also.used_tokens}
     pro = await engine.reconstruct("", agent_id=who, mode="pro")
     assert (pro.mode, pro.cap, pro.effective_count) == ("pro", 5_000, 15)
     many = await engine.reconstruct("", agent_id=who, mode="pro", count=20)
@@ -255,9 +260,14 @@ async def test_a_cap_below_one_passage_shrinks_the_claims_then_refuses(
     assert one is not None
     # 3 below: the cap and used_tokens are in the JSON too, and a shorter number can be a token shorter.
     shrunk = hold_to_cap(build, dataclasses.replace(mode, cap=one - 3))
-    assert [len(i.claims) for i in shrunk.items] == [1]
-    assert shrunk.items[0].claims[0].ref == shrunk.items[0].head_ref
-    assert shrunk.items[0].claims_omitted == 2
+    # Shrunk to its head claim, which a mode then gives as the item's as_of.
+    [item] = shrunk.items
+    assert item.claims == []
+    [unshrunk] = build(1)[0].items
+    [head_claim] = [c for c in unshrunk.claims if c.ref == unshrunk.head_ref]
+    assert item.as_of == head_claim.as_of
+    assert item.as_of is not None
+    assert item.claims_omitted == 2
     assert shrunk.used_tokens is not None
     assert shrunk.used_tokens < one
     with pytest.raises(CapBelowMinimum):
@@ -403,3 +413,98 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
     seats = [(r.keyword_seats, r.extra_block_seats, r.depth_places) for r in asked]
     assert seats == [(9, 2, 8), (1, 0, 0), (1, 0, 0)]
     assert depths[0] == depths[1] + 8 == depths[2] + 8  # the depth places reach the arms' depth
+
+
+# ------------------------------------------------------------------------- the compact item, the echo
+
+
+async def test_a_mode_gives_a_lone_head_claim_as_the_items_as_of(engine: cpersona.Engine) -> None:
+    who = agent()
+    far = await engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
+    for i in range(2):  # one adjacency burst, far from the first row: one item of two claims
+        await engine.store(f"the boat got new sails {i}", agent_id=who, timestamp=90_000.0 + i)
+    plain = await engine.reconstruct("", agent_id=who)
+    for mode in ("lite", "pro"):
+        result = await engine.reconstruct("", agent_id=who, mode=mode)
+        assert [i.head_ref for i in result.items] == [i.head_ref for i in plain.items]
+        for compact, full in zip(result.items, plain.items, strict=True):
+            if len(full.claims) == 1:
+                # The claim would only repeat head_ref: its time becomes the item's.
+                assert compact.claims == []
+                assert compact.as_of == full.claims[0].as_of
+            else:
+                assert compact.claims == full.claims
+                assert compact.as_of is None
+        lone = next(i for i in result.items if i.head_ref == far.ref)
+        assert lone.model_dump(exclude_none=True)["as_of"] == format_time(1_000.0)
+        assert "claims" not in lone.model_dump(exclude_none=True)
+        assert result.used_tokens == json_tokens(result)
+    # Without a mode every item lists its claims, the lone one too.
+    assert all(i.claims and i.as_of is None for i in plain.items)
+
+
+async def test_lite_true_is_echoed_and_mode_lite_is_not(engine: cpersona.Engine) -> None:
+    who = agent()
+    await engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
+    flag = await engine.reconstruct("", agent_id=who, lite=True)
+    assert (flag.mode, flag.lite) == ("lite", True)
+    assert flag.to_json()["lite"] is True
+    named = await engine.reconstruct("", agent_id=who, mode="lite")
+    assert (named.mode, named.lite) == ("lite", None)
+    assert "lite" not in named.to_json()
+    assert "lite" not in (await engine.reconstruct("", agent_id=who, mode="pro")).to_json()
+    assert "lite" not in (await engine.reconstruct("", agent_id=who)).to_json()
+    zero = await engine.reconstruct("", agent_id=who, lite=True, count=0)
+    assert (zero.mode, zero.lite, zero.shortfall_reason) == ("lite", True, "count_zero")
+    assert zero.used_tokens == json_tokens(zero)
+
+
+async def test_a_modes_trace_shows_where_the_cap_stopped_the_sequence(
+    open_modes: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> None:
+    who = agent()
+    async with open_modes() as memory:
+        await fill(memory, who, [6] * 6)
+        full = await memory.reconstruct("", agent_id=who, mode="lite", trace=True)
+    assert full.trace is not None
+    assert full.used_tokens is not None
+    whole = full.trace["sequence"]
+    assert all(p["admitted"] for p in whole["pieces"])
+    # A cap that holds about half of the answer: the trace's sequence is the mode's, cut where the cap cut.
+    async with open_modes(reconstruct_lite_cap=full.used_tokens // 2) as memory:
+        capped = await memory.reconstruct("", agent_id=who, mode="lite", trace=True)
+    assert capped.trace is not None
+    seq = capped.trace["sequence"]
+    shown = len(pieces(capped))
+    assert 0 < shown < len(whole["pieces"])
+    assert (seq["stopped_at"], seq["stop"], seq["cut"]) == (shown, "cap", True)
+    assert [(p["ref"], p["span"]) for p in seq["pieces"]] == [(p["ref"], p["span"]) for p in whole["pieces"]]
+    assert [p["admitted"] for p in seq["pieces"]] == [n < shown for n in range(len(seq["pieces"]))]
+    assert [i["head_ref"] for i in capped.trace["items"]] == [i.head_ref for i in capped.items]
+
+
+def test_the_cli_shows_a_compact_items_time_as_its_claim() -> None:
+    from cpersona.edges.cli.reconstruct import render_reconstruct
+
+    body = {
+        "ok": True,
+        "items": [
+            {"content": "the crane was painted red", "head_ref": "mem:1", "as_of": "2026-01-01T00:00:00Z"}
+        ],
+        "effective_count": 10,
+        "returned_count": 1,
+        "mode": "lite",
+        "cap": 3000,
+        "used_tokens": 60,
+        "lite": True,
+    }
+    lines = render_reconstruct(body)
+    assert "     mem:1  2026-01-01T00:00:00Z" in lines
+
+
+async def test_lite_beside_mode_pro_is_refused_naming_lite(engine: cpersona.Engine) -> None:
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await engine.reconstruct("q", agent_id="a", mode="pro", lite=True)
+    assert "lite" in str(caught.value)
+    both = await engine.reconstruct("", agent_id="a", mode="lite", lite=True, top_k=1)
+    assert both.mode == "lite"

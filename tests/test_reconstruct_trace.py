@@ -135,6 +135,7 @@ async def test_the_sequence_shows_where_the_budget_stopped(engine: cpersona.Engi
     assert narrow.trace is not None
     cut = narrow.trace["sequence"]
     assert cut["cut"] is True
+    assert cut["stop"] == "budget"
     assert [(p["ref"], p["piece"]) for p in cut["pieces"]] == [(p["ref"], p["piece"]) for p in seq["pieces"]]
     stop = cut["stopped_at"]
     assert [p["admitted"] for p in cut["pieces"]] == [n < stop for n in range(len(cut["pieces"]))]
@@ -144,7 +145,7 @@ async def test_the_sequence_shows_where_the_budget_stopped(engine: cpersona.Engi
 
 
 @pytest.mark.parametrize("sequence", ["evidence", "whole"])
-async def test_the_passage_sequences_list_what_they_admitted(
+async def test_the_passage_sequences_show_where_the_budget_stopped(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path, sequence: str
 ) -> None:
     settings_ = Settings(
@@ -155,22 +156,82 @@ async def test_the_passage_sequences_list_what_they_admitted(
         who = agent()
         await burst(memory, who, repeat=12)
         result = await memory.reconstruct("", agent_id=who, budget=1, trace=True)
+        wide = await memory.reconstruct("", agent_id=who, budget=20_000, trace=True)
     assert result.trace is not None
+    assert wide.trace is not None
     seq = result.trace["sequence"]
     assert seq["name"] == sequence
     assert seq["cut"] is True
-    assert seq["stopped_at"] is None  # what was left out is not listed for these two
+    # The whole sequence is listed, admitted or not; the budget stopped it at its first piece left out.
+    pieces, stop = seq["pieces"], seq["stopped_at"]
+    assert seq["stop"] == "budget"
+    assert 0 < stop < len(pieces)
+    assert [p["admitted"] for p in pieces] == [n < stop for n in range(len(pieces))]
+    assert seq["used"] == sum(p["chars"] for p in pieces[:stop]) == result.used_budget
+    assert pieces[stop]["chars"] + seq["used"] > seq["budget"]
     shown = [
-        (n, ref, span)
-        for n, item in enumerate(result.items)
+        (ref, list(span))
+        for item in result.items
         for ref, span in [
-            (item.head_ref, list(item.span or (0, len(item.content)))),
-            *((e.ref, list(e.span)) for e in item.excerpts or ()),
+            (item.head_ref, item.span or (0, len(item.content))),
+            *((e.ref, e.span) for e in item.excerpts or ()),
         ]
     ]
-    assert [(p["item"], p["ref"], p["span"]) for p in seq["pieces"]] == shown
+    assert sorted((p["ref"], p["span"]) for p in pieces[:stop]) == sorted(shown)
+    # A piece's item is its place in the item order, as the clusters give it.
+    heads = {c["item"]: c["head"] for c in result.trace["clusters"] if "item" in c}
+    assert all(heads[p["item"]] == p["ref"] for p in pieces)
+    # The sequence does not depend on the budget: a wide one lists the same pieces, all admitted.
+    whole = wide.trace["sequence"]
+    assert [(p["item"], p["ref"], p["span"]) for p in whole["pieces"]] == [
+        (p["item"], p["ref"], p["span"]) for p in pieces
+    ]
+    assert all(p["admitted"] for p in whole["pieces"])
+    assert (whole["stopped_at"], whole["stop"]) == (None, None)
+
+
+async def test_the_sequence_says_when_the_count_ended_the_answer(engine: cpersona.Engine) -> None:
+    who = agent()
+    await burst(engine, who)  # three clusters: two bursts and a lone row
+    one = await engine.reconstruct("", agent_id=who, count=1, trace=True)
+    assert one.trace is not None
+    seq = one.trace["sequence"]
+    # Everything the window held fitted; what ended the answer is the count, not the budget.
+    assert (seq["cut"], seq["stopped_at"], seq["stop"]) == (False, None, "count")
     assert all(p["admitted"] for p in seq["pieces"])
-    assert seq["used"] == sum(p["chars"] for p in seq["pieces"]) == result.used_budget
+    assert sum(1 for c in one.trace["clusters"] if c.get("past_window")) == 2
+    every = await engine.reconstruct("", agent_id=who, trace=True)
+    assert every.trace is not None
+    assert (every.trace["sequence"]["stopped_at"], every.trace["sequence"]["stop"]) == (None, None)
+
+
+async def test_count_zero_with_a_trace_returns_the_audit_of_its_recall(engine: cpersona.Engine) -> None:
+    who = agent()
+    refs = await burst(engine, who)
+    plain = await engine.reconstruct("harbour crane boat", agent_id=who, count=0)
+    assert plain.trace is None
+    traced = await engine.reconstruct("harbour crane boat", agent_id=who, count=0, trace=True)
+    # The answer is count 0's: nothing, with count_zero; the trace is the audit of the recall it made.
+    assert traced.model_copy(update={"trace": None}) == plain
+    trace = traced.trace
+    assert trace is not None
+    assert trace["recall"]["trace_version"] == 1
+    candidates = [c["ref"] for c in trace["candidate_refs"]]
+    assert candidates
+    assert set(candidates) <= set(refs.values())
+    assert trace["clusters"]
+    assert all(c.get("past_window") for c in trace["clusters"])
+    assert sorted(r for c in trace["clusters"] for r in c["refs"]) == sorted(candidates)
+    assert trace["items"] == []
+    seq = trace["sequence"]
+    assert (seq["pieces"], seq["used"], seq["stopped_at"], seq["stop"]) == ([], 0, None, "count")
+    assert trace["coverage"]["records"] == 0
+    # A mode's count 0 also reports itself, and its traced audit as well.
+    lite = await engine.reconstruct("harbour crane boat", agent_id=who, count=0, mode="lite", trace=True)
+    assert (lite.mode, lite.shortfall_reason, lite.items) == ("lite", "count_zero", [])
+    assert lite.trace is not None
+    assert lite.trace["sequence"]["name"] == "whole"
+    assert lite.trace["items"] == []
 
 
 async def test_the_cues_are_the_declared_names(engine: cpersona.Engine) -> None:

@@ -70,10 +70,25 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         ("limit", "2", "limit"),
     ),
     ("POST", "/v1/recall/graph"): ({"agent_id": AGENT, "include_meta": True}, ("depth", "2", "depth")),
+    ("POST", "/v1/recall/raw"): (
+        {"agent_id": AGENT, "query": "hi"},
+        ("include_sealed", "yes", "include_sealed"),
+    ),
+    ("GET", "/readiness"): ({}, None),
+    ("GET", "/v1/introspect/record/{record_id}"): ({"agent_id": AGENT}, None),
+    ("POST", "/v1/lifecycle/dream-tick"): ({}, None),
+    ("PUT", "/v1/lifecycle/mode"): ({}, None),
+    ("GET", "/v1/introspect/evolution"): ({}, None),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
-# tests/test_calibrate.py, its refusals here.
-NO_SUCCESS = {("POST", "/v1/recall/calibrate")}
+# tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
+# 501 (tests/test_cmp_sdk.py).
+NO_SUCCESS = {
+    ("POST", "/v1/recall/calibrate"),
+    ("POST", "/v1/lifecycle/dream-tick"),
+    ("PUT", "/v1/lifecycle/mode"),
+    ("GET", "/v1/introspect/evolution"),
+}
 
 
 def test_every_route_has_a_case() -> None:
@@ -122,7 +137,7 @@ def test_the_document_shows_the_settings_limits_policies_and_version() -> None:
 
 
 def _url(path: str, ref: str) -> str:
-    return path.replace("{ref}", ref).replace("{agent_id}", AGENT)
+    return path.replace("{ref}", ref).replace("{agent_id}", AGENT).replace("{record_id}", ref)
 
 
 async def _send(

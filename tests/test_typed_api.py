@@ -54,6 +54,12 @@ async def use(memory: cpersona.Engine) -> None:
         budget=3000, project_id="p", time_cue={"after": "2026-03-01"}, trace=True,
     )
     print([item.head_ref for item in rebuilt.items], rebuilt.shortfall_reason)
+    found: cpersona.RawQueryResult = await memory.raw_query(
+        "hi", agent_id="ops", session_id="s", temporal={"start": "2026-03-01", "end": "2026-03-02"},
+        limit=5, include_private_scratch=True, include_sealed=True, secrecy_levels=["public", "secret"],
+    )
+    entries: list[cpersona.RawEntry] = found.records
+    print([entry.text for entry in entries], found.total_candidates)
     laid_out: cpersona.TimelineResult = await memory.timeline(
         "ops", range={"start": "2026-03-01", "end": "2026-03-19T23:59:59Z"}, granularity="day",
         min_fidelity=0.1, emotion_filter={"joy": 0.5}, limit=100, project_id="p",
@@ -84,6 +90,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.declare_associations("ops", {}, anchor="mem:x")
     await memory.reconstruct("question", agent_id="ops", max_hop=2)
     await memory.reconstruct("question", agent_id="ops", count="3")
+    await memory.raw_query("words", agent_id="ops", include_seal=True)
+    await memory.raw_query("words", agent_id="ops", secrecy_levels=["top"])
     await memory.timeline("ops", range={"start": 0, "end": 1}, granularty="day")
     await memory.graph("ops", edge_types=["likes"])
 """
@@ -99,8 +107,10 @@ EXPECTED = (
     ("bad.py:15:", 'Unexpected keyword argument "anchor"'),
     ("bad.py:16:", 'Unexpected keyword argument "max_hop"'),
     ("bad.py:17:", '"count"'),
-    ("bad.py:18:", 'Unexpected keyword argument "granularty"'),
-    ("bad.py:19:", "List item 0 has incompatible type"),
+    ("bad.py:18:", 'Unexpected keyword argument "include_seal"'),
+    ("bad.py:19:", "Literal['top']"),
+    ("bad.py:20:", 'Unexpected keyword argument "granularty"'),
+    ("bad.py:21:", "List item 0 has incompatible type"),
 )
 
 

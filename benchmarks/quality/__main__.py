@@ -6,13 +6,16 @@ Run from the repository root::
                                                   [--k 20] [--data PATH] [--store-cache]
     .venv/bin/python -m benchmarks.quality tmd [--systems ...] [--quick] [--store-cache]
     .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks.quality judgement [--sets tmd,locomo] [--quick]
     .venv/bin/python -m benchmarks.quality all [--systems ...] [--quick] [--store-cache]
 
 ``all`` is the side by side in one command: ``locomo`` then ``tmd`` with the same options (its systems
 default to :data:`SIDE_BY_SIDE`, both peers included), each writing its own report,
 ``quality_locomo_peers.md`` and ``quality_tmd_peers.md`` (``*_quick.*`` with ``--quick``). The second
 runs even if the first fails its dense honesty check; the command then fails at the end.
-``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo).
+``cue`` is the time-cue benchmark of :mod:`.cue_bench` (no cue / cue / extra rows on TMD and LoCoMo);
+``judgement`` runs its questions once more with the trace and sets what the cue loop suspected beside
+the code the trace confirms (:mod:`.judgement`, seed §1.3).
 ``tmd`` runs the side-by-side below on TMD instead of LoCoMo (:mod:`.tmd_peers`): the same systems, the
 same run, checks and tables, grouped by TMD's question sets, plus the time cue for the systems that take
 one.
@@ -44,7 +47,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,7 +56,7 @@ import anyio
 from tqdm import tqdm
 
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
-from benchmarks.quality import cue_bench, cue_peers
+from benchmarks.quality import cue_bench, cue_peers, judgement
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.layout import LOCOMO_LAYOUT, Layout
 from benchmarks.quality.locomo import (
@@ -64,6 +66,7 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
+from benchmarks.recall_speed import git_commit
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -144,6 +147,8 @@ METHOD_NOTES: Final = [
     "",
 ]
 _TIE: Final = 1e-6
+WATCHED: Final = ("src", "benchmarks/quality", "benchmarks/peers")
+"""The folders whose code decides the figures: an uncommitted change to any of them marks the commit."""
 
 
 @dataclasses.dataclass
@@ -462,29 +467,6 @@ def _curves(
 # ---------------------------------------------------------------------------------------------- report
 
 
-def _git_commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git(
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            "src",
-            "benchmarks/quality",
-            "benchmarks/peers",
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    # The engine's source decides cpersona's figures as much as the harness does.
-    return commit + (" (with uncommitted changes under src/, benchmarks/quality or peers)" if dirty else "")
-
-
 def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -540,7 +522,7 @@ def run_header(command: str, *, load_start: float | None = None) -> list[str]:
     return [
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit(*WATCHED)}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; {loads}",
         f"- software: {_versions()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build)",
     ]
@@ -800,6 +782,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
     cue_bench.add_arguments(cue)
+    judge = commands.add_parser("judgement", help="the cue loop's suspicions beside the confirmed codes")
+    judgement.add_arguments(judge)
 
     both = commands.add_parser("all", help="locomo, then tmd, with the same options: both reports")
     _shared_arguments(
@@ -868,6 +852,8 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     args = build_parser().parse_args(args_list)
     if args.dataset == "cue":
         return cue_bench.run_command(args, args_list)
+    if args.dataset == "judgement":
+        return judgement.run_command(args, args_list)
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])

@@ -48,7 +48,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +63,7 @@ from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR
 from benchmarks.quality.locomo import DEFAULT_DATA, REPO_ROOT, load_locomo
 from benchmarks.quality.metrics import capped_recall_at, ndcg_at, recall_at, unique
 from benchmarks.quality.tmd import CONTENT_SET, DEFAULT_TMD, SETS, TIME_SETS, load_tmd
+from benchmarks.recall_speed import git_commit
 
 if TYPE_CHECKING:
     import argparse
@@ -89,6 +89,8 @@ __all__ = [
     "run_command",
     "run_questions",
     "score",
+    "select",
+    "sets_arg",
     "summaries",
     "tmd_questions",
     "verdict_line",
@@ -617,20 +619,6 @@ def summaries(outcomes: Sequence[Outcome], *, locomo_kinds: bool = False) -> lis
 # ------------------------------------------------------------------------------------------------ report
 
 
-def _git_commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks/quality")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + (" (with uncommitted changes under src/ or benchmarks/quality)" if dirty else "")
-
-
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b > 0 else "-"
 
@@ -667,7 +655,7 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
         "",
         f"- command: `{info.command}`",
         f"- date: {info.started}",
-        f"- git commit: {_git_commit()}",
+        f"- git commit: {git_commit('src', 'benchmarks/quality')}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
         f"1-minute load average at the start {info.load_start:.2f}, at the end {info.load_end:.2f}",
         f"- software: python {platform.python_version()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build); "
@@ -915,7 +903,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _sets_arg(text: str) -> list[str]:
+def sets_arg(text: str) -> list[str]:
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in SET_NAMES]
     if unknown or not names:
@@ -923,7 +911,7 @@ def _sets_arg(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _select(args: argparse.Namespace, sets: Sequence[str]) -> tuple[list[Selection], dict[str, str]]:
+def select(args: argparse.Namespace, sets: Sequence[str]) -> tuple[list[Selection], dict[str, str]]:
     selections: list[Selection] = []
     skipped: dict[str, str] = {}
     for name in sets:
@@ -992,11 +980,11 @@ async def _run_all(
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
     """Run ``python -m benchmarks.quality cue``; returns the report's path (``None`` for --parse-only)."""
-    sets = _sets_arg(args.sets)
+    sets = sets_arg(args.sets)
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
     load_start = os.getloadavg()[0]
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    selections, skipped = _select(args, sets)
+    selections, skipped = select(args, sets)
     for selection in selections:
         print(
             f"{selection.dataset}: {len(selection.questions)} questions with a cue; {dict(selection.counts)}"

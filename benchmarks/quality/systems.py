@@ -38,7 +38,7 @@ import anyio.to_thread
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -349,6 +349,11 @@ class Cpersona:
     def unit_ids(self, conv_id: str, row: Any) -> list[str]:
         """The unit ids one returned row stands for (several when the engine folded duplicates)."""
         return list(self._refs.get(conv_id, {}).get(row.ref) or ([row.msg_id] if row.msg_id else []))
+
+    def refs_of(self, conv_id: str, unit_ids: Iterable[str]) -> list[str]:
+        """The refs of the records that hold ``unit_ids`` (the inverse of :meth:`unit_ids`), in ref order."""
+        wanted = set(unit_ids)
+        return [ref for ref, units in self._refs.get(conv_id, {}).items() if wanted & set(units)]
 
     async def preload(self, corpora: Sequence[tuple[str, Sequence[Unit]]]) -> bool:
         """Make the engine hold every corpus, from the store cache when it can; ``True`` on a cache hit.

@@ -38,6 +38,7 @@ from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
 from cpersona.model.raw_request import RawRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
@@ -93,6 +94,9 @@ __all__ = (
     "MetaEdge",
     "MetaMemory",
     "ProfileRecord",
+    "RawEntry",
+    "RawQueryRequest",
+    "RawQueryResult",
     "RawRecord",
     "RawRequest",
     "Reached",

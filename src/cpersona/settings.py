@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     port: Annotated[int, Field(ge=0, le=65_535)] = 8077
     # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
     url: str | None = None
+    # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
+    # serving one agent to a client without scopes (the Cerememory SDK). Unset, such a request is a 400.
+    default_agent: Annotated[str, Field(min_length=1)] | None = None
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
     embedding_url: str | None = None
@@ -126,6 +129,10 @@ class Settings(BaseSettings):
     reconstruct_lite_cap: Annotated[int, Field(ge=1)] = 3_000
     reconstruct_pro_cap: Annotated[int, Field(ge=1)] = 5_000
 
+    # The AES-256-GCM key of sealed raw entries (64 hex digits or base64 of 32 bytes). Unset, an engine with
+    # an embedded Redis makes <data_dir>/sealed.key (0600) once; one on a shared Redis refuses sealed writes.
+    sealed_key: SecretStr | None = None
+
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     trace_sample_seed: int | None = None
@@ -164,6 +171,15 @@ class Settings(BaseSettings):
             raise InvalidSetting("CPERSONA_URL", "must be an http:// or https:// URL")
         if not self.key_prefix or ":" in self.key_prefix:
             raise InvalidSetting("CPERSONA_KEY_PREFIX", "must be non-empty and contain no ':'")
+        agent = self.default_agent
+        if agent is not None and (
+            not agent.strip() or not agent.isprintable() or len(agent) > self.max_key_length
+        ):
+            # Checked here, not on each request: a default no request could use would refuse them all.
+            raise InvalidSetting(
+                "CPERSONA_DEFAULT_AGENT",
+                "must be a non-blank agent id of printable characters, at most CPERSONA_MAX_KEY_LENGTH long",
+            )
         return self
 
     @classmethod

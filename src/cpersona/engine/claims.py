@@ -129,6 +129,7 @@ async def dedup(
                 f"mem:{holder.record_id}",
                 leader.draft.msg_id,
                 skipped_reason=_reason(holder.claim),
+                store=leader.draft.store,
             )
     return results, fresh, follows
 
@@ -142,5 +143,7 @@ def follower_results(
         first = results[leader]
         assert first is not None
         reason = first.skipped_reason if first.result == "skipped" else "duplicate"
-        results[i] = StoreResult("skipped", first.ref, drafts[i].msg_id, skipped_reason=reason)
+        results[i] = StoreResult(
+            "skipped", first.ref, drafts[i].msg_id, skipped_reason=reason, store=drafts[i].store
+        )
     return [r for r in results if r is not None]

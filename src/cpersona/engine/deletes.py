@@ -29,8 +29,13 @@ __all__ = ["delete", "delete_agent_data"]
 
 async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
     b = life.backends
-    record = await get(life, ref, agent_id)
     kind, record_id = record_ref(ref)
+    # A sealed raw entry is read by no GET, but erasing it by its ref is never refused to its agent.
+    if kind == "raw" and await b.records.delete_sealed(
+        check(KeyText, agent_id, "agent_id", life.settings), record_id
+    ):
+        return DeleteResult(1)
+    record = await get(life, ref, agent_id)
     claims = record_claims(life.keys, record) if isinstance(record, MemoryRecord) else []
     if isinstance(record, RawRecord):
         await b.records.delete(kind, record_id, claims)

@@ -64,8 +64,7 @@ class Engine(methods.OperationMethods):
     def __init__(self, settings: Settings, *, arm_wrapper: ArmWrapper | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        # Decides which untraced recalls are traced anyway (CPERSONA_TRACE_SAMPLE); one per engine, seeded
-        # by CPERSONA_TRACE_SAMPLE_SEED when set so a run's sample can be repeated.
+        # Picks the untraced recalls traced anyway (CPERSONA_TRACE_SAMPLE), seeded by ..._SAMPLE_SEED if set.
         self._trace_rng = random.Random(settings.trace_sample_seed)
         # Policies are read at construction so a broken policy file stops the start before any I/O.
         self.policies = checked_policies(settings)
@@ -326,7 +325,7 @@ class Engine(methods.OperationMethods):
         return await reads.newest(self._life, body)
 
     async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
-        """Record counts (for one agent, or all) and how many vector writes are pending."""
+        """Record counts (of one agent, or all), pending vector writes, and CMP's stats (model/cmp_stats)."""
         return await reads.stats(self._life, agent_id)
 
     # ------------------------------------------------------------------ update and delete

@@ -31,6 +31,7 @@ from cpersona.stores.embedding.embedders import open_embedder
 from cpersona.stores.redis.block_queue import BlockQueue
 from cpersona.stores.redis.connection import close_redis, connect_redis, redis_info
 from cpersona.stores.redis.datadir import DataDirLock
+from cpersona.stores.redis.sealing import load_sealer
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
 from cpersona.stores.redis.supervisor import supervise
@@ -141,7 +142,7 @@ class Lifecycle:
         """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
         client, server = await self._connect(stack)
         info = await redis_info(client)
-        records = RedisRecordStore(client, self.keys)
+        records = RedisRecordStore(client, self.keys, load_sealer(self.settings))
         await records.ensure_indexes()
         await records.collect_garbage()
         embedder = await open_embedder(self.settings)

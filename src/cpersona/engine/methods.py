@@ -4,6 +4,7 @@ the facade stays within its size and an operation joins the engine with one line
 from __future__ import annotations
 
 from cpersona.engine.association_api import AssociationMethods
+from cpersona.engine.raw_api import RawQueryMethods
 from cpersona.engine.reconstruct_api import ReconstructMethods
 from cpersona.engine.timeline_api import TimelineMethods
 
@@ -13,6 +14,7 @@ __all__ = ["OperationMethods"]
 class OperationMethods(
     AssociationMethods,
     ReconstructMethods,
+    RawQueryMethods,
     TimelineMethods,
 ):
     """Every operation's typed methods (each mixin's docs say what it adds)."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import InvalidRequest, RecordNotFound
+from cpersona.model.cmp_stats import cmp_stats
 from cpersona.model.fields import AgentId, KeyText, check, validate
 from cpersona.model.record_queries import ListQuery, RecordKind
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
@@ -92,6 +94,7 @@ async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
         "raw_entries": counts.raw_entries,
         "vector_pending": counts.vector_pending,
         "vectors": vectors,
+        **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time()),
     }
 
 

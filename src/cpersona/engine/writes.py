@@ -79,7 +79,7 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
         for rec, f in zip(records, fresh, strict=True):
             results[f.index] = StoreResult(
                 "stored", rec.ref, f.draft.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
-                warnings=f.draft.warnings,
+                warnings=f.draft.warnings, store=rec.store, associations_created=len(rec.associations),
             )  # fmt: skip
     return follower_results(results, drafts, follows)
 
@@ -158,9 +158,11 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
     b = life.backends
     await check_free_space(life.settings)
     now = time.time()
+    # A batch's entries share one time; their ids, sorted, keep the batch's order where times tie.
+    ids = sorted(new_id() for _ in drafts)
     recs = [
         RawRecord(
-            id=new_id(),
+            id=record_id,
             scope=d.scope,
             session_id=d.session_id,
             source=d.source,
@@ -174,10 +176,21 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
             metadata=d.metadata,
             meta=d.meta,
         )
-        for d in drafts
+        for record_id, d in zip(ids, drafts, strict=True)
     ]
     await b.records.put_raw(recs)
-    return BatchResult(tuple(StoreResult("stored", r.ref) for r in recs))
+    return BatchResult(
+        tuple(
+            StoreResult(
+                "stored",
+                r.ref,
+                session_id=r.session_id,
+                visibility=r.visibility,
+                secrecy_level=r.secrecy_level,
+            )
+            for r in recs
+        )
+    )
 
 
 async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, object]) -> MemoryRecord:

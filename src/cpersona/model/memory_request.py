@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.associations import StoreAssociations, store_declaration, store_edges
@@ -26,6 +26,7 @@ from cpersona.model.fields import (
     RequestModel,
     check,
     json_size,
+    refusal,
 )
 from cpersona.model.memory_parts import (
     Content,
@@ -107,7 +108,19 @@ class BatchRequest(RequestModel):
     model_config = ConfigDict(title="EncodeBatchRequest")
 
     records: Annotated[Sequence[StoreRequest], Limit("batch_max", items=True)]
+    infer_associations: Annotated[bool, WithJsonSchema({"type": "boolean", "const": False})] = Field(
+        default=False,
+        description="Cerememory's request for sequential edges between consecutive items; this engine "
+        "infers none, so only false is accepted (true is a 400 rather than a request silently ignored)",
+    )
     header: Header = None
+
+    @field_validator("infer_associations")
+    @classmethod
+    def _no_inference(cls, value: bool) -> bool:
+        if value:
+            raise refusal("not_inferred", "must be false: this engine infers no associations between items")
+        return value
 
 
 def content_text(value: str | MemoryContent, field: str, settings: Settings) -> tuple[str, str | None]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel
+from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel, refusal
 from cpersona.model.time_cue_request import EMPTY_IS_NO_CUE, TimeCueBody
 
 __all__ = ["MAX_BUDGET", "MAX_EVIDENCE", "MAX_HOPS", "MAX_TOP_K", "ReconstructRequest"]
@@ -61,5 +61,13 @@ class ReconstructRequest(RequestModel):
         description="lite: 3000 tokens, 2800 characters; pro: 5000 tokens, 15 items, extra recall seats. "
         "The whole JSON is held to the mode's cl100k token cap (the trace is not)",
     )
-    lite: bool = Field(default=False, description="The same as mode: lite (unless mode names another)")
+    lite: bool = Field(default=False, description="The same as mode: lite; refused beside mode: pro")
     header: Header = None
+
+    @field_validator("lite")
+    @classmethod
+    def _one_mode(cls, value: bool, info: ValidationInfo) -> bool:
+        # `mode` is declared first, so it is read by now; two modes named at once is a caller's mistake.
+        if value and info.data.get("mode") == "pro":
+            raise refusal("conflict", "names lite beside mode: pro; pass one of them")
+        return value

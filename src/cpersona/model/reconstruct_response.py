@@ -67,7 +67,16 @@ class Conflict(_Body):
 class Item(_Body):
     content: str = Field(description="The head quote: a contiguous span of the head record's stored text")
     head_ref: str
-    claims: list[Claim] = Field(description="The item's rows, newest first")
+    claims: list[Claim] = Field(
+        default_factory=list,
+        # Empty only where a mode compacted a lone head claim into ``as_of``; then left out of the JSON.
+        exclude_if=lambda claims: not claims,
+        description="The item's rows, newest first; left out by lite and pro when the only one is the head",
+    )
+    as_of: str | None = Field(
+        default=None,
+        description="lite and pro, when the item's only claim is its head: that claim's time (ISO 8601)",
+    )
     span: tuple[int, int] | None = Field(
         default=None, description="The quote's span, when not the whole record"
     )
@@ -117,6 +126,9 @@ class ReconstructResult(_Body):
     cap: int | None = Field(default=None, description="The mode's cap in cl100k tokens of the whole JSON")
     used_tokens: int | None = Field(
         default=None, description="cl100k tokens of this JSON without the trace (at most ``cap``)"
+    )
+    lite: Literal[True] | None = Field(
+        default=None, description="Echoes a request that chose lite with lite: true rather than mode: lite"
     )
     trace: dict[str, Any] | None = Field(
         default=None,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
+from cpersona.model.records import RawVisibility, SecrecyLevel, StoreKind
 
 __all__ = [
     "BatchResponse",
@@ -46,13 +47,27 @@ class ErrorDetail(ResponseModel):
     )
 
 
+class ErrorFieldDetails(ResponseModel):
+    model_config = ConfigDict(title="ErrorDetails")
+
+    field: str = Field(description="The same path as `error.field`")
+
+
 class ErrorResponse(ResponseModel):
-    """The one error envelope of every route."""
+    """The one error envelope of every route: CPersona's ``error`` object, and beside it the top-level
+    fields of Cerememory's envelope (CMP §1.1) with the same code and message."""
 
     model_config = ConfigDict(title="Error")
 
     ok: Literal[False]
     error: ErrorDetail
+    code: str = Field(description="`error.code` again, where CMP clients read it")
+    message: str = Field(description="`error.message` again, where CMP clients read it")
+    details: ErrorFieldDetails | None = Field(description="`{field}` when the error names a field, else null")
+    retry_after: int | None = Field(
+        description="Seconds to wait before retrying a refusal that ends by itself (also `Retry-After`), "
+        "else null"
+    )
     request_id: str | None = Field(description="Also in the `x-request-id` header")
 
 
@@ -70,6 +85,18 @@ class StoreResponse(ResponseModel):
     vector_pending: bool | None = Field(default=None, description="Saved; the vector is written later")
     reason: Literal["duplicate_id", "duplicate_content", "duplicate"] | None = None
     warnings: list[Literal["timestamp_ahead_of_clock"]] | None = None
+    store: StoreKind | None = Field(
+        default=None,
+        description="A memory's store (Cerememory's EncodeStoreResponse); for a skipped write, "
+        "the store it asked for",
+    )
+    initial_fidelity: float | None = Field(default=None, description="A memory's: always 1.0")
+    associations_created: int | None = Field(
+        default=None, description="A memory's outbound associations this write created (0 when skipped)"
+    )
+    session_id: str | None = Field(default=None, description="A raw entry's session")
+    visibility: RawVisibility | None = Field(default=None, description="A raw entry's visibility")
+    secrecy_level: SecrecyLevel | None = Field(default=None, description="A raw entry's secrecy level")
 
 
 class BatchResponse(ResponseModel):
@@ -79,6 +106,7 @@ class BatchResponse(ResponseModel):
     stored: int
     skipped: int
     results: list[StoreResponse]
+    associations_inferred: int = Field(description="Edges inferred between the items: always 0 here")
 
 
 class RecordBody(BaseModel):
@@ -130,7 +158,8 @@ class DeleteResponse(ResponseModel):
 
 
 class StatsResponse(ResponseModel):
-    """Record counts (of one agent, or all) and pending vector writes."""
+    """Record counts (of one agent, or all) and pending vector writes, and beside them the fields of
+    Cerememory's ``StatsResponse`` (CMP §7) of the same scope (:mod:`cpersona.model.cmp_stats`)."""
 
     model_config = ConfigDict(title="Stats")
 
@@ -140,6 +169,16 @@ class StatsResponse(ResponseModel):
     raw_entries: int
     vector_pending: int
     vectors: int | None = Field(description="null without an embedder")
+    # Cerememory's StatsResponse (CMP §7), of the same scope.
+    total_records: int = Field(description="Memories (Cerememory's curated records)")
+    records_by_store: dict[str, int] = Field(description="Memories per store, every store named")
+    total_associations: int = Field(description="Outbound association edges of the memories")
+    avg_fidelity: float = Field(description="Mean current fidelity of the memories (0 when none)")
+    avg_fidelity_by_store: dict[str, float] = Field(description="The same per non-empty store")
+    oldest_record: str | None = Field(description="The oldest memory's own time, RFC 3339 (null when none)")
+    newest_record: str | None = Field(description="The newest memory's own time, RFC 3339 (null when none)")
+    total_recall_count: int = Field(description="Reconsolidating recalls of the memories, summed")
+    raw_journal_records: int = Field(description="Raw journal entries (= raw_entries)")
 
 
 class RecallRowBody(ResponseModel):

@@ -15,6 +15,10 @@ class StoreResult:
     ``result`` is ``"stored"`` or ``"skipped"`` (a duplicate by caller id or identical content; ``ref``
     then names the record that already holds it). ``vector_pending`` is true when the record is saved
     but its vector could not be written yet; the engine finishes it on its next sweep or start.
+
+    The rest are the fields of Cerememory's answers: for a memory, the ``store`` it was written to (for
+    a skipped one, the store the write asked for) and the associations the write created (none when
+    skipped); for a raw entry, its session and labels.
     """
 
     result: Literal["stored", "skipped"]
@@ -24,6 +28,11 @@ class StoreResult:
     vector_pending: bool = False
     skipped_reason: str | None = None
     warnings: tuple[str, ...] = ()
+    store: str | None = None
+    associations_created: int = 0
+    session_id: str | None = None
+    visibility: str | None = None
+    secrecy_level: str | None = None
 
     @property
     def id(self) -> str:
@@ -45,6 +54,13 @@ class StoreResult:
             out["reason"] = self.skipped_reason
         if self.warnings:
             out["warnings"] = list(self.warnings)
+        if self.store is not None:
+            # Every memory starts whole; its fidelity decays from there (model/fidelity.py).
+            out.update(store=self.store, initial_fidelity=1.0, associations_created=self.associations_created)
+        if self.session_id is not None:
+            out.update(
+                session_id=self.session_id, visibility=self.visibility, secrecy_level=self.secrecy_level
+            )
         return out
 
 
@@ -66,6 +82,8 @@ class BatchResult:
             "stored": self.stored,
             "skipped": self.skipped,
             "results": [r.to_json() for r in self.results],
+            # Cerememory's count of the edges a batch inferred between its items; this engine infers none.
+            "associations_inferred": 0,
         }
 
 

@@ -18,11 +18,13 @@ from cpersona.stores.association_values import (
     RecordLinks,
 )
 from cpersona.stores.memory_reads import MemoryReadStore, TimeRangeIds
+from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
     BlockParent,
     ClaimHolder,
     HydratedRecord,
     InFlightWrite,
+    MemoryState,
     MemoryWrite,
     Period,
     RecordCounts,
@@ -59,6 +61,7 @@ __all__ = [
     "IndexedEntity",
     "Link",
     "MemoryReadStore",
+    "MemoryState",
     "MemoryWrite",
     "Period",
     "PointKind",
@@ -163,7 +166,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, MemoryReadStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, MemoryReadStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 
@@ -353,6 +356,10 @@ class RecordStore(AssociationStore, MemoryReadStore, Protocol):
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         """``(content, timestamp)`` of each memory that still exists, in order."""
+        ...
+
+    async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
+        """The store, time, fidelity, emotion and edge count of every memory (of the agent, or all)."""
         ...
 
     async def profile(self, agent_id: str) -> ProfileRecord | None: ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from cpersona.model.cmp_stats import MemoryState
 from cpersona.model.records import Source
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ __all__ = [
     "ClaimHolder",
     "HydratedRecord",
     "InFlightWrite",
+    "MemoryState",
     "MemoryWrite",
     "Period",
     "RecordCounts",

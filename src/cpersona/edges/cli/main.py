@@ -40,6 +40,7 @@ from cpersona.edges.cli.outcomes import (
     BadInput,
 )
 from cpersona.edges.cli.parser import build_parser
+from cpersona.edges.cli.raw import raw_command
 from cpersona.edges.cli.reconstruct import reconstruct_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
@@ -239,6 +240,7 @@ _COMMANDS: dict[str, _Command] = {
     "recall": _recall,
     "reconstruct": reconstruct_command,
     "timeline": timeline_command,
+    "raw": raw_command,
 }
 
 

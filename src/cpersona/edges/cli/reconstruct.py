@@ -77,7 +77,9 @@ def _item(n: int, item: Mapping[str, Any]) -> list[str]:
     lines = [f"{n}. {item['head_ref']}" + (f"  [{', '.join(tags)}]" if tags else "")]
     lines.append(f'   "{_short(item["content"], _QUOTE)}"')
     lines.append("   claims:")
-    lines.extend(f"     {_claim(c)}" for c in item["claims"])
+    # lite and pro leave out a lone head claim and give its time as the item's as_of.
+    lone = [{"ref": item["head_ref"], **({"as_of": item["as_of"]} if "as_of" in item else {})}]
+    lines.extend(f"     {_claim(c)}" for c in item.get("claims") or lone)
     if item.get("claims_omitted"):
         lines.append(f"     … {item['claims_omitted']} more")
     for conflict in item.get("conflicts") or ():

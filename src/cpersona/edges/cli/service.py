@@ -18,6 +18,7 @@ from cpersona.edges.http.app import record_to_json
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest
 from cpersona.model.fields import arguments, validate
 from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
 from cpersona.model.timeline_request import TimelineRequest
@@ -68,6 +69,7 @@ class Service(Protocol):
     async def recall(self, body: Mapping[str, Any]) -> JSON: ...
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON: ...
     async def timeline(self, body: Mapping[str, Any]) -> JSON: ...
+    async def raw_query(self, body: Mapping[str, Any]) -> JSON: ...
     async def stats(self, agent: str | None) -> JSON: ...
     async def get(self, ref: str, agent: str) -> JSON: ...
     async def forget(self, agent: str) -> JSON: ...
@@ -101,6 +103,10 @@ class LocalService:
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         request = validate(TimelineRequest, body, self.settings)
         return (await self.engine.timeline(**arguments(request))).to_json()
+
+    async def raw_query(self, body: Mapping[str, Any]) -> JSON:
+        request = validate(RawQueryRequest, body, self.settings)
+        return (await self.engine.raw_query(**arguments(request))).to_json()
 
     async def stats(self, agent: str | None) -> JSON:
         return await self.engine.stats(agent)
@@ -165,6 +171,10 @@ class RemoteService:
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         validate(TimelineRequest, body, self.settings)
         return await self._call("POST", "/v1/recall/timeline", json=dict(body))
+
+    async def raw_query(self, body: Mapping[str, Any]) -> JSON:
+        validate(RawQueryRequest, body, self.settings)
+        return await self._call("POST", "/v1/recall/raw", json=dict(body))
 
     async def stats(self, agent: str | None) -> JSON:
         params = {} if agent is None else {"agent_id": agent}

@@ -125,7 +125,10 @@ def _allocation(sequence: Mapping[str, Any]) -> str:
     stopped = sequence.get("stopped_at")
     if isinstance(stopped, int) and 0 <= stopped < len(pieces):
         at = pieces[stopped]
-        text += f"; the budget stopped at {at.get('piece', '?')} of {at.get('ref', '?')}"
+        what = sequence.get("stop") or "budget"
+        text += f"; the {what} stopped at {at.get('piece', '?')} of {at.get('ref', '?')}"
+    elif sequence.get("stop") == "count":
+        text += "; the count left clusters out"
     return text
 
 

@@ -32,6 +32,7 @@ from cpersona.edges.http.errors import (
 )
 from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
+from cpersona.edges.http.reading import declare_models
 from cpersona.edges.http.records import record_to_json
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from cpersona.edges.http.operation import Handler
+    from cpersona.edges.http.operation import Handler, Operation
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -104,8 +105,18 @@ def _routes() -> list[Route]:
     # (with a route per operation, the first route that matched the path answered with its own only).
     by_path: dict[str, dict[str, Handler]] = {}
     for op in ROUTES:
-        by_path.setdefault(op.route_path, {})[op.method] = op.handler
+        by_path.setdefault(op.route_path, {})[op.method] = _declared(op)
     return [Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in by_path.items()]
+
+
+def _declared(op: Operation) -> Handler:
+    # The request knows its route's models, so reading its body or query string fills in its agent
+    # (edges/http/reading.py) for every route, whichever module its handler lives in.
+    async def handler(request: Request) -> Response:
+        declare_models(request, body=op.body, query=op.query)
+        return await op.handler(request)
+
+    return handler
 
 
 def _by_method(handlers: dict[str, Handler]) -> Handler:

@@ -1,12 +1,20 @@
 """The HTTP edge's one error envelope, and the outermost middleware that gives every request its id.
 
 Every response carries an ``x-request-id`` header (the caller's, when it sent a usable one) and every
-failure has one shape::
+failure has one shape, read by CPersona's clients and by Cerememory's (its SDK reads the top-level
+``code``/``message``/``details``/``retry_after``/``request_id`` of CMP's envelope, §1.1)::
 
     {"ok": false, "error": {"code": "VALIDATION_ERROR", "message": "agent_id: is required",
-                            "field": "agent_id"}, "request_id": "..."}
+                            "field": "agent_id"},
+     "code": "VALIDATION_ERROR", "message": "agent_id: is required", "details": {"field": "agent_id"},
+     "retry_after": null, "request_id": "..."}
 
-with the HTTP status taken from the error class (see :mod:`cpersona.errors`). A backend that fails is a
+with the HTTP status taken from the error class (see :mod:`cpersona.errors`). Both shapes carry the same
+code: a code CMP also has (``VALIDATION_ERROR``, ``CONTENT_TOO_LARGE``, ``RECORD_NOT_FOUND``,
+``FORGET_UNCONFIRMED``, ``MODALITY_UNSUPPORTED``, ``INTERNAL_ERROR``) becomes the SDK's matching exception;
+one CMP has not (``BACKEND_UNAVAILABLE``, ``NOT_IMPLEMENTED``, ``UNSUPPORTED_MEDIA_TYPE``...) its base
+``CerememoryError`` with the code and status kept — never its ``InternalError`` for what is no fault of
+the server, and never a body it cannot read. A backend that fails is a
 503 whatever raised it: a :class:`~cpersona.BackendUnavailable`, a group of them (parallel arms), or a
 redis-py error no adapter mapped; its message never names a file (the socket path, the data dir). A
 write refused because a disk is under the free-space floor is a 507 (:class:`~cpersona.InsufficientStorage`).
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ForgetUnconfirmed",
     "HostNotAllowed",
+    "NotImplementedHere",
     "ORJSONResponse",
     "RequestEdge",
     "UnsupportedMediaType",
@@ -72,6 +81,9 @@ _REFUSALS = {
     "REDIS_NOT_DURABLE": "Redis did not confirm the write on its disk in time (WAITAOF), so it is not "
     "acknowledged; retry it",
 }
+# Refusals that end by themselves: the envelope's ``retry_after`` (and a ``Retry-After`` header) says when
+# to try again, which the Cerememory SDK's retries wait for; other 503s leave the wait to the caller.
+_RETRY_AFTER_SECS = {"REDIS_LOADING": 1, "REDIS_BUSY": 1, "REDIS_NOT_DURABLE": 1}
 # A unix socket URL, or an absolute path standing alone (not the path of an http URL).
 _FILE_NAME = re.compile(r"unix://[^\s,;'\"()]+|(?<![\w:/.~])/[^\s,;'\"()]+")
 
@@ -96,6 +108,18 @@ class HostNotAllowed(InvalidRequest):
     status = 421
 
 
+class NotImplementedHere(CpersonaError):
+    """A Cerememory operation this engine does not offer (501 ``NOT_IMPLEMENTED``): the route exists so
+    that a client of that protocol hears so in the error envelope, not a 404 that reads as a wrong URL."""
+
+    code = "NOT_IMPLEMENTED"
+    status = 501
+
+    def __init__(self, operation: str, reason: str) -> None:
+        self.operation = operation
+        super().__init__(f"{operation} is not implemented by cpersona: {reason}")
+
+
 class ORJSONResponse(Response):
     """A JSON response serialised by orjson (UTF-8, no spaces, non-finite floats refused)."""
 
@@ -105,11 +129,22 @@ class ORJSONResponse(Response):
         return orjson.dumps(content)
 
 
-def error_envelope(code: str, message: str, field: str | None, request_id: str | None) -> dict[str, Any]:
-    """The one body every failed request gets."""
+def error_envelope(
+    code: str,
+    message: str,
+    field: str | None,
+    request_id: str | None,
+    *,
+    retry_after: int | None = None,
+) -> dict[str, Any]:
+    """The one body every failed request gets: CPersona's ``error`` object and CMP's top-level fields."""
     return {
         "ok": False,
         "error": {"code": code, "message": message, "field": field},
+        "code": code,
+        "message": message,
+        "details": None if field is None else {"field": field},
+        "retry_after": retry_after,
         "request_id": request_id,
     }
 
@@ -123,12 +158,17 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
         body = error_envelope(exc.code, str(exc), exc.field, request_id)
     elif isinstance(exc, RecordNotFound):
         body = error_envelope(exc.code, str(exc), "ref", request_id)
+    elif isinstance(exc, NotImplementedHere):
+        body = error_envelope(exc.code, str(exc), None, request_id)
     elif isinstance(exc, BackendUnavailable):
         # The log keeps the whole detail for the operator; the caller gets it without file names. The
         # disk floor logs its refusals itself, once a minute, not once per refused request.
         if not isinstance(exc, InsufficientStorage):
             log.warning("request %s: %s", request_id, exc)
-        body = error_envelope(exc.code, backend_message(exc), None, request_id)
+        retry_after = _RETRY_AFTER_SECS.get(exc.code)
+        body = error_envelope(exc.code, backend_message(exc), None, request_id, retry_after=retry_after)
+        if retry_after is not None:
+            return ORJSONResponse(body, exc.status, headers={"retry-after": str(retry_after)})
     else:
         # Engine-state errors (closed engine, locked data dir) are server faults: log, answer opaquely.
         log.error("request %s failed: %s", request_id, exc, exc_info=exc)

@@ -15,7 +15,7 @@ from pydantic.json_schema import models_json_schema
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
-from cpersona.edges.http.reading import query_params
+from cpersona.edges.http.reading import AGENT_HEADER, query_params, takes_agent
 from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS, engine_of
 from cpersona.model.fields import schema_limits, validate
 from cpersona.model.recall_query import RecallQuery
@@ -47,6 +47,7 @@ _ERROR_TEXT = {
     422: "reconstruct: not even the first passage with its head claim fits the mode's token cap "
     "(CAP_BELOW_MINIMUM, `error.field` is `mode`)",
     500: "Unexpected server error (INTERNAL_ERROR, opaque message; details are logged)",
+    501: "A Cerememory operation this engine does not offer (NOT_IMPLEMENTED); the message says why",
     503: "A backend did not answer within its deadline (BACKEND_UNAVAILABLE)",
     507: "An embedded store's disk has less free space than CPERSONA_MIN_FREE_MB; the write is refused "
     "(INSUFFICIENT_STORAGE)",
@@ -167,7 +168,7 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     description = _description(op, settings, policies)
     if description:
         out["description"] = description
-    out["parameters"] = [*_parameters(op, settings), _REQUEST_ID]
+    out["parameters"] = [*_parameters(op, settings), *_agent_header(op, settings), _REQUEST_ID]
     if op.body is not None:
         out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
@@ -238,6 +239,26 @@ def _description(op: Operation, settings: Settings, policies: Mapping[str, Polic
         f"{op.description} Policies: {', '.join(sorted(policies))}; the default is "
         f"{settings.recall_policy}, or {settings.recall_cue_policy} with a time cue."
     )
+
+
+def _agent_header(op: Operation, settings: Settings) -> list[dict[str, Any]]:
+    # Offered where the request names an agent; the reading is edges/http/reading.py's.
+    if not any(takes_agent(model) for model in (op.body, op.query) if model is not None):
+        return []
+    return [
+        {
+            "name": AGENT_HEADER,
+            "in": "header",
+            "required": False,
+            "description": "The agent of a request that names none itself (`agent_id`), as a client "
+            "without scopes (the Cerememory SDK) sends it; without either, CPERSONA_DEFAULT_AGENT, else 400",
+            "schema": {
+                "type": "string",
+                "pattern": "^[ -~]*[!-~][ -~]*$",
+                "maxLength": settings.max_key_length,
+            },
+        }
+    ]
 
 
 def _parameters(op: Operation, settings: Settings) -> list[dict[str, Any]]:

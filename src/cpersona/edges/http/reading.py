@@ -1,9 +1,21 @@
-"""Reading a request: its JSON body (size-capped, parsed off the loop when large) and its query string."""
+"""Reading a request: its JSON body (size-capped, parsed off the loop when large), its query string, and
+the agent it acts for.
+
+The agent of a request is, in this order: the ``agent_id`` it names (body or query string); else the
+``X-Cpersona-Agent`` header (ASCII; a client without scopes, such as the Cerememory SDK, sends it on
+every request with its ``headers=``); else the server's ``CPERSONA_DEFAULT_AGENT`` (unset by default);
+else the request is a 400 naming ``agent_id``. It is never guessed. It applies to every route whose
+model has an ``agent_id`` (or a batch of ``records`` that each have one): the app declares each route's
+models on its request (:func:`declare_models`), and :func:`json_object` and :func:`query_params` fill the
+agent in as they read, so a route in any module gets it however it reads its request (:func:`read_body`
+and :func:`read_query` also validate). :func:`caller_agent` is the one place that decides the fallback,
+the seam where an API key bound to one agent will come first.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -11,11 +23,110 @@ import orjson
 
 from cpersona.edges.http.errors import UnsupportedMediaType
 from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.model.fields import RequestModel, validate
+from cpersona.settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from starlette.requests import Request
 
-__all__ = ["json_object", "query_params"]
+__all__ = [
+    "AGENT_HEADER",
+    "caller_agent",
+    "declare_models",
+    "json_object",
+    "query_params",
+    "read_body",
+    "read_query",
+    "takes_agent",
+    "with_agent",
+]
+
+AGENT_HEADER = "X-Cpersona-Agent"
+"""The header naming the agent of a request that does not name one itself."""
+
+_M = TypeVar("_M", bound=RequestModel)
+# Where the app leaves the models of a request's route (ASGI scope keys are namespaced by convention).
+_BODY_MODEL = "cpersona.body_model"
+_QUERY_MODEL = "cpersona.query_model"
+_NO_AGENT = (
+    f"is required: name it in the request, or send the {AGENT_HEADER} header "
+    "(or start the server with CPERSONA_DEFAULT_AGENT)"
+)
+
+
+def _settings(request: Request) -> Settings:
+    settings = getattr(request.state.engine, "settings", None)
+    if not isinstance(settings, Settings):  # pragma: no cover - the lifespan always puts an Engine there
+        raise TypeError("request.state.engine has no settings")
+    return settings
+
+
+def caller_agent(request: Request) -> str | None:
+    """The agent a request acts for when it names none: its header, else the server's default agent."""
+    header = request.headers.get(AGENT_HEADER)
+    if header is not None:
+        # Header bytes are read as Latin-1, so UTF-8 would name another agent (``JÃ¼rgen``); an agent id
+        # beyond ASCII goes in the request itself.
+        if not header.isascii():
+            raise InvalidRequest(AGENT_HEADER.lower(), "must be ASCII; name other agents in agent_id")
+        return header
+    return _settings(request).default_agent
+
+
+def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str | None) -> dict[str, Any]:
+    """``values`` with ``agent`` as the ``agent_id`` of the request (or of each of its ``records``) that
+    names none; a request that must name one and cannot is a 400 naming ``agent_id``."""
+    out = dict(values)
+    fields = model.model_fields
+    if "agent_id" in fields:
+        if "agent_id" not in out:
+            if agent is not None:
+                out["agent_id"] = agent
+            elif fields["agent_id"].is_required():
+                raise InvalidRequest("agent_id", _NO_AGENT)
+    elif _records_take_agent(model) and agent is not None and isinstance(out.get("records"), list):
+        out["records"] = [
+            {**item, "agent_id": agent} if isinstance(item, dict) and "agent_id" not in item else item
+            for item in out["records"]
+        ]
+    return out
+
+
+def takes_agent(model: type[RequestModel]) -> bool:
+    """Whether a request model names an agent (its own, or each of its records'): those read the header."""
+    return "agent_id" in model.model_fields or _records_take_agent(model)
+
+
+def _records_take_agent(model: type[RequestModel]) -> bool:
+    # A batch: ``records`` of a model that has an agent_id (``Sequence[StoreRequest]``).
+    field = model.model_fields.get("records")
+    if field is None:
+        return False
+    return any(
+        isinstance(kind, type) and issubclass(kind, RequestModel) and "agent_id" in kind.model_fields
+        for kind in get_args(field.annotation)
+    )
+
+
+def _fallback(request: Request, model: type[RequestModel]) -> str | None:
+    # A route whose agent is in its path (or that has none) never reads the header.
+    return caller_agent(request) if takes_agent(model) else None
+
+
+async def read_body(request: Request, model: type[_M]) -> _M:
+    """The JSON body as ``model``, its agent filled in as the module says; errors name the field."""
+    settings = _settings(request)
+    raw = await json_object(request, request.app.state.max_body_bytes)
+    return validate(model, with_agent(model, raw, _fallback(request, model)), settings)
+
+
+def read_query(request: Request, model: type[_M]) -> _M:
+    """The query string as ``model``, its agent filled in as the module says; errors name the field."""
+    values = with_agent(model, query_params(request), _fallback(request, model))
+    return validate(model, values, _settings(request))
+
 
 # Bodies above this size are parsed in a worker thread: orjson holds the event loop for about a
 # millisecond per 100 KiB, and a 64 MiB batch would otherwise stall every other request.
@@ -23,7 +134,10 @@ _PARSE_IN_THREAD_BYTES = 1024 * 1024
 
 
 async def json_object(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object; errors name ``body`` (or the header, or the repeated key)."""
+    """The request body as a JSON object; errors name ``body`` (or the header, or the repeated key).
+
+    On a route the app mounted, the body's agent is filled in as the module says (its body model is
+    declared on the request, :func:`declare_models`)."""
     _require_json(request.headers.get("content-type", ""))
     raw = await _read(request, limit)
     if not raw.strip():
@@ -34,7 +148,22 @@ async def json_object(request: Request, limit: int) -> dict[str, Any]:
         body = _parse(raw)
     if not isinstance(body, dict):
         raise InvalidRequest("body", f"must be a JSON object, got {_json_kind(body)}")
-    return body
+    return _with_declared_agent(request, _BODY_MODEL, body)
+
+
+def declare_models(
+    request: Request, *, body: type[RequestModel] | None, query: type[RequestModel] | None
+) -> None:
+    """Tell the readers of this request which models its route reads (the app does, for every route)."""
+    request.scope[_BODY_MODEL] = body
+    request.scope[_QUERY_MODEL] = query
+
+
+def _with_declared_agent(request: Request, key: str, values: dict[str, Any]) -> dict[str, Any]:
+    model = request.scope.get(key)
+    if not (isinstance(model, type) and issubclass(model, RequestModel)):
+        return values
+    return with_agent(model, values, _fallback(request, model))
 
 
 def _require_json(content_type: str) -> None:
@@ -97,13 +226,14 @@ def _json_kind(value: object) -> str:
     return "a number"
 
 
-def query_params(request: Request) -> dict[str, str]:
-    """The query parameters, each given at most once (which ones a route knows, its model says)."""
+def query_params(request: Request) -> dict[str, Any]:
+    """The query parameters, each given at most once (which ones a route knows, its model says); on a
+    route the app mounted, the agent filled in as the module says."""
     params = request.query_params
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for key in params:
         values = params.getlist(key)
         if len(values) > 1:
             raise InvalidRequest(key, "must be given once")
         out[key] = values[0]
-    return out
+    return _with_declared_agent(request, _QUERY_MODEL, out)

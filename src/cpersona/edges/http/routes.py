@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import Field
 
 from cpersona.edges.http.errors import ForgetUnconfirmed, ORJSONResponse
+from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
-from cpersona.edges.http.reading import json_object, query_params
+from cpersona.edges.http.raw_routes import RAW_OPERATIONS
+from cpersona.edges.http.reading import read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.engine.facade import Engine
@@ -24,7 +26,7 @@ from cpersona.model.agent_requests import CalibrateRequest, GateRequest, Profile
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
 from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments, validate
+from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
@@ -80,12 +82,11 @@ def engine_of(request: Request) -> Engine:
 
 
 async def _body(request: Request, model: type[_M]) -> _M:
-    raw = await json_object(request, request.app.state.max_body_bytes)
-    return validate(model, raw, engine_of(request).settings)
+    return await read_body(request, model)
 
 
 def _query(request: Request, model: type[_M]) -> _M:
-    return validate(model, query_params(request), engine_of(request).settings)
+    return read_query(request, model)
 
 
 def _ok(body: Mapping[str, Any]) -> ORJSONResponse:
@@ -298,7 +299,8 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET", "/v1/introspect/stats", _stats,
-        "Record counts (of one agent, or all) and pending vector writes", StatsResponse, query=StatsQuery,
+        "Record counts (of one agent, or all), pending vector writes, and Cerememory's stats "
+        "(introspect.stats)", StatsResponse, query=StatsQuery,
     ),
     Operation(
         "POST", "/v1/recall/query", _recall_query, "Recall the rows that answer a question (recall.query)",
@@ -340,4 +342,6 @@ OPERATIONS: tuple[Operation, ...] = (
         "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
     *TIMELINE_OPERATIONS,
+    *RAW_OPERATIONS,
+    *INTROSPECT_OPERATIONS,
 )  # fmt: skip

@@ -21,18 +21,18 @@ item's content and every excerpt is a contiguous span of a stored record it cite
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.scope import ReadScope
 from cpersona.operations.associations import record_links
-from cpersona.operations.reconstruct.allocation import Allocation, allocate, allocate_passages
+from cpersona.operations.reconstruct.allocation import Allocation, allocate, cut_passages
 from cpersona.operations.reconstruct.bounds import limits_of
 from cpersona.operations.reconstruct.bundling import bundle
 from cpersona.operations.reconstruct.candidates import KEYWORD_SEAT, recall_candidates
 from cpersona.operations.reconstruct.cues import associative_cues
-from cpersona.operations.reconstruct.modes import HELD_LONG_CHARS, hold_to_cap, mode_of
-from cpersona.operations.reconstruct.order import order_items
+from cpersona.operations.reconstruct.modes import HELD_LONG_CHARS, hold_to_cap, mode_of, tokens_of
+from cpersona.operations.reconstruct.order import Ordered, order_items
 from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
 from cpersona.operations.reconstruct.response import Quoted, build_result
 from cpersona.operations.reconstruct.structure import structure
@@ -44,12 +44,14 @@ if TYPE_CHECKING:
 
     from cpersona.model.reconstruct_request import ReconstructRequest
     from cpersona.operations.reconstruct.bounds import Budget, Limits
-    from cpersona.operations.reconstruct.candidates import Recalled, RecallPort, RecallView
+    from cpersona.operations.reconstruct.bundling import Cluster
+    from cpersona.operations.reconstruct.candidates import Candidate, Recalled, RecallPort, RecallView
+    from cpersona.operations.reconstruct.cues import Cues
     from cpersona.operations.reconstruct.modes import Mode
-    from cpersona.operations.reconstruct.order import Ordered
     from cpersona.operations.reconstruct.structure import Structured
     from cpersona.operations.reconstruct.trace import Ledger
     from cpersona.settings import ReconstructSequence, Settings
+    from cpersona.stores.association_values import RecordLinks
     from cpersona.stores.protocols import RecordStore
 
 __all__ = ["reconstruct"]
@@ -66,11 +68,8 @@ async def reconstruct(
     ``ledger`` builds a traced call's coverage ledger."""
     mode = mode_of(req, settings)
     limits = limits_of(req, settings, mode)
-    if limits.count == 0:
-        return ReconstructResult(
-            items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
-            requested_count=limits.requested_count, count_policy=limits.count_policy,
-        )  # fmt: skip
+    if limits.count == 0 and not req.trace:
+        return _count_zero(limits, mode)
     scope = _scope(req)
     cues = await associative_cues(records, scope, req.query)
     asks = KEYWORD_SEAT if mode is None else mode.asks
@@ -79,11 +78,99 @@ async def reconstruct(
     links = dict(await record_links(records, scope, [c.ref for c in pool]))
     clusters = bundle(pool, links, limits.adjacency_seconds)
     ordered = order_items(clusters, pool, limits.count)
+    if limits.count == 0:
+        # Traced, count 0 still makes its recall, for the audit; nothing becomes an item, held ones neither.
+        ordered = Ordered((), (), len(clusters))
+    quoted, beyond_hops = await _quoted(
+        records, scope, req.query, limits, pool, links, ordered, recalled.view
+    )
+    budget = limits.budget(len(ordered.window))
+    audit = _Audit(req.query, recalled, clusters, cues, ledger, ordered.dropped)
+    if mode is None:
+        layout = Layout(settings.reconstruct_sequence)
+        shown, alloc = _allocate(layout, req.query, limits, quoted, recalled.view, budget.chars)
+        trace = audit.trace(quoted, shown, alloc, budget.chars, layout) if req.trace else None
+        if limits.count == 0:
+            return _count_zero(limits, None, trace)
+        return build_result(
+            limits, recalled, quoted, shown, alloc, budget, beyond_hops=beyond_hops, trace=trace
+        )
+    capped = None if limits.count == 0 else _capped(mode, req.query, limits, recalled, quoted, budget)
+    if not req.trace:
+        assert capped is not None
+        return capped
+    # The trace is the audit, never held to the cap (§4.3); its sequence is the mode's, cut where the cap
+    # (or the budget) cut the answer.
+    layout = Layout(
+        "whole", mode.whole_floor, mode.held_long_last, None if capped is None else _pieces(capped)
+    )
+    shown, alloc = _allocate(layout, req.query, limits, quoted, recalled.view, budget.chars)
+    trace = audit.trace(quoted, shown, alloc, budget.chars, layout)
+    if capped is None:
+        return _count_zero(limits, mode, trace)
+    return capped.model_copy(update={"trace": trace})
+
+
+def _count_zero(limits: Limits, mode: Mode | None, trace: dict[str, Any] | None = None) -> ReconstructResult:
+    """``count: 0``: no item, with ``count_zero``; a mode still reports itself, a traced call its audit."""
+    result = ReconstructResult(
+        items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
+        requested_count=limits.requested_count, count_policy=limits.count_policy,
+    )  # fmt: skip
+    if mode is not None:
+        result = tokens_of(result, mode)
+    return result if trace is None else result.model_copy(update={"trace": trace})
+
+
+def _pieces(result: ReconstructResult) -> int:
+    """How many pieces of the sequence an answer shows: each item's content and its excerpts."""
+    return sum(1 + len(item.excerpts or ()) for item in result.items)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Audit:
+    """What a traced call's audit is built from, besides the allocation."""
+
+    query: str
+    recalled: Recalled
+    clusters: Sequence[Cluster]
+    cues: Cues
+    ledger: Ledger
+    past_window: int
+
+    def trace(
+        self,
+        quoted: Sequence[Quoted],
+        shown: Sequence[tuple[Quoted, int]],
+        alloc: Allocation,
+        budget: int,
+        layout: Layout,
+    ) -> dict[str, Any]:
+        allocated = Allocated(quoted, shown, alloc, budget, layout.sequence, self.past_window)
+        return trace_of(self.query, self.recalled, self.clusters, self.cues, allocated, self.ledger)
+
+
+async def _quoted(
+    records: RecordStore,
+    scope: ReadScope,
+    query: str,
+    limits: Limits,
+    pool: Sequence[Candidate],
+    links: dict[str, RecordLinks],
+    ordered: Ordered,
+    view: RecallView,
+) -> tuple[list[Quoted], bool]:
+    """Stages 6 to 8: the relation walk from each item's entities, the items' structure, their quotes;
+    and whether the walk reached ``max_hops`` with more beyond."""
     entities = [sorted({e for i in cl.members if pool[i].ref in links for e in links[pool[i].ref].entities})
                 for cl in ordered.items]  # fmt: skip
-    pool_refs = {c.ref for c in pool}
     walked = await relation_walk(
-        records, scope, entities, pool_refs, max_hops=limits.max_hops, max_evidence=limits.max_evidence
+        records,
+        scope,
+        entities,
+        {c.ref for c in pool},
+        max_hops=limits.max_hops,
+        max_evidence=limits.max_evidence,
     )
     evidence = [w.ref for hits in walked.per_item for w in hits]
     if evidence:
@@ -92,28 +179,9 @@ async def reconstruct(
         structure(cl, pool, walked.per_item[n], links, limits.max_evidence)
         for n, cl in enumerate(ordered.items)
     ]
-    view = recalled.view
-    quoted = _quote(req.query, limits, ordered, structs, view.best_blocks, view.block_chars)
-    budget = limits.budget(len(ordered.window))
-    if mode is None:
-        layout = Layout(settings.reconstruct_sequence)
-        shown, alloc = _allocate(layout, req.query, limits, quoted, view, budget.chars)
-        trace = None
-        if req.trace:
-            allocated = Allocated(quoted, shown, alloc, budget.chars, layout.sequence)
-            trace = trace_of(req.query, recalled, clusters, cues, allocated, ledger)
-        return build_result(
-            limits, recalled, quoted, shown, alloc, budget, beyond_hops=walked.reached_max_hops, trace=trace
-        )
-    capped = _capped(mode, req.query, limits, recalled, quoted, budget)
-    if not req.trace:
-        return capped
-    # The trace is the audit, never held to the cap (§4.3): its sequence is the mode's before the cap.
-    layout = Layout("whole", mode.whole_floor, mode.held_long_last)
-    shown, alloc = _allocate(layout, req.query, limits, quoted, view, budget.chars)
-    allocated = Allocated(quoted, shown, alloc, budget.chars, layout.sequence)
-    trace = trace_of(req.query, recalled, clusters, cues, allocated, ledger)
-    return capped.model_copy(update={"trace": trace})
+    return _quote(
+        query, limits, ordered, structs, view.best_blocks, view.block_chars
+    ), walked.reached_max_hops
 
 
 def _capped(
@@ -164,14 +232,19 @@ def _allocate(
         if layout.held_long_last and q.held and len(head.text) > HELD_LONG_CHARS:
             last.add(n)
     sizes = [[e - s for s, e in sp] for sp in spans]
-    admitted, used, cut = allocate_passages(sizes, whole, budget, last=last, limit=layout.limit)
+    cut = cut_passages(sizes, whole, budget, last=last, limit=layout.limit)
+    admitted: list[list[int]] = [[] for _ in quoted]
+    for i, r in cut.order[: cut.admitted]:
+        admitted[i].append(r)
     shown: list[tuple[Quoted, int]] = []
     for n, q in enumerate(quoted):
         if admitted[n]:
             first, *rest = (spans[n][r] for r in admitted[n])
             pieces = tuple((q.structured.head, span) for span in rest)
             shown.append((dataclasses.replace(q, head_span=first, excerpts=pieces), len(rest)))
-    return shown, Allocation(tuple((i, 0) for i, a in enumerate(admitted) if a), used, cut)
+    chosen = tuple((i, 0) for i, a in enumerate(admitted) if a)
+    order = tuple((i, spans[i][r]) for i, r in cut.order)
+    return shown, Allocation(chosen, cut.used, cut.stop is not None, cut.stop, order, cut.admitted)
 
 
 def _quote(

@@ -16,21 +16,31 @@ head quote (:mod:`.bounds`). ``CPERSONA_RECONSTRUCT_SEQUENCE`` picks the sequenc
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
-__all__ = ["RRF_K", "Allocation", "allocate", "allocate_passages"]
+__all__ = ["RRF_K", "Allocation", "PassageCut", "StopReason", "allocate", "allocate_passages", "cut_passages"]
 
 RRF_K = 60
+
+StopReason = Literal["budget", "cap"]
+"""What cut a sequence: its next piece did not fit the character budget, or the mode's token cap allowed
+no more pieces (the prefix :mod:`.modes` found). When both would, the budget is named: the cap did not
+have to act."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Allocation:
     chosen: tuple[tuple[int, int], ...]  # (item index, pieces after its content), in item order
     used: int
-    cut: bool  # the budget left something out
+    cut: bool  # the budget (or the cap) left something out
+    stop: StopReason | None = None
+    order: tuple[tuple[int, tuple[int, int]], ...] = ()
+    """The passage sequences only: every piece in sequence order, admitted or not, as (item, span)."""
+    admitted: int = 0
+    """The passage sequences only: how many of ``order``'s pieces were admitted (a prefix)."""
 
 
 def allocate(heads: Sequence[int], excerpts: Sequence[Sequence[int]], budget: int) -> Allocation:
@@ -38,7 +48,7 @@ def allocate(heads: Sequence[int], excerpts: Sequence[Sequence[int]], budget: in
     used = 0
     for n, size in enumerate(heads):
         if used + size > budget and n > 0:
-            return Allocation(tuple((i, 0) for i in range(n)), used, True)
+            return Allocation(tuple((i, 0) for i in range(n)), used, True, "budget")
         used += size
     taken = [0] * len(heads)
     depth = max((len(e) for e in excerpts), default=0)
@@ -47,7 +57,7 @@ def allocate(heads: Sequence[int], excerpts: Sequence[Sequence[int]], budget: in
             if level >= len(sizes):
                 continue
             if used + sizes[level] > budget:
-                return Allocation(tuple(enumerate(taken)), used, True)
+                return Allocation(tuple(enumerate(taken)), used, True, "budget")
             used += sizes[level]
             taken[i] += 1
     return Allocation(tuple(enumerate(taken)), used, False)
@@ -64,6 +74,39 @@ def _sequence(
     return first + [p for p in rest if not (p[0] in last and p[1] > 0)] + moved
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassageCut:
+    """A passage sequence and where it was cut: its first ``admitted`` pieces are in."""
+
+    order: tuple[tuple[int, int], ...]  # (item, passage) in sequence order, the whole sequence
+    admitted: int
+    used: int
+    stop: StopReason | None
+
+
+def cut_passages(
+    passages: Sequence[Sequence[int]],
+    whole: Sequence[bool],
+    budget: int,
+    *,
+    last: Collection[int] = (),
+    limit: int | None = None,
+) -> PassageCut:
+    """``evidence`` / ``whole``: ``passages[i]`` is item i's head passages' sizes, best first; ``whole[i]``
+    puts item i's single whole-record piece first; the items in ``last`` keep their first passage in
+    place and move the others to the end. At most ``limit`` pieces (the mode cap's prefix)."""
+    order = tuple(_sequence(passages, whole, last))
+    used = 0
+    for n, (i, r) in enumerate(order):
+        size = passages[i][r]
+        if used + size > budget and n > 0:
+            return PassageCut(order, n, used, "budget")
+        if n == limit:
+            return PassageCut(order, n, used, "cap")
+        used += size
+    return PassageCut(order, len(order), used, None)
+
+
 def allocate_passages(
     passages: Sequence[Sequence[int]],
     whole: Sequence[bool],
@@ -72,16 +115,10 @@ def allocate_passages(
     last: Collection[int] = (),
     limit: int | None = None,
 ) -> tuple[list[list[int]], int, bool]:
-    """``evidence`` / ``whole``: ``passages[i]`` is item i's head passages' sizes, best first; ``whole[i]``
-    puts item i's single whole-record piece first; the items in ``last`` keep their first passage in
-    place and move the others to the end. At most ``limit`` pieces (the mode cap's prefix). The admitted
-    passage indices per item, in sequence order, the characters used and whether the sequence was cut."""
+    """:func:`cut_passages` as per-item lists: the admitted passage indices per item, in sequence order,
+    the characters used and whether the sequence was cut."""
+    cut = cut_passages(passages, whole, budget, last=last, limit=limit)
     admitted: list[list[int]] = [[] for _ in passages]
-    used = 0
-    for n, (i, r) in enumerate(_sequence(passages, whole, last)):
-        size = passages[i][r]
-        if n == limit or (used + size > budget and n > 0):
-            return admitted, used, True
-        used += size
+    for i, r in cut.order[: cut.admitted]:
         admitted[i].append(r)
-    return admitted, used, False
+    return admitted, cut.used, cut.stop is not None

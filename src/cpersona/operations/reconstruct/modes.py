@@ -14,7 +14,13 @@ recall asks        the keyword seat                    + 2 block seats, + 8 keyw
                                                        of depth
 =================  ==================================  ==============================================
 
-Both leave out ``bounds`` and the budget fields, and neither walks relations. The cap is stage 10: the
+Both leave out ``bounds`` and the budget fields, and neither walks relations. An item whose only claim is
+its head gives that claim's time as the item's ``as_of`` in place of the claim (which would only repeat
+``head_ref``); an item of several claims lists them all. A call that chose lite with ``lite: true`` gets
+``lite: true`` back beside ``mode: "lite"``, so either spelling finds its own field in the answer.
+(CPersona 2.6.14 reads ``lite: true`` as ``mode: "lite"`` before compacting and so never shows its own
+``lite`` echo to a caller; the reference lists the field, and here it says which spelling was read.)
+The cap is stage 10: the
 longest prefix of the sequence whose JSON fits, found by binary search (a longer prefix is never
 shorter JSON); if the first piece alone does not fit, the first item keeps only its head claim; if that
 does not fit either, the call fails with :class:`CapBelowMinimum`.
@@ -40,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cpersona.model.reconstruct_request import ReconstructRequest
-    from cpersona.model.reconstruct_response import ReconstructResult
+    from cpersona.model.reconstruct_response import Item, ReconstructResult
     from cpersona.settings import Settings
 
 __all__ = ["HELD_LONG_CHARS", "CapBelowMinimum", "Mode", "hold_to_cap", "mode_of", "tokens_of"]
@@ -66,12 +72,14 @@ class Mode:
     whole_floor: int | None  # items the whole-record floor covers; None: every item
     held_long_last: bool
     asks: RecallAsks
+    lite_flag: bool = False  # chosen by ``lite: true`` (echoed), not by ``mode: "lite"``
 
 
 def mode_of(req: ReconstructRequest, settings: Settings) -> Mode | None:
     name = req.mode or ("lite" if req.lite else None)
     if name == "lite":
-        return Mode("lite", settings.reconstruct_lite_cap, 2_800, None, None, False, RecallAsks())
+        flag = req.mode is None
+        return Mode("lite", settings.reconstruct_lite_cap, 2_800, None, None, False, RecallAsks(), flag)
     if name == "pro":
         asks = RecallAsks(keyword_seats=1 + 8, extra_block_seats=2, depth_places=8)
         return Mode("pro", settings.reconstruct_pro_cap, None, 15, 10, True, asks)
@@ -88,7 +96,10 @@ def tokens_of(result: ReconstructResult, mode: Mode) -> ReconstructResult:
     below the cap has more tokens, then again with each count until it reproduces itself)."""
     left_out = ("bounds", "requested_budget", "budget_policy", "effective_budget", "used_budget", "trace")
     update: dict[str, object] = dict.fromkeys(left_out)
-    update.update(mode=mode.name, cap=mode.cap, used_tokens=mode.cap)
+    items = [_lone_head(item) for item in result.items]
+    update.update(
+        items=items, mode=mode.name, cap=mode.cap, used_tokens=mode.cap, lite=mode.lite_flag or None
+    )
     compact = result.model_copy(update=update)
     bound = used = _json_tokens(compact)
     for _ in range(3):
@@ -99,11 +110,21 @@ def tokens_of(result: ReconstructResult, mode: Mode) -> ReconstructResult:
     return compact.model_copy(update={"used_tokens": bound})  # an upper bound, never reached in practice
 
 
+def _lone_head(item: Item) -> Item:
+    """An item whose only claim is its head, as the modes give it: the claim's time as the item's
+    ``as_of``, the claim itself left out (it would repeat ``head_ref``)."""
+    claims = item.claims
+    if len(claims) != 1 or claims[0].ref != item.head_ref or claims[0].why or claims[0].roles:
+        return item
+    return item.model_copy(update={"claims": [], "as_of": claims[0].as_of})
+
+
 def _shrink_claims(result: ReconstructResult) -> ReconstructResult:
     """The first item with its head claim only (the rest counted in ``claims_omitted``)."""
     first, *rest = result.items
-    head = [c for c in first.claims if c.ref == first.head_ref][:1] or first.claims[:1]
-    omitted = (first.claims_omitted or 0) + len(first.claims) - len(head)
+    claims = first.claims
+    head = [c for c in claims if c.ref == first.head_ref][:1] or claims[:1]
+    omitted = (first.claims_omitted or 0) + len(claims) - len(head)
     first = first.model_copy(update={"claims": head, "claims_omitted": omitted or None})
     return result.model_copy(update={"items": [first, *rest]})
 

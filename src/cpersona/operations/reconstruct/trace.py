@@ -14,8 +14,14 @@ with the recall it made nested as ``recall``, that recall's own trace v1 unchang
     The returned items: head ref, the refs each cites, ``held`` for a reservation item.
 ``sequence``
     The allocation: its name, the budget, what it used, whether it cut, and its pieces in sequence order
-    (item, ref, head or excerpt, span, size, admitted), with ``stopped_at`` the first piece left out. The
-    ``items`` sequence is listed whole; ``evidence`` and ``whole`` list the pieces they admitted.
+    (item, ref, head or excerpt, span, size, admitted), every one of them, admitted or not; with
+    ``stopped_at`` the first piece left out and ``stop`` why the answer ended there: ``budget`` (that
+    piece did not fit the characters left), ``cap`` (a mode's token cap allowed no more pieces; the
+    budget is named when both would have stopped it), or ``count`` (every piece fitted, and clusters past
+    the count's window were left out; ``stopped_at`` is then ``null``, as when nothing was left out and
+    ``stop`` is ``null`` too). In ``items`` a piece's item is its place in the item order; in ``evidence``
+    and ``whole`` too (the clusters' ``item``), and an item's first piece in sequence order is its head
+    (its content when admitted), its later ones excerpts of the same record.
 ``coverage``
     The coverage ledger (§3.13a) over the records the returned items cite (the seed's rule for
     reconstruct), in the order the items cite them, from their full stored text.
@@ -61,6 +67,8 @@ class Allocated:
     allocation: Allocation
     budget: int
     sequence: str
+    past_window: int = 0
+    """Ranked clusters the count's window left out."""
 
 
 def trace_of(
@@ -119,18 +127,16 @@ def _item(q: Quoted) -> dict[str, Any]:
 
 
 def _pieces(allocated: Allocated) -> list[dict[str, Any]]:
-    """The ``items`` sequence whole (every head, then the excerpts round-robin, as allocation walks
-    them), else the admitted pieces of each shown item."""
-    if allocated.sequence != "items":
-        return [
-            _piece(n, ref, span)
-            for n, (q, taken) in enumerate(allocated.shown)
-            for ref, span in [
-                (q.structured.head.ref, q.head_span),
-                *((r.ref, s) for r, s in q.excerpts[:taken]),
-            ]
-        ]
+    """The sequence whole: ``items`` as allocation walks it (every head, then the excerpts round-robin),
+    ``evidence`` and ``whole`` in their passage order."""
     quoted = allocated.quoted
+    if allocated.sequence != "items":
+        seen: set[int] = set()
+        pieces = []
+        for n, span in allocated.allocation.order:
+            pieces.append(_piece(n, quoted[n].structured.head.ref, span, excerpt=n in seen))
+            seen.add(n)
+        return pieces
     pieces = [_piece(n, q.structured.head.ref, q.head_span) for n, q in enumerate(quoted)]
     depth = max((len(q.excerpts) for q in quoted), default=0)
     for level in range(depth):
@@ -156,12 +162,13 @@ def _piece(n: int, ref: str, span: tuple[int, int], *, excerpt: bool = False) ->
 def _sequence(allocated: Allocated) -> dict[str, Any]:
     pieces = _pieces(allocated)
     alloc = allocated.allocation
-    admitted = len(pieces)
+    admitted = alloc.admitted
     if allocated.sequence == "items":
         admitted = sum(1 + taken for _, taken in alloc.chosen)
     for n, piece in enumerate(pieces):
         piece["admitted"] = n < admitted
     stopped = admitted if alloc.cut and admitted < len(pieces) else None
+    stop = alloc.stop if stopped is not None else "count" if allocated.past_window else None
     return {
         "name": allocated.sequence,
         "budget": allocated.budget,
@@ -169,4 +176,5 @@ def _sequence(allocated: Allocated) -> dict[str, Any]:
         "cut": alloc.cut,
         "pieces": pieces,
         "stopped_at": stopped,
+        "stop": stop,
     }

@@ -32,7 +32,6 @@ from cpersona.model.records import (
     MetaEdge,
     MetaMemory,
     ProfileRecord,
-    RawRecord,
     Scope,
     Source,
 )
@@ -52,8 +51,10 @@ __all__ = [
     "episode_to_doc",
     "memory_from_doc",
     "memory_to_doc",
-    "raw_from_doc",
-    "raw_to_doc",
+    "meta_from",
+    "meta_to_doc",
+    "scope_doc",
+    "scope_from",
     "tag",
 ]
 
@@ -132,6 +133,10 @@ class RawDoc(_ScopedDoc):
     visibility: str
     secrecy_level: str
     content: str
+    grams: list[str] = []
+    stems: str = ""
+    tag_short_grams: list[str] = []
+    sealed: str = ""
     ts: float
     metadata: dict[str, Any] = {}
     meta: dict[str, Any] = {}
@@ -192,7 +197,7 @@ def bind_documents(client: RedisClient, keys: Keys) -> DocumentModels:
     return DocumentModels(BoundMemory, BoundEpisode, BoundRaw, BoundProfile)
 
 
-def _scope_doc(scope: Scope) -> dict[str, str]:
+def scope_doc(scope: Scope) -> dict[str, str]:
     return {
         "agent_id": scope.agent_id,
         "project_id": scope.project_id,
@@ -203,18 +208,18 @@ def _scope_doc(scope: Scope) -> dict[str, str]:
     }
 
 
-def _scope_from(doc: Mapping[str, Any]) -> Scope:
+def scope_from(doc: Mapping[str, Any]) -> Scope:
     return Scope(doc["agent_id"], doc.get("project_id", ""), doc.get("channel", ""))
 
 
-def _meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
+def meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
     out = dataclasses.asdict(meta)
     for key in ("goals", "assumptions", "tags", "evidence", "alternatives"):
         out[key] = [dict(x) if isinstance(x, Mapping) else x for x in out[key]]
     return out
 
 
-def _meta_from(doc: Mapping[str, Any]) -> MetaMemory:
+def meta_from(doc: Mapping[str, Any]) -> MetaMemory:
     if not doc:
         return MetaMemory()
     return MetaMemory(
@@ -238,7 +243,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
     """The JSON document of a memory, as stored under ``keys.memory(rec.id)``."""
     return {
         "pk": rec.id,
-        **_scope_doc(rec.scope),
+        **scope_doc(rec.scope),
         "source": dataclasses.asdict(rec.source),
         "tag_source": tag(rec.source.id),
         "tag_source_prefixes": source_prefix_tags(rec.source.id),
@@ -254,7 +259,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "store": rec.store,
         "emotion": dataclasses.asdict(rec.emotion),
         "fidelity": dataclasses.asdict(rec.fidelity),
-        "meta": _meta_to_doc(rec.meta),
+        "meta": meta_to_doc(rec.meta),
         "associations": [dataclasses.asdict(a) for a in rec.associations],
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
@@ -270,7 +275,7 @@ def memory_from_doc(doc: Mapping[str, Any]) -> MemoryRecord:
     src = doc.get("source") or {}
     return MemoryRecord(
         id=doc["pk"],
-        scope=_scope_from(doc),
+        scope=scope_from(doc),
         source=Source(src.get("type", "Agent"), src.get("id", ""), src.get("name", "")),
         content=doc["content"],
         timestamp=float(doc["ts"]),
@@ -280,7 +285,7 @@ def memory_from_doc(doc: Mapping[str, Any]) -> MemoryRecord:
         store=doc.get("store", "episodic"),
         emotion=EmotionVector(**(doc.get("emotion") or {})),
         fidelity=Fidelity(**(doc.get("fidelity") or {})),
-        meta=_meta_from(doc.get("meta") or {}),
+        meta=meta_from(doc.get("meta") or {}),
         associations=tuple(Association(**a) for a in doc.get("associations") or ()),
         created_at=float(doc.get("created_at", 0.0)),
         updated_at=float(doc.get("updated_at", 0.0)),
@@ -296,7 +301,7 @@ def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
     text = " ".join((rec.summary, *rec.keywords))
     return {
         "pk": rec.id,
-        **_scope_doc(rec.scope),
+        **scope_doc(rec.scope),
         "summary": rec.summary,
         "keywords": list(rec.keywords),
         "text": text,
@@ -317,7 +322,7 @@ def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
 def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
     return EpisodeRecord(
         id=doc["pk"],
-        scope=_scope_from(doc),
+        scope=scope_from(doc),
         summary=doc["summary"],
         seq=int(doc["seq"]),
         keywords=tuple(doc.get("keywords") or ()),
@@ -328,45 +333,6 @@ def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
         embedded=bool(doc.get("embedded", False)),
         embedding_model=doc.get("embedding_model", ""),
         vector_pending=bool(doc.get("vector_pending", 0)),
-    )
-
-
-def raw_to_doc(rec: RawRecord) -> dict[str, Any]:
-    return {
-        "pk": rec.id,
-        **_scope_doc(rec.scope),
-        "session_id": rec.session_id,
-        "tag_session": tag(rec.session_id),
-        "turn_id": rec.turn_id,
-        "topic_id": rec.topic_id,
-        "source": rec.source,
-        "speaker": rec.speaker,
-        "visibility": rec.visibility,
-        "secrecy_level": rec.secrecy_level,
-        "content": rec.content,
-        "ts": rec.created_at,
-        "metadata": dict(rec.metadata),
-        "meta": _meta_to_doc(rec.meta),
-        "suppressed": rec.suppressed,
-    }
-
-
-def raw_from_doc(doc: Mapping[str, Any]) -> RawRecord:
-    return RawRecord(
-        id=doc["pk"],
-        scope=_scope_from(doc),
-        session_id=doc["session_id"],
-        source=doc["source"],
-        speaker=doc["speaker"],
-        visibility=doc["visibility"],
-        secrecy_level=doc["secrecy_level"],
-        content=doc["content"],
-        created_at=float(doc["ts"]),
-        turn_id=doc.get("turn_id"),
-        topic_id=doc.get("topic_id"),
-        metadata=doc.get("metadata") or {},
-        meta=_meta_from(doc.get("meta") or {}),
-        suppressed=bool(doc.get("suppressed", False)),
     )
 
 

@@ -21,7 +21,7 @@ import anyio
 import redis.exceptions
 
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.lexical import STOPWORDS, doc_short_grams, doc_stems
+from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags
 
 if TYPE_CHECKING:
@@ -63,19 +63,26 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
         "$.vector_pending", "AS", "pending", "NUMERIC",
     ),
+    # The raw journal's text is analysed as the memories' is (see :mod:`.raw_docs`); a sealed entry has
+    # none here. ``id`` orders entries of the same instant (a batch shares one) for the raw query.
     "raw": (
-        "$.content", "AS", "content", "TEXT",
+        "$.content", "AS", "content", "TEXT", "NOSTEM",
+        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
+        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
         *_SCOPE_FIELDS,
+        "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
         "$.tag_session", "AS", "session", "TAG",
         "$.visibility", "AS", "visibility", "TAG",
         "$.secrecy_level", "AS", "secrecy", "TAG",
+        "$.suppressed", "AS", "suppressed", "TAG",
+        "$.pk", "AS", "id", "TAG", "SORTABLE",
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
     ),
 }  # fmt: skip
 
 # The lexical arms drop these words from phrases, so the indexes they search declare the same list.
 _LEXICAL_OPTIONS = ("STOPWORDS", str(len(STOPWORDS)), *STOPWORDS)
-_OPTIONS: dict[str, tuple[str, ...]] = {"memory": _LEXICAL_OPTIONS, "episode": _LEXICAL_OPTIONS, "raw": ()}
+_OPTIONS: dict[str, tuple[str, ...]] = dict.fromkeys(("memory", "episode", "raw"), _LEXICAL_OPTIONS)
 
 
 async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
@@ -134,6 +141,13 @@ _BACKFILLS: dict[str, tuple[_Derived, ...]] = {
         _Derived(b"short_gram", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
     ),
     "episode": (_Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),),
+    # A raw index of before the raw query: its entries get the analysed text (``stems`` stands for all
+    # three; sealed entries had none to analyse once sealed, see :mod:`.raw_search`).
+    "raw": (
+        _Derived(b"stems", "$.content", "$.stems", lambda text: doc_stems(str(text))),
+        _Derived(b"stems", "$.content", "$.grams", lambda text: doc_grams(str(text))),
+        _Derived(b"stems", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
+    ),
 }
 _MIGRATE_BATCH = 500
 _INDEXING_POLL_SECS = 0.02

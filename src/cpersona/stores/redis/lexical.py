@@ -60,6 +60,7 @@ __all__ = [
     "QUESTION_WORDS",
     "SCORER",
     "STOPWORDS",
+    "cjk_runs",
     "clauses",
     "doc_grams",
     "doc_short_grams",
@@ -150,6 +151,11 @@ def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
         if len(phrase) >= 3:
             terms.setdefault(phrase)
     return tuple(terms)
+
+
+def cjk_runs(text: str) -> list[str]:
+    """The Chinese and Japanese runs of ``text``, in order."""
+    return _CJK_RUN.findall(text)
 
 
 def doc_grams(text: str) -> list[str]:

@@ -34,11 +34,13 @@ from cpersona.stores.redis.documents import (
     episode_from_doc,
     memory_from_doc,
     profile_from_doc,
-    raw_from_doc,
 )
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_reads import RedisMemoryReads
+from cpersona.stores.redis.memory_states import RedisMemoryStates
+from cpersona.stores.redis.raw_docs import raw_from_doc
+from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.writes import Writer
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
         SearchedKind,
     )
     from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.sealing import Sealer
 
 __all__ = ["RedisRecordStore"]
 
@@ -65,13 +68,14 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisMemoryReads):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisMemoryReads):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
-    def __init__(self, client: RedisClient, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> None:
         self.client = client
         self.keys = keys
+        self.sealer = sealer
         self.docs = bind_documents(client, keys)
         self._writer = Writer(client, keys, self.docs)
 
@@ -84,6 +88,7 @@ class RedisRecordStore(RedisAssociations, RedisMemoryReads):
 
     async def ensure_indexes(self) -> None:
         async with redis_errors():
+            await self.seal_plain_entries()
             await ensure_indexes(self.client, self.keys)
 
     async def ping(self) -> None:
@@ -244,10 +249,6 @@ class RedisRecordStore(RedisAssociations, RedisMemoryReads):
         async with redis_errors():
             await self._writer.put_episode(record, queue_blocks=queue_blocks)
 
-    async def put_raw(self, records: Sequence[RawRecord]) -> None:
-        async with redis_errors():
-            await self._writer.put_raw(records)
-
     async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
         model = {"memory": self.docs.memory, "episode": self.docs.episode, "raw": self.docs.raw}[kind]
         try:
@@ -259,6 +260,8 @@ class RedisRecordStore(RedisAssociations, RedisMemoryReads):
             # Not a record this engine wrote (every write goes through the model): as good as absent.
             log.warning("unreadable %s document %s: %s", kind, record_id, exc.error_count())
             return None
+        if kind == "raw" and getattr(found, "visibility", None) == "sealed":
+            return None  # read only by the raw query that asks for sealed entries (see .raw_search)
         return _from_doc(kind, found.model_dump())
 
     async def newest(
@@ -268,6 +271,7 @@ class RedisRecordStore(RedisAssociations, RedisMemoryReads):
             return []  # episodes carry no source: a source filter excludes them unless a channel is set
         index, sort = _LISTED[kind](self.keys)
         query = scope_query(scope, with_source=kind == "memory")
+        query = unsealed(query) if kind == "raw" else query
         async with redis_errors():
             docs = await search.documents(self.client, index, query, sort, limit)
         return [_from_doc(kind, doc) for doc in docs]
@@ -275,10 +279,9 @@ class RedisRecordStore(RedisAssociations, RedisMemoryReads):
     async def counts(self, agent_id: str | None) -> RecordCounts:
         query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
         async with redis_errors():
-            found = [
-                await search.count(self.client, index, query)
-                for index in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index)
-            ]
+            indexes = (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index)
+            queries = (query, query, unsealed(query))
+            found = [await search.count(self.client, i, q) for i, q in zip(indexes, queries, strict=True)]
             pending = int(await self.client.scard(self.keys.vector_pending))
         return RecordCounts(found[0], found[1], found[2], pending)
 

@@ -27,10 +27,10 @@ from cpersona.stores.redis.documents import (
     episode_to_doc,
     memory_from_doc,
     memory_to_doc,
-    raw_to_doc,
     validated,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
+from cpersona.stores.redis.raw_docs import raw_document
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.write_scripts import (
     CLAIM,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from cpersona.stores.protocols import MemoryWrite
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.documents import DocumentModels
+    from cpersona.stores.redis.sealing import Sealer
 
 __all__ = ["Writer"]
 
@@ -128,10 +129,11 @@ class Writer:
             self._queue_blocks(pipe, key)
         await commit(pipe, self.client)
 
-    async def put_raw(self, records: Sequence[RawRecord]) -> None:
+    async def put_raw(self, records: Sequence[RawRecord], sealer: Sealer | None) -> None:
+        docs = [validated(self.docs.raw, raw_document(rec, sealer)) for rec in records]
         pipe = transaction(self.client)
-        for rec in records:
-            json_ops(pipe).set(self.keys.raw(rec.id), "$", validated(self.docs.raw, raw_to_doc(rec)))
+        for rec, doc in zip(records, docs, strict=True):
+            json_ops(pipe).set(self.keys.raw(rec.id), "$", doc)
         await commit(pipe, self.client)
 
     async def put_model(self, doc: JsonModel) -> None:

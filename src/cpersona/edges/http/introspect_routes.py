@@ -1,0 +1,116 @@
+"""The routes Cerememory's clients call that are not operations of their own elsewhere: readiness, one
+record as CMP's ``MemoryRecord`` (``introspect.record``), and the CMP operations this engine does not offer.
+
+Those answer 501 ``NOT_IMPLEMENTED`` in the error envelope, a code CMP has not, which the Cerememory SDK
+raises as its base ``CerememoryError`` with the code and the status (never its ``InternalError``, which
+would say the server failed):
+
+- ``lifecycle.dream_tick``: summarising the raw journal into new memories needs a summariser this engine
+  does not have; a deterministic stand-in would write memories nobody asked for.
+- ``lifecycle.set_mode``: the reference engine keeps one process-wide mode for every caller; here the
+  mode is a field of each recall (``recall_mode``), so a global switch would change other agents' recalls.
+- ``introspect.evolution``: the reference reports parameter adjustments it never applies; this engine
+  makes none and runs no analysis that could report "none found".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+from cpersona.edges.http.errors import (
+    NotImplementedHere,
+    ORJSONResponse,
+    backend_message,
+    error_envelope,
+)
+from cpersona.edges.http.operation import Handler, NoQuery, Operation
+from cpersona.edges.http.reading import read_query
+from cpersona.errors import BackendUnavailable, InvalidRequest
+from cpersona.model.cmp_record import cmp_record, read_now
+from cpersona.model.cmp_responses import CmpMemoryRecord, ReadinessResponse
+from cpersona.model.fields import check
+from cpersona.model.record_queries import UUID_PATTERN, MemoryRef, RecordQuery
+from cpersona.model.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["INTROSPECT_OPERATIONS", "memory_ref"]
+
+_BARE_UUID = re.compile(UUID_PATTERN)
+
+
+async def _readiness(request: Request) -> Response:
+    read_query(request, NoQuery)
+    try:
+        await request.state.engine.health()
+    except BackendUnavailable as exc:
+        request_id = request.scope.get("state", {}).get("request_id")
+        body = error_envelope(exc.code, backend_message(exc), None, request_id)
+        return ORJSONResponse({**body, "status": "not_ready", "reason": f"{exc.backend} unavailable"}, 503)
+    return ORJSONResponse({"ok": True, "status": "ready"})
+
+
+def memory_ref(record_id: str) -> str:
+    """A memory's id as a ref: Cerememory's bare UUID (any case) names a memory, as ``mem:<uuid>`` does."""
+    bare = record_id.removeprefix("mem:")
+    return f"mem:{bare.lower()}" if _BARE_UUID.fullmatch(bare) else record_id
+
+
+async def _introspect_record(request: Request) -> Response:
+    query = read_query(request, RecordQuery)
+    engine = request.state.engine
+    # CMP's records are memories: an episode or a raw entry has no MemoryRecord shape.
+    record_id = check(MemoryRef, request.path_params["record_id"], "record_id", engine.settings)
+    record = await engine.get(memory_ref(record_id), agent_id=query.agent_id)
+    if not isinstance(record, MemoryRecord):  # pragma: no cover - a mem: ref reads a memory
+        raise InvalidRequest("record_id", "must name a memory")
+    # MERGE NOTE: Engine.get hands out the stored anchor on this branch. Once every read shows the
+    # fidelity at that moment (issue 15's lifecycle branch), drop read_now here, or the record decays twice
+    # (tests/test_cmp_shapes.py's test_a_record_read_shows_its_fidelity_at_that_moment says so).
+    return ORJSONResponse(cmp_record(read_now(record, time.time())))
+
+
+def _not_implemented(operation: str, reason: str) -> Handler:
+    async def refuse(request: Request) -> Response:
+        read_query(request, NoQuery)
+        raise NotImplementedHere(operation, reason)
+
+    return refuse
+
+
+_DREAM = "it needs a summariser of the raw journal, which this engine does not have"
+_MODE = "the recall mode is per request here (recall.query's recall_mode), not one switch for every caller"
+_EVOLUTION = "this engine adjusts no parameters by itself, so there is nothing to report"
+_NOT_OURS = (501,)
+
+INTROSPECT_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", "/readiness", _readiness, "Ready to serve: the engine is open and Redis answers",
+        ReadinessResponse, errors=(503,),
+        description="Cerememory's readiness probe. Not ready is a 503 error envelope that also says "
+        "`status: not_ready` and the `reason`.",
+    ),
+    Operation(
+        "GET", "/v1/introspect/record/{record_id}", _introspect_record,
+        "One memory as Cerememory's MemoryRecord (introspect.record)", CmpMemoryRecord, query=RecordQuery,
+        errors=(400, 404, 503), path_params={"record_id": MemoryRef},
+        description="`record_id` is the bare UUID (as Cerememory sends it) or `mem:<uuid>`. Reading does not "
+        "reconsolidate. Fidelity and noise are their values now.",
+    ),
+    Operation(
+        "POST", "/v1/lifecycle/dream-tick", _not_implemented("lifecycle.dream_tick", _DREAM),
+        "Cerememory's dream tick: not implemented (501)", None, errors=_NOT_OURS,
+    ),
+    Operation(
+        "PUT", "/v1/lifecycle/mode", _not_implemented("lifecycle.set_mode", _MODE),
+        "Cerememory's global recall mode: not implemented (501)", None, errors=_NOT_OURS,
+    ),
+    Operation(
+        "GET", "/v1/introspect/evolution", _not_implemented("introspect.evolution", _EVOLUTION),
+        "Cerememory's evolution metrics: not implemented (501)", None, errors=_NOT_OURS,
+    ),
+)  # fmt: skip
