@@ -127,7 +127,7 @@ async def test_buckets_are_hand_computed_and_the_range_includes_both_ends(engine
     assert (result.count, result.truncated, result.total_in_range) == (5, False, 5)
     first = result.buckets[0].memories[0]
     assert first.record["id"] == refs["at start"].removeprefix("mem:")
-    assert first.record["timestamp"] == "2026-03-16T00:00:00.000000Z"
+    assert first.record["created_at"] == "2026-03-16T00:00:00.000000Z"  # the memory's own time
     assert bytes(first.rendered_content["blocks"][0]["data"]).decode() == "event at start"
     assert first.relevance_score == first.record["fidelity"]["score"]
     assert first.activation_path is None

@@ -100,7 +100,7 @@ def render_timeline(result: Mapping[str, Any]) -> list[str]:
         lines.append(_label(bucket, granularity))
         for memory in bucket["memories"]:
             record = memory["record"]
-            when = record["timestamp"][11:19]
+            when = record["created_at"][11:19]  # the memory's own time (CMP's created_at)
             lines.append(
                 f"  {when}  {record['ref']}  fidelity {memory['relevance_score']:.2f}  {_text(record)}"
             )
