@@ -84,16 +84,7 @@ EXPECTED: dict[str, Outcome] = {
 # The routes built on the other issue-15 branches: until they are merged these methods answer a typed
 # 404 or 400 here, not the answer their model reads. Strict, so a merge that makes one work fails until
 # its line is removed.
-PENDING: dict[str, str] = {
-    "recall_query": "i15-query (recall.query with a cue)",
-    "recall_associate": "i15-query (recall.associate)",
-    "lifecycle_consolidate": "i15-life (lifecycle.consolidate)",
-    "lifecycle_decay_tick": "i15-life (lifecycle.decay_tick)",
-    "lifecycle_forget": "i15-life (lifecycle.forget)",
-    "lifecycle_export": "i15-life (lifecycle.export)",
-    "lifecycle_import": "i15-life (lifecycle.import)",
-    "introspect_decay_forecast": "i15-life (introspect.decay_forecast)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _text(text: str) -> cmp.MemoryContent:

@@ -5,6 +5,12 @@ from __future__ import annotations
 import cpersona
 
 EXPECTED = {
+    "AssociateRequest",
+    "AssociateResult",
+    "CueQueryRequest",
+    "CueQueryResult",
+    "RecallCue",
+    "RecalledMemory",
     "UpdateRequest",
     "TimeCueBody",
     "RecallQuery",
@@ -60,6 +66,21 @@ EXPECTED = {
     "VectorStoreUnavailable",
     "__version__",
     "open",
+    "ConsolidateRequest",
+    "DecayForecastRequest",
+    "DecayTickRequest",
+    "ExportRequest",
+    "ForgetRequest",
+    "ImportRequest",
+    "ForgetUnconfirmed",
+    "ImportConflict",
+    "ConsolidateResult",
+    "DecayTickResult",
+    "ExportResult",
+    "DecayForecast",
+    "DecayForecastResult",
+    "ForgetResult",
+    "ImportResult",
 }
 
 

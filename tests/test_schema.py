@@ -7,12 +7,15 @@ document cannot drift from what is sent), an unknown field and a wrong type answ
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cpersona.edges.http.app import openapi_document
 from cpersona.edges.http.openapi import ROUTES
+from cpersona.operations.lifecycle.archive import footer_line, header_line
 from cpersona.settings import Settings
 from cpersona.version import __version__
 
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
 
 
 AGENT = "schema-agent"
+_HEADER = header_line(include_raw_journal=False, stores=None)
+EMPTY_ARCHIVE = _HEADER + footer_line(0, hashlib.sha256(_HEADER).hexdigest())
 PREFIX = "#/components/schemas/"
 
 # For each route: a valid body or query, and a field set to a wrong type with the field the error must
@@ -70,6 +75,27 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
         ("limit", "2", "limit"),
     ),
     ("POST", "/v1/recall/graph"): ({"agent_id": AGENT, "include_meta": True}, ("depth", "2", "depth")),
+    ("POST", "/v1/lifecycle/decay-tick"): (
+        {"agent_id": AGENT, "tick_duration_seconds": 60},
+        ("tick_duration_seconds", "60", "tick_duration_seconds"),
+    ),
+    ("POST", "/v1/introspect/decay-forecast"): (
+        {"agent_id": AGENT, "record_ids": [str(uuid.uuid4())], "forecast_at": "2030-01-01T00:00:00Z"},
+        ("record_ids", "all", "record_ids"),
+    ),
+    ("DELETE", "/v1/lifecycle/forget"): (
+        {"agent_id": AGENT, "record_ids": [str(uuid.uuid4())], "confirm": True},
+        ("cascade", "yes", "cascade"),
+    ),
+    ("POST", "/v1/lifecycle/consolidate"): ({"agent_id": AGENT, "dry_run": True}, ("dry_run", 1, "dry_run")),
+    ("POST", "/v1/lifecycle/export"): (
+        {"agent_id": AGENT},
+        ("include_raw_journal", 1, "include_raw_journal"),
+    ),
+    ("POST", "/v1/lifecycle/import"): (
+        {"agent_id": AGENT, "archive_data": list(EMPTY_ARCHIVE)},
+        ("strategy", 3, "strategy"),
+    ),
     ("POST", "/v1/recall/raw"): (
         {"agent_id": AGENT, "query": "hi"},
         ("include_sealed", "yes", "include_sealed"),
@@ -79,12 +105,15 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ("POST", "/v1/lifecycle/dream-tick"): ({}, None),
     ("PUT", "/v1/lifecycle/mode"): ({}, None),
     ("GET", "/v1/introspect/evolution"): ({}, None),
+    ("POST", "/v1/recall/associate/{record_id}"): ({"agent_id": AGENT}, ("depth", "2", "depth")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
-# 501 (tests/test_cmp_sdk.py).
+# 501 (tests/test_cmp_sdk.py). The forecast's success needs the id of a stored memory; it is checked in
+# tests/test_lifecycle_http.py.
 NO_SUCCESS = {
     ("POST", "/v1/recall/calibrate"),
+    ("POST", "/v1/introspect/decay-forecast"),
     ("POST", "/v1/lifecycle/dream-tick"),
     ("PUT", "/v1/lifecycle/mode"),
     ("GET", "/v1/introspect/evolution"),
@@ -101,15 +130,22 @@ def test_every_route_is_documented_with_its_request_and_response_schemas() -> No
     for op in ROUTES:
         documented = document["paths"][op.path][op.method.lower()]
         ok = documented["responses"]["200"]["content"]["application/json"]["schema"]
-        if op.response is not None:
-            assert ok["$ref"].removeprefix(PREFIX) in schemas, op.path
-            assert schemas[ok["$ref"].removeprefix(PREFIX)]["properties"], op.path
+        # A route serving two request shapes (recall.query: query or cue) shows each, and each answer.
+        shapes = [(op.body, op.response), *([op.alternative] if op.alternative is not None else [])]
+        oks = ok["oneOf"] if op.alternative is not None else [ok]
+        for (_, response), answer in zip(shapes, oks, strict=True):
+            if response is not None:
+                assert answer["$ref"].removeprefix(PREFIX) in schemas, op.path
+                assert schemas[answer["$ref"].removeprefix(PREFIX)]["properties"], op.path
         if op.body is not None:
             body = documented["requestBody"]["content"]["application/json"]["schema"]
-            schema = schemas[body["$ref"].removeprefix(PREFIX)]
-            # Every field of the model is in the schema, and nothing else is accepted.
-            assert set(schema["properties"]) == set(op.body.model_fields), op.path
-            assert schema["additionalProperties"] is False, op.path
+            bodies = body["oneOf"] if op.alternative is not None else [body]
+            for (model, _), one in zip(shapes, bodies, strict=True):
+                assert model is not None
+                schema = schemas[one["$ref"].removeprefix(PREFIX)]
+                # Every field of the model is in the schema, and nothing else is accepted.
+                assert set(schema["properties"]) == set(model.model_fields), op.path
+                assert schema["additionalProperties"] is False, op.path
         else:
             assert "requestBody" not in documented, op.path
         query = {p["name"] for p in documented["parameters"] if p["in"] == "query"}

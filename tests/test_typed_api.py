@@ -60,6 +60,30 @@ async def use(memory: cpersona.Engine) -> None:
     )
     entries: list[cpersona.RawEntry] = found.records
     print([entry.text for entry in entries], found.total_candidates)
+    tick: cpersona.DecayTickResult = await memory.decay_tick("ops", tick_duration_seconds=3600)
+    ahead: cpersona.DecayForecastResult = await memory.decay_forecast("ops", [stored.id], "2030-01-01")
+    gone: cpersona.ForgetResult = await memory.forget(
+        "ops", confirm=True, store="episodic", temporal_range={"start": 0, "end": 1}, older_than_seconds=60
+    )
+    merged: cpersona.ConsolidateResult = await memory.consolidate("ops", min_age_hours=1, dry_run=True)
+    archive: cpersona.ExportResult = await memory.export("ops", stores=["semantic"], include_raw_journal=True)
+    lines = [line async for line in memory.export_lines("ops")]
+    back: cpersona.ImportResult = await memory.import_archive(
+        "ops2", archive.archive_data, strategy="replace", conflict_resolution="keep_imported"
+    )
+    sealed = await memory.export("ops", encryption_key="a pass phrase")
+    await memory.import_archive("ops3", sealed.archive_data, decryption_key="a pass phrase")
+    print(tick.records_below_threshold, ahead.forecasts, gone.records_deleted, merged, lines, back)
+    cued: cpersona.CueQueryResult = await memory.query(
+        {"text": "key", "emotion": "trust", "temporal": {"start": "2026-03-01", "end": "2026-03-31"}},
+        agent_id="ops", stores=["semantic"], limit=5, min_fidelity=0.1, include_decayed=False,
+        reconsolidate=True, activation_depth=2, recall_mode="perfect", trace=True, request_id="r-1",
+    )
+    first: cpersona.RecalledMemory = cued.memories[0]
+    near: cpersona.AssociateResult = await memory.associate(
+        first.record.ref, agent_id="ops", association_types=["causal"], depth=3, min_weight=0.2, limit=20
+    )
+    print(near.total_candidates, first.activation_path)
     laid_out: cpersona.TimelineResult = await memory.timeline(
         "ops", range={"start": "2026-03-01", "end": "2026-03-19T23:59:59Z"}, granularity="day",
         min_fidelity=0.1, emotion_filter={"joy": 0.5}, limit=100, project_id="p",
@@ -92,6 +116,11 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.reconstruct("question", agent_id="ops", count="3")
     await memory.raw_query("words", agent_id="ops", include_seal=True)
     await memory.raw_query("words", agent_id="ops", secrecy_levels=["top"])
+    await memory.decay_tick("ops", tick_seconds=5)
+    await memory.forget("ops", record_ids=["x"])
+    await memory.import_archive("ops", b"", strategy="overwrite")
+    await memory.query({"text": "x"}, agent_id="ops", activation_dept=2)
+    await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
     await memory.timeline("ops", range={"start": 0, "end": 1}, granularty="day")
     await memory.graph("ops", edge_types=["likes"])
 """
@@ -109,8 +138,13 @@ EXPECTED = (
     ("bad.py:17:", '"count"'),
     ("bad.py:18:", 'Unexpected keyword argument "include_seal"'),
     ("bad.py:19:", "Literal['top']"),
-    ("bad.py:20:", 'Unexpected keyword argument "granularty"'),
-    ("bad.py:21:", "List item 0 has incompatible type"),
+    ("bad.py:20:", 'Unexpected keyword argument "tick_seconds"'),
+    ("bad.py:21:", 'Missing named argument "confirm"'),
+    ("bad.py:22:", '"strategy"'),
+    ("bad.py:23:", 'Unexpected keyword argument "activation_dept"'),
+    ("bad.py:24:", "List item 0"),
+    ("bad.py:25:", 'Unexpected keyword argument "granularty"'),
+    ("bad.py:26:", "List item 0 has incompatible type"),
 )
 
 

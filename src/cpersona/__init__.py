@@ -22,7 +22,9 @@ from cpersona.errors import (
     DataDirLocked,
     EmbedderUnavailable,
     EngineClosed,
+    ForgetUnconfirmed,
     GraphError,
+    ImportConflict,
     InsufficientStorage,
     InvalidRequest,
     InvalidSetting,
@@ -32,10 +34,30 @@ from cpersona.errors import (
 )
 from cpersona.model.association_results import DeclareResult, Reached, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.cue_query import CueQueryRequest, RecallCue
+from cpersona.model.cue_query_associate import AssociateRequest
+from cpersona.model.cue_query_response import AssociateResult, CueQueryResult, RecalledMemory
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
+from cpersona.model.lifecycle_requests import (
+    ConsolidateRequest,
+    DecayForecastRequest,
+    DecayTickRequest,
+    ExportRequest,
+    ForgetRequest,
+    ImportRequest,
+)
+from cpersona.model.lifecycle_responses import (
+    ConsolidateResult,
+    DecayForecast,
+    DecayForecastResult,
+    DecayTickResult,
+    ExportResult,
+    ForgetResult,
+    ImportResult,
+)
 from cpersona.model.memory_parts import MemoryContent
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
@@ -66,12 +88,23 @@ from cpersona.settings import Settings
 from cpersona.version import __version__
 
 __all__ = (
+    "AssociateRequest",
+    "AssociateResult",
     "Association",
     "BackendUnavailable",
     "BatchResult",
+    "ConsolidateRequest",
+    "ConsolidateResult",
     "ContentTooLarge",
     "CpersonaError",
+    "CueQueryRequest",
+    "CueQueryResult",
     "DataDirLocked",
+    "DecayForecast",
+    "DecayForecastRequest",
+    "DecayForecastResult",
+    "DecayTickRequest",
+    "DecayTickResult",
     "DeclareRequest",
     "DeclareResult",
     "DeleteResult",
@@ -82,10 +115,18 @@ __all__ = (
     "EntityMatch",
     "EpisodeRecord",
     "EpisodeRequest",
+    "ExportRequest",
+    "ExportResult",
     "Fidelity",
+    "ForgetRequest",
+    "ForgetResult",
+    "ForgetUnconfirmed",
     "GraphError",
     "GraphRequest",
     "GraphResult",
+    "ImportConflict",
+    "ImportRequest",
+    "ImportResult",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
@@ -100,9 +141,11 @@ __all__ = (
     "RawRecord",
     "RawRequest",
     "Reached",
+    "RecallCue",
     "RecallQuery",
     "RecallResult",
     "RecallRow",
+    "RecalledMemory",
     "ReconstructRequest",
     "ReconstructResult",
     "RecordNotFound",

@@ -39,7 +39,9 @@ __all__ = [
     "DataDirLocked",
     "EmbedderUnavailable",
     "EngineClosed",
+    "ForgetUnconfirmed",
     "GraphError",
+    "ImportConflict",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
@@ -84,6 +86,19 @@ class ContentTooLarge(InvalidRequest):
 
     code = "CONTENT_TOO_LARGE"
     status = 413
+
+
+class ForgetUnconfirmed(InvalidRequest):
+    """A delete of many records (an agent's data, a forget) came without ``confirm: true``; nothing went."""
+
+    code = "FORGET_UNCONFIRMED"
+
+
+class ImportConflict(InvalidRequest):
+    """An archive's record is held by a record of another agent: an import never touches another scope."""
+
+    code = "IMPORT_CONFLICT"
+    status = 409
 
 
 class RecordNotFound(CpersonaError):

@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     trace_sample_seed: int | None = None
 
+    # A decay tick deletes the memories it finds below the prune threshold only when this is on; off, they
+    # are kept as *decayed* (hidden by the recall operations unless include_decayed).
+    decay_prune: bool = False
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)

@@ -85,10 +85,8 @@ class Engine(methods.OperationMethods):
         return self._life.backends
 
     async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Build block vectors from the block stream until cancelled (start it in a task group).
-
-        Returns at once when the engine builds no blocks (``embedding_mode="none"``).
-        """
+        """Build block vectors from the block stream until cancelled (start it in a task group); returns
+        at once when the engine builds no blocks (``embedding_mode="none"``)."""
         await lifecycle.run_block_worker(self._b, task_status)
 
     async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -96,11 +94,8 @@ class Engine(methods.OperationMethods):
         await self._b.trace_publisher.run(task_status=task_status)
 
     async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run every background task of the engine (block worker, trace publisher) until cancelled.
-
-        ``cpersona.open()`` and the HTTP lifespan start this in a task group around their body; it reports
-        started once each task has.
-        """
+        """Run every background task (block worker, trace publisher, reconsolidation) until cancelled.
+        ``cpersona.open()`` and the HTTP lifespan start it in a task group; it is started once all are."""
         await lifecycle.run_background(self._b, task_status)
 
     async def drain_traces(self) -> int:
@@ -305,7 +300,7 @@ class Engine(methods.OperationMethods):
 
     async def get(self, ref: str, *, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`)."""
-        return await reads.get(self._life, ref, agent_id)
+        return await reads.read(self._life, ref, agent_id)
 
     async def list(
         self,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import InvalidRequest, RecordNotFound
 from cpersona.model.cmp_stats import cmp_stats
+from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, KeyText, check, validate
 from cpersona.model.record_queries import ListQuery, RecordKind
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.recall.request import RecallResult
 
-__all__ = ["AnyRecord", "get", "get_profile", "health", "newest", "recall", "record_ref", "stats"]
+__all__ = [
+    "AnyRecord", "get", "get_profile", "health", "newest", "read", "recall", "record_ref", "shown", "stats",
+]  # fmt: skip
 
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
 _KINDS: Mapping[str, RecordKind] = {"mem": "memory", "ep": "episode", "raw": "raw"}
@@ -70,10 +73,23 @@ async def get(life: Lifecycle, ref: str, agent_id: str) -> AnyRecord:
     return record
 
 
+def shown(record: AnyRecord, now: float | None = None) -> AnyRecord:
+    """A record as it is handed to a reader: a memory with its fidelity at the moment of reading."""
+    if isinstance(record, MemoryRecord):
+        return as_read(record, time.time() if now is None else now)
+    return record
+
+
+async def read(life: Lifecycle, ref: str, agent_id: str) -> AnyRecord:
+    """One record for a reader (:func:`get` is the one the write paths change and write back)."""
+    return shown(await get(life, ref, agent_id))
+
+
 async def newest(life: Lifecycle, body: Mapping[str, object]) -> list[AnyRecord]:
     req = validate(ListQuery, body, life.settings, strict=True)
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
-    return await life.backends.records.newest(req.kind, scope, req.limit)
+    now = time.time()
+    return [shown(r, now) for r in await life.backends.records.newest(req.kind, scope, req.limit)]
 
 
 async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import ProfileText
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, check, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
@@ -215,7 +216,7 @@ async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, ob
         # Blocks carry the text and the record's time; other fields do not reach them.
         queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
     )
-    return new
+    return as_read(new, time.time())
 
 
 async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> ProfileRecord:

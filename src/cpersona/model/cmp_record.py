@@ -24,7 +24,7 @@ import dataclasses
 import uuid
 from typing import Any
 
-from cpersona.model.fidelity import current_fidelity, current_noise
+from cpersona.model.fidelity import as_read
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -80,15 +80,12 @@ def _meta(meta: MetaMemory) -> dict[str, Any]:
 
 
 def read_now(rec: MemoryRecord, now: float) -> MemoryRecord:
-    """The stored record as read at ``now``: its ``score`` and ``noise_level`` the values at that moment.
+    """The stored record as read at ``now`` (:func:`~cpersona.model.fidelity.as_read`, the one reading).
 
     Apply it once, to a record as stored: applied to a record already read this way, it decays it twice.
+    ``Engine.get`` and ``list`` already hand records out this way.
     """
-    f = rec.fidelity
-    shown = dataclasses.replace(
-        f, score=current_fidelity(f, rec.emotion, now), noise_level=current_noise(f, rec.emotion, now)
-    )
-    return dataclasses.replace(rec, fidelity=shown)
+    return as_read(rec, now)
 
 
 def cmp_record(rec: MemoryRecord) -> dict[str, Any]:

@@ -17,15 +17,18 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cpersona.model.records import EmotionVector, Fidelity
+    from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord
 
 __all__ = [
     "INTERFERENCE_RATE",
     "PRUNE_THRESHOLD",
     "RETRIEVAL_BOOST",
+    "aged",
+    "as_read",
     "current_fidelity",
     "current_noise",
     "emotional_modulation",
+    "is_decayed",
     "reconsolidated",
 ]
 
@@ -76,3 +79,29 @@ def reconsolidated(fidelity: Fidelity, emotion: EmotionVector, now: float) -> Fi
         access_count=fidelity.access_count + 1,
         last_accessed_at=now,
     )
+
+
+def as_read(record: MemoryRecord, now: float) -> MemoryRecord:
+    """The record as a reader sees it at ``now``: ``score`` and ``noise_level`` are their values at that
+    moment. Only the copy handed out changes; the stored anchor is never written by a read. Every route
+    and method that returns a memory passes it through here, so all of them agree on one value.
+    """
+    fidelity, emotion = record.fidelity, record.emotion
+    shown = dataclasses.replace(
+        fidelity,
+        score=current_fidelity(fidelity, emotion, now),
+        noise_level=current_noise(fidelity, emotion, now),
+    )
+    return dataclasses.replace(record, fidelity=shown)
+
+
+def is_decayed(record: MemoryRecord, now: float) -> bool:
+    """Whether the record has faded below :data:`PRUNE_THRESHOLD` at ``now`` (the recall operations hide
+    it unless asked for ``include_decayed``)."""
+    return current_fidelity(record.fidelity, record.emotion, now) < PRUNE_THRESHOLD
+
+
+def aged(fidelity: Fidelity, seconds: float) -> Fidelity:
+    """The fidelity ``seconds`` older than it is: its baseline moved that far back, so at any moment it
+    reads as it would ``seconds`` later. Ageing twice by ``a`` and ``b`` is ageing once by ``a + b``."""
+    return dataclasses.replace(fidelity, last_accessed_at=fidelity.last_accessed_at - seconds)

@@ -21,7 +21,7 @@ __all__ = ["RecalledMemoryBody", "bare_id", "recalled", "recalled_json"]
 class RecalledMemoryBody(BaseModel):
     """A memory and its relevance: for a timeline, the relevance is the record's fidelity now."""
 
-    model_config = ConfigDict(title="RecalledMemory", extra="forbid")
+    model_config = ConfigDict(title="TimelineMemory", extra="forbid")
 
     record: dict[str, Any] = Field(description="The memory as Cerememory's MemoryRecord (CmpMemoryRecord)")
     relevance_score: float

@@ -39,7 +39,7 @@ PLUTCHIK_AXES = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "ange
 class TemporalRange(RequestModel):
     """A closed interval of time: ``start <= t <= end`` (ISO 8601 text or epoch seconds)."""
 
-    model_config = ConfigDict(title="TemporalRange")
+    model_config = ConfigDict(title="TimelineRange")
 
     start: EpochTime
     end: EpochTime

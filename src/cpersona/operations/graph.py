@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, get_args
 
 from cpersona.errors import RecordNotFound
-from cpersona.model.fidelity import current_fidelity
+from cpersona.model.fidelity import as_read
 from cpersona.model.graph_parts import meta_edges, meta_json, node_summary
 from cpersona.model.graph_response import GraphEdgeBody, GraphNodeBody, GraphResult
 from cpersona.model.records import AssociationType, MemoryRecord, parse_ref
@@ -149,7 +149,7 @@ def _node(record: MemoryRecord, depth: int, req: GraphRequest, now: float) -> Gr
         ref=record.ref,
         store=record.store,
         summary=node_summary(record.content),
-        fidelity=current_fidelity(record.fidelity, record.emotion, now),
+        fidelity=as_read(record, now).fidelity.score,
         depth=depth,
         meta=meta_json(record.meta) if req.include_meta else None,
     )

@@ -17,6 +17,7 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.field_store import MemoryFieldStore
 from cpersona.stores.memory_reads import MemoryReadStore, TimeRangeIds
 from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
@@ -166,7 +167,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, RawJournalStore, MemoryReadStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, MemoryReadStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 
@@ -352,6 +353,11 @@ class RecordStore(AssociationStore, RawJournalStore, MemoryReadStore, Protocol):
 
     async def memory_ids(self, agent_id: str) -> list[str]:
         """Every memory id of the agent, in insertion order."""
+        ...
+
+    async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
+        """Every id of ``kind`` of the agent: memories and episodes in insertion order, raw entries by id
+        (UUIDv7, so by creation)."""
         ...
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:

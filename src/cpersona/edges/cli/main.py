@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import orjson
 
-from cpersona.edges.cli.importing import import_jsonl
+from cpersona.edges.cli.archive import export_command, import_command
 from cpersona.edges.cli.outcomes import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -233,7 +233,8 @@ async def _forget(service: Service, args: argparse.Namespace) -> int:
 _Command = Callable[[Service, argparse.Namespace], Awaitable[int]]
 _COMMANDS: dict[str, _Command] = {
     "remember": _remember,
-    "import": import_jsonl,
+    "import": import_command,
+    "export": export_command,
     "stats": _stats,
     "get": _get,
     "forget": _forget,

@@ -58,9 +58,11 @@ def _write_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", help="a JSON object kept with the memory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    p = sub.add_parser("import", parents=[common], help="store memories from a JSONL file")
-    p.add_argument("file", type=Path, help="one /v1/encode body per line")
-    p.add_argument("--agent", help="agent id for lines that have none")
+    p = sub.add_parser("import", parents=[common], help="store memories from a JSONL file or an archive")
+    p.add_argument("file", type=Path, help="an archive (from export), or one /v1/encode body per line")
+    p.add_argument(
+        "--agent", help="agent id for lines that have none; for an archive, the agent to import into"
+    )
     p.add_argument(
         "--on-error",
         choices=("skip", "stop"),
@@ -68,6 +70,30 @@ def _write_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="on a bad line: report it and go on (skip), or stop there (stop, the default)",
     )
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="records per write (default 256)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--strategy",
+        choices=("merge", "replace"),
+        default="merge",
+        help="archives: merge (default) adds to what the agent holds, replace deletes all of it first",
+    )
+    p.add_argument(
+        "--conflict",
+        choices=("keep_newer", "keep_existing", "keep_imported"),
+        default="keep_newer",
+        help="archives, merge: which record wins when the agent holds the same id",
+    )
+
+    p = sub.add_parser("export", parents=[common], help="write one agent's memory as a JSON Lines archive")
+    p.add_argument("--agent", required=True, help="agent id")
+    p.add_argument("-o", "--output", help="the archive file (default: stdout)")
+    p.add_argument(
+        "--store",
+        action="append",
+        choices=("episodic", "semantic", "procedural", "emotional"),
+        help="only memories of this store (repeatable; default all)",
+    )
+    p.add_argument("--raw", action="store_true", help="include the raw journal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

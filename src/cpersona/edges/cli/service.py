@@ -37,7 +37,9 @@ Validated = tuple[Mapping[str, Any], StoreRequest]
 # A batch of records is embedded before it is answered; on a slow CPU that takes a while.
 _READ_SECS = 300.0
 _CONNECT_SECS = 5.0
-_BAD_INPUT = frozenset({"VALIDATION_ERROR", "CONTENT_TOO_LARGE", "FORGET_UNCONFIRMED", "CAP_BELOW_MINIMUM"})
+_BAD_INPUT = frozenset(
+    {"VALIDATION_ERROR", "CONTENT_TOO_LARGE", "FORGET_UNCONFIRMED", "CAP_BELOW_MINIMUM", "IMPORT_CONFLICT"}
+)
 
 
 def server_url(settings: Settings) -> str | None:
@@ -190,6 +192,10 @@ class RemoteService:
     async def drain_blocks(self) -> int | None:
         # The server's own worker builds the blocks.
         return None
+
+    async def call(self, method: str, path: str, body: Mapping[str, Any]) -> JSON:
+        """One request of the API with a JSON body, for a command whose operation has no method here."""
+        return await self._call(method, path, json=dict(body))
 
 
 def _segment(value: str) -> str:

@@ -22,7 +22,6 @@ from starlette.routing import Route
 from uvicorn.config import STARTUP_FAILURE
 
 from cpersona.edges.http.errors import (
-    ForgetUnconfirmed,
     ORJSONResponse,
     RequestEdge,
     error_envelope,
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_BODY_BYTES",
-    "ForgetUnconfirmed",
     "ORJSONResponse",
     "create_app",
     "error_envelope",

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
-    "ForgetUnconfirmed",
     "HostNotAllowed",
     "NotImplementedHere",
     "ORJSONResponse",
@@ -86,12 +85,6 @@ _REFUSALS = {
 _RETRY_AFTER_SECS = {"REDIS_LOADING": 1, "REDIS_BUSY": 1, "REDIS_NOT_DURABLE": 1}
 # A unix socket URL, or an absolute path standing alone (not the path of an http URL).
 _FILE_NAME = re.compile(r"unix://[^\s,;'\"()]+|(?<![\w:/.~])/[^\s,;'\"()]+")
-
-
-class ForgetUnconfirmed(InvalidRequest):
-    """A request to delete all of an agent's data came without ``confirm=true``."""
-
-    code = "FORGET_UNCONFIRMED"
 
 
 class UnsupportedMediaType(InvalidRequest):

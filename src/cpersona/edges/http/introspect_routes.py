@@ -16,7 +16,6 @@ would say the server failed):
 from __future__ import annotations
 
 import re
-import time
 from typing import TYPE_CHECKING
 
 from cpersona.edges.http.errors import (
@@ -28,7 +27,7 @@ from cpersona.edges.http.errors import (
 from cpersona.edges.http.operation import Handler, NoQuery, Operation
 from cpersona.edges.http.reading import read_query
 from cpersona.errors import BackendUnavailable, InvalidRequest
-from cpersona.model.cmp_record import cmp_record, read_now
+from cpersona.model.cmp_record import cmp_record
 from cpersona.model.cmp_responses import CmpMemoryRecord, ReadinessResponse
 from cpersona.model.fields import check
 from cpersona.model.record_queries import UUID_PATTERN, MemoryRef, RecordQuery
@@ -68,10 +67,9 @@ async def _introspect_record(request: Request) -> Response:
     record = await engine.get(memory_ref(record_id), agent_id=query.agent_id)
     if not isinstance(record, MemoryRecord):  # pragma: no cover - a mem: ref reads a memory
         raise InvalidRequest("record_id", "must name a memory")
-    # MERGE NOTE: Engine.get hands out the stored anchor on this branch. Once every read shows the
-    # fidelity at that moment (issue 15's lifecycle branch), drop read_now here, or the record decays twice
-    # (tests/test_cmp_shapes.py's test_a_record_read_shows_its_fidelity_at_that_moment says so).
-    return ORJSONResponse(cmp_record(read_now(record, time.time())))
+    # Engine.get hands out the record as read (its fidelity at this moment, model/fidelity.as_read): no
+    # second decay here.
+    return ORJSONResponse(cmp_record(record))
 
 
 def _not_implemented(operation: str, reason: str) -> Handler:

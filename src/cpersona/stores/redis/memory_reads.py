@@ -1,5 +1,9 @@
 """The Redis side of :class:`~cpersona.stores.memory_reads.MemoryReadStore`: a range of the memory
-index's ``ts`` field (the memory's own timestamp, ``NUMERIC SORTABLE``) and ``JSON.MGET`` by id."""
+index's ``ts`` field (the memory's own timestamp, ``NUMERIC SORTABLE``) and ``JSON.MGET`` by id, of
+whole documents or of their emotion and fidelity alone.
+
+It extends :class:`~.memory_states.RedisMemoryStates` (every memory's state, for the statistics): the
+memory documents read in parts are one base of the record store, which stays within its size."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.memory_reads import TimeRangeIds
 from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.documents import memory_from_doc
+from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.replies import search_page
 from cpersona.stores.redis.scope import scope_query
 
@@ -25,8 +30,8 @@ __all__ = ["RedisMemoryReads"]
 _MGET_PAGE = 500
 
 
-class RedisMemoryReads:
-    """Memories by time and by id (a base of :class:`~.store.RedisRecordStore`)."""
+class RedisMemoryReads(RedisMemoryStates):
+    """Memories by time and by id, and their states (a base of :class:`~.store.RedisRecordStore`)."""
 
     client: RedisClient
     keys: Keys

@@ -35,10 +35,10 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     profile_from_doc,
 )
+from cpersona.stores.redis.field_writes import RedisFieldWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_reads import RedisMemoryReads
-from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
@@ -68,7 +68,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisMemoryReads):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, RedisMemoryReads):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 
@@ -335,16 +335,14 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, Re
     # ------------------------------------------------------------------ per-agent documents
 
     async def memory_ids(self, agent_id: str) -> list[str]:
-        query = scope_query(ReadScope(agent_id), with_source=False)
-        out: list[str] = []
+        return await self.record_ids("memory", agent_id)
+
+    async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
+        query, index = scope_query(ReadScope(agent_id), with_source=False), _LISTED[kind](self.keys)[0]
         async with redis_errors():
-            while True:
-                page = await search.keys_page(
-                    self.client, self.keys.memory_index, query, len(out), _SAMPLE_PAGE, oldest_first=True
-                )
-                out.extend(key.removeprefix(self.keys.memory_prefix) for key in page)
-                if len(page) < _SAMPLE_PAGE:
-                    return out
+            keys = await search.every_key(self.client, index, query, _SAMPLE_PAGE, oldest_first=kind != "raw")
+        ids = [key.rpartition(":")[2] for key in keys]  # a UUID holds no ':'
+        return ids if kind != "raw" else sorted(ids)
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         names = [self.keys.memory(record_id) for record_id in ids]

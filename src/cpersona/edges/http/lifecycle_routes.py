@@ -1,0 +1,139 @@
+"""The lifecycle routes (Cerememory §6, §7): decay tick, decay forecast, forget, consolidate, export and
+import, each reading its body into its model and answering its result's JSON. Added to the route table
+by :mod:`cpersona.edges.http.routes` (``*LIFECYCLE_OPERATIONS``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cpersona.edges.http.errors import ORJSONResponse
+from cpersona.edges.http.operation import Operation
+from cpersona.edges.http.reading import read_body
+from cpersona.engine.facade import Engine
+from cpersona.model.fields import RequestModel, arguments
+from cpersona.model.lifecycle_requests import (
+    ConsolidateRequest,
+    DecayForecastRequest,
+    DecayTickRequest,
+    ExportRequest,
+    ForgetRequest,
+    ImportRequest,
+)
+from cpersona.model.lifecycle_responses import (
+    ConsolidateResponse,
+    DecayForecastResponse,
+    DecayTickResponse,
+    ExportResponse,
+    ForgetResponse,
+    ImportResponse,
+)
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["LIFECYCLE_OPERATIONS"]
+
+_M = TypeVar("_M", bound=RequestModel)
+
+
+def _engine(request: Request) -> Engine:
+    engine = request.state.engine
+    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
+        raise TypeError("request.state.engine is not an Engine")
+    return engine
+
+
+async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, Any]]:
+    """The engine and the body's fields as the typed method's keywords: read (with the caller's agent,
+    :func:`~cpersona.edges.http.reading.read_body`) and validated once here, before the engine is asked."""
+    return _engine(request), arguments(await read_body(request, model))
+
+
+async def _decay_tick(request: Request) -> Response:
+    engine, args = await _body(request, DecayTickRequest)
+    return ORJSONResponse((await engine.decay_tick(**args)).to_json())
+
+
+async def _decay_forecast(request: Request) -> Response:
+    engine, args = await _body(request, DecayForecastRequest)
+    return ORJSONResponse((await engine.decay_forecast(**args)).to_json())
+
+
+async def _forget(request: Request) -> Response:
+    engine, args = await _body(request, ForgetRequest)
+    if "temporal_range" in args:
+        args["temporal_range"] = args["temporal_range"].model_dump()
+    return ORJSONResponse((await engine.forget(**args)).to_json())
+
+
+async def _consolidate(request: Request) -> Response:
+    engine, args = await _body(request, ConsolidateRequest)
+    return ORJSONResponse((await engine.consolidate(**args)).to_json())
+
+
+async def _export(request: Request) -> Response:
+    engine, args = await _body(request, ExportRequest)
+    # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
+    picked = {
+        k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal", "encryption_key")
+    }
+    return ORJSONResponse((await engine.export(**picked)).to_json())
+
+
+async def _import(request: Request) -> Response:
+    engine, args = await _body(request, ImportRequest)
+    agent, data = args.pop("agent_id"), args.pop("archive_data")
+    # archive_id is informational.
+    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
+    return ORJSONResponse((await engine.import_archive(agent, data, **rules)).to_json())
+
+
+LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "POST", "/v1/lifecycle/decay-tick", _decay_tick,
+        "Sweep an agent's memories for decay (lifecycle.decay_tick)", DecayTickResponse,
+        body=DecayTickRequest, errors=(400, 503, 507),
+        description="Fidelity is a function of the time since each memory's baseline, never compounded "
+        "per tick. `tick_duration_seconds` (default 0, unlike Cerememory's 3600) ages every memory that "
+        "much beyond the wall clock, additively. Memories below 0.01 are counted as decayed and hidden by "
+        "the recall operations unless `include_decayed`; they are deleted only when CPERSONA_DECAY_PRUNE "
+        "is on (`pruning` says which).",
+    ),
+    Operation(
+        "POST", "/v1/introspect/decay-forecast", _decay_forecast,
+        "Each memory's fidelity now and at a later time (introspect.decay_forecast)", DecayForecastResponse,
+        body=DecayForecastRequest, errors=(400, 404, 503),
+        description="`estimated_threshold_date` is computed in closed form; null when the memory is "
+        "already below the threshold or never falls below it. One unknown id is a 404 for the request.",
+    ),
+    Operation(
+        "DELETE", "/v1/lifecycle/forget", _forget, "Delete memories by id, store, period or age "
+        "(lifecycle.forget)", ForgetResponse, body=ForgetRequest, errors=(400, 503),
+        description="A JSON body. The union of what each selector names, only the caller's memories, "
+        "through the one delete path (claims, vectors, associations go too); the raw journal is untouched. "
+        "`confirm: false` is a 400 FORGET_UNCONFIRMED. Unknown ids are not counted.",
+    ),
+    Operation(
+        "POST", "/v1/lifecycle/consolidate", _consolidate,
+        "Merge near-duplicate episodic memories and give the rest a semantic copy (lifecycle.consolidate)",
+        ConsolidateResponse, body=ConsolidateRequest, errors=(400, 503, 507),
+        description="Idempotent: a second call with the same arguments creates and deletes nothing. "
+        "`records_pruned` is always 0 (consolidation never deletes but merged duplicates).",
+    ),
+    Operation(
+        "POST", "/v1/lifecycle/export", _export, "An agent's memory as JSON Lines (lifecycle.export)",
+        ExportResponse, body=ExportRequest, errors=(400, 503),
+        description="Header line, one record per line, footer with the SHA-256 of the lines before it. "
+        "Exporting, importing into a fresh agent and exporting again gives the same bytes. With `encrypt` "
+        "and `encryption_key` the archive is AES-256-GCM under a scrypt-stretched key (the checksum stays "
+        "the plain archive's).",
+    ),
+    Operation(
+        "POST", "/v1/lifecycle/import", _import, "Import an archive into an agent (lifecycle.import)",
+        ImportResponse, body=ImportRequest, errors=(400, 409, 413, 503, 507),
+        description="Every line and the checksum are checked before anything is written (a bad checksum "
+        "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). A record id held by another "
+        "agent is a 409 IMPORT_CONFLICT.",
+    ),
+)  # fmt: skip

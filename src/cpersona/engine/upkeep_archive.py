@@ -1,0 +1,289 @@
+"""Export and import of one agent's memory as a JSON Lines archive (form: :mod:`cpersona.operations.
+lifecycle.archive`).
+
+Export yields the archive line by line, reading the store a batch at a time, so a large agent never sits
+whole in memory on the way to a file. It writes each record as stored (a memory's fidelity anchor, not
+its value at the moment of reading), so an import restores the same state. A sealed raw entry is never
+exported: the record store reads it to no one but the raw query that asks for sealed entries, and an
+archive is no such query.
+
+Import reads the whole archive twice: once to check its header, every line, the footer's checksum and
+that no record of it is held by another agent (nothing is written from an archive that fails), once to
+write. Records keep their ids. ``merge`` adds to what the agent holds; a record id the agent already
+holds is decided by ``conflict_resolution`` (``keep_newer`` compares ``updated_at`` — an episode's
+``created_at``, a raw entry's ``created_at`` — and keeps the held one on a tie). ``replace`` deletes all
+of the agent's data first; unlike the reference it keeps no snapshot to roll back to, so an import that
+fails part way leaves what it wrote so far (the archive was checked before the delete, so only a
+backend failure can do that). An id held by *another* agent is a 409 ``IMPORT_CONFLICT``: an import
+never overwrites another scope. A memory whose content or caller id duplicates one the agent already
+holds (under another id) is skipped, as a store is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING
+
+import anyio
+
+from cpersona.engine.claims import record_claims, reservation_secs
+from cpersona.engine.deletes import delete, delete_agent_data
+from cpersona.engine.disk import check_free_space
+from cpersona.engine.upkeep import agent_memories
+from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
+from cpersona.errors import ImportConflict, InvalidRequest
+from cpersona.model.fields import validate
+from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
+from cpersona.model.lifecycle_responses import ExportResult, ImportResult
+from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
+from cpersona.operations.lifecycle.archive import (
+    ArchiveReader,
+    Checksum,
+    archive_id,
+    archived_time,
+    footer_line,
+    header_line,
+    record_line,
+)
+from cpersona.operations.lifecycle.sealing import is_sealed, open_sealed, seal
+from cpersona.stores.protocols import InFlightWrite, MemoryWrite
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+
+    from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.model.lifecycle_requests import ConflictRule
+    from cpersona.operations.lifecycle.archive import ArchivedRecord
+    from cpersona.stores.protocols import RecordKind
+
+__all__ = ["export", "export_lines", "import_archive", "import_lines"]
+
+_BATCH = 64
+
+
+async def _others(
+    life: Lifecycle, kind: RecordKind, agent_id: str
+) -> AsyncIterator[EpisodeRecord | RawRecord]:
+    records = life.backends.records
+    for record_id in await records.record_ids(kind, agent_id):
+        record = await records.get(kind, record_id)
+        if isinstance(record, EpisodeRecord | RawRecord) and record.scope.agent_id == agent_id:
+            yield record
+
+
+async def _lines(life: Lifecycle, req: ExportRequest, total: Checksum) -> AsyncGenerator[bytes, None]:
+    agent = req.agent_id
+    stores = None if req.stores is None else sorted(set(req.stores))
+    yield total.add(header_line(include_raw_journal=req.include_raw_journal, stores=stores), record=False)
+    async for memory in agent_memories(life, agent):
+        if stores is None or memory.store in stores:
+            yield total.add(record_line(memory))
+    kinds: tuple[RecordKind, ...] = ("episode", "raw") if req.include_raw_journal else ("episode",)
+    for kind in kinds:
+        async for other in _others(life, kind, agent):
+            yield total.add(record_line(other))
+    profile = await life.backends.records.profile(agent)
+    if profile is not None:
+        yield total.add(record_line(profile))
+    yield footer_line(total.records, total.hexdigest())
+
+
+async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGenerator[bytes, None]:
+    """The archive of one agent, one line at a time: header, memories (insertion order), episodes, raw
+    entries (with ``include_raw_journal``), the profile, the footer. Never encrypted: a stream is sealed
+    whole or not at all (:func:`export` seals)."""
+    req = validate(ExportRequest, body, life.settings)
+    if req.encrypt:
+        raise InvalidRequest("encrypt", "a streamed export is not encrypted; export it whole to encrypt it")
+    async with contextlib.aclosing(_lines(life, req, Checksum())) as lines:
+        async for line in lines:
+            yield line
+
+
+async def export(life: Lifecycle, body: Mapping[str, object]) -> ExportResult:
+    """The archive whole, encrypted when asked (AES-256-GCM, :mod:`~cpersona.operations.lifecycle.sealing`);
+    the checksum is of the plain archive's lines either way."""
+    req = validate(ExportRequest, body, life.settings)
+    total = Checksum()
+    data = b"".join([line async for line in _lines(life, req, total)])
+    if req.encryption_key is not None:
+        data = await anyio.to_thread.run_sync(seal, data, req.encryption_key)
+    digest = total.hexdigest()
+    return ExportResult(archive_id(digest), len(data), total.records, digest, data)
+
+
+def _kind(record: MemoryRecord | EpisodeRecord | RawRecord) -> RecordKind:
+    if isinstance(record, MemoryRecord):
+        return "memory"
+    return "episode" if isinstance(record, EpisodeRecord) else "raw"
+
+
+async def _foreign(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord]) -> None:
+    """Refuse the import when a record of ``batch`` is held by another agent (read concurrently)."""
+    records = life.backends.records
+    held: list[str] = []
+
+    async def one(record: MemoryRecord | EpisodeRecord | RawRecord) -> None:
+        found = await records.get(_kind(record), record.id)
+        if found is not None and found.scope.agent_id != agent_id:
+            held.append(record.ref)
+
+    async with anyio.create_task_group() as tg:
+        for record in batch:
+            if not isinstance(record, ProfileRecord):
+                tg.start_soon(one, record)
+    if held:
+        raise ImportConflict(
+            "archive_data", f"{min(held)} is held by another agent; nothing of the archive was written"
+        )
+
+
+async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
+    """Every line, the footer's checksum, and that no record is another agent's: before any write."""
+    reader = ArchiveReader(agent_id)
+    batch: list[ArchivedRecord] = []
+    for line in lines:
+        record = reader.read(line)
+        if record is not None:
+            batch.append(record)
+        if len(batch) >= _BATCH:
+            await _foreign(life, agent_id, batch)
+            batch = []
+    count = reader.finish()
+    await _foreign(life, agent_id, batch)
+    return count
+
+
+async def import_archive(
+    life: Lifecycle, body: Mapping[str, object], progress: Callable[[int], None] | None = None
+) -> ImportResult:
+    """An archive's bytes, opened first when it is encrypted."""
+    req = validate(ImportRequest, body, life.settings)
+    data = req.archive_data
+    if is_sealed(data):
+        if req.decryption_key is None:
+            raise InvalidRequest("decryption_key", "is required: the archive is encrypted")
+        data = await anyio.to_thread.run_sync(open_sealed, data, req.decryption_key)
+    elif req.decryption_key is not None:
+        raise InvalidRequest("decryption_key", "is given, but the archive is not encrypted")
+    return await import_lines(
+        life, req.agent_id, lambda: data.splitlines(keepends=True), req.strategy, req.conflict_resolution,
+        progress,
+    )  # fmt: skip
+
+
+async def import_lines(
+    life: Lifecycle,
+    agent_id: str,
+    lines: Callable[[], Iterable[bytes]],
+    strategy: str = "merge",
+    conflict: ConflictRule = "keep_newer",
+    progress: Callable[[int], None] | None = None,
+) -> ImportResult:
+    """Import an archive whose lines ``lines()`` gives (it is called twice: check, then write)."""
+    req = validate(
+        ImportRequest,
+        {"agent_id": agent_id, "archive_data": b"", "strategy": strategy, "conflict_resolution": conflict},
+        life.settings,
+    )
+    await _check(life, req.agent_id, lines())
+    await check_free_space(life.settings)
+    if req.strategy == "replace":
+        await delete_agent_data(life, req.agent_id)
+    writer = _Writer(life, req.agent_id, req.conflict_resolution)
+    reader = ArchiveReader(req.agent_id)
+    batch: list[ArchivedRecord] = []
+    for line in lines():
+        record = reader.read(line)
+        if record is not None:
+            batch.append(record)
+        if len(batch) >= _BATCH:
+            await writer.write(batch)
+            if progress is not None:
+                progress(len(batch))
+            batch = []
+    await writer.write(batch)
+    if progress is not None and batch:
+        progress(len(batch))
+    return ImportResult(writer.imported, writer.skipped, req.strategy)
+
+
+def _stamp(record: ArchivedRecord) -> float:
+    return record.updated_at if isinstance(record, MemoryRecord | ProfileRecord) else record.created_at
+
+
+@dataclasses.dataclass
+class _Writer:
+    life: Lifecycle
+    agent_id: str
+    conflict: ConflictRule
+    imported: int = 0
+    skipped: int = 0
+
+    def _wins(self, held: ArchivedRecord, imported: ArchivedRecord) -> bool:
+        if self.conflict == "keep_imported":
+            return True
+        # Compared at the archive's precision: a record exported and imported again is not newer than itself.
+        return self.conflict == "keep_newer" and _stamp(imported) > archived_time(_stamp(held))
+
+    async def _admitted(self, record: ArchivedRecord) -> bool:
+        """Whether the record is to be written: new, or winning over the one the agent holds (which goes)."""
+        b = self.life.backends
+        if isinstance(record, ProfileRecord):
+            held_profile = await b.records.profile(self.agent_id)
+            return held_profile is None or self._wins(held_profile, record)
+        held = await b.records.get(_kind(record), record.id)
+        if held is None:
+            return True
+        if held.scope.agent_id != self.agent_id:  # taken meanwhile: the check before the writes passed
+            raise ImportConflict("archive_data", f"{record.ref} is held by another agent; it was not written")
+        if not self._wins(held, record):
+            return False
+        await delete(self.life, record.ref, self.agent_id)
+        return True
+
+    async def write(self, batch: list[ArchivedRecord]) -> None:
+        admitted = []
+        for record in batch:
+            if await self._admitted(record):
+                admitted.append(record)
+            else:
+                self.skipped += 1
+        memories = [r for r in admitted if isinstance(r, MemoryRecord)]
+        await self._memories(memories)
+        for record in admitted:
+            if isinstance(record, EpisodeRecord):
+                await self._episode(record)
+            elif isinstance(record, RawRecord):
+                await self.life.backends.records.put_raw([record])
+            elif isinstance(record, ProfileRecord):
+                await self.life.backends.records.put_profile(record)
+        self.imported += len(admitted) - len(memories)
+
+    async def _memories(self, memories: list[MemoryRecord]) -> None:
+        if not memories:
+            return
+        b, keys = self.life.backends, self.life.keys
+        first = await b.records.next_seq(len(memories))
+        numbered = [dataclasses.replace(m, seq=first + n) for n, m in enumerate(memories)]
+        writes = [InFlightWrite("memory", m.id, tuple(record_claims(keys, m))) for m in numbered]
+        holders = await b.records.reserve_writes(writes, ttl_secs=reservation_secs(self.life.settings))
+        taken = [(m, w) for m, w, h in zip(numbered, writes, holders, strict=True) if h is None]
+        self.skipped += len(numbered) - len(taken)
+        if not taken:
+            return
+        async with abandoned_on_failure(b, [w for _, w in taken]):
+            records = await with_vectors(b, [m for m, _ in taken])
+            puts = [MemoryWrite(r, w.claims) for r, (_, w) in zip(records, taken, strict=True)]
+            await b.records.put_memories(puts, queue_blocks=b.builder is not None)
+        self.imported += len(taken)
+
+    async def _episode(self, record: EpisodeRecord) -> None:
+        b = self.life.backends
+        record = dataclasses.replace(record, seq=await b.records.next_seq())
+        in_flight = [InFlightWrite("episode", record.id)]
+        await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(self.life.settings))
+        async with abandoned_on_failure(b, in_flight):
+            (record,) = await with_vectors(b, [record])
+            await b.records.put_episode(record, queue_blocks=b.builder is not None)

@@ -1,0 +1,299 @@
+"""One agent's memory as a JSON Lines archive: a header line, one record per line, a footer.
+
+Every line is one JSON object with sorted keys and a ``kind`` (``header``, ``memory``, ``episode``,
+``raw``, ``profile``, ``footer``); a record line holds the record under ``data``. The footer carries the
+number of record lines and the SHA-256 (lowercase hex) of every byte before it, so an import refuses an
+archive that was cut short or changed.
+
+The archive holds no agent id, no insertion sequence, no vector state and no time of export: they belong
+to the store it was taken from, not to what was remembered. So exporting, importing into another agent
+(or another data dir) and exporting again gives the same bytes; records keep their ids, and their order
+(insertion order, which the import reproduces) keeps their sequence's meaning.
+
+Times are RFC 3339 text in UTC to the microsecond (as every read shows them), other numbers are written
+to 15 significant digits: the record store may read a number back one unit in its last place off what
+was written, and at that precision the archive's text does not change, so a round trip is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from cpersona.errors import InvalidRequest
+from cpersona.model.records import (
+    Association,
+    EmotionVector,
+    EpisodeRecord,
+    Fidelity,
+    MemoryRecord,
+    MetaMemory,
+    ProfileRecord,
+    RawRecord,
+    Scope,
+    Source,
+    format_time,
+)
+from cpersona.operations.lifecycle.sealing import MAGIC
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = [
+    "ARCHIVE_FORMAT",
+    "ArchiveReader",
+    "Checksum",
+    "LineKind",
+    "archive_id",
+    "archived_time",
+    "encode_line",
+    "footer_line",
+    "header_line",
+    "record_line",
+]
+
+ARCHIVE_FORMAT = "cpersona-archive"
+ARCHIVE_VERSION = 1
+LineKind = Literal["memory", "episode", "raw", "profile"]
+ArchivedRecord = MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord
+
+# Belong to the store a record was read from: seq is renumbered on import, the vector written again.
+_LOCAL = frozenset({"seq", "embedded", "embedding_model", "vector_pending"})
+_TIMES = frozenset(
+    {"timestamp", "created_at", "updated_at", "start_time", "end_time", "last_accessed_at", "last_decay_tick",
+     "captured_at"}
+)  # fmt: skip
+
+
+def encode_line(obj: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def header_line(*, include_raw_journal: bool, stores: Sequence[str] | None) -> bytes:
+    return encode_line(
+        {
+            "kind": "header",
+            "format": ARCHIVE_FORMAT,
+            "version": ARCHIVE_VERSION,
+            "include_raw_journal": include_raw_journal,
+            "stores": stores,
+        }
+    )
+
+
+def _quantised(value: float) -> float:
+    """``value`` to 15 significant digits. The record store may read a number back one unit in the last
+    place off what was written (RedisJSON's parser); at 15 digits that never changes the text, so a
+    record written by an import exports as the archive it came from."""
+    return float(f"{value:.15g}")
+
+
+def _portable(value: object) -> Any:
+    """A record value as archive JSON: dataclasses to objects (their time fields as RFC 3339 text, to the
+    microsecond), sequences to arrays, other numbers to 15 digits. Keys inside caller metadata are
+    the caller's and are never read as times."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if field.name in _LOCAL:
+                continue
+            timed = field.name in _TIMES and isinstance(item, int | float) and not isinstance(item, bool)
+            out[field.name] = format_time(item) if timed else _portable(item)
+        return out
+    if isinstance(value, Mapping):
+        return {str(k): _portable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_portable(v) for v in value]
+    if isinstance(value, float):
+        return _quantised(value)
+    return value
+
+
+def _data(record: ArchivedRecord) -> dict[str, Any]:
+    out: dict[str, Any] = _portable(record)
+    out.pop("agent_id", None)
+    scope = out.pop("scope", None)
+    if scope is not None:
+        out["project_id"], out["channel"] = scope["project_id"], scope["channel"]
+    return out
+
+
+def _epoch(value: object) -> Any:
+    """A time of the archive (RFC 3339 text; a number is read as epoch seconds) as epoch seconds."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
+    return value
+
+
+def archived_time(epoch: float) -> float:
+    """``epoch`` as it comes back from an archive (to the microsecond): what an imported time is compared
+    with, so a record is never newer than itself."""
+    return float(_epoch(format_time(epoch)))
+
+
+def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _epoch(v) if k in _TIMES else v for k, v in d.items()}
+
+
+def record_line(record: ArchivedRecord) -> bytes:
+    kind: LineKind = (
+        "memory" if isinstance(record, MemoryRecord)
+        else "episode" if isinstance(record, EpisodeRecord)
+        else "raw" if isinstance(record, RawRecord)
+        else "profile"
+    )  # fmt: skip
+    return encode_line({"kind": kind, "data": _data(record)})
+
+
+def footer_line(count: int, checksum: str) -> bytes:
+    return encode_line({"kind": "footer", "record_count": count, "checksum": checksum})
+
+
+def archive_id(checksum: str) -> str:
+    """A UUID named by the checksum: the same archive always has the same id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"cpersona-archive:{checksum}"))
+
+
+class Checksum:
+    """The running SHA-256 of the lines before the footer."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.records = 0
+
+    def add(self, line: bytes, *, record: bool = True) -> bytes:
+        self._hash.update(line)
+        self.records += record
+        return line
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _tuple_meta(meta: Mapping[str, Any]) -> MetaMemory:
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in _timed(meta).items()}
+    return MetaMemory(**fields)
+
+
+def _memory(d: dict[str, Any], agent_id: str) -> MemoryRecord:
+    d = _timed(d)
+    return MemoryRecord(
+        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), source=Source(**d["source"]),
+        content=d["content"], timestamp=d["timestamp"], seq=0, msg_id=d["msg_id"], metadata=d["metadata"],
+        store=d["store"], emotion=EmotionVector(**d["emotion"]), fidelity=Fidelity(**_timed(d["fidelity"])),
+        meta=_tuple_meta(d["meta"]), associations=tuple(Association(**_timed(a)) for a in d["associations"]),
+        created_at=d["created_at"], updated_at=d["updated_at"], version=d["version"], locked=d["locked"],
+    )  # fmt: skip
+
+
+def _episode(d: dict[str, Any], agent_id: str) -> EpisodeRecord:
+    d = _timed(d)
+    return EpisodeRecord(
+        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), summary=d["summary"], seq=0,
+        keywords=tuple(d["keywords"]), start_time=d["start_time"], end_time=d["end_time"],
+        resolved=d["resolved"], created_at=d["created_at"],
+    )  # fmt: skip
+
+
+def _raw(d: dict[str, Any], agent_id: str) -> RawRecord:
+    d = _timed(d)
+    return RawRecord(
+        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), session_id=d["session_id"],
+        source=d["source"], speaker=d["speaker"], visibility=d["visibility"],
+        secrecy_level=d["secrecy_level"], content=d["content"], created_at=d["created_at"],
+        turn_id=d["turn_id"], topic_id=d["topic_id"], metadata=d["metadata"], meta=_tuple_meta(d["meta"]),
+        suppressed=d["suppressed"],
+    )  # fmt: skip
+
+
+def _profile(d: dict[str, Any], agent_id: str) -> ProfileRecord:
+    return ProfileRecord(agent_id, d["content"], _epoch(d["updated_at"]))
+
+
+_BUILD: dict[str, Callable[[dict[str, Any], str], ArchivedRecord]] = {
+    "memory": _memory,
+    "episode": _episode,
+    "raw": _raw,
+    "profile": _profile,
+}
+
+
+class ArchiveReader:
+    """Reads an archive line by line into records of ``agent_id``; :meth:`finish` checks the footer.
+
+    A line that is not what export writes is refused naming ``archive_data`` and the line's number; a
+    checksum or count that does not match names ``checksum``.
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self.checksum = Checksum()
+        self.line_no = 0
+        self._footer: Mapping[str, Any] | None = None
+
+    def _bad(self, problem: str) -> InvalidRequest:
+        return InvalidRequest("archive_data", f"line {self.line_no}: {problem}")
+
+    def _parse(self, line: bytes) -> dict[str, Any]:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise self._bad("is not JSON") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            raise self._bad("is not an archive line (an object with a kind)")
+        return obj
+
+    def read(self, line: bytes) -> ArchivedRecord | None:
+        """The record on ``line`` (``None`` for the header and the footer)."""
+        self.line_no += 1
+        if self._footer is not None:
+            raise self._bad("follows the footer")
+        if self.line_no == 1 and line.startswith(MAGIC):
+            raise InvalidRequest("decryption_key", "is required: the archive is encrypted (import its bytes)")
+        obj = self._parse(line)
+        kind = obj["kind"]
+        if self.line_no == 1:
+            if (
+                kind != "header"
+                or obj.get("format") != ARCHIVE_FORMAT
+                or obj.get("version") != ARCHIVE_VERSION
+            ):
+                raise self._bad(f"is not a {ARCHIVE_FORMAT} version {ARCHIVE_VERSION} header")
+            self.checksum.add(line, record=False)
+            return None
+        if kind == "footer":
+            self._footer = obj
+            return None
+        build = _BUILD.get(kind)
+        data = obj.get("data")
+        if build is None or not isinstance(data, dict):
+            raise self._bad(f"has an unknown kind {kind!r} or no data")
+        self.checksum.add(line)
+        try:
+            return build(data, self.agent_id)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._bad(f"is not a {kind} record ({type(exc).__name__}: {exc})") from None
+
+    def finish(self) -> int:
+        """Check the footer against what was read; the number of record lines."""
+        footer = self._footer
+        if footer is None:
+            raise InvalidRequest("archive_data", "ends without its footer: the archive was cut short")
+        if footer.get("checksum") != self.checksum.hexdigest():
+            raise InvalidRequest(
+                "checksum", f"the footer's checksum {footer.get('checksum')!r} does not match the archive's "
+                f"lines ({self.checksum.hexdigest()}): it was changed or damaged",
+            )  # fmt: skip
+        if footer.get("record_count") != self.checksum.records:
+            raise InvalidRequest(
+                "record_count", f"the footer says {footer.get('record_count')!r} records; the archive has "
+                f"{self.checksum.records}",
+            )  # fmt: skip
+        return self.checksum.records

@@ -1,0 +1,250 @@
+"""Export and import: JSON Lines with a header, one record per line and a checksummed footer; export →
+import into a fresh agent in a fresh store → export is byte-identical; a damaged archive writes nothing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpersona
+from cpersona.model.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+
+_COUNTER = itertools.count()
+
+WORDS = st.text(alphabet="abcdefghij ", min_size=1, max_size=30).map(str.strip).filter(bool)
+MEMORY = st.fixed_dictionaries(
+    {
+        "content": WORDS,
+        "store": st.sampled_from(["episodic", "semantic", "procedural", "emotional"]),
+        "project_id": st.sampled_from(["", "p"]),
+        "channel": st.sampled_from(["", "c"]),
+        "emotion": st.sampled_from([None, "joy", "fear"]),
+        "metadata": st.one_of(
+            st.none(), st.dictionaries(st.sampled_from("xyz"), st.integers(-5, 5), max_size=2)
+        ),
+        "timestamp": st.one_of(st.none(), st.floats(0, 4e9)),
+        "linked": st.booleans(),
+    }
+)
+EPISODE = st.fixed_dictionaries({"summary": WORDS, "keywords": st.lists(st.sampled_from("klm"), max_size=2)})
+
+
+@pytest.fixture(scope="module")
+async def source(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("ax", embedding_mode="none") as memory:
+        yield memory
+
+
+@pytest.fixture(scope="module")
+async def target(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("ay", embedding_mode="none") as memory:
+        yield memory
+
+
+def _archive(header: bytes, body: list[bytes]) -> bytes:
+    from cpersona.operations.lifecycle.archive import footer_line
+
+    digest = hashlib.sha256(header + b"".join(body)).hexdigest()
+    return header + b"".join(body) + footer_line(len(body), digest)
+
+
+async def _populate(
+    engine: cpersona.Engine, agent: str, memories: list[dict[str, Any]], episodes: list[dict[str, Any]],
+    raw: int, profile: str | None,
+) -> None:  # fmt: skip
+    previous: str | None = None
+    for n, m in enumerate(memories):
+        spec = {k: v for k, v in m.items() if k != "linked" and v is not None}
+        spec["content"] = f"{spec['content']} {n}"  # distinct, so none is skipped as a duplicate
+        if m["linked"] and previous is not None:
+            spec["associations"] = [{"target_id": previous, "association_type": "causal", "weight": 0.25}]
+        previous = (await engine.store(agent_id=agent, **spec)).id
+    for e in episodes:
+        await engine.archive_episode(e["summary"], agent_id=agent, keywords=e["keywords"])
+    for n in range(raw):
+        await engine.store_raw(
+            f"user: line {n}", agent_id=agent, session_id="s", source="conversation", speaker="user",
+            visibility="normal", secrecy_level="public", turn_id=str(n),
+        )  # fmt: skip
+    if profile is not None:
+        await engine.update_profile(agent, profile)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(MEMORY, max_size=6),
+    st.lists(EPISODE, max_size=2),
+    st.integers(0, 3),
+    st.one_of(st.none(), WORDS),
+)
+async def test_export_import_export_is_byte_identical(
+    source: cpersona.Engine,
+    target: cpersona.Engine,
+    memories: list[dict[str, Any]],
+    episodes: list[dict[str, Any]],
+    raw: int,
+    profile: str | None,
+) -> None:
+    n = next(_COUNTER)
+    await _populate(source, f"from{n}", memories, episodes, raw, profile)
+    first = await source.export(f"from{n}", include_raw_journal=True)
+    imported = await target.import_archive(f"to{n}", first.archive_data)
+    assert imported.records_imported == first.record_count
+    again = await target.export(f"to{n}", include_raw_journal=True)
+    assert again.archive_data == first.archive_data
+    assert (again.checksum, again.archive_id) == (first.checksum, first.archive_id)
+    streamed = b"".join([line async for line in source.export_lines(f"from{n}", include_raw_journal=True)])
+    assert streamed == first.archive_data
+
+
+async def test_the_archive_is_header_records_and_a_checksummed_footer(source: cpersona.Engine) -> None:
+    await source.store("a semantic fact", agent_id="shape", store="semantic")
+    await source.store("an episode of sorts", agent_id="shape")
+    await source.update_profile("shape", "Terse.")
+    result = await source.export("shape", stores=["semantic"])
+    lines = result.archive_data.splitlines(keepends=True)
+    kinds = [orjson.loads(line)["kind"] for line in lines]
+    assert kinds == ["header", "memory", "profile", "footer"]
+    footer = orjson.loads(lines[-1])
+    assert footer["checksum"] == hashlib.sha256(b"".join(lines[:-1])).hexdigest() == result.checksum
+    assert footer["record_count"] == result.record_count == 2
+    assert result.size_bytes == len(result.archive_data)
+    assert b"agent_id" not in result.archive_data  # the agent is the store's, not the archive's
+
+
+async def test_a_changed_archive_is_refused_naming_the_field_and_writes_nothing(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    await source.store("the original words", agent_id="damaged")
+    data = (await source.export("damaged")).archive_data
+    changed = data.replace(b"original", b"forged!!")
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", changed)
+    assert caught.value.field == "checksum"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", data.splitlines(keepends=True)[0])
+    assert caught.value.field == "archive_data"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("damaged-copy", b"not json\n")
+    assert caught.value.field == "archive_data"
+    assert await target.list(agent_id="damaged-copy") == []
+
+
+async def test_merge_rules_and_replace(source: cpersona.Engine) -> None:
+    kept = await source.store("first words", agent_id="merge")
+    archive = (await source.export("merge")).archive_data
+    await source.update(kept.ref, agent_id="merge", content="changed later")
+    extra = await source.store("added after the export", agent_id="merge")
+
+    async def content() -> str:
+        got = await source.get(kept.ref, agent_id="merge")
+        assert isinstance(got, MemoryRecord)
+        return got.content
+
+    newer = await source.import_archive("merge", archive)  # keep_newer: the held one is newer
+    assert (newer.records_imported, newer.records_skipped, await content()) == (0, 1, "changed later")
+    forced = await source.import_archive("merge", archive, conflict_resolution="keep_imported")
+    assert (forced.records_imported, await content()) == (1, "first words")
+    await source.import_archive("merge", archive, strategy="replace")
+    assert {r.ref for r in await source.list(agent_id="merge")} == {kept.ref}
+    assert extra.ref not in {r.ref for r in await source.list(agent_id="merge")}
+
+
+async def test_an_id_held_by_another_agent_is_a_conflict_and_nothing_is_written(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    # The foreign record comes last, after a full batch of free ones: none of them may be written either.
+    for n in range(70):
+        await target.store(f"free record {n}", agent_id="mixed")
+    held = await source.store("mine alone", agent_id="owner")
+    owner = (await source.export("owner")).archive_data.splitlines(keepends=True)
+    mixed = (await target.export("mixed")).archive_data.splitlines(keepends=True)
+    await target.forget("mixed", confirm=True, older_than_seconds=0)
+    body = [*mixed[1:-1], *owner[1:-1]]
+    archive = _archive(mixed[0], body)
+    with pytest.raises(cpersona.ImportConflict):
+        await source.import_archive("intruder", archive)
+    assert await source.list(agent_id="intruder") == []
+    assert (await source.get(held.ref, agent_id="owner")).ref == held.ref
+    archive = (await source.export("owner")).archive_data
+    with pytest.raises(cpersona.ImportConflict) as caught:
+        await source.import_archive("intruder", archive)
+    assert caught.value.status == 409
+    assert await source.list(agent_id="intruder") == []
+
+
+async def test_an_encrypted_archive_opens_only_with_its_key(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    await source.store("a secret worth keeping", agent_id="sealed")
+    plain = await source.export("sealed")
+    sealed = await source.export("sealed", encryption_key="correct horse")
+    assert b"secret" not in sealed.archive_data
+    assert sealed.checksum == plain.checksum  # of the plain archive's lines
+    assert sealed.size_bytes == len(sealed.archive_data)
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", sealed.archive_data)
+    assert caught.value.field == "decryption_key"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", sealed.archive_data, decryption_key="wrong horse")
+    assert caught.value.field == "decryption_key"
+    tampered = sealed.archive_data[:-1] + bytes([sealed.archive_data[-1] ^ 1])
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", tampered, decryption_key="correct horse")
+    assert caught.value.field == "decryption_key"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await target.import_archive("sealed-copy", plain.archive_data, decryption_key="correct horse")
+    assert caught.value.field == "decryption_key"
+    assert await target.list(agent_id="sealed-copy") == []
+    opened = await target.import_archive("sealed-copy", sealed.archive_data, decryption_key="correct horse")
+    assert opened.records_imported == 1
+    assert (await target.export("sealed-copy")).archive_data == plain.archive_data
+
+
+async def test_key_rules_and_bad_bytes_are_refused_by_name(source: cpersona.Engine) -> None:
+    from cpersona.model.fields import RequestModel, validate
+    from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
+
+    cases: list[tuple[type[RequestModel], dict[str, Any], str]] = [
+        (ExportRequest, {"agent_id": "a", "encrypt": True}, "encryption_key"),
+        (ExportRequest, {"agent_id": "a", "encryption_key": "long enough"}, "encryption_key"),
+        (ExportRequest, {"agent_id": "a", "encrypt": True, "encryption_key": "short"}, "encryption_key"),
+        (ImportRequest, {"agent_id": "a", "archive_data": [256]}, "archive_data"),
+        (ImportRequest, {"agent_id": "a", "archive_data": "not base64!"}, "archive_data"),
+        (ImportRequest, {"agent_id": "a"}, "archive_data"),
+    ]
+    for model, body, field in cases:
+        with pytest.raises(cpersona.InvalidRequest) as caught:
+            validate(model, body, source.settings)
+        assert caught.value.field == field, body
+
+
+async def test_a_sealed_raw_entry_is_never_exported(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> None:
+    async with open_test_engine(
+        "as", embedding_mode="none", sealed_key=base64.b64encode(bytes(32)).decode()
+    ) as m:
+        for visibility in ("normal", "sealed"):
+            await m.store_raw(
+                f"user: a {visibility} line", agent_id="journal", session_id="s", source="conversation",
+                speaker="user", visibility=visibility, secrecy_level="public",
+            )  # fmt: skip
+        archive = (await m.export("journal", include_raw_journal=True)).archive_data
+    assert b"a normal line" in archive
+    assert b"sealed" not in archive

@@ -1,0 +1,134 @@
+"""forget: by id (bare or ref, with cascade), by store, by period and by age, the union of them, only the
+caller's memories, through the one delete path (claims, vectors and associations go too)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpersona
+from cpersona.model.scope import ReadScope
+from cpersona.stores.protocols import scope_filter
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+
+
+async def _refs(engine: cpersona.Engine, agent: str) -> set[str]:
+    return {r.ref for r in await engine.list(agent_id=agent, limit=1000)}
+
+
+async def test_confirm_false_deletes_nothing(engine: cpersona.Engine) -> None:
+    stored = await engine.store("keep me", agent_id="a")
+    with pytest.raises(cpersona.ForgetUnconfirmed) as caught:
+        await engine.forget("a", confirm=False, record_ids=[stored.id])
+    assert caught.value.field == "confirm"
+    assert caught.value.code == "FORGET_UNCONFIRMED"
+    assert await _refs(engine, "a") == {stored.ref}
+
+
+async def test_a_forget_that_names_nothing_or_working_is_refused(engine: cpersona.Engine) -> None:
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await engine.forget("a", confirm=True)
+    assert caught.value.field == "body"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await engine.forget("a", confirm=True, store="working")  # type: ignore[arg-type]
+    assert caught.value.field == "store"
+    with pytest.raises(cpersona.InvalidRequest) as caught:
+        await engine.forget("a", confirm=True, record_ids=["ep:0190a0b0-0000-7000-8000-000000000000"])
+    assert caught.value.field == "record_ids[0]"
+
+
+async def test_by_ids_bare_or_ref_with_cascade_one_hop(engine: cpersona.Engine) -> None:
+    far = await engine.store("far", agent_id="a")
+    near = await engine.store(
+        "near",
+        agent_id="a",
+        associations=[{"target_id": far.id, "association_type": "causal", "weight": 0.5}],
+    )
+    head = await engine.store(
+        "head",
+        agent_id="a",
+        associations=[{"target_id": near.id, "association_type": "causal", "weight": 0.5}],
+    )
+    other = await engine.store("other", agent_id="a")
+    result = await engine.forget("a", confirm=True, record_ids=[head.ref], cascade=True)
+    assert result.records_deleted == 2
+    assert await _refs(engine, "a") == {far.ref, other.ref}
+    assert (await engine.forget("a", confirm=True, record_ids=[other.id, head.id])).records_deleted == 1
+
+
+async def test_by_store_period_and_age_is_their_union(engine: cpersona.Engine) -> None:
+    now = time.time()
+    old = await engine.store("old", agent_id="a", timestamp=now - 10 * 86400)
+    in_range = await engine.store("in range", agent_id="a", timestamp=1_000_000.0)
+    semantic = await engine.store("a fact", agent_id="a", store="semantic")
+    kept = await engine.store("kept", agent_id="a")
+    result = await engine.forget(
+        "a", confirm=True, store="semantic", temporal_range={"start": 999_999, "end": 1_000_000},
+        older_than_seconds=5 * 86400,
+    )  # fmt: skip
+    assert result.records_deleted == 3
+    assert await _refs(engine, "a") == {kept.ref}
+    assert {old.ref, in_range.ref, semantic.ref}.isdisjoint(await _refs(engine, "a"))
+
+
+async def test_only_the_callers_memories_and_raw_journal_untouched(engine: cpersona.Engine) -> None:
+    theirs = await engine.store("the same words", agent_id="b", store="semantic")
+    await engine.store_raw(
+        "user: hi", agent_id="a", session_id="s", source="conversation", speaker="user",
+        visibility="normal", secrecy_level="public",
+    )  # fmt: skip
+    mine = await engine.store("the same words", agent_id="a", store="semantic")
+    result = await engine.forget("a", confirm=True, record_ids=[theirs.id], store="semantic")
+    assert result.records_deleted == 1
+    assert await _refs(engine, "b") == {theirs.ref}
+    assert mine.ref not in await _refs(engine, "a")
+    assert len(await engine.list("raw", agent_id="a")) == 1
+
+
+async def test_a_forgotten_memory_releases_its_claims(engine: cpersona.Engine) -> None:
+    first = await engine.store("said once", agent_id="a", msg_id="m-1")
+    await engine.forget("a", confirm=True, record_ids=[first.id])
+    again = await engine.store("said once", agent_id="a", msg_id="m-1")
+    assert again.result == "stored"
+    assert again.ref != first.ref
+
+
+@pytest.fixture(scope="module")
+async def embedded(
+    open_test_engine: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
+) -> AsyncIterator[cpersona.Engine]:
+    async with open_test_engine("fg") as memory:
+        yield memory
+
+
+async def test_vectors_go_with_the_memory(embedded: cpersona.Engine) -> None:
+    stored = [await embedded.store(f"note number {n} about boats", agent_id="vec") for n in range(3)]
+    assert embedded.vectors is not None
+    flt = scope_filter(ReadScope("vec"))
+    assert await embedded.vectors.count(flt) == 3
+    await embedded.forget("vec", confirm=True, record_ids=[s.id for s in stored[:2]])
+    assert await embedded.vectors.count(flt) == 1
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(["episodic", "semantic"])), max_size=8))
+async def test_isolation_whatever_is_named(embedded: cpersona.Engine, rows: list[tuple[str, str]]) -> None:
+    tag = f"iso{time.monotonic_ns()}"
+    stored = [
+        (who, await embedded.store(f"row {i} {tag}", agent_id=tag + who, store=kind))  # type: ignore[arg-type]
+        for i, (who, kind) in enumerate(rows)
+    ]
+    named = [s.id for _, s in stored]
+    if not named:
+        return
+    result = await embedded.forget(tag + "a", confirm=True, record_ids=named, store="episodic")
+    assert result.records_deleted == sum(1 for who, _ in stored if who == "a")
+    left_b = await _refs(embedded, tag + "b")
+    assert left_b == {s.ref for who, s in stored if who == "b"}

@@ -1,0 +1,181 @@
+"""The lifecycle routes over HTTP: the bodies Cerememory's SDK sends (plus the agent, which the edge will
+take from a header or a default), answers our models and — when the SDK is installed — its models parse;
+errors named by field and code."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cpersona.model.lifecycle_responses import (
+    ConsolidateResponse,
+    DecayForecastResponse,
+    DecayTickResponse,
+    ExportResponse,
+    ForgetResponse,
+    ImportResponse,
+)
+
+if TYPE_CHECKING:
+    import httpx
+    from pydantic import BaseModel
+
+AGENT = {"agent_id": "http-agent"}
+
+
+def _sdk(name: str) -> type[BaseModel] | None:
+    try:
+        import cerememory.types as sdk  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    found: type[BaseModel] = getattr(sdk, name)
+    return found
+
+
+def _parses(body: dict[str, Any], ours: type[BaseModel], theirs: str) -> None:
+    ours.model_validate(body)
+    model = _sdk(theirs)
+    if model is not None:
+        model.model_validate(body)
+
+
+async def _store(client: httpx.AsyncClient, text: str, **extra: Any) -> str:
+    answer = await client.post("/v1/encode", json={"content": text, **AGENT, **extra})
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["record_id"])
+
+
+async def test_decay_tick_and_forecast(client: httpx.AsyncClient) -> None:
+    record_id = await _store(client, "remember the milk")
+    tick = await client.post("/v1/lifecycle/decay-tick", json={**AGENT, "tick_duration_seconds": 3600})
+    assert tick.status_code == 200, tick.text
+    _parses(tick.json(), DecayTickResponse, "DecayTickResponse")
+    assert tick.json()["records_updated"] == 1
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    forecast = await client.post(
+        "/v1/introspect/decay-forecast", json={**AGENT, "record_ids": [record_id], "forecast_at": later}
+    )
+    assert forecast.status_code == 200, forecast.text
+    _parses(forecast.json(), DecayForecastResponse, "DecayForecastResponse")
+    (item,) = forecast.json()["forecasts"]
+    assert item["record_id"] == record_id
+    assert item["forecasted_fidelity"] < item["current_fidelity"] < 0.1
+    record = await client.get(f"/v1/records/mem:{record_id}", params=AGENT)
+    assert record.json()["record"]["fidelity"]["score"] == pytest.approx(item["current_fidelity"], abs=1e-3)
+    missing = await client.post(
+        "/v1/introspect/decay-forecast",
+        json={**AGENT, "record_ids": ["0190a0b0-0000-7000-8000-000000000000"], "forecast_at": later},
+    )
+    assert missing.status_code == 404
+
+
+async def test_forget_needs_confirm_and_answers_the_count(client: httpx.AsyncClient) -> None:
+    record_id = await _store(client, "to be forgotten")
+    refused = await client.request(
+        "DELETE", "/v1/lifecycle/forget", json={**AGENT, "record_ids": [record_id], "confirm": False}
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "FORGET_UNCONFIRMED"
+    assert refused.json()["error"]["field"] == "confirm"
+    working = await client.request(
+        "DELETE", "/v1/lifecycle/forget", json={**AGENT, "store": "working", "confirm": True}
+    )
+    assert working.status_code == 400
+    assert working.json()["error"]["field"] == "store"
+    done = await client.request(
+        "DELETE", "/v1/lifecycle/forget", json={**AGENT, "record_ids": [record_id], "confirm": True}
+    )
+    assert done.status_code == 200, done.text
+    _parses(done.json(), ForgetResponse, "ForgetResponse")
+    assert done.json()["records_deleted"] == 1
+
+
+async def test_consolidate(client: httpx.AsyncClient) -> None:
+    await _store(client, "an episode to consolidate")
+    body = {**AGENT, "strategy": "incremental", "min_age_hours": 0, "min_access_count": 0, "dry_run": False}
+    first = await client.post("/v1/lifecycle/consolidate", json=body)
+    assert first.status_code == 200, first.text
+    _parses(first.json(), ConsolidateResponse, "ConsolidateResponse")
+    assert first.json()["semantic_nodes_created"] == 1
+    second = await client.post("/v1/lifecycle/consolidate", json=body)
+    assert second.json()["semantic_nodes_created"] == 0
+
+
+async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) -> None:
+    await _store(client, "exported words")
+    exported = await client.post(
+        "/v1/lifecycle/export",
+        json={**AGENT, "format": "cma", "include_raw_journal": False, "encrypt": False},
+    )
+    assert exported.status_code == 200, exported.text
+    body = exported.json()
+    _parses(body, ExportResponse, "ExportArchiveResponse")
+    data = bytes(body["archive_data"])
+    assert len(data) == body["size_bytes"]
+    # Into the same agent: merge keeps what it holds (the same record, not newer).
+    for archive in (body["archive_data"], base64.b64encode(data).decode()):
+        again = await client.post(
+            "/v1/lifecycle/import",
+            json={**AGENT, "archive_id": body["archive_id"], "strategy": "merge",
+                  "conflict_resolution": "keep_newer", "archive_data": archive},
+        )  # fmt: skip
+        assert again.status_code == 200, again.text
+        _parses(again.json(), ImportResponse, "ImportResponse")
+        assert again.json()["records_skipped"] == 1
+    foreign = await client.post(
+        "/v1/lifecycle/import", json={"agent_id": "someone-else", "archive_data": body["archive_data"]}
+    )
+    assert foreign.status_code == 409
+    assert foreign.json()["error"]["code"] == "IMPORT_CONFLICT"
+    damaged = list(data.replace(b"exported", b"EXPORTED"))
+    bad = await client.post("/v1/lifecycle/import", json={**AGENT, "archive_data": damaged})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["field"] == "checksum"
+    keyless = await client.post("/v1/lifecycle/export", json={**AGENT, "encrypt": True})
+    assert keyless.status_code == 400
+    assert keyless.json()["error"]["field"] == "encryption_key"
+    key = {"encrypt": True, "encryption_key": "a long key"}
+    sealed = await client.post("/v1/lifecycle/export", json={**AGENT, **key})
+    assert sealed.status_code == 200, sealed.text
+    _parses(sealed.json(), ExportResponse, "ExportArchiveResponse")
+    opened = await client.post(
+        "/v1/lifecycle/import",
+        json={
+            "agent_id": "another",
+            "archive_data": sealed.json()["archive_data"],
+            "decryption_key": "a long key",
+        },
+    )
+    assert opened.status_code == 409  # it opened, and its record is held by the agent that exported it
+
+
+def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
+    t = pytest.importorskip("cerememory.types")
+    endpoints = pytest.importorskip("cerememory._endpoints")
+    import uuid
+
+    from cpersona.model import lifecycle_requests as lifecycle
+    from cpersona.model.fields import RequestModel, validate
+    from cpersona.settings import Settings
+
+    now = datetime.now(UTC)
+    header = t.CMPHeader(request_id=uuid.uuid4(), timestamp=now)
+    cases: list[tuple[type[RequestModel], Any]] = [
+        (lifecycle.DecayTickRequest, t.DecayTickRequest(tick_duration_seconds=60, header=header)),
+        (lifecycle.DecayForecastRequest, t.DecayForecastRequest(record_ids=[uuid.uuid4()], forecast_at=now)),
+        (
+            lifecycle.ForgetRequest,
+            t.ForgetRequest(
+                record_ids=[uuid.uuid4()], store=t.StoreType.EPISODIC, cascade=True, confirm=True,
+                temporal_range=t.TemporalRange(start=now, end=now),
+            ),
+        ),
+        (lifecycle.ConsolidateRequest, t.ConsolidateRequest(strategy=t.ConsolidationStrategy.FULL)),
+        (lifecycle.ExportRequest, t.ExportRequest(stores=[t.StoreType.SEMANTIC], include_raw_journal=True)),
+        (lifecycle.ImportRequest, t.ImportRequest(archive_id="x", archive_data=b"abc")),
+    ]  # fmt: skip
+    for model, request in cases:
+        validate(model, {**endpoints.dump(request), **AGENT}, Settings())
