@@ -34,7 +34,7 @@ from cpersona.model.records import (
     parse_ref,
 )
 
-__all__ = ["cmp_record", "memory_id", "read_now"]
+__all__ = ["cmp_record", "memory_id", "meta_json", "read_now"]
 
 _EMOTION_FIELDS = tuple(f.name for f in dataclasses.fields(EmotionVector))
 
@@ -71,7 +71,8 @@ def _time(value: float | None) -> str | None:
     return None if value is None else format_time(value)
 
 
-def _meta(meta: MetaMemory) -> dict[str, Any]:
+def meta_json(meta: MetaMemory) -> dict[str, Any]:
+    """A MetaMemory as JSON-ready data, its times as RFC 3339 text (a graph node's ``meta`` too)."""
     out = dataclasses.asdict(meta)
     out["captured_at"] = _time(meta.captured_at)
     for edge in out["context_edges"]:
@@ -128,5 +129,5 @@ def cmp_record(rec: MemoryRecord) -> dict[str, Any]:
         ],
         "metadata": dict(rec.metadata),
         "version": rec.version,
-        "meta": _meta(rec.meta),
+        "meta": meta_json(rec.meta),
     }

@@ -1,19 +1,18 @@
-"""What a graph node shows of a memory: its summary, its meta-memory, and its declared meta edges."""
+"""What a graph node shows of a memory besides its meta-memory (:func:`~cpersona.model.cmp_record.meta_json`):
+its summary, and its declared meta edges."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cpersona.model.graph_response import GraphMetaEdgeBody
 from cpersona.model.records import format_time
 from cpersona.model.timeline_records import bare_id
 
 if TYPE_CHECKING:
-    from cpersona.model.records import MemoryRecord, MetaEdge, MetaMemory
+    from cpersona.model.records import MemoryRecord
 
-__all__ = ["SUMMARY_BYTES", "meta_edges", "meta_json", "node_summary"]
+__all__ = ["SUMMARY_BYTES", "meta_edges", "node_summary"]
 
 SUMMARY_BYTES = 80
 _CUT = "..."
@@ -26,28 +25,6 @@ def node_summary(text: str) -> str:
     if len(data) <= SUMMARY_BYTES:
         return text
     return data[:SUMMARY_BYTES].decode("utf-8", errors="ignore") + _CUT
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def meta_json(meta: MetaMemory) -> dict[str, Any]:
-    """A memory's MetaMemory as JSON; its times as RFC 3339 text in UTC."""
-    out: dict[str, Any] = {f.name: _plain(getattr(meta, f.name)) for f in dataclasses.fields(meta)}
-    out["captured_at"] = None if meta.captured_at is None else format_time(meta.captured_at)
-    out["context_edges"] = [_edge_json(edge) for edge in meta.context_edges]
-    return out
-
-
-def _edge_json(edge: MetaEdge) -> dict[str, Any]:
-    out: dict[str, Any] = {f.name: _plain(getattr(edge, f.name)) for f in dataclasses.fields(edge)}
-    out["created_at"] = None if edge.created_at is None else format_time(edge.created_at)
-    return out
 
 
 def meta_edges(record: MemoryRecord) -> list[GraphMetaEdgeBody]:

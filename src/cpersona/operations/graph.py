@@ -17,8 +17,9 @@ import uuid
 from typing import TYPE_CHECKING, get_args
 
 from cpersona.errors import RecordNotFound
+from cpersona.model.cmp_record import meta_json
 from cpersona.model.fidelity import as_read
-from cpersona.model.graph_parts import meta_edges, meta_json, node_summary
+from cpersona.model.graph_parts import meta_edges, node_summary
 from cpersona.model.graph_response import GraphEdgeBody, GraphNodeBody, GraphResult
 from cpersona.model.records import AssociationType, MemoryRecord, parse_ref
 from cpersona.model.scope import ReadScope
