@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cpersona.edges.http.app import create_app
 from cpersona.keys import Keys
-from cpersona.stores.redis.api_keys import ApiKeyStore
+from cpersona.stores.redis.api_keys import ApiKeyStore, token_digest
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.rate_limit import RateLimiter
 
@@ -147,3 +147,30 @@ async def test_no_limit_without_keys(settings: Settings, redis: RedisClient, ser
     async with serve_asgi(app) as client:
         codes = {(await client.get("/v1/records", params={"agent_id": "a"})).status_code for _ in range(5)}
     assert codes == {200}
+
+
+async def test_a_wrong_secret_spends_no_ones_limit(redis: RedisClient, key_prefix: str) -> None:
+    keys = Keys(key_prefix)
+    token, info = await ApiKeyStore(redis, keys).create(["ann"], admin=False, name=None)
+    limiter = RateLimiter(redis, keys, rate=0.01, burst=1)
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    for _ in range(3):
+        assert await limiter.admit(info.key_id, keys.api_key(info.key_id), token_digest(forged)) == (
+            None,
+            0.0,
+        )
+    doc, wait = await limiter.admit(info.key_id, keys.api_key(info.key_id), token_digest(token))
+    assert doc is not None
+    assert wait == 0.0
+    assert (await limiter.admit(info.key_id, keys.api_key(info.key_id), token_digest(token)))[1] > 0
+
+
+async def test_counting_writes_nothing_to_the_append_only_file(redis: RedisClient, key_prefix: str) -> None:
+    # Each write to the AOF costs an fsync (appendfsync always); the counts are not worth one.
+    limiter = RateLimiter(redis, Keys(key_prefix), rate=1000.0, burst=1000)
+    await limiter.acquire("warm")
+    before = (await redis.info("persistence"))["aof_current_size"]
+    for i in range(20):
+        await limiter.acquire(f"s{i % 3}")
+        await anyio.sleep(0.002)
+    assert (await redis.info("persistence"))["aof_current_size"] == before

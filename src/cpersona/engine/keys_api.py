@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cpersona.model.api_keys import CreatedKey, CreateKeyRequest, KeyId, KeyListResponse, RevokedKey
+from cpersona.model.api_keys import (
+    CreatedKey,
+    CreateKeyRequest,
+    KeyId,
+    KeyListResponse,
+    RevokedKey,
+    parse_token,
+)
 from cpersona.model.fields import check, given, validate
-from cpersona.stores.redis.api_keys import ApiKeyStore
+from cpersona.stores.redis.api_keys import ApiKeyStore, checked_key, token_digest
 from cpersona.stores.redis.rate_limit import RateLimiter
 
 if TYPE_CHECKING:
@@ -57,9 +64,24 @@ class ApiKeys:
     async def rate_limit(self, key_id: str) -> float:
         """Count one request of the key: 0 when it may go, else the seconds until it may
         (``CPERSONA_RATE_LIMIT_PER_SEC`` and ``..._BURST``; a rate of 0 never limits)."""
+        limiter = self._rate_limiter()
+        return 0.0 if limiter is None else await limiter.acquire(key_id)
+
+    async def admit_key(self, token: str) -> tuple[ApiKey | None, float]:
+        """:meth:`verify_key` and :meth:`rate_limit` in one round trip: the key ``token`` is (``None``
+        when it is none, and then nothing is counted) and the seconds it must wait (0: it may go)."""
+        limiter = self._rate_limiter()
+        key_id = parse_token(token)
+        if limiter is None or key_id is None:
+            return await self.verify_key(token), 0.0
+        doc, wait = await limiter.admit(key_id, self._life.keys.api_key(key_id), token_digest(token))
+        key = None if doc is None else checked_key(doc, token)
+        return key, wait if key is not None else 0.0
+
+    def _rate_limiter(self) -> RateLimiter | None:
         settings = self._life.settings
         if settings.rate_limit_per_sec == 0:
-            return 0.0
+            return None
         client = self._life.backends.redis
         cached = self._limiter
         if cached is None or cached[0] is not client:
@@ -67,4 +89,4 @@ class ApiKeys:
                 client, self._life.keys, rate=settings.rate_limit_per_sec, burst=settings.rate_limit_burst
             )
             self._limiter = cached = (client, limiter)
-        return await cached[1].acquire(key_id)
+        return cached[1]

@@ -112,10 +112,9 @@ class KeyGuard:
     async def _admit(self, scope: Scope) -> ApiKey:
         token = _bearer(scope)
         engine: Engine = scope["state"]["engine"]
-        key = await engine.verify_key(token)
+        key, wait = await engine.admit_key(token)
         if key is None:
             raise KeyRequired("the API key is not valid (unknown or revoked)")
-        wait = await engine.rate_limit(key.key_id)
         if wait > 0:
             raise RateLimited(max(1, math.ceil(wait)))
         if not key.admin and _needs_admin(scope):

@@ -26,11 +26,20 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["ApiKeyStore"]
+__all__ = ["ApiKeyStore", "checked_key", "token_digest"]
 
 
-def _digest(token: str) -> str:
+def token_digest(token: str) -> str:
+    """What is stored of a token: its SHA-256, hex."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def checked_key(doc: bytes, token: str) -> ApiKey | None:
+    """The key stored as ``doc`` if ``token`` is its token (compared in constant time), else ``None``."""
+    stored = orjson.loads(doc)
+    if not hmac.compare_digest(str(stored.get("digest", "")), token_digest(token)):
+        return None
+    return _info(doc)
 
 
 class ApiKeyStore:
@@ -45,7 +54,7 @@ class ApiKeyStore:
         key_id = secrets.token_hex(6)
         token = f"cpk_{key_id}_{secrets.token_urlsafe(32)}"
         info = ApiKey(key_id=key_id, name=name, agents=tuple(agents), admin=admin, created_at=time.time())
-        doc = orjson.dumps({**info.model_dump(), "digest": _digest(token)})
+        doc = orjson.dumps({**info.model_dump(), "digest": token_digest(token)})
         async with redis_errors("cannot store the API key"):
             pipe = transaction(self._redis)
             # NX: 48 random bits make a clash unlikely, never silent.
@@ -70,6 +79,7 @@ class ApiKeyStore:
             pipe = transaction(self._redis)
             pipe.delete(self._keys.api_key(key_id))
             pipe.srem(self._keys.api_key_ids, key_id)
+            pipe.delete(self._keys.rate_limit(key_id))
             replies = await commit(pipe, self._redis)
         return bool(replies[0])
 
@@ -80,12 +90,7 @@ class ApiKeyStore:
             return None
         async with redis_errors("cannot check the API key"):
             doc = await self._redis.get(self._keys.api_key(key_id))
-        if doc is None:
-            return None
-        stored = orjson.loads(doc)
-        if not hmac.compare_digest(str(stored.get("digest", "")), _digest(token)):
-            return None
-        return _info(doc)
+        return None if doc is None else checked_key(doc, token)
 
 
 def _info(doc: bytes) -> ApiKey:
