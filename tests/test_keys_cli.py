@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
 import anyio
+import httpx
 import orjson
 
 import cpersona
 from cpersona.settings import Settings
+from serving import free_port, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -75,3 +79,38 @@ async def test_keys_on_the_redis_of_a_running_engine(tmp_path: Path) -> None:
         revoked = await engine.revoke_key(made["info"]["key_id"])
         assert revoked.revoked
         assert await engine.verify_key(made["key"]) is None
+
+
+async def test_the_cli_sends_its_key_to_a_server_that_asks_for_one(tmp_path: Path) -> None:
+    # A server with keys in force (CPERSONA_KEYS=on); the other commands talk to it over HTTP and send
+    # CPERSONA_API_KEY, and the keys command still works beside it, on its Redis.
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env |= {"CPERSONA_DATA_DIR": str(tmp_path), "CPERSONA_PORT": str(port), "CPERSONA_KEYS": "on"}
+    env |= {"CPERSONA_EMBEDDING_MODE": "none"}
+    with log.open("ab") as out:
+        # A Popen, as tests/serving.py's wait_healthy polls it; started once, not on the loop's hot path.
+        proc = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=out
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await wait_healthy(client, proc, log)
+        code, out_text, err = await _cli(tmp_path, "create", "--agent", "ann")
+        assert code == 0, err
+        token = out_text.split()[0]
+        stats = [sys.executable, "-m", "cpersona", "stats", "--agent", "ann"]
+        bare = {k: v for k, v in env.items() if k not in ("CPERSONA_PORT", "CPERSONA_KEYS")}
+        refused = await anyio.run_process(stats, env=bare, check=False)
+        assert refused.returncode != 0
+        assert "CPERSONA_API_KEY" in refused.stderr.decode()
+        done = await anyio.run_process(stats, env={**bare, "CPERSONA_API_KEY": token}, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        other = [sys.executable, "-m", "cpersona", "stats", "--agent", "bob"]
+        forbidden = await anyio.run_process(other, env={**bare, "CPERSONA_API_KEY": token}, check=False)
+        assert forbidden.returncode != 0
+        assert "bob" in forbidden.stderr.decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)

@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     # Redis so that it holds across workers); 0 turns the limit off. No key in force, no limit.
     rate_limit_per_sec: Annotated[float, Field(ge=0)] = 50.0
     rate_limit_burst: _Count = 100
+    # The key the CLI sends to a running server that asks for one (Authorization: Bearer).
+    api_key: SecretStr | None = None
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
     embedding_url: str | None = None

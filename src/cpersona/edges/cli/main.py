@@ -266,7 +266,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             f"the server at {url} holds the data dir, and optimize runs only in-process: stop the server, "
             "run optimize, start it again"
         )
-    async with RemoteService.client(url) as client:
+    key = None if settings.api_key is None else settings.api_key.get_secret_value()
+    async with RemoteService.client(url, key) as client:
         return await _COMMANDS[args.command](RemoteService(settings, url, client), args)
 
 

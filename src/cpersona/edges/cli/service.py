@@ -133,9 +133,13 @@ class RemoteService:
         self._client = client
 
     @classmethod
-    def client(cls, url: str) -> httpx.AsyncClient:
+    def client(cls, url: str, api_key: str | None = None) -> httpx.AsyncClient:
+        # A server with API keys in force asks every request for one (CPERSONA_API_KEY).
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
         return httpx.AsyncClient(
-            base_url=url.rstrip("/"), timeout=httpx.Timeout(_READ_SECS, connect=_CONNECT_SECS)
+            base_url=url.rstrip("/"),
+            timeout=httpx.Timeout(_READ_SECS, connect=_CONNECT_SECS),
+            headers=headers,
         )
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> JSON:

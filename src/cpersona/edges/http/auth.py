@@ -78,7 +78,9 @@ def require_admin(connection: HTTPConnection) -> None:
 def _bearer(scope: Scope) -> str:
     raw: bytes | None = dict(scope.get("headers", ())).get(b"authorization")
     if raw is None:
-        raise KeyRequired("send the API key as 'Authorization: Bearer <key>'")
+        raise KeyRequired(
+            "send the API key as 'Authorization: Bearer <key>' (the CLI sends CPERSONA_API_KEY)"
+        )
     scheme, _, token = raw.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise KeyRequired("the Authorization header must be 'Bearer <key>'")
