@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cpersona.edges.http.auth import OPEN_PATHS, keys_in_force
+from cpersona.edges.http.auth import KEY_COOKIE, OPEN_PATHS, TRACE_PAGE, keys_in_force
 from cpersona.edges.http.reading import takes_agent
 from cpersona.edges.http.routes import OPERATIONS
 from cpersona.keys import Keys
@@ -219,3 +219,20 @@ async def test_every_route_refuses_another_agents_scope(keyed: httpx.AsyncClient
         if where not in ADMIN_ONLY:
             own = await keyed.request(**_request_for(op, "ann"), headers=_auth(token))
             assert own.status_code != 403, (where, own.text)
+
+
+async def test_the_trace_page_may_carry_its_key_in_a_cookie(
+    keyed: httpx.AsyncClient, store: ApiKeyStore
+) -> None:
+    # A browser's EventSource sends no Authorization header; GETs of /traces read the cookie instead.
+    token, _ = await store.create(["ann"], admin=False, name=None)
+    cookie = {"cookie": f"{KEY_COOKIE}={token}"}
+    # Past the key check: the answer is the app's own (no such route here), not a 401.
+    admitted = await keyed.get(f"{TRACE_PAGE}/stream", headers=cookie)
+    assert admitted.status_code != 401, admitted.text
+    _refused(
+        await keyed.get(TRACE_PAGE, headers={"cookie": f"{KEY_COOKIE}=cpk_nothing"}), 401, "UNAUTHORIZED"
+    )
+    # Nowhere else, and never for anything but a GET.
+    _refused(await keyed.get("/v1/records", headers=cookie), 401, "UNAUTHORIZED")
+    _refused(await keyed.post(TRACE_PAGE, headers=cookie, json={}), 401, "UNAUTHORIZED")

@@ -263,6 +263,8 @@ async def test_loading_is_mapped(tmp_path: Path) -> None:
             await to_replica.config_set("key-load-delay", "1000")
             await to_replica.config_set("loading-process-events-interval-bytes", "1024")
             port = urllib.parse.urlsplit(master.url).port
+            # Each embedded server has its own data dir's password; the replica needs the master's.
+            await to_replica.config_set("masterauth", urllib.parse.urlsplit(master.url).password or "")
             await _raw(to_replica).execute_command("REPLICAOF", "127.0.0.1", str(port))
             codes = await _codes_until_loaded(to_replica)
             assert "REDIS_LOADING" in codes, codes
