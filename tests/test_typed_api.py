@@ -94,6 +94,11 @@ async def use(memory: cpersona.Engine) -> None:
         limit_nodes=50,
     )
     print([node.id for node in drawn.nodes], drawn.meta_edges)
+    made = await memory.create_key(["ops", "ci"], name="fleet")
+    root = await memory.create_key(admin=True)
+    print(made.key, made.info.agents, (await memory.list_keys()).keys, root.info.scope)
+    revoked = await memory.revoke_key(made.info.key_id)
+    print(revoked.revoked, await memory.verify_key(made.key))
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -123,6 +128,7 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
     await memory.timeline("ops", range={"start": 0, "end": 1}, granularty="day")
     await memory.graph("ops", edge_types=["likes"])
+    await memory.create_key(["ops"], admins=True)
 """
 
 EXPECTED = (
@@ -145,6 +151,7 @@ EXPECTED = (
     ("bad.py:24:", "List item 0"),
     ("bad.py:25:", 'Unexpected keyword argument "granularty"'),
     ("bad.py:26:", "List item 0 has incompatible type"),
+    ("bad.py:27:", 'Unexpected keyword argument "admins"'),
 )
 
 
