@@ -1,0 +1,207 @@
+"""``GET /v1/traces/stream``: the trace channel as server-sent events, for the live trace page.
+
+Each request opens its own reader connection to the Redis the engines publish on (the one ``trace tail``
+listens to: :func:`~cpersona.edges.cli.trace_tail.trace_redis_url`), subscribes, and only then answers:
+a Redis that cannot be reached is the usual 503 envelope, and from the first event on nothing published is
+missed. The first event is ``ready`` (what the stream follows); then one ``trace`` event per recall or
+reconstruct trace, its data the trace's JSON exactly as published; a ``lost`` event ends the stream when
+the Redis goes away (the page reconnects after a pause).
+
+Which traces: those of ``agent_id`` when given (refused with 403 unless the request's key may act for it,
+:mod:`~cpersona.edges.http.access`), else those of every agent the request may see: every channel when
+no key is in force, the key's agents' own channels otherwise (a channel per agent, never a pattern, so an
+agent id with glob characters reaches nothing else). ``project_id`` keeps the traces whose scope names
+that project (a reconstruct's scope is its recall's).
+
+The subscription lives inside the response's own call: it ends, and its connection closes, when the
+client goes, when the server shuts down, or when Redis is lost; no task outlives the request. Every
+network call has a deadline: the connect and the subscription (``CPERSONA_REDIS_TIMEOUT_SECS``), each wait
+for a message, and each send to the client (a client that reads nothing for ``_SEND_SECS`` is dropped).
+
+The stream is not in the OpenAPI document: that document describes JSON operations, and a fuzzer
+following it would wait forever on an endless stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import orjson
+from pydantic import Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.routing import Route
+
+from cpersona.edges.cli.trace_render import trace_scope
+from cpersona.edges.cli.trace_tail import trace_redis_url
+from cpersona.edges.http.access import key_agents, permit
+from cpersona.edges.http.reading import read_query
+from cpersona.edges.http.routes import engine_of
+from cpersona.errors import RedisUnavailable
+from cpersona.keys import Keys
+from cpersona.model.fields import KeyText, QueryModel
+from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
+
+    from cpersona.settings import Settings
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["STREAM_PATH", "TRACE_STREAM_ROUTES", "TraceStreamQuery"]
+
+STREAM_PATH = "/v1/traces/stream"
+
+# One wait for a message; the waits repeat for as long as the client stays, each under a deadline.
+_POLL_SECS = 1.0
+# A comment line this often keeps proxies from closing an idle stream and finds a dead client.
+_PING_SECS = 15.0
+# The deadline of one send to the client.
+_SEND_SECS = 10.0
+# What the browser waits before reconnecting after the stream ended (the SSE ``retry`` field), in ms.
+_RETRY_MS = 2000
+
+
+class TraceStreamQuery(QueryModel):
+    """Which traces to follow."""
+
+    agent_id: KeyText | None = Field(
+        default=None, description="Only this agent's traces (default: every agent the request may see)"
+    )
+    project_id: KeyText | None = Field(
+        default=None, description="Only the traces whose scope names this project"
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _Subscription:
+    """One reader connection subscribed to the channels of a stream."""
+
+    settings: Settings
+    client: RedisClient
+    pubsub: Any
+    where: str
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
+            # The type stubs predate aclose (close is deprecated in redis-py and warns).
+            await cast("Any", self.pubsub).aclose()
+        await close_redis(self.client)
+
+    async def next_payload(self) -> bytes | None:
+        """The next published message's bytes, or ``None`` when the wait brought none."""
+        async with redis_errors(f"lost the trace subscription at {self.where}"):
+            with anyio.fail_after(_POLL_SECS + self.settings.redis_timeout_secs):
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
+        if message is None or _text(message.get("type")) not in ("message", "pmessage"):
+            return None
+        data = message.get("data")
+        return data if isinstance(data, bytes) else None
+
+
+async def _subscribe(settings: Settings, channels: tuple[str, ...], pattern: str | None) -> _Subscription:
+    """Connect a reader and subscribe; return once the server confirmed every subscription."""
+    url = await trace_redis_url(settings)
+    where = redact_url(url)
+    client = await connect_redis(settings, url, writes=False)
+    pubsub = client.pubsub()
+    subscription = _Subscription(settings, client, pubsub, where)
+    try:
+        wanted = len(channels) + (pattern is not None)
+        async with redis_errors(f"cannot subscribe to the traces at {where}"):
+            with anyio.fail_after(settings.redis_timeout_secs):
+                if channels:
+                    await pubsub.subscribe(*channels)
+                if pattern is not None:
+                    await pubsub.psubscribe(pattern)
+                confirmed = 0
+                while confirmed < wanted:
+                    reply = await pubsub.get_message(timeout=_POLL_SECS)
+                    if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
+                        confirmed += 1
+    except BaseException:
+        await subscription.close()
+        raise
+    return subscription
+
+
+def _targets(
+    keys: Keys, agent_id: str | None, agents: frozenset[str] | None
+) -> tuple[tuple[str, ...], str | None]:
+    """The channels (and the pattern, for every agent) a stream subscribes to."""
+    if agent_id is not None:
+        return (keys.trace_channel(agent_id),), None
+    if agents is None:
+        return (), keys.trace_pattern
+    return tuple(keys.trace_channel(a) for a in sorted(agents)), None
+
+
+class _TraceEvents(EventSourceResponse):
+    """The event stream, which closes its subscription however the response ends."""
+
+    def __init__(self, subscription: _Subscription, content: AsyncIterator[ServerSentEvent]) -> None:
+        super().__init__(
+            content,
+            ping=_PING_SECS,
+            send_timeout=_SEND_SECS,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+        self._subscription = subscription
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._subscription.close()
+
+
+async def _events(
+    subscription: _Subscription, ready: dict[str, Any], project_id: str | None
+) -> AsyncIterator[ServerSentEvent]:
+    yield ServerSentEvent(data=orjson.dumps(ready).decode(), event="ready", retry=_RETRY_MS)
+    while True:
+        try:
+            payload = await subscription.next_payload()
+        except RedisUnavailable as exc:
+            yield ServerSentEvent(data=orjson.dumps({"error": str(exc)}).decode(), event="lost")
+            return
+        if payload is None:
+            continue
+        try:
+            trace = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            continue  # not a trace: nothing of it is shown
+        if not isinstance(trace, dict):
+            continue
+        if project_id is not None and trace_scope(trace).get("project_id") != project_id:
+            continue
+        yield ServerSentEvent(data=payload.decode("utf-8", "replace"), event="trace")
+
+
+async def _stream(request: Request) -> Response:
+    query = read_query(request, TraceStreamQuery)
+    settings = engine_of(request).settings
+    agents = key_agents(request)
+    if query.agent_id is not None:
+        permit(agents, query.agent_id)
+    channels, pattern = _targets(Keys(settings.key_prefix), query.agent_id, agents)
+    subscription = await _subscribe(settings, channels, pattern)
+    ready = {
+        "agent_id": query.agent_id,
+        "project_id": query.project_id,
+        "agents": None if agents is None or query.agent_id is not None else sorted(agents),
+    }
+    return _TraceEvents(subscription, _events(subscription, ready, query.project_id))
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+TRACE_STREAM_ROUTES: tuple[Route, ...] = (Route(STREAM_PATH, _stream, methods=["GET"]),)
+"""The stream's route, mounted beside the operation table (it answers events, not JSON)."""
