@@ -33,7 +33,6 @@ from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
 from cpersona.edges.http.reading import declare_models
 from cpersona.edges.http.records import record_to_json
-from cpersona.edges.http.trace_page import TRACE_ROUTES
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
 from cpersona.settings import Settings
@@ -90,7 +89,7 @@ def create_app(
                 tg.cancel_scope.cancel()
 
     app = Starlette(
-        routes=[*_routes(), *TRACE_ROUTES],
+        routes=_routes(),
         middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,

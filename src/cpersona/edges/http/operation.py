@@ -49,6 +49,8 @@ class Operation:
     path_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Path parameters that must not take the name of a route beside this one (``/v1/encode/batch``).
     not_a_sibling: tuple[str, ...] = ()
+    # What a 200 answer is: JSON for every operation but the trace page (HTML) and its event stream.
+    media_type: str = "application/json"
 
     @property
     def route_path(self) -> str:

@@ -25,16 +25,16 @@ import re
 from typing import TYPE_CHECKING
 
 from starlette.responses import HTMLResponse
-from starlette.routing import Route
 
+from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
-from cpersona.edges.http.trace_stream import TRACE_STREAM_ROUTES, TraceStreamQuery
+from cpersona.edges.http.trace_stream import TRACE_STREAM_OPERATIONS, TraceStreamQuery
 
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["PAGE_PATH", "TRACE_ROUTES", "page_html"]
+__all__ = ["PAGE_PATH", "TRACE_OPERATIONS", "page_html"]
 
 PAGE_PATH = "/traces"
 _ASSET = "trace_page.html"
@@ -61,7 +61,8 @@ def _policy() -> str:
             "script-src " + " ".join(scripts),
             "style-src " + " ".join(styles),
             "connect-src 'self'",
-            "img-src 'self'",
+            # The page's empty icon (a data URL) keeps the browser from asking for /favicon.ico.
+            "img-src data:",
             "base-uri 'none'",
             "form-action 'none'",
             "frame-ancestors 'none'",
@@ -80,6 +81,13 @@ async def _page(request: Request) -> Response:
     return HTMLResponse(page_html(), headers=headers)
 
 
-TRACE_ROUTES: tuple[Route, ...] = (Route(PAGE_PATH, _page, methods=["GET"]), *TRACE_STREAM_ROUTES)
-"""The page's and the stream's routes, mounted beside the operation table: they answer HTML and events,
-not JSON, so the OpenAPI document (JSON operations, which a fuzzer follows) leaves them out."""
+TRACE_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", PAGE_PATH, _page, "The live trace page (HTML): each recall and reconstruct as it happens",
+        None, query=TraceStreamQuery, errors=(400,), media_type="text/html",
+        description="A self-contained page (no external resource) that follows `GET /v1/traces/stream` "
+        "with the same filters, read from its address.",
+    ),
+    *TRACE_STREAM_OPERATIONS,
+)  # fmt: skip
+"""The page's and the stream's routes (routes.py adds them to the table)."""

@@ -18,8 +18,8 @@ client goes, when the server shuts down, or when Redis is lost; no task outlives
 network call has a deadline: the connect and the subscription (``CPERSONA_REDIS_TIMEOUT_SECS``), each wait
 for a message, and each send to the client (a client that reads nothing for ``_SEND_SECS`` is dropped).
 
-The stream is not in the OpenAPI document: that document describes JSON operations, and a fuzzer
-following it would wait forever on an endless stream.
+The stream is in the OpenAPI document as ``text/event-stream``; the fuzzer leaves it out
+(``benchmarks/fuzz.toml``), since a valid request never ends.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ import anyio
 import orjson
 from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.routing import Route
 
 from cpersona.edges.cli.trace_render import trace_scope
 from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.edges.http.access import key_agents, permit
+from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
-from cpersona.edges.http.routes import engine_of
+from cpersona.engine.facade import Engine
 from cpersona.errors import RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.model.fields import KeyText, QueryModel
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["STREAM_PATH", "TRACE_STREAM_ROUTES", "TraceStreamQuery"]
+__all__ = ["STREAM_PATH", "TRACE_STREAM_OPERATIONS", "TraceStreamQuery", "settings_of"]
 
 STREAM_PATH = "/v1/traces/stream"
 
@@ -185,7 +185,7 @@ async def _events(
 
 async def _stream(request: Request) -> Response:
     query = read_query(request, TraceStreamQuery)
-    settings = engine_of(request).settings
+    settings = settings_of(request)
     agents = key_agents(request)
     if query.agent_id is not None:
         permit(agents, query.agent_id)
@@ -203,5 +203,23 @@ def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-TRACE_STREAM_ROUTES: tuple[Route, ...] = (Route(STREAM_PATH, _stream, methods=["GET"]),)
-"""The stream's route, mounted beside the operation table (it answers events, not JSON)."""
+def settings_of(request: Request) -> Settings:
+    """The settings of the engine serving ``request`` (routes.py's ``engine_of`` imports this module's
+    table, so it is not imported here)."""
+    engine = request.state.engine
+    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
+        raise TypeError("request.state.engine is not an Engine")
+    return engine.settings
+
+
+TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", STREAM_PATH, _stream,
+        "Follow the recall and reconstruct traces as they happen (server-sent events)", None,
+        query=TraceStreamQuery, errors=(400, 403, 503), media_type="text/event-stream",
+        description="First a `ready` event once the subscription is in place (nothing published after it "
+        "is missed), then one `trace` event per traced recall or reconstruct, its data the trace's JSON as "
+        "published (refs, ranks, scores, reasons; never stored text); a `lost` event ends the stream when "
+        "Redis goes away. Only the agents the request's key may act for; another agent's is a 403.",
+    ),
+)  # fmt: skip
