@@ -8,6 +8,8 @@ checks that the subscription is gone from Redis, so no connection or task outliv
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -213,3 +215,44 @@ def test_a_keys_stream_subscribes_to_its_own_agents_channels_only(
     assert set(channels) <= {keys.trace_channel(a) for a in agents}
     wanted = {asked} if asked is not None else agents
     assert set(channels) == {keys.trace_channel(a) for a in wanted}
+
+
+async def test_a_dropped_connection_is_subscribed_again(settings: Settings, redis: RedisClient) -> None:
+    keys = Keys(settings.key_prefix)
+    stream = _Stream()
+    async with _app(settings, None) as app, anyio.create_task_group() as tg:
+        tg.start_soon(app, _scope("agent_id=ann"), stream.receive, stream.send)
+        await stream.until(lambda s: any(e == "ready" for e, _ in s.events()))
+        await redis.client_kill_filter(_type="pubsub")
+        # redis-py reconnects and subscribes again on its next read; until then a publish reaches nobody.
+        with anyio.fail_after(_WAIT_SECS):
+            while True:
+                if await redis.publish(keys.trace_channel("ann"), _trace("ann", "ops", "mem:again")):
+                    break
+                await anyio.sleep(0.05)
+        await stream.until(lambda s: any("mem:again" in d for _, d in s.events()))
+        assert not any(e == "lost" for e, _ in stream.events())
+        stream.gone.set()
+    assert await _subscribers(redis, keys) == 0
+
+
+async def test_a_redis_that_stops_answering_ends_the_stream_with_a_lost_event(
+    settings: Settings, redis: RedisClient
+) -> None:
+    stream = _Stream()
+    pid = int((await redis.info("server"))["process_id"])
+    async with _app(settings.with_(redis_timeout_secs=1.0), None) as app, anyio.create_task_group() as tg:
+        tg.start_soon(app, _scope("agent_id=ann"), stream.receive, stream.send)
+        await stream.until(lambda s: any(e == "ready" for e, _ in s.events()))
+        # A Redis that hangs (stopped, not gone): the stream's next wait misses its deadline.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await stream.until(lambda s: any(e == "lost" for e, _ in s.events()))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        stream.gone.set()
+    lost = [orjson.loads(d) for e, d in stream.events() if e == "lost"]
+    assert "lost the trace subscription" in lost[0]["error"]
+    # The browser reconnects after the pause the stream named.
+    assert "retry: 2000" in stream.body.decode()
+    assert await _subscribers(redis, Keys(settings.key_prefix)) == 0

@@ -25,6 +25,7 @@ The stream is in the OpenAPI document as ``text/event-stream``; the fuzzer leave
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -59,6 +60,9 @@ STREAM_PATH = "/v1/traces/stream"
 
 # One wait for a message; the waits repeat for as long as the client stays, each under a deadline.
 _POLL_SECS = 1.0
+# After this long without a message the subscription is pinged, to tell a quiet Redis from a hung one.
+_LIVENESS_SECS = 5.0
+_PING_TEXT = "cpersona-trace-stream"
 # A comment line this often keeps proxies from closing an idle stream and finds a dead client.
 _PING_SECS = 15.0
 # The deadline of one send to the client.
@@ -80,12 +84,19 @@ class TraceStreamQuery(QueryModel):
 
 @dataclasses.dataclass(slots=True)
 class _Subscription:
-    """One reader connection subscribed to the channels of a stream."""
+    """One reader connection subscribed to the channels of a stream.
+
+    A subscribed connection that brings nothing looks the same whether Redis is quiet or hung, so after
+    ``_LIVENESS_SECS`` without a message it sends a ``PING``; no ``pong`` within
+    ``CPERSONA_REDIS_TIMEOUT_SECS`` means the Redis is lost.
+    """
 
     settings: Settings
     client: RedisClient
     pubsub: Any
     where: str
+    heard: float = dataclasses.field(default_factory=time.monotonic)
+    pinged: float | None = None
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
@@ -95,9 +106,18 @@ class _Subscription:
 
     async def next_payload(self) -> bytes | None:
         """The next published message's bytes, or ``None`` when the wait brought none."""
+        deadline = self.settings.redis_timeout_secs
         async with redis_errors(f"lost the trace subscription at {self.where}"):
-            with anyio.fail_after(_POLL_SECS + self.settings.redis_timeout_secs):
+            with anyio.fail_after(_POLL_SECS + deadline):
+                if self.pinged is None and time.monotonic() - self.heard >= _LIVENESS_SECS:
+                    await self.pubsub.ping(_PING_TEXT)
+                    self.pinged = time.monotonic()
                 message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
+        now = time.monotonic()
+        if message is not None:
+            self.heard, self.pinged = now, None
+        elif self.pinged is not None and now - self.pinged > deadline:
+            raise RedisUnavailable(f"lost the trace subscription at {self.where}: no answer to a ping")
         if message is None or _text(message.get("type")) not in ("message", "pmessage"):
             return None
         data = message.get("data")
