@@ -256,3 +256,24 @@ async def test_a_redis_that_stops_answering_ends_the_stream_with_a_lost_event(
     # The browser reconnects after the pause the stream named.
     assert "retry: 2000" in stream.body.decode()
     assert await _subscribers(redis, Keys(settings.key_prefix)) == 0
+
+
+async def test_a_worker_serves_at_most_its_limit_of_streams(settings: Settings, redis: RedisClient) -> None:
+    first, second, third = _Stream(), _Stream(), _Stream()
+    async with _app(settings.with_(trace_streams_max=1), None) as app:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app, _scope("agent_id=ann"), first.receive, first.send)
+            await first.until(lambda s: any(e == "ready" for e, _ in s.events()))
+            with anyio.fail_after(_WAIT_SECS):
+                await app(_scope("agent_id=ann"), second.receive, second.send)
+            first.gone.set()
+        # The first stream's seat is free again once it ended.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app, _scope("agent_id=ann"), third.receive, third.send)
+            await third.until(lambda s: any(e == "ready" for e, _ in s.events()))
+            third.gone.set()
+    assert second.status == 503
+    error = orjson.loads(second.body)["error"]
+    assert error["code"] == "TRACE_STREAMS_FULL"
+    assert "CPERSONA_TRACE_STREAMS_MAX" in error["message"]
+    assert await _subscribers(redis, Keys(settings.key_prefix)) == 0

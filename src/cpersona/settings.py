@@ -136,6 +136,8 @@ class Settings(BaseSettings):
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     trace_sample_seed: int | None = None
+    # Trace streams (GET /v1/traces/stream) one worker serves at once; each holds a Redis connection.
+    trace_streams_max: _Count = 64
 
     # A decay tick deletes the memories it finds below the prune threshold only when this is on; off, they
     # are kept as *decayed* (hidden by the recall operations unless include_decayed).

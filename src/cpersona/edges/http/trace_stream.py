@@ -39,7 +39,7 @@ from cpersona.edges.http.access import key_agents, permit
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
 from cpersona.engine.facade import Engine
-from cpersona.errors import RedisUnavailable
+from cpersona.errors import BackendUnavailable, RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.model.fields import KeyText, QueryModel
 from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["STREAM_PATH", "TRACE_STREAM_OPERATIONS", "TraceStreamQuery", "settings_of"]
+__all__ = ["STREAM_PATH", "TRACE_STREAM_OPERATIONS", "TraceStreamQuery", "TraceStreamsFull", "settings_of"]
 
 STREAM_PATH = "/v1/traces/stream"
 
@@ -69,6 +69,13 @@ _PING_SECS = 15.0
 _SEND_SECS = 10.0
 # What the browser waits before reconnecting after the stream ended (the SSE ``retry`` field), in ms.
 _RETRY_MS = 2000
+
+
+class TraceStreamsFull(BackendUnavailable):
+    """This worker already serves ``CPERSONA_TRACE_STREAMS_MAX`` streams (each holds a Redis connection)."""
+
+    code = "TRACE_STREAMS_FULL"
+    backend = "trace stream"
 
 
 class TraceStreamQuery(QueryModel):
@@ -164,7 +171,9 @@ def _targets(
 class _TraceEvents(EventSourceResponse):
     """The event stream, which closes its subscription however the response ends."""
 
-    def __init__(self, subscription: _Subscription, content: AsyncIterator[ServerSentEvent]) -> None:
+    def __init__(
+        self, subscription: _Subscription, content: AsyncIterator[ServerSentEvent], seats: _Seats
+    ) -> None:
         super().__init__(
             content,
             ping=_PING_SECS,
@@ -172,12 +181,35 @@ class _TraceEvents(EventSourceResponse):
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
         self._subscription = subscription
+        self._seats = seats
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
+            self._seats.taken -= 1
             await self._subscription.close()
+
+
+@dataclasses.dataclass(slots=True)
+class _Seats:
+    """How many streams this app serves now (one event loop per worker: a plain count)."""
+
+    taken: int = 0
+
+
+def _take_seat(request: Request, settings: Settings) -> _Seats:
+    state = request.app.state
+    seats = getattr(state, "trace_stream_seats", None)
+    if not isinstance(seats, _Seats):
+        seats = state.trace_stream_seats = _Seats()
+    if seats.taken >= settings.trace_streams_max:
+        raise TraceStreamsFull(
+            f"this worker already serves {seats.taken} trace stream(s), its limit "
+            "(CPERSONA_TRACE_STREAMS_MAX); retry later or close another"
+        )
+    seats.taken += 1
+    return seats
 
 
 async def _events(
@@ -210,13 +242,18 @@ async def _stream(request: Request) -> Response:
     if query.agent_id is not None:
         permit(agents, query.agent_id)
     channels, pattern = _targets(Keys(settings.key_prefix), query.agent_id, agents)
-    subscription = await _subscribe(settings, channels, pattern)
+    seats = _take_seat(request, settings)
+    try:
+        subscription = await _subscribe(settings, channels, pattern)
+    except BaseException:
+        seats.taken -= 1
+        raise
     ready = {
         "agent_id": query.agent_id,
         "project_id": query.project_id,
         "agents": None if agents is None or query.agent_id is not None else sorted(agents),
     }
-    return _TraceEvents(subscription, _events(subscription, ready, query.project_id))
+    return _TraceEvents(subscription, _events(subscription, ready, query.project_id), seats)
 
 
 def _text(value: object) -> str:
