@@ -32,7 +32,8 @@ import anyio.to_thread
 import httpx
 import orjson
 import pytest
-from tests.serving import free_port, start_serve, wait_healthy
+
+from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
