@@ -33,10 +33,14 @@ import httpx
 import orjson
 import pytest
 
+from cpersona.edges.cli.trace_tail import trace_redis_url
+from cpersona.keys import Keys
+from cpersona.settings import Settings
+from cpersona.stores.redis.connection import close_redis, connect_redis
 from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -244,42 +248,51 @@ async def _store(http: httpx.AsyncClient) -> None:
     assert (await http.post("/v1/encode", json=other)).status_code == 200
 
 
-@needs_chromium
-async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def _served(tmp_path: Path, **env: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A real ``cpersona serve`` on a fresh data dir, and a client on it; the server stops at the end."""
     port = free_port()
     log = tmp_path / "serve.log"
-    proc = start_serve(tmp_path / "data", port, log)
-    url = f"http://127.0.0.1:{port}"
+    proc = start_serve(tmp_path / "data", port, log, **env)
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             await wait_healthy(http, proc, log)
-            await _store(http)
-            with browser(tmp_path / "profile") as b:
-                await anyio.to_thread.run_sync(
-                    b.call, "Page.navigate", {"url": f"{url}/traces?project_id={PROJECT}"}
-                )
-                await _until(b, "document.body.dataset.ready === '1'")
-                # Another project's recall: the page's filter keeps it off.
-                off = {"agent_id": OTHER, "project_id": "handbook", "query": "deploy guide", "trace": True}
-                assert (await http.post("/v1/recall/query", json=off)).status_code == 200
-                ask = {"agent_id": AGENT, "project_id": PROJECT, "query": "when does the deploy key rotate?"}
-                reconstruct = await http.post(
-                    "/v1/reconstruct", json={**ask, "query": "how do production deploys work?", "trace": True}
-                )
-                assert reconstruct.status_code == 200, reconstruct.text
-                # A cue the request names (the memories are from today): the page shows what it did.
-                since = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
-                cue = {"confidence": "likely", "after": since}
-                recall = await http.post("/v1/recall/query", json={**ask, "time_cue": cue, "trace": True})
-                assert recall.status_code == 200, recall.text
-                await _until(b, "document.querySelectorAll('article.trace').length >= 2")
-                await anyio.sleep(0.5)  # the other project's trace, were it shown, has arrived by now
-                cards = orjson.loads(await anyio.to_thread.run_sync(b.evaluate, _CARDS))
-                shot = await anyio.to_thread.run_sync(b.screenshot)
-                problems = list(b.problems)
+            yield http
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+async def _open(b: Browser, http: httpx.AsyncClient, path: str) -> None:
+    """Open ``path`` of the server and wait until its stream is live."""
+    await anyio.to_thread.run_sync(b.call, "Page.navigate", {"url": str(http.base_url.join(path))})
+    await _until(b, "document.body.dataset.ready === '1'")
+
+
+@needs_chromium
+async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path) -> None:
+    async with _served(tmp_path) as http:
+        await _store(http)
+        with browser(tmp_path / "profile") as b:
+            await _open(b, http, f"/traces?project_id={PROJECT}")
+            # Another project's recall: the page's filter keeps it off.
+            off = {"agent_id": OTHER, "project_id": "handbook", "query": "deploy guide", "trace": True}
+            assert (await http.post("/v1/recall/query", json=off)).status_code == 200
+            ask = {"agent_id": AGENT, "project_id": PROJECT, "query": "when does the deploy key rotate?"}
+            reconstruct = await http.post(
+                "/v1/reconstruct", json={**ask, "query": "how do production deploys work?", "trace": True}
+            )
+            assert reconstruct.status_code == 200, reconstruct.text
+            # A cue the request names (the memories are from today): the page shows what it did.
+            since = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
+            cue = {"confidence": "likely", "after": since}
+            recall = await http.post("/v1/recall/query", json={**ask, "time_cue": cue, "trace": True})
+            assert recall.status_code == 200, recall.text
+            await _until(b, "document.querySelectorAll('article.trace').length >= 2")
+            await anyio.sleep(0.5)  # the other project's trace, were it shown, has arrived by now
+            cards = orjson.loads(await anyio.to_thread.run_sync(b.evaluate, _CARDS))
+            shot = await anyio.to_thread.run_sync(b.screenshot)
+            problems = list(b.problems)
     ARTEFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTEFACT.write_bytes(shot)
     (tmp_path / "trace-page.png").write_bytes(shot)
@@ -305,3 +318,117 @@ async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path
     assert "returned:" in shown
     assert "no time cue" not in shown
     assert reconstruct.json()["items"][0]["head_ref"] in cards[1]["text"]
+
+
+_HOSTILE = '<img src=x onerror="window.pwned=1">'
+_FULL_RECALL = {
+    "trace_version": 1,
+    "policy": {"process": "cued-v0.4", "scoring": "fused-gate-v1"},
+    "scope": {"agent_id": _HOSTILE, "project_id": "p", "channel": "c", "source_id": ""},
+    "request": {"limit": 2, "depth": 5, "mode": "rrf", "deep": True},
+    "arms": {"memory_keyword": [{"ref": f"mem:{n}", "rank": n, "raw": 1.0 / (n + 1)} for n in range(12)]},
+    "gate": {
+        "origin": "calibrated",
+        "signal": "cosine",
+        "threshold": 0.5,
+        "calibrated": 0.5,
+        "pool": 12,
+        "gate_fallback": True,
+        "decisions": [{"ref": "mem:9", "signal": "cosine", "score": 0.1, "threshold": 0.5, "passed": False}],
+    },
+    "autocut": {"fired": True, "kept": 4, "dropped": ["mem:5", "mem:6"]},
+    "order": {
+        "limit": 2,
+        "before_cut": [{"ref": f"mem:{n}"} for n in range(4)],
+        "cut_by_count": ["mem:2", "mem:3"],
+    },
+    "cue_ignored": {"reason": "no_time_cue_policy"},
+    "reservation": [{"ref": "mem:7", "kind": "keyword"}],
+    "degraded": [{"arm": "vector_near", "status": "timeout"}],
+    "coverage": {"parts": [{"span": [0, 3]}], "covered_by": [[]]},
+    "timing_ms": {"retrieve": 3.0, "gate": 1.0, "total": 4.0, "coverage": 0.5, "trace": 0.5},
+}
+_ODD = {
+    "scope": {"agent_id": "odd"},
+    "arms": "not a mapping",
+    "gate": [1, 2],
+    "order": None,
+    "timing_ms": {"total": "soon"},
+    "reservation": "none",
+    "coverage": 7,
+}
+_RECONSTRUCT = {
+    "kind": "reconstruct",
+    "recall": {**_FULL_RECALL, "scope": {"agent_id": "r-agent", "project_id": None}},
+    "items": [{"head_ref": "mem:0", "cites": ["mem:0", "mem:1"], "held": True}],
+    "clusters": [
+        {"refs": ["mem:0"], "item": 0, "why": "cluster:entity"},
+        {"refs": ["mem:4"], "past_window": True},
+    ],
+    "cues": {"entities": ["Ann"], "terms": ["ann"]},
+    "sequence": {
+        "name": "items",
+        "budget": 10,
+        "used": 9,
+        "cut": True,
+        "stopped_at": 1,
+        "stop": "budget",
+        "pieces": [
+            {"item": 0, "ref": "mem:0", "piece": "head", "admitted": True},
+            {"item": 0, "ref": "mem:1", "piece": "excerpt", "admitted": False},
+        ],
+    },
+}
+
+
+@needs_chromium
+async def test_every_section_shows_and_odd_or_hostile_traces_stay_text(tmp_path: Path) -> None:
+    async with _served(tmp_path, embedding_mode="none") as http:
+        # The server's own Redis, found as trace tail finds it; the traces are published as an engine does.
+        settings = Settings(data_dir=tmp_path / "data")
+        client = await connect_redis(settings, await trace_redis_url(settings), writes=False)
+        try:
+            with browser(tmp_path / "profile") as b:
+                await _open(b, http, "/traces")
+                channel = Keys(settings.key_prefix).trace_channel
+                for trace in (_FULL_RECALL, _ODD, _RECONSTRUCT, b"not json"):
+                    payload = trace if isinstance(trace, bytes) else orjson.dumps(trace)
+                    await client.publish(channel("x"), payload)
+                await _until(b, "document.querySelectorAll('article.trace').length >= 3")
+                cards = orjson.loads(await anyio.to_thread.run_sync(b.evaluate, _CARDS))
+                injected = await anyio.to_thread.run_sync(
+                    b.evaluate, "[window.pwned === undefined, document.querySelectorAll('main img').length]"
+                )
+                problems = list(b.problems)
+        finally:
+            await close_redis(client)
+    assert problems == []
+    assert injected == [True, 0]
+    reconstruct, odd, full = cards
+    assert full["agent"] == _HOSTILE
+    assert _HOSTILE in full["text"]
+    for shown in (
+        "+4 more",  # twelve refs, eight listed
+        "origin calibrated",
+        "fallback",
+        "autocut fired: dropped 2, kept 4",
+        "cut 2, kept 2",
+        "cue not used (no_time_cue_policy)",
+        "keyword",
+        "mem:7",
+        "degraded: vector_near timeout",
+        "1 part(s) of the question: 0 covered, 1 uncovered",
+        "coverage",
+    ):
+        assert shown in full["text"], shown
+    assert odd["agent"] == "odd"
+    assert "no arm ran" in odd["text"]
+    assert reconstruct["kind"] == "reconstruct"
+    assert reconstruct["agent"] == "r-agent"
+    for shown in (
+        "0 held",
+        "past the count's window",
+        "cues: Ann → ann",
+        "stopped by the budget at excerpt of mem:1",
+    ):
+        assert shown in reconstruct["text"], shown
