@@ -5,8 +5,10 @@ messages ending in a NUL byte, commands on fd 3, answers on fd 4), so nothing is
 opened for it. The test opens ``/traces`` filtered to one project, waits until the page says its stream is
 live (the subscription is confirmed before that, so nothing published later is missed), makes a traced
 recall and a traced reconstruct, plus a recall of another project that the filter must keep off the page,
-and reads the page's DOM: the recall's card names its agent, its arms and the ref it found. The page must
-run without a script error or a Content-Security-Policy violation. The screenshot is kept as a test
+and reads the page's DOM: the recall's card names its agent, its arms and the ref it found. A second test
+publishes hand-made traces on the server's Redis, one with every section filled in (and a hostile agent
+id), one malformed, one reconstruct, and reads each section back as text. The page must run without a
+script error or a Content-Security-Policy violation. The screenshot is kept as a test
 artefact (``build/test-artefacts/trace-page.png``); ``CPERSONA_UPDATE_SCREENSHOT=1`` also writes the
 README's copy, ``docs/trace-page.png``.
 
