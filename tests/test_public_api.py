@@ -5,6 +5,12 @@ from __future__ import annotations
 import cpersona
 
 EXPECTED = {
+    "AssociateRequest",
+    "AssociateResult",
+    "CueQueryRequest",
+    "CueQueryResult",
+    "RecallCue",
+    "RecalledMemory",
     "UpdateRequest",
     "TimeCueBody",
     "RecallQuery",
@@ -29,6 +35,11 @@ EXPECTED = {
     "EpisodeRecord",
     "Fidelity",
     "GraphError",
+    "GraphRequest",
+    "GraphResult",
+    "MetaEdge",
+    "TimelineRequest",
+    "TimelineResult",
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",

@@ -34,8 +34,13 @@ from cpersona.errors import (
 )
 from cpersona.model.association_results import DeclareResult, Reached, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.cue_query import CueQueryRequest, RecallCue
+from cpersona.model.cue_query_associate import AssociateRequest
+from cpersona.model.cue_query_response import AssociateResult, CueQueryResult, RecalledMemory
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.graph_response import GraphResult
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
     DecayForecastRequest,
@@ -66,6 +71,7 @@ from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
     MemoryRecord,
+    MetaEdge,
     MetaMemory,
     ProfileRecord,
     RawRecord,
@@ -74,12 +80,16 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import TimelineResult
 from cpersona.model.update_request import UpdateRequest
 from cpersona.recall.request import RecallResult, RecallRow
 from cpersona.settings import Settings
 from cpersona.version import __version__
 
 __all__ = (
+    "AssociateRequest",
+    "AssociateResult",
     "Association",
     "BackendUnavailable",
     "BatchResult",
@@ -87,6 +97,8 @@ __all__ = (
     "ConsolidateResult",
     "ContentTooLarge",
     "CpersonaError",
+    "CueQueryRequest",
+    "CueQueryResult",
     "DataDirLocked",
     "DecayForecast",
     "DecayForecastRequest",
@@ -110,6 +122,8 @@ __all__ = (
     "ForgetResult",
     "ForgetUnconfirmed",
     "GraphError",
+    "GraphRequest",
+    "GraphResult",
     "ImportConflict",
     "ImportRequest",
     "ImportResult",
@@ -118,6 +132,7 @@ __all__ = (
     "InvalidSetting",
     "MemoryContent",
     "MemoryRecord",
+    "MetaEdge",
     "MetaMemory",
     "ProfileRecord",
     "RawEntry",
@@ -126,9 +141,11 @@ __all__ = (
     "RawRecord",
     "RawRequest",
     "Reached",
+    "RecallCue",
     "RecallQuery",
     "RecallResult",
     "RecallRow",
+    "RecalledMemory",
     "ReconstructRequest",
     "ReconstructResult",
     "RecordNotFound",
@@ -139,6 +156,8 @@ __all__ = (
     "StoreRequest",
     "StoreResult",
     "TimeCueBody",
+    "TimelineRequest",
+    "TimelineResult",
     "TraverseRequest",
     "TraverseResult",
     "UpdateRequest",
