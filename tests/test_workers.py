@@ -33,7 +33,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import cpersona
 from cpersona.edges.cli.workers import AppFactory, workers_refusal
+from cpersona.errors import InvalidRequest
 from cpersona.settings import Settings
 from redis_nodes import redis_node
 from serving import free_port
@@ -219,7 +221,7 @@ def test_a_worker_that_cannot_open_its_engine_stops_them_all(tmp_path: Path) -> 
 
 
 _URLS = st.sampled_from([None, "redis://redis:6379"])
-_QDRANT = st.sampled_from([None, "http://qdrant:6333"])
+_QDRANT = st.sampled_from([None, ":memory:", "http://qdrant:6333"])
 _MODES = st.sampled_from(["onnx", "none"])
 
 
@@ -230,13 +232,40 @@ def test_workers_are_refused_exactly_when_an_engine_would_be_embedded(
     settings = Settings(
         workers=workers, redis_url=redis_url, qdrant_url=qdrant_url, embedding_mode=mode, data_dir=Path("/x")
     )
-    embedded = redis_url is None or (qdrant_url is None and mode != "none")
+    # Shared means a server: qdrant-client's ':memory:' engine lives inside each process.
+    vectors_alone = qdrant_url != "http://qdrant:6333" and mode != "none"
     refusal = workers_refusal(settings)
-    assert (refusal is not None) == (workers > 1 and embedded)
+    assert (refusal is not None) == (workers > 1 and (redis_url is None or vectors_alone))
     if refusal is not None:
         assert refusal.startswith(f"--workers {workers} needs shared engines")
         assert ("CPERSONA_REDIS_URL" in refusal) == (redis_url is None)
-        assert ("CPERSONA_QDRANT_URL" in refusal) == (qdrant_url is None and mode != "none")
+        assert ("CPERSONA_QDRANT_URL" in refusal) == vectors_alone
+
+
+async def test_a_gate_calibrated_through_one_engine_is_the_gate_of_another(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> None:
+    # Two engines on one Redis, as two workers are: the calibration lives in Redis, not in the engine
+    # that made it. (Each has its own in-process vectors here; calibration reads none.)
+    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    base = 1_767_225_600.0
+    rows = [
+        {"agent_id": AGENT, "content": f"{fact} (note {n})", "timestamp": base + (n % 3) * 86_400 + n * 60}
+        for n, fact in enumerate(FACTS * 2)
+    ]
+    async with (
+        cpersona.open(settings, background=False) as first,
+        cpersona.open(settings, background=False) as second,
+    ):
+        await first.store_batch(rows)
+        with pytest.raises(InvalidRequest, match="no calibrated gate yet"):
+            await second.select_gate(AGENT, "calibrated")
+        made = await first.calibrate(AGENT)
+        chosen = await second.select_gate(AGENT, "calibrated")
+        assert chosen["calibration"]["threshold"] == made["threshold"]
+        answer = await second.recall("boiler service", agent_id=AGENT, trace=True)
+        assert answer.trace is not None
+        assert answer.trace["gate"]["calibrated"] == made["threshold"]
 
 
 def test_a_worker_gets_the_settings_whole(tmp_path: Path) -> None:

@@ -48,8 +48,9 @@ def workers_refusal(settings: Settings) -> str | None:
     missing = []
     if settings.embedded_redis:
         missing.append("CPERSONA_REDIS_URL (or --redis-url)")
-    if settings.embedded_qdrant and settings.embedding_mode != "none":
-        missing.append("CPERSONA_QDRANT_URL (or CPERSONA_EMBEDDING_MODE=none)")
+    # ':memory:' is qdrant-client's engine inside each process: N workers would hold N vector stores.
+    if (settings.embedded_qdrant or settings.qdrant_url == ":memory:") and settings.embedding_mode != "none":
+        missing.append("CPERSONA_QDRANT_URL of a Qdrant server (or CPERSONA_EMBEDDING_MODE=none)")
     if not missing:
         return None
     return (
