@@ -3,29 +3,27 @@
 The test starts its own ``redis-server`` (the embedded mode's binary and modules, :mod:`redis_nodes`), then
 a two-worker server and a one-worker server on it, with the same key prefix. Any worker may take any
 request, so to know which one answered, the test stops the other with SIGSTOP for the length of one
-request (:func:`only`): a stopped process does not call ``accept`` on the shared socket, so the kernel
-hands every new connection to the one left running.
+request (``worker_pool.only``): a stopped process does not call ``accept`` on the shared socket, so the
+kernel hands every new connection to the one left running.
 
 Vectors: no Qdrant server can be had on this machine (PyPI has only clients, and qdrant-client's local
 mode, like the embedded qdrant-edge, is a store inside one process), so the workers run with the embedder
 off (keyword recall only), which is what ``--workers`` allows without ``CPERSONA_QDRANT_URL``.
 
-Hook for the rate-limit check (issue 16 item 3, the keys engineer's): :func:`only` sends requests to one
-chosen worker, so a limit that holds across workers is a test of the same shape as the two-worker one
-here: spend part of a key's budget on one worker, the rest on the other, and expect the 429 there.
+Hook for the rate-limit check (issue 16 item 3, the keys engineer's): :mod:`worker_pool` has the
+pieces (``running_serve``, ``worker_pids``, ``only``), so a limit that holds across workers is a test of
+the same shape as the two-worker one here: spend part of a key's budget on one worker, the rest on the
+other, and expect the 429 there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import orjson
@@ -39,18 +37,11 @@ from cpersona.errors import InvalidRequest
 from cpersona.settings import Settings
 from redis_nodes import redis_node
 from serving import free_port
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from worker_pool import COMMAND, REQUEST_SECS, only, running_serve, worker_pids
 
 AGENT = "fleet"
 PREFIX = "wk"
-_SCRIPT = Path(sys.executable).with_name("cpersona")
-_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
 _WAIT_SECS = 120.0
-# A stopped worker misses the supervisor's pings; it is killed after 5 s without an answer (uvicorn's
-# timeout_worker_healthcheck), so each stop is kept well below that.
-_REQUEST_SECS = 3.0
 
 FACTS = [
     "The boiler in the cellar is serviced every May by Hendrik",
@@ -76,57 +67,13 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*_COMMAND, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        [*COMMAND, *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-
-
-@contextlib.contextmanager
-def _serving(env: dict[str, str], port: int, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``cpersona serve --port port *args``, up (every worker answered); stopped with SIGINT after."""
-    with log.open("ab") as sink:
-        proc = subprocess.Popen(
-            [*_COMMAND, "serve", "--port", str(port), *args], env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
-        deadline = time.monotonic() + _WAIT_SECS
-        # "serving" is printed once every worker has opened its engine and answers.
-        while "serving http://" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"the server did not come up: {log.read_text()}"
-            time.sleep(0.1)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
-
-
-def _workers(supervisor: subprocess.Popen[bytes]) -> list[int]:
-    """The worker processes of a ``serve --workers`` (its children that run a server, not helpers)."""
-    children = Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read_text().split()
-    return [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-
-
-@contextlib.contextmanager
-def only(worker: int, workers: list[int]) -> Iterator[None]:
-    """While inside, new connections reach ``worker`` alone: the others are stopped (SIGSTOP)."""
-    others = [pid for pid in workers if pid != worker]
-    for pid in others:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in others:
-            os.kill(pid, signal.SIGCONT)
 
 
 def _post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     # A fresh connection per request, so the request goes to whichever worker accepts now.
-    answer = httpx.post(f"{url}{path}", json=body, timeout=_REQUEST_SECS, headers={"Connection": "close"})
+    answer = httpx.post(f"{url}{path}", json=body, timeout=REQUEST_SECS, headers={"Connection": "close"})
     assert answer.status_code == 200, answer.text
     result: dict[str, Any] = answer.json()
     return result
@@ -159,10 +106,10 @@ def test_two_workers_answer_with_the_rows_of_one_and_trace_to_one_tail(tmp_path:
         many = _env(tmp_path / "many", CPERSONA_REDIS_URL=redis_url)
         single = _env(tmp_path / "single", CPERSONA_REDIS_URL=redis_url)
         with (
-            _serving(many, two, tmp_path / "many.log", "--workers", "2") as supervisor,
-            _serving(single, one, tmp_path / "single.log"),
+            running_serve(many, two, tmp_path / "many.log", "--workers", "2") as supervisor,
+            running_serve(single, one, tmp_path / "single.log"),
         ):
-            workers = _workers(supervisor)
+            workers = worker_pids(supervisor)
             assert len(workers) == 2, workers
             many_url, single_url = f"http://127.0.0.1:{two}", f"http://127.0.0.1:{one}"
             # Half the facts written through each worker: the store is one.
@@ -179,7 +126,7 @@ def test_two_workers_answer_with_the_rows_of_one_and_trace_to_one_tail(tmp_path:
             tail_log = tmp_path / "tail.log"
             with tail_log.open("wb") as sink:
                 tail = subprocess.Popen(
-                    [*_COMMAND, "trace", "tail", "--json", "--agent", AGENT, "--count", "2"],
+                    [*COMMAND, "trace", "tail", "--json", "--agent", AGENT, "--count", "2"],
                     env=many,
                     stdout=subprocess.PIPE,
                     stderr=sink,
