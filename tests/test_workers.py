@@ -111,6 +111,7 @@ def test_two_workers_answer_with_the_rows_of_one_and_trace_to_one_tail(tmp_path:
         ):
             workers = worker_pids(supervisor)
             assert len(workers) == 2, workers
+            assert "  workers   2 processes sharing that Redis" in (tmp_path / "many.log").read_text()
             many_url, single_url = f"http://127.0.0.1:{two}", f"http://127.0.0.1:{one}"
             # Half the facts written through each worker: the store is one.
             for i, fact in enumerate(FACTS):

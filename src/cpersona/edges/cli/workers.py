@@ -2,8 +2,10 @@
 
 Every worker is a whole server with an engine of its own, opened on the same settings; what they share
 lives in the shared Redis (records, indexes, the block stream's consumer group, calibrated gates, the
-trace channel, and the keys and rate limits of the access edge) and in the shared Qdrant. No worker keeps
-state another one would need, so a request may reach any of them. uvicorn's supervisor forks nothing: it
+trace channel, the reconsolidation markers, and the keys and rate limits of the access edge) and in the
+shared Qdrant. No worker keeps state another one would need, so a request may reach any of them; what a
+worker does keep is its own queues (traces waiting to be published, reconsolidation jobs), whose counters
+``/health`` reports for the worker that answered it. uvicorn's supervisor forks nothing: it
 binds the socket once in this process, starts each worker as a fresh interpreter (``spawn``) with the
 socket, restarts one that dies, and on SIGINT or SIGTERM stops them all and exits.
 
