@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -146,6 +147,20 @@ def test_two_workers_answer_with_the_rows_of_one_and_trace_to_one_tail(tmp_path:
     assert tail.returncode == 0, tail_log.read_text()
     traces = [orjson.loads(line) for line in out.splitlines()]
     assert sorted(map(_trace_key, traces)) == sorted(map(_trace_key, made))
+
+
+def test_sigterm_stops_every_worker_and_withdraws_the_record(tmp_path: Path) -> None:
+    # What `docker compose stop` sends the container's first process.
+    with redis_node(tmp_path / "redis", free_port()) as redis_url:
+        env = _env(tmp_path / "data", CPERSONA_REDIS_URL=redis_url)
+        port = free_port()
+        with running_serve(env, port, tmp_path / "serve.log", "--workers", "2") as supervisor:
+            workers = worker_pids(supervisor)
+            assert (tmp_path / "data" / "server.url").read_text() == f"http://127.0.0.1:{port}\n"
+            supervisor.send_signal(signal.SIGTERM)
+            assert supervisor.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert not (tmp_path / "data" / "server.url").exists()
 
 
 def test_more_than_one_worker_on_the_embedded_engines_is_refused_naming_the_flag(tmp_path: Path) -> None:
