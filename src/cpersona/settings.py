@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     key_prefix: str = "cpersona"
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8077
+    # Server processes of ``cpersona serve`` on the one port; above 1 they need the shared engines
+    # (CPERSONA_REDIS_URL, and CPERSONA_QDRANT_URL unless the embedder is off).
+    workers: _Count = 1
     # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
     url: str | None = None
     # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
