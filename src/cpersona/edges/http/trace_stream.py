@@ -38,7 +38,7 @@ from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.edges.http.access import key_agents, permit
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
-from cpersona.engine.facade import Engine
+from cpersona.edges.http.state import engine_of
 from cpersona.errors import BackendUnavailable, RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.model.fields import KeyText, QueryModel
@@ -261,12 +261,8 @@ def _text(value: object) -> str:
 
 
 def settings_of(request: Request) -> Settings:
-    """The settings of the engine serving ``request`` (routes.py's ``engine_of`` imports this module's
-    table, so it is not imported here)."""
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine.settings
+    """The settings of the engine serving ``request``."""
+    return engine_of(request).settings
 
 
 TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
