@@ -2,11 +2,11 @@
 key's rate limit, and tells the rest of the app which agents the request may act for.
 
 Keys are in force when ``CPERSONA_KEYS`` is ``on``, or ``auto`` (the default) on a server bound beyond
-loopback. Then every request but the probes (``/health``, ``/readiness``) and the OpenAPI document, none
-of which shows an agent's data, needs ``Authorization: Bearer <key>``: none, or one that is no live key,
+loopback. Then every request but the probes (``/health``, ``/readiness``), the OpenAPI document and the
+trace page's HTML (``/traces``), none of which shows an agent's data, needs ``Authorization: Bearer
+<key>``: none, or one that is no live key,
 is a 401 ``UNAUTHORIZED``; over the key's limit (``CPERSONA_RATE_LIMIT_PER_SEC``, ``..._BURST``) a 429
-``RATE_LIMITED`` with ``Retry-After``. That covers every route, ``/mcp`` and the trace stream alike
-(whose GETs may carry the key in a cookie instead, :data:`KEY_COOKIE`, for a browser's EventSource). A
+``RATE_LIMITED`` with ``Retry-After``. That covers every route, ``/mcp`` and the trace stream alike. A
 key's agents are left in ``request.state.key_agents`` (a frozenset; ``None`` for an admin key), which
 :mod:`.access` reads and :mod:`.reading` checks for every agent a request names; the key itself in
 ``request.state.api_key``. The key routes and the deletion of an agent need an admin key (403).
@@ -19,7 +19,6 @@ keys`` makes the first admin key straight in Redis.
 from __future__ import annotations
 
 import math
-from http.cookies import SimpleCookie
 from typing import TYPE_CHECKING
 
 from cpersona.edges.http.access import AgentForbidden
@@ -34,25 +33,13 @@ if TYPE_CHECKING:
     from cpersona.model.api_keys import ApiKey
     from cpersona.settings import Settings
 
-__all__ = [
-    "KEY_COOKIE",
-    "OPEN_PATHS",
-    "TRACE_PAGE",
-    "KeyGuard",
-    "KeyRequired",
-    "RateLimited",
-    "keys_in_force",
-    "require_admin",
-]
+__all__ = ["OPEN_PATHS", "KeyGuard", "KeyRequired", "RateLimited", "keys_in_force", "require_admin"]
 
-OPEN_PATHS = frozenset({"/health", "/readiness", "/openapi.json"})
-"""Paths answered without a key: the probes and the API's description (no agent's data in any)."""
-
-TRACE_PAGE = "/traces"
-"""The live trace page and its event stream: a GET there may carry its key in the :data:`KEY_COOKIE`."""
-KEY_COOKIE = "cpersona_key"
-"""The cookie the trace page keeps its key in (set it ``SameSite=Strict``), read only by GETs of
-:data:`TRACE_PAGE` and below, because a browser's ``EventSource`` sends no ``Authorization`` header."""
+# The trace page is only its HTML and script (edges/http/trace_page.py's PAGE_PATH): a browser loads
+# it with no way to send a header, and its stream (GET /v1/traces/stream) sends the key typed into it.
+OPEN_PATHS = frozenset({"/health", "/readiness", "/openapi.json", "/traces"})
+"""Paths answered without a key: the probes, the API's description and the trace page's own HTML (no
+agent's data in any)."""
 
 # Paths (by method) that need an admin key: making and revoking keys, deleting an agent's data.
 _ADMIN_PREFIXES = (("", "/v1/keys"), ("DELETE", "/v1/agents/"))
@@ -93,14 +80,7 @@ def require_admin(connection: HTTPConnection) -> None:
 
 
 def _bearer(scope: Scope) -> str:
-    headers = dict(scope.get("headers", ()))
-    raw: bytes | None = headers.get(b"authorization")
-    if raw is None and scope.get("method") == "GET" and scope.get("path", "").startswith(TRACE_PAGE):
-        # A browser's EventSource cannot send a header: the trace page keeps the key in a cookie. Only
-        # GETs of the page and its stream read it, so no cookie can make a write or a delete.
-        cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1")).get(KEY_COOKIE)
-        if cookie is not None and cookie.value:
-            return cookie.value
+    raw: bytes | None = dict(scope.get("headers", ())).get(b"authorization")
     if raw is None:
         raise KeyRequired(
             "send the API key as 'Authorization: Bearer <key>' (the CLI sends CPERSONA_API_KEY)"

@@ -189,7 +189,9 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
     if op.alternative is not None:
         ok = {"oneOf": [ok, _ref(op.alternative[1])]}
-    success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
+    if op.media_type != "application/json":
+        ok = {"type": "string"}
+    success: dict[str, Any] = {"description": "Success", "content": {op.media_type: {"schema": ok}}}
     links = _links(op)
     if links:
         success["links"] = links
