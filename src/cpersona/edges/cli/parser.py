@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from cpersona.edges.cli.raw import add_raw_parser
+from cpersona.edges.mcp.stdio import add_mcp_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="listen address (CPERSONA_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (CPERSONA_PORT, default 8077)")
 
+    add_mcp_parser(sub, common)
     _write_commands(sub, common)
     _read_commands(sub, common)
     _admin_commands(sub, common)

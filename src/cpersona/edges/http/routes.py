@@ -20,6 +20,7 @@ from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import read_body, read_query
 from cpersona.edges.http.records import record_to_json
+from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.engine.facade import Engine
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
@@ -344,4 +345,5 @@ OPERATIONS: tuple[Operation, ...] = (
     *RAW_OPERATIONS,
     *INTROSPECT_OPERATIONS,
     *LIFECYCLE_OPERATIONS,
+    *MCP_OPERATIONS,
 )  # fmt: skip
