@@ -85,8 +85,6 @@ EXPECTED: dict[str, Outcome] = {
 # 404 or 400 here, not the answer their model reads. Strict, so a merge that makes one work fails until
 # its line is removed.
 PENDING: dict[str, str] = {
-    "recall_query": "i15-query (recall.query with a cue)",
-    "recall_associate": "i15-query (recall.associate)",
     "recall_timeline": "i15-time (recall.timeline)",
     "recall_graph": "i15-time (recall.graph)",
 }

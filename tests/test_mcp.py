@@ -184,6 +184,31 @@ async def test_tools_and_routes_share_one_engine(settings: Settings, redis: Redi
     assert answer.json()["record"]["content"] == FACTS[2]
 
 
+async def test_the_recall_operations_query_by_cue_and_associate(
+    settings: Settings, redis: RedisClient
+) -> None:
+    async with mcp_client(settings) as client:
+        tin, _ = await call(client, "store", {"agent_id": "cue", "content": FACTS[1]})
+        edge = {"target_id": tin["ref"], "type": "causal", "weight": 0.9}
+        office, _ = await call(
+            client, "store", {"agent_id": "cue", "content": FACTS[0], "associations": [edge]}
+        )
+        found, failed = await call(
+            client,
+            "query",
+            {"agent_id": "cue", "cue": {"text": "customs house"}, "recall_mode": "perfect", "trace": True},
+        )
+        assert not failed, found
+        assert found["memories"][0]["record"]["id"] == office["record_id"]
+        assert "customs" not in json.dumps(found["trace"])
+        reached, failed = await call(client, "associate", {"agent_id": "cue", "record_id": office["ref"]})
+        assert not failed, reached
+        assert [m["record"]["id"] for m in reached["memories"]] == [tin["record_id"]]
+        refused, failed = await call(client, "query", {"agent_id": "cue", "cue": {"spatial": [1, 2]}})
+        assert failed
+        assert (refused["error"]["code"], refused["memories"]) == ("MODALITY_UNSUPPORTED", [])
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

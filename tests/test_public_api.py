@@ -5,6 +5,12 @@ from __future__ import annotations
 import cpersona
 
 EXPECTED = {
+    "AssociateRequest",
+    "AssociateResult",
+    "CueQueryRequest",
+    "CueQueryResult",
+    "RecallCue",
+    "RecalledMemory",
     "UpdateRequest",
     "TimeCueBody",
     "RecallQuery",

@@ -100,6 +100,7 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ("POST", "/v1/lifecycle/dream-tick"): ({}, None),
     ("PUT", "/v1/lifecycle/mode"): ({}, None),
     ("GET", "/v1/introspect/evolution"): ({}, None),
+    ("POST", "/v1/recall/associate/{record_id}"): ({"agent_id": AGENT}, ("depth", "2", "depth")),
 }
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
 # tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
@@ -124,15 +125,22 @@ def test_every_route_is_documented_with_its_request_and_response_schemas() -> No
     for op in ROUTES:
         documented = document["paths"][op.path][op.method.lower()]
         ok = documented["responses"]["200"]["content"]["application/json"]["schema"]
-        if op.response is not None:
-            assert ok["$ref"].removeprefix(PREFIX) in schemas, op.path
-            assert schemas[ok["$ref"].removeprefix(PREFIX)]["properties"], op.path
+        # A route serving two request shapes (recall.query: query or cue) shows each, and each answer.
+        shapes = [(op.body, op.response), *([op.alternative] if op.alternative is not None else [])]
+        oks = ok["oneOf"] if op.alternative is not None else [ok]
+        for (_, response), answer in zip(shapes, oks, strict=True):
+            if response is not None:
+                assert answer["$ref"].removeprefix(PREFIX) in schemas, op.path
+                assert schemas[answer["$ref"].removeprefix(PREFIX)]["properties"], op.path
         if op.body is not None:
             body = documented["requestBody"]["content"]["application/json"]["schema"]
-            schema = schemas[body["$ref"].removeprefix(PREFIX)]
-            # Every field of the model is in the schema, and nothing else is accepted.
-            assert set(schema["properties"]) == set(op.body.model_fields), op.path
-            assert schema["additionalProperties"] is False, op.path
+            bodies = body["oneOf"] if op.alternative is not None else [body]
+            for (model, _), one in zip(shapes, bodies, strict=True):
+                assert model is not None
+                schema = schemas[one["$ref"].removeprefix(PREFIX)]
+                # Every field of the model is in the schema, and nothing else is accepted.
+                assert set(schema["properties"]) == set(model.model_fields), op.path
+                assert schema["additionalProperties"] is False, op.path
         else:
             assert "requestBody" not in documented, op.path
         query = {p["name"] for p in documented["parameters"] if p["in"] == "query"}

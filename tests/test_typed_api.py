@@ -74,6 +74,16 @@ async def use(memory: cpersona.Engine) -> None:
     sealed = await memory.export("ops", encryption_key="a pass phrase")
     await memory.import_archive("ops3", sealed.archive_data, decryption_key="a pass phrase")
     print(tick.records_below_threshold, ahead.forecasts, gone.records_deleted, merged, lines, back)
+    cued: cpersona.CueQueryResult = await memory.query(
+        {"text": "key", "emotion": "trust", "temporal": {"start": "2026-03-01", "end": "2026-03-31"}},
+        agent_id="ops", stores=["semantic"], limit=5, min_fidelity=0.1, include_decayed=False,
+        reconsolidate=True, activation_depth=2, recall_mode="perfect", trace=True, request_id="r-1",
+    )
+    first: cpersona.RecalledMemory = cued.memories[0]
+    near: cpersona.AssociateResult = await memory.associate(
+        first.record.ref, agent_id="ops", association_types=["causal"], depth=3, min_weight=0.2, limit=20
+    )
+    print(near.total_candidates, first.activation_path)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -99,6 +109,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.decay_tick("ops", tick_seconds=5)
     await memory.forget("ops", record_ids=["x"])
     await memory.import_archive("ops", b"", strategy="overwrite")
+    await memory.query({"text": "x"}, agent_id="ops", activation_dept=2)
+    await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
 """
 
 EXPECTED = (
@@ -117,6 +129,8 @@ EXPECTED = (
     ("bad.py:20:", 'Unexpected keyword argument "tick_seconds"'),
     ("bad.py:21:", 'Missing named argument "confirm"'),
     ("bad.py:22:", '"strategy"'),
+    ("bad.py:23:", 'Unexpected keyword argument "activation_dept"'),
+    ("bad.py:24:", "List item 0"),
 )
 
 

@@ -34,6 +34,9 @@ from cpersona.errors import (
 )
 from cpersona.model.association_results import DeclareResult, Reached, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.cue_query import CueQueryRequest, RecallCue
+from cpersona.model.cue_query_associate import AssociateRequest
+from cpersona.model.cue_query_response import AssociateResult, CueQueryResult, RecalledMemory
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.lifecycle_requests import (
@@ -80,6 +83,8 @@ from cpersona.settings import Settings
 from cpersona.version import __version__
 
 __all__ = (
+    "AssociateRequest",
+    "AssociateResult",
     "Association",
     "BackendUnavailable",
     "BatchResult",
@@ -87,6 +92,8 @@ __all__ = (
     "ConsolidateResult",
     "ContentTooLarge",
     "CpersonaError",
+    "CueQueryRequest",
+    "CueQueryResult",
     "DataDirLocked",
     "DecayForecast",
     "DecayForecastRequest",
@@ -126,9 +133,11 @@ __all__ = (
     "RawRecord",
     "RawRequest",
     "Reached",
+    "RecallCue",
     "RecallQuery",
     "RecallResult",
     "RecallRow",
+    "RecalledMemory",
     "ReconstructRequest",
     "ReconstructResult",
     "RecordNotFound",

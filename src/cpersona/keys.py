@@ -68,6 +68,11 @@ class Keys:
         """Sorted set of writes whose claims are taken and whose document is not yet written (by start)."""
         return f"{self.prefix}:inflight:writes"
 
+    def reconsolidated(self, request_id: str, record_id: str) -> str:
+        """Marker (with a TTL) that one recall.query request strengthened one memory: a repeat of the
+        request (same request id) finds it and strengthens nothing again."""
+        return f"{self.prefix}:recon:{_part(request_id)}:{record_id}"
+
     def msg_id_claim(self, agent_id: str, project_id: str, msg_id: str) -> str:
         """Dedup claim for a caller id within agent and project (value: the record id)."""
         return f"{self.prefix}:dedup:msg:{_part(agent_id)}:{_part(project_id)}:{_part(msg_id)}"

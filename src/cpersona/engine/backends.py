@@ -9,7 +9,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cpersona.engine.workers.blocks import BlockBuilder
+    from cpersona.operations.query.reconsolidation import ReconsolidationQueue
     from cpersona.recall.trace.publisher import TracePublisher
+    from cpersona.stores.cue_store import CueStore
     from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.server import EmbeddedRedis
@@ -31,6 +33,10 @@ class Backends:
     publisher: TracePublisher | None = None
     server: EmbeddedRedis | None = None
     """The engine's own Redis server; ``None`` with ``CPERSONA_REDIS_URL``."""
+    cues: CueStore | None = None
+    """The recall operations' reads beyond the record store's (emotion index, time ranges, batches)."""
+    reconsolidation: ReconsolidationQueue | None = None
+    """Strengthens what cue queries returned, after their answers (run in the background group)."""
 
     @property
     def trace_publisher(self) -> TracePublisher:

@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import association_api, deletes, lifecycle, reads, reconstruct_api, vector_writes, writes
+from cpersona.engine import deletes, lifecycle, reads, vector_writes, writes
+from cpersona.engine.association_api import AssociationMethods
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
+from cpersona.engine.query_api import QueryMethods
 from cpersona.engine.raw_api import RawQueryMethods
+from cpersona.engine.reconstruct_api import ReconstructMethods
 from cpersona.engine.upkeep_api import UpkeepMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
@@ -56,9 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(
-    association_api.AssociationMethods, reconstruct_api.ReconstructMethods, RawQueryMethods, UpkeepMethods
-):
+class Engine(AssociationMethods, ReconstructMethods, RawQueryMethods, UpkeepMethods, QueryMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;
@@ -98,7 +99,7 @@ class Engine(
         await self._b.trace_publisher.run(task_status=task_status)
 
     async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run every background task of the engine (block worker, trace publisher) until cancelled.
+        """Run every background task (block worker, trace publisher, reconsolidation) until cancelled.
         ``cpersona.open()`` and the HTTP lifespan start it in a task group; it is started once all are."""
         await lifecycle.run_background(self._b, task_status)
 

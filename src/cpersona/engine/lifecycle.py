@@ -24,12 +24,14 @@ from cpersona.engine.disk import check_free_space
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
+from cpersona.operations.query.reconsolidation import ReconsolidationQueue
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
 from cpersona.recall.trace.publisher import TracePublisher
 from cpersona.stores.embedding.embedders import open_embedder
 from cpersona.stores.redis.block_queue import BlockQueue
 from cpersona.stores.redis.connection import close_redis, connect_redis, redis_info
+from cpersona.stores.redis.cue_store import RedisCueStore
 from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.sealing import load_sealer
 from cpersona.stores.redis.server import EmbeddedRedis
@@ -159,6 +161,9 @@ class Lifecycle:
         )
         # Closed before the client (exit callbacks run last-in, first-out).
         stack.callback(publisher.close)
+        cues = RedisCueStore(client, self.keys)
+        reconsolidation = ReconsolidationQueue(cues, timeout_secs=self.settings.redis_timeout_secs)
+        stack.callback(reconsolidation.close)
         self._backends = Backends(
             client,
             records,
@@ -169,6 +174,8 @@ class Lifecycle:
             builder,
             publisher=publisher,
             server=server,
+            cues=cues,
+            reconsolidation=reconsolidation,
         )
         self._recaller = Recaller(
             settings=self.settings,
@@ -245,4 +252,6 @@ async def run_background(b: Backends, task_status: TaskStatus[None]) -> None:
             await tg.start(supervise, b.server)
         await tg.start(run_block_worker, b)
         await tg.start(b.trace_publisher.run)
+        if b.reconsolidation is not None:
+            await tg.start(b.reconsolidation.run)
         task_status.started()

@@ -37,8 +37,8 @@ __all__ = ["ROUTES", "openapi_document"]
 
 _PREFIX = "#/components/schemas/"
 _ERROR_TEXT = {
-    400: "Bad input (VALIDATION_ERROR, or FORGET_UNCONFIRMED); `error.field` names the field, or the key "
-    "a body gives more than once",
+    400: "Bad input (VALIDATION_ERROR; MODALITY_UNSUPPORTED for a recall cue no model here reads; or "
+    "FORGET_UNCONFIRMED); `error.field` names the field, or the key a body gives more than once",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
     409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
@@ -115,6 +115,8 @@ def _models() -> list[tuple[type[BaseModel], Literal["validation", "serializatio
             out.append((op.body, "validation"))
         if op.response is not None and (op.response, "serialization") not in out:
             out.append((op.response, "serialization"))
+        if op.alternative is not None:
+            out.extend([(op.alternative[0], "validation"), (op.alternative[1], "serialization")])
     return out
 
 
@@ -124,6 +126,11 @@ def _schemas(settings: Settings) -> dict[str, Any]:
     defs: dict[str, Any] = top.get("$defs", {})
     # A model's title is its name in the document, so the engine's own names (``RecallRequest``, the
     # internal request; ``StoreResult``, the library's result) can stay what they are in Python.
+    titles = [schema.get("title", name) for name, schema in defs.items()]
+    shared = sorted({title for title in titles if titles.count(title) > 1})
+    if shared:
+        # Two models of one title would silently become one schema below.
+        raise RuntimeError(f"two models share the OpenAPI name {shared}; give one a title of its own")
     renames = {name: schema["title"] for name, schema in defs.items() if schema.get("title", name) != name}
     renamed = {renames.get(name, name): schema for name, schema in defs.items()}
     out: dict[str, Any] = _rewrite_refs(
@@ -171,8 +178,13 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
         out["description"] = description
     out["parameters"] = [*_parameters(op, settings), *_agent_header(op, settings), _REQUEST_ID]
     if op.body is not None:
-        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
+        body = (
+            _ref(op.body) if op.alternative is None else {"oneOf": [_ref(op.body), _ref(op.alternative[0])]}
+        )
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
+    if op.alternative is not None:
+        ok = {"oneOf": [ok, _ref(op.alternative[1])]}
     success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
     links = _links(op)
     if links:

@@ -49,6 +49,9 @@ class Operation:
     path_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Path parameters that must not take the name of a route beside this one (``/v1/encode/batch``).
     not_a_sibling: tuple[str, ...] = ()
+    # A second request shape the same route serves, with its answer (``recall.query`` with a ``cue``);
+    # the document shows the body and the answer as one of the two.
+    alternative: tuple[type[RequestModel], type[BaseModel]] | None = None
 
     @property
     def route_path(self) -> str:

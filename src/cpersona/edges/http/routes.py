@@ -17,8 +17,9 @@ from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.introspect_routes import INTROSPECT_OPERATIONS
 from cpersona.edges.http.lifecycle_routes import LIFECYCLE_OPERATIONS
 from cpersona.edges.http.operation import NoQuery, Operation
+from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
-from cpersona.edges.http.reading import read_body, read_query
+from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
 from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.engine.facade import Engine
@@ -26,8 +27,10 @@ from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
 from cpersona.model.associations import DeclareRequest, TraverseRequest
+from cpersona.model.cue_query import CueQueryRequest
+from cpersona.model.cue_query_response import CueQueryResult
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments
+from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
@@ -194,7 +197,14 @@ async def _stats(request: Request) -> Response:
 
 
 async def _recall_query(request: Request) -> Response:
-    req = await _body(request, RecallQuery)
+    # One route, two shapes: `query` is CPersona's recall, `cue` the multimodal query (query_routes).
+    raw = await json_object(request, request.app.state.max_body_bytes)
+    if "cue" in raw:
+        if "query" in raw:
+            raise InvalidRequest("cue", "a body has `query` (recall) or `cue` (multimodal query), not both")
+        return await cue_query(request, raw)
+    # Neither: the recall's own refusal names `query`, as it always has.
+    req = validate(RecallQuery, raw, engine_of(request).settings)
     result = await engine_of(request).recall(**arguments(req), limit_cap=HTTP_MAX_LIMIT)
     return ORJSONResponse(result.to_json())
 
@@ -305,10 +315,13 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/recall/query", _recall_query, "Recall the rows that answer a question (recall.query)",
-        RecallResponse, body=RecallQuery,
+        RecallResponse, body=RecallQuery, alternative=(CueQueryRequest, CueQueryResult),
         description="Rows come back best first (`order: best_last` gives CPersona's order, best row last). "
         "Each row says why it is there in `match_reason`. An arm that fails or misses its deadline "
-        "contributes nothing and is named in `degraded`; the recall still answers.",
+        "contributes nothing and is named in `degraded`; the recall still answers. A body with `cue` "
+        "instead of `query` is the multimodal query (RecallCueRequest → RecallCueResult): text, "
+        "embedding, emotion and time range as arms fused by reciprocal rank, spreading activation from "
+        "the leaders; a body with both is refused naming `cue`.",
     ),
     Operation(
         "POST", "/v1/recall/calibrate", _calibrate,
@@ -345,5 +358,6 @@ OPERATIONS: tuple[Operation, ...] = (
     *RAW_OPERATIONS,
     *INTROSPECT_OPERATIONS,
     *LIFECYCLE_OPERATIONS,
+    *QUERY_OPERATIONS,
     *MCP_OPERATIONS,
 )  # fmt: skip

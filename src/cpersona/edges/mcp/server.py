@@ -26,6 +26,7 @@ from cpersona.edges.mcp.errors import failure
 from cpersona.edges.mcp.tool import Tool, acting_agents, input_schema
 from cpersona.edges.mcp.tools_admin import ADMIN_TOOLS
 from cpersona.edges.mcp.tools_read import READ_TOOLS
+from cpersona.edges.mcp.tools_recall import RECALL_TOOLS
 from cpersona.edges.mcp.tools_write import WRITE_TOOLS
 from cpersona.engine.facade import Engine
 from cpersona.errors import InvalidRequest
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "tool_listing"]
 
-TOOLS: tuple[Tool, ...] = (*WRITE_TOOLS, *READ_TOOLS, *ADMIN_TOOLS)
+TOOLS: tuple[Tool, ...] = (*WRITE_TOOLS, *READ_TOOLS, *RECALL_TOOLS, *ADMIN_TOOLS)
 """Every tool the server offers, in the order it lists them."""
 
 INSTRUCTIONS = (

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aredis_om import Field, JsonModel
 
+from cpersona.model.cue_query import stored_emotion_axes
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -93,6 +94,7 @@ class MemoryDoc(_ScopedDoc):
     metadata: dict[str, Any] = {}
     store: str = "episodic"
     emotion: dict[str, float] = {}
+    emotion_axes: list[float] = stored_emotion_axes({})
     fidelity: dict[str, float] = {}
     meta: dict[str, Any] = {}
     associations: list[dict[str, Any]] = []
@@ -256,6 +258,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "metadata": dict(rec.metadata),
         "store": rec.store,
         "emotion": dataclasses.asdict(rec.emotion),
+        "emotion_axes": stored_emotion_axes(dataclasses.asdict(rec.emotion)),
         "fidelity": dataclasses.asdict(rec.fidelity),
         "meta": meta_to_doc(rec.meta),
         "associations": [dataclasses.asdict(a) for a in rec.associations],

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import redis.exceptions
 
+from cpersona.model.cue_query import EMOTION_INDEX_DIM, stored_emotion_axes
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags
@@ -53,6 +54,10 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
         "$.vector_pending", "AS", "pending", "NUMERIC",
+        # The emotion arm's index (recall.query's `cue.emotion`): exact cosine over the eight axes (and
+        # the ninth of EMOTION_INDEX_DIM, so that no stored vector is all zeros).
+        "$.emotion_axes", "AS", "emotion", "VECTOR", "FLAT", "6",
+        "TYPE", "FLOAT32", "DIM", str(EMOTION_INDEX_DIM), "DISTANCE_METRIC", "COSINE",
     ),
     "episode": (
         "$.text", "AS", "text", "TEXT", "NOSTEM",
@@ -139,6 +144,7 @@ _BACKFILLS: dict[str, tuple[_Derived, ...]] = {
             b"source_prefix", "$.source.id", "$.tag_source_prefixes", lambda sid: source_prefix_tags(str(sid))
         ),
         _Derived(b"short_gram", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
+        _Derived(b"emotion", "$.emotion", "$.emotion_axes", lambda found: stored_emotion_axes(found or {})),
     ),
     "episode": (_Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),),
     # A raw index of before the raw query: its entries get the analysed text (``stems`` stands for all

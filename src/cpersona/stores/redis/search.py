@@ -27,6 +27,7 @@ __all__ = [
     "documents",
     "every_key",
     "keys_page",
+    "nearest",
     "newest_by_time",
     "newest_field",
     "newest_keys",
@@ -163,3 +164,16 @@ async def newest_field(
 async def count(client: RedisClient, index: str, query: str) -> int:
     """How many documents match."""
     return (await _search(client, index, _query(query).paging(0, 0).dialect(2), content=False)).total
+
+
+async def nearest(
+    client: RedisClient, index: str, query: str, field: str, vector: bytes, fetch: int
+) -> list[tuple[str, float]]:
+    """The keys of the ``fetch`` matches nearest ``vector`` in the vector ``field``, with their distance,
+    nearest first (ties by key). A document whose vector is all zeros is never returned."""
+    knn = f"({query})=>[KNN {fetch} @{field} $vector AS distance]"
+    q = _query(knn).sort_by("distance", asc=True).return_fields("distance").paging(0, fetch).dialect(2)
+    args = [*q.get_args(), "PARAMS", "2", "vector", vector]
+    reply = await cast("Any", client).execute_command("FT.SEARCH", index, *args)
+    hits = search_page(reply, content=True).hits
+    return sorted(((hit.key, float(hit.fields["distance"])) for hit in hits), key=lambda kd: (kd[1], kd[0]))

@@ -1,0 +1,72 @@
+"""The routes of the recall operations: the multimodal ``recall.query`` (a body with ``cue`` on
+``POST /v1/recall/query``, dispatched here by :mod:`.routes`) and ``recall.associate``.
+
+A query's request id (``x-request-id``, or the fresh one the app gave the request) is its
+reconsolidation's idempotency key: a retry with the same id strengthens nothing twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+from pydantic import Field
+
+from cpersona.edges.http.errors import ORJSONResponse
+from cpersona.edges.http.operation import Operation
+from cpersona.edges.http.reading import json_object
+from cpersona.engine.facade import Engine
+from cpersona.model.cue_query import CueQueryRequest
+from cpersona.model.cue_query_associate import AssociateRequest
+from cpersona.model.cue_query_response import AssociateResult
+from cpersona.model.fields import validate
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["QUERY_OPERATIONS", "cue_query"]
+
+
+def _engine(request: Request) -> Engine:
+    engine = request.state.engine
+    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
+        raise TypeError("request.state.engine is not an Engine")
+    return engine
+
+
+def _request_id(request: Request) -> str | None:
+    return cast("str | None", request.scope.get("state", {}).get("request_id"))
+
+
+async def cue_query(request: Request, raw: dict[str, Any]) -> Response:
+    """``POST /v1/recall/query`` with a ``cue`` (the body already read)."""
+    engine = _engine(request)
+    req = validate(CueQueryRequest, raw, engine.settings)
+    result = await engine.query_request(req, _request_id(request))
+    return ORJSONResponse(result.to_json())
+
+
+async def _associate(request: Request) -> Response:
+    engine = _engine(request)
+    req = validate(
+        AssociateRequest, await json_object(request, request.app.state.max_body_bytes), engine.settings
+    )
+    result = await engine.associate_request(request.path_params["record_id"], req)
+    return ORJSONResponse(result.to_json())
+
+
+_RECORD_ID = {
+    "record_id": Annotated[str, Field(description="The memory to start from: mem:<uuid> or its bare UUID")]
+}
+
+QUERY_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "POST", "/v1/recall/associate/{record_id}", _associate,
+        "The memories reached from one memory over its typed, weighted associations (recall.associate)",
+        AssociateResult, body=AssociateRequest, errors=(400, 404, 503), path_params=_RECORD_ID,
+        description="Spreading activation from the memory (level 1.0; each hop passes level * weight * "
+        "0.5, stopping under 0.05; no cycles), over edges of at least `min_weight` and, with "
+        "`association_types`, only edges of those types at every hop. Only the caller's scope is walked "
+        "(a record outside it is a 404). Each memory has its `activation_path` from the source.",
+    ),
+)  # fmt: skip
