@@ -84,10 +84,7 @@ EXPECTED: dict[str, Outcome] = {
 # The routes built on the other issue-15 branches: until they are merged these methods answer a typed
 # 404 or 400 here, not the answer their model reads. Strict, so a merge that makes one work fails until
 # its line is removed.
-PENDING: dict[str, str] = {
-    "recall_timeline": "i15-time (recall.timeline)",
-    "recall_graph": "i15-time (recall.graph)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _text(text: str) -> cmp.MemoryContent:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -184,9 +185,7 @@ async def test_tools_and_routes_share_one_engine(settings: Settings, redis: Redi
     assert answer.json()["record"]["content"] == FACTS[2]
 
 
-async def test_the_recall_operations_query_by_cue_and_associate(
-    settings: Settings, redis: RedisClient
-) -> None:
+async def test_the_recall_operations(settings: Settings, redis: RedisClient) -> None:
     async with mcp_client(settings) as client:
         tin, _ = await call(client, "store", {"agent_id": "cue", "content": FACTS[1]})
         edge = {"target_id": tin["ref"], "type": "causal", "weight": 0.9}
@@ -207,6 +206,24 @@ async def test_the_recall_operations_query_by_cue_and_associate(
         refused, failed = await call(client, "query", {"agent_id": "cue", "cue": {"spatial": [1, 2]}})
         assert failed
         assert (refused["error"]["code"], refused["memories"]) == ("MODALITY_UNSUPPORTED", [])
+
+        now = time.time()
+        period = {"start": now - 3600, "end": now + 60}
+        line, failed = await call(
+            client, "timeline", {"agent_id": "cue", "range": period, "granularity": "day"}
+        )
+        assert not failed, line
+        assert line["count"] == 2
+        around, failed = await call(client, "graph", {"agent_id": "cue", "center_id": office["ref"]})
+        assert not failed, around
+        assert len(around["nodes"]) == 2
+        assert len(around["edges"]) == 1
+        backwards = {"start": now + 60, "end": now - 3600}
+        refused, failed = await call(
+            client, "timeline", {"agent_id": "cue", "range": backwards, "granularity": "day"}
+        )
+        assert failed
+        assert refused["error"]["field"].startswith("range")
 
 
 # ------------------------------------------------------------------------------------------ failures

@@ -70,6 +70,11 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ),
     ("POST", "/v1/traverse"): ({"agent_id": AGENT, "entity": "Ann"}, ("max_hops", "2", "max_hops")),
     ("POST", "/v1/reconstruct"): ({"agent_id": AGENT, "query": "key"}, ("count", "2", "count")),
+    ("POST", "/v1/recall/timeline"): (
+        {"agent_id": AGENT, "range": {"start": 0, "end": "2100-01-01"}},
+        ("limit", "2", "limit"),
+    ),
+    ("POST", "/v1/recall/graph"): ({"agent_id": AGENT, "include_meta": True}, ("depth", "2", "depth")),
     ("POST", "/v1/lifecycle/decay-tick"): (
         {"agent_id": AGENT, "tick_duration_seconds": 60},
         ("tick_duration_seconds", "60", "tick_duration_seconds"),

@@ -84,6 +84,16 @@ async def use(memory: cpersona.Engine) -> None:
         first.record.ref, agent_id="ops", association_types=["causal"], depth=3, min_weight=0.2, limit=20
     )
     print(near.total_candidates, first.activation_path)
+    laid_out: cpersona.TimelineResult = await memory.timeline(
+        "ops", range={"start": "2026-03-01", "end": "2026-03-19T23:59:59Z"}, granularity="day",
+        min_fidelity=0.1, emotion_filter={"joy": 0.5}, limit=100, project_id="p",
+    )
+    print([bucket.count for bucket in laid_out.buckets], laid_out.truncated)
+    drawn: cpersona.GraphResult = await memory.graph(
+        "ops", center_id=stored.ref, depth=2, edge_types=["semantic", "causal"], include_meta=True,
+        limit_nodes=50,
+    )
+    print([node.id for node in drawn.nodes], drawn.meta_edges)
 """
 
 # Each line misspells or mistypes one thing; mypy must report every one of them.
@@ -111,6 +121,8 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.import_archive("ops", b"", strategy="overwrite")
     await memory.query({"text": "x"}, agent_id="ops", activation_dept=2)
     await memory.associate("mem:x", agent_id="ops", association_types=["friendly"])
+    await memory.timeline("ops", range={"start": 0, "end": 1}, granularty="day")
+    await memory.graph("ops", edge_types=["likes"])
 """
 
 EXPECTED = (
@@ -131,6 +143,8 @@ EXPECTED = (
     ("bad.py:22:", '"strategy"'),
     ("bad.py:23:", 'Unexpected keyword argument "activation_dept"'),
     ("bad.py:24:", "List item 0"),
+    ("bad.py:25:", 'Unexpected keyword argument "granularty"'),
+    ("bad.py:26:", "List item 0 has incompatible type"),
 )
 
 

@@ -39,6 +39,8 @@ from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.cue_query_response import AssociateResult, CueQueryResult, RecalledMemory
 from cpersona.model.entity_match import EntityMatch
 from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.graph_response import GraphResult
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
     DecayForecastRequest,
@@ -69,6 +71,7 @@ from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
     MemoryRecord,
+    MetaEdge,
     MetaMemory,
     ProfileRecord,
     RawRecord,
@@ -77,6 +80,8 @@ from cpersona.model.records import (
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.time_cue_request import TimeCueBody
+from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import TimelineResult
 from cpersona.model.update_request import UpdateRequest
 from cpersona.recall.request import RecallResult, RecallRow
 from cpersona.settings import Settings
@@ -117,6 +122,8 @@ __all__ = (
     "ForgetResult",
     "ForgetUnconfirmed",
     "GraphError",
+    "GraphRequest",
+    "GraphResult",
     "ImportConflict",
     "ImportRequest",
     "ImportResult",
@@ -125,6 +132,7 @@ __all__ = (
     "InvalidSetting",
     "MemoryContent",
     "MemoryRecord",
+    "MetaEdge",
     "MetaMemory",
     "ProfileRecord",
     "RawEntry",
@@ -148,6 +156,8 @@ __all__ = (
     "StoreRequest",
     "StoreResult",
     "TimeCueBody",
+    "TimelineRequest",
+    "TimelineResult",
     "TraverseRequest",
     "TraverseResult",
     "UpdateRequest",

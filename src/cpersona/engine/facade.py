@@ -10,14 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import deletes, lifecycle, reads, vector_writes, writes
-from cpersona.engine.association_api import AssociationMethods
+from cpersona.engine import deletes, lifecycle, methods, reads, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
-from cpersona.engine.query_api import QueryMethods
-from cpersona.engine.raw_api import RawQueryMethods
-from cpersona.engine.reconstruct_api import ReconstructMethods
-from cpersona.engine.upkeep_api import UpkeepMethods
 from cpersona.keys import Keys
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
 from cpersona.model.fields import UNSET, Unset, given, given_set, validate
@@ -59,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "open"]
 
 
-class Engine(AssociationMethods, ReconstructMethods, RawQueryMethods, UpkeepMethods, QueryMethods):
+class Engine(methods.OperationMethods):
     """cpersona's engine. Open it with ``async with cpersona.open() as memory:``.
 
     Every method validates its input and raises :class:`~cpersona.InvalidRequest` naming the field;

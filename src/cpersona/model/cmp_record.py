@@ -11,18 +11,32 @@ Cerememory SDK's model reads.
   (:func:`read_now`: the values at that moment, :mod:`~cpersona.model.fidelity`), never the stored anchor.
 - an association's ``target_id`` is the target's bare UUID when it names a memory (``mem:<uuid>`` or a
   bare UUID); ``last_co_activation`` is its creation time, as in the reference engine, which never moves
-  it either.
+  it either. An association whose target is no memory (an episode, a raw entry, or text our writes
+  accepted there) is listed in ``other_associations`` with its target as written, not in
+  ``associations``, whose ``target_id`` the SDK reads as a memory's UUID.
+- ``meta`` is the MetaMemory with its times (``captured_at``, each context edge's ``created_at``) as
+  RFC 3339 text.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 from cpersona.model.fidelity import as_read
-from cpersona.model.records import Association, MemoryRecord, MetaMemory, format_time, parse_ref
+from cpersona.model.records import (
+    Association,
+    EmotionVector,
+    MemoryRecord,
+    MetaMemory,
+    format_time,
+    parse_ref,
+)
 
-__all__ = ["cmp_record", "memory_id", "read_now"]
+__all__ = ["cmp_record", "memory_id", "meta_json", "read_now"]
+
+_EMOTION_FIELDS = tuple(f.name for f in dataclasses.fields(EmotionVector))
 
 
 def memory_id(target: str) -> str:
@@ -42,9 +56,27 @@ def _association(edge: Association) -> dict[str, Any]:
     }
 
 
-def _meta(meta: MetaMemory) -> dict[str, Any]:
+def _names_memory(target: str) -> bool:
+    ref = parse_ref(target)
+    if ref is not None:
+        return ref.kind == "mem"
+    try:
+        uuid.UUID(target)
+    except ValueError:
+        return False
+    return True
+
+
+def _time(value: float | None) -> str | None:
+    return None if value is None else format_time(value)
+
+
+def meta_json(meta: MetaMemory) -> dict[str, Any]:
+    """A MetaMemory as JSON-ready data, its times as RFC 3339 text (a graph node's ``meta`` too)."""
     out = dataclasses.asdict(meta)
-    out["captured_at"] = None if meta.captured_at is None else format_time(meta.captured_at)
+    out["captured_at"] = _time(meta.captured_at)
+    for edge in out["context_edges"]:
+        edge["created_at"] = _time(edge["created_at"])
     return out
 
 
@@ -87,9 +119,15 @@ def cmp_record(rec: MemoryRecord) -> dict[str, Any]:
             "stability": f.stability,
             "last_decay_tick": format_time(f.last_decay_tick),
         },
-        "emotion": dataclasses.asdict(rec.emotion),
-        "associations": [_association(a) for a in rec.associations],
+        # Not dataclasses.asdict, which copies deeply: a timeline renders thousands of these.
+        "emotion": {name: getattr(rec.emotion, name) for name in _EMOTION_FIELDS},
+        "associations": [_association(a) for a in rec.associations if _names_memory(a.target_id)],
+        "other_associations": [
+            {**_association(a), "target_id": a.target_id}
+            for a in rec.associations
+            if not _names_memory(a.target_id)
+        ],
         "metadata": dict(rec.metadata),
         "version": rec.version,
-        "meta": _meta(rec.meta),
+        "meta": meta_json(rec.meta),
     }

@@ -56,6 +56,11 @@ class CmpMemoryRecord(BaseModel):
     associations: list[dict[str, Any]] = Field(
         description="{target_id, association_type, weight, created_at, last_co_activation}"
     )
+    other_associations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Associations whose target is no memory (an episode, a raw entry, other text), the "
+        "target as written",
+    )
     metadata: dict[str, Any]
     version: int
     meta: dict[str, Any]

@@ -39,12 +39,15 @@ from cpersona.model.fields import (
     refusal,
     settings_of,
 )
+from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import (
     Association,
     AssociationType,
     CaptureStatus,
     EmotionVector,
+    MetaEdge,
     MetaMemory,
+    MetaRelation,
     Source,
 )
 from cpersona.model.text_rules import WHITESPACE_CLASS
@@ -58,6 +61,7 @@ __all__ = [
     "EmotionBody",
     "MemoryContent",
     "MetaBody",
+    "MetaEdgeBody",
     "SourceBody",
     "check_meta_size",
     "emotion_vector",
@@ -244,6 +248,55 @@ def emotion_vector(value: str | EmotionBody | None) -> EmotionVector:
     return EmotionVector(**value.model_dump())
 
 
+_NIL_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def _edge_end(value: str) -> str:
+    kind, sep, rest = value.lower().rpartition(":")
+    if rest == _NIL_UUID:
+        raise refusal("nil_id", "must not be the nil UUID")
+    return f"{kind}:{rest}" if sep else f"mem:{rest}"
+
+
+_EDGE_END = f"((mem|ep|raw):)?{UUID_PATTERN}"
+_EdgeEnd = Annotated[
+    str,
+    Field(pattern=f"^{_EDGE_END}$"),
+    AfterValidator(_edge_end),
+    # The validator's regex engine has no look-ahead; the document's says "not the nil UUID" as well.
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": f"^(?!((mem|ep|raw):)?{_NIL_UUID}$){_EDGE_END}$",
+            "description": "A record ref (mem:/ep:/raw:<uuid>), or a bare UUID, read as a memory's",
+        }
+    ),
+]
+
+
+class MetaEdgeBody(RequestModel):
+    """A context-graph edge a caller declares: this record ``relation`` the target, and why."""
+
+    target_id: _EdgeEnd
+    relation: MetaRelation = "context_of"
+    source_id: _EdgeEnd | None = Field(default=None, description="Default: the record that carries it")
+    rationale: _MetaText | None = None
+    evidence: Annotated[Sequence[dict[str, Any]], Field(max_length=_MAX_ITEMS)] = ()
+    confidence: Unit01 | None = None
+    created_at: EpochTime | None = Field(default=None, description="Default: when the meta was captured")
+
+    def edge(self, now: float) -> MetaEdge:
+        return MetaEdge(
+            target_id=self.target_id,
+            relation=self.relation,
+            source_id=self.source_id,
+            rationale=self.rationale,
+            evidence=tuple(self.evidence),
+            confidence=self.confidence,
+            created_at=now if self.created_at is None else self.created_at,
+        )
+
+
 class MetaBody(RequestModel):
     """MetaMemory, the 'why' plane of a record."""
 
@@ -259,6 +312,7 @@ class MetaBody(RequestModel):
     alternatives: Sequence[dict[str, Any]] = ()
     confidence: Unit01 | None = None
     captured_at: EpochTime | None = None
+    context_edges: Annotated[Sequence[MetaEdgeBody], Field(max_length=_MAX_ITEMS)] = ()
     schema_version: Any = Field(default=None, description="Accepted and ignored")
 
     def meta(self, trigger: str, now: float) -> MetaMemory:
@@ -275,6 +329,7 @@ class MetaBody(RequestModel):
             alternatives=tuple(self.alternatives),
             confidence=self.confidence,
             captured_at=now if self.captured_at is None else self.captured_at,
+            context_edges=tuple(e.edge(now) for e in self.context_edges),
         )
 
     @staticmethod

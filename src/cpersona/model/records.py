@@ -30,6 +30,7 @@ __all__ = [
     "EpisodeRecord",
     "Fidelity",
     "MemoryRecord",
+    "MetaEdge",
     "MetaMemory",
     "ProfileRecord",
     "RawRecord",
@@ -48,6 +49,16 @@ AssociationType = Literal[
     "temporal", "spatial", "semantic", "emotional", "causal", "sequential", "cross_modal", "user_defined"
 ]
 CaptureStatus = Literal["provided", "inferred", "legacy", "unavailable"]
+MetaRelation = Literal[
+    "motivated_by",
+    "caused_by",
+    "derived_from",
+    "supports",
+    "contradicts",
+    "chose_over",
+    "explains",
+    "context_of",
+]
 
 RawSource = Literal["conversation", "tool_io", "scratchpad", "summary", "imported"]
 RawSpeaker = Literal["user", "assistant", "system", "tool"]
@@ -155,6 +166,27 @@ class Fidelity:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MetaEdge:
+    """A "why" edge of the context graph: this record ``relation`` the target (e.g. ``derived_from``).
+
+    ``target_id`` and ``source_id`` are record refs (``mem:``, ``ep:``, ``raw:``); a bare UUID was read as
+    a memory's. ``source_id`` ``None`` means the record that carries the edge.
+    """
+
+    target_id: str
+    relation: MetaRelation = "context_of"
+    source_id: str | None = None
+    rationale: str | None = None
+    evidence: tuple[Mapping[str, Any], ...] = ()
+    confidence: float | None = None
+    created_at: float | None = None
+
+    def __post_init__(self) -> None:
+        # Read back from JSON, the evidence is a list; the value keeps a tuple, as every other does.
+        object.__setattr__(self, "evidence", tuple(self.evidence))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MetaMemory:
     """The "why" plane: intent, rationale, evidence and decisions behind a record."""
 
@@ -170,6 +202,7 @@ class MetaMemory:
     alternatives: tuple[Mapping[str, Any], ...] = ()
     confidence: float | None = None
     captured_at: float | None = None
+    context_edges: tuple[MetaEdge, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

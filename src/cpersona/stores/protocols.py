@@ -18,6 +18,7 @@ from cpersona.stores.association_values import (
     RecordLinks,
 )
 from cpersona.stores.field_store import MemoryFieldStore
+from cpersona.stores.memory_reads import MemoryReadStore, TimeRangeIds
 from cpersona.stores.raw_journal_store import RawJournalStore
 from cpersona.stores.record_values import (
     BlockParent,
@@ -60,6 +61,7 @@ __all__ = [
     "InFlightWrite",
     "IndexedEntity",
     "Link",
+    "MemoryReadStore",
     "MemoryState",
     "MemoryWrite",
     "Period",
@@ -71,6 +73,7 @@ __all__ = [
     "SearchedKind",
     "SeqAt",
     "StoredProfile",
+    "TimeRangeIds",
     "TraceSink",
     "Vector",
     "VectorFilter",
@@ -164,7 +167,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, MemoryReadStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 

@@ -44,6 +44,7 @@ from cpersona.edges.cli.raw import raw_command
 from cpersona.edges.cli.reconstruct import reconstruct_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
+from cpersona.edges.cli.timeline import timeline_command
 from cpersona.edges.cli.trace_tail import tail_traces
 from cpersona.edges.http.app import single_error
 from cpersona.edges.mcp.stdio import mcp_command
@@ -240,6 +241,7 @@ _COMMANDS: dict[str, _Command] = {
     "forget": _forget,
     "recall": _recall,
     "reconstruct": reconstruct_command,
+    "timeline": timeline_command,
     "raw": raw_command,
 }
 

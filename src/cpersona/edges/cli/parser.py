@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from cpersona.edges.cli.raw import add_raw_parser
+from cpersona.edges.cli.timeline import add_timeline_parser
 from cpersona.edges.mcp.stdio import add_mcp_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
@@ -133,8 +134,8 @@ def _read_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, help="items (default 10; pro 15)")
     p.add_argument("--budget", type=int, help="characters of quoted text")
     p.add_argument("--json", action="store_true", help="print the response as JSON")
-
     add_raw_parser(sub, common)
+    add_timeline_parser(sub, common)
 
 
 def _admin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.timeline_request import TimelineRequest
 from cpersona.stores.redis.server_record import running_server_url
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class Service(Protocol):
     async def store_batch(self, batch: Sequence[Validated]) -> JSON: ...
     async def recall(self, body: Mapping[str, Any]) -> JSON: ...
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON: ...
+    async def timeline(self, body: Mapping[str, Any]) -> JSON: ...
     async def raw_query(self, body: Mapping[str, Any]) -> JSON: ...
     async def stats(self, agent: str | None) -> JSON: ...
     async def get(self, ref: str, agent: str) -> JSON: ...
@@ -99,6 +101,10 @@ class LocalService:
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         request = validate(ReconstructRequest, body, self.settings)
         return (await self.engine.reconstruct(**arguments(request))).to_json()
+
+    async def timeline(self, body: Mapping[str, Any]) -> JSON:
+        request = validate(TimelineRequest, body, self.settings)
+        return (await self.engine.timeline(**arguments(request))).to_json()
 
     async def raw_query(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RawQueryRequest, body, self.settings)
@@ -163,6 +169,10 @@ class RemoteService:
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         validate(ReconstructRequest, body, self.settings)
         return await self._call("POST", "/v1/reconstruct", json=dict(body))
+
+    async def timeline(self, body: Mapping[str, Any]) -> JSON:
+        validate(TimelineRequest, body, self.settings)
+        return await self._call("POST", "/v1/recall/timeline", json=dict(body))
 
     async def raw_query(self, body: Mapping[str, Any]) -> JSON:
         validate(RawQueryRequest, body, self.settings)

@@ -33,7 +33,7 @@ from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
 from cpersona.edges.http.reading import declare_models
 from cpersona.edges.http.records import record_to_json
-from cpersona.edges.mcp.http import McpEndpoint
+from cpersona.edges.mcp.endpoint import McpEndpoint
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
 from cpersona.settings import Settings
@@ -69,7 +69,7 @@ def create_app(
 
     ``max_body_bytes`` caps request bodies (413 beyond it; default ``settings.max_body_bytes``). A
     server bound to loopback answers only to a loopback ``Host`` (:mod:`~cpersona.edges.http.hosts`).
-    MCP's streamable HTTP transport is served at ``/mcp`` (:mod:`cpersona.edges.mcp.http`), its tools on
+    MCP's streamable HTTP transport is served at ``/mcp`` (:mod:`cpersona.edges.mcp.endpoint`), its tools on
     the same engine. ``background`` runs the engine's background
     tasks (block worker, trace publisher) in a task group around the app's life, as ``cpersona.open``
     does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.

@@ -21,6 +21,7 @@ from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.engine.facade import Engine
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
@@ -355,6 +356,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "(`count_policy`, `budget_policy`), a value out of its range is a 400 naming the field. With "
         "`mode` the whole answer fits the mode's cl100k token cap, or it is a 422 `CAP_BELOW_MINIMUM`.",
     ),
+    *TIMELINE_OPERATIONS,
     *RAW_OPERATIONS,
     *INTROSPECT_OPERATIONS,
     *LIFECYCLE_OPERATIONS,

@@ -1,5 +1,6 @@
-"""The recall operations' tools (Cerememory's ``recall.*``): the multimodal query by cue and the walk of
-a memory's associations. The raw journal's query is among the reading tools (``raw_query``)."""
+"""The recall operations' tools (Cerememory's ``recall.*``): the multimodal query by cue, the walk of a
+memory's associations, the timeline and the graph. The raw journal's query is among the reading tools
+(``raw_query``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.cue_query import CueQueryRequest
+from cpersona.model.fields import arguments
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.timeline_request import TimelineRequest
 
 if TYPE_CHECKING:
     from cpersona.engine.facade import Engine
@@ -26,6 +30,14 @@ async def _associate(engine: Engine, req: Any) -> dict[str, Any]:
     return (await engine.associate_request(req.record_id, req)).to_json()
 
 
+async def _timeline(engine: Engine, req: TimelineRequest) -> dict[str, Any]:
+    return (await engine.timeline(**arguments(req))).to_json()
+
+
+async def _graph(engine: Engine, req: GraphRequest) -> dict[str, Any]:
+    return (await engine.graph(**arguments(req))).to_json()
+
+
 RECALL_TOOLS: tuple[Tool, ...] = (
     Tool(
         "query", CueQueryRequest, _query,
@@ -41,6 +53,19 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         "associate", AssociateArguments, _associate,
         "The memories reached from one memory (`record_id`: mem:<uuid> or its bare UUID) over its typed, "
         "weighted associations, most activated first, each with its `activation_path`.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "timeline", TimelineRequest, _timeline,
+        "The agent's memories of a time range (their own timestamps, both ends included) in UTC buckets "
+        "of a minute, hour, day, ISO week or month, oldest first; only buckets holding a record are listed. "
+        "The range is what you ask for, so name the period the request is about.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "graph", GraphRequest, _graph,
+        "The subgraph of memories around one (`center_id`; default the scope's newest) with their typed "
+        "edges, at most `depth` edges out and `limit_nodes` nodes.",
         read_only=True, idempotent=True,
     ),
 )  # fmt: skip

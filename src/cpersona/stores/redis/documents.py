@@ -30,6 +30,7 @@ from cpersona.model.records import (
     EpisodeRecord,
     Fidelity,
     MemoryRecord,
+    MetaEdge,
     MetaMemory,
     ProfileRecord,
     Scope,
@@ -236,6 +237,7 @@ def meta_from(doc: Mapping[str, Any]) -> MetaMemory:
         alternatives=tuple(doc.get("alternatives", ())),
         confidence=doc.get("confidence"),
         captured_at=doc.get("captured_at"),
+        context_edges=tuple(MetaEdge(**edge) for edge in doc.get("context_edges", ())),
     )
 
 

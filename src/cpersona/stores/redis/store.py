@@ -38,7 +38,7 @@ from cpersona.stores.redis.documents import (
 from cpersona.stores.redis.field_writes import RedisFieldWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
-from cpersona.stores.redis.memory_states import RedisMemoryStates
+from cpersona.stores.redis.memory_reads import RedisMemoryReads
 from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
@@ -68,7 +68,7 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisMemoryStates, RedisFieldWrites):
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, RedisMemoryReads):
     """The record store of one engine: one client, one key prefix (the association operations are
     :class:`~.associations.RedisAssociations`')."""
 

@@ -1,0 +1,277 @@
+"""Latency of the recall operations (p50/p95, one caller) at 10k and 100k memories.
+
+The engine runs as a library in this process (embedded Redis and Qdrant) on a generated store of one
+agent, built once and cached: memories spread over a year of timestamps, a third of them with an
+emotion, each linked to up to three earlier ones by typed, weighted associations, and one in ten with a
+declared context edge (``meta.context_edges``). Each operation is a named case in :data:`CASES` — a
+function that makes one call from a seeded random generator and the store's ids — timed ``--calls``
+times after a short warm-up, one call at a time. Adding recall.query, associate or raw is adding a case.
+
+Stores are cached under ``benchmarks/.cache/operations_speed/`` (gitignored), keyed by size, embedding
+mode and :data:`_CACHE_VERSION` (bump it when the generated corpus or the stored layout changes). The
+default embedding mode is ``none``: timeline and graph read no vector, and a store of 100k memories
+without embeddings builds in minutes rather than hours; a case that needs vectors asks for ``onnx``.
+Run it from the repository root::
+
+    .venv/bin/python benchmarks/operations_speed.py --sizes 10000          # 10k only
+    .venv/bin/python benchmarks/operations_speed.py                        # 10k and 100k
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import random
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+import cpersona
+from cpersona import Settings
+
+if TYPE_CHECKING or __package__:
+    from benchmarks.embedding_speed import sentences
+    from benchmarks.recall_speed import git_commit, percentile
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from embedding_speed import sentences
+    from recall_speed import git_commit, percentile
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "operations_speed.md"
+CACHE = HERE / ".cache" / "operations_speed"
+AGENT = "ops-bench"
+_CACHE_VERSION = 1
+_BATCH = 256
+_SEED = 15
+_YEAR = 365 * 86_400.0
+_START = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC).timestamp()
+_TYPES = ("semantic", "temporal", "causal", "emotional", "sequential")
+_LABELS = ("joy", "trust", "fear", "surprise", "sadness", "anger", "anticipation", "disgust")
+_WARMUP = 5
+LOAD_AT_START = os.getloadavg()
+
+
+# ------------------------------------------------------------------------------------------ the store
+
+
+def _memory(i: int, text: str, refs: Sequence[str], rng: random.Random) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "content": f"{text} (note {i})",
+        "agent_id": AGENT,
+        "timestamp": _START + rng.random() * _YEAR,
+    }
+    if rng.random() < 1 / 3:
+        body["emotion"] = rng.choice(_LABELS)
+    if refs:
+        links = rng.sample(refs[-2_000:], min(len(refs), rng.randint(0, 3)))
+        body["associations"] = [
+            {"target_id": ref, "type": rng.choice(_TYPES), "weight": round(rng.uniform(0.1, 1.0), 2)}
+            for ref in links
+        ] or None
+        if rng.random() < 0.1:
+            edge = {"target_id": rng.choice(refs), "relation": "derived_from", "confidence": 0.9}
+            body["meta"] = {"rationale": "generated", "context_edges": [edge]}
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def settings_for(data_dir: Path, embedding: str) -> Settings:
+    # from_env({}) ignores the shell's CPERSONA_* variables: the figures are for the defaults.
+    return Settings.from_env({}, data_dir=data_dir, embedding_mode=embedding, redis_startup_timeout_secs=300)
+
+
+async def build_store(data_dir: Path, size: int, embedding: str) -> dict[str, Any]:
+    """Store ``size`` generated memories (batches of 256) and return what the cache keeps of them."""
+    rng = random.Random(_SEED)
+    texts = sentences(size, _SEED)
+    refs: list[str] = []
+    started = time.perf_counter()
+    async with cpersona.open(settings_for(data_dir, embedding), background=False) as memory:
+        for at in range(0, size, _BATCH):
+            batch = [_memory(i, texts[i], refs, rng) for i in range(at, min(size, at + _BATCH))]
+            result = await memory.store_batch(batch)
+            refs.extend(r.ref for r in result.results)
+            if at // _BATCH % 40 == 0:
+                print(f"  stored {len(refs)} of {size}", file=sys.stderr, flush=True)
+        if embedding != "none":
+            await memory.optimize()
+    return {"size": size, "embedding": embedding, "refs": refs, "build_secs": time.perf_counter() - started}
+
+
+async def cached_store(size: int, embedding: str, rebuild: bool) -> tuple[Path, dict[str, Any]]:
+    """The directory of a built store of ``size`` memories (building it when not cached)."""
+    home = CACHE / f"v{_CACHE_VERSION}-{embedding}-{size}"
+    meta_path = home / "meta.json"
+    if not rebuild and meta_path.is_file():
+        return home, {**json.loads(meta_path.read_text()), "from_cache": True}
+    work = home.with_name(home.name + ".building")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "data").mkdir(parents=True)
+    meta = await build_store(work / "data", size, embedding)
+    # meta.json last and the directory renamed into place: a build that dies never passes for a cache.
+    (work / "meta.json").write_text(json.dumps(meta))
+    shutil.rmtree(home, ignore_errors=True)
+    work.rename(home)
+    return home, {**meta, "from_cache": False}
+
+
+# ------------------------------------------------------------------------------------------ the cases
+
+Call = Callable[[cpersona.Engine, random.Random, Sequence[str]], Awaitable[int]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Case:
+    """One operation as measured: what it is, and one call of it (returning how many items came back)."""
+
+    name: str
+    what: str
+    call: Call
+
+
+async def _timeline(
+    memory: cpersona.Engine, rng: random.Random, days: int, granularity: str, **filters: Any
+) -> int:
+    start = _START + rng.random() * (_YEAR - days * 86_400.0)
+    result = await memory.timeline(
+        AGENT,
+        range={"start": start, "end": start + days * 86_400.0},
+        granularity=granularity,  # type: ignore[arg-type]
+        **filters,
+    )
+    return result.count
+
+
+async def _graph(memory: cpersona.Engine, center: str | None, depth: int, limit: int) -> int:
+    result = await memory.graph(AGENT, center_id=center, depth=depth, limit_nodes=limit, include_meta=True)
+    return result.total_nodes
+
+
+CASES: tuple[Case, ...] = (
+    Case("recall.timeline", "1 day, by the hour", lambda m, r, _: _timeline(m, r, 1, "hour")),
+    Case("recall.timeline", "30 days, by the day", lambda m, r, _: _timeline(m, r, 30, "day")),
+    Case(
+        "recall.timeline", "1 year, by the month (at most 1000 records)",
+        lambda m, r, _: _timeline(m, r, 365, "month"),
+    ),
+    Case(
+        "recall.timeline", "1 year, emotion filter (joy), limit 100",
+        lambda m, r, _: _timeline(m, r, 365, "month", emotion_filter={"joy": 1.0}, limit=100),
+    ),
+    Case(
+        "recall.graph", "random center, depth 2, 50 nodes, meta",
+        lambda m, r, ids: _graph(m, r.choice(ids), 2, 50),
+    ),
+    Case(
+        "recall.graph", "random center, depth 4, 200 nodes, meta",
+        lambda m, r, ids: _graph(m, r.choice(ids), 4, 200),
+    ),
+    Case("recall.graph", "no center (newest 10), depth 2", lambda m, _r, _ids: _graph(m, None, 2, 10)),
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Timed:
+    case: Case
+    p50_ms: float
+    p95_ms: float
+    mean_items: float
+
+
+async def time_case(memory: cpersona.Engine, case: Case, ids: Sequence[str], calls: int) -> Timed:
+    rng = random.Random(f"{_SEED}-{case.name}-{case.what}")
+    for _ in range(_WARMUP):
+        await case.call(memory, rng, ids)
+    samples: list[float] = []
+    items = 0
+    for _ in range(calls):
+        started = time.perf_counter()
+        items += await case.call(memory, rng, ids)
+        samples.append((time.perf_counter() - started) * 1000)
+    return Timed(case, percentile(samples, 0.5), percentile(samples, 0.95), items / calls)
+
+
+async def run_size(
+    size: int, embedding: str, calls: int, rebuild: bool
+) -> tuple[dict[str, Any], list[Timed]]:
+    home, meta = await cached_store(size, embedding, rebuild)
+    ids = [ref.removeprefix("mem:") for ref in meta["refs"]]
+    async with cpersona.open(settings_for(home / "data", embedding), background=False) as memory:
+        # Measured on the cached store itself; these operations only read.
+        return meta, [await time_case(memory, case, ids, calls) for case in CASES]
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+
+def render(args: argparse.Namespace, results: Sequence[tuple[dict[str, Any], list[Timed]]]) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_end = os.getloadavg()
+    lines = [
+        "# Operations speed: the recall operations, one caller",
+        "",
+        f"- command: `python benchmarks/operations_speed.py {shlex.join(sys.argv[1:])}`",
+        f"- date: {now}",
+        f"- git commit: {git_commit()}",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}",
+        f"- load average (1, 5, 15 min) at start {LOAD_AT_START[0]:.1f} / {LOAD_AT_START[1]:.1f} / "
+        f"{LOAD_AT_START[2]:.1f}, at end {load_end[0]:.1f} / {load_end[1]:.1f} / {load_end[2]:.1f}",
+        f"- embedding mode: {args.embedding}; {args.calls} calls per case after {_WARMUP} warm-up calls, one "
+        "at a time, in this process (embedded Redis and Qdrant)",
+        "- store: one agent; timestamps over one year; a third with an emotion; up to 3 associations to "
+        "earlier memories each; one in ten with a `derived_from` context edge",
+        "",
+    ]
+    for meta, timed in results:
+        built = "cached" if meta["from_cache"] else f"built in {meta['build_secs']:.0f} s"
+        lines += [
+            f"## {meta['size']:,} memories ({built})",
+            "",
+            "| operation | case | p50 | p95 | items per call |",
+        ]
+        lines.append("|---|---|---|---|---|")
+        lines += [
+            f"| {t.case.name} | {t.case.what} | {t.p50_ms:.1f} ms | {t.p95_ms:.1f} ms | {t.mean_items:.1f} |"
+            for t in timed
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[10_000, 100_000])
+    parser.add_argument("--calls", type=int, default=200, help="timed calls per case (default 200)")
+    parser.add_argument("--embedding", choices=("none", "onnx"), default="none")
+    parser.add_argument("--rebuild", action="store_true", help="build the stores even when cached")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = build_parser().parse_args(argv)
+
+    async def run_all() -> list[tuple[dict[str, Any], list[Timed]]]:
+        return [await run_size(size, args.embedding, args.calls, args.rebuild) for size in args.sizes]
+
+    results = anyio.run(run_all)
+    out: Path = args.out
+    out.write_text(render(args, results) + "\n")
+    print(out.read_text())
+    return out
+
+
+if __name__ == "__main__":
+    main()
