@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from cpersona.edges.http.app import create_app
+from cpersona.edges.http.routes import OPERATIONS
 from cpersona.edges.mcp.errors import failure
 from cpersona.edges.mcp.server import TOOLS
 from cpersona.edges.mcp.tool import input_schema
@@ -47,13 +48,18 @@ FACTS = (
 )
 
 
+_ROUTE_MODELS = {
+    model for op in OPERATIONS for model in (op.body, op.query, *(op.alternative or ())) if model is not None
+}
+
+
 def _app_settings(settings: Settings) -> Settings:
     return settings.with_(qdrant_url=":memory:", embedding_mode="none")
 
 
 @contextlib.asynccontextmanager
 async def mcp_client(
-    settings: Settings, *, key_agents: frozenset[str] | None = None
+    settings: Settings, *, key_agents: frozenset[str] | None = None, mode: str = "auto"
 ) -> AsyncIterator[Client]:
     """The SDK's client on ``/mcp`` of an app over ``settings``; ``key_agents`` stands for the key the
     API-key layer would have found (the access seam's ``request.state.key_agents``)."""
@@ -68,7 +74,8 @@ async def mcp_client(
             await app(scope, receive, send)
 
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=with_state), base_url="http://mcp.test")
-        async with http, Client(streamable_http_client("http://mcp.test/mcp", http_client=http)) as client:
+        transport = streamable_http_client("http://mcp.test/mcp", http_client=http)
+        async with http, Client(transport, mode=mode) as client:
             yield client
 
 
@@ -94,6 +101,16 @@ async def test_every_tool_is_listed_with_its_models_schema(settings: Settings, r
                 tool.name
             )
             assert listed[tool.name].input_schema["type"] == "object"
+        # The model is a route's own (or that model with the route's path parameters as fields).
+        assert any(issubclass(tool.model, model) for model in _ROUTE_MODELS), tool.name
+
+
+async def test_a_client_of_the_handshake_era_is_served_too(settings: Settings, redis: RedisClient) -> None:
+    async with mcp_client(settings, mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        assert {tool.name for tool in (await client.list_tools()).tools} == {tool.name for tool in TOOLS}
+        body, failed = await call(client, "store", {"agent_id": "old", "content": FACTS[0]})
+        assert (failed, body["result"]) == (False, "stored")
 
 
 async def test_hints_say_what_each_tool_does(settings: Settings, redis: RedisClient) -> None:
