@@ -58,12 +58,17 @@ def _app_settings(settings: Settings) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(
-    settings: Settings, *, key_agents: frozenset[str] | None = None, mode: str = "auto"
-) -> AsyncIterator[Client]:
-    """The SDK's client on ``/mcp`` of an app over ``settings``; ``key_agents`` stands for the key the
-    API-key layer would have found (the access seam's ``request.state.key_agents``)."""
-    app = create_app(_app_settings(settings), background=False)
+async def app_http(
+    settings: Settings,
+    *,
+    key_agents: frozenset[str] | None = None,
+    headers: dict[str, str] | None = None,
+    max_body_bytes: int | None = None,
+) -> AsyncIterator[httpx2.AsyncClient]:
+    """An ``httpx2`` client (the SDK's HTTP client) on an app over ``settings``, in this process;
+    ``key_agents`` stands for the key the API-key layer would have found (the access seam's
+    ``request.state.key_agents``)."""
+    app = create_app(_app_settings(settings), background=False, max_body_bytes=max_body_bytes)
     async with app.router.lifespan_context(app) as state:
         assert state is not None
 
@@ -73,9 +78,25 @@ async def mcp_client(
                 scope["state"]["key_agents"] = key_agents
             await app(scope, receive, send)
 
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=with_state), base_url="http://mcp.test")
+        transport = httpx2.ASGITransport(app=with_state)
+        async with httpx2.AsyncClient(
+            transport=transport, base_url="http://mcp.test", headers=headers
+        ) as http:
+            yield http
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(
+    settings: Settings,
+    *,
+    key_agents: frozenset[str] | None = None,
+    mode: str = "auto",
+    headers: dict[str, str] | None = None,
+) -> AsyncIterator[Client]:
+    """The SDK's client on ``/mcp`` of an app over ``settings`` (see :func:`app_http`)."""
+    async with app_http(settings, key_agents=key_agents, headers=headers) as http:
         transport = streamable_http_client("http://mcp.test/mcp", http_client=http)
-        async with http, Client(transport, mode=mode) as client:
+        async with Client(transport, mode=mode) as client:
             yield client
 
 
@@ -241,6 +262,33 @@ async def test_the_recall_operations(settings: Settings, redis: RedisClient) -> 
         )
         assert failed
         assert refused["error"]["field"].startswith("range")
+
+
+async def test_a_call_without_an_agent_takes_the_callers_as_a_route_does(
+    settings: Settings, redis: RedisClient
+) -> None:
+    async with mcp_client(settings, headers={"X-Cpersona-Agent": "from-header"}) as client:
+        body, failed = await call(client, "store", {"content": FACTS[2]})
+        assert not failed, body
+        listed, _ = await call(client, "list_memories", {})
+        assert [record["agent_id"] for record in listed["records"]] == ["from-header"]
+    async with mcp_client(settings) as client:
+        body, failed = await call(client, "list_memories", {})
+        assert failed
+        assert body["error"]["field"] == "agent_id"
+
+
+async def test_a_message_over_the_apps_body_limit_is_refused(settings: Settings, redis: RedisClient) -> None:
+    # CPERSONA_MAX_BODY_BYTES holds for /mcp as for the routes (the SDK's own limit is 4 MiB).
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 5000}}
+    accept = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    async with app_http(settings, max_body_bytes=4096) as http:
+        refused = await http.post("/mcp", json=message, headers=accept)
+        assert refused.status_code == 413
+        message["params"] = {}
+        listed = await http.post("/mcp", json=message, headers=accept)
+        assert listed.status_code == 200, listed.text
+        assert len(listed.json()["result"]["tools"]) == len(TOOLS)
 
 
 # ------------------------------------------------------------------------------------------ failures

@@ -90,14 +90,15 @@ def create_app(
             finally:
                 tg.cancel_scope.cancel()
 
-    mcp = McpEndpoint()
+    body_limit = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
+    mcp = McpEndpoint(max_body_bytes=body_limit)
     app = Starlette(
         routes=_routes(),
         middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
-    app.state.max_body_bytes = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
+    app.state.max_body_bytes = body_limit
     app.state.mcp = mcp
     return app
 

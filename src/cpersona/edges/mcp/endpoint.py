@@ -27,7 +27,7 @@ __all__ = ["McpEndpoint"]
 class McpEndpoint:
     """The ASGI endpoint of ``/mcp``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_body_bytes: int) -> None:
         # The SDK is imported when an app is built, not when the command line imports the app's module
         # (it costs every other command a few hundred milliseconds).
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -37,11 +37,16 @@ class McpEndpoint:
         self._server = build_server()
         self._manager_class = StreamableHTTPSessionManager
         self._manager: StreamableHTTPSessionManager | None = None
+        # The app's own body limit (CPERSONA_MAX_BODY_BYTES), not the SDK's 4 MiB: an archive imported
+        # through a tool may be as large as one the route takes.
+        self._max_body_bytes = max_body_bytes
 
     def _new_manager(self) -> StreamableHTTPSessionManager:
         # The app's HostGuard already refuses a foreign Host on a loopback server (the SDK's own DNS
         # rebinding check would be a second, differently configured copy of it).
-        return self._manager_class(app=self._server, stateless=True, json_response=True)
+        return self._manager_class(
+            app=self._server, stateless=True, json_response=True, max_request_body_size=self._max_body_bytes
+        )
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
