@@ -291,6 +291,31 @@ async def test_a_message_over_the_apps_body_limit_is_refused(settings: Settings,
         assert len(listed.json()["result"]["tools"]) == len(TOOLS)
 
 
+async def test_a_body_a_browser_sends_cross_site_unasked_is_refused(
+    settings: Settings, redis: RedisClient
+) -> None:
+    # A page may POST text/plain to any origin without asking first (a "simple" request); the transport
+    # answers only application/json, which a browser sends cross-site only after a preflight this server
+    # never grants.
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "stats", "arguments": {}},
+    }
+    async with app_http(settings) as http:
+        refused = await http.post(
+            "/mcp",
+            content=json.dumps(message),
+            headers={"content-type": "text/plain", "accept": "application/json, text/event-stream"},
+        )
+        # The SDK refuses it before reading the message (a 400 naming the Content-Type).
+        assert refused.status_code == 400
+        assert "content-type" in refused.text.lower()
+        preflight = await http.options("/mcp", headers={"origin": "http://evil.test"})
+        assert "access-control-allow-origin" not in preflight.headers
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

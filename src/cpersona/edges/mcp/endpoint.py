@@ -8,6 +8,11 @@ manager's task group is owned by the app's lifespan (:meth:`McpEndpoint.running`
 is entered and left in different tasks (the tests' in-process client) cannot hold a task group across
 them; there each request runs its own manager, which a stateless manager allows at the cost of a task
 group per request.
+
+A web page cannot reach the tools of a local server: its browser sends a cross-site body unasked only
+as ``text/plain`` (or a form), which the transport refuses (400), and asks first for ``application/json``
+or the protocol's headers, which this server never grants; a page that rebinds its own name to loopback
+still names itself in ``Host``, which the app's HostGuard refuses.
 """
 
 from __future__ import annotations

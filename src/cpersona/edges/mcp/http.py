@@ -42,15 +42,15 @@ async def _mcp(request: Request) -> Response:
 MCP_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST", MCP_PATH, _mcp, "MCP streamable HTTP: the tools of cpersona (JSON-RPC 2.0)", None,
-        # The transport's own refusals (400, 406, 413, 415) are JSON-RPC error bodies, not the envelope.
+        # The transport's own refusals (400, 406, 413) are JSON-RPC error bodies, not the envelope.
         errors=(),
         description="The Model Context Protocol's streamable HTTP transport, stateless, answering JSON: "
         "`tools/list` lists every tool with its input schema (the request model of the route that does "
         "the same thing) and `tools/call` runs one. A tool's failure is a result marked `isError` whose "
         "JSON is `{ok: false, error: {code, message, field}}`. A message the transport refuses (malformed "
-        "JSON-RPC 400, an `Accept` without `application/json` 406, over 4 MiB 413, not JSON 415) is "
-        "answered with a JSON-RPC error body. There is no server-to-client "
-        "stream (GET) and no session to end (DELETE).",
+        "JSON-RPC, or a body that is not `application/json`: 400; an `Accept` without `application/json`: "
+        "406; over CPERSONA_MAX_BODY_BYTES: 413) is answered with a JSON-RPC error body. There is no "
+        "server-to-client stream (GET) and no session to end (DELETE).",
     ),
 )  # fmt: skip
 """The route of ``/mcp`` in the HTTP route table (and so in the OpenAPI document)."""
