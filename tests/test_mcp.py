@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from starlette.types import Receive, Scope, Send
 
+    from cpersona.engine.facade import Engine
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
 
@@ -64,8 +65,9 @@ async def app_http(
     key_agents: frozenset[str] | None = None,
     headers: dict[str, str] | None = None,
     max_body_bytes: int | None = None,
-) -> AsyncIterator[httpx2.AsyncClient]:
-    """An ``httpx2`` client (the SDK's HTTP client) on an app over ``settings``, in this process;
+) -> AsyncIterator[tuple[httpx2.AsyncClient, Engine]]:
+    """An ``httpx2`` client (the SDK's HTTP client) on an app over ``settings``, in this process, and the
+    app's engine;
     ``key_agents`` stands for the key the API-key layer would have found (the access seam's
     ``request.state.key_agents``)."""
     app = create_app(_app_settings(settings), background=False, max_body_bytes=max_body_bytes)
@@ -82,7 +84,7 @@ async def app_http(
         async with httpx2.AsyncClient(
             transport=transport, base_url="http://mcp.test", headers=headers
         ) as http:
-            yield http
+            yield http, state["engine"]
 
 
 @contextlib.asynccontextmanager
@@ -94,7 +96,7 @@ async def mcp_client(
     headers: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
     """The SDK's client on ``/mcp`` of an app over ``settings`` (see :func:`app_http`)."""
-    async with app_http(settings, key_agents=key_agents, headers=headers) as http:
+    async with app_http(settings, key_agents=key_agents, headers=headers) as (http, _):
         transport = streamable_http_client("http://mcp.test/mcp", http_client=http)
         async with Client(transport, mode=mode) as client:
             yield client
@@ -264,6 +266,23 @@ async def test_the_recall_operations(settings: Settings, redis: RedisClient) -> 
         assert refused["error"]["field"].startswith("range")
 
 
+async def test_a_querys_request_id_keys_its_reconsolidation(settings: Settings, redis: RedisClient) -> None:
+    async with app_http(settings) as (http, engine):
+        stored = await engine.store(FACTS[1], agent_id="tea")
+        for request_id in ("retry-me", "retry-me", "another"):
+            http.headers["x-request-id"] = request_id
+            transport = streamable_http_client("http://mcp.test/mcp", http_client=http)
+            async with Client(transport) as client:
+                body, failed = await call(client, "query", {"agent_id": "tea", "cue": {"text": "spare keys"}})
+                assert not failed, body
+        assert await engine.drain_reconsolidations() == 3
+        cues = engine._life.backends.cues
+        assert cues is not None
+        found = await cues.stored_fidelity(stored.ref[4:])
+        assert found is not None
+        assert found["reinforcement_count"] == 2  # the retry counted once
+
+
 async def test_a_call_without_an_agent_takes_the_callers_as_a_route_does(
     settings: Settings, redis: RedisClient
 ) -> None:
@@ -282,7 +301,7 @@ async def test_a_message_over_the_apps_body_limit_is_refused(settings: Settings,
     # CPERSONA_MAX_BODY_BYTES holds for /mcp as for the routes (the SDK's own limit is 4 MiB).
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 5000}}
     accept = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
-    async with app_http(settings, max_body_bytes=4096) as http:
+    async with app_http(settings, max_body_bytes=4096) as (http, _):
         refused = await http.post("/mcp", json=message, headers=accept)
         assert refused.status_code == 413
         message["params"] = {}
@@ -303,7 +322,7 @@ async def test_a_body_a_browser_sends_cross_site_unasked_is_refused(
         "method": "tools/call",
         "params": {"name": "stats", "arguments": {}},
     }
-    async with app_http(settings) as http:
+    async with app_http(settings) as (http, _):
         refused = await http.post(
             "/mcp",
             content=json.dumps(message),

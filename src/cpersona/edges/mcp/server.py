@@ -109,7 +109,7 @@ async def run_tool(tool: Tool, ctx: Context, arguments: Mapping[str, Any]) -> tu
         engine = _engine(ctx)
         request = _read(tool, ctx, engine, arguments)
         _permit(ctx, request)
-        return dict(await tool.call(engine, request)), False
+        return dict(await tool.call(engine, request, _request_id(ctx))), False
     except Exception as exc:
         return {**failure(exc, tool.name), **tool.empty}, True
 
@@ -145,6 +145,12 @@ def _permit(ctx: Context, request: RequestModel) -> None:
 def _http_request(ctx: Context) -> Request | None:
     request = ctx.request
     return request if isinstance(request, Request) else None
+
+
+def _request_id(ctx: Context) -> str | None:
+    http = _http_request(ctx)
+    found = http.scope.get("state", {}).get("request_id") if http is not None else None
+    return found if isinstance(found, str) else None
 
 
 def _engine(ctx: Context) -> Engine:

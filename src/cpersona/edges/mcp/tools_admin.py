@@ -36,56 +36,56 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
     return ForgetUnconfirmed("confirm", "deleting all data of an agent needs confirm: 'true'")
 
 
-async def _delete(engine: Engine, req: Any) -> dict[str, Any]:
+async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     return (await engine.delete(req.ref, agent_id=req.agent_id)).to_json()
 
 
-async def _delete_agent(engine: Engine, req: Any) -> dict[str, Any]:
+async def _delete_agent(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     return {**(await engine.delete_agent_data(req.agent_id)).to_json(), "agent_id": req.agent_id}
 
 
-async def _calibrate(engine: Engine, req: CalibrateRequest) -> dict[str, Any]:
+async def _calibrate(engine: Engine, req: CalibrateRequest, _: str | None) -> dict[str, Any]:
     return {"ok": True, "calibration": await engine.calibrate(req.agent_id, precision=req.precision)}
 
 
-async def _select_gate(engine: Engine, req: GateRequest) -> dict[str, Any]:
+async def _select_gate(engine: Engine, req: GateRequest, _: str | None) -> dict[str, Any]:
     return {"ok": True, **await engine.select_gate(req.agent_id, req.gate)}
 
 
-async def _stats(engine: Engine, req: StatsQuery) -> dict[str, Any]:
+async def _stats(engine: Engine, req: StatsQuery, _: str | None) -> dict[str, Any]:
     return await engine.stats(req.agent_id)
 
 
-async def _health(engine: Engine, req: NoQuery) -> dict[str, Any]:
+async def _health(engine: Engine, req: NoQuery, _: str | None) -> dict[str, Any]:
     return {"ok": True, "status": "ok", **await engine.health()}
 
 
-async def _decay_tick(engine: Engine, req: DecayTickRequest) -> dict[str, Any]:
+async def _decay_tick(engine: Engine, req: DecayTickRequest, _: str | None) -> dict[str, Any]:
     return (await engine.decay_tick(**arguments(req))).to_json()
 
 
-async def _decay_forecast(engine: Engine, req: DecayForecastRequest) -> dict[str, Any]:
+async def _decay_forecast(engine: Engine, req: DecayForecastRequest, _: str | None) -> dict[str, Any]:
     return (await engine.decay_forecast(**arguments(req))).to_json()
 
 
-async def _forget(engine: Engine, req: ForgetRequest) -> dict[str, Any]:
+async def _forget(engine: Engine, req: ForgetRequest, _: str | None) -> dict[str, Any]:
     args = arguments(req)
     if "temporal_range" in args:
         args["temporal_range"] = args["temporal_range"].model_dump()
     return (await engine.forget(**args)).to_json()
 
 
-async def _consolidate(engine: Engine, req: ConsolidateRequest) -> dict[str, Any]:
+async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -> dict[str, Any]:
     return (await engine.consolidate(**arguments(req))).to_json()
 
 
-async def _export(engine: Engine, req: ExportRequest) -> dict[str, Any]:
+async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
     keep = ("agent_id", "stores", "include_raw_journal", "encryption_key")
     return (await engine.export(**{k: v for k, v in arguments(req).items() if k in keep})).to_json()
 
 
-async def _import(engine: Engine, req: ImportRequest) -> dict[str, Any]:
+async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
     args = arguments(req)
     agent, data = args.pop("agent_id"), args.pop("archive_data")
     # archive_id is informational.

@@ -46,23 +46,23 @@ MemoryList = fixed(ListQuery, "ListMemoriesArguments", "kind", "memory")
 EpisodeList = fixed(ListQuery, "ListEpisodesArguments", "kind", "episode")
 
 
-async def _recall(engine: Engine, req: RecallQuery) -> dict[str, Any]:
+async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, Any]:
     return (await engine.recall(**arguments(req), limit_cap=_MAX_LIMIT)).to_json()
 
 
-async def _reconstruct(engine: Engine, req: ReconstructRequest) -> dict[str, Any]:
+async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
     return (await engine.reconstruct(**arguments(req))).to_json()
 
 
-async def _traverse(engine: Engine, req: TraverseRequest) -> dict[str, Any]:
+async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
     return (await engine.traverse(**arguments(req))).to_json()
 
 
-async def _raw_query(engine: Engine, req: RawQueryRequest) -> dict[str, Any]:
+async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:
     return (await engine.raw_query(**arguments(req))).to_json()
 
 
-async def _get_contents(engine: Engine, req: Any) -> dict[str, Any]:
+async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     missing: list[str] = []
     # One ref that is not the agent's is reported, not the whole read refused.
@@ -74,12 +74,12 @@ async def _get_contents(engine: Engine, req: Any) -> dict[str, Any]:
     return {"ok": True, "records": records, "not_found": missing}
 
 
-async def _get_profile(engine: Engine, req: Any) -> dict[str, Any]:
+async def _get_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     record = await engine.get_profile(req.agent_id)
     return {"ok": True, "profile": None if record is None else record_to_json(record)}
 
 
-async def _list(engine: Engine, req: ListQuery) -> dict[str, Any]:
+async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]:
     records = await engine.list(
         req.kind,
         agent_id=req.agent_id,

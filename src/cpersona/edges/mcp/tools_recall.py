@@ -21,20 +21,21 @@ AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}",
 """``POST /v1/recall/associate/{record_id}``'s body with its path's record."""
 
 
-async def _query(engine: Engine, req: CueQueryRequest) -> dict[str, Any]:
-    # No request id: each call is its own reconsolidation (a client's retry of a call is a new call).
-    return (await engine.query_request(req)).to_json()
+async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
+    # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
+    # strengthens nothing twice (over stdio each call is its own).
+    return (await engine.query_request(req, request_id)).to_json()
 
 
-async def _associate(engine: Engine, req: Any) -> dict[str, Any]:
+async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     return (await engine.associate_request(req.record_id, req)).to_json()
 
 
-async def _timeline(engine: Engine, req: TimelineRequest) -> dict[str, Any]:
+async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
     return (await engine.timeline(**arguments(req))).to_json()
 
 
-async def _graph(engine: Engine, req: GraphRequest) -> dict[str, Any]:
+async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, Any]:
     return (await engine.graph(**arguments(req))).to_json()
 
 

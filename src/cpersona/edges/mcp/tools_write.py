@@ -27,28 +27,28 @@ UpdateArguments = route_arguments("PATCH", "/v1/encode/{ref}", "UpdateMemoryArgu
 """``PATCH /v1/encode/{ref}``'s body with its path's ref."""
 
 
-async def _store(engine: Engine, req: StoreRequest) -> dict[str, Any]:
+async def _store(engine: Engine, req: StoreRequest, _: str | None) -> dict[str, Any]:
     return (await engine.store(**arguments(req))).to_json()
 
 
-async def _store_raw(engine: Engine, req: RawRequest) -> dict[str, Any]:
+async def _store_raw(engine: Engine, req: RawRequest, _: str | None) -> dict[str, Any]:
     return (await engine.store_raw(**arguments(req))).to_json()
 
 
-async def _archive_episode(engine: Engine, req: EpisodeRequest) -> dict[str, Any]:
+async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -> dict[str, Any]:
     return (await engine.archive_episode(**arguments(req))).to_json()
 
 
-async def _declare(engine: Engine, req: DeclareRequest) -> dict[str, Any]:
+async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
     return (await engine.declare_associations(**arguments(req))).to_json()
 
 
-async def _update_profile(engine: Engine, req: Any) -> dict[str, Any]:
+async def _update_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     record = await engine.update_profile(req.agent_id, req.profile)
     return {"ok": True, "profile": record_to_json(record)}
 
 
-async def _update_memory(engine: Engine, req: Any) -> dict[str, Any]:
+async def _update_memory(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     # A bare UUID names a memory, as the route reads it (only memories are updated).
     ref = req.ref if req.ref.startswith("mem:") else f"mem:{req.ref.lower()}"
     record = await engine.update(ref, agent_id=req.agent_id, **req.changes())
