@@ -110,3 +110,14 @@ async def test_a_session_over_streamable_http_and_stdio_refused_beside_it(tmp_pa
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
+
+
+async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")} | _server_env(tmp_path)
+    env["CPERSONA_URL"] = "http://127.0.0.1:9"
+    with anyio.fail_after(120):
+        refused = await anyio.run_process([sys.executable, "-m", "cpersona", "mcp"], env=env, check=False)
+    assert refused.returncode == 1
+    assert "http://127.0.0.1:9/mcp" in refused.stderr.decode()
+    # Nothing was opened: the refusal comes before an engine.
+    assert not (tmp_path / "redis").exists()

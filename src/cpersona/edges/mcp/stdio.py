@@ -3,7 +3,8 @@
 The process opens its own engine on the data dir (with the background tasks ``cpersona.open`` runs) and
 serves one client on stdin and stdout until the client closes stdin. Logs go to stderr; stdout carries
 only the protocol. No key is in force: whoever can start the command can read the data dir anyway. A
-data dir that a ``cpersona serve`` already holds is refused in one line that names the server's ``/mcp``.
+server to ask (``CPERSONA_URL``, or the ``cpersona serve`` that holds the data dir) is not bypassed:
+the command refuses in one line that names that server's ``/mcp``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from cpersona.edges.cli.service import ServerRefused, server_url
 from cpersona.edges.mcp import MCP_PATH
 from cpersona.engine.facade import Engine
-from cpersona.errors import DataDirLocked
-from cpersona.stores.redis.server_record import running_server_url
 
 if TYPE_CHECKING:
     import argparse
@@ -39,11 +39,13 @@ def add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def mcp_command(settings: Settings) -> int:
-    url = running_server_url(settings.data_dir)
+    url = server_url(settings)
     if url is not None:
-        # The engine would refuse the locked dir too, but without saying where the tools already are.
-        raise DataDirLocked(
-            str(settings.data_dir), f"the server at {url}, whose MCP tools are at {url}{MCP_PATH}"
+        # A second engine on the server's data would be refused (the dir's lock) or, on shared backends,
+        # would be a second set of background tasks beside the server's: its own /mcp serves these tools.
+        raise ServerRefused(
+            f"the server at {url} serves this data (CPERSONA_URL, or the server that holds the data dir); "
+            f"point the MCP client at {url}{MCP_PATH} (streamable HTTP) instead of cpersona mcp"
         )
     await serve_stdio(settings)
     return 0
