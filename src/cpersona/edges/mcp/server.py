@@ -76,10 +76,19 @@ def build_server(lifespan: Lifespan | None = None) -> Server[dict[str, Any]]:
     """The server over :data:`TOOLS`. ``lifespan`` yields ``{"engine": Engine}`` where no HTTP request
     brings the engine (stdio); over HTTP the default, empty one is right."""
     by_name = {tool.name: tool for tool in TOOLS}
+    # The listing depends only on the engine's settings, fixed for its life; building its schemas takes
+    # some 25 ms of the event loop, so it is built once per settings (the settings kept, so their id
+    # cannot be reused by others).
+    listings: dict[int, tuple[Settings, types.ListToolsResult]] = {}
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         settings = _engine(ctx).settings
-        return types.ListToolsResult(tools=[tool_listing(tool, settings) for tool in TOOLS])
+        built = listings.get(id(settings))
+        if built is None or built[0] is not settings:
+            built = (settings, types.ListToolsResult(tools=[tool_listing(tool, settings) for tool in TOOLS]))
+            listings[id(settings)] = built
+        # A copy: the SDK may fill in fields of the result it answers with.
+        return built[1].model_copy(deep=True)
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = by_name.get(params.name)
