@@ -66,6 +66,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides["host"] = args.host
         if args.port is not None:
             overrides["port"] = args.port
+        if args.workers is not None:
+            overrides["workers"] = args.workers
     return Settings.from_env(None, **overrides)
 
 

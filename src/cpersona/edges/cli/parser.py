@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     p.add_argument("--host", help="listen address (CPERSONA_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (CPERSONA_PORT, default 8077)")
+    p.add_argument(
+        "--workers", type=int, help="server processes (CPERSONA_WORKERS, default 1; more need --redis-url)"
+    )
 
     add_mcp_parser(sub, common)
     _write_commands(sub, common)

@@ -39,6 +39,7 @@ _PREFIX = "#/components/schemas/"
 _ERROR_TEXT = {
     400: "Bad input (VALIDATION_ERROR; MODALITY_UNSUPPORTED for a recall cue no model here reads; or "
     "FORGET_UNCONFIRMED); `error.field` names the field, or the key a body gives more than once",
+    403: "The request's key may not act for the agent it names (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
     409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
@@ -185,7 +186,9 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
     if op.alternative is not None:
         ok = {"oneOf": [ok, _ref(op.alternative[1])]}
-    success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
+    if op.media_type != "application/json":
+        ok = {"type": "string"}
+    success: dict[str, Any] = {"description": "Success", "content": {op.media_type: {"schema": ok}}}
     links = _links(op)
     if links:
         success["links"] = links
