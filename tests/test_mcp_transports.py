@@ -16,9 +16,9 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from tests.serving import free_port, start_serve, wait_healthy
 
 from cpersona.edges.mcp.server import TOOLS
+from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
