@@ -48,6 +48,7 @@ from cpersona.edges.cli.serving import serve_command
 from cpersona.edges.cli.timeline import timeline_command
 from cpersona.edges.cli.trace_tail import tail_traces
 from cpersona.edges.http.app import single_error
+from cpersona.edges.mcp.stdio import mcp_command
 from cpersona.engine.facade import Engine
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, InvalidSetting
 from cpersona.settings import Settings
@@ -251,6 +252,8 @@ _COMMANDS: dict[str, _Command] = {
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "serve":
         return await serve_command(settings)
+    if args.command == "mcp":
+        return await mcp_command(settings)
     if args.command == "trace":
         return await _trace_tail(settings, args)
     if args.command == "keys":

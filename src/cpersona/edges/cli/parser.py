@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from cpersona.edges.cli.keys import add_keys_parser
 from cpersona.edges.cli.raw import add_raw_parser
 from cpersona.edges.cli.timeline import add_timeline_parser
+from cpersona.edges.mcp.stdio import add_mcp_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, help="server processes (CPERSONA_WORKERS, default 1; more need --redis-url)"
     )
 
+    add_mcp_parser(sub, common)
     _write_commands(sub, common)
     _read_commands(sub, common)
     _admin_commands(sub, common)

@@ -16,7 +16,8 @@ from pydantic.json_schema import models_json_schema
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import AGENT_HEADER, query_params, takes_agent
-from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS, engine_of
+from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS
+from cpersona.edges.http.state import engine_of
 from cpersona.model.fields import schema_limits, validate
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.responses import ErrorResponse

@@ -25,6 +25,7 @@ from cpersona.edges.http.records import record_to_json
 from cpersona.edges.http.state import engine_of
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.edges.http.trace_page import TRACE_OPERATIONS
+from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
@@ -357,4 +358,5 @@ OPERATIONS: tuple[Operation, ...] = (
     *QUERY_OPERATIONS,
     *KEY_OPERATIONS,
     *TRACE_OPERATIONS,
+    *MCP_OPERATIONS,
 )  # fmt: skip
