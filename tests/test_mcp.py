@@ -411,13 +411,21 @@ async def test_a_key_acts_only_for_its_agents(settings: Settings, redis: RedisCl
             ("recall", {"agent_id": "other", "query": "spare keys"}),
             ("list_memories", {"agent_id": "other"}),
             ("delete_agent_data", {"agent_id": "other", "confirm": "true"}),
-            ("stats", {}),
         ):
             body, failed = await call(client, name, arguments)
             assert failed, name
             assert body["error"]["code"] == "FORBIDDEN", name
         _, failed = await call(client, "stats", {"agent_id": "mine"})
         assert not failed
+        # A key bound to one agent names the scope of a call that names none: its agent's stats.
+        own, failed = await call(client, "stats", {})
+        assert not failed
+        assert own["memories"] == 1
+    async with mcp_client(settings, key_agents=frozenset({"mine", "yours"})) as client:
+        # "Every agent" is more than a key bound to some agents may see.
+        body, failed = await call(client, "stats", {})
+        assert failed
+        assert body["error"]["code"] == "FORBIDDEN"
     async with mcp_client(settings) as open_client:
         left, _ = await call(open_client, "list_memories", {"agent_id": "other"})
     assert left["count"] == 1

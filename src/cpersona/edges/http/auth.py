@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from cpersona.model.api_keys import ApiKey
     from cpersona.settings import Settings
 
-__all__ = ["OPEN_PATHS", "KeyGuard", "KeyRequired", "RateLimited", "keys_in_force", "require_admin"]
+__all__ = [
+    "ADMIN_ONLY_TOOLS",
+    "OPEN_PATHS",
+    "KeyGuard",
+    "KeyRequired",
+    "RateLimited",
+    "keys_in_force",
+    "require_admin",
+]
 
 # The trace page is only its HTML and script (edges/http/trace_page.py's PAGE_PATH): a browser loads
 # it with no way to send a header, and its stream (GET /v1/traces/stream) sends the key typed into it.
@@ -43,6 +51,8 @@ agent's data in any)."""
 
 # Paths (by method) that need an admin key: making and revoking keys, deleting an agent's data.
 _ADMIN_PREFIXES = (("", "/v1/keys"), ("DELETE", "/v1/agents/"))
+ADMIN_ONLY_TOOLS = frozenset({"delete_agent_data"})
+"""The MCP tools that need an admin key, as their routes do (deleting an agent's data)."""
 
 
 class KeyRequired(CpersonaError):

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 
 from cpersona.edges.http.access import AgentForbidden, key_agents, permit
+from cpersona.edges.http.auth import ADMIN_ONLY_TOOLS, require_admin
 from cpersona.edges.http.reading import caller_agent, takes_agent, with_agent
 from cpersona.edges.mcp.errors import failure
 from cpersona.edges.mcp.tool import Tool, acting_agents, input_schema
@@ -118,6 +119,9 @@ async def run_tool(tool: Tool, ctx: Context, arguments: Mapping[str, Any]) -> tu
         engine = _engine(ctx)
         request = _read(tool, ctx, engine, arguments)
         _permit(ctx, request)
+        http = _http_request(ctx)
+        if tool.name in ADMIN_ONLY_TOOLS and http is not None:
+            require_admin(http)  # as DELETE /v1/agents/{id}: an admin key's alone (edges/http/auth.py)
         return dict(await tool.call(engine, request, _request_id(ctx))), False
     except Exception as exc:
         return {**failure(exc, tool.name), **tool.empty}, True

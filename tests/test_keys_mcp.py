@@ -1,0 +1,107 @@
+"""API keys on ``/mcp``: the SDK's client over streamable HTTP with real keys (the auth middleware, not a
+stand-in): no key is refused before any tool runs; a key's tools act only for its agents, and nothing of
+another agent's comes back; deleting an agent's data is an admin key's alone, as over REST."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from cpersona.edges.http.app import create_app
+from cpersona.keys import Keys
+from cpersona.stores.redis.api_keys import ApiKeyStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.types import Receive, Scope, Send
+
+    from cpersona.settings import Settings
+    from cpersona.stores.redis.connection import RedisClient
+
+
+@contextlib.asynccontextmanager
+async def _keyed_mcp(settings: Settings, token: str | None) -> AsyncIterator[Client]:
+    app = create_app(
+        settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on", rate_limit_per_sec=0),
+        background=False,
+    )
+    headers = {"authorization": f"Bearer {token}"} if token else None
+    async with app.router.lifespan_context(app) as state:
+        assert state is not None
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        transport = httpx2.ASGITransport(app=with_state)
+        async with (
+            httpx2.AsyncClient(transport=transport, base_url="http://mcp.test", headers=headers) as http,
+            Client(streamable_http_client("http://mcp.test/mcp", http_client=http)) as client,
+        ):
+            yield client
+
+
+async def _call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    result = await client.call_tool(name, arguments)
+    text = getattr(result.content[0], "text", "")
+    answer: dict[str, Any] = json.loads(text)
+    return answer, result.is_error
+
+
+async def test_mcp_without_a_key_is_refused(settings: Settings, redis: RedisClient) -> None:
+    # Refused by the middleware before the MCP session starts: the one envelope, as on every route.
+    app = create_app(
+        settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on"), background=False
+    )
+    async with app.router.lifespan_context(app) as state:
+        assert state is not None
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        transport = httpx2.ASGITransport(app=with_state)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://mcp.test") as http:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+            answer = await http.post(
+                "/mcp", json=hello, headers={"accept": "application/json, text/event-stream"}
+            )
+    assert answer.status_code == 401
+    assert answer.json()["code"] == "UNAUTHORIZED"
+
+
+async def test_mcp_tools_act_only_for_the_keys_agents(settings: Settings, redis: RedisClient) -> None:
+    store = ApiKeyStore(redis, Keys(settings.key_prefix))
+    ann, _ = await store.create(["ann"], admin=False, name=None)
+    bob, _ = await store.create(["bob"], admin=False, name=None)
+    root, _ = await store.create([], admin=True, name=None)
+    async with _keyed_mcp(settings, bob) as client:
+        _, failed = await _call(client, "store", {"agent_id": "bob", "content": "bob's boiler code is 4711"})
+        assert not failed
+    async with _keyed_mcp(settings, ann) as client:
+        _, failed = await _call(client, "store", {"content": "ann waters the garden on friday"})
+        assert not failed  # the key's one agent is the scope of a call that names none
+        for name, arguments in (
+            ("recall", {"agent_id": "bob", "query": "boiler code"}),
+            ("list_memories", {"agent_id": "bob"}),
+            ("store", {"agent_id": "bob", "content": "x"}),
+        ):
+            body, failed = await _call(client, name, arguments)
+            assert failed, name
+            assert body["error"]["code"] == "FORBIDDEN", (name, body)
+        for name, arguments in (("recall", {"query": "boiler code 4711"}), ("list_memories", {})):
+            body, failed = await _call(client, name, arguments)
+            assert not failed, (name, body)
+            assert "4711" not in json.dumps(body), (name, body)
+        own, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
+        assert failed
+        assert own["error"]["code"] == "FORBIDDEN"
+    async with _keyed_mcp(settings, root) as client:
+        gone, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
+        assert not failed, gone
