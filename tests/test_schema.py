@@ -109,6 +109,9 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ("GET", "/traces"): ({"agent_id": AGENT}, None),
     ("GET", "/v1/traces/stream"): ({"agent_id": AGENT}, None),
     ("POST", "/mcp"): ({}, None),
+    ("POST", "/v1/keys"): ({"agents": [AGENT], "name": "n"}, ("admin", "yes", "admin")),
+    ("GET", "/v1/keys"): ({}, None),
+    ("DELETE", "/v1/keys/{key_id}"): ({}, None),
 }
 # MCP's transport speaks JSON-RPC, not the envelope; its tools' arguments (each a route's model) are
 # refused by name in tests/test_mcp.py.
@@ -181,7 +184,8 @@ def test_the_document_shows_the_settings_limits_policies_and_version() -> None:
 
 
 def _url(path: str, ref: str) -> str:
-    return path.replace("{ref}", ref).replace("{agent_id}", AGENT).replace("{record_id}", ref)
+    out = path.replace("{ref}", ref).replace("{agent_id}", AGENT).replace("{record_id}", ref)
+    return out.replace("{key_id}", "0" * 12)
 
 
 async def _send(

@@ -39,6 +39,7 @@ __all__ = [
     "KeyGuard",
     "KeyRequired",
     "RateLimited",
+    "admin_only",
     "keys_in_force",
     "require_admin",
 ]
@@ -101,8 +102,8 @@ def _bearer(scope: Scope) -> str:
     return token.strip()
 
 
-def _needs_admin(scope: Scope) -> bool:
-    method, path = scope.get("method", ""), scope.get("path", "")
+def admin_only(method: str, path: str) -> bool:
+    """Whether a request of ``method`` on ``path`` needs an admin key (the key routes, deleting an agent)."""
     return any((not want or method == want) and path.startswith(pre) for want, pre in _ADMIN_PREFIXES)
 
 
@@ -133,6 +134,6 @@ class KeyGuard:
             raise KeyRequired("the API key is not valid (unknown or revoked)")
         if wait > 0:
             raise RateLimited(max(1, math.ceil(wait)))
-        if not key.admin and _needs_admin(scope):
+        if not key.admin and admin_only(scope.get("method", ""), scope.get("path", "")):
             raise AgentForbidden("this needs an admin key")
         return key

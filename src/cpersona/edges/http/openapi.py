@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import TypeAdapter
 from pydantic.json_schema import models_json_schema
 
+from cpersona.edges.http.auth import OPEN_PATHS, admin_only
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import AGENT_HEADER, query_params, takes_agent
@@ -249,6 +250,13 @@ def _links(op: Operation) -> dict[str, Any]:
 def _statuses(op: Operation) -> list[int]:
     # Every route may meet the Host check; every route that reads a body, the media-type check.
     own = {*op.errors, 421, 500} | ({415} if op.body is not None else set())
+    if op.path not in OPEN_PATHS:
+        # With API keys in force (edges/http/auth.py): no live key, or over its limit; and another
+        # agent's scope where the route names an agent, or a key that is no admin's where it needs one.
+        own |= {401, 429}
+        names_agent = "agent_id" in op.path_params or takes_agent(op.query)
+        if names_agent or (op.body is not None and takes_agent(op.body)) or admin_only(op.method, op.path):
+            own.add(403)
     return sorted(own)
 
 
