@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import httpx2
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -105,3 +109,77 @@ async def test_mcp_tools_act_only_for_the_keys_agents(settings: Settings, redis:
     async with _keyed_mcp(settings, root) as client:
         gone, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
         assert not failed, gone
+
+
+_WORDS = ("deploy", "key", "friday", "rotate", "green", "build")
+
+
+def _read_tools(question: str, refs: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Every read tool, naming no agent (the key's one agent is the scope); B's refs where it takes refs."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("recall", {"query": question, "limit": 50}),
+        ("reconstruct", {"query": question}),
+        ("query", {"cue": {"text": question}}),
+        ("traverse", {"entity": question.split()[0]}),
+        ("list_memories", {}),
+        ("list_episodes", {}),
+        ("get_profile", {}),
+        ("raw_query", {}),
+        ("timeline", {"range": {"start": 0, "end": "2100-01-01"}}),
+        ("graph", {}),
+        ("stats", {}),
+        ("export_memories", {}),
+    ]
+    if refs:
+        calls += [
+            ("get_contents", {"refs": refs}),
+            ("decay_forecast", {"record_ids": [r.removeprefix("mem:") for r in refs], "forecast_at": 2e9}),
+        ]
+        calls += [("associate", {"record_id": ref}) for ref in refs]
+    return calls
+
+
+@hsettings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    memories=st.lists(
+        st.tuples(st.sampled_from(("a", "b")), st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3)),
+        min_size=1,
+        max_size=6,
+    ),
+    question=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3),
+)
+async def test_a_key_for_a_never_sees_anything_of_b_through_any_tool(
+    settings: Settings, redis: RedisClient, memories: list[tuple[str, list[str]]], question: list[str]
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    agents = {"a": f"ann-{run}", "b": f"bob-{run}"}
+    store = ApiKeyStore(redis, Keys(settings.key_prefix))
+    tokens = {
+        side: (await store.create([agent], admin=False, name=None))[0] for side, agent in agents.items()
+    }
+    b_refs: list[str] = []
+    marks: list[str] = []
+    for i, (side, words) in enumerate(memories):
+        mark = f"mark{side}{run}{i}"
+        async with _keyed_mcp(settings, tokens[side]) as client:
+            stored, failed = await _call(client, "store", {"content": " ".join([*words, mark])})
+        assert not failed, stored
+        if side == "b":
+            b_refs.append(stored["ref"])
+            marks.append(mark)
+    leaks = [*marks, agents["b"]]
+    async with _keyed_mcp(settings, tokens["a"]) as client:
+        for name, arguments in _read_tools(" ".join(question), b_refs):
+            body, failed = await _call(client, name, arguments)
+            text = json.dumps(body)
+            # A refusal may repeat the refs the call itself sent; nothing else of B's comes back.
+            assert not [leak for leak in leaks if leak in text], (name, arguments, body)
+            if failed:
+                assert body["error"]["code"] in ("RECORD_NOT_FOUND", "VALIDATION_ERROR"), (name, body)
+            sent = json.dumps(arguments)
+            for bare in (ref.removeprefix("mem:") for ref in b_refs):
+                if bare not in sent:
+                    assert bare not in text, (name, body)
+            named, refused = await _call(client, name, {**arguments, "agent_id": agents["b"]})
+            assert refused, (name, named)
+            assert named["error"]["code"] == "FORBIDDEN", (name, named)
