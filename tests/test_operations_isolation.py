@@ -283,7 +283,7 @@ async def check_lifecycle(engine: cpersona.Engine, world: World, agent: int) -> 
     assert await engine.list("memory", agent_id=world.agents[agent]) == []
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     memories=st.lists(memory_st, max_size=10),
     raws=st.lists(raw_st, min_size=1, max_size=6),
