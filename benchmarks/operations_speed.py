@@ -8,10 +8,10 @@ Each operation is a named case in :data:`CASES` — a function that makes one ca
 generator and the store's ids — timed ``--calls`` times after a short warm-up, one call at a time:
 timeline, graph, recall.query by a text, an emotion and a temporal cue (and all three), associate, and
 the raw query. The cue queries there pass ``reconsolidate: false``; its cost is measured apart, paired
-(:func:`paired_reconsolidation`): each cue is queried with false, false again and true, in a shuffled
-order, and the per-cue differences against the first false are compared with the false-against-false
-noise. The engine runs its background task group, so the strengthening is written as a server writes
-it, beside the calls that follow.
+(:func:`paired_reconsolidation`): blocks of ten cues are each queried with false, false again and
+true, in a shuffled order, and the per-cue differences against the first false are compared with the
+false-against-false noise. The engine runs its background task group, so the strengthening is written
+as a server writes it, beside the calls that follow.
 
 Stores are cached under ``benchmarks/.cache/operations_speed/`` (gitignored), keyed by size, embedding
 mode and :data:`_CACHE_VERSION` (bump it when the generated corpus or the stored layout changes). The
@@ -302,10 +302,17 @@ async def time_case(memory: cpersona.Engine, case: Case, ids: Sequence[str], cal
 _ARMS = ("false", "false, again", "true")
 
 
+_BLOCK = 10  # cues per block
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Paired:
-    """recall.query by the same text cue with ``reconsolidate`` false, false again and true, the three
-    calls of one cue in a shuffled order: the second false is the noise the difference is read against."""
+    """recall.query by the same text cues with ``reconsolidate`` false, false again and true.
+
+    The cues come in blocks of ten; each block is queried under the three settings, one after the other
+    in a shuffled order. In blocks, so the strengthening a true call queues, which the background task
+    group writes while the next calls run, slows calls of its own setting rather than the other two's;
+    the second false is the noise the difference is read against."""
 
     samples: dict[str, list[float]]
     applied: int
@@ -318,12 +325,14 @@ async def paired_reconsolidation(memory: cpersona.Engine, calls: int) -> Paired:
     rng = random.Random(f"{_SEED}-reconsolidate")
     samples: dict[str, list[float]] = {arm: [] for arm in _ARMS}
     before = memory.reconsolidation_stats().applied
-    for n in range(_WARMUP + calls):
-        cue = {"text": rng.choice(_CUES)}
+    for _ in range(_WARMUP):
+        await memory.query({"text": rng.choice(_CUES)}, agent_id=AGENT, reconsolidate=False)
+    for _ in range(-(-calls // _BLOCK)):
+        cues = [{"text": rng.choice(_CUES)} for _ in range(_BLOCK)]
         for arm in rng.sample(_ARMS, len(_ARMS)):
-            started = time.perf_counter()
-            await memory.query(cue, agent_id=AGENT, reconsolidate=arm == "true")
-            if n >= _WARMUP:
+            for cue in cues:
+                started = time.perf_counter()
+                await memory.query(cue, agent_id=AGENT, reconsolidate=arm == "true")
                 samples[arm].append((time.perf_counter() - started) * 1000)
     # The background task group wrote them meanwhile; what is left is written now, and counted.
     await memory.drain_reconsolidations()
@@ -357,9 +366,9 @@ def render_paired(paired: Paired) -> list[str]:
     rng = random.Random(_SEED)
     lines = [
         "",
-        "`reconsolidate` on recall.query (text cue, limit 10, depth 2), paired: each cue queried with "
-        f"false, false again and true in a shuffled order; {paired.applied} memories strengthened by the "
-        "background task group meanwhile",
+        "`reconsolidate` on recall.query (text cue, limit 10, depth 2), paired: blocks of 10 cues, each "
+        "block queried with false, false again and true, in a shuffled order; "
+        f"{paired.applied} memories strengthened by the background task group meanwhile",
         "",
         "| reconsolidate | p50 | p95 | median of (this - false) per cue | its 95% interval |",
         "|---|---|---|---|---|",
