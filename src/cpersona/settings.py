@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     key_prefix: str = "cpersona"
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8077
+    # Server processes of ``cpersona serve`` on the one port; above 1 they need the shared engines
+    # (CPERSONA_REDIS_URL, and CPERSONA_QDRANT_URL unless the embedder is off).
+    workers: _Count = 1
     # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
     url: str | None = None
     # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
@@ -136,6 +139,8 @@ class Settings(BaseSettings):
     trace_queue_size: _Count = 1_000
     trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     trace_sample_seed: int | None = None
+    # Trace streams (GET /v1/traces/stream) one worker serves at once; each holds a Redis connection.
+    trace_streams_max: _Count = 64
 
     # A decay tick deletes the memories it finds below the prune threshold only when this is on; off, they
     # are kept as *decayed* (hidden by the recall operations unless include_decayed).

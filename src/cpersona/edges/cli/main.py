@@ -47,6 +47,7 @@ from cpersona.edges.cli.serving import serve_command
 from cpersona.edges.cli.timeline import timeline_command
 from cpersona.edges.cli.trace_tail import tail_traces
 from cpersona.edges.http.app import single_error
+from cpersona.edges.mcp.stdio import mcp_command
 from cpersona.engine.facade import Engine
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest, InvalidSetting
 from cpersona.settings import Settings
@@ -65,6 +66,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides["host"] = args.host
         if args.port is not None:
             overrides["port"] = args.port
+        if args.workers is not None:
+            overrides["workers"] = args.workers
     return Settings.from_env(None, **overrides)
 
 
@@ -248,6 +251,8 @@ _COMMANDS: dict[str, _Command] = {
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "serve":
         return await serve_command(settings)
+    if args.command == "mcp":
+        return await mcp_command(settings)
     if args.command == "trace":
         return await _trace_tail(settings, args)
     if args.command == "forget" and not args.yes:

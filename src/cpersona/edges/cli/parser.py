@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from cpersona.edges.cli.raw import add_raw_parser
 from cpersona.edges.cli.timeline import add_timeline_parser
+from cpersona.edges.mcp.stdio import add_mcp_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
 
@@ -40,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     p.add_argument("--host", help="listen address (CPERSONA_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (CPERSONA_PORT, default 8077)")
+    p.add_argument(
+        "--workers", type=int, help="server processes (CPERSONA_WORKERS, default 1; more need --redis-url)"
+    )
 
+    add_mcp_parser(sub, common)
     _write_commands(sub, common)
     _read_commands(sub, common)
     _admin_commands(sub, common)

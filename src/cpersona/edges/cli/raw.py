@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, get_args
 
-import orjson
-
-from cpersona.edges.cli.outcomes import EXIT_OK
+from cpersona.edges.cli.outcomes import show
 from cpersona.model.records import SecrecyLevel
 
 if TYPE_CHECKING:
@@ -76,13 +74,7 @@ def raw_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def raw_command(service: Service, args: argparse.Namespace) -> int:
-    result = await service.raw_query(raw_body(args))
-    if args.json:
-        print(orjson.dumps(result).decode())
-        return EXIT_OK
-    for line in render_raw(result):
-        print(line)
-    return EXIT_OK
+    return show(await service.raw_query(raw_body(args)), as_json=args.json, render=render_raw)
 
 
 def _text(entry: Mapping[str, Any]) -> str:

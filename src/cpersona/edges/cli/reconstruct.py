@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from cpersona.edges.cli.outcomes import EXIT_OK
+from cpersona.edges.cli.outcomes import show
 
 if TYPE_CHECKING:
     import argparse
@@ -34,13 +32,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def reconstruct_command(service: Service, args: argparse.Namespace) -> int:
-    result = await service.reconstruct(_body(args))
-    if args.json:
-        print(orjson.dumps(result).decode())
-        return EXIT_OK
-    for line in render_reconstruct(result):
-        print(line)
-    return EXIT_OK
+    return show(await service.reconstruct(_body(args)), as_json=args.json, render=render_reconstruct)
 
 
 def _short(text: str, width: int) -> str:

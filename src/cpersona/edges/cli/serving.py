@@ -4,7 +4,9 @@ Before anything starts, a data dir that another server or engine holds is refuse
 engine would refuse it too, but from inside uvicorn's lifespan, with a traceback). Once the server
 listens it prints the data dir, Redis, vector engine and embedder it started with (read from its own
 ``/health``, so they are what it really opened) and records its URL beside the engine lock
-(:class:`~cpersona.stores.redis.server_record.ServerRecord`) until it stops.
+(:class:`~cpersona.stores.redis.server_record.ServerRecord`) until it stops. With ``--workers N`` it runs N
+server processes on the one port (:mod:`~cpersona.edges.cli.workers`), which needs the shared engines
+(``CPERSONA_REDIS_URL``, ``CPERSONA_QDRANT_URL``): the embedded ones stay one engine per data dir.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from cpersona.edges.cli.outcomes import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+from cpersona.edges.cli.outcomes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+from cpersona.edges.cli.workers import serve_workers, workers_refusal
 from cpersona.edges.http.app import serve
 from cpersona.errors import DataDirLocked
 from cpersona.stores.redis.connection import redact_url
@@ -34,6 +37,10 @@ _HEALTH_SECS = 10.0
 
 
 async def serve_command(settings: Settings) -> int:
+    refused = workers_refusal(settings)
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     held = _held_by(settings)
     if held is not None:
         print(f"error: {held}", file=sys.stderr)
@@ -41,11 +48,11 @@ async def serve_command(settings: Settings) -> int:
     record = ServerRecord(settings.data_dir)
     # The server's look at its own /health is no request worth a log line of its own.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if settings.workers > 1:
+        return _serve_workers(settings, record)
 
     async def started(url: str) -> None:
-        if not record.publish(url):
-            print(f"warning: another server recorded itself in {record.path}; the CLI will use that one",
-                  file=sys.stderr)  # fmt: skip
+        _publish(record, url)
         print(describe(settings, url, await _health(url)), file=sys.stderr, flush=True)
 
     try:
@@ -55,6 +62,28 @@ async def serve_command(settings: Settings) -> int:
     finally:
         record.withdraw()
     return EXIT_OK
+
+
+def _serve_workers(settings: Settings, record: ServerRecord) -> int:
+    def ready(url: str) -> None:
+        _publish(record, url)
+        print(describe(settings, url, _health_now(url)), file=sys.stderr, flush=True)
+
+    # The supervisor blocks this thread, the main one, for the signals it takes; this command's event loop
+    # has nothing else to run meanwhile.
+    try:
+        if not serve_workers(settings, ready):
+            print("error: the workers did not all start (the log above says why)", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+    finally:
+        record.withdraw()
+    return EXIT_OK
+
+
+def _publish(record: ServerRecord, url: str) -> None:
+    if not record.publish(url):
+        print(f"warning: another server recorded itself in {record.path}; the CLI will use that one",
+              file=sys.stderr)  # fmt: skip
 
 
 def _held_by(settings: Settings) -> str | None:
@@ -77,6 +106,15 @@ async def _health(url: str) -> Mapping[str, Any]:
     try:
         async with httpx.AsyncClient(timeout=_HEALTH_SECS) as client:
             answer = (await client.get(f"{url}/health")).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _health_now(url: str) -> Mapping[str, Any]:
+    # The workers' supervisor holds this thread; the look is a blocking one.
+    try:
+        answer = httpx.get(f"{url}/health", timeout=_HEALTH_SECS).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return answer if isinstance(answer, dict) else {}
@@ -105,4 +143,6 @@ def describe(settings: Settings, url: str, health: Mapping[str, Any]) -> str:
         f"  vectors   {vectors}",
         f"  embedder  {embedding}",
     ]
+    if settings.workers > 1:
+        lines.append(f"  workers   {settings.workers} processes sharing that Redis and vector engine")
     return "\n".join(lines)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, get_args
 
-import orjson
-
-from cpersona.edges.cli.outcomes import EXIT_OK
+from cpersona.edges.cli.outcomes import show
 from cpersona.model.timeline_buckets import Granularity
 
 if TYPE_CHECKING:
@@ -66,13 +64,7 @@ def timeline_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def timeline_command(service: Service, args: argparse.Namespace) -> int:
-    result = await service.timeline(timeline_body(args))
-    if args.json:
-        print(orjson.dumps(result).decode())
-        return EXIT_OK
-    for line in render_timeline(result):
-        print(line)
-    return EXIT_OK
+    return show(await service.timeline(timeline_body(args)), as_json=args.json, render=render_timeline)
 
 
 def _text(record: Mapping[str, Any]) -> str:

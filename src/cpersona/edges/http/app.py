@@ -33,6 +33,7 @@ from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
 from cpersona.edges.http.reading import declare_models
 from cpersona.edges.http.records import record_to_json
+from cpersona.edges.mcp.endpoint import McpEndpoint
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
 from cpersona.settings import Settings
@@ -68,7 +69,8 @@ def create_app(
 
     ``max_body_bytes`` caps request bodies (413 beyond it; default ``settings.max_body_bytes``). A
     server bound to loopback answers only to a loopback ``Host`` (:mod:`~cpersona.edges.http.hosts`).
-    ``background`` runs the engine's background
+    MCP's streamable HTTP transport is served at ``/mcp`` (:mod:`cpersona.edges.mcp.endpoint`), its tools on
+    the same engine. ``background`` runs the engine's background
     tasks (block worker, trace publisher) in a task group around the app's life, as ``cpersona.open``
     does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.
     """
@@ -80,21 +82,24 @@ def create_app(
                 yield {"engine": engine}
             return
         # The background tasks live as long as the app: started before the first request, cancelled at
-        # shutdown before the engine closes.
-        async with Engine(settings) as engine, anyio.create_task_group() as tg:
+        # shutdown before the engine closes; so does the MCP endpoint's task group.
+        async with Engine(settings) as engine, mcp.running(), anyio.create_task_group() as tg:
             await tg.start(engine.run_background)
             try:
                 yield {"engine": engine}
             finally:
                 tg.cancel_scope.cancel()
 
+    body_limit = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
+    mcp = McpEndpoint(max_body_bytes=body_limit)
     app = Starlette(
         routes=_routes(),
         middleware=[Middleware(RequestEdge), Middleware(HostGuard, bind_host=settings.host)],
         exception_handlers={CpersonaError: on_cpersona_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
-    app.state.max_body_bytes = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
+    app.state.max_body_bytes = body_limit
+    app.state.mcp = mcp
     return app
 
 

@@ -31,6 +31,7 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 
+from cpersona.edges.http.access import AgentForbidden
 from cpersona.errors import (
     BackendUnavailable,
     CpersonaError,
@@ -151,7 +152,7 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
         body = error_envelope(exc.code, str(exc), exc.field, request_id)
     elif isinstance(exc, RecordNotFound):
         body = error_envelope(exc.code, str(exc), "ref", request_id)
-    elif isinstance(exc, NotImplementedHere):
+    elif isinstance(exc, NotImplementedHere | AgentForbidden):
         body = error_envelope(exc.code, str(exc), None, request_id)
     elif isinstance(exc, BackendUnavailable):
         # The log keeps the whole detail for the operator; the caller gets it without file names. The

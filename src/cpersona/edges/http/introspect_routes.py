@@ -26,6 +26,7 @@ from cpersona.edges.http.errors import (
 )
 from cpersona.edges.http.operation import Handler, NoQuery, Operation
 from cpersona.edges.http.reading import read_query
+from cpersona.edges.http.state import engine_of
 from cpersona.errors import BackendUnavailable, InvalidRequest
 from cpersona.model.cmp_record import cmp_record
 from cpersona.model.cmp_responses import CmpMemoryRecord, ReadinessResponse
@@ -61,7 +62,7 @@ def memory_ref(record_id: str) -> str:
 
 async def _introspect_record(request: Request) -> Response:
     query = read_query(request, RecordQuery)
-    engine = request.state.engine
+    engine = engine_of(request)
     # CMP's records are memories: an episode or a raw entry has no MemoryRecord shape.
     record_id = check(MemoryRef, request.path_params["record_id"], "record_id", engine.settings)
     record = await engine.get(memory_ref(record_id), agent_id=query.agent_id)

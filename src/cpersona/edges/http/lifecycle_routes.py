@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
-from cpersona.engine.facade import Engine
+from cpersona.edges.http.state import engine_of
 from cpersona.model.fields import RequestModel, arguments
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
@@ -32,22 +32,17 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from cpersona.engine.facade import Engine
+
 __all__ = ["LIFECYCLE_OPERATIONS"]
 
 _M = TypeVar("_M", bound=RequestModel)
 
 
-def _engine(request: Request) -> Engine:
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine
-
-
 async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, Any]]:
     """The engine and the body's fields as the typed method's keywords: read (with the caller's agent,
     :func:`~cpersona.edges.http.reading.read_body`) and validated once here, before the engine is asked."""
-    return _engine(request), arguments(await read_body(request, model))
+    return engine_of(request), arguments(await read_body(request, model))
 
 
 async def _decay_tick(request: Request) -> Response:

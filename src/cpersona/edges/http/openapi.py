@@ -16,7 +16,8 @@ from pydantic.json_schema import models_json_schema
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import AGENT_HEADER, query_params, takes_agent
-from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS, engine_of
+from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS
+from cpersona.edges.http.state import engine_of
 from cpersona.model.fields import schema_limits, validate
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.responses import ErrorResponse
@@ -39,6 +40,7 @@ _PREFIX = "#/components/schemas/"
 _ERROR_TEXT = {
     400: "Bad input (VALIDATION_ERROR; MODALITY_UNSUPPORTED for a recall cue no model here reads; or "
     "FORGET_UNCONFIRMED); `error.field` names the field, or the key a body gives more than once",
+    403: "The request's key may not act for the agent it names (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
     409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
@@ -185,7 +187,9 @@ def _operation(op: Operation, settings: Settings, policies: Mapping[str, Policy]
     ok: dict[str, Any] = _ref(op.response) if op.response is not None else {"type": "object"}
     if op.alternative is not None:
         ok = {"oneOf": [ok, _ref(op.alternative[1])]}
-    success: dict[str, Any] = {"description": "Success", "content": {"application/json": {"schema": ok}}}
+    if op.media_type != "application/json":
+        ok = {"type": "string"}
+    success: dict[str, Any] = {"description": "Success", "content": {op.media_type: {"schema": ok}}}
     links = _links(op)
     if links:
         success["links"] = links

@@ -52,6 +52,8 @@ class Operation:
     # A second request shape the same route serves, with its answer (``recall.query`` with a ``cue``);
     # the document shows the body and the answer as one of the two.
     alternative: tuple[type[RequestModel], type[BaseModel]] | None = None
+    # What a 200 answer is: JSON for every operation but the trace page (HTML) and its event stream.
+    media_type: str = "application/json"
 
     @property
     def route_path(self) -> str:

@@ -13,8 +13,8 @@ from pydantic import Field
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
-from cpersona.edges.http.reading import json_object
-from cpersona.engine.facade import Engine
+from cpersona.edges.http.reading import read_body
+from cpersona.edges.http.state import engine_of
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.cue_query_response import AssociateResult
@@ -27,30 +27,21 @@ if TYPE_CHECKING:
 __all__ = ["QUERY_OPERATIONS", "cue_query"]
 
 
-def _engine(request: Request) -> Engine:
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine
-
-
 def _request_id(request: Request) -> str | None:
     return cast("str | None", request.scope.get("state", {}).get("request_id"))
 
 
 async def cue_query(request: Request, raw: dict[str, Any]) -> Response:
     """``POST /v1/recall/query`` with a ``cue`` (the body already read)."""
-    engine = _engine(request)
+    engine = engine_of(request)
     req = validate(CueQueryRequest, raw, engine.settings)
     result = await engine.query_request(req, _request_id(request))
     return ORJSONResponse(result.to_json())
 
 
 async def _associate(request: Request) -> Response:
-    engine = _engine(request)
-    req = validate(
-        AssociateRequest, await json_object(request, request.app.state.max_body_bytes), engine.settings
-    )
+    engine = engine_of(request)
+    req = await read_body(request, AssociateRequest)
     result = await engine.associate_request(request.path_params["record_id"], req)
     return ORJSONResponse(result.to_json())
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
-from cpersona.edges.http.reading import json_object
-from cpersona.engine.facade import Engine
-from cpersona.model.fields import arguments, validate
+from cpersona.edges.http.reading import read_body
+from cpersona.edges.http.state import engine_of
+from cpersona.model.fields import arguments
 from cpersona.model.raw_query import MAX_RAW_LIMIT, SEALED_SCAN_MAX, RawQueryRequest, RawQueryResult
 
 if TYPE_CHECKING:
@@ -20,12 +20,8 @@ __all__ = ["RAW_OPERATIONS"]
 
 
 async def _raw_query(request: Request) -> Response:
-    # Not routes.engine_of: this module must not import the table that imports it.
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    raw = await json_object(request, request.app.state.max_body_bytes)
-    req = validate(RawQueryRequest, raw, engine.settings)
+    engine = engine_of(request)
+    req = await read_body(request, RawQueryRequest)
     return ORJSONResponse((await engine.raw_query(**arguments(req))).to_json())
 
 

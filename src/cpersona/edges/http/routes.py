@@ -21,8 +21,10 @@ from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.state import engine_of
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
-from cpersona.engine.facade import Engine
+from cpersona.edges.http.trace_page import TRACE_OPERATIONS
+from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
 from cpersona.model.association_responses import DeclareResponse, TraverseResponse
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS", "engine_of"]
+__all__ = ["HTTP_MAX_LIMIT", "OPERATIONS"]
 
 # The recall operations seed caps a request's limit at 100 rows; library callers may ask for more.
 HTTP_MAX_LIMIT = 100
@@ -76,13 +78,6 @@ _M = TypeVar("_M", bound=RequestModel)
 
 
 # ------------------------------------------------------------------------------------------ reading
-
-
-def engine_of(request: Request) -> Engine:
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine
 
 
 async def _body(request: Request, model: type[_M]) -> _M:
@@ -360,4 +355,6 @@ OPERATIONS: tuple[Operation, ...] = (
     *INTROSPECT_OPERATIONS,
     *LIFECYCLE_OPERATIONS,
     *QUERY_OPERATIONS,
+    *TRACE_OPERATIONS,
+    *MCP_OPERATIONS,
 )  # fmt: skip

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
-from cpersona.edges.http.reading import json_object
-from cpersona.engine.facade import Engine
-from cpersona.model.fields import RequestModel, arguments, validate
+from cpersona.edges.http.reading import read_body
+from cpersona.edges.http.state import engine_of
+from cpersona.model.fields import RequestModel, arguments
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
@@ -19,23 +19,15 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from cpersona.engine.facade import Engine
+
 __all__ = ["TIMELINE_OPERATIONS"]
 
 _M = TypeVar("_M", bound=RequestModel)
 
 
-def _engine(request: Request) -> Engine:
-    # routes.engine_of's check; importing it would make the route table import itself.
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine
-
-
 async def _body(request: Request, model: type[_M]) -> tuple[Engine, _M]:
-    engine = _engine(request)
-    raw = await json_object(request, request.app.state.max_body_bytes)
-    return engine, validate(model, raw, engine.settings)
+    return engine_of(request), await read_body(request, model)
 
 
 async def _timeline(request: Request) -> Response:

@@ -238,6 +238,7 @@ async def connect_redis(settings: Settings, url: str, *, writes: bool = True) ->
             )
         if persistence is not None:
             _check_persistence(persistence, where)
+            _check_standalone(persistence, where)
     except BaseException:
         await close_redis(client)
         raise
@@ -248,12 +249,14 @@ class _Persistence(TypedDict):
     version: str
     aof: bool
     fsync: str | None
+    cluster: bool
 
 
 async def _persistence(client: RedisClient) -> _Persistence:
     """What decides whether writes can be confirmed on disk. Raises redis-py errors unmapped."""
     server = await client.info("server")
     aof = await client.info("persistence")
+    cluster = await client.info("cluster")
     try:
         reply = await client.config_get("appendfsync")
     except redis.exceptions.ResponseError:  # a managed Redis may refuse CONFIG; WAITAOF still tells
@@ -263,7 +266,18 @@ async def _persistence(client: RedisClient) -> _Persistence:
         "version": _text(server.get("redis_version", "0")),
         "aof": str(aof.get("aof_enabled", 0)) == "1",
         "fsync": None if fsync is None else _text(fsync),
+        "cluster": str(cluster.get("cluster_enabled", 0)) == "1",
     }
+
+
+def _check_standalone(found: _Persistence, where: str) -> None:
+    # Refused here, in one line, rather than as a MOVED reply to the first index the engine creates.
+    if found["cluster"]:
+        raise RedisUnavailable(
+            f"the Redis at {where} runs in cluster mode, which cpersona cannot use: its writes span hash "
+            "slots and its searches need every record on the server they ask; use a standalone Redis "
+            "(docs/redis-cluster.md says what a cluster would need)"
+        )
 
 
 def _check_persistence(found: _Persistence, where: str) -> None:

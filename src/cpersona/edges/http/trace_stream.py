@@ -1,0 +1,278 @@
+"""``GET /v1/traces/stream``: the trace channel as server-sent events, for the live trace page.
+
+Each request opens its own reader connection to the Redis the engines publish on (the one ``trace tail``
+listens to: :func:`~cpersona.edges.cli.trace_tail.trace_redis_url`), subscribes, and only then answers:
+a Redis that cannot be reached is the usual 503 envelope, and from the first event on nothing published is
+missed. The first event is ``ready`` (what the stream follows); then one ``trace`` event per recall or
+reconstruct trace, its data the trace's JSON exactly as published; a ``lost`` event ends the stream when
+the Redis goes away (the page reconnects after a pause).
+
+Which traces: those of ``agent_id`` when given (refused with 403 unless the request's key may act for it,
+:mod:`~cpersona.edges.http.access`), else those of every agent the request may see: every channel when
+no key is in force, the key's agents' own channels otherwise (a channel per agent, never a pattern, so an
+agent id with glob characters reaches nothing else). ``project_id`` keeps the traces whose scope names
+that project (a reconstruct's scope is its recall's).
+
+The subscription lives inside the response's own call: it ends, and its connection closes, when the
+client goes, when the server shuts down, or when Redis is lost; no task outlives the request. Every
+network call has a deadline: the connect and the subscription (``CPERSONA_REDIS_TIMEOUT_SECS``), each wait
+for a message, and each send to the client (a client that reads nothing for ``_SEND_SECS`` is dropped).
+
+The stream is in the OpenAPI document as ``text/event-stream``; the fuzzer leaves it out
+(``benchmarks/fuzz.toml``), since a valid request never ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import orjson
+from pydantic import Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from cpersona.edges.cli.trace_render import trace_scope
+from cpersona.edges.cli.trace_tail import trace_redis_url
+from cpersona.edges.http.access import key_agents, permit
+from cpersona.edges.http.operation import Operation
+from cpersona.edges.http.reading import read_query
+from cpersona.edges.http.state import engine_of
+from cpersona.errors import BackendUnavailable, RedisUnavailable
+from cpersona.keys import Keys
+from cpersona.model.fields import KeyText, QueryModel
+from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
+
+    from cpersona.settings import Settings
+    from cpersona.stores.redis.connection import RedisClient
+
+__all__ = ["STREAM_PATH", "TRACE_STREAM_OPERATIONS", "TraceStreamQuery", "TraceStreamsFull", "settings_of"]
+
+STREAM_PATH = "/v1/traces/stream"
+
+# One wait for a message; the waits repeat for as long as the client stays, each under a deadline.
+_POLL_SECS = 1.0
+# After this long without a message the subscription is pinged, to tell a quiet Redis from a hung one.
+_LIVENESS_SECS = 5.0
+_PING_TEXT = "cpersona-trace-stream"
+# A comment line this often keeps proxies from closing an idle stream and finds a dead client.
+_PING_SECS = 15.0
+# The deadline of one send to the client.
+_SEND_SECS = 10.0
+# What the browser waits before reconnecting after the stream ended (the SSE ``retry`` field), in ms.
+_RETRY_MS = 2000
+
+
+class TraceStreamsFull(BackendUnavailable):
+    """This worker already serves ``CPERSONA_TRACE_STREAMS_MAX`` streams (each holds a Redis connection)."""
+
+    code = "TRACE_STREAMS_FULL"
+    backend = "trace stream"
+
+
+class TraceStreamQuery(QueryModel):
+    """Which traces to follow."""
+
+    agent_id: KeyText | None = Field(
+        default=None, description="Only this agent's traces (default: every agent the request may see)"
+    )
+    project_id: KeyText | None = Field(
+        default=None, description="Only the traces whose scope names this project"
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _Subscription:
+    """One reader connection subscribed to the channels of a stream.
+
+    A subscribed connection that brings nothing looks the same whether Redis is quiet or hung, so after
+    ``_LIVENESS_SECS`` without a message it sends a ``PING``; no ``pong`` within
+    ``CPERSONA_REDIS_TIMEOUT_SECS`` means the Redis is lost.
+    """
+
+    settings: Settings
+    client: RedisClient
+    pubsub: Any
+    where: str
+    heard: float = dataclasses.field(default_factory=time.monotonic)
+    pinged: float | None = None
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
+            # The type stubs predate aclose (close is deprecated in redis-py and warns).
+            await cast("Any", self.pubsub).aclose()
+        await close_redis(self.client)
+
+    async def next_payload(self) -> bytes | None:
+        """The next published message's bytes, or ``None`` when the wait brought none."""
+        deadline = self.settings.redis_timeout_secs
+        async with redis_errors(f"lost the trace subscription at {self.where}"):
+            with anyio.fail_after(_POLL_SECS + deadline):
+                if self.pinged is None and time.monotonic() - self.heard >= _LIVENESS_SECS:
+                    await self.pubsub.ping(_PING_TEXT)
+                    self.pinged = time.monotonic()
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
+        now = time.monotonic()
+        if message is not None:
+            self.heard, self.pinged = now, None
+        elif self.pinged is not None and now - self.pinged > deadline:
+            raise RedisUnavailable(f"lost the trace subscription at {self.where}: no answer to a ping")
+        if message is None or _text(message.get("type")) not in ("message", "pmessage"):
+            return None
+        data = message.get("data")
+        return data if isinstance(data, bytes) else None
+
+
+async def _subscribe(settings: Settings, channels: tuple[str, ...], pattern: str | None) -> _Subscription:
+    """Connect a reader and subscribe; return once the server confirmed every subscription."""
+    url = await trace_redis_url(settings)
+    where = redact_url(url)
+    client = await connect_redis(settings, url, writes=False)
+    pubsub = client.pubsub()
+    subscription = _Subscription(settings, client, pubsub, where)
+    try:
+        wanted = len(channels) + (pattern is not None)
+        async with redis_errors(f"cannot subscribe to the traces at {where}"):
+            with anyio.fail_after(settings.redis_timeout_secs):
+                if channels:
+                    await pubsub.subscribe(*channels)
+                if pattern is not None:
+                    await pubsub.psubscribe(pattern)
+                confirmed = 0
+                while confirmed < wanted:
+                    reply = await pubsub.get_message(timeout=_POLL_SECS)
+                    if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
+                        confirmed += 1
+    except BaseException:
+        await subscription.close()
+        raise
+    return subscription
+
+
+def _targets(
+    keys: Keys, agent_id: str | None, agents: frozenset[str] | None
+) -> tuple[tuple[str, ...], str | None]:
+    """The channels (and the pattern, for every agent) a stream subscribes to."""
+    if agent_id is not None:
+        return (keys.trace_channel(agent_id),), None
+    if agents is None:
+        return (), keys.trace_pattern
+    return tuple(keys.trace_channel(a) for a in sorted(agents)), None
+
+
+class _TraceEvents(EventSourceResponse):
+    """The event stream, which closes its subscription however the response ends."""
+
+    def __init__(
+        self, subscription: _Subscription, content: AsyncIterator[ServerSentEvent], seats: _Seats
+    ) -> None:
+        super().__init__(
+            content,
+            ping=_PING_SECS,
+            send_timeout=_SEND_SECS,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+        self._subscription = subscription
+        self._seats = seats
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._seats.taken -= 1
+            await self._subscription.close()
+
+
+@dataclasses.dataclass(slots=True)
+class _Seats:
+    """How many streams this app serves now (one event loop per worker: a plain count)."""
+
+    taken: int = 0
+
+
+def _take_seat(request: Request, settings: Settings) -> _Seats:
+    state = request.app.state
+    seats = getattr(state, "trace_stream_seats", None)
+    if not isinstance(seats, _Seats):
+        seats = state.trace_stream_seats = _Seats()
+    if seats.taken >= settings.trace_streams_max:
+        raise TraceStreamsFull(
+            f"this worker already serves {seats.taken} trace stream(s), its limit "
+            "(CPERSONA_TRACE_STREAMS_MAX); retry later or close another"
+        )
+    seats.taken += 1
+    return seats
+
+
+async def _events(
+    subscription: _Subscription, ready: dict[str, Any], project_id: str | None
+) -> AsyncIterator[ServerSentEvent]:
+    yield ServerSentEvent(data=orjson.dumps(ready).decode(), event="ready", retry=_RETRY_MS)
+    while True:
+        try:
+            payload = await subscription.next_payload()
+        except RedisUnavailable as exc:
+            yield ServerSentEvent(data=orjson.dumps({"error": str(exc)}).decode(), event="lost")
+            return
+        if payload is None:
+            continue
+        try:
+            trace = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            continue  # not a trace: nothing of it is shown
+        if not isinstance(trace, dict):
+            continue
+        if project_id is not None and trace_scope(trace).get("project_id") != project_id:
+            continue
+        yield ServerSentEvent(data=payload.decode("utf-8", "replace"), event="trace")
+
+
+async def _stream(request: Request) -> Response:
+    query = read_query(request, TraceStreamQuery)
+    settings = settings_of(request)
+    agents = key_agents(request)
+    if query.agent_id is not None:
+        permit(agents, query.agent_id)
+    channels, pattern = _targets(Keys(settings.key_prefix), query.agent_id, agents)
+    seats = _take_seat(request, settings)
+    try:
+        subscription = await _subscribe(settings, channels, pattern)
+    except BaseException:
+        seats.taken -= 1
+        raise
+    ready = {
+        "agent_id": query.agent_id,
+        "project_id": query.project_id,
+        "agents": None if agents is None or query.agent_id is not None else sorted(agents),
+    }
+    return _TraceEvents(subscription, _events(subscription, ready, query.project_id), seats)
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def settings_of(request: Request) -> Settings:
+    """The settings of the engine serving ``request``."""
+    return engine_of(request).settings
+
+
+TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", STREAM_PATH, _stream,
+        "Follow the recall and reconstruct traces as they happen (server-sent events)", None,
+        query=TraceStreamQuery, errors=(400, 403, 503), media_type="text/event-stream",
+        description="First a `ready` event once the subscription is in place (nothing published after it "
+        "is missed), then one `trace` event per traced recall or reconstruct, its data the trace's JSON as "
+        "published (refs, ranks, scores, reasons; never stored text); a `lost` event ends the stream when "
+        "Redis goes away. Only the agents the request's key may act for; another agent's is a 403.",
+    ),
+)  # fmt: skip

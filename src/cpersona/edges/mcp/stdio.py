@@ -1,0 +1,72 @@
+"""``cpersona mcp``: the MCP tools over stdio, for an MCP client that starts this command itself.
+
+The process opens its own engine on the data dir (with the background tasks ``cpersona.open`` runs) and
+serves one client on stdin and stdout until the client closes stdin. Logs go to stderr; stdout carries
+only the protocol. No key is in force: whoever can start the command can read the data dir anyway. A
+server to ask (``CPERSONA_URL``, or the ``cpersona serve`` that holds the data dir) is not bypassed:
+the command refuses in one line that names that server's ``/mcp``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from cpersona.edges.cli.service import ServerRefused, server_url
+from cpersona.edges.mcp import MCP_PATH
+from cpersona.engine.facade import Engine
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator
+
+    from mcp.server.lowlevel import Server
+
+    from cpersona.settings import Settings
+
+__all__ = ["add_mcp_parser", "mcp_command", "serve_stdio"]
+
+
+def add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The ``mcp`` subcommand (it takes the common flags only)."""
+    sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the MCP tools over stdio (for an MCP client that starts this command)",
+    )
+
+
+async def mcp_command(settings: Settings) -> int:
+    url = server_url(settings)
+    if url is not None:
+        # A second engine on the server's data would be refused (the dir's lock) or, on shared backends,
+        # would be a second set of background tasks beside the server's: its own /mcp serves these tools.
+        raise ServerRefused(
+            f"the server at {url} serves this data (CPERSONA_URL, or the server that holds the data dir); "
+            f"point the MCP client at {url}{MCP_PATH} (streamable HTTP) instead of cpersona mcp"
+        )
+    await serve_stdio(settings)
+    return 0
+
+
+async def serve_stdio(settings: Settings) -> None:
+    """Serve the tools on this process's stdin and stdout over an engine opened with ``settings``."""
+    # Imported here: the command line imports this module for its parser, and the SDK is slow to import.
+    from mcp.server.stdio import stdio_server
+
+    from cpersona.edges.mcp.server import build_server
+
+    @contextlib.asynccontextmanager
+    async def with_engine(server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        async with Engine(settings) as engine, anyio.create_task_group() as tg:
+            await tg.start(engine.run_background)
+            try:
+                yield {"engine": engine}
+            finally:
+                tg.cancel_scope.cancel()
+
+    server = build_server(with_engine)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,153 @@
+"""The tools that read: recall, reconstruct, traverse, records by ref, the newest records, the profile,
+and the raw journal. None of them writes (a recall publishes its trace, which stores nothing of the
+agent's)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from cpersona.edges.http.records import record_to_json
+from cpersona.edges.mcp.tool import Tool, fixed, route_arguments, with_fields
+from cpersona.errors import RecordNotFound
+from cpersona.model.associations import TraverseRequest
+from cpersona.model.fields import arguments
+from cpersona.model.raw_query import RawQueryRequest
+from cpersona.model.recall_query import RecallQuery
+from cpersona.model.reconstruct_request import ReconstructRequest
+from cpersona.model.record_queries import ListQuery, RecordQuery, RecordRef
+
+if TYPE_CHECKING:
+    from cpersona.engine.facade import Engine
+
+__all__ = ["MAX_CONTENT_REFS", "READ_TOOLS", "ContentsArguments", "ProfileQuery"]
+
+# The recall operations seed caps a request's limit at 100 rows, as the HTTP edge does.
+_MAX_LIMIT = 100
+MAX_CONTENT_REFS = 20
+"""How many refs one ``get_contents`` reads (the reference's batch)."""
+
+ContentsArguments = with_fields(
+    RecordQuery,
+    "GetContentsArguments",
+    {
+        "refs": Annotated[
+            list[RecordRef], Field(min_length=1, max_length=MAX_CONTENT_REFS, description="Refs to read")
+        ]
+    },
+)
+"""``GET /v1/records/{ref}``'s query with many refs in place of its path's one."""
+
+
+ProfileQuery = route_arguments("GET", "/v1/profile/{agent_id}", "GetProfileArguments")
+"""``GET /v1/profile/{agent_id}``: its path's agent."""
+MemoryList = fixed(ListQuery, "ListMemoriesArguments", "kind", "memory")
+EpisodeList = fixed(ListQuery, "ListEpisodesArguments", "kind", "episode")
+
+
+async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, Any]:
+    return (await engine.recall(**arguments(req), limit_cap=_MAX_LIMIT)).to_json()
+
+
+async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.reconstruct(**arguments(req))).to_json()
+
+
+async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.traverse(**arguments(req))).to_json()
+
+
+async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.raw_query(**arguments(req))).to_json()
+
+
+async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
+    records: list[dict[str, Any]] = []
+    missing: list[str] = []
+    # One ref that is not the agent's is reported, not the whole read refused.
+    for ref in dict.fromkeys(req.refs):
+        try:
+            records.append(record_to_json(await engine.get(ref, agent_id=req.agent_id)))
+        except RecordNotFound:
+            missing.append(ref)
+    return {"ok": True, "records": records, "not_found": missing}
+
+
+async def _get_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
+    record = await engine.get_profile(req.agent_id)
+    return {"ok": True, "profile": None if record is None else record_to_json(record)}
+
+
+async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]:
+    records = await engine.list(
+        req.kind,
+        agent_id=req.agent_id,
+        project_id=req.project_id,
+        channel=req.channel,
+        source_id=req.source_id,
+        limit=req.limit,
+    )
+    return {
+        "ok": True,
+        "kind": req.kind,
+        "count": len(records),
+        "records": [record_to_json(r) for r in records],
+    }
+
+
+_TIME_CUE = (
+    "Pass `time_cue` ONLY when the request itself names a time ('last August', 'three weeks ago', 'long "
+    "ago'); never fill it with today's date or the date of the conversation, which is the observed way a "
+    "cue goes wrong. A cue reorders the returned rows by a bounded number of places and may add a few "
+    "rows found in its period; it never removes a row. Without a cue nothing changes."
+)
+
+READ_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "recall", RecallQuery, _recall,
+        "Recall the rows of an agent's memory that answer a question (best first; `order: best_last` gives "
+        "the best row last). Each row says why it is there in `match_reason`; `trace: true` adds the "
+        "recall's trace (refs, ranks, scores, no stored text). An arm that fails is named in `degraded` "
+        f"and the recall still answers. `limit` is at most {_MAX_LIMIT}. " + _TIME_CUE,
+        read_only=True, idempotent=True, empty={"rows": []},
+    ),
+    Tool(
+        "reconstruct", ReconstructRequest, _reconstruct,
+        "Items that quote stored rows, bundled, ordered and given roles, over one recall: the evidence for "
+        "an answer, never a composed one. `mode: lite|pro` holds the whole answer to a token cap. "
+        + _TIME_CUE,
+        read_only=True, idempotent=True, empty={"items": [], "returned_count": 0},
+    ),
+    Tool(
+        "traverse", TraverseRequest, _traverse,
+        "The records reached from an entity over its declared relations, breadth-first in either "
+        "direction: hop 0 is the records mentioning the entity.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "get_contents", ContentsArguments, _get_contents,
+        f"The whole records of up to {MAX_CONTENT_REFS} refs (mem:, ep: or raw:<uuid>) of one agent, full "
+        "text included; a ref the agent does not hold is listed in `not_found`.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "get_profile", ProfileQuery, _get_profile,
+        "The agent's profile (`profile: null` when none was set).",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "list_memories", MemoryList, _list, "The newest memories of an agent in a scope.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "list_episodes", EpisodeList, _list, "The newest episodes of an agent in a scope.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "raw_query", RawQueryRequest, _raw_query,
+        "Raw journal entries, verbatim, oldest first (forensic: no decay, no side effect). Every word of "
+        "`query` must occur in an entry; `temporal` is always applied.",
+        read_only=True, idempotent=True,
+    ),
+)  # fmt: skip

@@ -1,0 +1,72 @@
+"""The recall operations' tools (Cerememory's ``recall.*``): the multimodal query by cue, the walk of a
+memory's associations, the timeline and the graph. The raw journal's query is among the reading tools
+(``raw_query``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cpersona.edges.mcp.tool import Tool, route_arguments
+from cpersona.model.cue_query import CueQueryRequest
+from cpersona.model.fields import arguments
+from cpersona.model.graph_request import GraphRequest
+from cpersona.model.timeline_request import TimelineRequest
+
+if TYPE_CHECKING:
+    from cpersona.engine.facade import Engine
+
+__all__ = ["AssociateArguments", "RECALL_TOOLS"]
+
+AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}", "AssociateArguments")
+"""``POST /v1/recall/associate/{record_id}``'s body with its path's record."""
+
+
+async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
+    # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
+    # strengthens nothing twice (over stdio each call is its own).
+    return (await engine.query_request(req, request_id)).to_json()
+
+
+async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
+    return (await engine.associate_request(req.record_id, req)).to_json()
+
+
+async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.timeline(**arguments(req))).to_json()
+
+
+async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.graph(**arguments(req))).to_json()
+
+
+RECALL_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "query", CueQueryRequest, _query,
+        "Recall an agent's memories by a cue: any mix of `text`, an `embedding`, an `emotion` and a "
+        "`temporal` range, fused, with spreading activation over the memories' associations; best first, "
+        "each rendered with the noise its fidelity gives (`recall_mode: perfect` for the exact text). "
+        "`cue.temporal` is a hard filter: give it ONLY when the request itself names a period, never "
+        "today's date or the conversation's. With `reconsolidate` (the default) the returned memories "
+        "are strengthened after the answer, so this tool writes.",
+        read_only=False, empty={"memories": []},
+    ),
+    Tool(
+        "associate", AssociateArguments, _associate,
+        "The memories reached from one memory (`record_id`: mem:<uuid> or its bare UUID) over its typed, "
+        "weighted associations, most activated first, each with its `activation_path`.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "timeline", TimelineRequest, _timeline,
+        "The agent's memories of a time range (their own timestamps, both ends included) in UTC buckets "
+        "of a minute, hour, day, ISO week or month, oldest first; only buckets holding a record are listed. "
+        "The range is what you ask for, so name the period the request is about.",
+        read_only=True, idempotent=True,
+    ),
+    Tool(
+        "graph", GraphRequest, _graph,
+        "The subgraph of memories around one (`center_id`; default the scope's newest) with their typed "
+        "edges, at most `depth` edges out and `limit_nodes` nodes.",
+        read_only=True, idempotent=True,
+    ),
+)  # fmt: skip

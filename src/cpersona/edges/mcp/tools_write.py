@@ -1,0 +1,97 @@
+"""The tools that write: a memory, a raw journal entry, an episode, associations, the profile, an update.
+
+Each reads its arguments into the model of the route that does the same write (``POST /v1/encode`` for
+``store``…) and answers that route's JSON.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cpersona.edges.http.records import record_to_json
+from cpersona.edges.mcp.tool import Tool, route_arguments
+from cpersona.model.associations import DeclareRequest
+from cpersona.model.episode_request import EpisodeRequest
+from cpersona.model.fields import arguments
+from cpersona.model.memory_request import StoreRequest
+from cpersona.model.raw_request import RawRequest
+
+if TYPE_CHECKING:
+    from cpersona.engine.facade import Engine
+
+__all__ = ["ProfileArguments", "UpdateArguments", "WRITE_TOOLS"]
+
+ProfileArguments = route_arguments("PUT", "/v1/profile/{agent_id}", "UpdateProfileArguments")
+"""``PUT /v1/profile/{agent_id}``'s body with its path's agent."""
+UpdateArguments = route_arguments("PATCH", "/v1/encode/{ref}", "UpdateMemoryArguments")
+"""``PATCH /v1/encode/{ref}``'s body with its path's ref."""
+
+
+async def _store(engine: Engine, req: StoreRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.store(**arguments(req))).to_json()
+
+
+async def _store_raw(engine: Engine, req: RawRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.store_raw(**arguments(req))).to_json()
+
+
+async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.archive_episode(**arguments(req))).to_json()
+
+
+async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
+    return (await engine.declare_associations(**arguments(req))).to_json()
+
+
+async def _update_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
+    record = await engine.update_profile(req.agent_id, req.profile)
+    return {"ok": True, "profile": record_to_json(record)}
+
+
+async def _update_memory(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
+    # A bare UUID names a memory, as the route reads it (only memories are updated).
+    ref = req.ref if req.ref.startswith("mem:") else f"mem:{req.ref.lower()}"
+    record = await engine.update(ref, agent_id=req.agent_id, **req.changes())
+    return {"ok": True, "record": record_to_json(record)}
+
+
+WRITE_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "store", StoreRequest, _store,
+        "Store one memory of an agent. A repeat of your `id` (within agent and project) or of identical "
+        "content (within agent, project and channel) is not stored again: `result: skipped` with the first "
+        "ref. `timestamp` is the memory's own time (default now). Answers the memory's `ref` (mem:<uuid>).",
+        read_only=False, idempotent=True,
+    ),
+    Tool(
+        "store_raw", RawRequest, _store_raw,
+        "Append one verbatim entry to the agent's raw journal (a conversation turn, a tool output). Raw "
+        "entries are never recalled by `recall`; read them back with `raw_query`.",
+        read_only=False,
+    ),
+    Tool(
+        "archive_episode", EpisodeRequest, _archive_episode,
+        "Archive a session summary you wrote yourself (cpersona composes no text): `summary` and "
+        "`keywords`; `history` is read only for its messages' timestamps (the episode's period).",
+        read_only=False,
+    ),
+    Tool(
+        "declare_associations", DeclareRequest, _declare,
+        "Declare entities (with aliases) and relations between them, scoped like records; with "
+        "`anchor_ref` the entities become that record's mentions. Declaring twice changes nothing. With "
+        "`retract: true` the same declaration is removed.",
+        read_only=False, destructive=True, idempotent=True,
+    ),
+    Tool(
+        "update_profile", ProfileArguments, _update_profile,
+        "Set the agent's profile text (at most 2,000 characters), replacing the one before. Recall shows it "
+        "as a profile row.",
+        read_only=False, destructive=True, idempotent=True,
+    ),
+    Tool(
+        "update_memory", UpdateArguments, _update_memory,
+        "Replace the given fields of one memory (`ref`: mem:<uuid>); a field given as null is reset, one "
+        "left out kept. A content change re-embeds the memory.",
+        read_only=False, destructive=True, idempotent=True,
+    ),
+)  # fmt: skip
