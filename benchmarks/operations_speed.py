@@ -8,10 +8,11 @@ Each operation is a named case in :data:`CASES` — a function that makes one ca
 generator and the store's ids — timed ``--calls`` times after a short warm-up, one call at a time:
 timeline, graph, recall.query by a text, an emotion and a temporal cue (and all three), associate, and
 the raw query. The cue queries there pass ``reconsolidate: false``; its cost is measured apart, paired
-(:func:`paired_reconsolidation`): blocks of ten cues are each queried with false, false again and
-true, in a shuffled order, and the per-cue differences against the first false are compared with the
-false-against-false noise. The engine runs its background task group, so the strengthening is written
-as a server writes it, beside the calls that follow.
+(:func:`paired_reconsolidation`): cues are queried with false, false again and true, in a shuffled
+order, one cue at a time (the call's own latency) and in blocks of ten (the whole cost to a caller
+querying back to back, the background write included), and the per-cue differences against the first
+false are compared with the false-against-false noise. The engine runs its background task group, so
+the strengthening is written as a server writes it, beside the calls that follow.
 
 Stores are cached under ``benchmarks/.cache/operations_speed/`` (gitignored), keyed by size, embedding
 mode and :data:`_CACHE_VERSION` (bump it when the generated corpus or the stored layout changes). The
@@ -302,18 +303,19 @@ async def time_case(memory: cpersona.Engine, case: Case, ids: Sequence[str], cal
 _ARMS = ("false", "false, again", "true")
 
 
-_BLOCK = 10  # cues per block
+# Cues per block: 1 times the call alone (its three settings interleaved, so the strengthening a true
+# call queues is written while the next calls, of any setting, run); 10 charges that write to the true
+# calls (a block's calls run under one setting), the whole cost to a caller who queries back to back.
+_BLOCKS = (1, 10)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Paired:
-    """recall.query by the same text cues with ``reconsolidate`` false, false again and true.
+    """recall.query by the same text cues with ``reconsolidate`` false, false again and true: the cues
+    come in blocks of ``block``, each block queried under the three settings one after the other, in a
+    shuffled order; the second false is the noise the difference is read against."""
 
-    The cues come in blocks of ten; each block is queried under the three settings, one after the other
-    in a shuffled order. In blocks, so the strengthening a true call queues, which the background task
-    group writes while the next calls run, slows calls of its own setting rather than the other two's;
-    the second false is the noise the difference is read against."""
-
+    block: int
     samples: dict[str, list[float]]
     applied: int
 
@@ -321,14 +323,14 @@ class Paired:
         return [b - a for a, b in zip(self.samples["false"], self.samples[arm], strict=True)]
 
 
-async def paired_reconsolidation(memory: cpersona.Engine, calls: int) -> Paired:
-    rng = random.Random(f"{_SEED}-reconsolidate")
+async def paired_reconsolidation(memory: cpersona.Engine, calls: int, block: int) -> Paired:
+    rng = random.Random(f"{_SEED}-reconsolidate-{block}")
     samples: dict[str, list[float]] = {arm: [] for arm in _ARMS}
     before = memory.reconsolidation_stats().applied
     for _ in range(_WARMUP):
         await memory.query({"text": rng.choice(_CUES)}, agent_id=AGENT, reconsolidate=False)
-    for _ in range(-(-calls // _BLOCK)):
-        cues = [{"text": rng.choice(_CUES)} for _ in range(_BLOCK)]
+    for _ in range(-(-calls // block)):
+        cues = [{"text": rng.choice(_CUES)} for _ in range(block)]
         for arm in rng.sample(_ARMS, len(_ARMS)):
             for cue in cues:
                 started = time.perf_counter()
@@ -336,12 +338,12 @@ async def paired_reconsolidation(memory: cpersona.Engine, calls: int) -> Paired:
                 samples[arm].append((time.perf_counter() - started) * 1000)
     # The background task group wrote them meanwhile; what is left is written now, and counted.
     await memory.drain_reconsolidations()
-    return Paired(samples, memory.reconsolidation_stats().applied - before)
+    return Paired(block, samples, memory.reconsolidation_stats().applied - before)
 
 
 async def run_size(
     size: int, embedding: str, calls: int, rebuild: bool
-) -> tuple[dict[str, Any], list[Timed], Paired]:
+) -> tuple[dict[str, Any], list[Timed], list[Paired]]:
     home, meta = await cached_store(size, embedding, rebuild)
     ids = [ref.removeprefix("mem:") for ref in meta["refs"]]
     # With the background task group, so reconsolidation is written as a server writes it: beside the
@@ -350,7 +352,7 @@ async def run_size(
         # Measured on the cached store itself. The cases only read; the paired reconsolidation runs last
         # and strengthens (re-anchors the fidelity of) the memories its true calls returned.
         timed = [await time_case(memory, case, ids, calls) for case in CASES]
-        return meta, timed, await paired_reconsolidation(memory, calls)
+        return meta, timed, [await paired_reconsolidation(memory, calls, block) for block in _BLOCKS]
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -364,10 +366,16 @@ def _median_interval(values: Sequence[float], rng: random.Random) -> tuple[float
 
 def render_paired(paired: Paired) -> list[str]:
     rng = random.Random(_SEED)
+    how = (
+        "each cue queried with false, false again and true in a shuffled order (the call alone: the "
+        "strengthening is written while the next calls, of any setting, run)"
+        if paired.block == 1
+        else f"blocks of {paired.block} cues, each block queried with false, false again and true in a "
+        "shuffled order (the strengthening is written while calls of its own setting run)"
+    )
     lines = [
         "",
-        "`reconsolidate` on recall.query (text cue, limit 10, depth 2), paired: blocks of 10 cues, each "
-        "block queried with false, false again and true, in a shuffled order; "
+        f"`reconsolidate` on recall.query (text cue, limit 10, depth 2), paired, {how}; "
         f"{paired.applied} memories strengthened by the background task group meanwhile",
         "",
         "| reconsolidate | p50 | p95 | median of (this - false) per cue | its 95% interval |",
@@ -386,7 +394,9 @@ def render_paired(paired: Paired) -> list[str]:
     return lines
 
 
-def render(args: argparse.Namespace, results: Sequence[tuple[dict[str, Any], list[Timed], Paired]]) -> str:
+def render(
+    args: argparse.Namespace, results: Sequence[tuple[dict[str, Any], list[Timed], list[Paired]]]
+) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_end = os.getloadavg()
     lines = [
@@ -418,7 +428,8 @@ def render(args: argparse.Namespace, results: Sequence[tuple[dict[str, Any], lis
             f"| {t.case.name} | {t.case.what} | {t.p50_ms:.1f} ms | {t.p95_ms:.1f} ms | {t.mean_items:.1f} |"
             for t in timed
         ]
-        lines += [*render_paired(paired), ""]
+        lines += [line for one in paired for line in render_paired(one)]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -437,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
 
-    async def run_all() -> list[tuple[dict[str, Any], list[Timed], Paired]]:
+    async def run_all() -> list[tuple[dict[str, Any], list[Timed], list[Paired]]]:
         return [await run_size(size, args.embedding, args.calls, args.rebuild) for size in args.sizes]
 
     results = anyio.run(run_all)
