@@ -454,6 +454,45 @@ async def test_without_an_agent_the_sdk_hears_a_validation_error_naming_agent_id
     assert "X-Cpersona-Agent" in refused.value.message
 
 
+async def test_content_no_model_here_reads_is_the_sdks_modality_error_naming_the_block(server: str) -> None:
+    # PNG's signature and a few bytes of audio: neither is UTF-8 text, and no block beside them is.
+    image = cmp.ContentBlock(modality=cmp.Modality.IMAGE, format="image/png", data=b"\x89PNG\r\n\x1a\n")
+    audio = cmp.ContentBlock(modality=cmp.Modality.AUDIO, format="audio/wav", data=b"RIFF\x00\xff")
+    text = _text("a caption beside the picture").blocks[0]
+    own = {"X-Cpersona-Agent": "cmp-modality-agent"}
+    async with AsyncCerememoryClient(server, headers=own) as client:
+        refusals = []
+        for blocks in ([image], [audio], [text, image]):
+            with pytest.raises(cmp_errors.ModalityUnsupportedError) as refused:
+                await client.encode_store(cmp.EncodeStoreRequest(content=cmp.MemoryContent(blocks=blocks)))
+            refusals.append(refused.value)
+        heard = cmp.EncodeStoreRequest(content=cmp.MemoryContent(blocks=[audio]))
+        batch = cmp.EncodeBatchRequest(records=[cmp.EncodeStoreRequest(content=_text("fine")), heard])
+        with pytest.raises(cmp_errors.ModalityUnsupportedError) as in_batch:
+            await client.encode_batch(batch)
+        seen = _raw("unused")
+        seen.content = cmp.MemoryContent(blocks=[image])
+        with pytest.raises(cmp_errors.ModalityUnsupportedError) as raw:
+            await client.encode_store_raw(seen)
+        with pytest.raises(cmp_errors.ModalityUnsupportedError) as cue:
+            await client.recall_query(cmp.RecallQueryRequest(cue=cmp.RecallCue(image=b"\x89PNG")))
+        # Nothing was written by any of them, the batch's good first record included.
+        stats = await client.introspect_stats()
+    assert (stats.total_records, stats.raw_journal_records) == (0, 0)
+    fields = [r.details for r in refusals]
+    assert fields == [
+        {"field": "content.blocks[0].modality"},
+        {"field": "content.blocks[0].modality"},
+        {"field": "content.blocks[1].modality"},
+    ]
+    assert all((r.status_code, r.code) == (400, "MODALITY_UNSUPPORTED") for r in refusals)
+    assert "'image'" in refusals[0].message
+    assert "'audio'" in refusals[1].message
+    assert in_batch.value.details == {"field": "records[1].content.blocks[0].modality"}
+    assert raw.value.details == {"field": "content.blocks[0].modality"}
+    assert cue.value.details == {"field": "cue.image"}
+
+
 async def _main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with serving(Path(tmp) / "data") as url:

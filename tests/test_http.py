@@ -486,7 +486,7 @@ async def test_delete_agent_needs_confirmation(client: httpx.AsyncClient) -> Non
         pytest.param(
             {"content": {"blocks": [{"modality": "image", "data": []}]}, "agent_id": AGENT},
             400,
-            "VALIDATION_ERROR",
+            "MODALITY_UNSUPPORTED",
             "content.blocks[0].modality",
             id="image-block",
         ),

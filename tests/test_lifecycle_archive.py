@@ -17,7 +17,7 @@ import cpersona
 from cpersona.model.records import MemoryRecord
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
 _COUNTER = itertools.count()
@@ -38,6 +38,23 @@ MEMORY = st.fixed_dictionaries(
     }
 )
 EPISODE = st.fixed_dictionaries({"summary": WORDS, "keywords": st.lists(st.sampled_from("klm"), max_size=2)})
+# A declaration in one scope: entities with aliases, an entity relation, and (by index into the memories
+# that scope may read) a mention and a record relation.
+DECLARATION = st.fixed_dictionaries(
+    {
+        "project_id": st.sampled_from(["", "p"]),
+        "channel": st.sampled_from(["", "c"]),
+        "entities": st.lists(
+            st.tuples(st.sampled_from(["Ada", "Lisbon", "ops team", "Ünïcode"]), st.lists(WORDS, max_size=2)),
+            min_size=1, max_size=3,
+        ),
+        "relation": st.one_of(
+            st.none(), st.tuples(st.sampled_from(["Ada", "Porto"]), WORDS, st.just("Lisbon"))
+        ),
+        "anchor": st.one_of(st.none(), st.integers(0, 5)),
+        "linked": st.one_of(st.none(), st.tuples(st.integers(0, 5), st.integers(0, 5), WORDS)),
+    }
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +82,18 @@ def _archive(header: bytes, body: list[bytes]) -> bytes:
 
 async def _populate(
     engine: cpersona.Engine, agent: str, memories: list[dict[str, Any]], episodes: list[dict[str, Any]],
-    raw: int, profile: str | None,
+    raw: int, profile: str | None, declarations: Sequence[dict[str, Any]] = (),
 ) -> None:  # fmt: skip
     previous: str | None = None
+    refs: list[tuple[str, str, str]] = []
     for n, m in enumerate(memories):
         spec = {k: v for k, v in m.items() if k != "linked" and v is not None}
         spec["content"] = f"{spec['content']} {n}"  # distinct, so none is skipped as a duplicate
         if m["linked"] and previous is not None:
             spec["associations"] = [{"target_id": previous, "association_type": "causal", "weight": 0.25}]
-        previous = (await engine.store(agent_id=agent, **spec)).id
+        stored = await engine.store(agent_id=agent, **spec)
+        previous = stored.id
+        refs.append((stored.ref, spec.get("project_id", ""), spec.get("channel", "")))
     for e in episodes:
         await engine.archive_episode(e["summary"], agent_id=agent, keywords=e["keywords"])
     for n in range(raw):
@@ -83,6 +103,35 @@ async def _populate(
         )  # fmt: skip
     if profile is not None:
         await engine.update_profile(agent, profile)
+    for d in declarations:
+        await _declare(engine, agent, d, refs)
+
+
+async def _declare(
+    engine: cpersona.Engine, agent: str, d: dict[str, Any], refs: list[tuple[str, str, str]]
+) -> None:
+    p, c = d["project_id"], d["channel"]
+    readable = [ref for ref, rp, rc in refs if rp in (p, "") and rc in (c, "")]
+    body: dict[str, Any] = {
+        "entities": [{"name": name, "aliases": aliases} for name, aliases in d["entities"]]
+    }
+    relations = []
+    if d["relation"] is not None:
+        subject, predicate, obj = d["relation"]
+        relations.append({"subject": subject, "predicate": predicate, "object": obj})
+    if d["linked"] is not None and readable:
+        s, o, predicate = d["linked"]
+        relations.append(
+            {
+                "subject": readable[s % len(readable)],
+                "predicate": predicate,
+                "object": readable[o % len(readable)],
+            }
+        )
+    anchor = readable[d["anchor"] % len(readable)] if d["anchor"] is not None and readable else None
+    await engine.declare_associations(agent, body, anchor_ref=anchor, project_id=p, channel=c)
+    if relations:
+        await engine.declare_associations(agent, {"relations": relations}, project_id=p, channel=c)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -91,6 +140,7 @@ async def _populate(
     st.lists(EPISODE, max_size=2),
     st.integers(0, 3),
     st.one_of(st.none(), WORDS),
+    st.lists(DECLARATION, max_size=3),
 )
 async def test_export_import_export_is_byte_identical(
     source: cpersona.Engine,
@@ -99,10 +149,20 @@ async def test_export_import_export_is_byte_identical(
     episodes: list[dict[str, Any]],
     raw: int,
     profile: str | None,
+    declarations: list[dict[str, Any]],
 ) -> None:
     n = next(_COUNTER)
-    await _populate(source, f"from{n}", memories, episodes, raw, profile)
+    await _populate(source, f"from{n}", memories, episodes, raw, profile, declarations)
     first = await source.export(f"from{n}", include_raw_journal=True)
+    # The associative layer travels too: one line per scope declared in, holding what was declared there.
+    lines = [orjson.loads(line) for line in first.archive_data.splitlines()]
+    graphs = [line["data"] for line in lines if line["kind"] == "associations"]
+    assert sorted((g["project_id"], g["channel"]) for g in graphs) == sorted(
+        {(d["project_id"], d["channel"]) for d in declarations}
+    )
+    # Mentions name the declared anchors, which exist in the archive; the graph reads the same after.
+    held = {line["data"]["id"] for line in lines if line["kind"] == "memory"}
+    assert {ref.removeprefix("mem:") for g in graphs for _, ref in g["mentions"]} <= held
     imported = await target.import_archive(f"to{n}", first.archive_data)
     assert imported.records_imported == first.record_count
     again = await target.export(f"to{n}", include_raw_journal=True)
@@ -143,6 +203,30 @@ async def test_a_changed_archive_is_refused_naming_the_field_and_writes_nothing(
         await target.import_archive("damaged-copy", b"not json\n")
     assert caught.value.field == "archive_data"
     assert await target.list(agent_id="damaged-copy") == []
+
+
+async def test_a_malformed_associations_line_is_refused_and_a_filtered_export_leaves_the_graph_out(
+    source: cpersona.Engine, target: cpersona.Engine
+) -> None:
+    stored = await source.store("Ada met the ops team", agent_id="graphed", store="semantic")
+    await source.declare_associations("graphed", {"entities": [{"name": "Ada"}]}, anchor_ref=stored.ref)
+    data = (await source.export("graphed")).archive_data
+    header, *body, _footer = data.splitlines(keepends=True)
+    assert [orjson.loads(line)["kind"] for line in body] == ["memory", "associations"]
+    graph = orjson.loads(body[1])["data"]
+    assert (graph["entities"], graph["mentions"]) == ([["ada", "Ada"]], [["ada", stored.ref]])
+    # The associations line is no record: the footer counts one.
+    assert (await source.export("graphed")).record_count == 1
+    for bad in ({**graph, "mentions": [["ada"]]}, {**graph, "entities": "ada"}, {"project_id": ""}):
+        line = orjson.dumps({"kind": "associations", "data": bad}, option=orjson.OPT_SORT_KEYS) + b"\n"
+        with pytest.raises(cpersona.InvalidRequest) as caught:
+            await target.import_archive("graphed-copy", _archive(header, [body[0], line]))
+        assert caught.value.field == "archive_data"
+        assert "line 3" in caught.value.problem
+    semantic_only = await source.export("graphed", stores=["semantic"])
+    kinds = [orjson.loads(line)["kind"] for line in semantic_only.archive_data.splitlines()]
+    assert kinds == ["header", "memory", "footer"]
+    assert await target.list(agent_id="graphed-copy") == []
 
 
 async def test_merge_rules_and_replace(source: cpersona.Engine) -> None:

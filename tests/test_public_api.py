@@ -74,6 +74,7 @@ EXPECTED = {
     "ImportRequest",
     "ForgetUnconfirmed",
     "ImportConflict",
+    "ModalityUnsupported",
     "ConsolidateResult",
     "DecayTickResult",
     "ExportResult",

@@ -97,7 +97,7 @@ STORE: list[tuple[dict[str, Any], str]] = [
     ({"content": {"blocks": [3]}, "agent_id": A}, "InvalidRequest:content.blocks[0]"),
     (
         {"content": {"blocks": [{"modality": "image", "data": "x"}]}, "agent_id": A},
-        "InvalidRequest:content.blocks[0].modality",
+        "ModalityUnsupported:content.blocks[0].modality",
     ),
     (
         {"content": {"blocks": [{"modality": "text", "data": 3}]}, "agent_id": A},

@@ -9,7 +9,8 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     CpersonaError
     ├── InvalidSetting            a CPERSONA_* variable cannot be read (raised at start)
     ├── InvalidRequest            bad input; names the field and what was wrong      HTTP 400
-    │   └── ContentTooLarge       content or metadata over its limit                 HTTP 413
+    │   ├── ContentTooLarge       content or metadata over its limit                 HTTP 413
+    │   └── ModalityUnsupported   content or a cue no model here reads (an image)    HTTP 400
     ├── RecordNotFound            no record with that ref in this scope              HTTP 404
     ├── DataDirLocked             another engine already owns the data directory
     ├── EngineClosed              the engine was used outside ``async with``
@@ -45,6 +46,7 @@ __all__ = [
     "InsufficientStorage",
     "InvalidRequest",
     "InvalidSetting",
+    "ModalityUnsupported",
     "RecordNotFound",
     "RedisUnavailable",
     "VectorStoreUnavailable",
@@ -86,6 +88,12 @@ class ContentTooLarge(InvalidRequest):
 
     code = "CONTENT_TOO_LARGE"
     status = 413
+
+
+class ModalityUnsupported(InvalidRequest):
+    """Content or a recall cue of a modality no model here reads (an image, audio), naming the field."""
+
+    code = "MODALITY_UNSUPPORTED"
 
 
 class ForgetUnconfirmed(InvalidRequest):

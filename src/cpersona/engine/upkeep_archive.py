@@ -43,10 +43,12 @@ from cpersona.operations.lifecycle.archive import (
     archive_id,
     archived_time,
     footer_line,
+    graph_line,
     header_line,
     record_line,
 )
 from cpersona.operations.lifecycle.sealing import is_sealed, open_sealed, seal
+from cpersona.stores.association_values import AssociationGraph
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
@@ -86,6 +88,10 @@ async def _lines(life: Lifecycle, req: ExportRequest, total: Checksum) -> AsyncG
     profile = await life.backends.records.profile(agent)
     if profile is not None:
         yield total.add(record_line(profile))
+    # The associative layer only with every store: its mentions and relations name records of them all.
+    if stores is None:
+        for graph in await life.backends.records.association_graphs(agent):
+            yield total.add(graph_line(graph), record=False)
     yield footer_line(total.records, total.hexdigest())
 
 
@@ -145,7 +151,7 @@ async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
     batch: list[ArchivedRecord] = []
     for line in lines:
         record = reader.read(line)
-        if record is not None:
+        if record is not None and not isinstance(record, AssociationGraph):
             batch.append(record)
         if len(batch) >= _BATCH:
             await _foreign(life, agent_id, batch)
@@ -194,9 +200,12 @@ async def import_lines(
     writer = _Writer(life, req.agent_id, req.conflict_resolution)
     reader = ArchiveReader(req.agent_id)
     batch: list[ArchivedRecord] = []
+    graphs: list[AssociationGraph] = []
     for line in lines():
         record = reader.read(line)
-        if record is not None:
+        if isinstance(record, AssociationGraph):
+            graphs.append(record)
+        elif record is not None:
             batch.append(record)
         if len(batch) >= _BATCH:
             await writer.write(batch)
@@ -206,6 +215,8 @@ async def import_lines(
     await writer.write(batch)
     if progress is not None and batch:
         progress(len(batch))
+    # After the records its mentions and relations name; added to what the agent declared.
+    await life.backends.records.restore_association_graphs(req.agent_id, graphs)
     return ImportResult(writer.imported, writer.skipped, req.strategy)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, JsonValue, field_validator, model_validator
 
-from cpersona.errors import InvalidRequest
+from cpersona.errors import InvalidRequest, ModalityUnsupported
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import Header, KeyText, RequestModel, Unit01, refusal
 from cpersona.model.memory_parts import Emotion, emotion_vector
@@ -53,12 +53,6 @@ PLUTCHIK_AXES = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "ange
 RecallModeName = Literal["human", "perfect"]
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
-
-
-class ModalityUnsupported(InvalidRequest):
-    """A cue this engine has no model to read (400, ``MODALITY_UNSUPPORTED``, naming the field)."""
-
-    code = "MODALITY_UNSUPPORTED"
 
 
 def emotion_axes(emotion: EmotionVector) -> tuple[float, ...]:

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from cpersona.errors import ContentTooLarge, InvalidRequest
+from cpersona.errors import ContentTooLarge, InvalidRequest, ModalityUnsupported
 from cpersona.model.text_rules import (
     CLEAN_TEXT_PATTERN,
     NO_CONTROL_PATTERN,
@@ -369,4 +369,6 @@ def invalid(exc: ValidationError, prefix: str = "") -> InvalidRequest:
     said = problem(error["type"], error.get("ctx") or {}, error["input"], error["msg"])
     if error["type"] == OWN + "too_large":
         return ContentTooLarge(field, said)
+    if error["type"] == OWN + "modality_unsupported":
+        return ModalityUnsupported(field, said)
     return InvalidRequest(field, said)

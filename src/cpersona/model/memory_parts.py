@@ -110,7 +110,8 @@ _BlockData = Annotated[
 
 
 class ContentBlock(RequestModel):
-    """One content block; only text is supported, and the first text block is the memory's text."""
+    """One content block; only text is supported (another modality is ``MODALITY_UNSUPPORTED``), and
+    the first block is the memory's text."""
 
     # Cerememory blocks may carry more than this engine reads (an embedding, a hash); they are ignored.
     model_config = ConfigDict(extra="ignore")
@@ -122,12 +123,15 @@ class ContentBlock(RequestModel):
         "checked as content (not blank, no control characters)"
     )
 
-    # Before the type's own check, so that a caller sending an image hears why it is refused.
+    # Before the type's own check, so that a caller sending an image hears why it is refused: a
+    # MODALITY_UNSUPPORTED naming this block's modality (Cerememory's code, its SDK's
+    # ModalityUnsupportedError). A text block beside it does not make it pass: the image would be
+    # dropped without a word, and nothing of a write is ignored silently.
     @field_validator("modality", mode="before")
     @classmethod
     def _text_only(cls, value: Any) -> Any:
         if isinstance(value, str) and value != "text":
-            raise refusal("not_text", f"only 'text' is supported by this engine, got {value!r}")
+            raise refusal("modality_unsupported", f"only 'text' is supported by this engine, got {value!r}")
         return value
 
     def text(self) -> str:

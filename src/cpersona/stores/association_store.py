@@ -11,7 +11,13 @@ if TYPE_CHECKING:
     from cpersona.model.associations import Declaration
     from cpersona.model.records import Scope
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.association_values import DeclareCounts, EntityLinks, IndexedEntity, RecordLinks
+    from cpersona.stores.association_values import (
+        AssociationGraph,
+        DeclareCounts,
+        EntityLinks,
+        IndexedEntity,
+        RecordLinks,
+    )
 
 __all__ = ["AssociationStore"]
 
@@ -51,4 +57,12 @@ class AssociationStore(Protocol):
 
     async def delete_agent_associations(self, agent_id: str) -> int:
         """Remove the agent's whole graph; return how many keys went."""
+        ...
+
+    async def association_graphs(self, agent_id: str) -> list[AssociationGraph]:
+        """Everything the agent declared, one graph per scope it declared in (for its archive)."""
+        ...
+
+    async def restore_association_graphs(self, agent_id: str, graphs: Sequence[AssociationGraph]) -> None:
+        """Write archived graphs under ``agent_id``, atomically; writing one twice changes nothing."""
         ...

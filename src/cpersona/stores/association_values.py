@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-__all__ = ["DeclareCounts", "EntityLinks", "IndexedEntity", "Link", "RecordLinks"]
+__all__ = ["AssociationGraph", "DeclareCounts", "EntityLinks", "IndexedEntity", "Link", "RecordLinks"]
 
 Direction = Literal["out", "in"]
 
@@ -58,3 +58,22 @@ class DeclareCounts:
     aliases: int = 0
     mentions: int = 0
     relations: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AssociationGraph:
+    """All that one agent declared in one scope, in stored (folded) form, each part sorted: what an
+    archive carries of the associative layer.
+
+    ``entities`` are (key, name as first declared); ``aliases`` (alias key, entity key, alias as
+    declared); ``relations`` entity relations (subject key, predicate key, object key); ``mentions``
+    (entity key, record ref); ``record_relations`` (subject ref, predicate key, object ref).
+    """
+
+    project_id: str
+    channel: str
+    entities: tuple[tuple[str, str], ...] = ()
+    aliases: tuple[tuple[str, str, str], ...] = ()
+    relations: tuple[tuple[str, str, str], ...] = ()
+    mentions: tuple[tuple[str, str], ...] = ()
+    record_relations: tuple[tuple[str, str, str], ...] = ()

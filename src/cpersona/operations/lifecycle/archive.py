@@ -1,9 +1,12 @@
 """One agent's memory as a JSON Lines archive: a header line, one record per line, a footer.
 
 Every line is one JSON object with sorted keys and a ``kind`` (``header``, ``memory``, ``episode``,
-``raw``, ``profile``, ``footer``); a record line holds the record under ``data``. The footer carries the
-number of record lines and the SHA-256 (lowercase hex) of every byte before it, so an import refuses an
-archive that was cut short or changed.
+``raw``, ``profile``, ``associations``, ``footer``); a record line holds the record under ``data``. An
+``associations`` line holds all that the agent declared in one scope of its associative layer (an
+:class:`~cpersona.stores.association_values.AssociationGraph`: entities, aliases, entity relations,
+mentions, record relations, in their stored folded form, sorted); it is no record and not counted as
+one. The footer carries the number of record lines and the SHA-256 (lowercase hex) of every byte before
+it, so an import refuses an archive that was cut short or changed.
 
 The archive holds no agent id, no insertion sequence, no vector state and no time of export: they belong
 to the store it was taken from, not to what was remembered. So exporting, importing into another agent
@@ -41,6 +44,7 @@ from cpersona.model.records import (
     format_time,
 )
 from cpersona.operations.lifecycle.sealing import MAGIC
+from cpersona.stores.association_values import AssociationGraph
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -54,6 +58,7 @@ __all__ = [
     "archived_time",
     "encode_line",
     "footer_line",
+    "graph_line",
     "header_line",
     "record_line",
 ]
@@ -150,6 +155,29 @@ def record_line(record: ArchivedRecord) -> bytes:
         else "profile"
     )  # fmt: skip
     return encode_line({"kind": kind, "data": _data(record)})
+
+
+def graph_line(graph: AssociationGraph) -> bytes:
+    """One scope's associative layer as an archive line (not a record: the checksum counts no record)."""
+    return encode_line({"kind": "associations", "data": dataclasses.asdict(graph)})
+
+
+_GRAPH_ROWS = {"entities": 2, "aliases": 3, "relations": 3, "mentions": 2, "record_relations": 3}
+
+
+def _graph(d: dict[str, Any]) -> AssociationGraph:
+    rows: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for name, width in _GRAPH_ROWS.items():
+        found = d[name]
+        if not isinstance(found, list) or any(
+            not isinstance(row, list) or len(row) != width or not all(isinstance(v, str) for v in row)
+            for row in found
+        ):
+            raise ValueError(f"{name} must be a list of {width} strings each")
+        rows[name] = tuple(tuple(row) for row in found)
+    if not isinstance(d["project_id"], str) or not isinstance(d["channel"], str):
+        raise TypeError("project_id and channel must be strings")
+    return AssociationGraph(d["project_id"], d["channel"], **rows)  # type: ignore[arg-type]
 
 
 def footer_line(count: int, checksum: str) -> bytes:
@@ -250,8 +278,8 @@ class ArchiveReader:
             raise self._bad("is not an archive line (an object with a kind)")
         return obj
 
-    def read(self, line: bytes) -> ArchivedRecord | None:
-        """The record on ``line`` (``None`` for the header and the footer)."""
+    def read(self, line: bytes) -> ArchivedRecord | AssociationGraph | None:
+        """The record or the scope's graph on ``line`` (``None`` for the header and the footer)."""
         self.line_no += 1
         if self._footer is not None:
             raise self._bad("follows the footer")
@@ -273,11 +301,11 @@ class ArchiveReader:
             return None
         build = _BUILD.get(kind)
         data = obj.get("data")
-        if build is None or not isinstance(data, dict):
+        if (build is None and kind != "associations") or not isinstance(data, dict):
             raise self._bad(f"has an unknown kind {kind!r} or no data")
-        self.checksum.add(line)
+        self.checksum.add(line, record=build is not None)
         try:
-            return build(data, self.agent_id)
+            return _graph(data) if build is None else build(data, self.agent_id)
         except (KeyError, TypeError, ValueError) as exc:
             raise self._bad(f"is not a {kind} record ({type(exc).__name__}: {exc})") from None
 

@@ -30,6 +30,7 @@ from cpersona.model.records import Scope, Source
 from cpersona.model.scope import ReadScope
 from cpersona.stores.association_values import DeclareCounts, EntityLinks, IndexedEntity, Link, RecordLinks
 from cpersona.stores.redis import durable
+from cpersona.stores.redis.association_archive import RedisAssociationArchive
 from cpersona.stores.redis.connection import json_ops, redis_errors
 from cpersona.stores.redis.refs import key_of_ref
 
@@ -105,8 +106,9 @@ def _counts(labels: Sequence[str], replies: Sequence[Any]) -> DeclareCounts:
     return DeclareCounts(**totals)
 
 
-class RedisAssociations:
-    """The association operations of :class:`~cpersona.stores.redis.store.RedisRecordStore` (a base)."""
+class RedisAssociations(RedisAssociationArchive):
+    """The association operations of :class:`~cpersona.stores.redis.store.RedisRecordStore` (a base);
+    the archive's reading and writing of a whole graph are its own base's."""
 
     client: RedisClient
     keys: Keys
