@@ -46,6 +46,7 @@ from cpersona.edges.cli.reconstruct import reconstruct_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
 from cpersona.edges.cli.timeline import timeline_command
+from cpersona.edges.cli.trace_follow import follow_server_traces
 from cpersona.edges.cli.trace_tail import tail_traces
 from cpersona.edges.http.app import single_error
 from cpersona.edges.mcp.stdio import mcp_command
@@ -219,10 +220,15 @@ async def _optimize(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def _trace_tail(settings: Settings, args: argparse.Namespace) -> int:
-    # No engine here: the tailer only listens on the Redis the engines publish to.
+    # No engine here: the tailer only listens, to the server's stream when a server is the target (its
+    # key checks bind the tail), else on the Redis the engines publish to.
     if args.count is not None and args.count < 1:
         raise BadInput("--count: must be at least 1")
-    await tail_traces(settings, agent=args.agent, project=args.project, as_json=args.json, count=args.count)
+    asked = {"agent": args.agent, "project": args.project, "as_json": args.json, "count": args.count}
+    if server_url(settings) is None:
+        await tail_traces(settings, **asked)
+    else:
+        await follow_server_traces(settings, **asked, out=sys.stdout, err=sys.stderr)
     return EXIT_OK
 
 

@@ -156,9 +156,14 @@ def _admin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = trace_sub.add_parser(
         "tail",
         parents=[common],
-        help="print recall traces as engines publish them (on the Redis they share) until Ctrl-C",
+        help="print recall traces as engines publish them, until Ctrl-C",
+        description="Print recall and reconstruct traces as they happen, until Ctrl-C. When a server is "
+        "the target (CPERSONA_URL, or the cpersona serve that holds the data dir) the tail follows its "
+        "GET /v1/traces/stream with CPERSONA_API_KEY, and sees only that key's agents; with no server "
+        "it subscribes straight to the trace channel on the Redis the engines share "
+        "(CPERSONA_REDIS_URL, or the data dir's embedded Redis).",
     )
-    p.add_argument("--agent", help="only this agent's traces (default: every agent)")
+    p.add_argument("--agent", help="only this agent's traces (default: every agent the key may see)")
     p.add_argument("--project", help="only traces whose scope names this project")
     p.add_argument("--json", action="store_true", help="one JSON trace per line")
     p.add_argument("--count", type=int, help="stop after this many traces")

@@ -1,13 +1,16 @@
 """``cpersona trace tail``: follow the recall traces that engines publish on Redis, as they happen.
 
-The tailer only listens. It connects to the Redis the engines use — ``CPERSONA_REDIS_URL``, or, when that
+This is the tail for when no server is the target: with ``CPERSONA_URL`` set, or a ``cpersona serve``
+holding the data dir, the command follows that server's trace stream with its API key instead
+(:mod:`~cpersona.edges.cli.trace_follow`), so that a key sees only its agents' traces. The tailer only
+listens. It connects to the Redis the engines use — ``CPERSONA_REDIS_URL``, or, when that
 is unset, the embedded server that a running engine started for the data dir, found through the
 ``redis/redis.url`` file that :class:`~cpersona.stores.redis.server.EmbeddedRedis` writes (it never starts a
 Redis of its own: the data dir belongs to the engine) — subscribes to one agent's trace channel or to the
 pattern of all of them, and prints each trace: one JSON object per line (``--json``), or a short readable
 account of the recall, stage by stage. When that Redis goes away (the server restarts) the tailer says
 so and subscribes again once it is back, reading the URL file anew (a restarted server may listen
-elsewhere).The readable account is :func:`~cpersona.edges.cli.trace_render.render_trace`'s.
+elsewhere). The readable account is :func:`~cpersona.edges.cli.trace_render.render_trace`'s.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import anyio
 import orjson
 
 from cpersona.edges.cli.trace_render import render_trace, trace_scope
-from cpersona.errors import RedisUnavailable
+from cpersona.errors import BackendUnavailable, RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
 
 if TYPE_CHECKING:
     from cpersona.settings import Settings
 
-__all__ = ["render_trace", "tail_traces", "trace_redis_url"]
+__all__ = ["Tail", "render_trace", "tail_traces", "trace_redis_url"]
 
 # How long one wait for a message lasts. The wait is repeated forever; a bounded wait keeps every read
 # under a deadline, so a dead connection shows up as an error instead of a silent hang.
@@ -80,7 +83,7 @@ async def tail_traces(
     attempt is said on ``err``.
     """
     keys = Keys(settings.key_prefix)
-    tail = _Tail(
+    tail = Tail(
         settings,
         target=keys.trace_pattern if agent is None else keys.trace_channel(agent),
         pattern=agent is None,
@@ -95,8 +98,12 @@ async def tail_traces(
 
 
 @dataclasses.dataclass(slots=True)
-class _Tail:
-    """One ``trace tail``: what it listens to, where it prints, and how far it got."""
+class Tail:
+    """One ``trace tail``: what it listens to, where it prints, and how far it got.
+
+    ``listen`` subscribes once and prints until done; :class:`~cpersona.edges.cli.trace_follow.ServerTail`
+    listens to a server's stream instead, and keeps the rest (the reconnecting, the printing).
+    """
 
     settings: Settings
     target: str
@@ -117,7 +124,7 @@ class _Tail:
         while not self.done():
             try:
                 await self.listen()
-            except RedisUnavailable as exc:
+            except BackendUnavailable as exc:  # Redis here; the server, for a tail that follows one
                 if not self.subscribed:
                     raise  # never reached: there is nothing to wait for
                 print(
@@ -135,10 +142,7 @@ class _Tail:
             try:
                 async with redis_errors(f"cannot subscribe to {self.target} on {redact_url(url)}"):
                     await _subscribe(pubsub, self.target, pattern=self.pattern, settings=self.settings)
-                again = "reconnected: " if self.subscribed else ""
-                print(f"{again}listening on {self.target} at {redact_url(url)} (Ctrl-C to stop)",
-                      file=self.err, flush=True)  # fmt: skip
-                self.subscribed, self.pause = True, _BACKOFF_FIRST_SECS
+                self.listening(f"{self.target} at {redact_url(url)}")
                 while not self.done():
                     received = await _next_trace(pubsub, self.err)
                     if received is not None:
@@ -149,6 +153,12 @@ class _Tail:
                     await cast("Any", pubsub).aclose()
         finally:
             await close_redis(client)
+
+    def listening(self, where: str) -> None:
+        """Say that the subscription is in place: from now on nothing published is missed."""
+        again = "reconnected: " if self.subscribed else ""
+        print(f"{again}listening on {where} (Ctrl-C to stop)", file=self.err, flush=True)
+        self.subscribed, self.pause = True, _BACKOFF_FIRST_SECS
 
     def show(self, payload: bytes, trace: dict[str, Any]) -> None:
         if self.project is not None and trace_scope(trace).get("project_id") != self.project:
