@@ -73,7 +73,7 @@ class ServerTail(Tail):
     """A tail that listens to a server's trace stream; reconnecting and printing are :class:`Tail`'s."""
 
     agent: str | None = None
-    api_key: str | None = None
+    api_key: str | None = dataclasses.field(default=None, repr=False)  # a secret: never in a repr
 
     async def listen(self) -> None:
         """Open the stream once and print until done; raises :class:`ServerUnavailable` when it is lost."""
