@@ -152,3 +152,16 @@ async def test_no_key_or_an_unknown_one_is_refused_naming_the_variable(server: _
         assert out == ""
         (line,) = err.strip().splitlines()
         assert line.startswith("error: CPERSONA_API_KEY was refused by the server"), line
+
+
+async def test_cpersona_url_makes_the_server_the_target(server: _Server, tmp_path: Path) -> None:
+    # Another data dir, with no server and no Redis of its own: the URL alone names the target.
+    env = _env(tmp_path / "elsewhere", CPERSONA_URL=server.url, CPERSONA_API_KEY=server.keys[BOB])
+    async with _tailing(command("--json", "--count", "1"), env=env) as proc:
+        listening = await wait_listening(proc)
+        assert f"{server.url}/v1/traces/stream (agent {BOB})" in listening
+        await server.recall(ANN, "deploy key")
+        await server.recall(BOB, "deploy key")
+        code, out, err = await finish(proc)
+    assert code == 0, err
+    assert orjson.loads(out)["scope"]["agent_id"] == BOB
