@@ -16,7 +16,7 @@ from pydantic.json_schema import models_json_schema
 from cpersona.edges.http.auth import OPEN_PATHS, admin_only
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
-from cpersona.edges.http.reading import AGENT_HEADER, query_params, takes_agent
+from cpersona.edges.http.reading import AGENT_HEADER, AGENT_HEADER_PATTERN, query_params, takes_agent
 from cpersona.edges.http.routes import HTTP_MAX_LIMIT, OPERATIONS
 from cpersona.edges.http.state import engine_of
 from cpersona.model.fields import schema_limits, validate
@@ -282,7 +282,7 @@ def _agent_header(op: Operation, settings: Settings) -> list[dict[str, Any]]:
             "without scopes (the Cerememory SDK) sends it; without either, CPERSONA_DEFAULT_AGENT, else 400",
             "schema": {
                 "type": "string",
-                "pattern": "^[ -~]*[!-~][ -~]*$",
+                "pattern": f"^{AGENT_HEADER_PATTERN}$",
                 "maxLength": settings.max_key_length,
             },
         }

@@ -22,6 +22,7 @@ it within the agent of their query or body, so the check of that agent covers th
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import anyio
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_HEADER",
+    "AGENT_HEADER_PATTERN",
     "caller_agent",
     "declare_models",
     "json_object",
@@ -53,6 +55,8 @@ __all__ = [
 ]
 
 AGENT_HEADER = "X-Cpersona-Agent"
+# Printable ASCII, not blank: the schema the OpenAPI document gives the header.
+AGENT_HEADER_PATTERN = "[ -~]*[!-~][ -~]*"
 """The header naming the agent of a request that does not name one itself."""
 
 _M = TypeVar("_M", bound=RequestModel)
@@ -78,14 +82,27 @@ def caller_agent(request: Request) -> str | None:
     agents = key_agents(request)
     if agents is not None and len(agents) == 1:
         return next(iter(agents))
+    header = agent_header(request)
+    return header if header is not None else _settings(request).default_agent
+
+
+def agent_header(request: Request) -> str | None:
+    """The request's agent header, checked as the OpenAPI document states it (``AGENT_HEADER_PATTERN``,
+    at most CPERSONA_MAX_KEY_LENGTH characters): a bad one is refused even where the body names the
+    agent, since the caller meant it."""
     header = request.headers.get(AGENT_HEADER)
-    if header is not None:
-        # Header bytes are read as Latin-1, so UTF-8 would name another agent (``JÃ¼rgen``); an agent id
-        # beyond ASCII goes in the request itself.
-        if not header.isascii():
-            raise InvalidRequest(AGENT_HEADER.lower(), "must be ASCII; name other agents in agent_id")
-        return header
-    return _settings(request).default_agent
+    if header is None:
+        return None
+    # Header bytes are read as Latin-1, so UTF-8 would name another agent (``JÃ¼rgen``); an agent id
+    # beyond ASCII goes in the request itself.
+    if not header.isascii():
+        raise InvalidRequest(AGENT_HEADER.lower(), "must be ASCII; name other agents in agent_id")
+    if not re.fullmatch(AGENT_HEADER_PATTERN, header):
+        raise InvalidRequest(AGENT_HEADER.lower(), "must be printable ASCII with a visible character")
+    most = _settings(request).max_key_length
+    if len(header) > most:
+        raise InvalidRequest(AGENT_HEADER.lower(), f"must be at most {most} characters")
+    return header
 
 
 def with_agent(model: type[RequestModel], values: Mapping[str, Any], agent: str | None) -> dict[str, Any]:
@@ -201,6 +218,8 @@ def declare_models(
     an agent in the route's path is checked against the request's key here, before its handler runs."""
     request.scope[_BODY_MODEL] = body
     request.scope[_QUERY_MODEL] = query
+    if any(takes_agent(model) for model in (body, query) if model is not None):
+        agent_header(request)
     agents = key_agents(request)
     in_path = request.path_params.get("agent_id")
     if agents is not None and in_path is not None:
