@@ -22,6 +22,7 @@ from cpersona.model.records import StoreKind
 
 __all__ = [
     "MAX_ARCHIVE_BYTES",
+    "MEMORY_ID_PATTERN",
     "MAX_LIFECYCLE_IDS",
     "MAX_TICK_SECONDS",
     "ConflictRule",
@@ -61,10 +62,17 @@ def _memory_id(value: object) -> object:
     return canonical
 
 
+_HEX = "[0-9A-Fa-f]"
+MEMORY_ID_PATTERN = f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$"
+"""What :func:`_memory_id` accepts, as the schema says it."""
+
 MemoryId = Annotated[
     str,
     Before(_memory_id),
-    Field(description="A memory: its bare UUID (as Cerememory sends it) or mem:<uuid>"),
+    Field(
+        description="A memory: its bare UUID (as Cerememory sends it) or mem:<uuid>",
+        pattern=MEMORY_ID_PATTERN,
+    ),
 ]
 Passphrase = Annotated[
     KeyText, Field(min_length=8, description="A passphrase of at least 8 characters (no control characters)")

@@ -19,6 +19,7 @@ from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.cue_query_response import AssociateResult
 from cpersona.model.fields import validate
+from cpersona.model.lifecycle_requests import MEMORY_ID_PATTERN
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -47,7 +48,10 @@ async def _associate(request: Request) -> Response:
 
 
 _RECORD_ID = {
-    "record_id": Annotated[str, Field(description="The memory to start from: mem:<uuid> or its bare UUID")]
+    "record_id": Annotated[
+        str,
+        Field(description="The memory to start from: mem:<uuid> or its bare UUID", pattern=MEMORY_ID_PATTERN),
+    ]
 }
 
 QUERY_OPERATIONS: tuple[Operation, ...] = (
