@@ -85,6 +85,14 @@ async def test_forget_needs_confirm_and_answers_the_count(client: httpx.AsyncCli
     )
     assert working.status_code == 400
     assert working.json()["error"]["field"] == "store"
+    # Every optional field sent as an explicit null, as a generated client sends them (found by the fuzzer:
+    # a null temporal_range was a 500).
+    nulls = {"record_ids": None, "store": None, "temporal_range": None, "cascade": False}
+    aged = await client.request(
+        "DELETE", "/v1/lifecycle/forget", json={**AGENT, **nulls, "older_than_seconds": 1, "confirm": False}
+    )
+    assert aged.status_code == 400, aged.text
+    assert aged.json()["error"]["code"] == "FORGET_UNCONFIRMED"
     done = await client.request(
         "DELETE", "/v1/lifecycle/forget", json={**AGENT, "record_ids": [record_id], "confirm": True}
     )

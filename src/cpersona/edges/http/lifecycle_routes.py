@@ -57,7 +57,7 @@ async def _decay_forecast(request: Request) -> Response:
 
 async def _forget(request: Request) -> Response:
     engine, args = await _body(request, ForgetRequest)
-    if "temporal_range" in args:
+    if args.get("temporal_range") is not None:
         args["temporal_range"] = args["temporal_range"].model_dump()
     return ORJSONResponse((await engine.forget(**args)).to_json())
 
