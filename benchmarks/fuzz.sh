@@ -38,8 +38,11 @@ stop_server() {
 }
 trap stop_server EXIT
 
-# A throwaway data dir: the fuzzer writes thousands of odd records that nobody should keep.
-CPERSONA_DATA_DIR="$work/data" CPERSONA_HOST=127.0.0.1 CPERSONA_PORT="$port" \
+# A throwaway data dir: the fuzzer writes thousands of odd records that nobody should keep. A default agent,
+# so that a body without an agent_id is what the document says it is: optional (the X-Cpersona-Agent header
+# or CPERSONA_DEFAULT_AGENT gives it; without both the server refuses naming agent_id, a rule across a
+# header and a body that no schema can say).
+CPERSONA_DATA_DIR="$work/data" CPERSONA_HOST=127.0.0.1 CPERSONA_PORT="$port" CPERSONA_DEFAULT_AGENT=fuzz \
     "$CPERSONA" serve >"$work/serve.log" 2>&1 &
 server=$!
 url="http://127.0.0.1:$port"
@@ -71,9 +74,11 @@ fi
 status=0
 # --generation-database none: no example database carried between runs, so a seeded run is the same run.
 # One worker: two made hypothesis fail inside itself (a SystemError in its AST handling), and the server
-# has the other core. The hooks module (benchmarks/fuzz_hooks.py) is found through PYTHONPATH.
+# has the other core. The hooks module (benchmarks/fuzz_hooks.py) is found through PYTHONPATH. Every check
+# runs: fuzz.toml enables them all, so that an operation's own entry there can turn one off (a --checks
+# on this line would override it).
 PYTHONPATH=benchmarks .venv-fuzz/bin/st --config-file benchmarks/fuzz.toml run "$url/openapi.json" \
-    --checks all --mode all --max-examples "$EXAMPLES" "${seed_args[@]}" \
+    --mode all --max-examples "$EXAMPLES" "${seed_args[@]}" \
     --workers 1 --generation-database none --no-color "$@" || status=$?
 
 if grep -q "Traceback\|unhandled error" "$work/serve.log"; then

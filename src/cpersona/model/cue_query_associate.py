@@ -29,7 +29,9 @@ class AssociateRequest(RequestModel):
         description="The Cerememory SDK repeats the path's record here; when given it must be the same",
     )
     association_types: Annotated[list[AssociationType], Field(min_length=1, max_length=8)] | None = Field(
-        default=None, description="Walk only edges of these types, at every hop (default: all)"
+        default=None,
+        description="Walk only edges of these types, at every hop (default: all)",
+        json_schema_extra={"uniqueItems": True},
     )
     depth: Annotated[int, Field(ge=1, le=MAX_ACTIVATION_DEPTH)] = Field(default=2, description="Most hops")
     min_weight: Unit01 = Field(default=0.1, description="Edges lighter than this are not walked")

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.epoch_time import EpochTime
@@ -69,9 +69,13 @@ MEMORY_ID_PATTERN = f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_
 MemoryId = Annotated[
     str,
     Before(_memory_id),
-    Field(
-        description="A memory: its bare UUID (as Cerememory sends it) or mem:<uuid>",
-        pattern=MEMORY_ID_PATTERN,
+    # The schema states the pattern; the validator before it reads the value (and names it when wrong).
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": MEMORY_ID_PATTERN,
+            "description": "A memory: its bare UUID (as Cerememory sends it) or mem:<uuid>",
+        }
     ),
 ]
 Passphrase = Annotated[

@@ -94,7 +94,7 @@ def openapi_document(
     """The OpenAPI description of every route, with the limits of ``settings`` (default: the defaults)."""
     settings = Settings() if settings is None else settings
     policies = load_policies() if policies is None else policies
-    schemas = _with_policy_rules(_schemas(settings), settings, policies)
+    schemas = _agent_from_header(_with_policy_rules(_schemas(settings), settings, policies))
     paths: dict[str, dict[str, Any]] = {}
     for op in ROUTES:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, settings, policies)
@@ -110,6 +110,25 @@ def openapi_document(
         "paths": paths,
         "components": {"schemas": schemas},
     }
+
+
+def _agent_from_header(schemas: dict[str, Any]) -> dict[str, Any]:
+    """Request bodies whose ``agent_id`` the agent header (or the default agent, or a key bound to one
+    agent) may give: there it is optional, as the server reads it (edges/http/reading.py)."""
+    bodies = [
+        model for op in ROUTES for model in (op.body, op.alternative[0] if op.alternative else None)
+        if model is not None and takes_agent(model)
+    ]  # fmt: skip
+    names = [_ref(model)["$ref"].removeprefix(_PREFIX) for model in bodies]
+    for name in list(names):
+        records = schemas[name].get("properties", {}).get("records", {}).get("items", {})
+        if "$ref" in records:
+            names.append(records["$ref"].removeprefix(_PREFIX))
+    for name in set(names):
+        required = schemas[name].get("required")
+        if required and "agent_id" in required:
+            schemas[name]["required"] = [field for field in required if field != "agent_id"]
+    return schemas
 
 
 def _models() -> list[tuple[type[BaseModel], Literal["validation", "serialization"]]]:
@@ -302,7 +321,9 @@ def _parameters(op: Operation, settings: Settings) -> list[dict[str, Any]]:
     for name, prop in schema.get("properties", {}).items():
         prop = dict(prop)
         prop.pop("title", None)
-        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required}
+        # An agent the query leaves out is the agent header's, or the default agent (reading.py).
+        needed = name in required and not (name == "agent_id" and takes_agent(op.query))
+        param: dict[str, Any] = {"name": name, "in": "query", "required": needed}
         if "description" in prop:
             param["description"] = prop.pop("description")
         param["schema"] = _no_null(prop)
