@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,3 +59,15 @@ async def wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen[bytes],
                 if (await client.get("/health")).status_code == 200:
                     return
             await anyio.sleep(0.1)
+
+
+def stop_serve(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
+    """Stop a server as a person would (Ctrl-C); one that does not end in ``timeout`` is killed, and the
+    test fails on it."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise

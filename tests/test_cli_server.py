@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import httpx
 import orjson
 
 from cpersona.version import __version__
+from serving import stop_serve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -80,13 +80,7 @@ def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Po
             time.sleep(0.1)
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
+        stop_serve(proc, timeout=30)
 
 
 def test_version() -> None:

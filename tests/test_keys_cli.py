@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -16,7 +15,7 @@ import orjson
 
 import cpersona
 from cpersona.settings import Settings
-from serving import free_port, wait_healthy
+from serving import free_port, stop_serve, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -112,5 +111,4 @@ async def test_the_cli_sends_its_key_to_a_server_that_asks_for_one(tmp_path: Pat
         assert forbidden.returncode != 0
         assert "bob" in forbidden.stderr.decode()
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)

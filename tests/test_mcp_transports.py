@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from cpersona.edges.mcp.server import TOOLS
-from serving import free_port, start_serve, wait_healthy
+from serving import free_port, start_serve, stop_serve, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -108,8 +107,7 @@ async def test_a_session_over_streamable_http_and_stdio_refused_beside_it(tmp_pa
         assert refused.returncode == 1, said
         assert f"{url}/mcp" in said
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)
 
 
 async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -20,7 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from serving import free_port, wait_healthy
+from serving import free_port, stop_serve, wait_healthy
 from test_trace_tail import command, finish, wait_listening
 
 if TYPE_CHECKING:
@@ -91,12 +90,7 @@ async def server(tmp_path: Path) -> AsyncIterator[_Server]:
             assert stored.status_code in (200, 201), stored.text
         yield _Server(tmp_path, url, keys)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_serve(proc)
 
 
 async def test_a_key_tails_its_own_agent_and_never_another(server: _Server) -> None:

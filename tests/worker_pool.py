@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from serving import stop_serve
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -47,13 +49,7 @@ def running_serve(env: dict[str, str], port: int, log: Path, *args: str) -> Iter
             time.sleep(0.1)
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
+        stop_serve(proc)
 
 
 def worker_pids(supervisor: subprocess.Popen[bytes]) -> list[int]:
