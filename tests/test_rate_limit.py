@@ -82,20 +82,28 @@ def test_a_limit_needs_a_rate_and_a_burst(redis: RedisClient) -> None:
         RateLimiter(redis, Keys("x"), rate=0, burst=1)
 
 
+def _limited_app(settings: Settings, *, rate: float, burst: int) -> Starlette:
+    """A lexical-only app with keys on and the rate limit under test."""
+    changed = settings.with_(
+        qdrant_url=":memory:",
+        embedding_mode="none",
+        keys="on",
+        rate_limit_per_sec=rate,
+        rate_limit_burst=burst,
+    )
+    return create_app(changed, background=False)
+
+
+async def _ann_token(settings: Settings, redis: RedisClient) -> str:
+    token, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    return token
+
+
 async def test_over_the_limit_is_a_429_with_retry_after(
     settings: Settings, redis: RedisClient, serve_asgi: Serve
 ) -> None:
-    app = create_app(
-        settings.with_(
-            qdrant_url=":memory:",
-            embedding_mode="none",
-            keys="on",
-            rate_limit_per_sec=0.2,
-            rate_limit_burst=2,
-        ),
-        background=False,
-    )
-    token, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    app = _limited_app(settings, rate=0.2, burst=2)
+    token = await _ann_token(settings, redis)
     auth = {"authorization": f"Bearer {token}"}
     async with serve_asgi(app) as client:
         codes = [(await client.get("/v1/records", headers=auth)).status_code for _ in range(2)]
@@ -116,17 +124,8 @@ async def test_over_the_limit_is_a_429_with_retry_after(
 async def test_the_cerememory_sdk_reads_the_429(
     settings: Settings, redis: RedisClient, serve_asgi: Serve
 ) -> None:
-    app = create_app(
-        settings.with_(
-            qdrant_url=":memory:",
-            embedding_mode="none",
-            keys="on",
-            rate_limit_per_sec=0.1,
-            rate_limit_burst=1,
-        ),
-        background=False,
-    )
-    token, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    app = _limited_app(settings, rate=0.1, burst=1)
+    token = await _ann_token(settings, redis)
     async with serve_asgi(app) as client:
         await client.get("/v1/records", headers={"authorization": f"Bearer {token}"})
         refused = (await client.get("/v1/records", headers={"authorization": f"Bearer {token}"})).json()
