@@ -156,6 +156,21 @@ def serve_asgi() -> Callable[[Starlette], AbstractAsyncContextManager[httpx.Asyn
     return serve
 
 
+@pytest.fixture
+async def keyed(
+    settings: Settings,
+    redis: RedisClient,
+    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of a lexical-only app with API keys on and no rate limit (the key tests')."""
+    app = create_app(
+        settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on", rate_limit_per_sec=0),
+        background=False,
+    )
+    async with serve_asgi(app) as c:
+        yield c
+
+
 @pytest.fixture(scope="session")
 def open_test_engine(
     redis_url: str, model_dir: Path

@@ -19,16 +19,11 @@ from cpersona.settings import Settings
 from cpersona.stores.redis.api_keys import ApiKeyStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from contextlib import AbstractAsyncContextManager
-
     import httpx
-    from starlette.applications import Starlette
 
     from cpersona.edges.http.operation import Operation
     from cpersona.stores.redis.connection import RedisClient
 
-from cpersona.edges.http.app import create_app
 
 # Routes that act for no agent: the probes, Cerememory's not-implemented stubs, and the key routes
 # (admin only). A new route is in this list on purpose, or it names an agent and is proved below.
@@ -47,20 +42,6 @@ AGENTLESS = {
     ("POST", "/mcp"),
 }
 ADMIN_ONLY = {("DELETE", "/v1/agents/{agent_id}"), ("POST", "/v1/keys"), ("GET", "/v1/keys")}
-
-
-@pytest.fixture
-async def keyed(
-    settings: Settings,
-    redis: RedisClient,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(
-        settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on", rate_limit_per_sec=0),
-        background=False,
-    )
-    async with serve_asgi(app) as c:
-        yield c
 
 
 @pytest.fixture

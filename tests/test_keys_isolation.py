@@ -8,22 +8,15 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpersona.edges.http.app import create_app
 from cpersona.keys import Keys
 from cpersona.stores.redis.api_keys import ApiKeyStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from contextlib import AbstractAsyncContextManager
-
     import httpx
-    from starlette.applications import Starlette
 
-    from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
 
 # A small vocabulary, so that A's questions match B's memories word for word.
@@ -37,20 +30,6 @@ _memory = st.tuples(
 
 _RAW = {"session_id": "s", "source": "conversation", "speaker": "user", "visibility": "normal",
         "secrecy_level": "public"}  # fmt: skip
-
-
-@pytest.fixture
-async def keyed(
-    settings: Settings,
-    redis: RedisClient,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(
-        settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on", rate_limit_per_sec=0),
-        background=False,
-    )
-    async with serve_asgi(app) as c:
-        yield c
 
 
 def _reads(agent: dict[str, str], words: list[str], refs: list[str]) -> list[dict[str, Any]]:
