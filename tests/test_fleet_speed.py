@@ -1,0 +1,126 @@
+"""The fleet benchmark (``benchmarks/fleet_speed.py``, issue 17 targets 3 and 4).
+
+The properties pin what the figures rest on: each agent's sample is deterministic and distinct, the
+batches cover the fleet exactly once in agent order whatever their size, and the cost-growth table reads
+only the one-caller rows of the committed results. The quick run builds a tiny fleet on the real embedded
+engines and checks the shape of what it measured and wrote; no time is compared with a threshold here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from benchmarks import fleet_report, fleet_speed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_POOL = [f"Speaker {n}: turn number {n}" for n in range(300)]
+
+
+@given(memories=st.integers(1, 300), n=st.integers(0, 10_000))
+def test_an_agents_sample_is_its_own_deterministic_and_distinct(memories: int, n: int) -> None:
+    sample = fleet_speed.agent_memories(_POOL, memories, n)
+    assert sample == fleet_speed.agent_memories(_POOL, memories, n)
+    assert len(sample) == len(set(sample)) == memories
+    assert set(sample) <= set(_POOL)
+
+
+def _fleet(agents: int, memories: int) -> fleet_speed.Fleet:
+    texts = tuple(tuple(fleet_speed.agent_memories(_POOL, memories, n)) for n in range(agents))
+    distinct = list(dict.fromkeys(t for agent in texts for t in agent))
+    vectors = np.arange(len(distinct) * 3, dtype=np.float32).reshape(len(distinct), 3)
+    return fleet_speed.Fleet(agents, memories, texts, vectors, {t: i for i, t in enumerate(distinct)})
+
+
+@settings(max_examples=60, deadline=None)
+@given(agents=st.integers(1, 6), memories=st.integers(1, 40), size=st.integers(1, 100))
+def test_batches_cover_the_fleet_once_in_agent_order(agents: int, memories: int, size: int) -> None:
+    fleet = _fleet(agents, memories)
+    order = list(range(agents))
+    records = [r for first in range(0, agents * memories, size) for r in fleet.batch(order, first, size)]
+    expected = [(fleet_speed.agent_id(n), text) for n in order for text in fleet.texts[n]]
+    assert [(r["agent_id"], r["content"]) for r in records] == expected
+    if fleet_speed.CALLER_VECTORS:
+        for r in records:
+            assert r["embedding"] == fleet.vectors[fleet.row[r["content"]]].tolist()
+    else:
+        assert all("embedding" not in r for r in records)
+
+
+def test_the_lone_agent_gets_the_same_memories_as_in_the_fleet() -> None:
+    fleet = _fleet(5, 20)
+    lone = fleet.batch([fleet.measured], 0, 1_000)
+    assert [r["content"] for r in lone] == list(fleet.texts[fleet.measured])
+    assert {r["agent_id"] for r in lone} == {fleet_speed.agent_id(fleet.measured)}
+
+
+def test_growth_reads_only_the_one_caller_rows(tmp_path: Path) -> None:
+    ours = tmp_path / "recall_speed.md"
+    ours.write_text(
+        "| memories | callers | recalls | p50 ms | p95 ms | p99 ms |\n|---|---|---|---|---|---|\n"
+        "| 10,000 | 1 | 300 | 26.4 | 32.4 | 34.7 |\n| 10,000 | 8 | 800 | 181.3 | 218.3 | 268.3 |\n"
+    )
+    peers = tmp_path / "speed_peers.md"
+    peers.write_text(
+        "| 1,000 | 1 | 200 | 22.8 / 28.4 / 31.3 | 28.4 / 33.4 / 38.7 | 26.8 | **1.25** |\n"
+        "| 1,000 | 8 | 400 | 148.1 / 185.8 / 210.5 | 169.7 / 221.1 / 245.5 | 152.0 | **1.15** |\n"
+    )
+    raw = tmp_path / "absent.json"
+    found = fleet_report._recall_speed_points(raw, ours)
+    assert {n: (p.p50_ms, p.p95_ms) for n, p in found.items()} == {10_000: (26.4, 32.4)}
+    theirs = fleet_report._peer_points(peers)
+    assert {n: (p.p50_ms, p.p95_ms) for n, p in theirs.items()} == {1_000: (28.4, 33.4)}
+    raw.write_text(
+        json.dumps({"10000": {"build": {}, "levels": [{"callers": 1, "p50_ms": 8.0, "p95_ms": 9.0}]}})
+    )
+    assert fleet_report._recall_speed_points(raw, ours)[10_000].p50_ms == 8.0
+
+
+@pytest.mark.slow
+def test_quick_run_measures_every_part(tmp_path: Path) -> None:
+    out = tmp_path / "fleet_speed.md"
+    result = fleet_speed.main(
+        ["--quick", "--agents", "3", "--memories", "12", "--pairs", "4", "--out", str(out)]
+    )
+    records = 3 * 12
+    assert result["fleet"]["ingest"]["stored"] == records
+    assert result["lone"]["ingest"]["stored"] == 12
+    # each grid cell stores whole agents on a scratch store: --quick gives it two agents' worth
+    assert [cell["stored"] for cell in result["grid"]] == [2 * 12] * len(result["grid"])
+    assert (result["chosen"]["batch"], result["chosen"]["writers"]) in {
+        (c["batch"], c["writers"]) for c in result["grid"]
+    }
+    parts = result["fleet"]["ingest"]["parts_secs"]
+    assert parts["document write (Redis transaction, durable)"] > 0
+    assert parts["vector upsert (qdrant-edge)"] > 0
+    assert (parts.get("embedding", 0.0) == 0.0) is fleet_speed.CALLER_VECTORS
+    full = result["fleet"]["full"]
+    assert full["indexes"]["memory"]["num_docs"] == records
+    assert full["redis_used_memory"] > result["fleet"]["empty"]["redis_used_memory"]
+    assert full["engine_rss_kb"] > 0
+    assert full["redis_rss_kb"] > 0
+    measured = result["measure"]
+    # no block worker ran in either store: every record's block event is still queued
+    assert measured["blocks"] == [{"built": 0, "queued": records}, {"built": 0, "queued": 12}]
+    for key in ("before", "after"):
+        samples = measured[key]["samples_ms"]
+        assert {name: len(ms) for name, ms in samples.items()} == dict.fromkeys(samples, 4)
+    assert measured["shards"]["fleet"]["memories"]["points"] == records
+    assert measured["shards"]["lone"]["memories"]["points"] == 12
+    text = out.read_text()
+    for heading in (
+        "## Store throughput",
+        "## Bytes per record",
+        "## Recall in one agent's scope",
+        "## Cost growth",
+    ):
+        assert heading in text
+    assert out.with_suffix(".png").is_file()
+    assert (tmp_path / "cost_growth_quick.png").is_file()
+    assert json.loads(out.with_suffix(".json").read_text())["agents"] == 3
