@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
     import cpersona
 
-__all__ = ["PartTimer", "block_state", "footprint", "optimize_both", "paired_round", "shard_info"]
+__all__ = [
+    "PartTimer",
+    "block_state",
+    "footprint",
+    "optimize_both",
+    "paired_round",
+    "shard_info",
+    "wait_ready",
+]
 
 
 class PartTimer:
@@ -154,16 +162,31 @@ async def _timed(call: Any) -> float:
     return (time.perf_counter() - began) * 1000
 
 
+async def _ask(
+    memory: cpersona.Engine, question: str, scope: str, arms: dict[str, list[float]]
+) -> tuple[float, list[str], list[str]]:
+    """One recall: its latency, the contents of its rows in order, and its degraded arms."""
+    began = time.perf_counter()
+    result = await memory.recall(question, agent_id=scope, limit=rs.LIMIT)
+    elapsed = (time.perf_counter() - began) * 1000
+    for arm, ms in rs._arm_times(result).items():
+        arms[arm].append(ms)
+    return elapsed, [row.content for row in result.rows], [f"{d.arm} {d.status}" for d in result.degraded]
+
+
 async def paired_round(
     big: cpersona.Engine, lone: cpersona.Engine, scope: str, questions: Sequence[str], pairs: int
 ) -> dict[str, Any]:
     """``pairs`` questions asked of both stores back to back, whichever went first alternating.
 
     The recall is the engine's normal one (the query embedded by the engine, its cache off); the
-    filtered vector search alone gets the same treatment with the questions' vectors.
+    filtered vector search alone gets the same treatment with the questions' vectors. Each pair's rows
+    are compared: the same memories ranked the same way in both stores, or not.
     """
     times: dict[str, list[float]] = {"fleet": [], "lone": [], "fleet_search": [], "lone_search": []}
+    arms: dict[str, dict[str, list[float]]] = {"fleet": defaultdict(list), "lone": defaultdict(list)}
     degraded: dict[str, int] = defaultdict(int)
+    same_rows = 0
     assert big.embedder is not None
     vectors = await big.embedder.embed([questions[n % len(questions)] for n in range(pairs)])
     flt = VectorFilter(agent_id=scope)
@@ -172,12 +195,13 @@ async def paired_round(
             await memory.recall(question, agent_id=scope, limit=rs.LIMIT)
     for n in range(pairs):
         order = (("fleet", big), ("lone", lone)) if n % 2 == 0 else (("lone", lone), ("fleet", big))
+        rows = {}
         for name, memory in order:
-            began = time.perf_counter()
-            result = await memory.recall(questions[n % len(questions)], agent_id=scope, limit=rs.LIMIT)
-            times[name].append((time.perf_counter() - began) * 1000)
-            for d in result.degraded:
-                degraded[f"{name} {d.arm} {d.status}"] += 1
+            ms, rows[name], failed = await _ask(memory, questions[n % len(questions)], scope, arms[name])
+            times[name].append(ms)
+            for arm in failed:
+                degraded[f"{name} {arm}"] += 1
+        same_rows += rows["fleet"] == rows["lone"]
         for name, memory in order:
             assert memory.vectors is not None
             times[f"{name}_search"].append(await _timed(memory.vectors.search(vectors[n], flt, rs.LIMIT)))
@@ -185,7 +209,14 @@ async def paired_round(
         name: {"p50_ms": rs.percentile(ms, 0.5), "p95_ms": rs.percentile(ms, 0.95), "samples": len(ms)}
         for name, ms in times.items()
     }
-    return {"summary": summary, "degraded": dict(degraded), "samples_ms": times}
+    arm_means = {name: {arm: sum(ms) / len(ms) for arm, ms in by.items()} for name, by in arms.items()}
+    return {
+        "summary": summary,
+        "arms_mean_ms": arm_means,
+        "same_rows": same_rows,
+        "degraded": dict(degraded),
+        "samples_ms": times,
+    }
 
 
 async def optimize_both(big: cpersona.Engine, lone: cpersona.Engine) -> dict[str, float]:
@@ -196,3 +227,16 @@ async def optimize_both(big: cpersona.Engine, lone: cpersona.Engine) -> dict[str
         await memory.optimize()
         out[name] = time.perf_counter() - began
     return out
+
+
+async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records: int) -> None:
+    """Wait until the search index and the vectors hold every record (a reopened store re-indexes)."""
+    deadline = time.monotonic() + rs._REOPEN_SECS
+    while True:
+        stats = await memory.stats(scope)
+        total = await memory.vectors.count_all() if memory.vectors is not None else 0
+        if stats["memories"] == memories and stats["vectors"] == memories and total == records:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"store not ready after {rs._REOPEN_SECS:.0f}s: {stats}, {total} vectors")
+        await anyio.sleep(0.5)

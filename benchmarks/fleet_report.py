@@ -1,147 +1,25 @@
-"""The report of :mod:`benchmarks.fleet_speed`: its markdown, its chart, and the cost-growth table and chart.
-
-Cost growth puts one caller's recall p50/p95 at every size side by side: the lone store of this run
-(one agent's memories), ``recall_speed``'s last 10k and 100k figures (its raw JSON if present, else its
-committed results table), this run's fleet, and CPersona 2.6.14's figures from ``speed_peers``' committed
-results (it runs up to 100k). A size with no figure is left as a visible gap, never filled in.
-"""
+"""The report of :mod:`benchmarks.fleet_speed`: its markdown and its chart."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import importlib.metadata
-import json
 import os
 import platform
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks import fleet_growth as growth
 from benchmarks import recall_speed as rs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["GrowthPoint", "cost_growth", "render", "write_fleet_chart", "write_growth_chart"]
+__all__ = ["render", "write_fleet_chart"]
 
 HERE = Path(__file__).resolve().parent
-RECALL_RESULTS = HERE / "results" / "recall_speed.md"
-PEER_RESULTS = HERE / "results" / "speed_peers.md"
 TARGET_STORE_RPS = 5_000.0
 TARGET_RATIO = 1.5
-_ROW = re.compile(r"^\|\s*([\d,]+)\s*\|\s*1\s*\|\s*\d+\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
-_PEER_ROW = re.compile(r"^\|\s*([\d,]+)\s*\|\s*1\s*\|\s*\d+\s*\|[^|]+\|\s*([\d.]+)\s*/\s*([\d.]+)\s*/")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GrowthPoint:
-    system: str
-    records: int
-    p50_ms: float | None
-    p95_ms: float | None
-    source: str
-
-
-# ---------------------------------------------------------------------------------------------- growth
-
-
-def _recall_speed_points(raw: Path, table: Path) -> dict[int, GrowthPoint]:
-    """``recall_speed``'s one-caller figures: its last raw JSON, else its committed results table."""
-    found: dict[int, GrowthPoint] = {}
-    if table.is_file():
-        for line in table.read_text(encoding="utf-8").splitlines():
-            if m := _ROW.match(line):
-                size = int(m[1].replace(",", ""))
-                found[size] = GrowthPoint("cpersona", size, float(m[2]), float(m[3]), table.name)
-    if raw.is_file():
-        for size, entry in json.loads(raw.read_text()).items():
-            one = next((lv for lv in entry.get("levels", []) if lv.get("callers") == 1), None)
-            if one is not None:
-                found[int(size)] = GrowthPoint(
-                    "cpersona",
-                    int(size),
-                    one["p50_ms"],
-                    one["p95_ms"],
-                    f"{raw.name} ({entry['build'].get('built_commit', '?')})",
-                )
-    return found
-
-
-def _peer_points(table: Path) -> dict[int, GrowthPoint]:
-    """CPersona 2.6.14's one-caller p50/p95 (seen from the benchmark) from ``speed_peers``' results."""
-    found: dict[int, GrowthPoint] = {}
-    if table.is_file():
-        for line in table.read_text(encoding="utf-8").splitlines():
-            if m := _PEER_ROW.match(line):
-                size = int(m[1].replace(",", ""))
-                found[size] = GrowthPoint("CPersona 2.6.14", size, float(m[2]), float(m[3]), table.name)
-    return found
-
-
-def _round(result: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-    measured = result["measure"]
-    return (
-        ("after optimize", measured["after"])
-        if "after" in measured
-        else ("not optimized", measured["before"])
-    )
-
-
-def cost_growth(result: Mapping[str, Any], *, raw: Path = rs.RAW) -> list[GrowthPoint]:
-    """One caller's p50/p95 by store size for cpersona and CPersona 2.6.14 (``None`` where not measured)."""
-    state, measured = _round(result)
-    lone = measured["summary"]["lone"]
-    fleet = measured["summary"]["fleet"]
-    ours = _recall_speed_points(raw, RECALL_RESULTS)
-    memories, records = int(result["memories"]), int(result["agents"]) * int(result["memories"])
-    ours[memories] = GrowthPoint(
-        "cpersona", memories, lone["p50_ms"], lone["p95_ms"], f"this run, lone store, {state}"
-    )
-    fleet_point = GrowthPoint(
-        "cpersona", records, fleet["p50_ms"], fleet["p95_ms"], f"this run, fleet, {state}"
-    )
-    peers = _peer_points(PEER_RESULTS)
-    sizes = sorted({1_000, 10_000, 100_000, memories} | set(peers))
-    points = [ours.get(n, GrowthPoint("cpersona", n, None, None, "not measured")) for n in sizes]
-    points = sorted([*points, fleet_point], key=lambda p: p.records)
-    for n in sorted({*sizes, records}):
-        default = GrowthPoint("CPersona 2.6.14", n, None, None, "not run (its benchmark goes up to 100k)")
-        points.append(peers.get(n, default))
-    return points
-
-
-def write_growth_chart(points: Sequence[GrowthPoint], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axis = plt.subplots(figsize=(7, 4.2))
-    for system, colour in (("cpersona", "tab:blue"), ("CPersona 2.6.14", "tab:orange")):
-        shown = [(p.records, p.p50_ms, p.p95_ms) for p in points if p.system == system]
-        measured = [(n, p50, p95) for n, p50, p95 in shown if p50 is not None and p95 is not None]
-        xs = [n for n, _, _ in measured]
-        axis.plot(xs, [p50 for _, p50, _ in measured], marker="o", color=colour, label=f"{system} p50")
-        axis.plot(
-            xs,
-            [p95 for _, _, p95 in measured],
-            marker="x",
-            linestyle="--",
-            color=colour,
-            label=f"{system} p95",
-        )
-    axis.set_xscale("log")
-    axis.set_yscale("log")
-    axis.set_xlabel("records in the store (the largest cpersona point: the fleet, one agent's scope)")
-    axis.set_ylabel("one caller's recall latency (ms)")
-    axis.grid(True, alpha=0.3)
-    axis.legend(fontsize=8)
-    fig.suptitle(f"Recall cost by store size, limit {rs.LIMIT}, {os.cpu_count()} CPUs")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_fleet_chart(result: Mapping[str, Any], path: Path) -> None:
@@ -244,15 +122,22 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         f"{chosen['writers']} concurrent writer(s) ({how}; {cached}). Target (≥ {TARGET_STORE_RPS:,.0f} "
         f"records/s): {verdict}.",
         "",
-        "Where the fleet's store time went (seconds inside each step, summed over the writers):",
+        "Where the store time went: µs per record inside each step of `store_batch`, summed over the "
+        "writers (so with several writers a step's figure includes the time it waited for the others; "
+        "a one-writer column adds up to its wall time per record).",
         "",
-        "| step | seconds | share | µs per record |",
-        "|---|---|---|---|",
     ]
-    parts = ingest["parts_secs"]
-    busy = sum(parts.values()) or 1.0
-    for name, secs in sorted(parts.items(), key=lambda kv: -kv[1]):
-        lines.append(f"| {name} | {secs:.1f} | {secs / busy:.0%} | {_per(secs * 1e6, ingest['stored'])} |")
+    runs = [(f"{c['batch']}x{c['writers']}", c) for c in result["grid"]] + [("**fleet**", ingest)]
+    steps = sorted({k for _, run in runs for k in run["parts_secs"]}, key=lambda k: -parts_of(ingest, k))
+    lines += [
+        "| step | " + " | ".join(label for label, _ in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    for step in steps:
+        cells = [_per(run["parts_secs"].get(step, 0.0) * 1e6, run["stored"]) for _, run in runs]
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    walls = [_per(run["wall_secs"] * 1e6, run["stored"]) for _, run in runs]
+    lines.append("| wall time per record | " + " | ".join(walls) + " |")
     return [*lines, ""]
 
 
@@ -262,6 +147,10 @@ def _row(what: str, total: str, per_record: str) -> str:
 
 def _mib(value: float) -> str:
     return f"{value / 2**20:,.1f} MiB"
+
+
+def parts_of(ingest: Mapping[str, Any], step: str) -> float:
+    return float(ingest["parts_secs"].get(step, 0.0))
 
 
 def _bytes_section(result: Mapping[str, Any]) -> list[str]:
@@ -362,6 +251,7 @@ def _recall_section(result: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"| {label} | degraded arms | {', '.join(f'{k}: {v}' for k, v in sorted(degraded.items()))} |"
             )
+    lines += ["", *_arm_table(measured), ""]
     fleet_blocks, lone_blocks = measured["blocks"]
     lines += [
         "",
@@ -381,30 +271,73 @@ def _recall_section(result: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _growth_section(points: Sequence[GrowthPoint], chart: str) -> list[str]:
+def _arm_table(measured: Mapping[str, Any]) -> list[str]:
+    """Each arm's mean elapsed time in each store and round, and how often both stores gave the same rows."""
+    rounds = [(k, measured[k]) for k in ("before", "after") if k in measured]
+    names = sorted({arm for _, r in rounds for by in r["arms_mean_ms"].values() for arm in by})
+    heads = [f"{store}, {key}" for key, _ in rounds for store in ("fleet", "lone")]
     lines = [
-        "## Cost growth: one caller's recall by store size",
+        "Each arm's own elapsed time (mean ms, read from the recall's stage history), and the recalls whose "
+        "rows (contents, in order) were the same in both stores:",
         "",
-        f"![cost growth]({chart})",
-        "",
-        "| system | records | p50 ms | p95 ms | from |",
-        "|---|---|---|---|---|",
+        "| arm | " + " | ".join(heads) + " |",
+        "|---|" + "---|" * len(heads),
     ]
-    for p in points:
-        lines.append(f"| {p.system} | {p.records:,} | {_ms(p.p50_ms)} | {_ms(p.p95_ms)} | {p.source} |")
+    for arm in names:
+        cells = [_ms(r["arms_mean_ms"][store].get(arm)) for _, r in rounds for store in ("fleet", "lone")]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    same = [f"{r['same_rows']} of {r['summary']['fleet']['samples']}" for _, r in rounds]
+    # one figure per round, shown under both of its columns
+    lines.append("| same rows in both | " + " | ".join(c for c in same for _ in ("fleet", "lone")) + " |")
+    return lines
+
+
+def _tenancy_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "## Shard configuration for a fleet (Qdrant's multitenancy guidance)",
+        "",
+        f"One shard of the fleet's first {rows[0]['points']:,} memories (same agents, vectors and payload) "
+        "per configuration, written and searched through the engine's own adapter (`EdgeVectorStore`); "
+        "the search is the memory arm's, in the middle agent's scope (`limit=10`). "
+        "See `benchmarks/fleet_tenancy.py` for the configurations.",
+        "",
+        "| configuration | upsert s | search p50 / p95 ms, not optimized | optimize s "
+        "| search p50 / p95 ms, optimized | indexed vectors | segments |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        b, a = r["before"], r["after"]
+        lines.append(
+            f"| {r['config']} | {r['upsert_secs']:.1f} | {b['p50_ms']:.2f} / {b['p95_ms']:.2f} "
+            f"| {r['optimize_secs']:.1f} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {r['indexed_vectors']:,} "
+            f"| {r['segments']} |"
+        )
+    engine = rows[0]
+    cheapest = min(rows, key=lambda r: r["optimize_secs"])
+    before, after = engine["before"]["p50_ms"], engine["after"]["p50_ms"]
+    effect = (
+        "the index build does not make it faster: an agent's points are few enough that the planner reads "
+        "them from the tenant index and scores them exactly"
+        if after >= 0.9 * before
+        else f"the index build makes it {before / after:.1f}x faster"
+    )
     lines += [
         "",
-        "The 10k and 100k cpersona figures come from `recall_speed` (one agent, blocks built, the store "
-        "optimised, background tasks on); this run's lone and fleet figures have no blocks built. "
-        "CPersona 2.6.14's come from `speed_peers` (one agent; its 1-caller p50 / p95 seen from the "
-        "benchmark); it was not run on a fleet.",
+        f"- A scoped search costs {before:.2f} ms p50 on the engine's configuration before its index build "
+        f"and {after:.2f} ms after: {effect}.",
+        f"- The cheapest index build is {cheapest['config']} ({cheapest['optimize_secs']:.1f} s, against "
+        f"{engine['optimize_secs']:.1f} s for the engine's). With `payload_m` the optimiser builds a graph "
+        "for each value of an indexed keyword field with enough points, and `kind`, `project_id` and "
+        "`channel` have one value across the whole fleet here.",
         "",
     ]
     return lines
 
 
 def _findings(result: Mapping[str, Any]) -> list[str]:
-    state, measured = _round(result)
+    state, measured = growth.measured_round(result)
     s = measured["summary"]
     ratio = s["fleet"]["p50_ms"] / s["lone"]["p50_ms"]
     verdict = "met" if ratio <= TARGET_RATIO else "**not met**"
@@ -431,7 +364,9 @@ def _findings(result: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render(result: Mapping[str, Any], growth: Sequence[GrowthPoint], *, chart: str, fleet_chart: str) -> str:
+def render(
+    result: Mapping[str, Any], points: Sequence[growth.GrowthPoint], *, chart: str, fleet_chart: str
+) -> str:
     lines = [
         *_header(result),
         f"![fleet recall and store throughput]({fleet_chart})",
@@ -439,7 +374,8 @@ def render(result: Mapping[str, Any], growth: Sequence[GrowthPoint], *, chart: s
         *_store_section(result),
         *_bytes_section(result),
         *_recall_section(result),
-        *_growth_section(growth, chart),
+        *_tenancy_section(result.get("tenancy", [])),
+        *growth.section(points, chart),
         "## Findings",
         "",
         *_findings(result),

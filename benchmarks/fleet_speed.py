@@ -3,29 +3,24 @@
 One run measures, on the engine's embedded defaults (embedded Redis, the embedded Qdrant engine on disk):
 
 1. **Store throughput with caller vectors.** Each agent's memories are a deterministic sample of LoCoMo
-   turns (:func:`agent_memories`); every distinct turn is embedded once by the project's own embedder and
-   kept in the content-keyed cache of :mod:`benchmarks.quality.embed_cache`, and each record carries its
-   vector as ``embedding``. A grid on scratch stores times ``store_batch`` for batch sizes and numbers of
-   concurrent writers (:data:`GRID`); the fleet is then built with the fastest cell unless ``--batch`` /
-   ``--writers`` say otherwise. The parts of a store (dedup claims, sequence numbers, the document write,
-   the vector upsert, its flush, any embedding) are timed by wrapping the engine's own store methods.
-2. **Bytes per record**: Redis ``used_memory`` (delta over the empty store) and each search index's
-   sizes from ``FT.INFO``; the Qdrant directories on disk and what the shards report (points, indexed
-   vectors, segments); the resident memory of this process and of the embedded redis-server.
-3. **Recall in one agent's scope** on the fleet beside a lone store holding that agent's memories only,
-   built the same way, both open at once and asked the same question one after the other, the order
-   alternating (paired); then the same after ``Engine.optimize()`` on both. The filtered vector search
-   alone (the memory collection, that agent's filter) is timed the same way.
-4. **Cost growth** (:mod:`benchmarks.fleet_report`): one caller's p50/p95 at 1k (the lone store), 10k and
-   100k (``recall_speed``'s last results) and the fleet, beside CPersona 2.6.14 (``speed_peers``' results).
+   turns (:func:`agent_memories`), each distinct turn embedded once by the project's embedder and cached
+   (:mod:`benchmarks.quality.embed_cache`); every record carries its vector as ``embedding``. A grid of
+   batch sizes and concurrent writers (:data:`GRID`) runs on scratch stores, and the fleet is built with
+   its fastest cell unless ``--batch`` / ``--writers`` say otherwise. The steps of a store are timed by
+   wrapping the engine's own store methods (:class:`benchmarks.fleet_probe.PartTimer`).
+2. **Bytes per record** in Redis (``used_memory``, ``FT.INFO``) and Qdrant (on disk, and the shards'
+   counts), and the resident memory of this process and of the embedded redis-server.
+3. **Recall in one agent's scope** on the fleet and on a lone store of that agent's memories built the
+   same way, both open at once, each question asked of both in alternating order (paired), before and
+   after ``Engine.optimize()``; the filtered vector search alone is timed the same way. Then shard
+   configurations for a fleet are compared (:mod:`benchmarks.fleet_tenancy`).
+4. **Cost growth** by store size, beside CPersona 2.6.14 (:mod:`benchmarks.fleet_growth`).
 
-Both engines are opened without background tasks, so no block worker runs: a store queues a block event
-per record in Redis and leaves it there, and the block collections stay empty in both stores alike (a
-block worker embedding a million records' clauses would take hours and would disturb every figure).
-
-The fleet is cached under ``benchmarks/.cache/fleet_speed/`` (gitignored), keyed by its size, the corpus
-and :data:`_CACHE_VERSION`, and measured on a copy. ``--quick`` is a few-second smoke run on a tiny fleet
-without the cache. Run from the repository root::
+Both engines open without background tasks, so no block worker runs: a store's block events stay queued
+in Redis and the block collections empty in both alike (embedding a million records' clauses would take
+hours and disturb every figure). The fleet is cached under ``benchmarks/.cache/fleet_speed/``
+(gitignored; keyed by size, corpus and :data:`_CACHE_VERSION`) and measured on a copy. ``--quick`` is a
+smoke run on a tiny fleet without the cache. Run from the repository root::
 
     .venv/bin/python -m benchmarks.fleet_speed                    # 1,000 agents x 1,000 memories
     .venv/bin/python -m benchmarks.fleet_speed --agents 20 --memories 200
@@ -52,8 +47,10 @@ import anyio.to_thread
 from tqdm import tqdm
 
 import cpersona
+from benchmarks import fleet_growth as growth
 from benchmarks import fleet_probe as probe
 from benchmarks import fleet_report as report
+from benchmarks import fleet_tenancy as tenancy
 from benchmarks import recall_speed as rs
 from benchmarks.quality.embed_cache import EmbeddingCache
 from cpersona.model.memory_request import StoreRequest
@@ -94,11 +91,6 @@ def agent_memories(pool: Sequence[str], memories: int, n: int) -> list[str]:
     return random.Random(f"{_SEED}-{n}").sample(list(pool), memories)
 
 
-def memory_pool(texts: rs.Texts, memories: int) -> list[str]:
-    """LoCoMo's turns, extended by ``recall_speed``'s generated memories when one agent needs more."""
-    return rs.build_corpus(texts, max(memories, len(texts.turns)))
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fleet:
     """What a fleet is made of: the agents' texts and every distinct text's vector."""
@@ -119,7 +111,9 @@ class Fleet:
         return self.agents // 2
 
     def key(self) -> str:
-        return f"a{self.agents}-m{self.memories}-{rs.corpus_key(self.texts[0])[-17:]}-v{_CACHE_VERSION}"
+        digest = rs.corpus_key(self.texts[0] + self.texts[-1]).split("-")[1]
+        vectors = "caller" if CALLER_VECTORS else "engine"
+        return f"a{self.agents}-m{self.memories}-{digest}-{vectors}-v{_CACHE_VERSION}"
 
     def batch(self, agents: Sequence[int], first: int, size: int) -> list[dict[str, Any]]:
         """Records ``first`` to ``first + size`` of the given agents' memories, in agent order."""
@@ -135,7 +129,8 @@ class Fleet:
 
 
 async def load_fleet(texts: rs.Texts, agents: int, memories: int) -> Fleet:
-    pool = memory_pool(texts, memories)
+    # LoCoMo's turns, extended by recall_speed's generated memories when one agent needs more.
+    pool = rs.build_corpus(texts, max(memories, len(texts.turns)))
     chosen = tuple(tuple(agent_memories(pool, memories, n)) for n in range(agents))
     distinct = list(dict.fromkeys(t for agent in chosen for t in agent))
     async with EmbeddingCache() as cache:
@@ -204,25 +199,6 @@ async def throughput_grid(
     return out
 
 
-async def wait_ready(memory: cpersona.Engine, fleet: Fleet) -> None:
-    """Wait until the search index and the vectors hold every record (a reopened store re-indexes)."""
-    deadline = time.monotonic() + rs._REOPEN_SECS
-    while True:
-        stats = await memory.stats(agent_id(fleet.measured))
-        total = await memory.vectors.count_all() if memory.vectors is not None else 0
-        if (
-            stats["memories"] == fleet.memories
-            and stats["vectors"] == fleet.memories
-            and total == fleet.records
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"fleet store not ready after {rs._REOPEN_SECS:.0f}s: {stats}, {total} vectors"
-            )
-        await anyio.sleep(0.5)
-
-
 async def build(
     data_dir: Path, fleet: Fleet, agents: Sequence[int], batch: int, writers: int, label: str
 ) -> dict[str, Any]:
@@ -284,10 +260,10 @@ async def measure(
             cpersona.open(rs.settings_for(data), background=False) as big,
             cpersona.open(rs.settings_for(lone_dir), background=False) as lone,
         ):
-            await wait_ready(big, fleet)
+            scope = agent_id(fleet.measured)
+            await probe.wait_ready(big, scope, fleet.memories, fleet.records)
             out: dict[str, Any] = {"reopen_secs": time.perf_counter() - began}
             out["blocks"] = await probe.block_state(big, lone)
-            scope = agent_id(fleet.measured)
             out["before"] = await probe.paired_round(big, lone, scope, questions, pairs)
             if optimize:
                 out["optimize_secs"] = await probe.optimize_both(big, lone)
@@ -310,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--writers", type=int, help="concurrent batch writers (default: the grid's best)")
     parser.add_argument("--grid-records", type=int, help=f"records per grid cell (default {_GRID_RECORDS:,})")
     parser.add_argument("--pairs", type=int, help="paired recalls per round (default 400)")
+    parser.add_argument(
+        "--tenant-agents", type=int, help="agents in the shard comparison (default 100; 0: none)"
+    )
     parser.add_argument("--no-optimize", action="store_true", help="skip Engine.optimize and the round after")
     parser.add_argument("--quick", action="store_true", help="a tiny fleet, few recalls, no cache (CI)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached fleet")
@@ -321,15 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
 def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
     """Fill in the defaults (smaller under ``--quick``); returns the command line for the report."""
     quick = args.quick
-    args.agents = args.agents or (4 if quick else AGENTS)
-    args.memories = args.memories or (30 if quick else MEMORIES)
-    args.grid_records = args.grid_records or (2 * args.memories if quick else _GRID_RECORDS)
-    args.pairs = args.pairs or (10 if quick else 400)
-    for name in ("agents", "memories", "grid_records", "pairs"):
-        if getattr(args, name) < 1:
+    for name, small, full in (("agents", 4, AGENTS), ("memories", 30, MEMORIES), ("pairs", 10, 400)):
+        if getattr(args, name) is None:
+            setattr(args, name, small if quick else full)
+    if args.grid_records is None:
+        args.grid_records = 2 * args.memories if quick else _GRID_RECORDS
+    if args.tenant_agents is None:
+        args.tenant_agents = min(args.agents, 100)
+    for name in ("memories", "grid_records", "pairs", "batch", "writers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')} must be at least 1")
     if args.agents < 2:
         raise SystemExit("--agents must be at least 2 (a fleet beside its lone agent)")
+    if not 0 <= args.tenant_agents <= args.agents:
+        raise SystemExit("--tenant-agents must be between 0 and --agents")
     if args.out is None:
         args.out = CACHE.parent / "fleet_speed_quick.md" if quick else RESULTS
     shown = ["-m", "benchmarks.fleet_speed", *(sys.argv[1:] if argv is None else argv)]
@@ -342,8 +326,8 @@ async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
     cells = [(b, w) for b, w in (GRID[::3] if args.quick else GRID) if b <= cpersona.Settings().batch_max]
     grid = await throughput_grid(fleet, cells, args.grid_records)
     best = max(grid, key=lambda cell: cell["records_per_sec"])
-    batch = args.batch or best["batch"]
-    writers = args.writers or best["writers"]
+    batch = best["batch"] if args.batch is None else args.batch
+    writers = best["writers"] if args.writers is None else args.writers
     home, built = await cached_fleet(fleet, batch, writers, quick=args.quick, rebuild=args.rebuild)
     lone_tmp = Path(await anyio.to_thread.run_sync(tempfile.mkdtemp, None, "fleet-lone-"))
     try:
@@ -356,12 +340,24 @@ async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
         if args.quick:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(home.parent, ignore_errors=True))
     return {
+        "tenancy": await tenancy.compare(
+            [(agent_id(n), fleet.texts[n]) for n in range(args.tenant_agents)],
+            lambda text: fleet.vectors[fleet.row[text]],
+            texts.questions,
+            args.pairs,
+        )
+        if args.tenant_agents
+        else [],
         "agents": fleet.agents,
         "memories": fleet.memories,
         "measured_agent": agent_id(fleet.measured),
         "distinct_texts": len(fleet.row),
         "grid": grid,
-        "chosen": {"batch": batch, "writers": writers, "from_grid": not (args.batch or args.writers)},
+        "chosen": {
+            "batch": batch,
+            "writers": writers,
+            "from_grid": args.batch is None and args.writers is None,
+        },
         "fleet": built,
         "lone": lone,
         "measure": measured,
@@ -384,12 +380,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     raw.write_text(json.dumps(result, indent=2, default=str))
     growth_chart = out.parent / ("cost_growth_quick.png" if args.quick else "cost_growth.png")
     fleet_chart = out.with_suffix(".png")
-    growth = report.cost_growth(result)
-    report.write_growth_chart(growth, growth_chart)
+    points = growth.cost_growth(result)
+    growth.write_chart(points, growth_chart)
     report.write_fleet_chart(result, fleet_chart)
     text = report.render(
         result,
-        growth,
+        points,
         chart=os.path.relpath(growth_chart, out.parent),
         fleet_chart=os.path.relpath(fleet_chart, out.parent),
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from benchmarks import fleet_report, fleet_speed
+from benchmarks import fleet_growth, fleet_speed, fleet_tenancy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,14 +72,24 @@ def test_growth_reads_only_the_one_caller_rows(tmp_path: Path) -> None:
         "| 1,000 | 8 | 400 | 148.1 / 185.8 / 210.5 | 169.7 / 221.1 / 245.5 | 152.0 | **1.15** |\n"
     )
     raw = tmp_path / "absent.json"
-    found = fleet_report._recall_speed_points(raw, ours)
+    found = fleet_growth._recall_speed_points(raw, ours)
     assert {n: (p.p50_ms, p.p95_ms) for n, p in found.items()} == {10_000: (26.4, 32.4)}
-    theirs = fleet_report._peer_points(peers)
+    theirs = fleet_growth._peer_points(peers)
     assert {n: (p.p50_ms, p.p95_ms) for n, p in theirs.items()} == {1_000: (28.4, 33.4)}
     raw.write_text(
         json.dumps({"10000": {"build": {}, "levels": [{"callers": 1, "p50_ms": 8.0, "p95_ms": 9.0}]}})
     )
-    assert fleet_report._recall_speed_points(raw, ours)[10_000].p50_ms == 8.0
+    assert fleet_growth._recall_speed_points(raw, ours)[10_000].p50_ms == 8.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--agents", "1"], ["--agents", "0"], ["--batch", "0"], ["--writers", "0"], ["--tenant-agents", "9"]],
+)
+def test_a_size_out_of_range_is_refused_not_replaced(argv: list[str]) -> None:
+    args = fleet_speed.build_parser().parse_args(["--quick", *argv])
+    with pytest.raises(SystemExit):
+        fleet_speed.settle(args, argv)
 
 
 @pytest.mark.slow
@@ -113,6 +123,9 @@ def test_quick_run_measures_every_part(tmp_path: Path) -> None:
         assert {name: len(ms) for name, ms in samples.items()} == dict.fromkeys(samples, 4)
     assert measured["shards"]["fleet"]["memories"]["points"] == records
     assert measured["shards"]["lone"]["memories"]["points"] == 12
+    # the shard configurations, each on the same memories
+    assert [r["config"] for r in result["tenancy"]] == list(fleet_tenancy.CONFIGS)
+    assert {r["points"] for r in result["tenancy"]} == {records}
     text = out.read_text()
     for heading in (
         "## Store throughput",
