@@ -128,7 +128,9 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         "",
     ]
     runs = [(f"{c['batch']}x{c['writers']}", c) for c in result["grid"]] + [("**fleet**", ingest)]
-    steps = sorted({k for _, run in runs for k in run["parts_secs"]}, key=lambda k: -parts_of(ingest, k))
+    steps = sorted(
+        {k for _, run in runs for k in run["parts_secs"]}, key=lambda k: -ingest["parts_secs"].get(k, 0.0)
+    )
     lines += [
         "| step | " + " | ".join(label for label, _ in runs) + " |",
         "|---|" + "---|" * len(runs),
@@ -147,10 +149,6 @@ def _row(what: str, total: str, per_record: str) -> str:
 
 def _mib(value: float) -> str:
     return f"{value / 2**20:,.1f} MiB"
-
-
-def parts_of(ingest: Mapping[str, Any], step: str) -> float:
-    return float(ingest["parts_secs"].get(step, 0.0))
 
 
 def _bytes_section(result: Mapping[str, Any]) -> list[str]:
@@ -345,7 +343,7 @@ def _findings(result: Mapping[str, Any]) -> list[str]:
         f"- Target (fleet p50 within {TARGET_RATIO}x of the lone store, {state}): {verdict}, "
         f"{s['fleet']['p50_ms']:.1f} ms against {s['lone']['p50_ms']:.1f} ms ({ratio:.2f}x).",
     ]
-    before = measured.get("before", {}).get("summary")
+    before = result["measure"]["before"]["summary"]
     after = result["measure"].get("after", {}).get("summary")
     if before and after:
         out.append(
@@ -354,6 +352,13 @@ def _findings(result: Mapping[str, Any]) -> list[str]:
             f"{after['fleet_search']['p50_ms']:.2f} ms after (lone store "
             f"{before['lone_search']['p50_ms']:.2f} / {after['lone_search']['p50_ms']:.2f} ms)."
         )
+    if measured["same_rows"] < s["fleet"]["samples"]:
+        out.append(
+            f"- The fleet and the lone store returned the same rows in {measured['same_rows']} of "
+            f"{s['fleet']['samples']} recalls. The memory keyword arm ranks with BM25 over the whole search "
+            "index (document counts and frequencies of every agent), so an agent's keyword scores depend on "
+            "the other agents' memories; the vector arms score the same in both."
+        )
     ingest = result["fleet"]["ingest"]
     parts = ingest["parts_secs"]
     slowest = max(parts.items(), key=lambda kv: kv[1])
@@ -361,6 +366,17 @@ def _findings(result: Mapping[str, Any]) -> list[str]:
         f"- Store: {ingest['records_per_sec']:,.0f} records/s; the largest step is {slowest[0]} "
         f"({slowest[1] / (sum(parts.values()) or 1):.0%} of the time inside `store_batch`)."
     )
+    single = [c for c in result["grid"] if c["writers"] == 1]
+    if single:
+        best = max(single, key=lambda c: c["records_per_sec"])
+        steps = sorted(best["parts_secs"].items(), key=lambda kv: -kv[1])[:3]
+        shown = ", ".join(f"{name} {secs * 1e6 / best['stored']:,.0f}" for name, secs in steps)
+        top = max(result["grid"], key=lambda c: c["records_per_sec"])
+        out.append(
+            f"- One writer, batches of {best['batch']:,}: {best['records_per_sec']:,.0f} records/s, per "
+            f"record (µs) {shown}; the grid's best ({top['batch']:,} x {top['writers']}) is "
+            f"{top['records_per_sec'] / best['records_per_sec']:.2f}x that."
+        )
     return out
 
 
