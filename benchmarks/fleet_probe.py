@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "PartTimer",
     "block_state",
+    "command_delta",
+    "command_usec",
     "footprint",
     "optimize_both",
     "paired_round",
@@ -240,3 +242,21 @@ async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records
         if time.monotonic() > deadline:
             raise RuntimeError(f"store not ready after {rs._REOPEN_SECS:.0f}s: {stats}, {total} vectors")
         await anyio.sleep(0.5)
+
+
+async def command_usec(memory: cpersona.Engine) -> dict[str, tuple[int, int]]:
+    """Redis's own count of calls and microseconds per command so far (``INFO commandstats``)."""
+    stats = await memory.redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for name, v in stats.items()}
+
+
+def command_delta(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+) -> dict[str, dict[str, int]]:
+    """The calls and server microseconds of each command between two readings."""
+    out = {}
+    for name, (calls, usec) in after.items():
+        was_calls, was_usec = before.get(name, (0, 0))
+        if calls > was_calls:
+            out[name] = {"calls": calls - was_calls, "usec": usec - was_usec}
+    return out

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import fleet_growth as growth
+from benchmarks import fleet_tenancy as tenancy
 from benchmarks import recall_speed as rs
 
 if TYPE_CHECKING:
@@ -140,6 +141,15 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
     walls = [_per(run["wall_secs"] * 1e6, run["stored"]) for _, run in runs]
     lines.append("| wall time per record | " + " | ".join(walls) + " |")
+    server = sorted(ingest["redis_commands"].items(), key=lambda kv: -kv[1]["usec"])
+    busy = sum(c["usec"] for _, c in server)
+    shown = ", ".join(f"`{name}` {_per(c['usec'], ingest['stored'])}" for name, c in server[:5])
+    lines += [
+        "",
+        f"Redis's own time for the fleet (`INFO commandstats`): {_per(busy, ingest['stored'])} µs per record "
+        f"in all, most in {shown} (µs per record); one server thread so caps the store at "
+        f"{ingest['stored'] / (busy / 1e6 or 1):,.0f} records/s.",
+    ]
     return [*lines, ""]
 
 
@@ -290,50 +300,6 @@ def _arm_table(measured: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _tenancy_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    if not rows:
-        return []
-    lines = [
-        "## Shard configuration for a fleet (Qdrant's multitenancy guidance)",
-        "",
-        f"One shard of the fleet's first {rows[0]['points']:,} memories (same agents, vectors and payload) "
-        "per configuration, written and searched through the engine's own adapter (`EdgeVectorStore`); "
-        "the search is the memory arm's, in the middle agent's scope (`limit=10`). "
-        "See `benchmarks/fleet_tenancy.py` for the configurations.",
-        "",
-        "| configuration | upsert s | search p50 / p95 ms, not optimized | optimize s "
-        "| search p50 / p95 ms, optimized | indexed vectors | segments |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        b, a = r["before"], r["after"]
-        lines.append(
-            f"| {r['config']} | {r['upsert_secs']:.1f} | {b['p50_ms']:.2f} / {b['p95_ms']:.2f} "
-            f"| {r['optimize_secs']:.1f} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {r['indexed_vectors']:,} "
-            f"| {r['segments']} |"
-        )
-    engine = rows[0]
-    cheapest = min(rows, key=lambda r: r["optimize_secs"])
-    before, after = engine["before"]["p50_ms"], engine["after"]["p50_ms"]
-    effect = (
-        "the index build does not make it faster: an agent's points are few enough that the planner reads "
-        "them from the tenant index and scores them exactly"
-        if after >= 0.9 * before
-        else f"the index build makes it {before / after:.1f}x faster"
-    )
-    lines += [
-        "",
-        f"- A scoped search costs {before:.2f} ms p50 on the engine's configuration before its index build "
-        f"and {after:.2f} ms after: {effect}.",
-        f"- The cheapest index build is {cheapest['config']} ({cheapest['optimize_secs']:.1f} s, against "
-        f"{engine['optimize_secs']:.1f} s for the engine's). With `payload_m` the optimiser builds a graph "
-        "for each value of an indexed keyword field with enough points, and `kind`, `project_id` and "
-        "`channel` have one value across the whole fleet here.",
-        "",
-    ]
-    return lines
-
-
 def _findings(result: Mapping[str, Any]) -> list[str]:
     state, measured = growth.measured_round(result)
     s = measured["summary"]
@@ -390,7 +356,7 @@ def render(
         *_store_section(result),
         *_bytes_section(result),
         *_recall_section(result),
-        *_tenancy_section(result.get("tenancy", [])),
+        *tenancy.section(result.get("tenancy", [])),
         *growth.section(points, chart),
         "## Findings",
         "",

@@ -162,16 +162,15 @@ async def store_all(
             skipped += result.skipped
             bar.update(len(records))
 
-    began = time.perf_counter()
+    server_before, began = await probe.command_usec(memory), time.perf_counter()
     with tqdm(total=total, desc=label, unit="rec", file=sys.stderr, mininterval=2.0) as bar:
         async with anyio.create_task_group() as tg:
             for _ in range(writers):
                 tg.start_soon(writer, bar)
     wall = time.perf_counter() - began
+    commands = probe.command_delta(server_before, await probe.command_usec(memory))
     if skipped:
-        raise RuntimeError(
-            f"{skipped} records were skipped as duplicates; each agent's sample must be unique"
-        )
+        raise RuntimeError(f"{skipped} records were skipped as duplicates; an agent's sample must be unique")
     parts = dict(timer.secs)
     parts["validation, free-space check and the rest (Python)"] = max(0.0, sum(calls) - sum(parts.values()))
     return {
@@ -182,6 +181,7 @@ async def store_all(
         "records_per_sec": stored / wall if wall else 0.0,
         "batch_p50_ms": rs.percentile(calls, 0.5) * 1000 if calls else 0.0,
         "parts_secs": parts,
+        "redis_commands": commands,
         "caller_vectors": CALLER_VECTORS,
     }
 

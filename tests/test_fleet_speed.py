@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from benchmarks import fleet_growth, fleet_speed, fleet_tenancy
+from benchmarks import fleet_growth, fleet_probe, fleet_speed, fleet_tenancy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,6 +82,15 @@ def test_growth_reads_only_the_one_caller_rows(tmp_path: Path) -> None:
     assert fleet_growth._recall_speed_points(raw, ours)[10_000].p50_ms == 8.0
 
 
+def test_command_delta_keeps_only_the_commands_called_in_between() -> None:
+    before = {"get": (5, 50), "json.set": (1, 10)}
+    after = {"get": (5, 50), "json.set": (4, 70), "zadd": (2, 6)}
+    assert fleet_probe.command_delta(before, after) == {
+        "json.set": {"calls": 3, "usec": 60},
+        "zadd": {"calls": 2, "usec": 6},
+    }
+
+
 @pytest.mark.parametrize(
     "argv",
     [["--agents", "1"], ["--agents", "0"], ["--batch", "0"], ["--writers", "0"], ["--tenant-agents", "9"]],
@@ -110,6 +119,9 @@ def test_quick_run_measures_every_part(tmp_path: Path) -> None:
     assert parts["document write (Redis transaction, durable)"] > 0
     assert parts["vector upsert (qdrant-edge)"] > 0
     assert (parts.get("embedding", 0.0) == 0.0) is fleet_speed.CALLER_VECTORS
+    # Redis's own account of the store: every record's document went through JSON.SET
+    commands = {name.lower(): c for name, c in result["fleet"]["ingest"]["redis_commands"].items()}
+    assert commands["json.set"]["calls"] >= records
     full = result["fleet"]["full"]
     assert full["indexes"]["memory"]["num_docs"] == records
     assert full["redis_used_memory"] > result["fleet"]["empty"]["redis_used_memory"]
