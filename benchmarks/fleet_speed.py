@@ -189,8 +189,9 @@ async def store_all(
 async def throughput_grid(
     fleet: Fleet, cells: Sequence[tuple[int, int]], records: int
 ) -> list[dict[str, Any]]:
-    """Each (batch, writers) cell on a fresh scratch store of ``records`` records (whole agents)."""
-    agents = list(range(max(1, records // fleet.memories)))
+    """Each (batch, writers) cell on a fresh scratch store of about ``records`` records (whole agents, at
+    most the fleet's)."""
+    agents = list(range(max(1, min(fleet.agents, records // fleet.memories))))
     out = []
     for batch, writers in cells:
         with tempfile.TemporaryDirectory(prefix="fleet-grid-") as tmp:

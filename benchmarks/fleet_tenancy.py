@@ -182,6 +182,9 @@ def section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"| {r['segments']} |"
         )
     engine = rows[0]
+    if not engine["indexed_vectors"]:
+        note = "no configuration built an index: the shard is under the indexing threshold"
+        return [*lines, "", f"- At {engine['points']:,} points {note}.", ""]
     cheapest = min(rows, key=lambda r: r["optimize_secs"])
     before, after = engine["before"]["p50_ms"], engine["after"]["p50_ms"]
     effect = (
