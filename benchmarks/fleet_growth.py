@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["GrowthPoint", "cost_growth", "measured_round", "section", "write_chart"]
 
 HERE = Path(__file__).resolve().parent
+FLEET_SOURCE = "this run, fleet"
 RECALL_RESULTS = HERE / "results" / "recall_speed.md"
 PEER_RESULTS = HERE / "results" / "speed_peers.md"
 _ROW = re.compile(r"^\|\s*([\d,]+)\s*\|\s*1\s*\|\s*\d+\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
@@ -91,7 +92,7 @@ def cost_growth(result: Mapping[str, Any], *, raw: Path = rs.RAW) -> list[Growth
         "cpersona", memories, lone["p50_ms"], lone["p95_ms"], f"this run, lone store, {state}"
     )
     fleet_point = GrowthPoint(
-        "cpersona", records, fleet["p50_ms"], fleet["p95_ms"], f"this run, fleet, {state}"
+        "cpersona", records, fleet["p50_ms"], fleet["p95_ms"], f"{FLEET_SOURCE}, {state}"
     )
     peers = _peer_points(PEER_RESULTS)
     sizes = sorted({1_000, 10_000, 100_000, memories} | set(peers))
@@ -123,9 +124,18 @@ def write_chart(points: Sequence[GrowthPoint], path: Path) -> None:
             color=colour,
             label=f"{system} p95",
         )
+    for p in points:
+        if p.source.startswith(FLEET_SOURCE) and p.p50_ms is not None:
+            axis.annotate(
+                "fleet, one agent's scope",
+                (p.records, p.p50_ms),
+                fontsize=8,
+                xytext=(4, 6),
+                textcoords="offset points",
+            )
     axis.set_xscale("log")
     axis.set_yscale("log")
-    axis.set_xlabel("records in the store (the largest cpersona point: the fleet, one agent's scope)")
+    axis.set_xlabel("records in the store")
     axis.set_ylabel("one caller's recall latency (ms)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
