@@ -80,7 +80,7 @@ def _header(result: Mapping[str, Any]) -> list[str]:
         "",
         f"- command: `{result['command']}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {rs.git_commit('src', 'benchmarks')}",
+        f"- git commit: {rs.git_commit('src', 'benchmarks/*.py', 'benchmarks/quality')}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}; {versions}",
         f"- 1-minute load average: {result['load']['start']:.2f} at start, {result['load']['end']:.2f} at "
