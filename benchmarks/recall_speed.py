@@ -255,6 +255,13 @@ class Level:
     arms: list[dict[str, float]]
     engine_cpu_ms: float = 0.0
     redis_cpu_ms: float = 0.0
+    rows: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """The refs each question got, by its index in the question list (the last time it was asked)."""
+
+    def same_rows(self, alone: Level) -> tuple[int, int]:
+        """Of the questions both levels asked, how many got the same refs in the same order as ``alone``."""
+        shared = self.rows.keys() & alone.rows.keys()
+        return sum(self.rows[q] == alone.rows[q] for q in shared), len(shared)
 
     @property
     def throughput(self) -> float:
@@ -298,11 +305,12 @@ async def run_level(
     async def caller() -> None:
         nonlocal issued
         while issued < recalls:
-            question = questions[(offset + issued) % len(questions)]
+            index = (offset + issued) % len(questions)
             issued += 1
             started = time.perf_counter()
-            result = await memory.recall(question, agent_id=AGENT, limit=LIMIT)
+            result = await memory.recall(questions[index], agent_id=AGENT, limit=LIMIT)
             level.latencies_ms.append((time.perf_counter() - started) * 1000)
+            level.rows[index] = tuple(row.ref for row in result.rows)
             level.timings.append(dict(result.timing_ms))
             level.arms.append(_arm_times(result))
             for degraded in result.degraded:
@@ -674,15 +682,19 @@ def findings(
             continue
         base = by[1].throughput
         parts = [f"{c} callers {lv.throughput / base:.2f}x" for c, lv in sorted(by.items()) if c != 1]
+        same = [(c, *lv.same_rows(by[1])) for c, lv in sorted(by.items()) if c != 1]
         out.append(
             f"- Scaling at {r.size:,} (throughput relative to one caller, {base:.1f} recalls/s): "
             + ", ".join(parts)
+            + ". Same rows in the same order as the one caller got, for the questions both asked: "
+            + ", ".join(f"{c} callers {equal} of {asked}" for c, equal, asked in same)
             + "."
         )
     hits = load_policies()[Settings().recall_policy].blocks.search_hits
     out.append(
         f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
-        "(a capacity limiter of 1; numpy with one BLAS thread, a batch split over the embedding threads). "
+        "(a capacity limiter of 1; numpy with one BLAS thread, a batch split over the embedding threads); "
+        "the queries of concurrent recalls that queue behind a running batch are embedded together. "
         "The embedded Qdrant binding releases the "
         "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
         f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: more callers "
