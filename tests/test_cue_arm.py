@@ -408,6 +408,9 @@ class _FailingVectors:
     async def existing(self, ids: Sequence[str]) -> set[str]:
         raise NotImplementedError
 
+    async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        raise NotImplementedError
+
     async def count(self, flt: VectorFilter) -> int:
         raise NotImplementedError
 

@@ -609,6 +609,30 @@ async def test_existing_and_count(store: VectorStore) -> None:
     assert await store.count(VectorFilter(agent_id="agent-z")) == 0
 
 
+async def test_vectors_are_read_back_by_id_at_unit_length(store: VectorStore) -> None:
+    rng = np.random.default_rng(9)
+    points = random_points(rng, 40)
+    await store.upsert(points)
+    unknown = [new_id() for _ in range(3)]
+    assert await store.vectors([]) == {}
+    asked = [p.id for p in points[:25]] + unknown + [points[0].id.upper()]
+    found = await store.vectors(asked)
+    # Unknown ids are left out; an id asked in another case comes back canonical, once.
+    assert set(found) == {p.id for p in points[:25]}
+    for point in points[:25]:
+        got = found[point.id]
+        assert got.dtype == np.float32
+        assert got.shape == (DIM,)
+        # A cosine collection keeps the direction, at unit length.
+        np.testing.assert_allclose(got, unit(point.vector), atol=1e-6)
+    # A replaced point reads back as its latest vector.
+    moved = dataclasses.replace(points[0], vector=points[1].vector)
+    await store.upsert([moved])
+    np.testing.assert_allclose((await store.vectors([moved.id]))[moved.id], unit(points[1].vector), atol=1e-6)
+    await store.delete([moved.id])
+    assert await store.vectors([moved.id]) == {}
+
+
 async def test_empty_collection_and_limits(store: VectorStore) -> None:
     query = query_like(np.random.default_rng(1))
     assert await store.search(query, VectorFilter(agent_id="a"), 10) == []
@@ -912,6 +936,11 @@ async def test_adapters_agree_on_the_same_data(tmp_path: Path) -> None:
                             b.block_index,
                         )
                     assert_same_ranking(from_edge, brute_force(data, query, flt, limit))
+        ids = [p.id for p in data]
+        from_edge_vectors, from_remote_vectors = await edge.vectors(ids), await remote.vectors(ids)
+        assert set(from_edge_vectors) == set(from_remote_vectors) == set(ids)
+        for pid in ids:
+            np.testing.assert_allclose(from_edge_vectors[pid], from_remote_vectors[pid], atol=1e-6)
     finally:
         await edge.aclose()
         await remote.aclose()

@@ -212,12 +212,13 @@ class Engine(methods.OperationMethods):
         meta: MetaBody | Mapping[str, Any] | None = None,
         associations: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         lock: bool = False,
+        embedding: list[float] | None = None,
     ) -> StoreResult:
         """Store one memory (the fields of :class:`~cpersona.StoreRequest`, ``POST /v1/encode``)."""
         body = given(
             content=content, agent_id=agent_id, project_id=project_id, channel=channel, source=source,
             id=id, msg_id=msg_id, timestamp=timestamp, metadata=metadata, context=context, store=store,
-            emotion=emotion, meta=meta, associations=associations, lock=lock,
+            emotion=emotion, meta=meta, associations=associations, lock=lock, embedding=embedding,
         )  # fmt: skip
         return await writes.store(self._life, body)
 

@@ -153,7 +153,7 @@ class Lifecycle:
             stack.push_async_callback(embedder.aclose)
             vectors = await open_vector_store(self.settings, "records", embedder.dim)
             stack.push_async_callback(vectors.aclose)
-        blocks, builder = await self._open_blocks(stack, client, records, embedder)
+        blocks, builder = await self._open_blocks(stack, client, records, embedder, vectors)
         publisher = TracePublisher(
             RedisTraceSink(client, self.keys),
             capacity=self.settings.trace_queue_size,
@@ -207,6 +207,7 @@ class Lifecycle:
         client: RedisClient,
         records: RecordStore,
         embedder: Embedder | None,
+        vectors: VectorStore | None,
     ) -> tuple[VectorStore | None, BlockBuilder | None]:
         """The block collection and its builder; none without an embedder (no vectors, no blocks)."""
         if embedder is None:
@@ -223,6 +224,7 @@ class Lifecycle:
             max_chars=rules.max_chars,
             redis_timeout_secs=self.settings.redis_timeout_secs,
             guard=functools.partial(check_free_space, self.settings),
+            record_vectors=vectors,
         )
         await builder.ensure_group()
         # Runs before the client closes (exit callbacks run last-in, first-out).

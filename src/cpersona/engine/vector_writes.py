@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from cpersona.model.blocks import block_ids
+from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.stores.protocols import VectorPoint
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from cpersona.engine.backends import Backends
-    from cpersona.stores.protocols import InFlightWrite
+    from cpersona.stores.protocols import InFlightWrite, Vector
 
 __all__ = [
     "OPTIMIZE_TIMEOUT_SECS",
@@ -49,35 +50,48 @@ _PENDING_BATCH = 64
 OPTIMIZE_TIMEOUT_SECS = 3_600.0
 
 
+def _point(r: MemoryRecord | EpisodeRecord, vector: Vector) -> VectorPoint:
+    return VectorPoint(
+        id=r.id,
+        vector=vector,
+        kind="memory" if isinstance(r, MemoryRecord) else "episode",
+        agent_id=r.scope.agent_id,
+        project_id=r.scope.project_id,
+        channel=r.scope.channel,
+        timestamp=r.timestamp,
+        seq=r.seq,
+        parent=r.id,
+    )
+
+
+async def _put_vectors(
+    b: Backends, records: Sequence[MemoryRecord | EpisodeRecord], given: Mapping[str, Vector]
+) -> None:
+    """Upsert the records' vectors: a caller's where ``given`` holds one (by record id), the others
+    embedded in one call. Raises what the embedder or the vector store raised."""
+    # Callers check both first (a store with caller vectors is refused without them).
+    assert b.embedder is not None
+    assert b.vectors is not None
+    texts = [r.content if isinstance(r, MemoryRecord) else r.summary for r in records if r.id not in given]
+    made = iter(await b.embedder.embed(texts) if texts else [])
+    await b.vectors.upsert([_point(r, given[r.id] if r.id in given else next(made)) for r in records])
+
+
 async def _upsert_vectors(b: Backends, records: Sequence[MemoryRecord | EpisodeRecord]) -> bool:
     """Embed and upsert the records' vectors. False when the embedder or the vector store failed."""
     if b.embedder is None or b.vectors is None or not records:
         return False
-    texts = [r.content if isinstance(r, MemoryRecord) else r.summary for r in records]
     try:
-        vectors = await b.embedder.embed(texts)
-        points = [
-            VectorPoint(
-                id=r.id,
-                vector=v,
-                kind="memory" if isinstance(r, MemoryRecord) else "episode",
-                agent_id=r.scope.agent_id,
-                project_id=r.scope.project_id,
-                channel=r.scope.channel,
-                timestamp=r.timestamp,
-                seq=r.seq,
-                parent=r.id,
-            )
-            for r, v in zip(records, vectors, strict=True)
-        ]
-        await b.vectors.upsert(points)
+        await _put_vectors(b, records, {})
     except Exception as exc:
         log.warning("vector write deferred for %d record(s): %s", len(records), exc)
         return False
     return True
 
 
-async def with_vectors(b: Backends, records: Sequence[_R]) -> list[_R]:
+async def with_vectors(
+    b: Backends, records: Sequence[_R], given: Mapping[str, Vector] | None = None
+) -> list[_R]:
     """Write the vectors of records not yet in Redis; return them with their vector state set.
 
     The vector goes first so that each document is written to Redis once, already saying whether
@@ -87,15 +101,27 @@ async def with_vectors(b: Backends, records: Sequence[_R]) -> list[_R]:
     written pending and finished later (:func:`finish_pending`). A crash after the vector and before
     the document leaves a vector without a record, which recall skips (no document, no row) until the
     next start sweeps it (:func:`sweep_abandoned`).
+
+    ``given`` holds caller vectors by record id (checked and at unit length); those records are not
+    embedded and are labelled :data:`~cpersona.model.drafts.CALLER_EMBEDDING`. Such a write is not left
+    pending when it fails: the pending path can only embed the text, which would silently replace the
+    caller's vector, and Redis does not keep vectors to finish it from. So the failure is raised, the
+    whole write is given up (:func:`abandoned_on_failure`), and the caller can send it again.
     """
     if b.embedder is None:
         return list(records)
-    if not await _upsert_vectors(b, records):
-        return [dataclasses.replace(r, vector_pending=True) for r in records]
     model = b.embedder.name
+    if given:
+        await _put_vectors(b, records, given)
+    elif not await _upsert_vectors(b, records):
+        return [dataclasses.replace(r, vector_pending=True) for r in records]
     return [
-        dataclasses.replace(r, embedded=True, embedding_model=model, vector_pending=False) for r in records
-    ]
+        dataclasses.replace(
+            r, embedded=True, embedding_model=CALLER_EMBEDDING if r.id in (given or {}) else model,
+            vector_pending=False,
+        )
+        for r in records
+    ]  # fmt: skip
 
 
 async def _write_vectors(b: Backends, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:

@@ -12,6 +12,7 @@ vectors up (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from cpersona.engine.reads import get
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import InvalidRequest
 from cpersona.model.agent_requests import ProfileText
+from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, check, validate
@@ -30,7 +32,9 @@ from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import UpdateRequest, updated_record
+from cpersona.stores.embedding.base import unit_vector
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
+from cpersona.stores.vector_values import caller_vector
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
     from cpersona.engine.claims import Fresh
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.drafts import MemoryDraft, RawDraft
+    from cpersona.stores.protocols import Vector
 
 __all__ = [
     "archive_episode",
@@ -66,12 +71,14 @@ async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | Sto
 async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
     """Store the drafts not already claimed; one result per draft, in order (a duplicate is skipped)."""
     b = life.backends
+    vectors = _caller_vectors(b, drafts)
     await check_free_space(life.settings)
     await check_declared_refs(b.records, drafts)
     results, fresh, follows = await dedup(b.records, life.keys, drafts, reservation_secs(life.settings))
     if fresh:
+        given = {f.record_id: v for f in fresh if (v := vectors[f.index]) is not None}
         async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
-            records = await with_vectors(b, await _new_memories(b, fresh))
+            records = await with_vectors(b, await _new_memories(b, fresh), given)
             writes = [
                 MemoryWrite(rec, tuple(f.claims), f.draft.declared)
                 for rec, f in zip(records, fresh, strict=True)
@@ -83,6 +90,16 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
                 warnings=f.draft.warnings, store=rec.store, associations_created=len(rec.associations),
             )  # fmt: skip
     return follower_results(results, drafts, follows)
+
+
+def _caller_vectors(b: Backends, drafts: Sequence[MemoryDraft]) -> list[Vector | None]:
+    """Each draft's own vector (checked, at unit length, as the embedder's are), or ``None``; checked
+    before anything is written. Without a vector index the field is refused, not dropped."""
+    dim = None if b.vectors is None or b.embedder is None else b.embedder.dim
+    return [
+        None if d.embedding is None else unit_vector(caller_vector(d.embedding, dim, d.embedding_field))
+        for d in drafts
+    ]
 
 
 async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecord]:
@@ -205,7 +222,10 @@ async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, ob
         raise InvalidRequest("body", "names no field to update")
     new = updated_record(current, changes, life.settings, now=time.time(), reembed=b.embedder is not None)
     content_changed = new.content != current.content
-    (new,) = await with_vectors(b, [new])
+    kept = await _kept_caller_vector(b, current, content_changed)
+    if new.embedding_model == CALLER_EMBEDDING and not kept:
+        new = dataclasses.replace(new, embedding_model="")  # until the model's vector of the text is in
+    (new,) = await with_vectors(b, [new], kept)
     old_claim = content_claim(life.keys, current.scope, current.content)
     new_claim = content_claim(life.keys, new.scope, new.content)
     moved = (old_claim,), (new_claim,)
@@ -217,6 +237,19 @@ async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, ob
         queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
     )
     return as_read(new, time.time())
+
+
+async def _kept_caller_vector(b: Backends, current: MemoryRecord, content_changed: bool) -> dict[str, Vector]:
+    """The caller's vector of ``current`` to write again (its payload follows the new time and scope),
+    when the text stays; empty otherwise.
+
+    New text is embedded by the model and labelled with its name: the caller's vector described the old
+    text. A caller vector gone from the collection is not there to keep, so the text is embedded then
+    too, under the model's name; nothing is labelled ``caller`` that the caller did not send.
+    """
+    if content_changed or current.embedding_model != CALLER_EMBEDDING or b.vectors is None:
+        return {}
+    return await b.vectors.vectors([current.id])
 
 
 async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> ProfileRecord:

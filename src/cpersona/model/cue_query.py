@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CUE_QUERY_MAX_LIMIT",
+    "CallerEmbedding",
     "MAX_ACTIVATION_DEPTH",
     "PLUTCHIK_AXES",
     "CueQueryRequest",
@@ -53,6 +54,9 @@ PLUTCHIK_AXES = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "ange
 RecallModeName = Literal["human", "perfect"]
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
+CallerEmbedding = Annotated[list[_Finite], Field(min_length=1, max_length=_MAX_DIM)]
+"""A vector a caller sends (a cue's, a store's): finite numbers; its dimension is checked by the engine,
+which knows the index's (:func:`~cpersona.stores.vector_values.caller_vector`)."""
 
 
 def emotion_axes(emotion: EmotionVector) -> tuple[float, ...]:
@@ -99,7 +103,7 @@ class RecallCue(RequestModel):
     text: Annotated[str, Field(max_length=_MAX_TEXT)] | None = Field(
         default=None, description="Searched by BM25 and, embedded, by the vector index; blank is absent"
     )
-    embedding: Annotated[list[_Finite], Field(min_length=1, max_length=_MAX_DIM)] | None = Field(
+    embedding: CallerEmbedding | None = Field(
         default=None,
         description="A query vector of the index's dimension; it takes precedence over embedding the text",
     )

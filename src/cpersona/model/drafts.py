@@ -26,7 +26,14 @@ if TYPE_CHECKING:
         StoreKind,
     )
 
-__all__ = ["EpisodeDraft", "MemoryDraft", "RawDraft"]
+__all__ = ["CALLER_EMBEDDING", "EpisodeDraft", "MemoryDraft", "RawDraft"]
+
+CALLER_EMBEDDING = "caller"
+"""The ``embedding_model`` of a record whose vector the caller sent (a store's ``embedding``) rather than
+the engine's embedder made. Nothing that embeds text may overwrite such a vector under this label: the
+pending path never holds one (a store whose caller vector cannot be written fails instead), an update
+that keeps the text keeps the vector, and one that changes the text embeds the new text under the
+model's own name."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,6 +52,10 @@ class MemoryDraft:
     warnings: tuple[str, ...]
     # The associative layer's declaration made with the store (its entities become the record's mentions).
     declared: Declaration | None = None
+    # The caller's vector, its dimension not yet checked (the engine knows the index's), and the request
+    # field that named it, for the 400 (``records[3].embedding`` in a batch).
+    embedding: tuple[float, ...] | None = None
+    embedding_field: str = "embedding"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.associations import StoreAssociations, store_declaration, store_edges
+from cpersona.model.cue_query import CallerEmbedding
 from cpersona.model.drafts import MemoryDraft
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
@@ -65,6 +66,11 @@ class StoreRequest(RequestModel):
     meta: MetaBody | None = None
     associations: StoreAssociations | None = None
     lock: bool = False
+    embedding: CallerEmbedding | None = Field(
+        default=None,
+        description="The memory's vector, of the index's dimension, stored (at unit length) instead of "
+        "embedding the content; its record's embedding_model is 'caller'",
+    )
     header: Header = None
 
     _meta_size = field_validator("meta", mode="before")(check_meta_size)
@@ -99,6 +105,8 @@ class StoreRequest(RequestModel):
             declared=store_declaration(self.associations),
             locked=self.lock,
             warnings=tuple(warnings),
+            embedding=None if self.embedding is None else tuple(self.embedding),
+            embedding_field=f"{prefix}embedding",
         )
 
 

@@ -126,6 +126,13 @@ class VectorStore(Protocol):
         """Which of these ids have a point, in canonical (lowercase, hyphenated) UUID form."""
         ...
 
+    async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of those of these ids that have a point, by canonical UUID.
+
+        A cosine collection stores its vectors at unit length, so that is how they come back.
+        """
+        ...
+
     async def count(self, flt: VectorFilter) -> int:
         """How many points match the filter (exact)."""
         ...

@@ -93,6 +93,9 @@ class BlockParent:
     timestamp: float
     seq: int
     text: str
+    vector_model: str = ""
+    """The ``embedding_model`` of the record's vector when the record collection holds it for this text
+    (embedded, not pending); ``""`` when it does not."""
 
 
 class HydratedRecord(NamedTuple):

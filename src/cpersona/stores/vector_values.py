@@ -11,10 +11,22 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
+from cpersona.errors import InvalidRequest
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cpersona.model.scope import ReadScope
 
-__all__ = ["PointKind", "Vector", "VectorFilter", "VectorHit", "VectorPoint", "scope_filter"]
+__all__ = [
+    "PointKind",
+    "Vector",
+    "VectorFilter",
+    "VectorHit",
+    "VectorPoint",
+    "caller_vector",
+    "scope_filter",
+]
 
 Vector = npt.NDArray[np.float32]
 """A 1-d float32 array. Embedders return unit-length vectors unless their backend says otherwise."""
@@ -81,3 +93,22 @@ def scope_filter(scope: ReadScope, kinds: tuple[PointKind, ...] | None = None) -
     return VectorFilter(
         agent_id=scope.agent_id, project_ids=scope.projects, channels=scope.channels, kinds=kinds
     )
+
+
+def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector:
+    """A vector a caller sent (a cue's or a store's ``embedding``), checked against the index.
+
+    ``dim`` is the vector index's dimension, ``None`` when the engine keeps no index; ``field`` names the
+    request field in the 400. The request models already refuse NaN and infinity; they are checked here
+    as well so that a direct caller cannot hand a point the vector stores would refuse mid-write.
+    """
+    if dim is None:
+        raise InvalidRequest(field, "this server keeps no vector index (embedding_mode none)")
+    if len(given) != dim:
+        raise InvalidRequest(field, f"has {len(given)} dimensions; the vector index has {dim}")
+    vector = np.asarray(given, dtype=np.float32)
+    if not bool(np.isfinite(vector).all()):
+        raise InvalidRequest(field, "holds NaN or infinity (or a number beyond float32)")
+    if not np.any(vector):
+        raise InvalidRequest(field, "is all zeros: it has no direction for cosine similarity")
+    return vector

@@ -3,7 +3,9 @@
 A store queues a block event in the transaction that writes the record (see
 :class:`~cpersona.stores.redis.block_queue.BlockQueue`). Workers take batches of events, split each
 record (:func:`~cpersona.model.blocks.split_blocks`), embed the blocks (one call per batch), upsert
-them and then acknowledge the events. Rebuilding a record rewrites the same point ids, so any event
+them and then acknowledge the events. A record that is a single block reuses its record's vector (read
+from the record collection by id) instead of embedding the same text again, so a store whose vectors
+the caller sent costs no embedding at all. Rebuilding a record rewrites the same point ids, so any event
 may be processed twice. Each batch passes the engine's write guard (the free-space floor) before it
 embeds: under the floor the batch stays pending and the worker retries with its growing pause.
 """
@@ -21,6 +23,7 @@ import anyio
 
 from cpersona.errors import BackendUnavailable
 from cpersona.model.blocks import block_id, block_ids, split_blocks
+from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.stores.protocols import VectorPoint
 from cpersona.stores.redis.block_queue import QueueLost, event_order
 
@@ -76,8 +79,12 @@ class BlockBuilder:
         redis_timeout_secs: float,
         claim_idle_secs: float = 60.0,
         guard: Callable[[], Awaitable[None]] | None = None,
+        record_vectors: VectorStore | None = None,
     ) -> None:
         self.records = records
+        self.record_vectors = record_vectors
+        self.reused = 0
+        """How many blocks took their record's vector instead of an embedding, since the start."""
         self.queue = queue
         self.blocks = blocks
         self.embedder = embedder
@@ -192,16 +199,13 @@ class BlockBuilder:
             await self.guard()
         refs = list(dict.fromkeys(event.ref for event in events if event.ref is not None))
         jobs = await self._load(refs)
-        texts = [text for job in jobs for _, text in job.pieces]
-        vectors = await self.embedder.embed(texts) if texts else []
         points: list[VectorPoint] = []
         stale: list[str] = []
-        it = iter(vectors)
-        for job in jobs:
+        for job, vectors in zip(jobs, await self._vectors(jobs), strict=True):
             kept = set()
-            for index, _ in job.pieces:
+            for (index, _), vector in zip(job.pieces, vectors, strict=True):
                 kept.add(index)
-                points.append(self._point(job, index, next(it)))
+                points.append(self._point(job, index, vector))
             stale.extend(
                 block_id(job.kind, job.record_id, i) for i in range(self.max_per_record) if i not in kept
             )
@@ -212,6 +216,34 @@ class BlockBuilder:
         requeue = await self._settle(jobs)
         await self.queue.finish([event.entry_id for event in events], requeue=requeue)
         return len(events)
+
+    async def _vectors(self, jobs: Sequence[_Job]) -> list[list[Vector]]:
+        """Each job's block vectors, in the order of its pieces. A record that is one block (the block
+        is its whole stripped text) takes its record's vector, read from the record collection, when
+        that vector is of this text (see :meth:`_reusable`); the other blocks are embedded in one call.
+        """
+        reuse = [job.record_id for job in jobs if self._reusable(job)]
+        found = await self.record_vectors.vectors(reuse) if reuse and self.record_vectors is not None else {}
+        self.reused += len(found)
+        texts = [text for job in jobs if job.record_id not in found for _, text in job.pieces]
+        made = iter(await self.embedder.embed(texts) if texts else [])
+        return [
+            [found[job.record_id]] if job.record_id in found else [next(made) for _ in job.pieces]
+            for job in jobs
+        ]
+
+    def _reusable(self, job: _Job) -> bool:
+        """Whether ``job``'s one block may take its record's vector: the record collection holds that
+        vector for this very text (the document says embedded, not pending), made by this embedder or
+        sent by the caller. A vector of another model is left alone: the block collection is searched
+        with this model's query vectors."""
+        if self.record_vectors is None or len(job.pieces) != 1:
+            return False
+        source = job.parent.vector_model
+        return job.pieces[0][1] == job.parent.text.strip() and source in (
+            self.embedder.name,
+            CALLER_EMBEDDING,
+        )
 
     @staticmethod
     def _point(job: _Job, index: int, vector: Vector) -> VectorPoint:

@@ -22,11 +22,10 @@ import time
 from typing import TYPE_CHECKING, Literal
 
 import anyio
-import numpy as np
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.cue_query import cue_emotion_vector
-from cpersona.stores.vector_values import scope_filter
+from cpersona.stores.vector_values import caller_vector, scope_filter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -74,16 +73,8 @@ def query_vector(req: CueQueryRequest, ports: QueryPorts) -> Vector | None:
     given = req.cue.embedding
     if given is None:
         return None
-    if ports.vectors is None or ports.embedder is None:
-        raise InvalidRequest("cue.embedding", "this server keeps no vector index (embedding_mode none)")
-    if len(given) != ports.embedder.dim:
-        raise InvalidRequest(
-            "cue.embedding", f"has {len(given)} dimensions; the vector index has {ports.embedder.dim}"
-        )
-    vector = np.asarray(given, dtype=np.float32)
-    if not np.any(vector):
-        raise InvalidRequest("cue.embedding", "is all zeros: it has no direction to search by")
-    return vector
+    dim = None if ports.vectors is None or ports.embedder is None else ports.embedder.dim
+    return caller_vector(given, dim, "cue.embedding")
 
 
 def _period(req: CueQueryRequest) -> Period | None:

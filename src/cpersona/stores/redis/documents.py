@@ -362,6 +362,9 @@ def block_parent_of(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:
             timestamp=float(doc["ts"]),
             seq=int(doc["seq"]),
             text=str(doc["content"] if memory else doc["summary"]),
+            vector_model=str(doc.get("embedding_model") or "")
+            if doc.get("embedded") and not doc.get("vector_pending")
+            else "",
         )
     except (KeyError, TypeError, ValueError) as exc:
         logging.getLogger("cpersona.blocks").warning("cannot build blocks for %s: %s", ref, exc)

@@ -42,6 +42,7 @@ __all__ = [
     "point_payload",
     "prepare_points",
     "query_vector",
+    "stored_vector",
     "top_hits",
     "validate_collection",
 ]
@@ -128,6 +129,18 @@ def _checked_vector(vector: object, dim: int, what: str) -> list[float]:
 def query_vector(vector: Vector, dim: int) -> list[float]:
     """Check a query vector (length, finite, non-zero) and convert it for the client libraries."""
     return _checked_vector(vector, dim, "query vector")
+
+
+def stored_vector(raw: object, dim: int) -> Vector:
+    """A vector an engine handed back, as the protocol's float32 array of the collection's dimension.
+
+    The collections hold one unnamed vector per point, so anything else (a named map, another length)
+    means the collection is not one of ours, and is refused rather than guessed at.
+    """
+    array = np.asarray(raw, dtype=np.float32)
+    if array.shape != (dim,):
+        raise ValueError(f"the engine returned a vector of shape {array.shape}, not ({dim},)")
+    return array
 
 
 def point_payload(point: VectorPoint) -> dict[str, object]:

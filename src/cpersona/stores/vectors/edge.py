@@ -61,6 +61,7 @@ from cpersona.stores.vectors.common import (
     point_id,
     prepare_points,
     query_vector,
+    stored_vector,
     top_hits,
     validate_collection,
 )
@@ -84,7 +85,7 @@ _WRITE_CHUNK = 256
 """Points per ``update()`` call: bounds how long one call holds the engine (and, today, the GIL)."""
 
 _READ_CHUNK = 1024
-"""Ids per ``retrieve()`` call in :meth:`EdgeVectorStore.existing`."""
+"""Ids per ``retrieve()`` call in :meth:`EdgeVectorStore.existing` and :meth:`EdgeVectorStore.vectors`."""
 
 
 class EdgeVectorStore:
@@ -289,6 +290,18 @@ class EdgeVectorStore:
         # The binding requires both flags although its stubs give them defaults.
         records = self._shard.retrieve(list(chunk), False, False)
         return {point_id(str(record.id)) for record in records}
+
+    async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored (unit-length) vectors of those of these ids that have a point."""
+        wanted: list[str] = list(dict.fromkeys(point_id(i) for i in ids))
+        found: dict[str, Vector] = {}
+        for chunk in chunked(wanted, _READ_CHUNK):
+            found.update(await self._run("retrieve", functools.partial(self._vectors_chunk, chunk)))
+        return found
+
+    def _vectors_chunk(self, chunk: Sequence[str]) -> dict[str, Vector]:
+        records = self._shard.retrieve(list(chunk), False, True)
+        return {point_id(str(r.id)): stored_vector(r.vector, self._dim) for r in records}
 
     async def count(self, flt: VectorFilter) -> int:
         """How many points match the filter (exact)."""

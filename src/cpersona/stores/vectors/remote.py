@@ -38,6 +38,7 @@ from cpersona.stores.vectors.common import (
     point_id,
     prepare_points,
     query_vector,
+    stored_vector,
     top_hits,
     validate_collection,
 )
@@ -324,6 +325,20 @@ class RemoteVectorStore:
                 ),
             )
             found.update(point_id(str(record.id)) for record in records)
+        return found
+
+    async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored (unit-length) vectors of those of these ids that have a point."""
+        wanted: list[str] = list(dict.fromkeys(point_id(i) for i in ids))
+        found: dict[str, Vector] = {}
+        for chunk in chunked(wanted, _IDS_PER_REQUEST):
+            records = await self._run(
+                "retrieve",
+                functools.partial(
+                    self._client.retrieve, self._name, list(chunk), with_payload=False, with_vectors=True
+                ),
+            )
+            found.update((point_id(str(r.id)), stored_vector(r.vector, self._dim)) for r in records)
         return found
 
     async def count(self, flt: VectorFilter) -> int:
