@@ -36,9 +36,14 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING or __package__:
+    from benchmarks.cpu import process_cpu_ms
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from cpu import process_cpu_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -93,13 +98,19 @@ def arms_of(result: Any) -> dict[str, Any]:
 
 
 def vector_rows(result: Any) -> list[tuple[object, ...]]:
+    """Which rows the vector arms returned, in order (their scores are compared apart)."""
     arms = arms_of(result)
     return [
-        (name, row.ref, row.rank, row.block_index, round(row.raw, 5))
+        (name, row.ref, row.rank, row.block_index)
         for name in _COMPARED_ARMS
         if name in arms
         for row in arms[name].rows
     ]
+
+
+def vector_raws(result: Any) -> list[float]:
+    arms = arms_of(result)
+    return [row.raw for name in _COMPARED_ARMS if name in arms for row in arms[name].rows]
 
 
 async def wait_ready(engine: Any) -> None:
@@ -116,10 +127,12 @@ async def wait_ready(engine: Any) -> None:
 async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[str], args: Any) -> None:
     latencies: dict[str, list[float]] = {"A": [], "B": []}
     cpu: dict[str, list[float]] = {"A": [], "B": []}
+    redis_cpu: dict[str, list[float]] = {"A": [], "B": []}
     wall = {"A": 0.0, "B": 0.0}
     degraded = collections.Counter[str]()
     arm_ms: dict[str, dict[str, list[float]]] = {side: collections.defaultdict(list) for side in "AB"}
     differing = 0
+    max_raw_gap = 0.0
     async with (
         packages["A"].open(settings(packages["A"], stores["A"]), background=False) as engine_a,
         packages["B"].open(settings(packages["B"], stores["B"]), background=False) as engine_b,
@@ -133,6 +146,7 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
         for n in range(rounds):
             group = [asks[(n * args.callers + k) * 7 % len(asks)] for k in range(args.callers)]
             rows: dict[str, list[list[tuple[object, ...]]]] = {}
+            raws: dict[str, list[list[float]]] = {}
             for side in ("A", "B") if n % 2 == 0 else ("B", "A"):
                 results: list[Any] = [None] * len(group)
 
@@ -142,24 +156,31 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
                     latencies[side].append((time.perf_counter() - started) * 1000)
 
                 began, cpu_began = time.perf_counter(), time.process_time()
+                redis_began = redis_cpu_ms(engines[side])
                 async with anyio.create_task_group() as tg:
                     for k, question in enumerate(group):
                         tg.start_soon(one, k, question)
                 wall[side] += time.perf_counter() - began
                 cpu[side].append((time.process_time() - cpu_began) * 1000 / len(group))
+                redis_cpu[side].append((redis_cpu_ms(engines[side]) - redis_began) / len(group))
                 rows[side] = [vector_rows(r) for r in results]
+                raws[side] = [vector_raws(r) for r in results]
                 for r in results:
                     degraded[side] += bool(r.degraded)
                     for name, arm in arms_of(r).items():
                         arm_ms[side][name].append(arm.elapsed_ms)
-            differing += rows["A"] != rows["B"]
+            differing += sum(a != b for a, b in zip(rows["A"], rows["B"], strict=True))
+            for a, b in zip(raws["A"], raws["B"], strict=True):
+                if len(a) == len(b):
+                    max_raw_gap = max([max_raw_gap, *(abs(x - y) for x, y in zip(a, b, strict=True))])
     for side in ("A", "B"):
         lat = latencies[side]
         arms = " ".join(f"{k} {statistics.mean(v):.1f}" for k, v in sorted(arm_ms[side].items()))
         print(
             f"{side} ({args.a if side == 'A' else args.b}): p50 {statistics.median(lat):.1f} ms, "
             f"mean {statistics.mean(lat):.1f} ms, {len(lat) / wall[side]:.1f} recalls/s, "
-            f"CPU/recall p50 {statistics.median(cpu[side]):.1f} ms, degraded {degraded[side]}; "
+            f"CPU/recall p50 {statistics.median(cpu[side]):.1f} ms (engine) + "
+            f"{statistics.mean(redis_cpu[side]):.1f} ms (redis-server, mean), degraded {degraded[side]}; "
             f"arms (mean ms): {arms}"
         )
     a, b = latencies["A"], latencies["B"]
@@ -168,10 +189,17 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
         f"B/A: p50 {statistics.median(b) / statistics.median(a):.3f}, "
         f"mean {statistics.mean(b) / statistics.mean(a):.3f}, "
         f"median paired ratio {paired:.3f}, throughput {(len(b) / wall['B']) / (len(a) / wall['A']):.3f}, "
-        f"CPU/recall {statistics.median(cpu['B']) / statistics.median(cpu['A']):.3f}; "
-        f"rounds whose vector arms differ: {differing} of {rounds}; "
+        f"CPU/recall {statistics.median(cpu['B']) / statistics.median(cpu['A']):.3f} (engine), "
+        f"{statistics.mean(redis_cpu['B']) / statistics.mean(redis_cpu['A']):.3f} (redis-server); "
+        f"recalls whose vector arms returned other rows: {differing} of {rounds * args.callers} "
+        f"(largest score gap where they agree {max_raw_gap:.1e}); "
         f"1-minute load {os.getloadavg()[0]:.1f}"
     )
+
+
+def redis_cpu_ms(engine: Any) -> float:
+    """CPU time the engine's embedded redis-server has used so far, in ms."""
+    return process_cpu_ms(engine._b.server.pid)
 
 
 def settings(package: Any, data_dir: Path) -> Any:

@@ -64,8 +64,10 @@ from cpersona import Settings
 from cpersona.recall.policy import load_policies
 
 if TYPE_CHECKING or __package__:
+    from benchmarks.cpu import process_cpu_ms
     from benchmarks.embedding_speed import sentences
 else:  # run as a script: benchmarks/ itself is on sys.path
+    from cpu import process_cpu_ms
     from embedding_speed import sentences
 
 if TYPE_CHECKING:
@@ -251,6 +253,15 @@ class Level:
     degraded: dict[str, int]
     timings: list[dict[str, float]]
     arms: list[dict[str, float]]
+    engine_cpu_ms: float = 0.0
+    redis_cpu_ms: float = 0.0
+    rows: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """The refs each question got, by its index in the question list (the last time it was asked)."""
+
+    def same_rows(self, alone: Level) -> tuple[int, int]:
+        """Of the questions both levels asked, how many got the same refs in the same order as ``alone``."""
+        shared = self.rows.keys() & alone.rows.keys()
+        return sum(self.rows[q] == alone.rows[q] for q in shared), len(shared)
 
     @property
     def throughput(self) -> float:
@@ -268,6 +279,8 @@ class Level:
             "p99_ms": self.pct(0.99),
             "mean_ms": statistics.mean(self.latencies_ms),
             "recalls_per_sec": self.throughput,
+            "engine_cpu_ms_per_recall": self.engine_cpu_ms / self.recalls,
+            "redis_cpu_ms_per_recall": self.redis_cpu_ms / self.recalls,
             "degraded": dict(self.degraded),
         }
 
@@ -292,21 +305,28 @@ async def run_level(
     async def caller() -> None:
         nonlocal issued
         while issued < recalls:
-            question = questions[(offset + issued) % len(questions)]
+            index = (offset + issued) % len(questions)
             issued += 1
             started = time.perf_counter()
-            result = await memory.recall(question, agent_id=AGENT, limit=LIMIT)
+            result = await memory.recall(questions[index], agent_id=AGENT, limit=LIMIT)
             level.latencies_ms.append((time.perf_counter() - started) * 1000)
+            level.rows[index] = tuple(row.ref for row in result.rows)
             level.timings.append(dict(result.timing_ms))
             level.arms.append(_arm_times(result))
             for degraded in result.degraded:
                 level.degraded[f"{degraded.arm} {degraded.status}"] += 1
 
-    started = time.perf_counter()
+    server = memory._b.server
+    redis_began = process_cpu_ms(server.pid) if server is not None else 0.0
+    cpu_began, started = time.process_time(), time.perf_counter()
     async with anyio.create_task_group() as tg:
         for _ in range(callers):
             tg.start_soon(caller)
     level.wall_secs = time.perf_counter() - started
+    # The engine's figure is this whole process (its Python, the Rust vector engine's threads, the
+    # embedder's threads and this loop's own small bookkeeping); Redis runs in a process of its own.
+    level.engine_cpu_ms = (time.process_time() - cpu_began) * 1000
+    level.redis_cpu_ms = process_cpu_ms(server.pid) - redis_began if server is not None else 0.0
     return level
 
 
@@ -461,7 +481,8 @@ async def measure(
             levels.append(level)
             print(
                 f"  {size:,} memories, {callers} caller(s), {recalls} recalls: p50 {level.pct(0.5):.1f} ms, "
-                f"p95 {level.pct(0.95):.1f} ms, {level.throughput:.1f} recalls/s, "
+                f"p95 {level.pct(0.95):.1f} ms, {level.throughput:.1f} recalls/s, CPU/recall "
+                f"{level.engine_cpu_ms / recalls:.1f} + {level.redis_cpu_ms / recalls:.1f} ms, "
                 f"load {os.getloadavg()[0]:.1f}",
                 file=sys.stderr,
             )
@@ -572,8 +593,13 @@ def render(
         "",
         f"![recall latency and throughput]({chart})",
         "",
-        "| memories | callers | recalls | p50 ms | p95 ms | p99 ms | mean ms | recalls/s | degraded |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "CPU per recall is the engine process's CPU time (Python, the vector engine's and the embedder's "
+        "threads) and the embedded redis-server's, each over the level's wall time divided by its recalls; "
+        "two cores give 2,000 ms of CPU per second, so their sum bounds the throughput.",
+        "",
+        "| memories | callers | recalls | p50 ms | p95 ms | p99 ms | mean ms | recalls/s "
+        "| CPU/recall ms: engine + redis | degraded |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for lv in r.levels:
@@ -581,7 +607,7 @@ def render(
             lines.append(
                 f"| {r.size:,} | {lv.callers} | {lv.recalls} | {_ms(lv.pct(0.5))} | {_ms(lv.pct(0.95))} "
                 f"| {_ms(lv.pct(0.99))} | {_ms(statistics.mean(lv.latencies_ms))} | {lv.throughput:.1f} "
-                f"| {degraded} |"
+                f"| {lv.engine_cpu_ms / lv.recalls:.1f} + {lv.redis_cpu_ms / lv.recalls:.1f} | {degraded} |"
             )
     lines += ["", "## Where a single caller's time goes (means over the 1-caller run, ms)", ""]
     single = {r.size: next(lv for lv in r.levels if lv.callers == 1) for r in results if r.levels}
@@ -656,15 +682,19 @@ def findings(
             continue
         base = by[1].throughput
         parts = [f"{c} callers {lv.throughput / base:.2f}x" for c, lv in sorted(by.items()) if c != 1]
+        same = [(c, *lv.same_rows(by[1])) for c, lv in sorted(by.items()) if c != 1]
         out.append(
             f"- Scaling at {r.size:,} (throughput relative to one caller, {base:.1f} recalls/s): "
             + ", ".join(parts)
+            + ". Same rows in the same order as the one caller got, for the questions both asked: "
+            + ", ".join(f"{c} callers {equal} of {asked}" for c, equal, asked in same)
             + "."
         )
     hits = load_policies()[Settings().recall_policy].blocks.search_hits
     out.append(
         f"- This machine has {os.cpu_count()} CPUs. The query embedder runs one inference at a time "
-        "(a capacity limiter of 1; numpy with one BLAS thread, a batch split over the embedding threads). "
+        "(a capacity limiter of 1; numpy with one BLAS thread, a batch split over the embedding threads); "
+        "the queries of concurrent recalls that queue behind a running batch are embedded together. "
         "The embedded Qdrant binding releases the "
         "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
         f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: more callers "

@@ -259,6 +259,33 @@ async def test_an_update_keeps_a_caller_vector_unless_the_text_changes(engine: c
     np.testing.assert_allclose((await _vectors(engine).vectors([stored.id]))[stored.id], made, atol=1e-5)
 
 
+async def test_an_update_does_not_call_a_lost_caller_vector_the_callers(engine: cpersona.Engine) -> None:
+    agent, dim = _agent(), _embedder(engine).dim
+    stored = await engine.store("its vector is lost", agent_id=agent, embedding=_direction(9, dim))
+    await _vectors(engine).delete([stored.id])
+    await engine.update(stored.ref, agent_id=agent, metadata={"after": "the loss"})
+    record = await _record(engine, stored.ref, agent)
+    assert record.embedding_model == _embedder(engine).name
+    (made,) = await _embedder(engine).embed(["its vector is lost"])
+    np.testing.assert_allclose((await _vectors(engine).vectors([stored.id]))[stored.id], made, atol=1e-5)
+
+
+async def test_a_consolidated_copy_keeps_its_originals_caller_vector(engine: cpersona.Engine) -> None:
+    agent, dim = _agent(), _embedder(engine).dim
+    mine = _direction(8, dim)
+    sent = await engine.store("an episode the fleet embedded itself", agent_id=agent, embedding=mine)
+    by_model = await engine.store("an episode the model embeds for us", agent_id=agent)
+    result = await engine.consolidate(agent)
+    assert result.records_migrated == 2
+    listed = [m for m in await engine.list("memory", agent_id=agent) if isinstance(m, MemoryRecord)]
+    copies = {m.metadata["_consolidated_from"]: m for m in listed if m.store == "semantic"}
+    caller_copy, model_copy = copies[sent.ref], copies[by_model.ref]
+    assert (caller_copy.embedding_model, model_copy.embedding_model) == ("caller", _embedder(engine).name)
+    kept = await _vectors(engine).vectors([caller_copy.id, model_copy.id, by_model.id])
+    np.testing.assert_allclose(kept[caller_copy.id], _unit(mine), atol=1e-6)
+    np.testing.assert_allclose(kept[model_copy.id], kept[by_model.id], atol=1e-5)
+
+
 # -------------------------------------------------------------------------------------------- blocks
 
 

@@ -26,6 +26,7 @@ async def use(memory: cpersona.Engine) -> None:
     await memory.store("the deploy key rotates on Fridays", agent_id="ops", project_id="p", id="m-1")
     await memory.store({"blocks": [{"modality": "text", "data": "hi"}]}, agent_id="ops", emotion="joy")
     await memory.store_batch([{"content": "x", "agent_id": "ops"}])
+    await memory.store("a fleet's own vector", agent_id="ops", embedding=[0.6, 0.8])
     await memory.archive_episode("we rotated the key", agent_id="ops", keywords=["key"])
     await memory.store_raw(
         "user: hi", agent_id="ops", session_id="s", source="conversation", speaker="user",

@@ -212,7 +212,7 @@ class Engine(methods.OperationMethods):
         meta: MetaBody | Mapping[str, Any] | None = None,
         associations: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
         lock: bool = False,
-        embedding: Sequence[float] | None = None,
+        embedding: list[float] | None = None,
     ) -> StoreResult:
         """Store one memory (the fields of :class:`~cpersona.StoreRequest`, ``POST /v1/encode``)."""
         body = given(

@@ -36,6 +36,7 @@ from cpersona.engine.disk import check_free_space
 from cpersona.engine.upkeep import agent_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import RecordNotFound
+from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.fidelity import current_fidelity
 from cpersona.model.fields import validate
 from cpersona.model.lifecycle_requests import ConsolidateRequest
@@ -111,8 +112,11 @@ async def _migrate(life: Lifecycle, originals: list[MemoryRecord], now: float) -
     copies = [_copy(m, first + n, now) for n, m in enumerate(originals)]
     in_flight = [InFlightWrite("memory", c.id) for c in copies]
     await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
+    # A copy has its original's text, so it keeps a vector the caller sent for it (not the model's).
+    sent = [m.id for m in originals if m.embedding_model == CALLER_EMBEDDING]
+    kept = await b.vectors.vectors(sent) if sent and b.vectors is not None else {}
     async with abandoned_on_failure(b, in_flight):
-        written = await with_vectors(b, copies)
+        written = await with_vectors(b, copies, {copy_id(i): v for i, v in kept.items()})
         await b.records.put_memories([MemoryWrite(c) for c in written], queue_blocks=b.builder is not None)
     linked = [
         _with_edges(m, [Association(c.id, "semantic", 1.0, now)])

@@ -222,9 +222,10 @@ async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, ob
         raise InvalidRequest("body", "names no field to update")
     new = updated_record(current, changes, life.settings, now=time.time(), reembed=b.embedder is not None)
     content_changed = new.content != current.content
-    if content_changed and new.embedding_model == CALLER_EMBEDDING:
-        new = dataclasses.replace(new, embedding_model="")  # until the model's vector of the new text is in
-    (new,) = await with_vectors(b, [new], await _kept_caller_vector(b, current, content_changed))
+    kept = await _kept_caller_vector(b, current, content_changed)
+    if new.embedding_model == CALLER_EMBEDDING and not kept:
+        new = dataclasses.replace(new, embedding_model="")  # until the model's vector of the text is in
+    (new,) = await with_vectors(b, [new], kept)
     old_claim = content_claim(life.keys, current.scope, current.content)
     new_claim = content_claim(life.keys, new.scope, new.content)
     moved = (old_claim,), (new_claim,)

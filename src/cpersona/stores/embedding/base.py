@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from cpersona.stores.embedding.coalesce import QueryCoalescer
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -73,10 +75,12 @@ class QueryCache:
 
 
 class BaseEmbedder(abc.ABC):
-    """What every mode shares: the query cache in front of :meth:`embed`."""
+    """What every mode shares: the query cache in front of :meth:`embed`, and the queries of concurrent
+    callers embedded together (:class:`~.coalesce.QueryCoalescer`)."""
 
-    def __init__(self, cache: QueryCache) -> None:
+    def __init__(self, cache: QueryCache, *, query_batch: int = DEFAULT_BATCH_SIZE) -> None:
         self.cache = cache
+        self.queries = QueryCoalescer(self.embed, max_batch=query_batch)
 
     @property
     @abc.abstractmethod
@@ -96,7 +100,7 @@ class BaseEmbedder(abc.ABC):
         cached = self.cache.get(text)
         if cached is not None:
             return cached
-        [vector] = await self.embed([text])
+        vector = await self.queries.embed_one(text)
         self.cache.put(text, vector)
         return vector
 

@@ -80,7 +80,7 @@ class OnnxEmbedder(BaseEmbedder):
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 1,
     ) -> None:
-        super().__init__(cache)
+        super().__init__(cache, query_batch=batch_size)
         self._encoder: BertEncoder | None = encoder
         self._tokenizer = tokenizer
         self._batch_size = batch_size

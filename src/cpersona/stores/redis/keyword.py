@@ -7,6 +7,7 @@ numbers, unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Literal
 
@@ -14,7 +15,8 @@ from cpersona.model.candidates import ArmResult
 from cpersona.stores.redis import search
 from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.lexical import SCORER, clauses, fts_terms, period_clause, ranked_query, unscored
-from cpersona.stores.redis.scope import scope_query
+from cpersona.stores.redis.scope import scope_query, tag
+from cpersona.stores.redis.sole_agent import AGENT_FIELD, agent_only
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,16 +24,27 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.model.scope import ReadScope
     from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.replies import Hit
+    from cpersona.stores.redis.sole_agent import SoleAgents
 
-__all__ = ["episode_fts", "memory_keyword"]
+__all__ = ["LexicalIndexes", "episode_fts", "memory_keyword"]
 
 RefKind = Literal["mem", "ep"]
 Rows = list[tuple[str, float | None]]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LexicalIndexes:
+    """What both lexical arms search: one store's client and keys, and which agents its indexes hold."""
+
+    client: RedisClient
+    keys: Keys
+    sole: SoleAgents | None = None
+    """``None``: every ranked search carries the scope filter (see :mod:`.sole_agent`)."""
+
+
 async def memory_keyword(
-    client: RedisClient,
-    keys: Keys,
+    indexes: LexicalIndexes,
     scope: ReadScope,
     query: str,
     fetch: int,
@@ -49,13 +62,12 @@ async def memory_keyword(
     """
     began = time.perf_counter()
     async with redis_errors("memory keyword search failed"):
-        rows = await _memory_rows(client, keys, scope, query, fetch, extra_terms, period)
+        rows = await _memory_rows(indexes, scope, query, fetch, extra_terms, period)
     return ArmResult.ranked("memory_keyword", rows, (time.perf_counter() - began) * 1000)
 
 
 async def episode_fts(
-    client: RedisClient,
-    keys: Keys,
+    indexes: LexicalIndexes,
     scope: ReadScope,
     query: str,
     fetch: int,
@@ -73,13 +85,12 @@ async def episode_fts(
     rows: Rows = []
     if not (scope.source_id and not scope.channel):
         async with redis_errors("episode full-text search failed"):
-            rows = await _episode_rows(client, keys, scope, query, fetch, extra_terms, period)
+            rows = await _episode_rows(indexes, scope, query, fetch, extra_terms, period)
     return ArmResult.ranked("episode_fts", rows, (time.perf_counter() - began) * 1000)
 
 
 async def _memory_rows(
-    client: RedisClient,
-    keys: Keys,
+    indexes: LexicalIndexes,
     scope: ReadScope,
     query: str,
     fetch: int,
@@ -88,14 +99,15 @@ async def _memory_rows(
 ) -> Rows:
     if fetch <= 0 or _empty(period):
         return []
+    client, keys = indexes.client, indexes.keys
     index, prefix = keys.memory_index, keys.memory_prefix
     plain = scope_query(scope, with_source=True) + period_clause(period)
     if not query.strip():
         return await _newest(client, index, prefix, "mem", plain, fetch, by_time=period is not None)
     terms = clauses(fts_terms(query, extra_terms), "content", ranked=True)
     if terms:
-        filters = unscored(scope_query(scope, with_source=True)) + period_clause(period)
-        rows = await _bm25(client, index, prefix, "mem", ranked_query(filters, terms), fetch)
+        search = _Ranked(client, index, prefix, "mem", fetch)
+        rows = await search.in_scope(scope, terms, period, indexes.sole, with_source=True)
         if rows:
             return rows
     # CPersona's LIKE '%query%' fallback, newest first: the whole query as one phrase, or an extra term.
@@ -109,8 +121,7 @@ async def _memory_rows(
 
 
 async def _episode_rows(
-    client: RedisClient,
-    keys: Keys,
+    indexes: LexicalIndexes,
     scope: ReadScope,
     query: str,
     fetch: int,
@@ -119,6 +130,7 @@ async def _episode_rows(
 ) -> Rows:
     if fetch <= 0 or _empty(period):
         return []
+    client, keys = indexes.client, indexes.keys
     index, prefix = keys.episode_index, keys.episode_prefix
     if not query.strip():
         plain = scope_query(scope, with_source=False) + period_clause(period)
@@ -126,22 +138,55 @@ async def _episode_rows(
     terms = clauses(fts_terms(query, extra_terms), "text", ranked=True)
     if not terms:
         return []
-    filters = unscored(scope_query(scope, with_source=False)) + period_clause(period)
-    return await _bm25(client, index, prefix, "ep", ranked_query(filters, terms), fetch)
+    search = _Ranked(client, index, prefix, "ep", fetch)
+    return await search.in_scope(scope, terms, period, indexes.sole, with_source=False)
 
 
 def _empty(period: tuple[float, float] | None) -> bool:
     return period is not None and not period[0] < period[1]
 
 
-async def _bm25(client: RedisClient, index: str, prefix: str, kind: RefKind, query: str, fetch: int) -> Rows:
-    hits = await search.ranked(client, index, query, fetch, SCORER)
-    scored = [(hit.score or 0.0, hit.integer("seq") or 0, _ref(hit.key, prefix, kind)) for hit in hits]
-    # The server ranks by score; rows that tie are put newest first (higher insertion seq) so the order
-    # does not depend on the index's internal document ids. Which tied rows make the LIMIT cut is still
-    # the server's choice.
-    scored.sort(key=lambda hit: (-hit[0], -hit[1]))
-    return [(ref, score) for score, _, ref in scored]
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ranked:
+    """One arm's BM25 search of one index: at most ``fetch`` rows of ``kind``, best first."""
+
+    client: RedisClient
+    index: str
+    prefix: str
+    kind: RefKind
+    fetch: int
+
+    async def in_scope(
+        self,
+        scope: ReadScope,
+        terms: Sequence[str],
+        period: tuple[float, float] | None,
+        sole: SoleAgents | None,
+        *,
+        with_source: bool,
+    ) -> Rows:
+        """The rows of ``terms`` in ``scope`` (and ``period``): without the scope filter when the index
+        holds the scope's agent alone and every hit proves to be its own, else with it."""
+        if sole is not None and period is None and agent_only(scope, with_source=with_source):
+            mine = tag(scope.agent_id)
+            if await sole.of(self.index) == mine:
+                hits = await self._hits(" | ".join(terms), (AGENT_FIELD, "seq"))
+                if all(hit.fields.get(AGENT_FIELD) == mine for hit in hits):
+                    return self._rows(hits)
+        filters = unscored(scope_query(scope, with_source=with_source)) + period_clause(period)
+        return self._rows(await self._hits(ranked_query(filters, terms), ("seq",)))
+
+    async def _hits(self, query: str, fields: Sequence[str]) -> list[Hit]:
+        return await search.ranked(self.client, self.index, query, self.fetch, SCORER, fields=fields)
+
+    def _rows(self, hits: Sequence[Hit]) -> Rows:
+        kind, prefix = self.kind, self.prefix
+        scored = [(hit.score or 0.0, hit.integer("seq") or 0, _ref(hit.key, prefix, kind)) for hit in hits]
+        # The server ranks by score; rows that tie are put newest first (higher insertion seq) so the
+        # order does not depend on the index's internal document ids. Which tied rows make the LIMIT cut
+        # is still the server's choice.
+        scored.sort(key=lambda hit: (-hit[0], -hit[1]))
+        return [(ref, score) for score, _, ref in scored]
 
 
 async def _newest(

@@ -19,6 +19,8 @@ from redis.commands.search.query import Query
 from cpersona.stores.redis.replies import Page, aggregate_keys, search_page
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.replies import Hit
 
@@ -52,9 +54,11 @@ async def _search(
     return search_page(reply, content=content, scores=scores)
 
 
-async def ranked(client: RedisClient, index: str, query: str, fetch: int, scorer: str) -> list[Hit]:
-    """The best ``fetch`` hits of a word query by ``scorer``, each with its score and ``seq``."""
-    q = _query(query).verbatim().with_scores().scorer(scorer).return_fields("seq").paging(0, fetch)
+async def ranked(
+    client: RedisClient, index: str, query: str, fetch: int, scorer: str, *, fields: Sequence[str] = ("seq",)
+) -> list[Hit]:
+    """The best ``fetch`` hits of a word query by ``scorer``, each with its score and ``fields``."""
+    q = _query(query).verbatim().with_scores().scorer(scorer).return_fields(*fields).paging(0, fetch)
     return list((await _search(client, index, q.dialect(2), scores=True)).hits)
 
 

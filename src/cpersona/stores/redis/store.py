@@ -43,6 +43,7 @@ from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 from cpersona.stores.redis.scope import scope_query
+from cpersona.stores.redis.sole_agent import SoleAgents
 from cpersona.stores.redis.writes import Writer
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         self.sealer = sealer
         self.docs = bind_documents(client, keys)
         self._writer = Writer(client, keys, self.docs)
+        self._lexical = keyword.LexicalIndexes(client, keys, SoleAgents(client))
 
     def key(self, kind: RecordKind, record_id: str) -> str:
         """The Redis key of a record's document."""
@@ -123,7 +125,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         period: tuple[float, float] | None = None,
     ) -> ArmResult:
         return await keyword.memory_keyword(
-            self.client, self.keys, scope, query, fetch, extra_terms=extra_terms, period=period
+            self._lexical, scope, query, fetch, extra_terms=extra_terms, period=period
         )
 
     async def episode_fts(
@@ -136,7 +138,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         period: tuple[float, float] | None = None,
     ) -> ArmResult:
         return await keyword.episode_fts(
-            self.client, self.keys, scope, query, fetch, extra_terms=extra_terms, period=period
+            self._lexical, scope, query, fetch, extra_terms=extra_terms, period=period
         )
 
     async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
