@@ -214,10 +214,26 @@ def scope_from(doc: Mapping[str, Any]) -> Scope:
     return Scope(doc["agent_id"], doc.get("project_id", ""), doc.get("channel", ""))
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    """A flat dataclass's fields by name: what ``dataclasses.asdict`` gives for one that holds no
+    containers, without its recursive deep copy (a tenth of a store's document building)."""
+    cls = type(value)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return {name: getattr(value, name) for name in names}
+
+
+# A cache of constants (the field names of the record value classes), not state: any process may fill it.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
-    out = dataclasses.asdict(meta)
+    out = _fields(meta)
     for key in ("goals", "assumptions", "tags", "evidence", "alternatives"):
         out[key] = [dict(x) if isinstance(x, Mapping) else x for x in out[key]]
+    # The edges are dataclasses holding containers: asdict's deep copy is the right tool for them.
+    out["context_edges"] = [dataclasses.asdict(edge) for edge in meta.context_edges]
     return out
 
 
@@ -243,10 +259,11 @@ def meta_from(doc: Mapping[str, Any]) -> MetaMemory:
 
 def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
     """The JSON document of a memory, as stored under ``keys.memory(rec.id)``."""
+    emotion = _fields(rec.emotion)
     return {
         "pk": rec.id,
         **scope_doc(rec.scope),
-        "source": dataclasses.asdict(rec.source),
+        "source": _fields(rec.source),
         "tag_source": tag(rec.source.id),
         "tag_source_prefixes": source_prefix_tags(rec.source.id),
         "msg_id": rec.msg_id,
@@ -259,11 +276,11 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "seq": rec.seq,
         "metadata": dict(rec.metadata),
         "store": rec.store,
-        "emotion": dataclasses.asdict(rec.emotion),
-        "emotion_axes": stored_emotion_axes(dataclasses.asdict(rec.emotion)),
-        "fidelity": dataclasses.asdict(rec.fidelity),
+        "emotion": emotion,
+        "emotion_axes": stored_emotion_axes(emotion),
+        "fidelity": _fields(rec.fidelity),
         "meta": meta_to_doc(rec.meta),
-        "associations": [dataclasses.asdict(a) for a in rec.associations],
+        "associations": [_fields(a) for a in rec.associations],
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
         "version": rec.version,

@@ -78,18 +78,21 @@ class Writer:
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
         pipe = transaction(self.client)
-        for write in writes:
-            rec, key = write.record, self.keys.memory(write.record.id)
-            json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-            pipe.zrem(
-                self.keys.writes_in_flight, in_flight_member(InFlightWrite("memory", rec.id, write.claims))
-            )
-            if rec.vector_pending:
-                pipe.sadd(self.keys.vector_pending, key)
+        keys = [self.keys.memory(w.record.id) for w in writes]
+        if writes:
+            # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
+            # packing and parsing, and the transaction applies them all or none either way.
+            documents = [validated(self.docs.memory, memory_to_doc(w.record)) for w in writes]
+            json_ops(pipe).mset([(key, "$", doc) for key, doc in zip(keys, documents, strict=True)])
+            members = [in_flight_member(InFlightWrite("memory", w.record.id, w.claims)) for w in writes]
+            pipe.zrem(self.keys.writes_in_flight, *members)
+        if pending := [key for key, w in zip(keys, writes, strict=True) if w.record.vector_pending]:
+            pipe.sadd(self.keys.vector_pending, *pending)
+        for key, write in zip(keys, writes, strict=True):
             if queue_blocks:
                 self._queue_blocks(pipe, key)
             if write.declared is not None:  # the associative layer's, in the record's own transaction
-                queue_declaration(pipe, self.keys, rec.scope, write.declared, rec.ref)
+                queue_declaration(pipe, self.keys, write.record.scope, write.declared, write.record.ref)
         # The claims outlive their reservations now, unless a store that outlasted its own took one.
         self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
         await commit(pipe, self.client)
