@@ -28,6 +28,7 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     memory_to_doc,
     validated,
+    validated_json,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.raw_docs import raw_document
@@ -82,8 +83,10 @@ class Writer:
         if writes:
             # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
             # packing and parsing, and the transaction applies them all or none either way.
-            documents = [validated(self.docs.memory, memory_to_doc(w.record)) for w in writes]
-            json_ops(pipe).mset([(key, "$", doc) for key, doc in zip(keys, documents, strict=True)])
+            texts = [validated_json(self.docs.memory, memory_to_doc(w.record)) for w in writes]
+            pipe.execute_command(
+                "JSON.MSET", *(arg for kt in zip(keys, texts, strict=True) for arg in _at_root(*kt))
+            )
             members = [in_flight_member(InFlightWrite("memory", w.record.id, w.claims)) for w in writes]
             pipe.zrem(self.keys.writes_in_flight, *members)
         if pending := [key for key, w in zip(keys, writes, strict=True) if w.record.vector_pending]:
@@ -252,6 +255,10 @@ class Writer:
             if write.kind == "memory"
             else self.keys.episode(write.record_id)
         )
+
+
+def _at_root(key: str, text: str) -> tuple[str, str, str]:
+    return key, "$", text
 
 
 def _text(value: bytes | str) -> str:
