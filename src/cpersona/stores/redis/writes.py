@@ -38,6 +38,7 @@ from cpersona.stores.redis.write_scripts import (
     DROP,
     KEEP,
     MARK_WRITTEN,
+    QUEUE_BLOCKS,
     RELEASE,
     claim_args,
     in_flight_member,
@@ -91,9 +92,10 @@ class Writer:
             pipe.zrem(self.keys.writes_in_flight, *members)
         if pending := [key for key, w in zip(keys, writes, strict=True) if w.record.vector_pending]:
             pipe.sadd(self.keys.vector_pending, *pending)
-        for key, write in zip(keys, writes, strict=True):
-            if queue_blocks:
-                self._queue_blocks(pipe, key)
+        if queue_blocks and keys:
+            # In the transaction that writes the records: an acknowledged write always has its event.
+            queue_script(pipe, QUEUE_BLOCKS, [self.keys.block_stream], keys)
+        for write in writes:
             if write.declared is not None:  # the associative layer's, in the record's own transaction
                 queue_declaration(pipe, self.keys, write.record.scope, write.declared, write.record.ref)
         # The claims outlive their reservations now, unless a store that outlasted its own took one.
