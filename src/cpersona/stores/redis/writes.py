@@ -4,7 +4,10 @@ acknowledged only once it is on disk (:mod:`.durable`); and the steps that must 
 (taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
-are written with ``JSON.SET`` in the transaction with their claims and stream event. A profile, one
+are written with ``JSON.SET`` in the transaction with their claims and stream event; a batch of memories
+as one ``JSON.MSET`` of pydantic's JSON text (:func:`~.documents.validated_json`), with one ``ZREM`` of
+its in-flight entries and one script for its stream events, since a command per record cost more to
+pack and parse than the server spent on it. A profile, one
 document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
 so that it too waits for the WAITAOF.
 """
