@@ -88,7 +88,9 @@ class Writer:
             # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
             # packing and parsing, and the transaction applies them all or none either way.
             texts = [validated_json(self.docs.memory, memory_to_doc(w.record)) for w in writes]
-            pipe.execute_command(
+            # Through redis-py's JSON helper, as the JSON.SET it replaces was: making the helper registers
+            # its reply parsers on the client, which plain JSON.GET callers (tests) have come to rely on.
+            json_ops(pipe).execute_command(
                 "JSON.MSET", *(arg for kt in zip(keys, texts, strict=True) for arg in _at_root(*kt))
             )
             members = [in_flight_member(InFlightWrite("memory", w.record.id, w.claims)) for w in writes]
