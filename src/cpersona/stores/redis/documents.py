@@ -17,11 +17,13 @@ own word stems), and memories the tags of their short CJK substrings (``tag_shor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aredis_om import Field, JsonModel
+from pydantic import ConfigDict
 
 from cpersona.model.cue_query import stored_emotion_axes
 from cpersona.model.records import (
@@ -52,6 +54,7 @@ __all__ = [
     "episode_to_doc",
     "memory_from_doc",
     "memory_to_doc",
+    "validated_json",
     "meta_from",
     "meta_to_doc",
     "scope_doc",
@@ -81,6 +84,10 @@ class _ScopedDoc(_Document):
 
 
 class MemoryDoc(_ScopedDoc):
+    # Free metadata may hold NaN or an infinity: the JSON text spells them as json.dumps did (NaN,
+    # Infinity), which RedisJSON refuses, rather than as null; such a write fails as it did before.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     source: dict[str, str]
     tag_source: str = "x"
     tag_source_prefixes: list[str] = []
@@ -214,10 +221,24 @@ def scope_from(doc: Mapping[str, Any]) -> Scope:
     return Scope(doc["agent_id"], doc.get("project_id", ""), doc.get("channel", ""))
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    """A flat slotted dataclass's fields (its ``__slots__``, in field order) by name: what ``asdict``
+    gives for one without containers, without its recursive deep copy (a tenth of building a doc)."""
+    return {name: getattr(value, name) for name in value.__slots__}
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_tags(source_id: str) -> tuple[str, ...]:
+    # A batch repeats a few source ids; scanning each one in Python was a twentieth of a store's time.
+    return tuple(source_prefix_tags(source_id))
+
+
 def meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
-    out = dataclasses.asdict(meta)
+    out = _fields(meta)
     for key in ("goals", "assumptions", "tags", "evidence", "alternatives"):
         out[key] = [dict(x) if isinstance(x, Mapping) else x for x in out[key]]
+    # The edges are dataclasses holding containers: asdict's deep copy is the right tool for them.
+    out["context_edges"] = [dataclasses.asdict(edge) for edge in meta.context_edges]
     return out
 
 
@@ -243,12 +264,13 @@ def meta_from(doc: Mapping[str, Any]) -> MetaMemory:
 
 def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
     """The JSON document of a memory, as stored under ``keys.memory(rec.id)``."""
+    emotion = _fields(rec.emotion)
     return {
         "pk": rec.id,
         **scope_doc(rec.scope),
-        "source": dataclasses.asdict(rec.source),
+        "source": _fields(rec.source),
         "tag_source": tag(rec.source.id),
-        "tag_source_prefixes": source_prefix_tags(rec.source.id),
+        "tag_source_prefixes": list(_source_tags(rec.source.id)),
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
@@ -259,11 +281,11 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "seq": rec.seq,
         "metadata": dict(rec.metadata),
         "store": rec.store,
-        "emotion": dataclasses.asdict(rec.emotion),
-        "emotion_axes": stored_emotion_axes(dataclasses.asdict(rec.emotion)),
-        "fidelity": dataclasses.asdict(rec.fidelity),
+        "emotion": emotion,
+        "emotion_axes": stored_emotion_axes(emotion),
+        "fidelity": _fields(rec.fidelity),
         "meta": meta_to_doc(rec.meta),
-        "associations": [dataclasses.asdict(a) for a in rec.associations],
+        "associations": [_fields(a) for a in rec.associations],
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
         "version": rec.version,
@@ -347,6 +369,13 @@ def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
     """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
     out: dict[str, Any] = model.model_validate(doc).model_dump(mode="json")
     return out
+
+
+def validated_json(model: type[JsonModel], doc: Mapping[str, Any]) -> str:
+    """:func:`validated`, as JSON text: pydantic's own encoder writes it in a third of the time that
+    ``model_dump`` and the standard library's encoder took together (measured: 17 µs against 47 µs
+    for a short memory). The stored document is the same; a test reads both back byte for byte."""
+    return model.model_validate(doc).model_dump_json()
 
 
 def block_parent_of(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:

@@ -30,6 +30,7 @@ __all__ = [
     "DROP",
     "KEEP",
     "MARK_WRITTEN",
+    "QUEUE_BLOCKS",
     "RELEASE",
     "claim_args",
     "in_flight_member",
@@ -139,6 +140,16 @@ for i = 2, #KEYS do
   redis.call('SREM', KEYS[1], KEYS[i])
 end
 return missing
+"""
+
+
+# KEYS: the block stream. ARGV: record keys. One event per key, in order, as one XADD each would add: a
+# batch's events in one command instead of one per record (each reply parsed on the client's side).
+QUEUE_BLOCKS = """
+for i = 1, #ARGV do
+  redis.call('XADD', KEYS[1], '*', 'key', ARGV[i])
+end
+return #ARGV
 """
 
 

@@ -4,7 +4,10 @@ acknowledged only once it is on disk (:mod:`.durable`); and the steps that must 
 (taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
-are written with ``JSON.SET`` in the transaction with their claims and stream event. A profile, one
+are written with ``JSON.SET`` in the transaction with their claims and stream event; a batch of memories
+as one ``JSON.MSET`` of pydantic's JSON text (:func:`~.documents.validated_json`), with one ``ZREM`` of
+its in-flight entries and one script for its stream events, since a command per record cost more to
+pack and parse than the server spent on it. A profile, one
 document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
 so that it too waits for the WAITAOF.
 """
@@ -28,6 +31,7 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     memory_to_doc,
     validated,
+    validated_json,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.raw_docs import raw_document
@@ -37,6 +41,7 @@ from cpersona.stores.redis.write_scripts import (
     DROP,
     KEEP,
     MARK_WRITTEN,
+    QUEUE_BLOCKS,
     RELEASE,
     claim_args,
     in_flight_member,
@@ -78,18 +83,26 @@ class Writer:
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
         pipe = transaction(self.client)
-        for write in writes:
-            rec, key = write.record, self.keys.memory(write.record.id)
-            json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
-            pipe.zrem(
-                self.keys.writes_in_flight, in_flight_member(InFlightWrite("memory", rec.id, write.claims))
+        keys = [self.keys.memory(w.record.id) for w in writes]
+        if writes:
+            # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
+            # packing and parsing, and the transaction applies them all or none either way.
+            texts = [validated_json(self.docs.memory, memory_to_doc(w.record)) for w in writes]
+            # Through redis-py's JSON helper, as the JSON.SET it replaces was: making the helper registers
+            # its reply parsers on the client, which plain JSON.GET callers (tests) have come to rely on.
+            json_ops(pipe).execute_command(
+                "JSON.MSET", *(arg for kt in zip(keys, texts, strict=True) for arg in _at_root(*kt))
             )
-            if rec.vector_pending:
-                pipe.sadd(self.keys.vector_pending, key)
-            if queue_blocks:
-                self._queue_blocks(pipe, key)
+            members = [in_flight_member(InFlightWrite("memory", w.record.id, w.claims)) for w in writes]
+            pipe.zrem(self.keys.writes_in_flight, *members)
+        if pending := [key for key, w in zip(keys, writes, strict=True) if w.record.vector_pending]:
+            pipe.sadd(self.keys.vector_pending, *pending)
+        if queue_blocks and keys:
+            # In the transaction that writes the records: an acknowledged write always has its event.
+            queue_script(pipe, QUEUE_BLOCKS, [self.keys.block_stream], keys)
+        for write in writes:
             if write.declared is not None:  # the associative layer's, in the record's own transaction
-                queue_declaration(pipe, self.keys, rec.scope, write.declared, rec.ref)
+                queue_declaration(pipe, self.keys, write.record.scope, write.declared, write.record.ref)
         # The claims outlive their reservations now, unless a store that outlasted its own took one.
         self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
         await commit(pipe, self.client)
@@ -249,6 +262,10 @@ class Writer:
             if write.kind == "memory"
             else self.keys.episode(write.record_id)
         )
+
+
+def _at_root(key: str, text: str) -> tuple[str, str, str]:
+    return key, "$", text
 
 
 def _text(value: bytes | str) -> str:

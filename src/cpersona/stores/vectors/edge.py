@@ -11,7 +11,8 @@ Durability
     survives a crash of this process (the WAL is replayed on load — checked by killing a writer before
     any flush) but not a power loss. ``flush()`` syncs the WAL and the segments. So every upsert and
     delete here ends with a flush: when it returns, the change is on stable storage. A flush after a
-    small write costs about 10 ms.
+    small write costs about 10 ms, after 500 points 45-130 ms, with the GIL held throughout; concurrent
+    writers share one flush where they can (group commit, :meth:`EdgeVectorStore._flushed`).
 
 Threads
     The Rust shard is safe to share between threads: writes serialise on the WAL mutex and the
@@ -84,6 +85,8 @@ _CONCURRENT_CALLS = 4
 _WRITE_CHUNK = 256
 """Points per ``update()`` call: bounds how long one call holds the engine (and, today, the GIL)."""
 
+_FLUSH_LINGER_SECS = 0.02  # how long a flush may wait for updates under way to join it (``_flushed``)
+
 _READ_CHUNK = 1024
 """Ids per ``retrieve()`` call in :meth:`EdgeVectorStore.existing` and :meth:`EdgeVectorStore.vectors`."""
 
@@ -113,6 +116,10 @@ class EdgeVectorStore:
         self._limiter = anyio.CapacityLimiter(_CONCURRENT_CALLS)
         self._gate = ShardGate(self._label)
         self._closed = False
+        # Group commit (see _flushed): updates applied, covered by a flush, and under way.
+        self._applied = self._synced = self._updating = 0
+        self._quiet: anyio.Event | None = None
+        self._flush_lock = anyio.Lock()
 
     @classmethod
     async def open(
@@ -219,8 +226,8 @@ class EdgeVectorStore:
         if not prepared:
             return
         for chunk in chunked(prepared, _WRITE_CHUNK):
-            await self._run("upsert", functools.partial(self._upsert_chunk, chunk))
-        await self._run("flush", self._shard.flush)
+            await self._update("upsert", functools.partial(self._upsert_chunk, chunk))
+        await self._flushed()
 
     def _upsert_chunk(self, chunk: Sequence[PreparedPoint]) -> None:
         points = [qe.Point(p.id, p.vector, p.payload) for p in chunk]
@@ -233,16 +240,63 @@ class EdgeVectorStore:
             return
         for chunk in chunked(wanted, _WRITE_CHUNK):
             operation = qe.UpdateOperation.delete_points(list(chunk))
-            await self._run("delete", functools.partial(self._shard.update, operation))
-        await self._run("flush", self._shard.flush)
+            await self._update("delete", functools.partial(self._shard.update, operation))
+        await self._flushed()
 
     async def delete_where(self, flt: VectorFilter) -> None:
         """Delete every point that matches the filter; flushed when it returns."""
         if matches_nothing(flt):
             return
         operation = qe.UpdateOperation.delete_points_by_filter(edge_filter(flt))
-        await self._run("delete by filter", functools.partial(self._shard.update, operation))
-        await self._run("flush", self._shard.flush)
+        await self._update("delete by filter", functools.partial(self._shard.update, operation))
+        await self._flushed()
+
+    async def _update(self, what: str, work: Callable[[], None]) -> None:
+        self._updating += 1
+        try:
+            await self._run(what, work)
+        finally:
+            self._updating -= 1
+            if not self._updating and self._quiet is not None:
+                self._quiet.set()
+        self._applied += 1  # counted once applied, so a flush that starts after this covers it
+
+    async def _join_updates_under_way(self) -> None:
+        """Wait (a little) for other writers' updates inside the engine, so the flush covers them too."""
+        if self._updating:
+            self._quiet = anyio.Event()  # only the flush lock's holder waits on it
+            with anyio.move_on_after(_FLUSH_LINGER_SECS):
+                await self._quiet.wait()
+
+    async def _flushed(self) -> None:
+        """Put every update this caller applied on stable storage: by a flush of its own, or by one that
+        began after its updates were applied (group commit).
+
+        The 0.9.0 binding holds the GIL through a flush (measured: a Python thread beside it keeps 4-14%
+        of its pace for the 45-130 ms a flush of 500 points takes), so the event loop stands still for
+        each one. Concurrent writers that reach this point while a flush runs share the next one
+        instead of each waiting for its own: the flush syncs whatever the shard had applied when it
+        began, and ``_applied`` counts an update only once it has been applied. A flush also waits up
+        to ``_FLUSH_LINGER_SECS`` for updates other writers have under way (a lone writer never waits):
+        at four writers of 500 points that took flushes from 25 to 19 per 36 batches, +8-12% records/s.
+        """
+        wanted = self._applied
+        try:
+            with anyio.fail_after(self._timeout):
+                await self._flush_lock.acquire()
+        except TimeoutError as exc:
+            raise VectorStoreUnavailable(
+                f"flush on {self._label}: waited longer than {self._timeout}s for the flushes before it"
+            ) from exc
+        try:
+            if self._synced >= wanted:
+                return
+            await self._join_updates_under_way()
+            covered = self._applied
+            await self._run("flush", self._shard.flush)
+            self._synced = max(self._synced, covered)
+        finally:
+            self._flush_lock.release()
 
     async def search(
         self, vector: Vector, flt: VectorFilter, limit: int, *, open_tail: bool = False

@@ -1,0 +1,192 @@
+"""Paired A/B of batch store throughput with caller vectors between two versions of the engine, in one run.
+
+Like ``recall_ab.py``, it loads two source trees side by side (``cpersona_a`` and ``cpersona_b``), so the
+load of a shared machine falls on both alike. Each side opens a fresh embedded store (its own redis-server
+and qdrant-edge shard, in a temporary directory); then, round after round, alternating which side goes
+first, each stores ``--writers`` concurrent ``store_batch`` calls of ``--batch`` records carrying random
+unit vectors (the vector values do not matter for write cost, and nothing is embedded). It reports per side
+records/s, the engine process's CPU per record and redis-server's CPU per record, and the ratios B/A::
+
+    .venv/bin/python benchmarks/store_ab.py HEAD~1 . --records 4000 --batch 500 --writers 2
+
+At the end it checks that both sides stored the same documents (one record read back from each, minus
+the fields that differ by design: ids, times and sequence numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+if TYPE_CHECKING or __package__:
+    from benchmarks.cpu import process_cpu_ms
+    from benchmarks.embedding_speed import sentences
+    from benchmarks.recall_ab import export_tree, rename_package
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from cpu import process_cpu_ms
+    from embedding_speed import sentences
+    from recall_ab import export_tree, rename_package
+
+AGENT = "bench-store"
+_DIM = 384
+
+
+def unit_vectors(n: int, seed: int) -> list[list[float]]:
+    raw = np.random.default_rng(seed).standard_normal((n, _DIM))
+    return (raw / np.linalg.norm(raw, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
+
+
+def batches(side: str, rounds: int, writers: int, size: int) -> list[list[list[dict[str, Any]]]]:
+    """Per round, per writer, one batch; texts distinct across the run (dedup claims them all)."""
+    total = rounds * writers * size
+    texts = sentences(total, seed=11)
+    vectors = unit_vectors(total, seed=7)
+    it = iter(range(total))
+    return [
+        [
+            [
+                {"agent_id": AGENT, "content": f"{side}{n}. {texts[n]}", "embedding": vectors[n]}
+                for n in (next(it) for _ in range(size))
+            ]
+            for _ in range(writers)
+        ]
+        for _ in range(rounds)
+    ]
+
+
+async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> tuple[float, float, float, float]:
+    """Wall seconds, engine CPU ms (all threads, then the event loop's thread alone) and redis-server CPU
+    ms of the group's concurrent batches."""
+    began, cpu_began, loop_began = time.perf_counter(), time.process_time(), time.thread_time()
+    redis_began = redis_cpu_ms(engine)
+    async with anyio.create_task_group() as tg:
+        for records in group:
+            tg.start_soon(engine.store_batch, records)
+    return (
+        time.perf_counter() - began,
+        (time.process_time() - cpu_began) * 1000,
+        (time.thread_time() - loop_began) * 1000,
+        redis_cpu_ms(engine) - redis_began,
+    )
+
+
+def redis_cpu_ms(engine: Any) -> float:
+    return process_cpu_ms(engine._b.server.pid)
+
+
+async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
+    rounds = max(1, args.records // (args.batch * args.writers))
+    per_round = args.batch * args.writers
+    data = {side: batches(side, rounds + 1, args.writers, args.batch) for side in "AB"}
+    wall: dict[str, list[float]] = {"A": [], "B": []}
+    cpu: dict[str, list[float]] = {"A": [], "B": []}
+    loop: dict[str, list[float]] = {"A": [], "B": []}
+    redis: dict[str, list[float]] = {"A": [], "B": []}
+    async with (
+        packages["A"].open(settings(packages["A"], work / "store_a"), background=False) as engine_a,
+        packages["B"].open(settings(packages["B"], work / "store_b"), background=False) as engine_b,
+    ):
+        engines = {"A": engine_a, "B": engine_b}
+        for side, engine in engines.items():  # warm-up round: first writes create files and indexes
+            await one_round(engine, data[side][0])
+        for n in range(rounds):
+            for side in ("A", "B") if n % 2 == 0 else ("B", "A"):
+                secs, cpu_ms, loop_ms, redis_ms = await one_round(engines[side], data[side][n + 1])
+                wall[side].append(secs)
+                cpu[side].append(cpu_ms / per_round)
+                loop[side].append(loop_ms / per_round)
+                redis[side].append(redis_ms / per_round)
+        same = await same_documents(engines)
+    rate = {side: per_round * rounds / sum(wall[side]) for side in "AB"}
+    for side in "AB":
+        print(
+            f"{side} ({args.a if side == 'A' else args.b}): {rate[side]:.0f} records/s, "
+            f"CPU/record p50 {statistics.median(cpu[side]):.3f} ms (engine; event loop thread "
+            f"{statistics.median(loop[side]):.3f}) + "
+            f"{statistics.median(redis[side]):.3f} ms (redis-server)"
+        )
+    print(
+        f"B/A: throughput {rate['B'] / rate['A']:.3f}, "
+        f"CPU/record {statistics.median(cpu['B']) / statistics.median(cpu['A']):.3f} (engine), "
+        f"{statistics.median(loop['B']) / statistics.median(loop['A']):.3f} (event loop), "
+        f"{statistics.median(redis['B']) / statistics.median(redis['A']):.3f} (redis-server); "
+        f"{rounds} rounds of {args.writers} x {args.batch}; documents alike: {same}; "
+        f"1-minute load {os.getloadavg()[0]:.1f}"
+    )
+
+
+_PROBE = "The probe record: one text and one vector, stored alike on both sides."
+
+
+async def same_documents(engines: dict[str, Any]) -> bool:
+    """Whether one record stored alike on both sides reads back alike as JSON, but for the values that
+    differ by design (its id, times and sequence number)."""
+    docs = []
+    for engine in engines.values():
+        (result,) = (
+            await engine.store_batch([{"agent_id": AGENT, "content": _PROBE, "embedding": _VEC}])
+        ).results
+        key = engine._life.keys.memory(str(result.ref).split(":")[-1])
+        got = await engine._b.redis.execute_command("JSON.GET", key, "$")
+        doc = json.loads(got)[0] if isinstance(got, (str, bytes)) else got[0]
+        docs.append(_masked(doc, str(result.ref).split(":")[-1]))
+    if docs[0] != docs[1]:
+        print("documents differ:", docs, file=sys.stderr)
+    return bool(docs[0] == docs[1])
+
+
+_VEC = unit_vectors(1, seed=3)[0]
+
+
+def _masked(value: Any, record_id: str) -> Any:
+    """``value`` with the record id, and the numbers that are times or sequence numbers, masked."""
+    if isinstance(value, dict):
+        return {k: "<t>" if _timeish(k) else _masked(v, record_id) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, record_id) for v in value]
+    if isinstance(value, str):
+        return value.replace(record_id, "<id>")
+    return value
+
+
+def _timeish(key: str) -> bool:
+    return key in ("seq", "ts", "timestamp", "pk") or key.endswith(("_at", "_tick", "_time"))
+
+
+def settings(package: Any, data_dir: Path) -> Any:
+    return package.Settings.from_env({}, data_dir=data_dir, redis_startup_timeout_secs=600)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", help="version A: a git revision, or . for the working tree")
+    parser.add_argument("b", help="version B: a git revision, or . for the working tree")
+    parser.add_argument(
+        "--records", type=int, default=4000, help="records per side (after one warm-up round)"
+    )
+    parser.add_argument("--batch", type=int, default=500, help="records per store_batch call")
+    parser.add_argument("--writers", type=int, default=2, help="concurrent store_batch calls per round")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cpersona-store-ab-") as tmp:
+        work = Path(tmp)
+        packages = {}
+        for side, version in (("A", args.a), ("B", args.b)):
+            name = f"cpersona_{side.lower()}"
+            sys.path.insert(0, str(rename_package(export_tree(version, work / name), name)))
+            packages[side] = importlib.import_module(name)
+        anyio.run(compare, packages, work, args)
+
+
+if __name__ == "__main__":
+    main()
