@@ -419,6 +419,21 @@ async def test_http_query_cache_hits_and_expires() -> None:
             await embedder.aclose()
 
 
+async def test_http_queries_are_not_batched_together() -> None:
+    """A remote service fails a request whole, so concurrent queries each send their own (the local model
+    batches them: tests/test_query_coalescing.py)."""
+    async with loopback_server(_fake_embed) as (url, seen):
+        embedder = _http(url, clock=FakeClock())
+        try:
+            async with anyio.create_task_group() as tg:
+                for n in range(6):
+                    tg.start_soon(embedder.embed_query, f"question {n}")
+            assert len(seen) == 6
+            assert embedder.queries.batches == 0
+        finally:
+            await embedder.aclose()
+
+
 def _replying(status: int, payload: object) -> Handler:
     async def handler(request: Request) -> Reply:
         return _json(status, payload)

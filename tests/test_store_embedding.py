@@ -155,6 +155,23 @@ async def test_any_nonzero_vector_is_kept_as_its_direction(
     assert (await _record(engine, stored.ref, agent)).embedding_model == "caller"
 
 
+@pytest.mark.parametrize("extreme", [1e20, 3e38, 1e-30, 1e-44])
+async def test_a_vector_whose_float32_length_would_overflow_or_vanish_keeps_its_direction(
+    engine: cpersona.Engine, extreme: float
+) -> None:
+    """Squared in float32 these components overflow to infinity or vanish to zero; the length is taken
+    in float64, so the direction is kept (and the HTTP edge never sees a bare ValueError)."""
+    dim = _embedder(engine).dim
+    vector = [0.0] * dim
+    vector[3], vector[5] = extreme, -extreme
+    agent = _agent()
+    stored = await engine.store(f"extreme {extreme}", agent_id=agent, embedding=vector)
+    kept = (await _vectors(engine).vectors([stored.id]))[stored.id]
+    expected = np.zeros(dim, dtype=np.float32)
+    expected[3], expected[5] = math.sqrt(0.5), -math.sqrt(0.5)
+    np.testing.assert_allclose(kept, expected, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------ refusals
 
 

@@ -110,11 +110,12 @@ async def _migrate(life: Lifecycle, originals: list[MemoryRecord], now: float) -
         return 0
     first = await b.records.next_seq(len(originals))
     copies = [_copy(m, first + n, now) for n, m in enumerate(originals)]
-    in_flight = [InFlightWrite("memory", c.id) for c in copies]
-    await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
-    # A copy has its original's text, so it keeps a vector the caller sent for it (not the model's).
+    # A copy has its original's text, so it keeps a vector the caller sent for it (not the model's). Read
+    # before the copies' writes are reserved, so that a failed read leaves no reservation behind.
     sent = [m.id for m in originals if m.embedding_model == CALLER_EMBEDDING]
     kept = await b.vectors.vectors(sent) if sent and b.vectors is not None else {}
+    in_flight = [InFlightWrite("memory", c.id) for c in copies]
+    await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
     async with abandoned_on_failure(b, in_flight):
         written = await with_vectors(b, copies, {copy_id(i): v for i, v in kept.items()})
         await b.records.put_memories([MemoryWrite(c) for c in written], queue_blocks=b.builder is not None)

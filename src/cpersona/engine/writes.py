@@ -32,7 +32,6 @@ from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import UpdateRequest, updated_record
-from cpersona.stores.embedding.base import unit_vector
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 from cpersona.stores.vector_values import caller_vector
 
@@ -97,8 +96,7 @@ def _caller_vectors(b: Backends, drafts: Sequence[MemoryDraft]) -> list[Vector |
     before anything is written. Without a vector index the field is refused, not dropped."""
     dim = None if b.vectors is None or b.embedder is None else b.embedder.dim
     return [
-        None if d.embedding is None else unit_vector(caller_vector(d.embedding, dim, d.embedding_field))
-        for d in drafts
+        None if d.embedding is None else caller_vector(d.embedding, dim, d.embedding_field) for d in drafts
     ]
 
 

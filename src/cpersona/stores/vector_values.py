@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -96,7 +97,8 @@ def scope_filter(scope: ReadScope, kinds: tuple[PointKind, ...] | None = None) -
 
 
 def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector:
-    """A vector a caller sent (a cue's or a store's ``embedding``), checked against the index.
+    """A vector a caller sent (a cue's or a store's ``embedding``), checked against the index, at unit
+    length (as the engine's own embedder returns its vectors).
 
     ``dim`` is the vector index's dimension, ``None`` when the engine keeps no index; ``field`` names the
     request field in the 400. The request models already refuse NaN and infinity; they are checked here
@@ -111,4 +113,12 @@ def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector
         raise InvalidRequest(field, "holds NaN or infinity (or a number beyond float32)")
     if not np.any(vector):
         raise InvalidRequest(field, "is all zeros: it has no direction for cosine similarity")
-    return vector
+    # The length in float64: in float32 the squares of components beyond ~1e19 overflow and those
+    # below ~1e-23 vanish, which would give an infinite or zero length to a vector that has a direction.
+    length = float(np.linalg.norm(vector.astype(np.float64)))
+    unit = (vector.astype(np.float64) / length).astype(np.float32)
+    if not (math.isfinite(length) and length > 0.0 and np.any(unit) and bool(np.isfinite(unit).all())):
+        raise InvalidRequest(
+            field, "has components too large or too small for its length to be computed"
+        )
+    return unit

@@ -7,7 +7,7 @@ import collections
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import numpy as np
 
@@ -78,6 +78,11 @@ class BaseEmbedder(abc.ABC):
     """What every mode shares: the query cache in front of :meth:`embed`, and the queries of concurrent
     callers embedded together (:class:`~.coalesce.QueryCoalescer`)."""
 
+    coalesces_queries: ClassVar[bool] = False
+    """Whether concurrent queries share a batch. Only for a local model: a remote service fails a batch
+    as a whole (one over-long query would fail its neighbours) and a batch outlives its runner's
+    cancellation, which a local thread does anyway but an HTTP request need not."""
+
     def __init__(self, cache: QueryCache, *, query_batch: int = DEFAULT_BATCH_SIZE) -> None:
         self.cache = cache
         self.queries = QueryCoalescer(self.embed, max_batch=query_batch)
@@ -100,7 +105,10 @@ class BaseEmbedder(abc.ABC):
         cached = self.cache.get(text)
         if cached is not None:
             return cached
-        vector = await self.queries.embed_one(text)
+        if self.coalesces_queries:
+            vector = await self.queries.embed_one(text)
+        else:
+            [vector] = await self.embed([text])
         self.cache.put(text, vector)
         return vector
 

@@ -71,6 +71,8 @@ class OnnxEmbedder(BaseEmbedder):
     the batch that is running in its thread (threads cannot be interrupted), then gets the cancellation.
     """
 
+    coalesces_queries = True
+
     def __init__(
         self,
         encoder: BertEncoder,
