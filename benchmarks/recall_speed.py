@@ -697,8 +697,8 @@ def findings(
         "the queries of concurrent recalls that queue behind a running batch are embedded together. "
         "The embedded Qdrant binding releases the "
         "GIL while it searches but converts every hit's payload into Python objects holding it (the block "
-        f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: more callers "
-        "queue rather than add throughput."
+        f"arm reads {hits} hits), so concurrent callers share two cores and one interpreter: once the "
+        "interpreter is busy, more callers queue rather than add throughput."
     )
     for r in results:
         probe, grown = r.build["probe"], r.build["grown_from"]
