@@ -118,7 +118,5 @@ def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector
     length = float(np.linalg.norm(vector.astype(np.float64)))
     unit = (vector.astype(np.float64) / length).astype(np.float32)
     if not (math.isfinite(length) and length > 0.0 and np.any(unit) and bool(np.isfinite(unit).all())):
-        raise InvalidRequest(
-            field, "has components too large or too small for its length to be computed"
-        )
+        raise InvalidRequest(field, "has components too large or too small for its length to be computed")
     return unit
