@@ -40,7 +40,8 @@ class GrowthPoint:
 
 
 def _recall_speed_points(raw: Path, table: Path) -> dict[int, GrowthPoint]:
-    """``recall_speed``'s one-caller figures: its last raw JSON, else its committed results table."""
+    """``recall_speed``'s one-caller figures: its committed results table, else its last raw JSON (the
+    table is what a reader can check; the raw file is a local cache)."""
     found: dict[int, GrowthPoint] = {}
     if table.is_file():
         for line in table.read_text(encoding="utf-8").splitlines():
@@ -50,7 +51,7 @@ def _recall_speed_points(raw: Path, table: Path) -> dict[int, GrowthPoint]:
     if raw.is_file():
         for size, entry in json.loads(raw.read_text()).items():
             one = next((lv for lv in entry.get("levels", []) if lv.get("callers") == 1), None)
-            if one is not None:
+            if one is not None and int(size) not in found:
                 found[int(size)] = GrowthPoint(
                     "cpersona",
                     int(size),
