@@ -81,6 +81,30 @@ async def test_concurrent_queries_get_their_own_vectors_in_fewer_batches(embedde
     assert got[len(QUESTIONS)][0] != 99.0
 
 
+async def test_with_coalescing_off_each_query_runs_alone_bit_for_bit(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("alone"), embedding_cache_size=0, embedding_coalesce=False
+    )
+    embedder = await OnnxEmbedder.open(settings)
+    try:
+        alone = [await embedder.embed_query(q) for q in QUESTIONS]
+        got: dict[int, Any] = {}
+
+        async def ask(i: int) -> None:
+            got[i] = await embedder.embed_query(QUESTIONS[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(QUESTIONS)):
+                tg.start_soon(ask, i)
+        assert embedder.queries.batches == 0
+        for i, vector in enumerate(alone):
+            np.testing.assert_array_equal(got[i], vector)
+    finally:
+        await embedder.aclose()
+
+
 async def test_a_lone_query_runs_at_once_without_waiting_for_company(embedder: OnnxEmbedder) -> None:
     gate = Gate(embedder)
     coalescer = QueryCoalescer(gate, max_batch=8)

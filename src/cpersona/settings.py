@@ -101,6 +101,7 @@ class Settings(BaseSettings):
     embedding_cache_size: int = 256
     embedding_cache_ttl_secs: float = 300.0
     embedding_threads: int = 2
+    embedding_coalesce: bool = True
 
     max_content_length: _Count = 16_000
     max_metadata_length: _Count = 8_000

@@ -7,7 +7,7 @@ import collections
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
@@ -78,10 +78,11 @@ class BaseEmbedder(abc.ABC):
     """What every mode shares: the query cache in front of :meth:`embed`, and the queries of concurrent
     callers embedded together (:class:`~.coalesce.QueryCoalescer`)."""
 
-    coalesces_queries: ClassVar[bool] = False
+    coalesces_queries: bool = False
     """Whether concurrent queries share a batch. Only for a local model: a remote service fails a batch
     as a whole (one over-long query would fail its neighbours) and a batch outlives its runner's
-    cancellation, which a local thread does anyway but an HTTP request need not."""
+    cancellation, which a local thread does anyway but an HTTP request need not. A query embedded in a
+    batch may differ from the same query alone in the last bits of its floats."""
 
     def __init__(self, cache: QueryCache, *, query_batch: int = DEFAULT_BATCH_SIZE) -> None:
         self.cache = cache

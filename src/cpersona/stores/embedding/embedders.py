@@ -67,11 +67,12 @@ class OnnxEmbedder(BaseEmbedder):
     A batch of several texts is cut into ``embedding_threads`` parts that run at once, each padded to its
     own longest text: numpy releases the GIL in matmuls and in its element-wise loops, which run on one
     core each (BLAS is held to one thread per call, see :mod:`.blas`, so the parts do not oversubscribe the
-    cores). Two batches at once would only fight over the same cores. A cancelled caller still waits for
+    cores). Two batches at once would only fight over the same cores, so the queries of concurrent
+    callers that queue behind a running batch are embedded together as the next one
+    (``CPERSONA_EMBEDDING_COALESCE``, on by default; off, each query runs alone and its vector is
+    bit-for-bit what a lone caller gets). A cancelled caller still waits for
     the batch that is running in its thread (threads cannot be interrupted), then gets the cancellation.
     """
-
-    coalesces_queries = True
 
     def __init__(
         self,
@@ -81,8 +82,10 @@ class OnnxEmbedder(BaseEmbedder):
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 1,
+        coalesce: bool = True,
     ) -> None:
         super().__init__(cache, query_batch=batch_size)
+        self.coalesces_queries = coalesce
         self._encoder: BertEncoder | None = encoder
         self._tokenizer = tokenizer
         self._batch_size = batch_size
@@ -125,7 +128,8 @@ class OnnxEmbedder(BaseEmbedder):
             encoder, tokenizer = await anyio.to_thread.run_sync(load)
         except Exception as exc:
             raise EmbedderUnavailable(f"cannot load the {ONNX_MODEL_NAME} model: {exc}") from exc
-        return cls(encoder, tokenizer, cache, batch_size=batch_size, threads=threads)
+        coalesce = settings.embedding_coalesce
+        return cls(encoder, tokenizer, cache, batch_size=batch_size, threads=threads, coalesce=coalesce)
 
     @property
     def name(self) -> str:
