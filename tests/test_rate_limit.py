@@ -30,22 +30,29 @@ if TYPE_CHECKING:
     Serve = Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
+async def _redis_seconds(redis: RedisClient) -> float:
+    seconds, micros = await redis.time()
+    return float(seconds) + float(micros) / 1e6
+
+
 async def test_a_burst_then_a_wait(redis: RedisClient, key_prefix: str) -> None:
-    limiter = RateLimiter(redis, Keys(key_prefix), rate=1.0, burst=3)
+    # An interval of 100 s: however slow the machine, no request's worth of time passes in the test.
+    limiter = RateLimiter(redis, Keys(key_prefix), rate=0.01, burst=3)
     assert [await limiter.acquire("k") for _ in range(3)] == [0.0, 0.0, 0.0]
     wait = await limiter.acquire("k")
-    assert 0.0 < wait <= 1.0
+    assert 0.0 < wait <= 100.0
     # Another subject has a limit of its own.
     assert await limiter.acquire("other") == 0.0
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(burst=st.integers(min_value=1, max_value=20), rate=st.floats(min_value=0.01, max_value=1.0))
+@given(burst=st.integers(min_value=1, max_value=20), rate=st.floats(min_value=1e-4, max_value=1e-2))
 async def test_exactly_the_burst_goes_at_once(
     redis: RedisClient, key_prefix: str, burst: int, rate: float
 ) -> None:
-    # At these rates less than one request's worth of time passes during the test, so exactly
-    # ``burst`` requests go and the next is told to wait at most one interval.
+    # At these rates (intervals of 100 s and more) less than one request's worth of time passes during
+    # the test on any machine, so exactly ``burst`` requests go and the next is told to wait at most one
+    # interval.
     limiter = RateLimiter(redis, Keys(key_prefix), rate=rate, burst=burst)
     subject = f"b{burst}-{rate}"
     waits = [await limiter.acquire(subject) for _ in range(burst + 1)]
@@ -59,8 +66,8 @@ async def test_a_limit_holds_across_clients(redis_url: str, settings: Settings, 
     other = await connect_redis(settings, redis_url)
     try:
         keys = Keys(settings.key_prefix)
-        first = RateLimiter(redis, keys, rate=0.5, burst=4)
-        second = RateLimiter(other, keys, rate=0.5, burst=4)
+        first = RateLimiter(redis, keys, rate=0.01, burst=4)
+        second = RateLimiter(other, keys, rate=0.01, burst=4)
         waits = [await (first if i % 2 else second).acquire("shared") for i in range(5)]
     finally:
         await close_redis(other)
@@ -70,9 +77,16 @@ async def test_a_limit_holds_across_clients(redis_url: str, settings: Settings, 
 
 async def test_the_wait_passes(redis: RedisClient, key_prefix: str) -> None:
     limiter = RateLimiter(redis, Keys(key_prefix), rate=20.0, burst=1)
+    began = await _redis_seconds(redis)
     assert await limiter.acquire("k") == 0.0
     wait = await limiter.acquire("k")
-    assert 0.0 < wait <= 0.05
+    took = await _redis_seconds(redis) - began
+    # The wait is what is left of the 50 ms interval on Redis's clock after the first request: between
+    # the interval less the time the two took (both bracketed by Redis's clock) and the interval, and
+    # not zero while the second came inside the interval. No bound on how fast the machine is.
+    assert max(0.0, 0.05 - took) - 1e-6 <= wait <= 0.05
+    if took < 0.05:
+        assert wait > 0.0
     await anyio.sleep(wait + 0.01)
     assert await limiter.acquire("k") == 0.0
 
