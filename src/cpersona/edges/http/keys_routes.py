@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import read_body, read_query
-from cpersona.engine.facade import Engine
+from cpersona.edges.http.state import engine_of
 from cpersona.model.api_keys import CreatedKey, CreateKeyRequest, KeyId, KeyListResponse, RevokedKey
 from cpersona.model.fields import arguments
 
@@ -20,27 +20,20 @@ if TYPE_CHECKING:
 __all__ = ["KEY_OPERATIONS"]
 
 
-def _engine(request: Request) -> Engine:
-    engine = request.state.engine
-    if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always puts an Engine here
-        raise TypeError("request.state.engine is not an Engine")
-    return engine
-
-
 async def _create(request: Request) -> Response:
     req = await read_body(request, CreateKeyRequest)
-    created = await _engine(request).create_key(**arguments(req))
+    created = await engine_of(request).create_key(**arguments(req))
     return ORJSONResponse(created.model_dump(mode="json"))
 
 
 async def _list(request: Request) -> Response:
     read_query(request, NoQuery)
-    return ORJSONResponse((await _engine(request).list_keys()).model_dump(mode="json"))
+    return ORJSONResponse((await engine_of(request).list_keys()).model_dump(mode="json"))
 
 
 async def _revoke(request: Request) -> Response:
     read_query(request, NoQuery)
-    revoked = await _engine(request).revoke_key(request.path_params["key_id"])
+    revoked = await engine_of(request).revoke_key(request.path_params["key_id"])
     return ORJSONResponse(revoked.model_dump(mode="json"))
 
 
