@@ -30,6 +30,7 @@ import anyio
 import orjson
 
 from cpersona.edges.cli.archive import export_command, import_command
+from cpersona.edges.cli.flags import number_or_text, with_given
 from cpersona.edges.cli.keys import keys_command
 from cpersona.edges.cli.outcomes import (
     EXIT_BAD_INPUT,
@@ -77,12 +78,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def _remember(service: Service, args: argparse.Namespace) -> int:
-    fields: dict[str, Any] = {"agent_id": args.agent}
-    for name, value in (("project_id", args.project), ("channel", args.channel), ("id", args.msg_id)):
-        if value is not None:
-            fields[name] = value
+    given = (("project_id", args.project), ("channel", args.channel), ("id", args.msg_id))
+    fields = with_given({"agent_id": args.agent}, given)
     if args.timestamp is not None:
-        fields["timestamp"] = _number_or_text(args.timestamp)
+        fields["timestamp"] = number_or_text(args.timestamp)
     if args.metadata is not None:
         try:
             fields["metadata"] = orjson.loads(args.metadata)
@@ -99,14 +98,6 @@ async def _remember(service: Service, args: argparse.Namespace) -> int:
     for warning in result.get("warnings", ()):
         print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
-
-
-def _number_or_text(value: str) -> float | str:
-    # Epoch seconds arrive as text on the command line; the engine reads numbers as epoch seconds.
-    try:
-        return float(value)
-    except ValueError:
-        return value
 
 
 async def _stats(service: Service, args: argparse.Namespace) -> int:
@@ -127,15 +118,11 @@ async def _get(service: Service, args: argparse.Namespace) -> int:
 
 
 async def _recall(service: Service, args: argparse.Namespace) -> int:
-    fields: dict[str, Any] = {"agent_id": args.agent, "limit": args.limit, "deep": args.deep}
-    for name, value in (
-        ("project_id", args.project),
-        ("channel", args.channel),
-        ("source_id", args.source),
-        ("mode", args.mode),
-    ):
-        if value is not None:
-            fields[name] = value
+    given = (
+        ("project_id", args.project), ("channel", args.channel),
+        ("source_id", args.source), ("mode", args.mode),
+    )  # fmt: skip
+    fields = with_given({"agent_id": args.agent, "limit": args.limit, "deep": args.deep}, given)
     if args.when is not None:
         fields["time_cue"] = when_to_cue(args.when)
     body = {"query": args.question, "full_content": args.full, **fields}

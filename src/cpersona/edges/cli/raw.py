@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, get_args
 
+from cpersona.edges.cli.flags import number_or_text, with_given
 from cpersona.edges.cli.outcomes import show
 from cpersona.model.records import SecrecyLevel
 
@@ -48,24 +49,16 @@ def add_raw_parser(
     p.add_argument("--json", action="store_true", help="print the response as JSON")
 
 
-def _time(value: str) -> str | float:
-    # Epoch seconds as a number, as the request model reads them; anything else is ISO 8601 text.
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def raw_body(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {"agent_id": args.agent}
-    for name, value in (
+    body = with_given({"agent_id": args.agent}, (
         ("query", args.query), ("project_id", args.project), ("channel", args.channel),
         ("session_id", args.session), ("limit", args.limit), ("secrecy_levels", args.secrecy),
-    ):  # fmt: skip
-        if value is not None:
-            body[name] = value
+    ))  # fmt: skip
     if args.start is not None or args.end is not None:
-        body["temporal"] = {"start": _time(args.start or _OPEN_START), "end": _time(args.end or _OPEN_END)}
+        body["temporal"] = {
+            "start": number_or_text(args.start or _OPEN_START),
+            "end": number_or_text(args.end or _OPEN_END),
+        }
     if args.include_private_scratch:
         body["include_private_scratch"] = True
     if args.include_sealed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cpersona.edges.cli.flags import with_given
 from cpersona.edges.cli.outcomes import show
 
 if TYPE_CHECKING:
@@ -21,14 +22,10 @@ _EXCERPT = 160
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {"query": args.question, "agent_id": args.agent}
-    for name, value in (
+    return with_given({"query": args.question, "agent_id": args.agent}, (
         ("mode", args.mode), ("count", args.count), ("budget", args.budget),
         ("project_id", args.project), ("channel", args.channel),
-    ):  # fmt: skip
-        if value is not None:
-            body[name] = value
-    return body
+    ))  # fmt: skip
 
 
 async def reconstruct_command(service: Service, args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, get_args
 
+from cpersona.edges.cli.flags import number_or_text, with_given
 from cpersona.edges.cli.outcomes import show
 from cpersona.model.timeline_buckets import Granularity
 
@@ -40,27 +41,16 @@ def add_timeline_parser(sub: Subparsers, common: argparse.ArgumentParser) -> Non
     p.add_argument("--json", action="store_true", help="print the response as JSON")
 
 
-def _time(value: str) -> str | float:
-    # Epoch seconds on the command line are a number to the request, as in the HTTP API.
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def timeline_body(args: argparse.Namespace) -> dict[str, Any]:
     """The request body of the command's flags."""
     body: dict[str, Any] = {
         "agent_id": args.agent,
-        "range": {"start": _time(args.start), "end": _time(args.end)},
+        "range": {"start": number_or_text(args.start), "end": number_or_text(args.end)},
     }
-    for name, value in (
+    return with_given(body, (
         ("granularity", args.granularity), ("min_fidelity", args.min_fidelity), ("limit", args.limit),
         ("project_id", args.project), ("channel", args.channel),
-    ):  # fmt: skip
-        if value is not None:
-            body[name] = value
-    return body
+    ))  # fmt: skip
 
 
 async def timeline_command(service: Service, args: argparse.Namespace) -> int:
