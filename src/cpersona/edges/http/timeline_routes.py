@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
 from cpersona.edges.http.state import engine_of
-from cpersona.model.fields import RequestModel, arguments
+from cpersona.model.fields import arguments
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
@@ -19,25 +19,17 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from cpersona.engine.facade import Engine
-
 __all__ = ["TIMELINE_OPERATIONS"]
-
-_M = TypeVar("_M", bound=RequestModel)
-
-
-async def _body(request: Request, model: type[_M]) -> tuple[Engine, _M]:
-    return engine_of(request), await read_body(request, model)
 
 
 async def _timeline(request: Request) -> Response:
-    engine, req = await _body(request, TimelineRequest)
-    return ORJSONResponse((await engine.timeline(**arguments(req))).to_json())
+    req = await read_body(request, TimelineRequest)
+    return ORJSONResponse((await engine_of(request).timeline(**arguments(req))).to_json())
 
 
 async def _graph(request: Request) -> Response:
-    engine, req = await _body(request, GraphRequest)
-    return ORJSONResponse((await engine.graph(**arguments(req))).to_json())
+    req = await read_body(request, GraphRequest)
+    return ORJSONResponse((await engine_of(request).graph(**arguments(req))).to_json())
 
 
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (
