@@ -26,6 +26,12 @@ __all__ = ["free_port", "start_serve", "wait_healthy"]
 _START_GUARD_SECS = 120
 
 
+def environment_without_settings() -> dict[str, str]:
+    """This process's environment without its ``CPERSONA_*`` variables: a child process (a server, the
+    CLI) then reads only the settings its test gives it."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+
+
 def free_port() -> int:
     """A loopback port nothing listens on now."""
     with socket.socket() as sock:
@@ -38,7 +44,7 @@ def start_serve(
     data_dir: Path, port: int, log: Path, *, embedding_mode: str | None = None
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m cpersona serve`` on ``data_dir`` and ``port``, appending its output to ``log``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_PORT": str(port)}
     if embedding_mode is not None:
         env["CPERSONA_EMBEDDING_MODE"] = embedding_mode

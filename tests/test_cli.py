@@ -6,7 +6,6 @@ in-memory Qdrant and no embedder, which is all these commands need.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from cpersona import InvalidRequest, ReconstructResult, Settings
 from cpersona.edges.cli.reconstruct import render_reconstruct
 from cpersona.edges.cli.service import LocalService, RemoteService
 from cpersona.edges.http.app import create_app
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,7 +40,7 @@ _SCRIPT = Path(sys.executable).with_name("cpersona")
 @pytest.fixture
 def env(redis_url: str, key_prefix: str, tmp_path: Path, redis: RedisClient) -> dict[str, str]:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_REDIS_URL": redis_url,

@@ -9,7 +9,6 @@ restart, ``--version``, and a closed output pipe.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import httpx
 import orjson
 
 from cpersona.version import __version__
-from serving import stop_serve
+from serving import environment_without_settings, stop_serve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -33,7 +32,7 @@ _WAIT_SECS = 60.0
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_DATA_DIR": str(data_dir),

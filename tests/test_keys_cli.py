@@ -3,7 +3,6 @@ the moment, or on the Redis of a running engine found through ``redis/redis.url`
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import orjson
 
 import cpersona
 from cpersona.settings import Settings
-from serving import free_port, stop_serve, wait_healthy
+from serving import environment_without_settings, free_port, stop_serve, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,7 +23,7 @@ _TOKEN = re.compile(r"cpk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 
 
 async def _cli(data_dir: Path, *args: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env["CPERSONA_DATA_DIR"] = str(data_dir)
     done = await anyio.run_process([sys.executable, "-m", "cpersona", "keys", *args], env=env, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
@@ -85,7 +84,7 @@ async def test_the_cli_sends_its_key_to_a_server_that_asks_for_one(tmp_path: Pat
     # CPERSONA_API_KEY, and the keys command still works beside it, on its Redis.
     port = free_port()
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env |= {"CPERSONA_DATA_DIR": str(tmp_path), "CPERSONA_PORT": str(port), "CPERSONA_KEYS": "on"}
     env |= {"CPERSONA_EMBEDDING_MODE": "none"}
     with log.open("ab") as out:

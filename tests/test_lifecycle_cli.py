@@ -4,13 +4,14 @@ stderr; a damaged archive exits 2 naming the checksum."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -27,7 +28,7 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _env(redis_url: str, prefix: str, data: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_REDIS_URL": redis_url,

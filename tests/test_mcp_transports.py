@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from cpersona.edges.mcp.server import TOOLS
-from serving import free_port, start_serve, stop_serve, wait_healthy
+from serving import environment_without_settings, free_port, start_serve, stop_serve, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -100,7 +100,7 @@ async def test_a_session_over_streamable_http_and_stdio_refused_beside_it(tmp_pa
                 await session(client)
         # The data dir is the server's: a stdio server on it would be a second engine; it says where the
         # tools already are instead.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")} | _server_env(data_dir)
+        env = environment_without_settings() | _server_env(data_dir)
         with anyio.fail_after(120):
             refused = await anyio.run_process([sys.executable, "-m", "cpersona", "mcp"], env=env, check=False)
         said = refused.stderr.decode()
@@ -111,7 +111,7 @@ async def test_a_session_over_streamable_http_and_stdio_refused_beside_it(tmp_pa
 
 
 async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")} | _server_env(tmp_path)
+    env = environment_without_settings() | _server_env(tmp_path)
     env["CPERSONA_URL"] = "http://127.0.0.1:9"
     with anyio.fail_after(120):
         refused = await anyio.run_process([sys.executable, "-m", "cpersona", "mcp"], env=env, check=False)

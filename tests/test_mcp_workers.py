@@ -7,13 +7,12 @@ message a client of the handshake era sends without a session (no ``initialize``
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from redis_nodes import redis_node
-from serving import free_port
+from serving import environment_without_settings, free_port
 from worker_pool import REQUEST_SECS, only, running_serve, worker_pids
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ def _call(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_call_on_one_worker_sees_what_a_call_on_the_other_wrote(tmp_path: Path) -> None:
     with redis_node(tmp_path / "redis", free_port()) as redis_url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")} | {
+        env = environment_without_settings() | {
             "CPERSONA_DATA_DIR": str(tmp_path / "data"),
             "CPERSONA_EMBEDDING_MODE": "none",
             "CPERSONA_REDIS_URL": redis_url,

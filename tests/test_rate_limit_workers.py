@@ -4,7 +4,6 @@ the burst spent half on each worker, the next request is a 429 on either, and an
 
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -12,7 +11,7 @@ import httpx
 import orjson
 
 from redis_nodes import redis_node
-from serving import free_port
+from serving import environment_without_settings, free_port
 from worker_pool import COMMAND, REQUEST_SECS, only, running_serve, worker_pids
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ BURST = 4
 
 
 def _env(tmp_path: Path, redis_url: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_DATA_DIR": str(tmp_path / "data"),

@@ -22,6 +22,7 @@ from cpersona import InvalidRequest, RawQueryResult
 from cpersona.edges.cli.raw import render_raw
 from cpersona.model.records import RawRecord, Scope, new_id
 from cpersona.operations.raw_query import raw_query
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     import httpx
@@ -207,7 +208,7 @@ async def test_the_http_answer_parses_as_the_sdks_response(client: httpx.AsyncCl
 def test_the_cli_renders_entries_and_json_parses(
     redis_url: str, key_prefix: str, tmp_path: Path, redis: RedisClient
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env.update(
         CPERSONA_REDIS_URL=redis_url, CPERSONA_KEY_PREFIX=key_prefix, CPERSONA_DATA_DIR=str(tmp_path),
         CPERSONA_QDRANT_URL=":memory:", CPERSONA_EMBEDDING_MODE="none",

@@ -9,7 +9,6 @@ included, and the profile row's ref ``profile:<agent_id>`` is answered, not left
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.chain import CueFound, RecallPlan, Retrieved, build_chain
 from cpersona.recall.stages.fusion import Candidate, kind_of
 from cpersona.recall.stages.gate import decide, gate_config
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -364,7 +364,7 @@ def test_the_cli_says_limit_and_seated(
     redis_url: str, key_prefix: str, tmp_path: Path, redis: object
 ) -> None:
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")},
+        **environment_without_settings(),
         "CPERSONA_REDIS_URL": redis_url,
         "CPERSONA_KEY_PREFIX": key_prefix,
         "CPERSONA_DATA_DIR": str(tmp_path / "data"),

@@ -3,7 +3,6 @@ service over HTTP (which answers as the in-process one does)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from cpersona import InvalidRequest, Settings, TimelineResult
 from cpersona.edges.cli.service import LocalService, RemoteService
 from cpersona.edges.cli.timeline import render_timeline
 from cpersona.edges.http.app import create_app
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,7 +35,7 @@ _SCRIPT = Path(sys.executable).with_name("cpersona")
 @pytest.fixture
 def env(redis_url: str, key_prefix: str, tmp_path: Path, redis: RedisClient) -> dict[str, str]:
     # ``redis`` is requested so that this test's keys and indexes are dropped when it ends.
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_REDIS_URL": redis_url,

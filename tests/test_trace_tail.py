@@ -7,7 +7,6 @@ publishes them with ``drain_traces``; the tailer stops by itself after ``--count
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import cpersona
 from cpersona.edges.cli.trace_tail import render_trace
 from cpersona.recall.trace.publisher import encode_trace
+from serving import environment_without_settings
 
 if TYPE_CHECKING:
     from anyio.abc import Process
@@ -39,7 +39,7 @@ def engine_settings(settings: Settings, redis: RedisClient) -> Settings:
 
 
 def tail_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env.update(
         CPERSONA_KEY_PREFIX=settings.key_prefix,
         CPERSONA_DATA_DIR=str(tmp_path / "tail-data"),

@@ -9,7 +9,6 @@ The server is found as every command finds it (``server.url`` in the data dir); 
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from serving import free_port, stop_serve, wait_healthy
+from serving import environment_without_settings, free_port, stop_serve, wait_healthy
 from test_trace_tail import command, finish, wait_listening
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ ANN, BOB = "ann", "bob"
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env = environment_without_settings()
     env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_EMBEDDING_MODE": "none"}
     return env | extra
 

@@ -18,7 +18,6 @@ other, and expect the 429 there.
 
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import subprocess
@@ -37,7 +36,7 @@ from cpersona.edges.cli.workers import AppFactory, workers_refusal
 from cpersona.errors import InvalidRequest
 from cpersona.settings import Settings
 from redis_nodes import redis_node
-from serving import free_port
+from serving import environment_without_settings, free_port
 from worker_pool import COMMAND, REQUEST_SECS, only, running_serve, worker_pids
 
 AGENT = "fleet"
@@ -56,7 +55,7 @@ QUERIES = ["boiler service", "spare key shed", "gate code yard", "Hendrik evenin
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    base = environment_without_settings()
     return {
         **base,
         "CPERSONA_DATA_DIR": str(data_dir),
