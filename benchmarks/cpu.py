@@ -1,11 +1,13 @@
-"""CPU time of a process by pid, read from ``/proc`` (Linux): what the embedded redis-server spends."""
+"""CPU time of a process by pid, read from ``/proc`` (Linux): what the embedded redis-server and the
+vector engine's child processes spend."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["process_cpu_ms"]
+__all__ = ["process_cpu_ms", "vector_processes_cpu_ms"]
 
 _TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
@@ -15,3 +17,11 @@ def process_cpu_ms(pid: int) -> float:
     # The command name in field 2 may hold spaces or parentheses; the fields after it are fixed.
     fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * _TICK_MS
+
+
+def vector_processes_cpu_ms(engine: Any) -> float:
+    """CPU time so far of the child processes that hold an engine's vector shards (0 in thread mode or
+    with a Qdrant server): part of the engine's own work, outside ``time.process_time()``."""
+    stores = (engine._b.vectors, engine._b.blocks)
+    pids = [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
+    return sum(process_cpu_ms(pid) for pid in pids)

@@ -77,6 +77,12 @@ class PartTimer:
         vectors._run = timed  # type: ignore[attr-defined]
 
 
+def _vector_pids(memory: cpersona.Engine) -> list[int]:
+    """The child processes that hold the engine's vector shards (none in thread mode)."""
+    stores = (memory.vectors, memory.blocks)
+    return [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
+
+
 def _rss_kb(pid: int | str) -> int:
     """VmRSS of a process from /proc (psutil is not in the environment); 0 where /proc is absent."""
     try:
@@ -130,21 +136,16 @@ async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
         "block_events_queued": int(await memory.redis.xlen(keys.block_stream)),
         "qdrant_bytes": on_disk,
         "engine_rss_kb": _rss_kb("self"),
+        "vector_rss_kb": sum(_rss_kb(pid) for pid in _vector_pids(memory)),
     }
 
 
-def shard_info(memory: cpersona.Engine) -> dict[str, dict[str, int]]:
+async def shard_info(memory: cpersona.Engine) -> dict[str, dict[str, int]]:
     """What each embedded shard reports of itself (it gives counts, not sizes)."""
     out = {}
     for name, store in (("memories", memory.vectors), ("blocks", memory.blocks)):
-        shard = getattr(store, "_shard", None)
-        if shard is not None:
-            info = shard.info()
-            out[name] = {
-                "points": info.points_count,
-                "indexed_vectors": info.indexed_vectors_count,
-                "segments": info.segments_count,
-            }
+        if store is not None and hasattr(store, "shard_info"):
+            out[name] = await store.shard_info()
     return out
 
 

@@ -197,7 +197,10 @@ def _bytes_section(result: Mapping[str, Any]) -> list[str]:
     for what, key in (
         ("redis-server", "redis_rss_kb"),
         ("the engine process (this benchmark)", "engine_rss_kb"),
+        ("the vector engine's child processes", "vector_rss_kb"),
     ):
+        if key not in full:  # a result from before the shards ran in child processes
+            continue
         grown = (full[key] - empty[key]) * 1024
         lines.append(
             _row(
@@ -210,7 +213,8 @@ def _bytes_section(result: Mapping[str, Any]) -> list[str]:
     lines += [
         "",
         "The engine's RSS is this process: it also holds the caller vectors of the distinct texts and the "
-        "corpus; qdrant-edge memory-maps its segments, so their pages count where they are resident. "
+        "corpus; qdrant-edge memory-maps its segments, so their pages count where they are resident (in "
+        "the child processes that hold the shards, `CPERSONA_QDRANT_PROCESS`, or here in thread mode). "
         f"After the fleet was reopened for measuring (with the lone store open beside it), the process held "
         f"{_mib(after['engine_rss_kb'] * 1024)} and redis-server {_mib(after['redis_rss_kb'] * 1024)}. "
         "Qdrant reports counts, not sizes (`EdgeShard.info()`, after the last round):",

@@ -269,7 +269,7 @@ async def measure(
             if optimize:
                 out["optimize_secs"] = await probe.optimize_both(big, lone)
                 out["after"] = await probe.paired_round(big, lone, scope, questions, pairs)
-            out["shards"] = {"fleet": probe.shard_info(big), "lone": probe.shard_info(lone)}
+            out["shards"] = {"fleet": await probe.shard_info(big), "lone": await probe.shard_info(lone)}
             out["footprint"] = await probe.footprint(big, data)
     finally:
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))

@@ -8,7 +8,7 @@ This module measures, on shards of the fleet's first agents and the caller vecto
 what each configuration costs to build and what the filtered search in one agent's scope costs before
 and after ``optimize()``:
 
-* the engine's configuration (:func:`~cpersona.stores.vectors.edge_shard.edge_config`, HNSW defaults);
+* the engine's configuration (:func:`~cpersona.stores.vectors.edge_worker.shard_config`, HNSW defaults);
 * the guidance: ``m=0, payload_m=16`` (Qdrant's defaults for ``ef_construct`` and the full-scan
   threshold), the engine's payload indexes;
 * the guidance with per-value graphs only for the tenant: the other keyword indexes declared with
@@ -37,7 +37,8 @@ from benchmarks.quality.embed_cache import EmbeddingCache
 from cpersona.stores.protocols import VectorFilter, VectorPoint
 from cpersona.stores.vectors.common import PAYLOAD_INDEXES
 from cpersona.stores.vectors.edge import EdgeVectorStore
-from cpersona.stores.vectors.edge_shard import edge_config
+from cpersona.stores.vectors.edge_gate import ThreadLink
+from cpersona.stores.vectors.edge_worker import ShardOps, shard_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -70,7 +71,7 @@ def _index(kind: str, *, tenant_graphs_only: bool) -> qe.PayloadSchemaType | qe.
 
 
 CONFIGS: dict[str, tuple[Callable[[int], qe.EdgeConfig], bool]] = {
-    "engine (HNSW defaults)": (lambda dim: edge_config(dim, False, None), False),
+    "engine (HNSW defaults)": (lambda dim: shard_config(dim, False, None), False),
     "guidance: m=0, payload_m=16": (_guidance, False),
     "guidance, graphs for the tenant only": (_guidance, True),
 }
@@ -108,8 +109,10 @@ async def _one(
     path = tmp / uuid.uuid4().hex
     shard = await anyio.to_thread.run_sync(_create, path, make(_DIM), tenant_only)
     version = importlib.metadata.version("qdrant-edge-py")
+    # The shard is built here with a configuration of its own, so the store gets it in thread mode.
+    link = ThreadLink(ShardOps(shard, oversampling=None), str(path), _TIMEOUT)
     store = EdgeVectorStore(
-        shard,
+        link,
         path=path,
         name=path.name,
         dim=_DIM,

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING or __package__:
-    from benchmarks.cpu import process_cpu_ms
+    from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
 else:  # run as a script: benchmarks/ itself is on sys.path
-    from cpu import process_cpu_ms
+    from cpu import process_cpu_ms, vector_processes_cpu_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -156,12 +156,15 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
                     latencies[side].append((time.perf_counter() - started) * 1000)
 
                 began, cpu_began = time.perf_counter(), time.process_time()
+                children_began = vector_processes_cpu_ms(engines[side])
                 redis_began = redis_cpu_ms(engines[side])
                 async with anyio.create_task_group() as tg:
                     for k, question in enumerate(group):
                         tg.start_soon(one, k, question)
                 wall[side] += time.perf_counter() - began
-                cpu[side].append((time.process_time() - cpu_began) * 1000 / len(group))
+                spent = (time.process_time() - cpu_began) * 1000
+                spent += vector_processes_cpu_ms(engines[side]) - children_began
+                cpu[side].append(spent / len(group))
                 redis_cpu[side].append((redis_cpu_ms(engines[side]) - redis_began) / len(group))
                 rows[side] = [vector_rows(r) for r in results]
                 raws[side] = [vector_raws(r) for r in results]

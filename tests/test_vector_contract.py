@@ -56,10 +56,12 @@ class Opener(Protocol):
 
 
 class EdgeOpener:
+    """The embedded engine: its shard in a child process (the default) or in this process (threads)."""
+
     kind = "edge"
 
-    def __init__(self, data_dir: Path) -> None:
-        self.settings = Settings(data_dir=data_dir, qdrant_timeout_secs=TIMEOUT)
+    def __init__(self, data_dir: Path, *, process: bool) -> None:
+        self.settings = Settings(data_dir=data_dir, qdrant_timeout_secs=TIMEOUT, qdrant_process=process)
         self.opened: list[VectorStore] = []
 
     async def __call__(
@@ -89,10 +91,12 @@ class RemoteOpener:
         return store
 
 
-@pytest.fixture(params=["edge", "remote"])
+@pytest.fixture(params=["edge", "edge-threads", "remote"])
 async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
     made: EdgeOpener | RemoteOpener = (
-        EdgeOpener(tmp_path / "data") if request.param == "edge" else RemoteOpener()
+        RemoteOpener()
+        if request.param == "remote"
+        else EdgeOpener(tmp_path / "data", process=request.param == "edge")
     )
     try:
         yield made

@@ -1,7 +1,8 @@
 """Concurrent writes to the embedded vector engine share flushes, and none returns before one covers it.
 
-The shard is the real qdrant-edge engine; a recording wrapper around it notes when each update finished
-and when each flush began and ended (it forwards every call unchanged). The promise checked: every
+The shard is the real qdrant-edge engine, in this process (thread mode: the group commit is the store's
+own logic, the same in either mode); a recording wrapper around its operations notes when each update
+finished and when each flush began and ended (it forwards every call unchanged). The promise checked: every
 upsert or delete returns only after a flush that began once all of its updates were applied had ended,
 so what it wrote is on stable storage; and concurrent writers need fewer flushes than writes.
 """
@@ -23,7 +24,7 @@ from cpersona.stores.vectors.edge import EdgeVectorStore
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import qdrant_edge as qe
+    from cpersona.stores.vectors.edge_worker import ShardOps
 
 DIM = 8
 
@@ -31,7 +32,7 @@ DIM = 8
 class RecordingShard:
     """The real shard, with the ticks (one counter, in call order) at which each flush began and ended."""
 
-    def __init__(self, shard: qe.EdgeShard) -> None:
+    def __init__(self, shard: ShardOps) -> None:
         self._shard = shard
         self._ticks = itertools.count()
         self.flushes: list[tuple[int, int]] = []
@@ -71,14 +72,15 @@ async def test_each_write_returns_after_a_flush_that_covers_it(
     tmp_path: Path, sizes: list[int], deletes: int
 ) -> None:
     root = tmp_path / uuid.uuid4().hex
-    async with await EdgeVectorStore.open(root, "c", DIM) as store:
-        shard = RecordingShard(store._shard)
-        store._shard = shard  # type: ignore[assignment]
+    async with await EdgeVectorStore.open(root, "c", DIM, process=False) as store:
+        link = store._link
+        shard = RecordingShard(link._ops)  # type: ignore[attr-defined]
+        link._ops = shard  # type: ignore[attr-defined]
         applied: dict[int, int] = {}  # per task: the tick just after its latest update was counted
         update = store._update
 
-        async def counted_update(what: str, work: Any) -> None:
-            await update(what, work)
+        async def counted_update(what: str, op: str, *args: Any) -> None:
+            await update(what, op, *args)
             # No await between the count and this tick: a flush that covers the update begins later.
             applied[anyio.get_current_task().id] = shard.tick()
 

@@ -68,7 +68,7 @@ STORE_LAYOUT_MODULES: Final = (
     "stores.redis.scope", "stores.embedding.embedders", "stores.embedding.base", "keys",
     "stores.embedding.bert", "stores.embedding.wordpiece", "stores.embedding.onnx_reader",
     "stores.embedding.model_files", "stores.embedding.quantized",
-    "model.records", "stores.vectors.edge", "stores.vectors.edge_shard", "stores.vectors.common",
+    "model.records", "stores.vectors.edge", "stores.vectors.edge_worker", "stores.vectors.common",
     "model.memory_request", "model.memory_parts", "model.fields", "model.text_rules", "model.epoch_time",
     "model.associations", "stores.redis.associations",
 )  # fmt: skip

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     redis_timeout_secs: _Positive = 5.0
     redis_startup_timeout_secs: _Positive = 20.0
     qdrant_timeout_secs: _Positive = 10.0
+    # The embedded vector engine's shards each run in a child process (their own interpreter lock);
+    # false keeps them in this process, in worker threads.
+    qdrant_process: bool = True
 
     max_memories: _Count | None = None
     # Writes are refused while an embedded store's disk has less free space than this (0: no check).

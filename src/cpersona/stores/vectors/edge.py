@@ -1,63 +1,61 @@
 """The vector store on the embedded Qdrant engine (``qdrant-edge``): one shard directory per collection.
 
-The shard is the real Rust engine, in this process, on disk at ``<root>/<name>`` (the factory passes
-``<data_dir>/qdrant``). Its Python API is synchronous, so every call runs in a worker thread under the
-store's deadline. What the engine guarantees, as found in qdrant-edge 0.9.0 (its source and by
-measurement):
+The shard is the real Rust engine, on disk at ``<root>/<name>`` (the factory passes ``<data_dir>/qdrant``).
+Its Python API is synchronous and holds the GIL for most of every call, so by default each shard runs in
+a child process of its own (:mod:`.edge_process`, ``CPERSONA_QDRANT_PROCESS``), where its searches and
+flushes take their own core's interpreter and leave this one to the event loop; with
+``qdrant_process=False`` it runs here, each call in a worker thread (:mod:`.edge_gate`). Either way the
+same :class:`~.edge_worker.ShardOps` do the work, and this class keeps the deadlines, the chunking, the
+group commit and the error mapping. What the engine guarantees, as found in qdrant-edge 0.9.0 (its
+source and by measurement):
 
 Durability
     The write-ahead log is on (the engine's default, fixed when the shard is created). ``update()``
     appends the operation to the memory-mapped WAL and applies it, without syncing: the operation
-    survives a crash of this process (the WAL is replayed on load — checked by killing a writer before
-    any flush) but not a power loss. ``flush()`` syncs the WAL and the segments. So every upsert and
-    delete here ends with a flush: when it returns, the change is on stable storage. A flush after a
-    small write costs about 10 ms, after 500 points 45-130 ms, with the GIL held throughout; concurrent
-    writers share one flush where they can (group commit, :meth:`EdgeVectorStore._flushed`).
+    survives a crash of the process holding the shard (the WAL is replayed on load — checked by killing
+    a writer before any flush) but not a power loss. ``flush()`` syncs the WAL and the segments. So
+    every upsert and delete here ends with a flush: when it returns, the change is on stable storage. A
+    flush after a small write costs about 10 ms, after 500 points 45-130 ms, with the GIL held
+    throughout; concurrent writers share one flush where they can (group commit,
+    :meth:`EdgeVectorStore._flushed`).
 
-Threads
+Threads and the GIL
     The Rust shard is safe to share between threads: writes serialise on the WAL mutex and the
     segments' update lock, reads take the segments' read lock; concurrent readers and writers were
-    exercised without error. The store therefore lets several calls in at once (``_CONCURRENT_CALLS``).
-    The 0.9.0 binding releases the GIL for only part of a call (it imports ``PyEval_SaveThread``):
-    measured on a 266k-point shard, a CPU-bound Python thread kept 43% of its pace beside back-to-back
-    searches without payload and 27% beside searches that return payloads, against 100% beside a
-    sleeping thread. So an engine call still stalls the event loop for much of its run, and turning
-    results into Python objects is the part that competes for the GIL; calls are kept small (batches
-    are chunked). Running searches one at a time in a single batch (``query_batch``) was tried and
-    made recalls slower, one caller and eight alike: the overlap of concurrent calls is real.
+    exercised without error, so several calls are let in at once (:data:`~.edge_worker.WORKER_THREADS`,
+    in the child or here). The 0.9.0 binding releases the GIL for only part of a call: beside an exact
+    search of a 206k-point shard a spinning Python thread kept 17% of its pace, beside indexed
+    searches with payloads 27-37%. In this process that stalls the event loop for much of each
+    search; at 64 callers on 100k memories it was 54% of the samples that held the lock. In the child
+    it costs this process one pipe round trip per call (measured: 64 callers 80 -> 116 recalls/s).
 
 Lifecycle
     The shard takes an exclusive lock on its WAL, so a second process (or a second open in this one)
-    is refused with :class:`~cpersona.VectorStoreUnavailable`. Closing waits, in a worker thread, for
-    the calls still inside the engine, then closes the shard, which flushes it.
+    is refused with :class:`~cpersona.VectorStoreUnavailable`. Closing lets the calls still inside the
+    engine finish, then closes the shard, which flushes it; a child process then exits, and one whose
+    parent goes away exits when its input ends.
 
 The engine has no background optimiser: points accumulate in one appendable segment (searched by
 brute force) until :meth:`EdgeVectorStore.optimize` runs, which is also when HNSW graphs and the binary
 quantised copy (``binary_quantized=True``) are built and deleted points are vacuumed.
-
-The shard's configuration, its opening and the filter in engine terms are in :mod:`.edge_shard`; the
-gate that counts the calls inside the engine is :mod:`.edge_gate`.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
-import anyio.to_thread
-import qdrant_edge as qe
 
 from cpersona.errors import VectorStoreUnavailable
+from cpersona.stores.protocols import VectorHit
 from cpersona.stores.vectors.common import (
     BQ_OVERSAMPLING,
-    HIT_FIELDS,
-    PreparedPoint,
+    PAYLOAD_INDEXES,
+    MatchClause,
     chunked,
+    filter_clauses,
     finite_timeout,
-    hit_from_payload,
     matches_nothing,
     point_id,
     prepare_points,
@@ -66,24 +64,20 @@ from cpersona.stores.vectors.common import (
     top_hits,
     validate_collection,
 )
-from cpersona.stores.vectors.edge_gate import ShardGate
-from cpersona.stores.vectors.edge_shard import edge_config, edge_filter, open_shard
+from cpersona.stores.vectors.edge_gate import ThreadLink
+from cpersona.stores.vectors.edge_process import ProcessLink
+from cpersona.stores.vectors.edge_worker import Clause, ShardError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from types import TracebackType
 
-    from cpersona.stores.protocols import Vector, VectorFilter, VectorHit, VectorPoint
+    from cpersona.stores.protocols import PointKind, Vector, VectorFilter, VectorPoint
 
 __all__ = ["EdgeVectorStore"]
 
-_T = TypeVar("_T")
-
-_CONCURRENT_CALLS = 4
-"""Worker threads one shard may occupy at once (see "Threads" above: the shard is safe to share)."""
-
 _WRITE_CHUNK = 256
-"""Points per ``update()`` call: bounds how long one call holds the engine (and, today, the GIL)."""
+"""Points per ``update()`` call: bounds how long one call holds the engine (and its GIL)."""
 
 _FLUSH_LINGER_SECS = 0.02  # how long a flush may wait for updates under way to join it (``_flushed``)
 
@@ -91,12 +85,32 @@ _READ_CHUNK = 1024
 """Ids per ``retrieve()`` call in :meth:`EdgeVectorStore.existing` and :meth:`EdgeVectorStore.vectors`."""
 
 
+class _Link(Protocol):
+    """Where the shard's operations run: :class:`~.edge_process.ProcessLink` or
+    :class:`~.edge_gate.ThreadLink`."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    async def call(self, op: str, *args: Any) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+def shard_clauses(flt: VectorFilter) -> list[Clause]:
+    """A filter as the worker's plain clauses (call :func:`matches_nothing` first)."""
+    return [
+        ("match", c.key, c.values) if isinstance(c, MatchClause) else ("range", c.key, c.gte, c.lt)
+        for c in filter_clauses(flt)
+    ]
+
+
 class EdgeVectorStore:
     """A :class:`~cpersona.stores.protocols.VectorStore` on one qdrant-edge shard. Open with :meth:`open`."""
 
     def __init__(
         self,
-        shard: qe.EdgeShard,
+        link: _Link,
         *,
         path: Path,
         name: str,
@@ -105,7 +119,7 @@ class EdgeVectorStore:
         binary_quantized: bool,
         version: str,
     ) -> None:
-        self._shard = shard
+        self._link = link
         self._path = path
         self._name = name
         self._dim = dim
@@ -113,8 +127,6 @@ class EdgeVectorStore:
         self._binary_quantized = binary_quantized
         self._engine_name = f"qdrant-edge {version}"
         self._label = f"vector collection {name!r} ({path})"
-        self._limiter = anyio.CapacityLimiter(_CONCURRENT_CALLS)
-        self._gate = ShardGate(self._label)
         self._closed = False
         # Group commit (see _flushed): updates applied, covered by a flush, and under way.
         self._applied = self._synced = self._updating = 0
@@ -131,38 +143,41 @@ class EdgeVectorStore:
         timeout_secs: float = 10.0,
         binary_quantized: bool = False,
         indexing_threshold_kb: int | None = None,
+        process: bool = True,
     ) -> EdgeVectorStore:
         """Open the shard ``<root>/<name>`` of ``dim``-d cosine vectors, creating it when absent.
 
         ``binary_quantized`` adds a 1-bit copy of the vectors (built by :meth:`optimize`) that searches
         scan first, rescoring their candidates with the original vectors. ``indexing_threshold_kb``
         is the segment size above which :meth:`optimize` builds an index (``None``: the engine's
-        default). Raises :class:`~cpersona.VectorStoreUnavailable` if the shard cannot be opened within
+        default). ``process`` runs the shard in a child process (else in worker threads here).
+        Raises :class:`~cpersona.VectorStoreUnavailable` if the shard cannot be opened within
         ``timeout_secs``, is open elsewhere, or holds vectors of another dimension.
         """
         validate_collection(name, dim)
         timeout = finite_timeout(timeout_secs)
         path = Path(root) / name
         label = f"vector collection {name!r} ({path})"
-        config = edge_config(dim, binary_quantized, indexing_threshold_kb)
-
-        def work() -> tuple[qe.EdgeShard, str]:
-            shard = open_shard(path, config, label, dim)
-            return shard, importlib.metadata.version("qdrant-edge-py")
-
+        path.parent.mkdir(parents=True, exist_ok=True)
+        oversampling = BQ_OVERSAMPLING if binary_quantized else None
+        args = (str(path), dim, oversampling, indexing_threshold_kb, dict(PAYLOAD_INDEXES), label)
         try:
             with anyio.fail_after(timeout):
-                # If the deadline abandons this thread, the shard it may still open is dropped with the
-                # thread's result, and the engine closes a dropped shard (flushing it, freeing the lock).
-                shard, version = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                link: _Link
+                if process:
+                    link, version = await ProcessLink.start(label, args)
+                else:
+                    link, version = await ThreadLink.start(label, args, timeout)
         except VectorStoreUnavailable:
             raise
+        except ShardError as exc:
+            raise VectorStoreUnavailable(str(exc)) from exc
         except TimeoutError as exc:
             raise VectorStoreUnavailable(f"opening {label} took longer than {timeout}s") from exc
         except Exception as exc:
             raise VectorStoreUnavailable(f"cannot open {label}: {exc}") from exc
         return cls(
-            shard,
+            link,
             path=path,
             name=name,
             dim=dim,
@@ -191,6 +206,11 @@ class EdgeVectorStore:
     def binary_quantized(self) -> bool:
         return self._binary_quantized
 
+    @property
+    def process_id(self) -> int | None:
+        """The child process that holds the shard (``None`` in thread mode), for CPU accounting."""
+        return self._link.pid
+
     async def __aenter__(self) -> EdgeVectorStore:
         return self
 
@@ -202,17 +222,14 @@ class EdgeVectorStore:
     ) -> None:
         await self.aclose()
 
-    async def _run(self, what: str, work: Callable[[], _T], *, deadline: float | None = None) -> _T:
-        """Run one engine call in a worker thread, under the deadline, mapping every failure."""
+    async def _run(self, what: str, op: str, *args: Any, deadline: float | None = None) -> Any:
+        """Run one engine operation under the deadline, mapping every failure."""
         if self._closed:
             raise VectorStoreUnavailable(f"{what} on {self._label}: the store is closed")
         seconds = self._timeout if deadline is None else deadline
         try:
             with anyio.fail_after(seconds):
-                # abandon_on_cancel: without it the deadline would wait for the thread to finish.
-                return await anyio.to_thread.run_sync(
-                    self._gate.call, work, limiter=self._limiter, abandon_on_cancel=True
-                )
+                return await self._link.call(op, *args)
         except VectorStoreUnavailable:
             raise
         except TimeoutError as exc:
@@ -226,12 +243,8 @@ class EdgeVectorStore:
         if not prepared:
             return
         for chunk in chunked(prepared, _WRITE_CHUNK):
-            await self._update("upsert", functools.partial(self._upsert_chunk, chunk))
+            await self._update("upsert", "upsert", [(p.id, p.vector, p.payload) for p in chunk])
         await self._flushed()
-
-    def _upsert_chunk(self, chunk: Sequence[PreparedPoint]) -> None:
-        points = [qe.Point(p.id, p.vector, p.payload) for p in chunk]
-        self._shard.update(qe.UpdateOperation.upsert_points(points))
 
     async def delete(self, ids: Sequence[str]) -> None:
         """Delete points by id (unknown ids are ignored); flushed when it returns."""
@@ -239,22 +252,20 @@ class EdgeVectorStore:
         if not wanted:
             return
         for chunk in chunked(wanted, _WRITE_CHUNK):
-            operation = qe.UpdateOperation.delete_points(list(chunk))
-            await self._update("delete", functools.partial(self._shard.update, operation))
+            await self._update("delete", "delete", list(chunk))
         await self._flushed()
 
     async def delete_where(self, flt: VectorFilter) -> None:
         """Delete every point that matches the filter; flushed when it returns."""
         if matches_nothing(flt):
             return
-        operation = qe.UpdateOperation.delete_points_by_filter(edge_filter(flt))
-        await self._update("delete by filter", functools.partial(self._shard.update, operation))
+        await self._update("delete by filter", "delete_where", shard_clauses(flt))
         await self._flushed()
 
-    async def _update(self, what: str, work: Callable[[], None]) -> None:
+    async def _update(self, what: str, op: str, *args: Any) -> None:
         self._updating += 1
         try:
-            await self._run(what, work)
+            await self._run(what, op, *args)
         finally:
             self._updating -= 1
             if not self._updating and self._quiet is not None:
@@ -272,9 +283,8 @@ class EdgeVectorStore:
         """Put every update this caller applied on stable storage: by a flush of its own, or by one that
         began after its updates were applied (group commit).
 
-        The 0.9.0 binding holds the GIL through a flush (measured: a Python thread beside it keeps 4-14%
-        of its pace for the 45-130 ms a flush of 500 points takes), so the event loop stands still for
-        each one. Concurrent writers that reach this point while a flush runs share the next one
+        A flush of 500 points takes 45-130 ms (with the GIL held: in thread mode the event loop stands
+        still meanwhile). Concurrent writers that reach this point while a flush runs share the next one
         instead of each waiting for its own: the flush syncs whatever the shard had applied when it
         began, and ``_applied`` counts an update only once it has been applied. A flush also waits up
         to ``_FLUSH_LINGER_SECS`` for updates other writers have under way (a lone writer never waits):
@@ -293,7 +303,7 @@ class EdgeVectorStore:
                 return
             await self._join_updates_under_way()
             covered = self._applied
-            await self._run("flush", self._shard.flush)
+            await self._run("flush", "flush")
             self._synced = max(self._synced, covered)
         finally:
             self._flush_lock.release()
@@ -307,28 +317,14 @@ class EdgeVectorStore:
         query = query_vector(vector, self._dim)
         if limit == 0 or matches_nothing(flt):
             return []
-        shard_filter = edge_filter(flt)
-        params = (
-            qe.SearchParams(
-                quantization=qe.QuantizationSearchParams(rescore=True, oversampling=BQ_OVERSAMPLING)
-            )
-            if self._binary_quantized
-            else None
-        )
-
-        def fetch_in_thread(n: int) -> list[VectorHit]:
-            request = qe.QueryRequest(
-                limit=n,
-                query=qe.Query.Nearest(query),
-                filter=shard_filter,
-                with_payload=list(HIT_FIELDS),
-                with_vector=False,
-                params=params,
-            )
-            return [hit_from_payload(p.id, p.score, p.payload) for p in self._shard.query(request)]
+        clauses = shard_clauses(flt)
 
         async def fetch(n: int) -> list[VectorHit]:
-            return await self._run("search", functools.partial(fetch_in_thread, n))
+            rows = await self._run("search", "search", query, clauses, n)
+            return [
+                VectorHit(pid, score, cast("PointKind", kind), parent, seq, timestamp, index)
+                for pid, score, kind, parent, seq, timestamp, index in rows
+            ]
 
         return await top_hits(fetch, limit, open_tail=open_tail)
 
@@ -337,58 +333,51 @@ class EdgeVectorStore:
         wanted: list[str] = list(dict.fromkeys(point_id(i) for i in ids))
         found: set[str] = set()
         for chunk in chunked(wanted, _READ_CHUNK):
-            found.update(await self._run("existing", functools.partial(self._existing_chunk, chunk)))
+            found.update(point_id(i) for i in await self._run("existing", "existing", list(chunk)))
         return found
-
-    def _existing_chunk(self, chunk: Sequence[str]) -> set[str]:
-        # The binding requires both flags although its stubs give them defaults.
-        records = self._shard.retrieve(list(chunk), False, False)
-        return {point_id(str(record.id)) for record in records}
 
     async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored (unit-length) vectors of those of these ids that have a point."""
         wanted: list[str] = list(dict.fromkeys(point_id(i) for i in ids))
         found: dict[str, Vector] = {}
         for chunk in chunked(wanted, _READ_CHUNK):
-            found.update(await self._run("retrieve", functools.partial(self._vectors_chunk, chunk)))
+            rows = await self._run("retrieve", "vectors", list(chunk))
+            found.update((point_id(i), stored_vector(v, self._dim)) for i, v in rows)
         return found
-
-    def _vectors_chunk(self, chunk: Sequence[str]) -> dict[str, Vector]:
-        records = self._shard.retrieve(list(chunk), False, True)
-        return {point_id(str(r.id)): stored_vector(r.vector, self._dim) for r in records}
 
     async def count(self, flt: VectorFilter) -> int:
         """How many points match the filter (exact)."""
         if matches_nothing(flt):
             return 0
-        request = qe.CountRequest(exact=True, filter=edge_filter(flt))
-        return await self._run("count", functools.partial(self._shard.count, request))
+        return int(await self._run("count", "count", shard_clauses(flt)))
 
     async def count_all(self) -> int:
         """How many points the shard holds (exact)."""
-        request = qe.CountRequest(exact=True)
-        return await self._run("count", functools.partial(self._shard.count, request))
+        return int(await self._run("count", "count", None))
+
+    async def shard_info(self) -> dict[str, int]:
+        """What the shard reports of itself: ``points``, ``indexed_vectors`` and ``segments`` (counts, not
+        sizes), for benchmarks and diagnostics."""
+        return dict(await self._run("info", "info"))
 
     async def optimize(self, *, timeout_secs: float | None = None) -> bool:
         """Run the engine's optimisers now (index, quantise, vacuum); ``True`` if anything changed.
 
         The engine has no background optimiser, so a maintenance task should call this now and then.
-        It can take seconds on a large shard and, with the 0.9.0 binding, holds the GIL meanwhile.
+        It can take seconds on a large shard (holding the GIL of the process the shard is in).
         """
         deadline = None if timeout_secs is None else finite_timeout(timeout_secs)
-        return await self._run("optimize", self._shard.optimize, deadline=deadline)
+        return bool(await self._run("optimize", "optimize", deadline=deadline))
 
     async def aclose(self) -> None:
-        """Wait for calls still inside the engine, then close (and so flush) the shard. Idempotent."""
+        """Let calls still inside the engine finish, then close (and so flush) the shard. Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
             # Shielded: a cancelled caller must still release the shard, or its WAL lock stays held.
             with anyio.fail_after(2 * self._timeout, shield=True):
-                await anyio.to_thread.run_sync(
-                    self._gate.close, self._shard.close, self._timeout, abandon_on_cancel=True
-                )
+                await self._link.close()
         except VectorStoreUnavailable:
             raise
         except TimeoutError as exc:

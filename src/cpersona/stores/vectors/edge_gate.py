@@ -1,16 +1,22 @@
-"""How engine calls reach a qdrant-edge shard from worker threads, and how closing it waits for them."""
+"""How engine calls reach a qdrant-edge shard in this process, from worker threads, and how closing it
+waits for them (the thread mode; :mod:`.edge_process` is the child-process mode)."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from cpersona.errors import VectorStoreUnavailable
+from cpersona.stores.vectors.edge_worker import WORKER_THREADS, ShardOps
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ShardGate"]
+__all__ = ["ShardGate", "ThreadLink"]
 
 _T = TypeVar("_T")
 
@@ -59,3 +65,44 @@ class ShardGate:
                     "shard is left open and is released when the store is garbage-collected"
                 )
         release()
+
+
+class ThreadLink:
+    """Calls into a shard opened in this process, each in a worker thread (at most
+    :data:`~.edge_worker.WORKER_THREADS` at once). Start it with :meth:`start`."""
+
+    pid = None
+
+    def __init__(self, ops: ShardOps, label: str, close_wait_secs: float) -> None:
+        self._ops = ops
+        self._gate = ShardGate(label)
+        self._limiter = anyio.CapacityLimiter(WORKER_THREADS)
+        self._close_wait = close_wait_secs
+
+    @classmethod
+    async def start(
+        cls, label: str, open_args: tuple[Any, ...], close_wait_secs: float
+    ) -> tuple[ThreadLink, str]:
+        """Open the shard; the link and the engine's version. Raises :class:`~.edge_worker.ShardError`
+        when the shard would not open."""
+
+        def work() -> ShardOps:
+            return ShardOps.open(*open_args)
+
+        # If the caller's deadline abandons this thread, the shard it may still open is dropped with the
+        # thread's result, and the engine closes a dropped shard (flushing it, freeing the lock).
+        ops = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return cls(ops, label, close_wait_secs), ShardOps.version()
+
+    async def call(self, op: str, *args: Any) -> Any:
+        work = functools.partial(getattr(self._ops, op), *args)
+        # abandon_on_cancel: without it the caller's deadline would wait for the thread to finish.
+        return await anyio.to_thread.run_sync(
+            self._gate.call, work, limiter=self._limiter, abandon_on_cancel=True
+        )
+
+    async def close(self) -> None:
+        """Wait, in a worker thread, for the calls still inside the engine, then close the shard."""
+        await anyio.to_thread.run_sync(
+            self._gate.close, self._ops.close, self._close_wait, abandon_on_cancel=True
+        )

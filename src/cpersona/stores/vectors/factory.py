@@ -43,6 +43,7 @@ async def open_vector_store(
             dim,
             timeout_secs=settings.qdrant_timeout_secs,
             binary_quantized=binary_quantized,
+            process=settings.qdrant_process,
         )
     url = settings.qdrant_url.strip()
     if url != ":memory:" and not url.lower().startswith(("http://", "https://")):

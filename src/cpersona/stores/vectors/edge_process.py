@@ -1,0 +1,193 @@
+"""The embedded shard in a child process: starting it, asking it, and stopping it.
+
+:mod:`.edge_worker` is the child. Requests go out as frames on its standard input, each with its own id,
+and replies come back on its standard output in whatever order the child finishes them. No task reads
+the pipe in the background: a caller waiting for its reply reads frames itself when nobody else is,
+hands each reply to the caller it belongs to, and stops at its own; callers that find the pipe taken
+wait for the next frame to be handed out. A caller that gives up (its deadline, a cancellation) leaves
+its reply to be dropped when it arrives; what it read so far stays in the shared buffer.
+
+When the child exits unasked (killed, out of memory, a crash), its pipe ends: every waiting caller and
+every later one gets :class:`~cpersona.VectorStoreUnavailable` with the exit code. The child also ends
+when its input does, so it never outlives this process by more than the call it is running.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from cpersona.errors import VectorStoreUnavailable
+from cpersona.stores.vectors import edge_worker
+from cpersona.stores.vectors.edge_worker import ShardError, write_frame
+
+if TYPE_CHECKING:
+    from anyio.abc import Process
+
+__all__ = ["ProcessLink"]
+
+_WORKER: Final = Path(edge_worker.__file__)
+_LENGTH_BYTES: Final = 4
+_EXIT_WAIT_SECS: Final = 1.0  # after the pipe ends, how long to wait for the exit code
+
+
+class _Reply:
+    __slots__ = ("done", "ok", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.ok = False
+        self.value: Any = None
+
+
+class ProcessLink:
+    """Calls into one shard that lives in a child process. Start it with :meth:`start`."""
+
+    def __init__(self, process: Process, label: str) -> None:
+        self._process = process
+        self._label = label
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, _Reply] = {}
+        self._buffer = bytearray()
+        self._reading = False
+        self._progress = anyio.Event()
+        self._send_lock = anyio.Lock()
+        self._failure: str | None = None
+
+    @classmethod
+    async def start(cls, label: str, open_args: tuple[Any, ...]) -> tuple[ProcessLink, str]:
+        """Start the child and open the shard in it; the link and the engine's version.
+
+        Raises :class:`ShardError` when the shard would not open (the child has exited then), and
+        :class:`~cpersona.VectorStoreUnavailable` when the child could not be started.
+        """
+        try:
+            # -P: the worker's own folder is not put on the module path (its neighbours are engine
+            # modules that must not shadow anything the worker imports). A session of its own: a Ctrl-C
+            # at the terminal reaches this process, which closes the shard in order, not the child.
+            process = await anyio.open_process(
+                [sys.executable, "-P", str(_WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise VectorStoreUnavailable(f"cannot start the process for {label}: {exc}") from exc
+        link = cls(process, label)
+        try:
+            version = await link.call("open", *open_args)
+        except BaseException:
+            await link.kill()
+            raise
+        return link, str(version)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    async def call(self, op: str, *args: Any) -> Any:
+        """Send one request and wait for its reply. Raises :class:`ShardError` for the shard's own
+        failures and :class:`~cpersona.VectorStoreUnavailable` when the child is gone."""
+        self._check_alive()
+        request_id = next(self._ids)
+        reply = self._waiting[request_id] = _Reply()
+        try:
+            await self._send(write_frame((request_id, op, args)))
+            while not reply.done:
+                if self._reading:
+                    await self._progress.wait()
+                else:
+                    await self._read_one()
+                if not reply.done:
+                    self._check_alive()
+        finally:
+            del self._waiting[request_id]
+        if not reply.ok:
+            raise ShardError(str(reply.value))
+        return reply.value
+
+    async def _send(self, frame: bytes) -> None:
+        async with self._send_lock:
+            self._check_alive()
+            try:
+                await self._process.stdin.send(frame)  # type: ignore[union-attr]
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self._ended()
+                self._check_alive()
+                raise
+
+    async def _read_one(self) -> None:
+        """Read until one whole frame is in, and hand it to its caller (or drop it: nobody waits)."""
+        self._reading = True
+        try:
+            frame = self._take_frame()
+            while frame is None:
+                chunk = await self._process.stdout.receive()  # type: ignore[union-attr]
+                self._buffer += chunk
+                frame = self._take_frame()
+            # Our own child is the only writer of this pipe.
+            request_id, ok, value = pickle.loads(frame)
+            reply = self._waiting.get(request_id)
+            if reply is not None:
+                reply.done, reply.ok, reply.value = True, ok, value
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._ended()
+        finally:
+            self._reading = False
+            progress, self._progress = self._progress, anyio.Event()
+            progress.set()
+
+    def _take_frame(self) -> bytes | None:
+        if len(self._buffer) < _LENGTH_BYTES:
+            return None
+        size = int.from_bytes(self._buffer[:_LENGTH_BYTES], "little")
+        end = _LENGTH_BYTES + size
+        if len(self._buffer) < end:
+            return None
+        frame = bytes(self._buffer[_LENGTH_BYTES:end])
+        del self._buffer[:end]
+        return frame
+
+    async def _ended(self) -> None:
+        """The child's output ended: record why, so every caller fails with it."""
+        with anyio.move_on_after(_EXIT_WAIT_SECS):
+            await self._process.wait()
+        code = self._process.returncode
+        self._failure = f"{self._label}: the vector engine process (pid {self._process.pid}) exited" + (
+            "" if code is None else f" with code {code}"
+        )
+
+    def _check_alive(self) -> None:
+        if self._failure is not None:
+            raise VectorStoreUnavailable(self._failure)
+
+    async def close(self) -> None:
+        """Ask the child to close the shard (it finishes the requests it holds, then flushes) and wait for
+        it to exit; kill it if that fails. The caller bounds the time. A child that has already exited
+        is only reaped: every write it acknowledged had been flushed."""
+        if self._failure is not None:
+            await self.kill()
+            return
+        try:
+            await self.call("close")
+            await self._process.wait()
+        except BaseException:
+            await self.kill()
+            raise
+        finally:
+            await self._process.aclose()
+
+    async def kill(self) -> None:
+        """Stop the child now (a failed start or close)."""
+        with anyio.CancelScope(shield=True):
+            if self._process.returncode is None:
+                self._process.kill()
+            with anyio.move_on_after(_EXIT_WAIT_SECS):
+                await self._process.wait()
+            await self._process.aclose()
