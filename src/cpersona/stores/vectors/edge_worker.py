@@ -191,8 +191,7 @@ def shard_config(dim: int, binary_quantized: bool, indexing_threshold_kb: int | 
     One search thread: by default the engine searches a shard's segments in parallel on a pool of one
     thread per CPU, and handing each search to that pool cost more than it won on two cores (paired at
     100k memories, one caller: recall p50 0.93x and the engine's CPU per recall 23.7 -> 15.9 ms; 64
-    callers 1.03x throughput; the same hits). Concurrent searches still overlap, each in its own
-    calling thread's request."""
+    callers 1.03x throughput; the same hits)."""
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
         quantization_config=qe.BinaryQuantizationConfig(always_ram=True) if binary_quantized else None,
