@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 import numpy as np
 import pytest
 
@@ -28,12 +29,12 @@ DIM = 8
 SCOPE = VectorFilter(agent_id="a")
 
 
-def _points(n: int) -> list[VectorPoint]:
+def _points(n: int, dim: int = DIM) -> list[VectorPoint]:
     rng = np.random.default_rng(7)
     return [
         VectorPoint(
             id=str(uuid.uuid4()),
-            vector=rng.standard_normal(DIM).astype(np.float32),
+            vector=rng.standard_normal(dim).astype(np.float32),
             kind="memory",
             agent_id="a",
             project_id="",
@@ -147,3 +148,32 @@ def _children() -> set[int]:
             if fields[1] == me and fields[0] != "Z":
                 found.add(int(entry))
     return found
+
+
+async def test_a_reader_that_gives_up_hands_the_pipe_to_a_caller_still_waiting(tmp_path: Path) -> None:
+    """The caller reading the pipe leaves before its reply (its deadline) while another caller waits
+    behind it for a reply that comes later: that caller must take over the reading, or it waits forever."""
+    dim = 64
+    points = _points(6000, dim)
+    async with await EdgeVectorStore.open(tmp_path, "c", dim, indexing_threshold_kb=1) as store:
+        await store.upsert(points)
+        link = store._link
+        gave_up = anyio.Event()
+
+        async def impatient() -> None:
+            with anyio.move_on_after(0.05):
+                await store.optimize()  # builds the HNSW graph in the child: far longer than 50 ms
+            gave_up.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(impatient)
+            for _ in range(100_000):  # until the impatient optimize is the one reading the pipe
+                if link._reading:  # type: ignore[attr-defined]
+                    break
+                await anyio.lowlevel.checkpoint()
+            assert link._reading  # type: ignore[attr-defined]
+            with anyio.fail_after(60):
+                # Sent behind the first optimize, so its reply comes after the reader has given up.
+                assert await store.optimize() in (True, False)
+            assert gave_up.is_set()
+        assert await store.count_all() == len(points)

@@ -3,9 +3,10 @@
 :mod:`.edge_worker` is the child. Requests go out as frames on its standard input, each with its own id,
 and replies come back on its standard output in whatever order the child finishes them. No task reads
 the pipe in the background: a caller waiting for its reply reads frames itself when nobody else is,
-hands each reply to the caller it belongs to, and stops at its own; callers that find the pipe taken
-wait for the next frame to be handed out. A caller that gives up (its deadline, a cancellation) leaves
-its reply to be dropped when it arrives; what it read so far stays in the shared buffer.
+hands each reply to the caller it belongs to (waking that caller alone), and stops at its own; then, or
+when it gives up, it wakes one caller still waiting to read on. A caller that gives up (its deadline,
+a cancellation) leaves its reply to be dropped when it arrives; what it read so far stays in the
+shared buffer.
 
 When the child exits unasked (killed, out of memory, a crash), its pipe ends: every waiting caller and
 every later one gets :class:`~cpersona.VectorStoreUnavailable` with the exit code. The child also ends
@@ -38,12 +39,14 @@ _EXIT_WAIT_SECS: Final = 1.0  # after the pipe ends, how long to wait for the ex
 
 
 class _Reply:
-    __slots__ = ("done", "ok", "value")
+    __slots__ = ("done", "ok", "value", "wake")
 
     def __init__(self) -> None:
         self.done = False
         self.ok = False
         self.value: Any = None
+        # Set when the reply is in, when the pipe is handed to this caller, or when the child is gone.
+        self.wake = anyio.Event()
 
 
 class ProcessLink:
@@ -56,7 +59,6 @@ class ProcessLink:
         self._waiting: dict[int, _Reply] = {}
         self._buffer = bytearray()
         self._reading = False
-        self._progress = anyio.Event()
         self._send_lock = anyio.Lock()
         self._failure: str | None = None
 
@@ -100,12 +102,12 @@ class ProcessLink:
         try:
             await self._send(write_frame((request_id, op, args)))
             while not reply.done:
+                self._check_alive()
                 if self._reading:
-                    await self._progress.wait()
+                    await reply.wake.wait()
+                    reply.wake = anyio.Event()
                 else:
-                    await self._read_one()
-                if not reply.done:
-                    self._check_alive()
+                    await self._read_until(reply)
         finally:
             del self._waiting[request_id]
         if not reply.ok:
@@ -122,26 +124,37 @@ class ProcessLink:
                 self._check_alive()
                 raise
 
-    async def _read_one(self) -> None:
-        """Read until one whole frame is in, and hand it to its caller (or drop it: nobody waits)."""
+    async def _read_until(self, own: _Reply) -> None:
+        """Read frames and hand each to its caller (or drop it: nobody waits) until ``own`` is in or the
+        pipe ends; then hand the pipe to a caller still waiting."""
         self._reading = True
         try:
-            frame = self._take_frame()
-            while frame is None:
-                chunk = await self._process.stdout.receive()  # type: ignore[union-attr]
-                self._buffer += chunk
+            while not own.done:
                 frame = self._take_frame()
-            # Our own child is the only writer of this pipe.
-            request_id, ok, value = pickle.loads(frame)
-            reply = self._waiting.get(request_id)
-            if reply is not None:
-                reply.done, reply.ok, reply.value = True, ok, value
+                while frame is None:
+                    chunk = await self._process.stdout.receive()  # type: ignore[union-attr]
+                    self._buffer += chunk
+                    frame = self._take_frame()
+                # Our own child is the only writer of this pipe.
+                request_id, ok, value = pickle.loads(frame)
+                reply = self._waiting.get(request_id)
+                if reply is not None:
+                    reply.done, reply.ok, reply.value = True, ok, value
+                    reply.wake.set()
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self._ended()
         finally:
             self._reading = False
-            progress, self._progress = self._progress, anyio.Event()
-            progress.set()
+            self._hand_over(own)
+
+    def _hand_over(self, own: _Reply) -> None:
+        """Wake a caller still waiting (not ``own``, which leaves), to read next; every one of them once
+        the child is gone."""
+        for reply in self._waiting.values():
+            if not reply.done and reply is not own:
+                reply.wake.set()
+                if self._failure is None:
+                    return
 
     def _take_frame(self) -> bytes | None:
         if len(self._buffer) < _LENGTH_BYTES:
