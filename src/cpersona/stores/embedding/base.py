@@ -79,14 +79,13 @@ class BaseEmbedder(abc.ABC):
     callers embedded together (:class:`~.coalesce.QueryCoalescer`)."""
 
     coalesces_queries: bool = False
-    """Whether concurrent queries share a batch. Only for a local model: a remote service fails a batch
-    as a whole (one over-long query would fail its neighbours) and a batch outlives its runner's
-    cancellation, which a local thread does anyway but an HTTP request need not. A query embedded in a
-    batch may differ from the same query alone in the last bits of its floats."""
+    """Whether concurrent queries share a batch (run by :meth:`embed_queries`). Only for a local model: a
+    remote service fails a batch as a whole (one over-long query would fail its neighbours) and a batch
+    outlives its runner's cancellation, which a local thread does anyway but an HTTP request need not."""
 
     def __init__(self, cache: QueryCache, *, query_batch: int = DEFAULT_BATCH_SIZE) -> None:
         self.cache = cache
-        self.queries = QueryCoalescer(self.embed, max_batch=query_batch)
+        self.queries = QueryCoalescer(self.embed_queries, max_batch=query_batch)
 
     @property
     @abc.abstractmethod
@@ -98,6 +97,11 @@ class BaseEmbedder(abc.ABC):
 
     @abc.abstractmethod
     async def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        """The queries of concurrent callers, embedded as one batch (:meth:`embed` unless a mode does
+        better)."""
+        return await self.embed(texts)
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
