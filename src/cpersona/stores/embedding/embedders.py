@@ -233,10 +233,11 @@ def _split(encoded: list[list[int]], threads: int) -> list[list[list[int]]]:
 
 
 def _deal(groups: list[list[int]], encoded: list[list[int]], threads: int) -> list[list[list[int]]]:
-    """Whole groups of texts dealt to at most ``threads`` parts of similar token counts (one part
-    unless there are at least :data:`_MIN_PART_TOKENS` tokens a part)."""
+    """Whole groups of texts dealt to at most ``threads`` parts of similar token counts. Each group is an
+    encoder call that reads all the weights (milliseconds even for one short text), so two groups are
+    always worth two threads."""
     tokens = [sum(len(encoded[i]) for i in group) for group in groups]
-    count = max(1, min(threads, len(groups), sum(tokens) // _MIN_PART_TOKENS))
+    count = max(1, min(threads, len(groups)))
     parts: list[list[list[int]]] = [[] for _ in range(count)]
     load = [0] * count
     for size, group in sorted(zip(tokens, groups, strict=True), key=lambda pair: -pair[0]):
