@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
 
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["Backends", "FanOut", "VectorSide", "fan_out"]
 
 log = logging.getLogger("cpersona.recall")
+
+_EMBED_HEAD_START_SECS: Final = 0.0005
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,6 +114,11 @@ class _Group:
         async with _PlainErrors(), anyio.create_task_group() as tg:
             # The vector side first: the query embedding heads the longest chain of the graph.
             tg.start_soon(self._vector_side, tg)
+            if b.embedder is not None and not ctx.blank:
+                # Its worker thread needs the interpreter to start, and the arms launched below would
+                # keep it busy for a millisecond or more; a short sleep blocks the loop in its selector,
+                # which frees the interpreter for that thread first.
+                await anyio.sleep(_EMBED_HEAD_START_SECS)
             terms = ctx.req.lexical_terms
             keyword = functools.partial(b.records.memory_keyword, ctx.scope, ctx.query, ctx.fetch)
             if terms:
