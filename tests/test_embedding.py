@@ -685,3 +685,20 @@ async def test_open_embedder_refuses_unusable_settings(
     with pytest.raises(InvalidSetting) as info:
         await open_embedder(Settings(data_dir=tmp_path, **overrides))
     assert info.value.name == variable
+
+
+async def test_is_cached_says_whether_a_query_would_come_from_the_cache(onnx_data_dir: Path) -> None:
+    now = [0.0]
+    settings = Settings(data_dir=onnx_data_dir, embedding_cache_size=2, embedding_cache_ttl_secs=10.0)
+    embedder = await OnnxEmbedder.open(settings, clock=lambda: now[0])
+    try:
+        assert not embedder.is_cached("where is the cat?")
+        await embedder.embed_query("where is the cat?")
+        hits, misses = embedder.cache.hits, embedder.cache.misses
+        assert embedder.is_cached("where is the cat?")
+        assert not embedder.is_cached("where is the dog?")
+        assert (embedder.cache.hits, embedder.cache.misses) == (hits, misses)  # a look, not a lookup
+        now[0] = 11.0
+        assert not embedder.is_cached("where is the cat?")  # expired
+    finally:
+        await embedder.aclose()

@@ -114,10 +114,10 @@ class _Group:
         async with _PlainErrors(), anyio.create_task_group() as tg:
             # The vector side first: the query embedding heads the longest chain of the graph.
             tg.start_soon(self._vector_side, tg)
-            if b.embedder is not None and not ctx.blank:
+            if b.embedder is not None and not ctx.blank and not b.embedder.is_cached(ctx.query):
                 # Its worker thread needs the interpreter to start, and the arms launched below would
                 # keep it busy for a millisecond or more; a short sleep blocks the loop in its selector,
-                # which frees the interpreter for that thread first.
+                # which frees the interpreter for that thread first. A cached query needs no thread.
                 await anyio.sleep(_EMBED_HEAD_START_SECS)
             terms = ctx.req.lexical_terms
             keyword = functools.partial(b.records.memory_keyword, ctx.scope, ctx.query, ctx.fetch)

@@ -168,6 +168,10 @@ class Embedder(Protocol):
         """Embed one query, served from an in-process LRU cache when seen recently."""
         ...
 
+    def is_cached(self, text: str) -> bool:
+        """Whether :meth:`embed_query` would answer ``text`` from its cache, without the model."""
+        ...
+
     async def aclose(self) -> None:
         """Release the backend (sessions, sessions' pools, thread limiters)."""
         ...

@@ -62,6 +62,11 @@ class QueryCache:
         self.hits += 1
         return vector.copy()
 
+    def holds(self, text: str) -> bool:
+        """Whether :meth:`get` would find ``text`` now (counts neither a hit nor a miss)."""
+        entry = self._entries.get(text)
+        return entry is not None and self._clock() < entry[0]
+
     def put(self, text: str, vector: Vector) -> None:
         if self._size == 0:
             return
@@ -105,6 +110,9 @@ class BaseEmbedder(abc.ABC):
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
+
+    def is_cached(self, text: str) -> bool:
+        return self.cache.holds(text)
 
     async def embed_query(self, text: str) -> Vector:
         cached = self.cache.get(text)
