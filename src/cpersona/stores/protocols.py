@@ -94,11 +94,9 @@ class VectorStore(Protocol):
         ...
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        """Insert or replace points. Durable when it returns.
-
-        Every point is checked first (UUID id, vector of the collection's dimension, finite, not all
-        zeros); a bad one raises ``ValueError`` and nothing of the batch is written.
-        """
+        """Insert or replace points, durable when it returns. Every point is checked first (UUID id,
+        vector of the collection's dimension, finite, not all zeros); a bad one raises ``ValueError``
+        and nothing of the batch is written."""
         ...
 
     async def delete(self, ids: Sequence[str]) -> None:
@@ -127,10 +125,7 @@ class VectorStore(Protocol):
         ...
 
     async def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of those of these ids that have a point, by canonical UUID.
-
-        A cosine collection stores its vectors at unit length, so that is how they come back.
-        """
+        """The stored (unit-length) vectors of those of these ids that have a point, by canonical UUID."""
         ...
 
     async def count(self, flt: VectorFilter) -> int:
