@@ -14,7 +14,6 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.lowlevel
 import numpy as np
 import pytest
 
@@ -151,29 +150,37 @@ def _children() -> set[int]:
 
 
 async def test_a_reader_that_gives_up_hands_the_pipe_to_a_caller_still_waiting(tmp_path: Path) -> None:
-    """The caller reading the pipe leaves before its reply (its deadline) while another caller waits
-    behind it for a reply that comes later: that caller must take over the reading, or it waits forever."""
+    """The caller reading the pipe is cancelled before its reply while another caller waits behind it for
+    a reply that comes later: that caller must take over the reading, or it waits forever. The first
+    caller is cancelled by the test once the second is waiting, not by a deadline, so the order does
+    not depend on how fast the machine is."""
     dim = 64
     points = _points(6000, dim)
     async with await EdgeVectorStore.open(tmp_path, "c", dim, indexing_threshold_kb=1) as store:
         await store.upsert(points)
         link = store._link
-        gave_up = anyio.Event()
+        first_scope = anyio.CancelScope()
+        second_done = anyio.Event()
 
-        async def impatient() -> None:
-            with anyio.move_on_after(0.05):
-                await store.optimize()  # builds the HNSW graph in the child: far longer than 50 ms
-            gave_up.set()
+        async def first() -> None:
+            with first_scope:
+                await store.optimize()  # builds the HNSW graph in the child
+
+        async def second() -> None:
+            with anyio.fail_after(60):
+                # Sent behind the first optimize, so its reply comes after the first has left.
+                assert await store.optimize() in (True, False)
+            second_done.set()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(impatient)
-            for _ in range(100_000):  # until the impatient optimize is the one reading the pipe
-                if link._reading:  # type: ignore[attr-defined]
-                    break
-                await anyio.lowlevel.checkpoint()
+            tg.start_soon(first)
+            await anyio.wait_all_tasks_blocked()  # the first is reading the pipe
             assert link._reading  # type: ignore[attr-defined]
-            with anyio.fail_after(60):
-                # Sent behind the first optimize, so its reply comes after the reader has given up.
-                assert await store.optimize() in (True, False)
-            assert gave_up.is_set()
+            tg.start_soon(second)
+            await anyio.wait_all_tasks_blocked()  # the second has sent and waits behind the reader
+            assert len(link._waiting) == 2  # type: ignore[attr-defined]
+            first_scope.cancel()
+        # The first left while its optimize still ran in the child, and the second got its reply.
+        assert first_scope.cancelled_caught
+        assert second_done.is_set()
         assert await store.count_all() == len(points)
