@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["process_cpu_ms", "vector_processes_cpu_ms"]
+__all__ = ["process_cpu_ms", "vector_process_ids", "vector_processes_cpu_ms"]
 
 _TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
@@ -19,9 +19,14 @@ def process_cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * _TICK_MS
 
 
-def vector_processes_cpu_ms(engine: Any) -> float:
-    """CPU time so far of the child processes that hold an engine's vector shards (0 in thread mode or
-    with a Qdrant server): part of the engine's own work, outside ``time.process_time()``."""
+def vector_process_ids(engine: Any) -> list[int]:
+    """The child processes that hold an engine's vector shards (none in thread mode or with a Qdrant
+    server)."""
     stores = (engine._b.vectors, engine._b.blocks)
-    pids = [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
-    return sum(process_cpu_ms(pid) for pid in pids)
+    return [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
+
+
+def vector_processes_cpu_ms(engine: Any) -> float:
+    """CPU time so far of an engine's vector processes: part of the engine's own work, outside
+    ``time.process_time()``."""
+    return sum(process_cpu_ms(pid) for pid in vector_process_ids(engine))

@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 
 from benchmarks import recall_speed as rs
+from benchmarks.cpu import vector_process_ids
 from cpersona.stores.protocols import VectorFilter
 from cpersona.stores.redis.connection import command
 
@@ -77,12 +78,6 @@ class PartTimer:
         vectors._run = timed  # type: ignore[attr-defined]
 
 
-def _vector_pids(memory: cpersona.Engine) -> list[int]:
-    """The child processes that hold the engine's vector shards (none in thread mode)."""
-    stores = (memory.vectors, memory.blocks)
-    return [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
-
-
 def _rss_kb(pid: int | str) -> int:
     """VmRSS of a process from /proc (psutil is not in the environment); 0 where /proc is absent."""
     try:
@@ -136,7 +131,7 @@ async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
         "block_events_queued": int(await memory.redis.xlen(keys.block_stream)),
         "qdrant_bytes": on_disk,
         "engine_rss_kb": _rss_kb("self"),
-        "vector_rss_kb": sum(_rss_kb(pid) for pid in _vector_pids(memory)),
+        "vector_rss_kb": sum(_rss_kb(pid) for pid in vector_process_ids(memory)),
     }
 
 

@@ -115,8 +115,9 @@ def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector
         raise InvalidRequest(field, "is all zeros: it has no direction for cosine similarity")
     # The length in float64: in float32 the squares of components beyond ~1e19 overflow and those
     # below ~1e-23 vanish, which would give an infinite or zero length to a vector that has a direction.
-    length = float(np.linalg.norm(vector.astype(np.float64)))
-    unit = (vector.astype(np.float64) / length).astype(np.float32)
+    wide = vector.astype(np.float64)
+    length = float(np.linalg.norm(wide))
+    unit = (wide / length).astype(np.float32)
     if not (math.isfinite(length) and length > 0.0 and np.any(unit) and bool(np.isfinite(unit).all())):
         raise InvalidRequest(field, "has components too large or too small for its length to be computed")
     return unit

@@ -119,10 +119,8 @@ class ProcessLink:
             self._check_alive()
             try:
                 await self._process.stdin.send(frame)  # type: ignore[union-attr]
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await self._ended()
-                self._check_alive()
-                raise
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise VectorStoreUnavailable(await self._ended()) from exc
 
     async def _read_until(self, own: _Reply) -> None:
         """Read frames and hand each to its caller (or drop it: nobody waits) until ``own`` is in or the
@@ -167,14 +165,16 @@ class ProcessLink:
         del self._buffer[:end]
         return frame
 
-    async def _ended(self) -> None:
-        """The child's output ended: record why, so every caller fails with it."""
+    async def _ended(self) -> str:
+        """The child's pipe ended: record why, so every caller fails with it; the reason."""
         with anyio.move_on_after(_EXIT_WAIT_SECS):
             await self._process.wait()
         code = self._process.returncode
-        self._failure = f"{self._label}: the vector engine process (pid {self._process.pid}) exited" + (
+        failure = f"{self._label}: the vector engine process (pid {self._process.pid}) exited" + (
             "" if code is None else f" with code {code}"
         )
+        self._failure = failure
+        return failure
 
     def _check_alive(self) -> None:
         if self._failure is not None:
