@@ -53,19 +53,22 @@ class QueryCache:
         if entry is None:
             self.misses += 1
             return None
-        expires_at, vector = entry
-        if self._clock() >= expires_at:
+        if not self._fresh(entry):
             del self._entries[text]
             self.misses += 1
             return None
         self._entries.move_to_end(text)
         self.hits += 1
-        return vector.copy()
+        return entry[1].copy()
 
     def holds(self, text: str) -> bool:
         """Whether :meth:`get` would find ``text`` now (counts neither a hit nor a miss)."""
         entry = self._entries.get(text)
-        return entry is not None and self._clock() < entry[0]
+        return entry is not None and self._fresh(entry)
+
+    def _fresh(self, entry: tuple[float, Vector]) -> bool:
+        """Whether an entry (its expiry time, its vector) has not expired."""
+        return self._clock() < entry[0]
 
     def put(self, text: str, vector: Vector) -> None:
         if self._size == 0:
