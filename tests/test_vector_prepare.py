@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from cpersona.stores.protocols import VectorPoint
 from cpersona.stores.vectors.common import (
-    PreparedPoint,
     _checked_vector,
     point_id,
     point_payload,
@@ -21,16 +20,24 @@ from cpersona.stores.vectors.common import (
 DIM = 6
 
 
-def reference(points: list[VectorPoint], dim: int) -> list[PreparedPoint]:
-    """prepare_points as it was: every point checked alone, in order."""
-    prepared: dict[str, PreparedPoint] = {}
+def reference(points: list[VectorPoint], dim: int) -> list[tuple[str, list[float], dict[str, object]]]:
+    """prepare_points as it was: every point checked alone, in order, a repeated id moved to its last
+    place; as (id, vector, payload) rows."""
+    prepared: dict[str, tuple[str, list[float], dict[str, object]]] = {}
     for point in points:
         payload = point_payload(point)
         pid = str(payload["id"])
-        vector = _checked_vector(point.vector, dim, f"vector of point {pid}")
+        vector = _checked_vector(point.vector, dim, f"vector of point {pid}").tolist()
         prepared.pop(pid, None)
-        prepared[pid] = PreparedPoint(pid, vector, payload)
+        prepared[pid] = (pid, vector, payload)
     return list(prepared.values())
+
+
+def batched(points: list[VectorPoint], dim: int) -> list[tuple[str, list[float], dict[str, object]]]:
+    prepared = prepare_points(points, dim)
+    assert prepared.vectors.dtype == np.float32
+    assert prepared.vectors.shape == (len(prepared), dim)
+    return prepared.rows()
 
 
 _ids = st.sampled_from([str(uuid.UUID(int=n)) for n in range(4)]) | st.uuids().map(str)
@@ -59,7 +66,7 @@ def test_a_batch_is_prepared_as_point_by_point(vectors: list[list[float]], ids: 
         )
         for k, v in enumerate(vectors)
     ]
-    assert _outcome(prepare_points, points) == _outcome(reference, points)
+    assert _outcome(batched, points) == _outcome(reference, points)
 
 
 def _outcome(prepare: object, points: list[VectorPoint]) -> object:
@@ -73,3 +80,17 @@ def _outcome(prepare: object, points: list[VectorPoint]) -> object:
 @given(value=st.uuids().map(str) | st.uuids().map(lambda u: str(u).upper()) | st.uuids().map(lambda u: u.hex))
 def test_a_point_id_is_the_canonical_uuid_text(value: str) -> None:
     assert point_id(value) == str(uuid.UUID(value))
+
+
+@given(count=st.integers(0, 9), size=st.integers(1, 4))
+def test_chunks_cut_the_batch_in_order_without_losing_a_point(count: int, size: int) -> None:
+    points = [
+        VectorPoint(
+            str(uuid.UUID(int=k + 1)), np.full(DIM, k + 1.0, dtype=np.float32), "memory", "a", "", "", 1.0, k
+        )
+        for k in range(count)
+    ]
+    prepared = prepare_points(points, DIM)
+    chunks = prepared.chunks(size)
+    assert all(0 < len(chunk) <= size for chunk in chunks)
+    assert [row for chunk in chunks for row in chunk.rows()] == prepared.rows()

@@ -10,6 +10,7 @@ import threading
 import uuid
 from typing import IO, TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
 from cpersona.stores.vectors.edge_worker import read_frame, serve, write_frame
@@ -17,6 +18,8 @@ from cpersona.stores.vectors.edge_worker import read_frame, serve, write_frame
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    import numpy.typing as npt
 
 DIM = 4
 
@@ -72,9 +75,10 @@ def _open(path: Path) -> tuple[Any, ...]:
     return (0, "open", (str(path), DIM, None, None, {"agent_id": "tenant"}, "test shard"))
 
 
-def _point(k: int) -> tuple[str, list[float], dict[str, Any]]:
+def _point(k: int) -> tuple[list[str], npt.NDArray[np.float32], list[dict[str, Any]]]:
+    """The arguments of an ``upsert`` of one point (the columns the parent sends)."""
     payload = {"kind": "memory", "parent": f"p{k}", "seq": k, "timestamp": float(k), "agent_id": "a"}
-    return (str(uuid.UUID(int=k + 1)), [1.0, float(k), 0.5, -1.0], payload)
+    return [str(uuid.UUID(int=k + 1))], np.array([[1.0, float(k), 0.5, -1.0]], dtype=np.float32), [payload]
 
 
 def test_every_request_is_answered_once_and_close_after_all_others(child: _Child, tmp_path: Path) -> None:
@@ -83,7 +87,7 @@ def test_every_request_is_answered_once_and_close_after_all_others(child: _Child
     assert first is not None
     assert first[:2] == (0, True)
     scope = [("match", "agent_id", ("a",))]
-    writes = [(k, "upsert", ([_point(k)],)) for k in range(1, 31)]
+    writes = [(k, "upsert", _point(k)) for k in range(1, 31)]
     reads = [(100 + k, "search", ([1.0, 0.0, 0.0, 0.0], scope, 5)) for k in range(30)]
     # Sent in one go, interleaved, so the threads pick them up while others still run.
     child.send(*(r for pair in zip(writes, reads, strict=True) for r in pair))
@@ -103,7 +107,7 @@ def test_every_request_is_answered_once_and_close_after_all_others(child: _Child
 def test_the_shard_closes_when_the_input_ends_and_reopens_with_its_points(tmp_path: Path) -> None:
     path = tmp_path / "shard"
     first = _Child()
-    first.send(_open(path), *((k, "upsert", ([_point(k)],)) for k in range(1, 6)))
+    first.send(_open(path), *((k, "upsert", _point(k)) for k in range(1, 6)))
     first.requests.close()  # no close request: the parent went away
     replies = first.all_replies()
     first.join()
@@ -122,7 +126,7 @@ def test_the_shard_closes_when_the_input_ends_and_reopens_with_its_points(tmp_pa
 def test_an_unreadable_frame_ends_the_loop_with_its_error_and_closes_the_shard(tmp_path: Path) -> None:
     path = tmp_path / "shard"
     broken = _Child()
-    broken.send(_open(path), (1, "upsert", ([_point(1)],)))
+    broken.send(_open(path), (1, "upsert", _point(1)))
     assert read_frame(broken.replies) is not None  # open
     garbage = b"\x05\x00\x00\x00not a pickle"[:9]
     broken.requests.write(garbage)

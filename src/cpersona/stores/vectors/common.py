@@ -21,6 +21,8 @@ from cpersona.stores.protocols import PointKind, VectorFilter, VectorHit, Vector
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+    import numpy.typing as npt
+
     from cpersona.stores.protocols import Vector
 
 __all__ = [
@@ -29,7 +31,7 @@ __all__ = [
     "PAYLOAD_INDEXES",
     "IndexKind",
     "MatchClause",
-    "PreparedPoint",
+    "PreparedPoints",
     "TIE_EPSILON",
     "RangeClause",
     "chunked",
@@ -116,7 +118,7 @@ def point_id(value: str) -> str:
         raise ValueError(f"vector point id must be a UUID string, got {value!r}") from None
 
 
-def _checked_vector(vector: object, dim: int, what: str) -> list[float]:
+def _checked_vector(vector: object, dim: int, what: str) -> npt.NDArray[np.float32]:
     array = np.asarray(vector, dtype=np.float32)
     if array.shape != (dim,):
         raise ValueError(f"{what} must have shape ({dim},), got {array.shape}")
@@ -126,12 +128,12 @@ def _checked_vector(vector: object, dim: int, what: str) -> list[float]:
     # (Qdrant keeps it and scores 0, the local mode divides by zero), so neither gets one.
     if float(np.dot(array, array)) == 0.0:
         raise ValueError(f"{what} is all zeros, which has no direction for cosine similarity")
-    return cast("list[float]", array.tolist())
+    return array
 
 
 def query_vector(vector: Vector, dim: int) -> list[float]:
     """Check a query vector (length, finite, non-zero) and convert it for the client libraries."""
-    return _checked_vector(vector, dim, "query vector")
+    return cast("list[float]", _checked_vector(vector, dim, "query vector").tolist())
 
 
 def stored_vector(raw: object, dim: int) -> Vector:
@@ -169,42 +171,68 @@ def point_payload(point: VectorPoint) -> dict[str, object]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PreparedPoint:
-    """A checked point, ready for either client library."""
+class PreparedPoints:
+    """Checked points, ready for either client library: ids, vectors and payloads in step.
 
-    id: str
-    vector: list[float]
-    payload: dict[str, object]
+    The vectors stay one float32 array (row ``k`` is point ``k``'s): a batch crosses to the shard's
+    process as one buffer, and becomes Python floats only where a client library needs them.
+    """
+
+    ids: tuple[str, ...]
+    vectors: npt.NDArray[np.float32]
+    payloads: tuple[dict[str, object], ...]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def chunks(self, size: int) -> list[PreparedPoints]:
+        """The batch cut into runs of at most ``size`` points (views of the vectors, not copies)."""
+        return [
+            PreparedPoints(self.ids[k : k + size], self.vectors[k : k + size], self.payloads[k : k + size])
+            for k in range(0, len(self.ids), size)
+        ]
+
+    def rows(self) -> list[tuple[str, list[float], dict[str, object]]]:
+        """(id, vector as floats, payload) per point."""
+        return list(zip(self.ids, self.vectors.tolist(), self.payloads, strict=True))
 
 
-def prepare_points(points: Sequence[VectorPoint], dim: int) -> list[PreparedPoint]:
+def prepare_points(points: Sequence[VectorPoint], dim: int) -> PreparedPoints:
     """Check every point before anything is written, so a bad one cannot leave a batch half-applied.
 
     When an id occurs twice the later point wins, as if the points had been upserted one by one.
     """
-    prepared: dict[str, PreparedPoint] = {}
-    for point, vector in zip(points, _checked_vectors(points, dim), strict=True):
-        payload = point_payload(point)
-        pid = cast("str", payload["id"])
-        if vector is None:  # not checked as part of the batch: checked alone, to name the point
-            vector = _checked_vector(point.vector, dim, f"vector of point {pid}")
-        prepared.pop(pid, None)
-        prepared[pid] = PreparedPoint(pid, vector, payload)
-    return list(prepared.values())
+    array = _checked_vectors(points, dim)
+    alone = array is None  # some vector failed a check: each is checked alone, in order, to name it
+    if array is None:
+        array = np.empty((len(points), dim), dtype=np.float32)
+    payloads = []
+    for k, point in enumerate(points):
+        payloads.append(payload := point_payload(point))
+        if alone:
+            array[k] = _checked_vector(point.vector, dim, f"vector of point {payload['id']}")
+    # Later points win: each id keeps its last row, placed where that id came last.
+    last = {cast("str", payload["id"]): k for k, payload in enumerate(payloads)}
+    keep = sorted(last.values())
+    if len(keep) == len(points):
+        return PreparedPoints(tuple(last), array, tuple(payloads))
+    return PreparedPoints(
+        tuple(cast("str", payloads[k]["id"]) for k in keep), array[keep], tuple(payloads[k] for k in keep)
+    )
 
 
-def _checked_vectors(points: Sequence[VectorPoint], dim: int) -> list[list[float] | None]:
-    """The points' vectors checked as one array (one pass instead of one per point); all ``None`` when
-    any of them fails a check, so that each is checked alone and the error names the point."""
+def _checked_vectors(points: Sequence[VectorPoint], dim: int) -> npt.NDArray[np.float32] | None:
+    """The points' vectors checked as one array (one pass instead of one per point); ``None`` when any
+    of them fails a check, so that each is checked alone and the error names the point."""
     try:
         array = np.asarray([p.vector for p in points], dtype=np.float32)
     except (ValueError, TypeError):  # ragged, or not numbers: each is checked alone
-        return [None] * len(points)
+        return None
     if array.shape != (len(points), dim) or not bool(np.isfinite(array).all()):
-        return [None] * len(points)
+        return None
     if bool((np.einsum("ij,ij->i", array, array) == 0.0).any()):
-        return [None] * len(points)
-    return cast("list[list[float] | None]", array.tolist())
+        return None
+    return array
 
 
 def chunked(items: Sequence[_T], size: int) -> list[Sequence[_T]]:

@@ -243,8 +243,8 @@ class EdgeVectorStore:
         prepared = prepare_points(points, self._dim)
         if not prepared:
             return
-        for chunk in chunked(prepared, _WRITE_CHUNK):
-            await self._update("upsert", "upsert", [(p.id, p.vector, p.payload) for p in chunk])
+        for chunk in prepared.chunks(_WRITE_CHUNK):
+            await self._update("upsert", "upsert", chunk.ids, chunk.vectors, chunk.payloads)
         await self._flushed()
 
     async def delete(self, ids: Sequence[str]) -> None:

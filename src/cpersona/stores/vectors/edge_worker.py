@@ -35,6 +35,9 @@ import qdrant_edge as qe
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = [
     "Clause",
     "HitRow",
@@ -127,8 +130,13 @@ class ShardOps:
         )
         return [_hit_row(point) for point in self._shard.query(request)]
 
-    def upsert(self, points: Sequence[tuple[str, list[float], dict[str, Any]]]) -> None:
-        batch = [qe.Point(pid, vector, payload) for pid, vector, payload in points]
+    def upsert(
+        self, ids: Sequence[str], vectors: npt.NDArray[np.float32], payloads: Sequence[dict[str, Any]]
+    ) -> None:
+        """Insert or replace points: ``vectors`` row ``k`` is point ``ids[k]``'s."""
+        # The binding takes a list of floats faster than an array's row (33 against 48 µs for 384 floats).
+        rows = vectors.tolist()
+        batch = [qe.Point(pid, row, payload) for pid, row, payload in zip(ids, rows, payloads, strict=True)]
         self._shard.update(qe.UpdateOperation.upsert_points(batch))
 
     def delete(self, ids: Sequence[str]) -> None:

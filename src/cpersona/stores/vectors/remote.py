@@ -252,8 +252,11 @@ class RemoteVectorStore:
         stay written (upserting the same points again is harmless).
         """
         prepared = prepare_points(points, self._dim)
-        for chunk in chunked(prepared, _WRITE_CHUNK):
-            structs = [models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in chunk]
+        for chunk in prepared.chunks(_WRITE_CHUNK):
+            structs = [
+                models.PointStruct(id=pid, vector=vector, payload=payload)
+                for pid, vector, payload in chunk.rows()
+            ]
             await self._run(
                 "upsert", functools.partial(self._client.upsert, self._name, points=structs, wait=True)
             )
