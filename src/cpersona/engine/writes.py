@@ -33,7 +33,7 @@ from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, Profil
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import UpdateRequest, updated_record
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
-from cpersona.stores.vector_values import caller_vector
+from cpersona.stores.vector_values import caller_vectors
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -95,9 +95,7 @@ def _caller_vectors(b: Backends, drafts: Sequence[MemoryDraft]) -> list[Vector |
     """Each draft's own vector (checked, at unit length, as the embedder's are), or ``None``; checked
     before anything is written. Without a vector index the field is refused, not dropped."""
     dim = None if b.vectors is None or b.embedder is None else b.embedder.dim
-    return [
-        None if d.embedding is None else caller_vector(d.embedding, dim, d.embedding_field) for d in drafts
-    ]
+    return caller_vectors([d.embedding for d in drafts], dim, [d.embedding_field for d in drafts])
 
 
 async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecord]:
