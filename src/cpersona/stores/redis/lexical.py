@@ -120,6 +120,9 @@ _NON_ASCII_BOUNDARY = frozenset("PSZ")
 # character (non-ASCII boundaries are checked by category).
 _INDEX_ODD = re.compile(r"[\\\x00-\x1f\x7f-\x9f]")
 _WORDISH = re.compile(r"\w")
+# In ASCII text, what can glue a stretch to its neighbour or make it odd: a backslash, or a control
+# character other than tab (newlines among them). Text without any holds no stretch for ``grams``.
+_ASCII_GLUE = re.compile(r"[\\\x00-\x08\x0a-\x1f\x7f]")
 
 # A value no scope tag can take (tags are lowercase hex or ``x``, see ``stores.redis.scope.tag``).
 _NO_TAG = "z"
@@ -168,6 +171,13 @@ def doc_grams(text: str) -> list[str]:
     control character or non-ASCII punctuation), one element with its pieces, so that its words can be
     found in this field.
     """
+    if text.isascii() and not _ASCII_GLUE.search(text):
+        return []  # no CJK, and every stretch sits between spaces or tabs the tokenizer cuts at
+    return _grams(text)
+
+
+def _grams(text: str) -> list[str]:
+    """:func:`doc_grams` of any text, by the rules its docstring gives."""
     out = [" ".join([run[i : i + 3] for i in range(len(run))]) for run in _CJK_RUN.findall(text)]
     for m in _STRETCH.finditer(text):
         start, end = m.span()
@@ -225,12 +235,23 @@ def word_stem(piece: str) -> str:
 def doc_stems(text: str) -> str:
     """The ``stems`` field of a document whose searchable text is ``text``: the stem of every non-CJK
     piece that a query could search as a lone word (see :func:`_clause`), in text order."""
+    if text.isascii():  # one run, no CJK: its pieces are what the boundaries leave (empty ones too)
+        return " ".join([stem for p in _ASCII_BOUNDARY.split(text) if (stem := _piece_stem(p)) is not None])
     out: list[str] = []
     for run in _RUNS.findall(text):
         if _CJK_RUN.fullmatch(run):
             continue
-        out.extend(word_stem(p) for p in _pieces(run) if any(ch.isalnum() for ch in p))
+        out.extend(stem for p in _split(run) if (stem := _piece_stem(p)) is not None)
     return " ".join(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _piece_stem(piece: str) -> str | None:
+    """The stem :func:`doc_stems` gives a piece, or ``None`` for a stopword or a piece without a letter
+    or digit; cached as a whole, as a text repeats its pieces far more often than it brings new ones."""
+    if piece.lower() in _STOPWORDS or not any(ch.isalnum() for ch in piece):
+        return None
+    return word_stem(piece)
 
 
 def _split(text: str) -> list[str]:
