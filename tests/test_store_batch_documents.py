@@ -9,6 +9,7 @@ of any record equals the one the earlier ``asdict`` conversion gave, and a batch
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from cpersona.keys import Keys
 from cpersona.model.cue_query import stored_emotion_axes
+from cpersona.model.json_values import plain
 from cpersona.model.records import (
     Association,
     EmotionVector,
@@ -32,8 +34,16 @@ from cpersona.model.records import (
 )
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 from cpersona.stores.redis.connection import command, json_ops
-from cpersona.stores.redis.documents import MemoryDoc, memory_to_doc, scope_doc, tag, validated
+from cpersona.stores.redis.documents import (
+    MemoryDoc,
+    memory_to_doc,
+    scope_doc,
+    tag,
+    validated,
+    validated_json,
+)
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.memory_json import memory_json
 from cpersona.stores.redis.scope import source_prefix_tags
 from cpersona.stores.redis.store import RedisRecordStore
 
@@ -114,7 +124,7 @@ _records = st.builds(
     scope=st.builds(Scope, _text.filter(bool), _text, _text),
     source=st.builds(Source, st.sampled_from(["Agent", "User"]), _text, _text),
     content=_text.filter(bool),
-    timestamp=_time,
+    timestamp=_time | st.integers(0, 2**31),  # an int where a float belongs: the model writes 5.0
     seq=st.integers(0, 2**40),
     msg_id=_text,
     metadata=st.dictionaries(
@@ -147,6 +157,34 @@ def test_a_memory_document_is_what_the_asdict_conversion_gave(rec: MemoryRecord)
     assert json.dumps(validated(MemoryDoc, memory_to_doc(rec))) == json.dumps(
         validated(MemoryDoc, reference_doc(rec))
     )
+
+
+_odd_values = st.sampled_from(
+    [float("nan"), float("inf"), 2**70, datetime.datetime(2024, 5, 1, tzinfo=datetime.UTC), ("a", 1), True]
+)
+
+
+def _parsed(text: bytes | str) -> str:
+    """A JSON text parsed and written again: equal for equal documents, ``3`` and ``3.0`` told apart."""
+    return json.dumps(json.loads(text))
+
+
+@given(rec=_records, odd=st.none() | _odd_values, where=st.sampled_from(["metadata", "evidence"]))
+@hsettings(max_examples=200, deadline=None)
+def test_a_memory_json_text_is_the_models_own(rec: MemoryRecord, odd: object, where: str) -> None:
+    """orjson writes the document where the model's encoder would write the same; anything else (an odd
+    value in the free parts) is left to the model, which writes exactly what it always wrote."""
+    if odd is not None and where == "metadata":
+        rec = dataclasses.replace(rec, metadata={**rec.metadata, "odd": odd})
+    elif odd is not None:
+        rec = dataclasses.replace(rec, meta=dataclasses.replace(rec.meta, evidence=({"odd": odd},)))
+    ours = memory_json(MemoryDoc, rec)
+    model = validated_json(MemoryDoc, memory_to_doc(rec))
+    if isinstance(ours, bytes):  # orjson's: the same document
+        assert plain(odd)
+        assert _parsed(ours) == _parsed(model)
+    else:
+        assert ours == model
 
 
 @given(recs=st.lists(_records, min_size=1, max_size=6))

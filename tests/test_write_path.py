@@ -201,6 +201,26 @@ async def test_limits_are_refused_not_truncated(
         assert (await memory.stats("a"))["memories"] == 0
 
 
+@pytest.mark.parametrize(
+    ("where", "body"),
+    [
+        ("metadata", {"metadata": {"score": float("nan")}}),
+        ("metadata", {"metadata": {"deep": [1.0, {"x": float("-inf")}]}}),
+        ("metadata", {"context": {"t": float("inf")}}),
+        ("meta", {"meta": {"evidence": [{"weight": float("nan")}]}}),
+    ],
+)
+async def test_nan_or_infinity_in_free_json_is_refused_naming_the_field(
+    keyword_engine: cpersona.Engine, where: str, body: dict[str, object]
+) -> None:
+    """JSON cannot carry them: stored they would be changed (to null) or fail the write in Redis."""
+    with pytest.raises(InvalidRequest) as err:
+        await keyword_engine.store_batch([{"content": "not finite", "agent_id": "nan", **body}])
+    assert err.value.field.startswith(f"records[0].{where}")
+    assert "NaN or an infinity" in str(err.value)
+    assert (await keyword_engine.stats("nan"))["memories"] == 0
+
+
 async def test_future_timestamp_warns(keyword_engine: cpersona.Engine) -> None:
     result = await keyword_engine.store("from the future", agent_id="a", timestamp=time.time() + 3600)
     assert result.warnings == ("timestamp_ahead_of_clock",)

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from cpersona.errors import ContentTooLarge, InvalidRequest, ModalityUnsupported
+from cpersona.model.json_values import non_finite
 from cpersona.model.text_rules import (
     CLEAN_TEXT_PATTERN,
     NO_CONTROL_PATTERN,
@@ -283,11 +284,15 @@ offers ``X`` only, so it does not promise a null that is then refused."""
 
 
 def json_size(value: object, field: str, *, most: int) -> None:
-    """Refuse a JSON value whose serialised form is longer than ``most`` characters (413)."""
+    """Refuse a value that is not JSON (400: not serialisable, or holding NaN or an infinity), or whose
+    serialised form is longer than ``most`` characters (413)."""
     try:
-        size = len(orjson.dumps(value).decode())
+        text = orjson.dumps(value)
     except TypeError as exc:
         raise InvalidRequest(field, f"must be JSON-serialisable ({exc})") from None
+    if b"null" in text and non_finite(value):  # orjson writes NaN and the infinities as null
+        raise InvalidRequest(field, "holds NaN or an infinity, which JSON cannot carry")
+    size = len(text.decode())
     if size > most:
         raise ContentTooLarge(field, f"serialises to {size} characters; the limit is {most}")
 

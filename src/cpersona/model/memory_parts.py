@@ -39,6 +39,7 @@ from cpersona.model.fields import (
     refusal,
     settings_of,
 )
+from cpersona.model.json_values import non_finite
 from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import (
     Association,
@@ -352,9 +353,12 @@ def check_meta_size(value: Any, info: ValidationInfo) -> Any:
         return value
     most = settings_of(info).max_metadata_length
     try:
-        size = len(orjson.dumps(value).decode())
+        text = orjson.dumps(value)
     except TypeError:
         return value  # not JSON; the model names the part that is not
+    if b"null" in text and non_finite(value):  # orjson writes NaN and the infinities as null
+        raise refusal("not_finite", "holds NaN or an infinity, which JSON cannot carry")
+    size = len(text.decode())
     if size > most:
         raise refusal(
             "too_large", "serialises to {size} characters; the limit is {most}", {"size": size, "most": most}

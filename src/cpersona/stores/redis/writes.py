@@ -5,7 +5,7 @@ acknowledged only once it is on disk (:mod:`.durable`); and the steps that must 
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
 are written with ``JSON.SET`` in the transaction with their claims and stream event; a batch of memories
-as one ``JSON.MSET`` of pydantic's JSON text (:func:`~.documents.validated_json`), with one ``ZREM`` of
+as one ``JSON.MSET`` of their JSON text (:func:`~.memory_json.memory_json`), with one ``ZREM`` of
 its in-flight entries and one script for its stream events, since a command per record cost more to
 pack and parse than the server spent on it. A profile, one
 document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
@@ -31,9 +31,9 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     memory_to_doc,
     validated,
-    validated_json,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
+from cpersona.stores.redis.memory_json import memory_json
 from cpersona.stores.redis.raw_docs import raw_document
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.write_scripts import (
@@ -87,7 +87,7 @@ class Writer:
         if writes:
             # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
             # packing and parsing, and the transaction applies them all or none either way.
-            texts = [validated_json(self.docs.memory, memory_to_doc(w.record)) for w in writes]
+            texts = [memory_json(self.docs.memory, w.record) for w in writes]
             # Through redis-py's JSON helper, as the JSON.SET it replaces was: making the helper registers
             # its reply parsers on the client, which plain JSON.GET callers (tests) have come to rely on.
             json_ops(pipe).execute_command(
@@ -264,7 +264,7 @@ class Writer:
         )
 
 
-def _at_root(key: str, text: str) -> tuple[str, str, str]:
+def _at_root(key: str, text: bytes | str) -> tuple[str, str, bytes | str]:
     return key, "$", text
 
 
