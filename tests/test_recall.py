@@ -155,15 +155,12 @@ def slowed(names: tuple[str, ...], spans: Spans) -> Callable[[ArmName, ArmCall],
     return wrap
 
 
-def assert_concurrent(result: RecallResult, spans: Spans) -> None:
+def assert_concurrent(spans: Spans) -> None:
     (a_start, a_end), (b_start, b_end) = spans.values()
-    # each arm started before the other one ended: their runs overlapped
+    # Each arm started before the other one ended: their runs overlapped. Run one after the other, one
+    # would end before the other starts, however fast or slow the machine (no time is compared to a bound).
     assert a_start < b_end
     assert b_start < a_end
-    # One after the other, retrieval would take at least the sum of the two arms; run together it
-    # takes about the longer one. Both are measured in this run.
-    retrieve = result.timing_ms["retrieve"] / 1000
-    assert retrieve < 0.75 * sum(end - start for start, end in spans.values())
 
 
 async def test_lexical_arms_run_concurrently(make_engine: EngineFactory) -> None:
@@ -174,7 +171,7 @@ async def test_lexical_arms_run_concurrently(make_engine: EngineFactory) -> None
         await _memory_and_episode(memory)
         result = checked(await memory.recall("alpha deploy", agent_id="a"))
     assert set(spans) == {"memory_keyword", "episode_fts"}
-    assert_concurrent(result, spans)
+    assert_concurrent(spans)
     # the real arms ran behind the wrapper
     assert sorted(r.kind for r in result.rows) == ["episode", "memory"]
     assert result.degraded == ()
@@ -191,7 +188,7 @@ async def test_vector_and_keyword_arms_run_concurrently(make_engine: EngineFacto
         spans.clear()  # the spans of the recall measured below, not of the warm-up
         result = checked(await memory.recall("staging database failover", agent_id=agent, deep=True))
     assert set(spans) == {"memory_keyword", "vector_near"}
-    assert_concurrent(result, spans)
+    assert_concurrent(spans)
     arms = retrieved_of(result).arms
     assert [r.ref for r in arms["memory_keyword"].rows] == [r.ref for r in arms["vector_near"].rows]
     assert contents(result) == [text]

@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 __all__ = ["BatchRequest", "StoreRequest", "caller_metadata", "content_text"]
 
 
+_AGENT_SOURCE = SourceBody()
+"""The source of a memory that names none (the agent); one frozen instance, not a model built per record."""
+
+
 class StoreRequest(RequestModel):
     """One memory. Unknown fields are refused (400 naming the field)."""
 
@@ -91,7 +95,7 @@ class StoreRequest(RequestModel):
         msg_id = self.msg_id if self.msg_id is not None else self.id
         return MemoryDraft(
             scope=scope,
-            source=(self.source or SourceBody()).source(scope.agent_id),
+            source=(self.source or _AGENT_SOURCE).source(scope.agent_id),
             content=content,
             timestamp=timestamp,
             msg_id=msg_id or "",
