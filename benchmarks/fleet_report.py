@@ -89,6 +89,13 @@ def _header(result: Mapping[str, Any]) -> list[str]:
         f"({result['distinct_texts']:,} distinct texts in all); vectors {vectors}",
         "- both engines opened without background tasks (no block worker, no trace publisher); "
         f"recall `limit={rs.LIMIT}`, default policy, query-embedding cache off",
+        "- heap: "
+        + (
+            "frozen once the fleet was loaded (`gc.freeze`, as `cpersona serve` freezes its heap once the "
+            "engine is open: src/cpersona/edges/heap.py)"
+            if result.get("heap_frozen")
+            else "not frozen (`--no-freeze`)"
+        ),
         "",
     ]
 

@@ -53,6 +53,7 @@ from benchmarks import fleet_report as report
 from benchmarks import fleet_tenancy as tenancy
 from benchmarks import recall_speed as rs
 from benchmarks.quality.embed_cache import EmbeddingCache
+from cpersona.edges.heap import freeze_startup_heap
 from cpersona.model.memory_request import StoreRequest
 
 if TYPE_CHECKING:
@@ -291,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--tenant-agents", type=int, help="agents in the shard comparison (default 100; 0: none)"
     )
     parser.add_argument("--no-optimize", action="store_true", help="skip Engine.optimize and the round after")
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="leave the heap unfrozen (by default, but for --quick, it is frozen once the fleet is loaded, "
+        "as a server freezes its heap once its engine is open: cpersona.edges.heap)",
+    )
     parser.add_argument("--quick", action="store_true", help="a tiny fleet, few recalls, no cache (CI)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached fleet")
     parser.add_argument("--data", type=Path, default=rs.LOCOMO, help="locomo10.json")
@@ -323,6 +330,8 @@ def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
 
 async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
     fleet = await load_fleet(texts, args.agents, args.memories)
+    if not (args.no_freeze or args.quick):  # a quick run may share its process (the tests): never frozen
+        freeze_startup_heap()
     # The quick run keeps two cells: each cell opens an engine of its own, the bulk of a tiny run's time.
     cells = [(b, w) for b, w in (GRID[::3] if args.quick else GRID) if b <= cpersona.Settings().batch_max]
     grid = await throughput_grid(fleet, cells, args.grid_records)
@@ -362,6 +371,7 @@ async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
         "fleet": built,
         "lone": lone,
         "measure": measured,
+        "heap_frozen": not (args.no_freeze or args.quick),
     }
 
 

@@ -68,7 +68,7 @@ class AppFactory:
     settings: Settings
 
     def __call__(self) -> Starlette:
-        return create_app(self.settings)
+        return create_app(self.settings, owns_process=True)
 
 
 class _Supervisor(Multiprocess):

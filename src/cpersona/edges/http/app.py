@@ -21,6 +21,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from uvicorn.config import STARTUP_FAILURE
 
+from cpersona.edges.heap import freeze_startup_heap
 from cpersona.edges.http.auth import KeyGuard
 from cpersona.edges.http.errors import (
     ORJSONResponse,
@@ -64,7 +65,11 @@ MAX_BODY_BYTES = Settings.model_fields["max_body_bytes"].default
 
 
 def create_app(
-    settings: Settings, *, max_body_bytes: int | None = None, background: bool = True
+    settings: Settings,
+    *,
+    max_body_bytes: int | None = None,
+    background: bool = True,
+    owns_process: bool = False,
 ) -> Starlette:
     """The HTTP API over an engine opened with ``settings`` when the app starts (its lifespan).
 
@@ -74,6 +79,8 @@ def create_app(
     the same engine. ``background`` runs the engine's background
     tasks (block worker, trace publisher) in a task group around the app's life, as ``cpersona.open``
     does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.
+    ``owns_process`` (the server the command line runs) freezes the heap once the engine is open
+    (:mod:`cpersona.edges.heap`).
     """
 
     @contextlib.asynccontextmanager
@@ -86,6 +93,8 @@ def create_app(
         # shutdown before the engine closes; so does the MCP endpoint's task group.
         async with Engine(settings) as engine, mcp.running(), anyio.create_task_group() as tg:
             await tg.start(engine.run_background)
+            if owns_process:
+                freeze_startup_heap()
             try:
                 yield {"engine": engine}
             finally:
@@ -170,7 +179,7 @@ async def serve(settings: Settings, *, on_started: Callable[[str], Awaitable[Non
     ``on_started`` is awaited with the server's URL once it listens (requests are already answered).
     """
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, owns_process=True),
         host=settings.host,
         port=settings.port,
         lifespan="on",

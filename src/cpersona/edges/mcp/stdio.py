@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from cpersona.edges.cli.service import ServerRefused, server_url
+from cpersona.edges.heap import freeze_startup_heap
 from cpersona.edges.mcp import MCP_PATH
 from cpersona.engine.facade import Engine
 
@@ -62,6 +63,7 @@ async def serve_stdio(settings: Settings) -> None:
     async def with_engine(server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         async with Engine(settings) as engine, anyio.create_task_group() as tg:
             await tg.start(engine.run_background)
+            freeze_startup_heap()  # this process is the MCP server's own (see cpersona.edges.heap)
             try:
                 yield {"engine": engine}
             finally:
