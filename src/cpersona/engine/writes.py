@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from cpersona.engine.claims import Fresh
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.drafts import MemoryDraft, RawDraft
+    from cpersona.settings import Settings
     from cpersona.stores.protocols import Vector
 
 __all__ = [
@@ -62,9 +63,16 @@ async def store(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
 
 
 async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
-    batch = validate(BatchRequest, {"records": records}, life.settings)
-    drafts = [r.draft(life.settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
-    return BatchResult(tuple(await _store_memories(life, drafts)))
+    return BatchResult(tuple(await _store_memories(life, _batch_drafts(life.settings, records))))
+
+
+def _batch_drafts(
+    settings: Settings, records: Sequence[Mapping[str, Any] | StoreRequest]
+) -> list[MemoryDraft]:
+    # The validated request is dropped on return, before the write's first wait: its models (and their
+    # lists of floats) are not kept alive, and walked by the collector, while the batch is written.
+    batch = validate(BatchRequest, {"records": records}, settings)
+    return [r.draft(settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
 
 
 async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:

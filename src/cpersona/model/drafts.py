@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    import numpy as np
+    import numpy.typing as npt
+
     from cpersona.model.associations import Declaration
     from cpersona.model.records import (
         Association,
@@ -36,7 +39,7 @@ that keeps the text keeps the vector, and one that changes the text embeds the n
 model's own name."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)  # a write under way: equal only to itself
 class MemoryDraft:
     scope: Scope
     source: Source
@@ -52,9 +55,10 @@ class MemoryDraft:
     warnings: tuple[str, ...]
     # The associative layer's declaration made with the store (its entities become the record's mentions).
     declared: Declaration | None = None
-    # The caller's vector, its dimension not yet checked (the engine knows the index's), and the request
-    # field that named it, for the 400 (``records[3].embedding`` in a batch).
-    embedding: tuple[float, ...] | None = None
+    # The caller's vector as float32 (what the index keeps), read-only, its dimension not yet checked
+    # (the engine knows the index's), and the request field that named it, for the 400
+    # (``records[3].embedding`` in a batch).
+    embedding: npt.NDArray[np.float32] | None = None
     embedding_field: str = "embedding"
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 
 from cpersona.errors import InvalidRequest
@@ -41,6 +42,8 @@ from cpersona.model.memory_parts import (
 from cpersona.model.records import Scope, StoreKind
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from cpersona.settings import Settings
 
 __all__ = ["BatchRequest", "StoreRequest", "caller_metadata", "content_text"]
@@ -109,7 +112,7 @@ class StoreRequest(RequestModel):
             declared=store_declaration(self.associations),
             locked=self.lock,
             warnings=tuple(warnings),
-            embedding=None if self.embedding is None else tuple(self.embedding),
+            embedding=None if self.embedding is None else _float32(self.embedding),
             embedding_field=f"{prefix}embedding",
         )
 
@@ -133,6 +136,16 @@ class BatchRequest(RequestModel):
         if value:
             raise refusal("not_inferred", "must be false: this engine infers no associations between items")
         return value
+
+
+def _float32(values: list[float]) -> npt.NDArray[np.float32]:
+    """A caller's vector as the index keeps its numbers, read-only. One array, not the request's list of
+    Python floats, is what the write holds on to: the collector walks every element of a list each time
+    it looks at it, and a batch holds a thousand of them."""
+    with np.errstate(over="ignore"):  # a number beyond float32 turns infinite: the engine refuses it
+        array = np.asarray(values, dtype=np.float32)
+    array.flags.writeable = False
+    return array
 
 
 def content_text(value: str | MemoryContent, field: str, settings: Settings) -> tuple[str, str | None]:

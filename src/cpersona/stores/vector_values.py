@@ -97,7 +97,7 @@ def scope_filter(scope: ReadScope, kinds: tuple[PointKind, ...] | None = None) -
     )
 
 
-def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector:
+def caller_vector(given: Sequence[float] | Vector, dim: int | None, field: str) -> Vector:
     """A vector a caller sent (a cue's or a store's ``embedding``), checked against the index, at unit
     length (as the engine's own embedder returns its vectors).
 
@@ -126,7 +126,7 @@ def caller_vector(given: Sequence[float], dim: int | None, field: str) -> Vector
 
 
 def caller_vectors(
-    given: Sequence[Sequence[float] | None], dim: int | None, fields: Sequence[str]
+    given: Sequence[Sequence[float] | Vector | None], dim: int | None, fields: Sequence[str]
 ) -> list[Vector | None]:
     """:func:`caller_vector` of each vector of a batch (``None`` stays ``None``; ``fields[k]`` names
     vector ``k``), checked and scaled as one array: the same vectors bit for bit, a fifth of the time.
@@ -146,7 +146,9 @@ def caller_vectors(
     return out
 
 
-def _units(vectors: Sequence[Sequence[float] | None], dim: int | None) -> npt.NDArray[np.float32] | None:
+def _units(
+    vectors: Sequence[Sequence[float] | Vector | None], dim: int | None
+) -> npt.NDArray[np.float32] | None:
     """The vectors at unit length, as rows; ``None`` unless every one passes every check of
     :func:`caller_vector`."""
     if dim is None or any(len(v) != dim for v in vectors if v is not None):
