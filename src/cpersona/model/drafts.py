@@ -55,10 +55,9 @@ class MemoryDraft:
     warnings: tuple[str, ...]
     # The associative layer's declaration made with the store (its entities become the record's mentions).
     declared: Declaration | None = None
-    # The caller's vector as float32 (what the index keeps), read-only, its dimension not yet checked
-    # (the engine knows the index's), and the request field that named it, for the 400
-    # (``records[3].embedding`` in a batch).
-    embedding: npt.NDArray[np.float32] | None = None
+    # The caller's vector (read-only, the numbers sent), its dimension not yet checked (the engine knows
+    # the index's), and the request field that named it, for the 400 (``records[3].embedding`` in a batch).
+    embedding: npt.NDArray[np.float64] | None = None
     embedding_field: str = "embedding"
 
 

@@ -112,7 +112,7 @@ class StoreRequest(RequestModel):
             declared=store_declaration(self.associations),
             locked=self.lock,
             warnings=tuple(warnings),
-            embedding=None if self.embedding is None else _float32(self.embedding),
+            embedding=None if self.embedding is None else _frozen_array(self.embedding),
             embedding_field=f"{prefix}embedding",
         )
 
@@ -138,12 +138,12 @@ class BatchRequest(RequestModel):
         return value
 
 
-def _float32(values: list[float]) -> npt.NDArray[np.float32]:
-    """A caller's vector as the index keeps its numbers, read-only. One array, not the request's list of
-    Python floats, is what the write holds on to: the collector walks every element of a list each time
-    it looks at it, and a batch holds a thousand of them."""
-    with np.errstate(over="ignore"):  # a number beyond float32 turns infinite: the engine refuses it
-        array = np.asarray(values, dtype=np.float32)
+def _frozen_array(values: list[float]) -> npt.NDArray[np.float64]:
+    """A caller's vector as one read-only array of exactly the numbers sent (float64: no number a request
+    holds overflows it; the engine narrows the batch to the index's float32 at once). The write holds on
+    to it rather than the request's list of Python floats: the collector walks every element of a list
+    each time it looks at one, and a batch holds a thousand."""
+    array = np.asarray(values, dtype=np.float64)
     array.flags.writeable = False
     return array
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ __all__ = [
 
 Vector = npt.NDArray[np.float32]
 """A 1-d float32 array. Embedders return unit-length vectors unless their backend says otherwise."""
+
+GivenVector = npt.NDArray[np.floating[Any]]
+"""A caller's vector as an array of any float type (a draft holds the numbers sent, in float64)."""
 
 PointKind = Literal["memory", "episode", "block"]
 
@@ -97,7 +100,7 @@ def scope_filter(scope: ReadScope, kinds: tuple[PointKind, ...] | None = None) -
     )
 
 
-def caller_vector(given: Sequence[float] | Vector, dim: int | None, field: str) -> Vector:
+def caller_vector(given: Sequence[float] | GivenVector, dim: int | None, field: str) -> Vector:
     """A vector a caller sent (a cue's or a store's ``embedding``), checked against the index, at unit
     length (as the engine's own embedder returns its vectors).
 
@@ -126,7 +129,7 @@ def caller_vector(given: Sequence[float] | Vector, dim: int | None, field: str) 
 
 
 def caller_vectors(
-    given: Sequence[Sequence[float] | Vector | None], dim: int | None, fields: Sequence[str]
+    given: Sequence[Sequence[float] | GivenVector | None], dim: int | None, fields: Sequence[str]
 ) -> list[Vector | None]:
     """:func:`caller_vector` of each vector of a batch (``None`` stays ``None``; ``fields[k]`` names
     vector ``k``), checked and scaled as one array: the same vectors bit for bit, a fifth of the time.
@@ -147,7 +150,7 @@ def caller_vectors(
 
 
 def _units(
-    vectors: Sequence[Sequence[float] | Vector | None], dim: int | None
+    vectors: Sequence[Sequence[float] | GivenVector | None], dim: int | None
 ) -> npt.NDArray[np.float32] | None:
     """The vectors at unit length, as rows; ``None`` unless every one passes every check of
     :func:`caller_vector`."""
