@@ -72,7 +72,7 @@ _CACHE_VERSION = 1
 
 AGENTS = 1_000
 MEMORIES = 1_000
-GRID: tuple[tuple[int, int], ...] = ((256, 1), (1_000, 1), (256, 2), (1_000, 2), (1_000, 4))
+GRID: tuple[tuple[int, int], ...] = ((256, 1), (1_000, 1), (256, 2), (1_000, 2), (500, 4), (1_000, 4))
 """(batch size, concurrent writers) cells of the store-throughput grid."""
 _GRID_RECORDS = 20_000
 _SEED = 20_261_201
