@@ -1,5 +1,5 @@
 """A memory's document as the JSON text a batch writes: orjson's, where that is what the model's own
-encoder writes, in a seventh of the time (3 µs against 22 µs for a LoCoMo turn).
+encoder writes (9 µs for a LoCoMo turn with the checks below, 2 of them orjson's; pydantic took 22).
 
 The document's typed fields are given the types the model declares (its ``float`` fields take floats,
 as pydantic would coerce an int); its free parts (metadata, meta, associations) are written by orjson
