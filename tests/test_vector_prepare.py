@@ -25,8 +25,7 @@ def reference(points: list[VectorPoint], dim: int) -> list[tuple[str, list[float
     place; as (id, vector, payload) rows."""
     prepared: dict[str, tuple[str, list[float], dict[str, object]]] = {}
     for point in points:
-        payload = point_payload(point)
-        pid = str(payload["id"])
+        pid, payload = point_payload(point)
         vector = _checked_vector(point.vector, dim, f"vector of point {pid}").tolist()
         prepared.pop(pid, None)
         prepared[pid] = (pid, vector, payload)
@@ -94,3 +93,17 @@ def test_chunks_cut_the_batch_in_order_without_losing_a_point(count: int, size: 
     chunks = prepared.chunks(size)
     assert all(0 < len(chunk) <= size for chunk in chunks)
     assert [row for chunk in chunks for row in chunk.rows()] == prepared.rows()
+
+
+def test_a_payload_holds_what_searches_filter_on_or_read_back() -> None:
+    record = VectorPoint(str(uuid.UUID(int=7)), np.ones(DIM, np.float32), "memory", "a", "p", "c", 5.0, 9)
+    pid, payload = point_payload(record)
+    assert pid == str(uuid.UUID(int=7))
+    # The point's own id is not repeated in it, nor a block index of 0 (a hit reads 0 when it is absent).
+    assert payload == {
+        "kind": "memory", "agent_id": "a", "project_id": "p", "channel": "c", "timestamp": 5.0, "seq": 9,
+        "parent": pid,
+    }  # fmt: skip
+    block = VectorPoint(str(uuid.UUID(int=8)), np.ones(DIM, np.float32), "block", "a", "", "", 5.0, 9, pid, 2)
+    assert point_payload(block)[1]["block_index"] == 2
+    assert point_payload(block)[1]["parent"] == pid
