@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -133,45 +132,43 @@ async def fillers(memory: cpersona.Engine, agent: str, n: int) -> None:
 # ------------------------------------------------------------------------------------- concurrency
 
 
-Spans = dict[str, tuple[float, float]]
+class Rendezvous:
+    """An arm wrapper under which each named arm, once started, waits until all of them have started.
 
+    Run together, they all go on at once. Run one after the other, the first would wait for ever: its
+    arm's deadline (``recall_arm_timeout_ms``) ends it and the recall reports it degraded. So arms that
+    come through with nothing degraded ran concurrently, and no clock is read to tell.
+    """
 
-def slowed(names: tuple[str, ...], spans: Spans) -> Callable[[ArmName, ArmCall], ArmCall]:
-    """An arm wrapper that sleeps 0.3 s before calling the real arm, and records when each ran."""
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = frozenset(names)
+        self.reset()
 
-    def wrap(name: ArmName, call: ArmCall) -> ArmCall:
-        if name not in names:
+    def reset(self) -> None:
+        """Start over for the next recall."""
+        self.started: set[str] = set()
+        self._all_started = anyio.Event()
+
+    def __call__(self, name: ArmName, call: ArmCall) -> ArmCall:
+        if name not in self.names:
             return call
 
-        async def slow() -> ArmResult:
-            start = time.perf_counter()
-            await anyio.sleep(0.3)
-            result = await call()
-            spans[name] = (start, time.perf_counter())
-            return result
+        async def joined() -> ArmResult:
+            self.started.add(name)
+            if self.started == self.names:
+                self._all_started.set()
+            await self._all_started.wait()
+            return await call()
 
-        return slow
-
-    return wrap
-
-
-def assert_concurrent(spans: Spans) -> None:
-    (a_start, a_end), (b_start, b_end) = spans.values()
-    # Each arm started before the other one ended: their runs overlapped. Run one after the other, one
-    # would end before the other starts, however fast or slow the machine (no time is compared to a bound).
-    assert a_start < b_end
-    assert b_start < a_end
+        return joined
 
 
 async def test_lexical_arms_run_concurrently(make_engine: EngineFactory) -> None:
-    spans: Spans = {}
-    async with make_engine(
-        vectors=False, arm_wrapper=slowed(("memory_keyword", "episode_fts"), spans)
-    ) as memory:
+    together = Rendezvous(("memory_keyword", "episode_fts"))
+    async with make_engine(vectors=False, arm_wrapper=together) as memory:
         await _memory_and_episode(memory)
         result = checked(await memory.recall("alpha deploy", agent_id="a"))
-    assert set(spans) == {"memory_keyword", "episode_fts"}
-    assert_concurrent(spans)
+    assert together.started == {"memory_keyword", "episode_fts"}
     # the real arms ran behind the wrapper
     assert sorted(r.kind for r in result.rows) == ["episode", "memory"]
     assert result.degraded == ()
@@ -179,16 +176,13 @@ async def test_lexical_arms_run_concurrently(make_engine: EngineFactory) -> None
 
 async def test_vector_and_keyword_arms_run_concurrently(make_engine: EngineFactory, agent: str) -> None:
     text = "The staging database moved to eu-west-2 after the failover drill"
-    spans: Spans = {}
-    async with make_engine(
-        vectors=True, arm_wrapper=slowed(("memory_keyword", "vector_near"), spans)
-    ) as memory:
+    together = Rendezvous(("memory_keyword", "vector_near"))
+    async with make_engine(vectors=True, arm_wrapper=together) as memory:
         await memory.store(text, agent_id=agent)
         await memory.recall("warm the embedder up", agent_id=agent)
-        spans.clear()  # the spans of the recall measured below, not of the warm-up
+        together.reset()  # the recall checked below, not the warm-up
         result = checked(await memory.recall("staging database failover", agent_id=agent, deep=True))
-    assert set(spans) == {"memory_keyword", "vector_near"}
-    assert_concurrent(spans)
+    assert together.started == {"memory_keyword", "vector_near"}
     arms = retrieved_of(result).arms
     assert [r.ref for r in arms["memory_keyword"].rows] == [r.ref for r in arms["vector_near"].rows]
     assert contents(result) == [text]
