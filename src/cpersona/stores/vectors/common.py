@@ -206,17 +206,15 @@ def prepare_points(points: Sequence[VectorPoint], dim: int) -> PreparedPoints:
 
     When an id occurs twice the later point wins, as if the points had been upserted one by one.
     """
-    array = _checked_vectors(points, dim)
-    alone = array is None  # some vector failed a check: each is checked alone, in order, to name it
-    if array is None:
-        array = np.empty((len(points), dim), dtype=np.float32)
+    checked = _checked_vectors(points, dim)
+    array = np.empty((len(points), dim), dtype=np.float32) if checked is None else checked
     ids: list[str] = []
     payloads: list[dict[str, object]] = []
     for k, point in enumerate(points):
         pid, payload = point_payload(point)
         ids.append(pid)
         payloads.append(payload)
-        if alone:
+        if checked is None:  # some vector failed the batch's checks: each is checked alone, to name it
             array[k] = _checked_vector(point.vector, dim, f"vector of point {pid}")
     # Later points win: each id keeps its last row, placed where that id came last.
     last = {pid: k for k, pid in enumerate(ids)}
