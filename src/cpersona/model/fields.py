@@ -19,7 +19,6 @@ import enum
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
-import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,7 +30,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from cpersona.errors import ContentTooLarge, InvalidRequest, ModalityUnsupported
-from cpersona.model.json_values import non_finite
+from cpersona.model.json_values import json_length
 from cpersona.model.text_rules import (
     CLEAN_TEXT_PATTERN,
     NO_CONTROL_PATTERN,
@@ -287,12 +286,11 @@ def json_size(value: object, field: str, *, most: int) -> None:
     """Refuse a value that is not JSON (400: not serialisable, or holding NaN or an infinity), or whose
     serialised form is longer than ``most`` characters (413)."""
     try:
-        text = orjson.dumps(value)
+        size = json_length(value)
     except TypeError as exc:
         raise InvalidRequest(field, f"must be JSON-serialisable ({exc})") from None
-    if b"null" in text and non_finite(value):  # orjson writes NaN and the infinities as null
-        raise InvalidRequest(field, "holds NaN or an infinity, which JSON cannot carry")
-    size = len(text.decode())
+    except ValueError as exc:
+        raise InvalidRequest(field, str(exc)) from None
     if size > most:
         raise ContentTooLarge(field, f"serialises to {size} characters; the limit is {most}")
 

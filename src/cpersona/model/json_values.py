@@ -10,10 +10,23 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import orjson
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["non_finite", "plain"]
+__all__ = ["NOT_FINITE", "json_length", "non_finite", "plain"]
+
+NOT_FINITE = "holds NaN or an infinity, which JSON cannot carry"
+
+
+def json_length(value: object) -> int:
+    """The length in characters of ``value`` as JSON text. Raises ``TypeError`` (orjson's) when it is
+    not serialisable, and ``ValueError`` (:data:`NOT_FINITE`) when it holds NaN or an infinity."""
+    text = orjson.dumps(value)
+    if b"null" in text and non_finite(value):  # orjson writes NaN and the infinities as null
+        raise ValueError(NOT_FINITE)
+    return len(text.decode())
 
 
 def non_finite(value: object) -> bool:

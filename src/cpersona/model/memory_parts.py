@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -39,7 +38,7 @@ from cpersona.model.fields import (
     refusal,
     settings_of,
 )
-from cpersona.model.json_values import non_finite
+from cpersona.model.json_values import json_length
 from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import (
     Association,
@@ -353,12 +352,11 @@ def check_meta_size(value: Any, info: ValidationInfo) -> Any:
         return value
     most = settings_of(info).max_metadata_length
     try:
-        text = orjson.dumps(value)
+        size = json_length(value)
     except TypeError:
         return value  # not JSON; the model names the part that is not
-    if b"null" in text and non_finite(value):  # orjson writes NaN and the infinities as null
-        raise refusal("not_finite", "holds NaN or an infinity, which JSON cannot carry")
-    size = len(text.decode())
+    except ValueError as exc:
+        raise refusal("not_finite", str(exc)) from None
     if size > most:
         raise refusal(
             "too_large", "serialises to {size} characters; the limit is {most}", {"size": size, "most": most}
