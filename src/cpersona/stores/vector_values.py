@@ -137,24 +137,24 @@ def caller_vectors(
     When any check fails, the vectors are checked one by one, so the error is the one the first bad
     vector in order gives alone.
     """
-    present = [k for k, vector in enumerate(given) if vector is not None]
+    present = [(k, vector) for k, vector in enumerate(given) if vector is not None]
     out: list[Vector | None] = [None] * len(given)
-    units = _units([given[k] for k in present], dim) if present else None
+    units = _units([vector for _, vector in present], dim) if present else None
     if units is None:
-        for k in present:
-            out[k] = caller_vector(given[k], dim, fields[k])  # type: ignore[arg-type]
+        for k, vector in present:
+            out[k] = caller_vector(vector, dim, fields[k])
         return out
-    for row, k in enumerate(present):
+    for row, (k, _) in enumerate(present):
         out[k] = units[row]
     return out
 
 
 def _units(
-    vectors: Sequence[Sequence[float] | GivenVector | None], dim: int | None
+    vectors: Sequence[Sequence[float] | GivenVector], dim: int | None
 ) -> npt.NDArray[np.float32] | None:
     """The vectors at unit length, as rows; ``None`` unless every one passes every check of
     :func:`caller_vector`."""
-    if dim is None or any(len(v) != dim for v in vectors if v is not None):
+    if dim is None or any(len(v) != dim for v in vectors):
         return None
     # A bad vector's NaN, overflow or division by zero is what the checks below catch, not a warning.
     with np.errstate(all="ignore"):
