@@ -330,7 +330,10 @@ def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
 
 async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
     fleet = await load_fleet(texts, args.agents, args.memories)
-    if not (args.no_freeze or args.quick):  # a quick run may share its process (the tests): never frozen
+    # Frozen as a server's heap is, unless asked not to; never in a quick run, which may share its
+    # process with the tests.
+    frozen = not (args.no_freeze or args.quick)
+    if frozen:
         freeze_startup_heap()
     # The quick run keeps two cells: each cell opens an engine of its own, the bulk of a tiny run's time.
     cells = [(b, w) for b, w in (GRID[::3] if args.quick else GRID) if b <= cpersona.Settings().batch_max]
@@ -371,7 +374,7 @@ async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
         "fleet": built,
         "lone": lone,
         "measure": measured,
-        "heap_frozen": not (args.no_freeze or args.quick),
+        "heap_frozen": frozen,
     }
 
 

@@ -18,7 +18,6 @@ the fields that differ by design: ids, times and sequence numbers).
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import json
 import os
@@ -31,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
+
+from cpersona.edges.heap import freeze_startup_heap
 
 if TYPE_CHECKING or __package__:
     from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
@@ -106,8 +107,7 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
         # The two sides share one collector: frozen, the rounds' data, both engines and what start-up
         # loaded are left out of every full collection, which would otherwise walk them (a thousand
         # lists of 384 floats a batch) for whichever side happened to trigger it.
-        gc.collect()
-        gc.freeze()
+        freeze_startup_heap()
         for n in range(rounds):
             for side in ("A", "B") if n % 2 == 0 else ("B", "A"):
                 secs, cpu_ms, loop_ms, redis_ms = await one_round(engines[side], data[side][n + 1])

@@ -31,6 +31,7 @@ import anyio
 import cpersona
 from benchmarks import fleet_speed as fs
 from benchmarks import recall_speed as rs
+from cpersona.edges.heap import freeze_startup_heap
 
 RESULTS = Path(__file__).resolve().parent / "results" / "store_gc.md"
 MODES = ("unfrozen", "frozen")
@@ -58,11 +59,11 @@ class CollectorClock:
 
 
 def set_mode(mode: str) -> None:
-    gc.collect()
     if mode == "frozen":
-        gc.freeze()
+        freeze_startup_heap()  # what a server does once its engine is open
     else:
         gc.unfreeze()
+        gc.collect()
 
 
 async def one_round(
