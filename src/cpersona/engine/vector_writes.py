@@ -115,13 +115,15 @@ async def with_vectors(
         await _put_vectors(b, records, given)
     elif not await _upsert_vectors(b, records):
         return [dataclasses.replace(r, vector_pending=True) for r in records]
-    return [
-        dataclasses.replace(
-            r, embedded=True, embedding_model=CALLER_EMBEDDING if r.id in (given or {}) else model,
-            vector_pending=False,
-        )
-        for r in records
-    ]  # fmt: skip
+    return [_embedded(r, CALLER_EMBEDDING if r.id in (given or {}) else model) for r in records]
+
+
+def _embedded(r: _R, model: str) -> _R:
+    """``r`` saying its vector is written by ``model``; ``r`` itself when it says so already (a store
+    with caller vectors drafts its records that way): a replace costs a record several µs."""
+    if r.embedded and r.embedding_model == model and not r.vector_pending:
+        return r
+    return dataclasses.replace(r, embedded=True, embedding_model=model, vector_pending=False)
 
 
 async def _write_vectors(b: Backends, records: Sequence[MemoryRecord | EpisodeRecord]) -> set[str]:

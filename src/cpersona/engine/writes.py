@@ -131,6 +131,10 @@ def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecor
         created_at=now,
         updated_at=now,
         locked=d.locked,
+        # Said now, so that with_vectors need not copy the record to say it: a caller's vector is written
+        # or the whole store fails (it is never left pending).
+        embedded=d.embedding is not None,
+        embedding_model=CALLER_EMBEDDING if d.embedding is not None else "",
     )
 
 

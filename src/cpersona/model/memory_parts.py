@@ -243,9 +243,13 @@ Emotion = Annotated[
 ]
 
 
+_NO_EMOTION = EmotionVector()
+"""The emotion of a memory that names none: one frozen instance, not one built per record."""
+
+
 def emotion_vector(value: str | EmotionBody | None) -> EmotionVector:
     if value is None:
-        return EmotionVector()
+        return _NO_EMOTION
     if isinstance(value, str):
         axis, valence = _EMOTION_LABELS[value.strip().lower()]
         return EmotionVector(**{axis: 1.0, "intensity": 1.0, "valence": valence})
