@@ -190,12 +190,14 @@ def _hit_row(point: qe.ScoredPoint) -> HitRow:
     payload = point.payload
     if payload is None:
         raise ShardError(f"the engine returned point {point.id} without its payload")
-    # The engine hands ids back as UUID objects, whose text is already canonical.
+    # The engine hands ids back as UUID objects, whose text is already canonical. A record's vector is
+    # its own parent and is stored without one (vectors.common.point_payload).
+    pid = str(point.id)
     return (
-        str(point.id),
+        pid,
         float(point.score),
         str(payload["kind"]),
-        str(payload["parent"]),
+        str(payload.get("parent", pid)),
         int(payload["seq"]),
         float(payload["timestamp"]),
         int(payload.get("block_index", 0)),
