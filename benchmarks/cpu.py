@@ -7,7 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["process_cpu_ms", "vector_process_ids", "vector_processes_cpu_ms"]
+__all__ = [
+    "MachineTicks",
+    "machine_shares",
+    "machine_ticks",
+    "process_cpu_ms",
+    "vector_process_ids",
+    "vector_processes_cpu_ms",
+]
 
 _TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
@@ -17,6 +24,27 @@ def process_cpu_ms(pid: int) -> float:
     # The command name in field 2 may hold spaces or parentheses; the fields after it are fixed.
     fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * _TICK_MS
+
+
+MachineTicks = tuple[int, ...]
+"""The whole machine's CPU ticks so far (``/proc/stat``): user, nice, system, idle, iowait, irq, softirq,
+steal."""
+
+
+def machine_ticks() -> MachineTicks:
+    return tuple(
+        int(n) for n in Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]
+    )
+
+
+def machine_shares(ticks: MachineTicks) -> dict[str, float]:
+    """The busy (user, nice, system, irq, softirq, steal), idle and iowait shares of some ticks (a
+    difference of :func:`machine_ticks`): how much of both cores a run kept busy, and how much it left
+    waiting on the disk."""
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
+    total = sum(ticks) or 1
+    busy = user + nice + system + irq + softirq + steal
+    return {"busy": busy / total, "idle": idle / total, "iowait": iowait / total}
 
 
 def vector_process_ids(engine: Any) -> list[int]:

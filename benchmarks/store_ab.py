@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import numpy as np
@@ -34,11 +34,11 @@ import numpy as np
 from cpersona.edges.heap import freeze_startup_heap
 
 if TYPE_CHECKING or __package__:
-    from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
+    from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
     from benchmarks.embedding_speed import sentences
     from benchmarks.recall_ab import export_tree, rename_package
 else:  # run as a script: benchmarks/ itself is on sys.path
-    from cpu import process_cpu_ms, vector_processes_cpu_ms
+    from cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
     from embedding_speed import sentences
     from recall_ab import export_tree, rename_package
 
@@ -69,19 +69,31 @@ def batches(side: str, rounds: int, writers: int, size: int) -> list[list[list[d
     ]
 
 
-async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> tuple[float, float, float, float]:
-    """Wall seconds, engine CPU ms (all threads and the vector engine's child processes, then the event
-    loop's thread alone) and redis-server CPU ms of the group's concurrent batches."""
+class Round(NamedTuple):
+    """One round of a side: wall seconds, engine CPU ms (all threads and the vector engine's child
+    processes), the event loop thread's CPU ms, redis-server's CPU ms, and the machine's CPU ticks."""
+
+    secs: float
+    cpu_ms: float
+    loop_ms: float
+    redis_ms: float
+    machine: tuple[int, ...]
+
+
+async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> Round:
+    """What the group's concurrent batches took."""
+    ticks_began = machine_ticks()
     began, cpu_began, loop_began = time.perf_counter(), time.process_time(), time.thread_time()
     redis_began, children_began = redis_cpu_ms(engine), vector_processes_cpu_ms(engine)
     async with anyio.create_task_group() as tg:
         for records in group:
             tg.start_soon(engine.store_batch, records)
-    return (
+    return Round(
         time.perf_counter() - began,
         (time.process_time() - cpu_began) * 1000 + vector_processes_cpu_ms(engine) - children_began,
         (time.thread_time() - loop_began) * 1000,
         redis_cpu_ms(engine) - redis_began,
+        tuple(b - a for a, b in zip(ticks_began, machine_ticks(), strict=True)),
     )
 
 
@@ -97,6 +109,7 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
     cpu: dict[str, list[float]] = {"A": [], "B": []}
     loop: dict[str, list[float]] = {"A": [], "B": []}
     redis: dict[str, list[float]] = {"A": [], "B": []}
+    machine: dict[str, list[int]] = {"A": [0] * 8, "B": [0] * 8}
     async with (
         packages["A"].open(settings(packages["A"], work / "store_a"), background=False) as engine_a,
         packages["B"].open(settings(packages["B"], work / "store_b"), background=False) as engine_b,
@@ -110,19 +123,23 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
         freeze_startup_heap()
         for n in range(rounds):
             for side in ("A", "B") if n % 2 == 0 else ("B", "A"):
-                secs, cpu_ms, loop_ms, redis_ms = await one_round(engines[side], data[side][n + 1])
-                wall[side].append(secs)
-                cpu[side].append(cpu_ms / per_round)
-                loop[side].append(loop_ms / per_round)
-                redis[side].append(redis_ms / per_round)
+                done = await one_round(engines[side], data[side][n + 1])
+                wall[side].append(done.secs)
+                cpu[side].append(done.cpu_ms / per_round)
+                loop[side].append(done.loop_ms / per_round)
+                redis[side].append(done.redis_ms / per_round)
+                machine[side] = [a + b for a, b in zip(machine[side], done.machine, strict=True)]
         same = await same_documents(engines)
     rate = {side: per_round * rounds / sum(wall[side]) for side in "AB"}
     for side in "AB":
+        shares = machine_shares(tuple(machine[side]))
         print(
             f"{side} ({args.a if side == 'A' else args.b}): {rate[side]:.0f} records/s, "
             f"CPU/record p50 {statistics.median(cpu[side]):.3f} ms (engine; event loop thread "
             f"{statistics.median(loop[side]):.3f}) + "
-            f"{statistics.median(redis[side]):.3f} ms (redis-server)"
+            f"{statistics.median(redis[side]):.3f} ms (redis-server); the machine's two cores "
+            f"{shares['busy']:.0%} busy, {shares['iowait']:.0%} waiting on the disk, "
+            f"{shares['idle']:.0%} idle"
         )
     print(
         f"B/A: throughput {rate['B'] / rate['A']:.3f}, "
