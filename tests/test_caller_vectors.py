@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpersona.errors import InvalidRequest
+from cpersona.model.memory_request import _frozen_array
 from cpersona.stores.vector_values import caller_vector, caller_vectors
 
 DIM = 5
@@ -83,3 +84,12 @@ def test_a_bad_vector_is_named_by_its_own_field_after_good_ones() -> None:
     assert units[1] is None
     assert units[0] is not None
     assert abs(float(np.linalg.norm(units[0])) - 1.0) < 1e-6
+
+
+@given(values=st.lists(st.floats(width=64, allow_nan=False) | st.integers(-(2**53), 2**53), max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_a_draft_holds_the_numbers_sent_bit_for_bit_read_only(values: list[float]) -> None:
+    held = _frozen_array(values)
+    assert held.dtype == np.float64
+    assert held.tobytes() == np.asarray(values, dtype=np.float64).tobytes()
+    assert not held.flags.writeable

@@ -7,6 +7,8 @@ further checks.
 
 from __future__ import annotations
 
+import functools
+import struct
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -142,10 +144,16 @@ def _frozen_array(values: list[float]) -> npt.NDArray[np.float64]:
     """A caller's vector as one read-only array of exactly the numbers sent (float64: no number a request
     holds overflows it; the engine narrows the batch to the index's float32 at once). The write holds on
     to it rather than the request's list of Python floats: the collector walks every element of a list
-    each time it looks at one, and a batch holds a thousand."""
-    array = np.asarray(values, dtype=np.float64)
-    array.flags.writeable = False
-    return array
+    each time it looks at one, and a batch holds a thousand.
+
+    The numbers are packed as C doubles and the array reads that buffer (read-only, as bytes are): the
+    same values bit for bit, in about half the time numpy takes to read a list of 384 floats itself."""
+    return np.frombuffer(_doubles(len(values)).pack(*values), dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=8)
+def _doubles(n: int) -> struct.Struct:
+    return struct.Struct(f"={n}d")
 
 
 def content_text(value: str | MemoryContent, field: str, settings: Settings) -> tuple[str, str | None]:
