@@ -16,7 +16,7 @@ from benchmarks import recall_speed as rs
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["render", "write_fleet_chart"]
+__all__ = ["render", "render_grid", "write_fleet_chart"]
 
 HERE = Path(__file__).resolve().parent
 TARGET_STORE_RPS = 5_000.0
@@ -69,14 +69,20 @@ def _ms(value: float | None) -> str:
 
 def _header(result: Mapping[str, Any]) -> list[str]:
     versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in ("numpy", "qdrant-edge-py", "redis"))
+    runs = [result["fleet"]["ingest"]] if "fleet" in result else result["grid"]
     vectors = (
         "given by the caller (`embedding`), computed once per distinct text by the engine's embedder "
         "and cached (benchmarks/quality/embed_cache.py)"
-        if result["fleet"]["ingest"]["caller_vectors"]
+        if all(run["caller_vectors"] for run in runs)
         else "**embedded by the engine** (this commit's store takes no caller vector)"
     )
+    title = (
+        f"Fleet speed: {result['agents']:,} agents x {result['memories']:,} memories in one engine"
+        if "fleet" in result
+        else "Fleet store throughput: the grid alone (`--grid-only`; no fleet built, no recall measured)"
+    )
     return [
-        f"# Fleet speed: {result['agents']:,} agents x {result['memories']:,} memories in one engine",
+        f"# {title}",
         "",
         f"- command: `{result['command']}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
@@ -114,6 +120,15 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
             f"| {c['batch']:,} | {c['writers']} | {c['stored']:,} | {c['records_per_sec']:,.0f} "
             f"| {c['batch_p50_ms']:.1f} |"
         )
+    if "fleet" not in result:
+        best = max(c["records_per_sec"] for c in result["grid"])
+        verdict = "met" if best >= TARGET_STORE_RPS else "**not met**"
+        lines += [
+            "",
+            f"Best cell: **{best:,.0f} records/s**. Target (≥ {TARGET_STORE_RPS:,.0f}): {verdict}.",
+            "",
+        ]
+        return [*lines, *_steps_table([(f"{c['batch']}x{c['writers']}", c) for c in result["grid"]]), ""]
     built, chosen = result["fleet"], result["chosen"]
     ingest = built["ingest"]
     # A cached fleet was built with the batch and writers of its own run, not necessarily this grid's.
@@ -134,19 +149,9 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         "a one-writer column adds up to its wall time per record).",
         "",
     ]
-    runs = [(f"{c['batch']}x{c['writers']}", c) for c in result["grid"]] + [("**fleet**", ingest)]
-    steps = sorted(
-        {k for _, run in runs for k in run["parts_secs"]}, key=lambda k: -ingest["parts_secs"].get(k, 0.0)
+    lines += _steps_table(
+        [(f"{c['batch']}x{c['writers']}", c) for c in result["grid"]] + [("**fleet**", ingest)]
     )
-    lines += [
-        "| step | " + " | ".join(label for label, _ in runs) + " |",
-        "|---|" + "---|" * len(runs),
-    ]
-    for step in steps:
-        cells = [_per(run["parts_secs"].get(step, 0.0) * 1e6, run["stored"]) for _, run in runs]
-        lines.append(f"| {step} | " + " | ".join(cells) + " |")
-    walls = [_per(run["wall_secs"] * 1e6, run["stored"]) for _, run in runs]
-    lines.append("| wall time per record | " + " | ".join(walls) + " |")
     # EXEC's time includes the commands it runs, which Redis also counts one by one: left out of the sum.
     server = sorted(
         ((n, c) for n, c in ingest["redis_commands"].items() if n.lower() != "exec"),
@@ -161,6 +166,22 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         f"thread alone would cap the store at {ingest['stored'] / (busy / 1e6 or 1):,.0f} records/s.",
     ]
     return [*lines, ""]
+
+
+def _steps_table(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """µs per record in each step of ``store_batch``, a column per run, steps by the last run's share."""
+    last = runs[-1][1]["parts_secs"]
+    steps = sorted({k for _, run in runs for k in run["parts_secs"]}, key=lambda k: -last.get(k, 0.0))
+    lines = [
+        "| step | " + " | ".join(label for label, _ in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    for step in steps:
+        cells = [_per(run["parts_secs"].get(step, 0.0) * 1e6, run["stored"]) for _, run in runs]
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    walls = [_per(run["wall_secs"] * 1e6, run["stored"]) for _, run in runs]
+    lines.append("| wall time per record | " + " | ".join(walls) + " |")
+    return lines
 
 
 def _row(what: str, total: str, per_record: str) -> str:
@@ -358,6 +379,11 @@ def _findings(result: Mapping[str, Any]) -> list[str]:
             f"{top['records_per_sec'] / best['records_per_sec']:.2f}x that."
         )
     return out
+
+
+def render_grid(result: Mapping[str, Any]) -> str:
+    """The report of a ``--grid-only`` run: the header and the store-throughput grid with its steps."""
+    return "\n".join([*_header(result), *_store_section(result)]) + "\n"
 
 
 def render(

@@ -25,6 +25,7 @@ smoke run on a tiny fleet without the cache. Run from the repository root::
     .venv/bin/python -m benchmarks.fleet_speed                    # 1,000 agents x 1,000 memories
     .venv/bin/python -m benchmarks.fleet_speed --agents 20 --memories 200
     .venv/bin/python -m benchmarks.fleet_speed --quick
+    .venv/bin/python -m benchmarks.fleet_speed --grid-only         # the store grid alone: fleet_grid.md
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "fleet_speed.md"
+GRID_RESULTS = HERE / "results" / "fleet_grid.md"
 CACHE = HERE / ".cache" / "fleet_speed"
 RAW = HERE / ".cache" / "fleet_speed_last.json"
 
@@ -72,7 +74,9 @@ _CACHE_VERSION = 1
 
 AGENTS = 1_000
 MEMORIES = 1_000
-GRID: tuple[tuple[int, int], ...] = ((256, 1), (1_000, 1), (256, 2), (1_000, 2), (500, 4), (1_000, 4))
+GRID: tuple[tuple[int, int], ...] = (
+    (256, 1), (1_000, 1), (256, 2), (1_000, 2), (500, 4), (1_000, 4), (500, 8),
+)  # fmt: skip
 """(batch size, concurrent writers) cells of the store-throughput grid."""
 _GRID_RECORDS = 20_000
 _SEED = 20_261_201
@@ -299,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
         "as a server freezes its heap once its engine is open: cpersona.edges.heap)",
     )
     parser.add_argument("--quick", action="store_true", help="a tiny fleet, few recalls, no cache (CI)")
+    parser.add_argument(
+        "--grid-only",
+        action="store_true",
+        help=f"only the store-throughput grid: no fleet, no recall (default report {GRID_RESULTS.name})",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached fleet")
     parser.add_argument("--data", type=Path, default=rs.LOCOMO, help="locomo10.json")
     parser.add_argument("--out", type=Path, help=f"results file (default {RESULTS.relative_to(HERE.parent)})")
@@ -323,7 +332,9 @@ def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
     if not 0 <= args.tenant_agents <= args.agents:
         raise SystemExit("--tenant-agents must be between 0 and --agents")
     if args.out is None:
-        args.out = CACHE.parent / "fleet_speed_quick.md" if quick else RESULTS
+        args.out = (
+            CACHE.parent / "fleet_speed_quick.md" if quick else GRID_RESULTS if args.grid_only else RESULTS
+        )
     shown = ["-m", "benchmarks.fleet_speed", *(sys.argv[1:] if argv is None else argv)]
     return " ".join([os.path.relpath(sys.executable), *shown])
 
@@ -336,8 +347,10 @@ async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
     if frozen:
         freeze_startup_heap()
     # The quick run keeps two cells: each cell opens an engine of its own, the bulk of a tiny run's time.
-    cells = [(b, w) for b, w in (GRID[::3] if args.quick else GRID) if b <= cpersona.Settings().batch_max]
+    cells = [(b, w) for b, w in (GRID[:4:3] if args.quick else GRID) if b <= cpersona.Settings().batch_max]
     grid = await throughput_grid(fleet, cells, args.grid_records)
+    if args.grid_only:
+        return {"grid": grid, "distinct_texts": len(fleet.row), "heap_frozen": frozen}
     best = max(grid, key=lambda cell: cell["records_per_sec"])
     batch = best["batch"] if args.batch is None else args.batch
     writers = best["writers"] if args.writers is None else args.writers
@@ -389,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result["source"] = texts.source
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.grid_only:
+        out.write_text(report.render_grid(result), encoding="utf-8")
+        print(f"wrote {out}")
+        return result
     raw = out.with_suffix(".json") if args.quick else RAW
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(result, indent=2, default=str))

@@ -152,3 +152,20 @@ def test_quick_run_measures_every_part(tmp_path: Path) -> None:
     assert out.with_suffix(".png").is_file()
     assert (tmp_path / "cost_growth_quick.png").is_file()
     assert json.loads(out.with_suffix(".json").read_text())["agents"] == 3
+
+
+def test_grid_only_run_reports_the_grid_and_builds_no_fleet(tmp_path: Path) -> None:
+    out = tmp_path / "fleet_grid.md"
+    result = fleet_speed.main(
+        ["--quick", "--grid-only", "--agents", "3", "--memories", "12", "--out", str(out)]
+    )
+    assert "fleet" not in result
+    assert "measure" not in result
+    assert [cell["stored"] for cell in result["grid"]] == [2 * 12] * len(result["grid"])
+    text = out.read_text()
+    assert "## Store throughput" in text
+    assert "Best cell:" in text
+    assert "## Recall in one agent's scope" not in text
+    best = max(cell["records_per_sec"] for cell in result["grid"])
+    assert f"**{best:,.0f} records/s**" in text
+    assert not (tmp_path / "cost_growth_quick.png").exists()
