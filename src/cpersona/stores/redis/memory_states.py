@@ -1,7 +1,8 @@
 """Reading the state of every memory, without its text, for the statistics of the store.
 
-A page of keys at a time, then one JSON.MGET per field of the page, so a store of any size is read in
-bounded replies and no memory's content crosses the wire.
+A page of keys at a time (in insertion order, each page after the last one's sequence number), then one
+JSON.MGET per field of the page, so a store of any size is read in bounded replies, each page as cheap as
+the first, and no memory's content crosses the wire.
 """
 
 from __future__ import annotations
@@ -34,16 +35,14 @@ class RedisMemoryStates:
     async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
         query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
         out: list[MemoryState] = []
-        offset = 0
+        last: int | None = None
         async with redis_errors():
             while True:
-                page = await search.keys_page(
-                    self.client, self.keys.memory_index, query, offset, _PAGE, oldest_first=True
-                )
-                offset += len(page)
-                out.extend(await self._states(page))
+                page = await search.keys_after_seq(self.client, self.keys.memory_index, query, last, _PAGE)
+                out.extend(await self._states([key for key, _ in page]))
                 if len(page) < _PAGE:
                     return out
+                last = page[-1][1]
 
     async def _states(self, names: list[str]) -> list[MemoryState]:
         if not names:

@@ -28,6 +28,7 @@ __all__ = [
     "count",
     "documents",
     "every_key",
+    "keys_after_seq",
     "keys_page",
     "nearest",
     "newest_by_time",
@@ -133,6 +134,28 @@ async def keys_page(
     if oldest_first:
         q = q.sort_by("seq", asc=True)
     return (await _search(client, index, q, content=False)).keys
+
+
+async def keys_after_seq(
+    client: RedisClient, index: str, query: str, after: int | None, num: int
+) -> list[tuple[str, int]]:
+    """Up to ``num`` matches in insertion order whose sequence number is above ``after`` (any, for
+    ``None``): each one's key and number.
+
+    Paging by the last number seen rather than by an offset keeps every page as cheap as the first: an
+    offset makes the engine rank that many rows again, and on 100,000 memories a page at offset 90,000
+    missed the search's 500 ms limit (55 ms at offset 0)."""
+    if after is not None:
+        seq = f"@seq:[({after} +inf]"
+        query = seq if query.strip() == "*" else f"({query}) {seq}"
+    q = _query(query).sort_by("seq", asc=True).paging(0, num).return_fields("seq").dialect(2)
+    out: list[tuple[str, int]] = []
+    for hit in (await _search(client, index, q)).hits:
+        number = hit.integer("seq")
+        if number is None:
+            raise ValueError(f"{hit.key} has no sequence number")
+        out.append((hit.key, number))
+    return out
 
 
 async def every_key(
