@@ -100,13 +100,14 @@ def test_a_payload_holds_what_searches_filter_on_or_read_back() -> None:
     record = VectorPoint(str(uuid.UUID(int=7)), np.ones(DIM, np.float32), "memory", "a", "p", "c", 5.0, 9)
     pid, payload = point_payload(record)
     assert pid == str(uuid.UUID(int=7))
-    # The point's own id is not repeated in it, not even as its own parent (named or left empty: a hit
-    # reads its own id when ``parent`` is absent), nor a block index of 0 (a hit reads 0 when absent).
+    # The point's own id is not repeated in it (but as its own parent, which readers of earlier releases
+    # need), nor a block index of 0 (a hit reads 0 when it is absent).
     assert payload == {
         "kind": "memory", "agent_id": "a", "project_id": "p", "channel": "c", "timestamp": 5.0, "seq": 9,
+        "parent": pid,
     }  # fmt: skip
-    named = VectorPoint(str(uuid.UUID(int=7)), np.ones(DIM, np.float32), "memory", "a", "p", "c", 5.0, 9, pid)
-    assert point_payload(named)[1] == payload
+    # A point stored without a parent reads as its own (a later release may stop writing it).
+    del payload["parent"]
     hit = hit_from_payload(uuid.UUID(int=7), 0.5, payload)
     assert (hit.parent, hit.block_index) == (pid, 0)
     block = VectorPoint(str(uuid.UUID(int=8)), np.ones(DIM, np.float32), "block", "a", "", "", 5.0, 9, pid, 2)

@@ -151,12 +151,16 @@ def stored_vector(raw: object, dim: int) -> Vector:
 def point_payload(point: VectorPoint) -> tuple[str, dict[str, object]]:
     """The point's canonical id and its stored payload: the fields searches filter on or read back.
 
-    The id itself is the point's, not a payload field. ``parent`` is stored only when it is another
-    point's (a block's record): a memory or episode vector is its own parent, which a hit reads when the
-    field is absent; and ``block_index`` only when it is not 0, which a hit reads when it is absent. A
-    field costs the binding about 3 µs a point to take in, and an indexed one more to apply (a record's
-    upsert took 75 µs a point with its ``parent``, 65 without), and a record's vector has no block.
-    Points stored with their own id as ``parent`` read the same.
+    ``parent`` left empty means the point is its own parent (a memory or episode vector), and is
+    stored as the point's id so that the payload reads the same way for records and blocks. The id
+    itself is the point's, not a payload field; ``block_index`` is stored only when it is not 0, which a
+    hit reads when it is absent (a field costs the binding about 3 µs a point to take in, and a record's
+    vector has no block).
+
+    A hit also reads a missing ``parent`` as its own id (:func:`hit_from_payload`), though every point
+    is still written with one: a record's upsert takes 65 µs a point without it against 75 with it,
+    but a reader of an earlier release needs the field, so it can be left out only once every reader
+    that may share the collection (a fleet's workers mid-upgrade, a rolled-back one) reads it this way.
     """
     if point.kind not in _KINDS:
         raise ValueError(f"vector point {point.id} has unknown kind {point.kind!r}")
@@ -168,9 +172,8 @@ def point_payload(point: VectorPoint) -> tuple[str, dict[str, object]]:
         "channel": point.channel,
         "timestamp": float(point.timestamp),
         "seq": int(point.seq),
+        "parent": point_id(point.parent) if point.parent else pid,
     }
-    if point.parent and (parent := point_id(point.parent)) != pid:
-        payload["parent"] = parent
     if point.block_index:
         payload["block_index"] = int(point.block_index)
     return pid, payload

@@ -190,8 +190,8 @@ def _hit_row(point: qe.ScoredPoint) -> HitRow:
     payload = point.payload
     if payload is None:
         raise ShardError(f"the engine returned point {point.id} without its payload")
-    # The engine hands ids back as UUID objects, whose text is already canonical. A record's vector is
-    # its own parent and is stored without one (vectors.common.point_payload).
+    # The engine hands ids back as UUID objects, whose text is already canonical. A point stored without
+    # a parent is its own (see vectors.common.point_payload: a later release may stop writing it).
     pid = str(point.id)
     return (
         pid,
