@@ -35,14 +35,10 @@ class RedisMemoryStates:
     async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
         query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
         out: list[MemoryState] = []
-        last: int | None = None
         async with redis_errors():
-            while True:
-                page = await search.keys_after_seq(self.client, self.keys.memory_index, query, last, _PAGE)
-                out.extend(await self._states([key for key, _ in page]))
-                if len(page) < _PAGE:
-                    return out
-                last = page[-1][1]
+            async for keys in search.key_pages_in_order(self.client, self.keys.memory_index, query, _PAGE):
+                out.extend(await self._states(keys))
+        return out
 
     async def _states(self, names: list[str]) -> list[MemoryState]:
         if not names:

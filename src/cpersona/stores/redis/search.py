@@ -19,7 +19,7 @@ from redis.commands.search.query import Query
 from cpersona.stores.redis.replies import Page, aggregate_keys, search_page
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.replies import Hit
@@ -28,7 +28,7 @@ __all__ = [
     "count",
     "documents",
     "every_key",
-    "keys_after_seq",
+    "key_pages_in_order",
     "keys_page",
     "nearest",
     "newest_by_time",
@@ -126,25 +126,35 @@ def _hit_time(found: Page) -> float | None:
     return float(values[0]) if values else None
 
 
-async def keys_page(
-    client: RedisClient, index: str, query: str, offset: int, num: int, *, oldest_first: bool = False
-) -> list[str]:
-    """The keys of one page of matches: in insertion order when ``oldest_first``, else unsorted."""
+async def keys_page(client: RedisClient, index: str, query: str, offset: int, num: int) -> list[str]:
+    """The keys of one page of matches, unsorted (in order: :func:`key_pages_in_order`)."""
     q = _query(query).no_content().paging(offset, num).dialect(2)
-    if oldest_first:
-        q = q.sort_by("seq", asc=True)
     return (await _search(client, index, q, content=False)).keys
 
 
-async def keys_after_seq(
+async def key_pages_in_order(
+    client: RedisClient, index: str, query: str, page: int
+) -> AsyncIterator[list[str]]:
+    """The keys of every match in insertion order, ``page`` at a time.
+
+    Each page is the matches after the last one's sequence number, not those at an offset: an offset
+    makes the engine rank that many rows again, and on 100,000 memories a page at offset 90,000 missed
+    the search's 500 ms limit (55 ms at offset 0). So every page is as cheap as the first."""
+    last: int | None = None
+    while True:
+        found = await _keys_after_seq(client, index, query, last, page)
+        if found:
+            yield [key for key, _ in found]
+        if len(found) < page:
+            return
+        last = found[-1][1]
+
+
+async def _keys_after_seq(
     client: RedisClient, index: str, query: str, after: int | None, num: int
 ) -> list[tuple[str, int]]:
     """Up to ``num`` matches in insertion order whose sequence number is above ``after`` (any, for
-    ``None``): each one's key and number.
-
-    Paging by the last number seen rather than by an offset keeps every page as cheap as the first: an
-    offset makes the engine rank that many rows again, and on 100,000 memories a page at offset 90,000
-    missed the search's 500 ms limit (55 ms at offset 0)."""
+    ``None``): each one's key and number."""
     if after is not None:
         seq = f"@seq:[({after} +inf]"
         query = seq if query.strip() == "*" else f"({query}) {seq}"
@@ -161,10 +171,13 @@ async def keys_after_seq(
 async def every_key(
     client: RedisClient, index: str, query: str, page: int, *, oldest_first: bool
 ) -> list[str]:
-    """The keys of every match, ``page`` at a time: in insertion order when ``oldest_first``."""
+    """The keys of every match, ``page`` at a time: in insertion order when ``oldest_first`` (paged by
+    sequence number, :func:`key_pages_in_order`), else unsorted."""
+    if oldest_first:
+        return [key async for keys in key_pages_in_order(client, index, query, page) for key in keys]
     out: list[str] = []
     while True:
-        found = await keys_page(client, index, query, len(out), page, oldest_first=oldest_first)
+        found = await keys_page(client, index, query, len(out), page)
         out.extend(found)
         if len(found) < page:
             return out
