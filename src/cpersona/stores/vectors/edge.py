@@ -26,11 +26,10 @@ Threads and the GIL
     in the child or here); writes among them queue on a lock of :class:`~.edge_worker.ShardOps`, which
     they would otherwise spend fighting over the interpreter lock. The 0.9.0 binding releases the GIL
     for only part of a call: beside an exact search of a 206k-point shard a spinning Python thread
-    kept 17% of its pace, beside indexed
-    searches with payloads 27-37%. In this process that stalls the event loop for much of each
-    search; at 64 callers on 100k memories it was 54% of the samples that held the lock. In the child
-    it costs this process one pipe round trip per call (paired at 100k memories, 64 callers: 95.9 ->
-    122.2 recalls/s, `benchmarks/results/recall_ab_fleet.md`).
+    kept 17% of its pace, beside indexed searches with payloads 27-37%. In this process that stalls
+    the event loop for much of each search; at 64 callers on 100k memories it was 54% of the samples
+    that held the lock. In the child it costs this process one pipe round trip per call (paired at
+    100k memories, 64 callers: 95.9 -> 122.2 recalls/s, `benchmarks/results/recall_ab_fleet.md`).
 
 Lifecycle
     The shard takes an exclusive lock on its WAL, so a second process (or a second open in this one)

@@ -75,7 +75,7 @@ class ShardOps:
         # Writes (upserts, deletes, flushes) go one at a time; searches do not wait for them. The engine
         # applies writes one at a time anyway (its WAL mutex), while the binding holds the interpreter
         # lock for most of a write: concurrent writers only fought over that lock. Four writers of 500
-        # points spent 0.64x the CPU per point here with them queued on this lock instead (paired in
+        # points spent 0.64-0.69x the CPU per point here with them queued on this lock instead (paired in
         # benchmarks/results/store_ab.md).
         self._writing = threading.Lock()
         self._params = (
