@@ -13,16 +13,24 @@ if TYPE_CHECKING:
     import cpersona
 
 
+async def _kept_ids(engine: cpersona.Engine, agent: str, count: int, others: int, gone: int) -> list[str]:
+    """Store ``count`` memories of ``agent`` and ``others`` of another agent, delete ``agent``'s memory
+    number ``gone``; the ids of ``agent``'s memories kept, in the order they were stored."""
+    stored = await engine.store_batch(
+        [{"agent_id": agent, "content": f"memory number {n} of {agent}"} for n in range(count)]
+    )
+    await engine.store_batch([{"agent_id": "other", "content": f"someone else's {n}"} for n in range(others)])
+    refs = [str(r.ref) for r in stored.results]
+    await engine.delete(refs[gone], agent_id=agent)
+    return [ref.split(":")[-1] for n, ref in enumerate(refs) if n != gone]
+
+
 @pytest.mark.parametrize("page", [1, 4, 7, 100])
 async def test_every_memory_is_read_once_across_pages(
     engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
     monkeypatch.setattr(memory_states, "_PAGE", page)
-    stored = await engine.store_batch(
-        [{"agent_id": "pager", "content": f"memory number {n} of the pager"} for n in range(15)]
-    )
-    await engine.store_batch([{"agent_id": "other", "content": f"someone else's {n}"} for n in range(3)])
-    await engine.delete(stored.results[4].ref, agent_id="pager")
+    await _kept_ids(engine, "pager", 15, 3, gone=4)
     states = await engine._b.records.memory_states("pager")
     assert len(states) == 14
     assert [s.timestamp for s in states] == sorted(s.timestamp for s in states)
@@ -35,11 +43,5 @@ async def test_an_agents_record_ids_are_every_one_in_insertion_order(
     engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
     monkeypatch.setattr(store, "_SAMPLE_PAGE", page)
-    stored = await engine.store_batch(
-        [{"agent_id": "lister", "content": f"listed memory {n}"} for n in range(9)]
-    )
-    await engine.store_batch([{"agent_id": "other", "content": "not listed"}])
-    refs = [r.ref for r in stored.results]
-    await engine.delete(refs[2], agent_id="lister")
-    expected = [ref.split(":")[-1] for n, ref in enumerate(refs) if n != 2]
+    expected = await _kept_ids(engine, "lister", 9, 1, gone=2)
     assert await engine._b.records.memory_ids("lister") == expected
