@@ -19,6 +19,8 @@ import anyio
 import numpy as np
 import pytest
 
+from cpersona.settings import Settings
+
 # The harness lives in the repository's benchmarks/ package, which is not installed with cpersona.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -394,6 +396,21 @@ def test_system_names_on_the_command_line() -> None:
     for bad in ("bm26", "rrf:0", "rrf:x", ""):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["locomo", "--systems", bad])
+
+
+def test_a_recall_policy_on_the_command_line_reaches_every_cpersona_engine_only(tmp_path: Path) -> None:
+    from benchmarks.quality.__main__ import _make_systems, build_parser
+
+    assert build_parser().parse_args(["locomo"]).policy is None
+    args = build_parser().parse_args(["tmd", "--policy", "single-pass-v0"])
+    assert args.policy == "single-pass-v0"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["locomo", "--policy", "single-pass-v9"])
+    made = _make_systems(["bm25", "cpersona", "cpersona:rsf"], None, None, None, "single-pass-v0")
+    assert [type(system).__name__ for system in made] == ["BM25", "Cpersona", "Cpersona"]
+    assert {system._settings(tmp_path).recall_policy for system in made[1:]} == {"single-pass-v0"}
+    default = _make_systems(["cpersona"], None, None)[0]
+    assert default._settings(tmp_path).recall_policy == Settings(data_dir=tmp_path).recall_policy
 
 
 # ------------------------------------------------------------------------------------------ command

@@ -209,9 +209,17 @@ class Outcome:
 
 
 def _make_systems(
-    names: Sequence[str], cache: EmbeddingCache | None, threads: int | None, store_cache: Path | None = None
+    names: Sequence[str],
+    cache: EmbeddingCache | None,
+    threads: int | None,
+    store_cache: Path | None = None,
+    policy: str | None = None,
 ) -> list[Any]:
+    """The systems ``names`` asks for; ``policy`` is the recall policy of every cpersona engine (``None``,
+    the engine's default)."""
     from benchmarks.quality.systems import BM25, RRF_DEPTH, Cpersona, Dense, RRFHybrid
+
+    engine = None if policy is None else {"recall_policy": policy}
 
     made: list[Any] = []
     for name in names:
@@ -230,7 +238,14 @@ def _make_systems(
             mode = variant if variant in ("rrf", "rsf", "cascade") else None
             arms = variant if variant in ("bm25", "dense") else "all"
             made.append(
-                Cpersona(embedding_threads=threads, mode=mode, arms=arms, name=name, store_cache=store_cache)
+                Cpersona(
+                    embedding_threads=threads,
+                    mode=mode,
+                    arms=arms,
+                    name=name,
+                    store_cache=store_cache,
+                    engine_settings=engine,
+                )
             )
         elif name in PEER_SYSTEMS:  # --- peers (benchmarks/peers)
             assert cache is not None
@@ -334,6 +349,7 @@ async def run_benchmark(
     store_cache: Path | None = None,
     layout: Layout = LOCOMO_LAYOUT,
     after_run: AfterRun | None = None,
+    policy: str | None = None,
 ) -> Outcome:
     """Every system in turn over ``data`` (:class:`LoCoMo`, or anything read the same way).
 
@@ -368,7 +384,7 @@ async def run_benchmark(
                 texts += [s.summary for conv in data.conversations for s in conv.sessions]
             computed = await cache.ensure(texts, desc="embedding (cache misses)")
             print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
-        for system in _make_systems(selected, cache, threads, store_cache):
+        for system in _make_systems(selected, cache, threads, store_cache, policy):
             try:
                 run = await _run_system(system, data, depth, episodes=episodes, progress=progress)
                 if after_run is not None:
@@ -740,6 +756,8 @@ def _shared_arguments(
     parser: argparse.ArgumentParser, quick: str, systems: Sequence[str] = ALL_SYSTEMS
 ) -> None:
     """The options the side-by-side commands (``locomo``, ``tmd``, ``all``) have in common."""
+    from cpersona.recall.policy import load_policies
+
     parser.add_argument(
         "--systems", type=_systems_arg, default=list(systems), help=f"comma-separated ({','.join(systems)})"
     )
@@ -750,6 +768,12 @@ def _shared_arguments(
     parser.add_argument("--threads", type=int, default=None, help="embedding threads (default: setting)")
     parser.add_argument("--check-questions", type=int, default=8, help="questions in the dense check")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--policy",
+        choices=sorted(load_policies()),
+        help="cpersona's recall policy (default: the engine's); a report under another policy says so in "
+        "its command line",
+    )
     parser.add_argument(
         "--store-cache",
         action="store_true",
@@ -812,6 +836,7 @@ def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
             check_questions=args.check_questions,
             threads=args.threads,
             store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
+            policy=args.policy,
             **extra,
         )
     )
