@@ -398,7 +398,7 @@ def test_system_names_on_the_command_line() -> None:
             build_parser().parse_args(["locomo", "--systems", bad])
 
 
-def test_a_recall_policy_on_the_command_line_reaches_every_cpersona_engine_only(tmp_path: Path) -> None:
+def test_a_recall_policy_on_the_command_line_reaches_every_cpersona_engine(tmp_path: Path) -> None:
     from benchmarks.quality.__main__ import _make_systems, build_parser
 
     assert build_parser().parse_args(["locomo"]).policy is None
