@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cpersona.stores.record_values import HydratedRecord
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.json_fields import read_fields
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -44,29 +44,8 @@ async def hydrate(client: RedisClient, keys: Keys, refs: Iterable[str]) -> dict[
 async def _read_fields(
     client: RedisClient, refs: Sequence[str], keys: Sequence[str], prefix: str
 ) -> dict[str, Mapping[str, Any]]:
-    fields = _HYDRATED[prefix]
-    async with redis_errors():
-        replies = await json_ops(client).mget(keys, _union_path(fields))
-    docs: dict[str, Mapping[str, Any]] = {}
-    partial: list[int] = []
-    for i, (ref, values) in enumerate(zip(refs, replies, strict=True)):
-        if values is None:
-            continue  # deleted since the arm found it
-        # A union path returns the fields it found, in the asked order, and skips absent ones: a record
-        # missing one (written by an older engine) is read whole instead.
-        if len(values) == len(fields):
-            docs[ref] = dict(zip(fields, values, strict=True))
-        else:
-            partial.append(i)
-    if partial:
-        async with redis_errors():
-            whole = await json_ops(client).mget([keys[i] for i in partial], "$")
-        docs.update((refs[i], doc[0]) for i, doc in zip(partial, whole, strict=True) if doc)
-    return docs
-
-
-def _union_path(fields: Sequence[str]) -> str:
-    return "$[" + ",".join(f"'{name}'" for name in fields) + "]"
+    docs = await read_fields(client, keys, _HYDRATED[prefix])
+    return {ref: doc for ref, doc in zip(refs, docs, strict=True) if doc is not None}
 
 
 def _record(ref: str, doc: Mapping[str, Any]) -> HydratedRecord:

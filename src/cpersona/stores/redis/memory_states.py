@@ -1,8 +1,8 @@
 """Reading the state of every memory, without its text, for the statistics of the store.
 
 A page of keys at a time (in insertion order, each page after the last one's sequence number), then one
-JSON.MGET per field of the page, so a store of any size is read in bounded replies, each page as cheap as
-the first, and no memory's content crosses the wire.
+JSON.MGET of the page's fields (:func:`~.json_fields.read_fields`), so a store of any size is read in
+bounded replies, each page as cheap as the first, and no memory's content crosses the wire.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.model.scope import ReadScope
 from cpersona.stores.record_values import MemoryState
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import redis_errors
+from cpersona.stores.redis.json_fields import read_fields
 from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["RedisMemoryStates"]
 
 _PAGE = 1_000
-_FIELDS = ("$.store", "$.ts", "$.fidelity", "$.emotion", "$.associations")
+_FIELDS = ("store", "ts", "fidelity", "emotion", "associations")
+_NEEDED = ("store", "ts", "fidelity")
 
 
 class RedisMemoryStates:
@@ -41,21 +43,19 @@ class RedisMemoryStates:
         return out
 
     async def _states(self, names: list[str]) -> list[MemoryState]:
-        if not names:
-            return []
-        columns = [await json_ops(self.client).mget(names, field) for field in _FIELDS]
         out: list[MemoryState] = []
-        for store, ts, fidelity, emotion, edges in zip(*columns, strict=True):
+        for doc in await read_fields(self.client, names, _FIELDS):
             # A memory deleted between the page and its read answers nothing; it is no longer counted.
-            if not (store and ts and fidelity):
+            if doc is None or not all(doc.get(field) is not None for field in _NEEDED):
                 continue
+            edges = doc.get("associations")
             out.append(
                 MemoryState(
-                    store=str(store[0]),
-                    timestamp=float(ts[0]),
-                    fidelity=Fidelity(**_known(fidelity[0], Fidelity)),
-                    emotion=EmotionVector(**_known(emotion[0] if emotion else {}, EmotionVector)),
-                    associations=len(edges[0]) if edges and isinstance(edges[0], list) else 0,
+                    store=str(doc["store"]),
+                    timestamp=float(doc["ts"]),
+                    fidelity=Fidelity(**_known(doc["fidelity"], Fidelity)),
+                    emotion=EmotionVector(**_known(doc.get("emotion") or {}, EmotionVector)),
+                    associations=len(edges) if isinstance(edges, list) else 0,
                 )
             )
         return out
