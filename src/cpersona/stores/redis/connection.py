@@ -378,10 +378,10 @@ async def command(client: RedisClient, *args: Any) -> Any:
 class _JsonReplies:
     """Parses RedisJSON replies with orjson; one it refuses (an integer beyond 64 bits) with ``json``.
 
-    redis-py parses them with the standard ``json`` module by default, which took most of the time of
-    reading 100,000 memories' states. Its JSON object registers the parser on the client for every
-    JSON command, so each :func:`json_ops` passes this one; redis-om's own calls (a profile's save)
-    register the default again until the next, and both give the same values.
+    redis-py parses them with the standard ``json`` module by default: 40% of the samples of reading
+    100,000 memories' states (py-spy) were that parse. Its JSON object registers the parser on the
+    client for every JSON command, so each :func:`json_ops` passes this one; redis-om's own calls (a
+    profile's save) register the default again until the next, and both give the same values.
     """
 
     @staticmethod
