@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import fleet_growth as growth
 from benchmarks import fleet_tenancy as tenancy
 from benchmarks import recall_speed as rs
+from benchmarks.fleet_timeline import timeline_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -164,8 +165,9 @@ def _store_section(result: Mapping[str, Any]) -> list[str]:
         "Redis's own time for the fleet (`INFO commandstats`, every command but `EXEC`, whose time holds "
         f"the commands it runs): {_per(busy, ingest['stored'])} µs per record, most in {shown}; its one "
         f"thread alone would cap the store at {ingest['stored'] / (busy / 1e6 or 1):,.0f} records/s.",
+        "",
     ]
-    return [*lines, ""]
+    return [*lines, *timeline_table(ingest.get("timeline", []))]
 
 
 def _steps_table(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:

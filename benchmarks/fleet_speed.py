@@ -52,6 +52,7 @@ from benchmarks import fleet_growth as growth
 from benchmarks import fleet_probe as probe
 from benchmarks import fleet_report as report
 from benchmarks import fleet_tenancy as tenancy
+from benchmarks import fleet_timeline as timeline
 from benchmarks import recall_speed as rs
 from benchmarks.quality.embed_cache import EmbeddingCache
 from cpersona.edges.heap import freeze_startup_heap
@@ -165,14 +166,18 @@ async def store_all(
             calls.append(time.perf_counter() - began)
             stored += result.stored
             skipped += result.skipped
+            sampler.note(stored + skipped)
             bar.update(len(records))
 
+    sampler = timeline.BuildSampler(memory, total)
     server_before, began = await probe.command_usec(memory), time.perf_counter()
     with tqdm(total=total, desc=label, unit="rec", file=sys.stderr, mininterval=2.0) as bar:
-        async with anyio.create_task_group() as tg:
-            for _ in range(writers):
-                tg.start_soon(writer, bar)
-    wall = time.perf_counter() - began
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(sampler.follow)
+            async with anyio.create_task_group() as tg:
+                for _ in range(writers):
+                    tg.start_soon(writer, bar)
+            wall = time.perf_counter() - began
     commands = probe.command_delta(server_before, await probe.command_usec(memory))
     if skipped:
         raise RuntimeError(f"{skipped} records were skipped as duplicates; an agent's sample must be unique")
@@ -188,6 +193,7 @@ async def store_all(
         "parts_secs": parts,
         "redis_commands": commands,
         "caller_vectors": CALLER_VECTORS,
+        "timeline": sampler.rows,
     }
 
 

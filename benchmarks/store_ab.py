@@ -4,7 +4,9 @@ Like ``recall_ab.py``, it loads two source trees side by side (``cpersona_a`` an
 load of a shared machine falls on both alike. Each side opens a fresh embedded store (its own redis-server
 and qdrant-edge shard, in a temporary directory); then, round after round, alternating which side goes
 first, each stores ``--writers`` concurrent ``store_batch`` calls of ``--batch`` records carrying random
-unit vectors (the vector values do not matter for write cost, and nothing is embedded). It reports per side
+unit vectors (the vector values do not matter for write cost, and nothing is embedded); with ``--store``
+each side writes into its own copy of an existing store instead (a million-record fleet, say, to measure
+the store at that size). It reports per side
 records/s, the engine process's CPU per record and redis-server's CPU per record, and the ratios B/A::
 
     .venv/bin/python benchmarks/store_ab.py HEAD~1 . --records 4000 --batch 500 --writers 2
@@ -21,6 +23,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
+import anyio.to_thread
 import numpy as np
 
 from cpersona.edges.heap import freeze_startup_heap
@@ -71,11 +75,13 @@ def batches(side: str, rounds: int, writers: int, size: int) -> list[list[list[d
 
 class Round(NamedTuple):
     """One round of a side: wall seconds, engine CPU ms (all threads and the vector engine's child
-    processes), the event loop thread's CPU ms, redis-server's CPU ms, and the machine's CPU ticks."""
+    processes), the event loop thread's CPU ms, the child processes' CPU ms, redis-server's CPU ms, and
+    the machine's CPU ticks."""
 
     secs: float
     cpu_ms: float
     loop_ms: float
+    shard_ms: float
     redis_ms: float
     machine: tuple[int, ...]
 
@@ -88,10 +94,12 @@ async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> Round:
     async with anyio.create_task_group() as tg:
         for records in group:
             tg.start_soon(engine.store_batch, records)
+    children_ms = vector_processes_cpu_ms(engine) - children_began
     return Round(
         time.perf_counter() - began,
-        (time.process_time() - cpu_began) * 1000 + vector_processes_cpu_ms(engine) - children_began,
+        (time.process_time() - cpu_began) * 1000 + children_ms,
         (time.thread_time() - loop_began) * 1000,
+        children_ms,
         redis_cpu_ms(engine) - redis_began,
         tuple(b - a for a, b in zip(ticks_began, machine_ticks(), strict=True)),
     )
@@ -108,8 +116,12 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
     wall: dict[str, list[float]] = {"A": [], "B": []}
     cpu: dict[str, list[float]] = {"A": [], "B": []}
     loop: dict[str, list[float]] = {"A": [], "B": []}
+    shard: dict[str, list[float]] = {"A": [], "B": []}
     redis: dict[str, list[float]] = {"A": [], "B": []}
     machine: dict[str, list[int]] = {"A": [0] * 8, "B": [0] * 8}
+    for side in "AB" if args.store else ():
+        print(f"copying {args.store} for side {side} ...", file=sys.stderr)
+        await anyio.to_thread.run_sync(shutil.copytree, args.store, work / f"store_{side.lower()}")
     async with (
         packages["A"].open(settings(packages["A"], work / "store_a"), background=False) as engine_a,
         packages["B"].open(settings(packages["B"], work / "store_b"), background=False) as engine_b,
@@ -127,6 +139,7 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
                 wall[side].append(done.secs)
                 cpu[side].append(done.cpu_ms / per_round)
                 loop[side].append(done.loop_ms / per_round)
+                shard[side].append(done.shard_ms / per_round)
                 redis[side].append(done.redis_ms / per_round)
                 machine[side] = [a + b for a, b in zip(machine[side], done.machine, strict=True)]
         same = await same_documents(engines)
@@ -136,7 +149,7 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
         print(
             f"{side} ({args.a if side == 'A' else args.b}): {rate[side]:.0f} records/s, "
             f"CPU/record p50 {statistics.median(cpu[side]):.3f} ms (engine; event loop thread "
-            f"{statistics.median(loop[side]):.3f}) + "
+            f"{statistics.median(loop[side]):.3f}, shard processes {statistics.median(shard[side]):.3f}) + "
             f"{statistics.median(redis[side]):.3f} ms (redis-server); the machine's two cores "
             f"{shares['busy']:.0%} busy, {shares['iowait']:.0%} waiting on the disk, "
             f"{shares['idle']:.0%} idle"
@@ -202,6 +215,12 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=500, help="records per store_batch call")
     parser.add_argument("--writers", type=int, default=2, help="concurrent store_batch calls per round")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="a store's data directory (e.g. the fleet's, under benchmarks/.cache/fleet_speed/): each "
+        "side writes into its own copy of it instead of a fresh store",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpersona-store-ab-") as tmp:
         work = Path(tmp)

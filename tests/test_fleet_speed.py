@@ -125,6 +125,12 @@ def test_quick_run_measures_every_part(tmp_path: Path) -> None:
     # fewer than records (every document arrived: num_docs below)
     commands = {name.lower(): c for name, c in result["fleet"]["ingest"]["redis_commands"].items()}
     assert 1 <= commands["json.mset"]["calls"] < records
+    # the build followed as it grew: rows that cover every record once, each with its own JSON.MSET time
+    rows = result["fleet"]["ingest"]["timeline"]
+    assert rows
+    assert rows[-1]["upto"] == records
+    assert sum(r["records"] for r in rows) == records
+    assert all(r["records"] > 0 and r["mset_us"] > 0 for r in rows)
     full = result["fleet"]["full"]
     assert full["indexes"]["memory"]["num_docs"] == records
     assert full["redis_used_memory"] > result["fleet"]["empty"]["redis_used_memory"]
@@ -147,6 +153,7 @@ def test_quick_run_measures_every_part(tmp_path: Path) -> None:
         "## Bytes per record",
         "## Recall in one agent's scope",
         "## Cost growth",
+        "The fleet's build by tenths",
     ):
         assert heading in text
     assert out.with_suffix(".png").is_file()
