@@ -84,10 +84,8 @@ class Fresh:
     draft: MemoryDraft
     record_id: str
     claims: list[str]
-
-    @property
-    def in_flight(self) -> InFlightWrite:
-        return InFlightWrite("memory", self.record_id, tuple(self.claims))
+    in_flight: InFlightWrite
+    """Its in-flight mark, made once: the claims and a failed write's release both send it."""
 
 
 def _batch_leaders(keys: Keys, drafts: Sequence[MemoryDraft]) -> tuple[list[Fresh], dict[int, int]]:
@@ -102,7 +100,8 @@ def _batch_leaders(keys: Keys, drafts: Sequence[MemoryDraft]) -> tuple[list[Fres
             follows[i] = earlier
             continue
         seen.update(dict.fromkeys(claims, i))
-        leaders.append(Fresh(i, draft, new_id(), claims))
+        record_id = new_id()
+        leaders.append(Fresh(i, draft, record_id, claims, InFlightWrite("memory", record_id, tuple(claims))))
     return leaders, follows
 
 

@@ -77,7 +77,14 @@ def new_id() -> str:
     value |= ((rand >> 62) & 0xFFF) << 64  # 12 random bits
     value |= 0b10 << 62  # variant
     value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    return uuid_text(value)
+
+
+def uuid_text(value: int) -> str:
+    """A 128-bit value in the UUID's text form, as ``str(uuid.UUID(int=value))`` writes it, in half
+    the time (a batch of 500 memories makes its 500 ids in one step of the event loop)."""
+    digits = f"{value:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 def format_time(epoch: float) -> str:

@@ -9,7 +9,9 @@ fields the models hold only for the index (``grams`` as a multi-value ``TEXT NOS
 the source prefixes and the short CJK substrings as multi-value ``TAG`` fields).
 
 Tag fields do not enter the document length BM25 normalises by, so a tag field added to an index leaves
-the scores of the text fields as they were.
+the scores of the text fields as they were. A field no query reads is not indexed (the message id and
+the vector-pending mark stay in the documents, for reads): each one costs every write, a few µs a
+document in a million-record store. An index created with them before keeps them, unused.
 """
 
 from __future__ import annotations
@@ -49,11 +51,9 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         "$.tag_source", "AS", "source", "TAG",
         "$.tag_source_prefixes[*]", "AS", "source_prefix", "TAG",
         "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
-        "$.tag_msg", "AS", "msg", "TAG",
         "$.store", "AS", "store", "TAG",
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
-        "$.vector_pending", "AS", "pending", "NUMERIC",
         # The emotion arm's index (recall.query's `cue.emotion`): exact cosine over the eight axes (and
         # the ninth of EMOTION_INDEX_DIM, so that no stored vector is all zeros).
         "$.emotion_axes", "AS", "emotion", "VECTOR", "FLAT", "6",
@@ -66,7 +66,6 @@ _INDEXES: dict[str, tuple[str, ...]] = {
         *_SCOPE_FIELDS,
         "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
         "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
-        "$.vector_pending", "AS", "pending", "NUMERIC",
     ),
     # The raw journal's text is analysed as the memories' is (see :mod:`.raw_docs`); a sealed entry has
     # none here. ``id`` orders entries of the same instant (a batch shares one) for the raw query.
