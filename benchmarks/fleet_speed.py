@@ -106,6 +106,18 @@ class Fleet:
     texts: tuple[tuple[str, ...], ...]
     vectors: npt.NDArray[np.float32]
     row: dict[str, int]
+    lists: tuple[list[float], ...]
+    """Each distinct text's vector as the list of floats a caller sends, made once: converting a row per
+    record was 8% of the event loop's time in the fleet's build, the caller's work rather than the store's."""
+
+    @classmethod
+    def of(
+        cls, agents: int, memories: int, texts: tuple[tuple[str, ...], ...], vectors: npt.NDArray[np.float32]
+    ) -> Fleet:
+        """The fleet of these agents' texts; ``vectors`` row ``k`` is the ``k``-th distinct text's, in
+        order of first appearance."""
+        row = {t: i for i, t in enumerate(dict.fromkeys(t for agent in texts for t in agent))}
+        return cls(agents, memories, texts, vectors, row, tuple(vectors.tolist()))
 
     @property
     def records(self) -> int:
@@ -129,7 +141,7 @@ class Fleet:
             text = self.texts[agents[n]][i]
             record: dict[str, Any] = {"agent_id": agent_id(agents[n]), "content": text}
             if CALLER_VECTORS:
-                record["embedding"] = self.vectors[self.row[text]].tolist()
+                record["embedding"] = self.lists[self.row[text]]
             out.append(record)
         return out
 
@@ -141,7 +153,7 @@ async def load_fleet(texts: rs.Texts, agents: int, memories: int) -> Fleet:
     distinct = list(dict.fromkeys(t for agent in chosen for t in agent))
     async with EmbeddingCache() as cache:
         matrix = await cache.embed(distinct, desc="caller vectors")
-    return Fleet(agents, memories, chosen, matrix, {t: i for i, t in enumerate(distinct)})
+    return Fleet.of(agents, memories, chosen, matrix)
 
 
 # ----------------------------------------------------------------------------------------------- storing

@@ -35,7 +35,7 @@ def _fleet(agents: int, memories: int) -> fleet_speed.Fleet:
     texts = tuple(tuple(fleet_speed.agent_memories(_POOL, memories, n)) for n in range(agents))
     distinct = list(dict.fromkeys(t for agent in texts for t in agent))
     vectors = np.arange(len(distinct) * 3, dtype=np.float32).reshape(len(distinct), 3)
-    return fleet_speed.Fleet(agents, memories, texts, vectors, {t: i for i, t in enumerate(distinct)})
+    return fleet_speed.Fleet.of(agents, memories, texts, vectors)
 
 
 @settings(max_examples=60, deadline=None)
