@@ -97,6 +97,11 @@ def agent_memories(pool: Sequence[str], memories: int, n: int) -> list[str]:
     return random.Random(f"{_SEED}-{n}").sample(list(pool), memories)
 
 
+def distinct_texts(texts: Sequence[Sequence[str]]) -> list[str]:
+    """The agents' texts, each once, in order of first appearance: the order of the fleet's vectors."""
+    return list(dict.fromkeys(t for agent in texts for t in agent))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fleet:
     """What a fleet is made of: the agents' texts and every distinct text's vector."""
@@ -116,7 +121,7 @@ class Fleet:
     ) -> Fleet:
         """The fleet of these agents' texts; ``vectors`` row ``k`` is the ``k``-th distinct text's, in
         order of first appearance."""
-        row = {t: i for i, t in enumerate(dict.fromkeys(t for agent in texts for t in agent))}
+        row = {t: i for i, t in enumerate(distinct_texts(texts))}
         return cls(agents, memories, texts, vectors, row, tuple(vectors.tolist()))
 
     @property
@@ -150,7 +155,7 @@ async def load_fleet(texts: rs.Texts, agents: int, memories: int) -> Fleet:
     # LoCoMo's turns, extended by recall_speed's generated memories when one agent needs more.
     pool = rs.build_corpus(texts, max(memories, len(texts.turns)))
     chosen = tuple(tuple(agent_memories(pool, memories, n)) for n in range(agents))
-    distinct = list(dict.fromkeys(t for agent in chosen for t in agent))
+    distinct = distinct_texts(chosen)
     async with EmbeddingCache() as cache:
         matrix = await cache.embed(distinct, desc="caller vectors")
     return Fleet.of(agents, memories, chosen, matrix)

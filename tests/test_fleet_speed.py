@@ -33,7 +33,7 @@ def test_an_agents_sample_is_its_own_deterministic_and_distinct(memories: int, n
 
 def _fleet(agents: int, memories: int) -> fleet_speed.Fleet:
     texts = tuple(tuple(fleet_speed.agent_memories(_POOL, memories, n)) for n in range(agents))
-    distinct = list(dict.fromkeys(t for agent in texts for t in agent))
+    distinct = fleet_speed.distinct_texts(texts)
     vectors = np.arange(len(distinct) * 3, dtype=np.float32).reshape(len(distinct), 3)
     return fleet_speed.Fleet.of(agents, memories, texts, vectors)
 

@@ -87,7 +87,7 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
         async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
             records = await with_vectors(b, await _new_memories(b, fresh), given)
             writes = [
-                MemoryWrite(rec, tuple(f.claims), f.draft.declared)
+                MemoryWrite(rec, f.in_flight.claims, f.draft.declared)
                 for rec, f in zip(records, fresh, strict=True)
             ]
             await b.records.put_memories(writes, queue_blocks=b.builder is not None)
