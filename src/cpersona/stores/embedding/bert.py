@@ -127,13 +127,12 @@ class _Linear:
 def _rows_padded(x: FloatArray) -> FloatArray:
     """``x`` with zero rows added up to a count OpenBLAS's kernels take whole (4, then multiples of 8).
 
-    Each row of a product depends on its own row of ``x`` only, and the zero rows leave the others' bits
-    alone: the 1,986 LoCoMo questions and store batches of 2 to 64 turns embed to the same vectors, bit
-    for bit, as unpadded (``tests/test_bert_products.py`` holds every count from 2 to 40 rows to it). The
-    kernel handles a remainder of rows slowly: a 1,536 x 384 product took 320 us for 7 rows and 204 us
-    for 8, 308 us for 13 and 245 us for 16 (one thread); a whole query embeds in 0.95x the time. One row
-    stays alone: it runs as a matrix-vector product, the fastest of all (and rounded differently, but no
-    text has fewer than two tokens).
+    This is for speed: the kernel handles a remainder of rows slowly (a 1,536 x 384 product took 320 us
+    for 7 rows and 204 us for 8, 308 us for 13 and 245 us for 16, one thread); a whole query embeds in
+    0.95x the time. Each row of the product still depends on its own row of ``x`` only; its last bits
+    may depend on how many rows share the call, which the embedder's promise allows for (see
+    :data:`cpersona.stores.embedding.embedders.VECTOR_TOLERANCE`). One row stays alone: it runs as a
+    matrix-vector product, the fastest of all.
     """
     rows = x.shape[0]
     full = rows if rows <= 1 or rows % 8 == 0 else (4 if rows <= 4 else -(-rows // 8) * 8)
