@@ -66,9 +66,11 @@ from cpersona.recall.policy import load_policies
 if TYPE_CHECKING or __package__:
     from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
     from benchmarks.embedding_speed import sentences
+    from benchmarks.same_rows import Ranked, compare, ranked
 else:  # run as a script: benchmarks/ itself is on sys.path
     from cpu import process_cpu_ms, vector_processes_cpu_ms
     from embedding_speed import sentences
+    from same_rows import Ranked, compare, ranked
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -255,13 +257,17 @@ class Level:
     arms: list[dict[str, float]]
     engine_cpu_ms: float = 0.0
     redis_cpu_ms: float = 0.0
-    rows: dict[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    """The refs each question got, by its index in the question list (the last time it was asked)."""
+    rows: dict[int, Ranked] = dataclasses.field(default_factory=dict)
+    """The refs (and cosines) each question got, by its index in the question list (the last time it was
+    asked)."""
 
-    def same_rows(self, alone: Level) -> tuple[int, int]:
-        """Of the questions both levels asked, how many got the same refs in the same order as ``alone``."""
+    def same_rows(self, alone: Level) -> tuple[int, int, int]:
+        """Of the questions both levels asked: how many got the same refs in the same order as ``alone``,
+        how many more differ only inside near-ties of cosine (see :mod:`benchmarks.same_rows`), and how
+        many there were."""
         shared = self.rows.keys() & alone.rows.keys()
-        return sum(self.rows[q] == alone.rows[q] for q in shared), len(shared)
+        verdicts = [compare(self.rows[q], alone.rows[q]) for q in shared]
+        return verdicts.count("same"), verdicts.count("tied"), len(shared)
 
     @property
     def throughput(self) -> float:
@@ -310,7 +316,7 @@ async def run_level(
             started = time.perf_counter()
             result = await memory.recall(questions[index], agent_id=AGENT, limit=LIMIT)
             level.latencies_ms.append((time.perf_counter() - started) * 1000)
-            level.rows[index] = tuple(row.ref for row in result.rows)
+            level.rows[index] = ranked(result, key=lambda row: row.ref)
             level.timings.append(dict(result.timing_ms))
             level.arms.append(_arm_times(result))
             for degraded in result.degraded:
@@ -690,7 +696,10 @@ def findings(
             f"- Scaling at {r.size:,} (throughput relative to one caller, {base:.1f} recalls/s): "
             + ", ".join(parts)
             + ". Same rows in the same order as the one caller got, for the questions both asked: "
-            + ", ".join(f"{c} callers {equal} of {asked}" for c, equal, asked in same)
+            + ", ".join(
+                f"{c} callers {equal} of {asked}" + (f" ({tied} more only inside near-ties)" if tied else "")
+                for c, equal, tied, asked in same
+            )
             + "."
         )
     hits = load_policies()[Settings().recall_policy].blocks.search_hits
