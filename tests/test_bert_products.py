@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from cpersona.stores.embedding.bert import _Linear, _rows_padded
-from cpersona.stores.embedding.blas import limit_blas_threads
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def linear() -> _Linear:
     rng = np.random.default_rng(7)
     weight = rng.standard_normal((1536, 384), dtype=np.float32) / np.float32(20.0)
     bias = rng.standard_normal(1536, dtype=np.float32)
-    limit_blas_threads(1)  # as the embedder runs it
+    threadpoolctl.threadpool_limits(limits=1, user_api="blas")  # as the embedder runs it
     return _Linear(np.ascontiguousarray(weight), bias)
 
 

@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 import numpy as np
 import pytest
+import threadpoolctl
 from anyio.streams.buffered import BufferedByteReceiveStream
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -144,6 +145,14 @@ async def test_onnx_batch_keeps_order_and_equals_single_within_the_promise(
         np.testing.assert_array_equal(again, single)
     # One text twice in a batch sits in two rows of the same products: close, not promised equal.
     np.testing.assert_allclose(batch[1], batch[4], rtol=0, atol=VECTOR_TOLERANCE)
+
+
+async def test_onnx_holds_numpy_blas_to_one_thread(onnx_embedder: OnnxEmbedder) -> None:
+    # The embedder splits a batch over threads of its own; a BLAS that woke threads of its own for a
+    # query's few rows would fight them for the cores.
+    blas = threadpoolctl.threadpool_info()
+    assert [lib for lib in blas if lib["user_api"] == "blas"], blas
+    assert {lib["num_threads"] for lib in blas if lib["user_api"] == "blas"} == {1}, blas
 
 
 # Embeds TEXTS in a fresh process, alone and as one batch, and prints the vectors as JSON.

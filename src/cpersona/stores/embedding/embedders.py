@@ -40,6 +40,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
+import threadpoolctl
 
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
 from cpersona.stores.embedding.base import (
@@ -50,7 +51,6 @@ from cpersona.stores.embedding.base import (
     chunks,
 )
 from cpersona.stores.embedding.bert import BertConfig, BertEncoder
-from cpersona.stores.embedding.blas import limit_blas_threads
 from cpersona.stores.embedding.model_files import ModelFiles
 from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
 from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
@@ -95,9 +95,9 @@ class OnnxEmbedder(BaseEmbedder):
     blocking too, so each batch runs in a worker thread behind a :class:`anyio.CapacityLimiter` of one.
     A batch of several texts is cut into ``embedding_threads`` parts that run at once, each padded to its
     own longest text: numpy releases the GIL in matmuls and in its element-wise loops, which run on one
-    core each (BLAS is held to one thread per call, see :mod:`.blas`, so the parts do not oversubscribe the
-    cores). Two batches at once would only fight over the same cores, so the queries of concurrent
-    callers that queue behind a running batch are embedded together as the next one
+    core each (BLAS is held to one thread per call, so the parts do not oversubscribe the cores). Two
+    batches at once would only fight over the same cores, so the queries of concurrent callers that
+    queue behind a running batch are embedded together as the next one
     (``CPERSONA_EMBEDDING_COALESCE``, on by default), each within :data:`VECTOR_TOLERANCE` of what it
     would be alone (see :meth:`embed_queries`). A cancelled caller still waits for the batch that is
     running in its thread (threads cannot be interrupted), then gets the cancellation.
@@ -147,10 +147,11 @@ class OnnxEmbedder(BaseEmbedder):
         def load() -> tuple[BertEncoder, WordPieceTokenizer]:
             files = ModelFiles.default() if source is None else ModelFiles.in_folder(source)
             encoder = BertEncoder(files.load_weights(), BertConfig.from_file(files.config))
-            # One BLAS thread per call. A batch is split over embedding_threads threads instead, and a
-            # query's few rows are not worth a hand-off: with the cores busy, waking a second BLAS thread
-            # took a 1-text query from 9 ms to 27-96 ms (p50 at load 4 on 2 cores).
-            limit_blas_threads(1)
+            # One BLAS thread per call, for the whole process (numpy has one BLAS). A batch is split over
+            # embedding_threads threads instead, and a query's few rows are not worth a hand-off: with the
+            # cores busy, waking a second BLAS thread took a 1-text query from 9 ms to 27-96 ms (p50 at
+            # load 4 on 2 cores). Where no BLAS threadpoolctl knows is loaded, nothing changes.
+            threadpoolctl.threadpool_limits(limits=1, user_api="blas")
             return encoder, WordPieceTokenizer.from_file(files.tokenizer, ONNX_MAX_TOKENS)
 
         try:
