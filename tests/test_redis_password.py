@@ -25,8 +25,11 @@ def _settings(data_dir: Path) -> Settings:
 
 
 def _without_password(url: str) -> str:
+    # Spelled out: urlunsplit writes a socket URL with an empty host as "unix:/path", which redis-py
+    # 8.2 refuses as no URL at all (it asks for "unix://").
     parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}{query}"
 
 
 def _mode(path: Path) -> int:
