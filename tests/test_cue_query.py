@@ -22,7 +22,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.operations.query.fusion import ACTIVATION_BONUS, RRF_K
 from cpersona.settings import Settings
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.indexes import _INDEXES, _OPTIONS
+from cpersona.stores.redis.indexes import SCHEMAS, create_index
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -289,13 +289,8 @@ async def test_a_store_from_before_the_emotion_index_is_brought_up_to_date(tmp_p
         await command(memory.redis, "FT.DROPINDEX", index)
         async for key in memory.redis.scan_iter(match=f"{prefix}*"):
             await memory.redis.json().delete(key, "$.emotion_axes")  # type: ignore[no-untyped-call]
-        schema = list(_INDEXES["memory"])
-        at = schema.index("$.emotion_axes")
-        del schema[at:]
-        await command(
-            memory.redis, "FT.CREATE", index, "ON", "JSON", "PREFIX", 1, prefix, *_OPTIONS["memory"],
-            "SCHEMA", *schema,
-        )  # fmt: skip
+        schema = [field for field in SCHEMAS["memory"] if field.name != "$.emotion_axes"]
+        await create_index(memory.redis, index, prefix, schema)
     async with cpersona.open(settings, background=False) as memory:
         assert _texts(await memory.query({"emotion": "joy"}, agent_id="a")) == ["a joyful lake"]
         again = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)

@@ -17,13 +17,15 @@ import pytest
 import cpersona
 from cpersona import Settings
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.indexes import _INDEXES, _OPTIONS
+from cpersona.stores.redis.indexes import SCHEMAS, create_index
 from cpersona.stores.redis.store import RedisRecordStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
+
+    from redis.commands.search.field import Field
 
 _WORDS = [
     "caroline",
@@ -149,13 +151,7 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
             async for key in memory.redis.scan_iter(match=f"{prefix}*"):
                 # types-redis leaves JSON.DEL unannotated.
                 await memory.redis.json().delete(key, "$.stems")  # type: ignore[no-untyped-call]
-            schema = list(_INDEXES[kind])
-            at = schema.index("$.stems")
-            del schema[at : at + 5]
-            await command(
-                memory.redis, "FT.CREATE", index, "ON", "JSON", "PREFIX", 1, prefix, *_OPTIONS[kind],
-                "SCHEMA", *schema,
-            )  # fmt: skip
+            await create_index(memory.redis, index, prefix, _schema_without(kind, ("$.stems",)))
         assert (await _keyword_scores(memory, "painted lakes")) == []
     async with cpersona.open(settings, background=False) as memory:
         assert await _keyword_scores(memory, "painted lakes") == current
@@ -164,14 +160,11 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
         assert doc["stems"]
 
 
-def _schema_without(kind: str, paths: tuple[str, ...]) -> list[str]:
-    """The current schema of ``kind`` less the fields at ``paths`` (each runs to the next ``$.`` path)."""
-    schema = list(_INDEXES[kind])
-    for path in paths:
-        at = schema.index(path)
-        end = next((i for i in range(at + 1, len(schema)) if schema[i].startswith("$.")), len(schema))
-        del schema[at:end]
-    return schema
+def _schema_without(kind: str, paths: tuple[str, ...]) -> list[Field]:
+    """The current schema of ``kind`` less the fields at ``paths``."""
+    kept = [field for field in SCHEMAS[kind] if field.name not in paths]
+    assert len(kept) == len(SCHEMAS[kind]) - len(paths)
+    return kept
 
 
 @pytest.mark.parametrize(
@@ -203,10 +196,7 @@ async def test_a_store_from_before_the_tag_fields_is_brought_up_to_date(
                 # types-redis leaves JSON.DEL unannotated.
                 await memory.redis.json().delete(key, field)  # type: ignore[no-untyped-call]
         schema = _schema_without("memory", tuple(f"{f}[*]" if f.startswith("$.tag_") else f for f in fields))
-        await command(
-            memory.redis, "FT.CREATE", index, "ON", "JSON", "PREFIX", 1, prefix, *_OPTIONS["memory"],
-            "SCHEMA", *schema,
-        )  # fmt: skip
+        await create_index(memory.redis, index, prefix, schema)
     async with cpersona.open(settings, background=False) as memory:
         for read, want in (("discord:", 60), ("discord:general/", 30), ("slack:", 30), ("disc", 0)):
             assert len(await memory.list("memory", agent_id="a", source_id=read, limit=200)) == want

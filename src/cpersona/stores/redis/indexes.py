@@ -1,12 +1,13 @@
-"""The search indexes of the record documents, declared by hand, and the migration of older stores.
+"""The search indexes of the record documents, declared with redis-py's field classes, and the migration
+of older stores.
 
-The indexes are created with an explicit ``FT.CREATE`` rather than from redis-om's generated schema
-(``Migrator``), because recall needs control over them that the generated one does not give: BM25 over
-the text fields only (redis-om would index every string field, and each indexed field enters the
-document length BM25 normalises by), tags that can match the empty string (the global pool), the
-engine's own stopword list (:data:`~.lexical.STOPWORDS`, so the query side and the index agree), and
-fields the models hold only for the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``,
-the source prefixes and the short CJK substrings as multi-value ``TAG`` fields).
+The indexes are declared here rather than generated from redis-om's models (``Migrator``), because recall
+needs control over them that the generated schema does not give: BM25 over the text fields only
+(redis-om would index every string field, and each indexed field enters the document length BM25
+normalises by), tags that can match the empty string (the global pool), the engine's own stopword list
+(:data:`~.lexical.STOPWORDS`, so the query side and the index agree), and fields the models hold only for
+the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``, the source prefixes and the short
+CJK substrings as multi-value ``TAG`` fields).
 
 Tag fields do not enter the document length BM25 normalises by, so a tag field added to an index leaves
 the scores of the text fields as they were. A field no query reads is not indexed (the message id and
@@ -17,10 +18,12 @@ document in a million-record store. An index created with them before keeps them
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import redis.exceptions
+from redis.commands.search.field import Field, NumericField, TextField, VectorField
+from redis.commands.search.index_definition import IndexDefinition, IndexType
 
 from cpersona.model.cue_query import EMOTION_INDEX_DIM, stored_emotion_axes
 from cpersona.stores.redis.connection import command
@@ -28,65 +31,94 @@ from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_short_grams,
 from cpersona.stores.redis.scope import source_prefix_tags
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["ensure_indexes"]
+__all__ = ["SCHEMAS", "create_index", "ensure_indexes"]
+
+
+def _text(path: str, name: str) -> TextField:
+    return TextField(path, no_stem=True, as_name=name)
+
+
+def _tag(path: str, name: str, *, sortable: bool = False) -> Field:
+    # Not redis-py's TagField: it always sends a SEPARATOR (a comma unless told otherwise) and Redis
+    # refuses an empty one, while a tag of a JSON index has no separator unless one is declared. The
+    # stored values are whole tags (an agent, project or source id may hold a comma), so the tag
+    # attributes are declared with the base Field, which sends ``TAG`` alone.
+    return Field(path, args=[Field.TAG], sortable=sortable, as_name=name)
+
+
+def _sortable_number(path: str, name: str) -> NumericField:
+    return NumericField(path, sortable=True, as_name=name)
 
 
 _SCOPE_FIELDS = (
-    "$.tag_agent", "AS", "agent", "TAG",
-    "$.tag_project", "AS", "project", "TAG",
-    "$.tag_channel", "AS", "channel", "TAG",
-)  # fmt: skip
+    _tag("$.tag_agent", "agent"),
+    _tag("$.tag_project", "project"),
+    _tag("$.tag_channel", "channel"),
+)
 
-_INDEXES: dict[str, tuple[str, ...]] = {
+SCHEMAS: Mapping[str, tuple[Field, ...]] = {
     "memory": (
-        "$.content", "AS", "content", "TEXT", "NOSTEM",
-        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
-        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
+        _text("$.content", "content"),
+        _text("$.grams[*]", "grams"),
+        _text("$.stems", "stems"),
         *_SCOPE_FIELDS,
-        "$.tag_source", "AS", "source", "TAG",
-        "$.tag_source_prefixes[*]", "AS", "source_prefix", "TAG",
-        "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
-        "$.store", "AS", "store", "TAG",
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
+        _tag("$.tag_source", "source"),
+        _tag("$.tag_source_prefixes[*]", "source_prefix"),
+        _tag("$.tag_short_grams[*]", "short_gram"),
+        _tag("$.store", "store"),
+        _sortable_number("$.ts", "ts"),
+        _sortable_number("$.seq", "seq"),
         # The emotion arm's index (recall.query's `cue.emotion`): exact cosine over the eight axes (and
         # the ninth of EMOTION_INDEX_DIM, so that no stored vector is all zeros).
-        "$.emotion_axes", "AS", "emotion", "VECTOR", "FLAT", "6",
-        "TYPE", "FLOAT32", "DIM", str(EMOTION_INDEX_DIM), "DISTANCE_METRIC", "COSINE",
+        VectorField(
+            "$.emotion_axes",
+            "FLAT",
+            {"TYPE": "FLOAT32", "DIM": EMOTION_INDEX_DIM, "DISTANCE_METRIC": "COSINE"},
+            as_name="emotion",
+        ),
     ),
     "episode": (
-        "$.text", "AS", "text", "TEXT", "NOSTEM",
-        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
-        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
+        _text("$.text", "text"),
+        _text("$.grams[*]", "grams"),
+        _text("$.stems", "stems"),
         *_SCOPE_FIELDS,
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-        "$.seq", "AS", "seq", "NUMERIC", "SORTABLE",
+        _sortable_number("$.ts", "ts"),
+        _sortable_number("$.seq", "seq"),
     ),
     # The raw journal's text is analysed as the memories' is (see :mod:`.raw_docs`); a sealed entry has
     # none here. ``id`` orders entries of the same instant (a batch shares one) for the raw query.
     "raw": (
-        "$.content", "AS", "content", "TEXT", "NOSTEM",
-        "$.grams[*]", "AS", "grams", "TEXT", "NOSTEM",
-        "$.stems", "AS", "stems", "TEXT", "NOSTEM",
+        _text("$.content", "content"),
+        _text("$.grams[*]", "grams"),
+        _text("$.stems", "stems"),
         *_SCOPE_FIELDS,
-        "$.tag_short_grams[*]", "AS", "short_gram", "TAG",
-        "$.tag_session", "AS", "session", "TAG",
-        "$.visibility", "AS", "visibility", "TAG",
-        "$.secrecy_level", "AS", "secrecy", "TAG",
-        "$.suppressed", "AS", "suppressed", "TAG",
-        "$.pk", "AS", "id", "TAG", "SORTABLE",
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
+        _tag("$.tag_short_grams[*]", "short_gram"),
+        _tag("$.tag_session", "session"),
+        _tag("$.visibility", "visibility"),
+        _tag("$.secrecy_level", "secrecy"),
+        _tag("$.suppressed", "suppressed"),
+        _tag("$.pk", "id", sortable=True),
+        _sortable_number("$.ts", "ts"),
     ),
-}  # fmt: skip
+}
+"""The attributes of each index, by the kind of record it holds."""
 
-# The lexical arms drop these words from phrases, so the indexes they search declare the same list.
-_LEXICAL_OPTIONS = ("STOPWORDS", str(len(STOPWORDS)), *STOPWORDS)
-_OPTIONS: dict[str, tuple[str, ...]] = dict.fromkeys(("memory", "episode", "raw"), _LEXICAL_OPTIONS)
+
+async def create_index(client: RedisClient, name: str, prefix: str, fields: Sequence[Field]) -> None:
+    """Create index ``name`` over the JSON documents under ``prefix`` with ``fields``.
+
+    Every index is searched by a lexical arm, which drops :data:`~.lexical.STOPWORDS` from phrases, so
+    each declares the same list. Raises redis-py's ``ResponseError`` if the index exists.
+    """
+    # types-redis (which redis-om installs) leaves IndexDefinition and the search commands unannotated.
+    definition = IndexDefinition(prefix=[prefix], index_type=IndexType.JSON)  # type: ignore[no-untyped-call]
+    search = cast("Any", client).ft(name)
+    await search.create_index(list(fields), definition=definition, stopwords=list(STOPWORDS))
 
 
 async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
@@ -103,10 +135,7 @@ async def ensure_indexes(client: RedisClient, keys: Keys) -> None:
         if missing:
             await _backfill(client, name, prefix, missing)
         try:
-            await command(
-                client, "FT.CREATE", name, "ON", "JSON", "PREFIX", "1", prefix, *_OPTIONS[kind],
-                "SCHEMA", *_INDEXES[kind],
-            )  # fmt: skip
+            await create_index(client, name, prefix, SCHEMAS[kind])
         except redis.exceptions.ResponseError as exc:
             if "already exists" not in str(exc).lower():
                 raise

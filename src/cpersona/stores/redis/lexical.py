@@ -81,9 +81,9 @@ STOPWORDS: tuple[str, ...] = (
     "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
     "to", "was", "will", "with",
 )  # fmt: skip
-"""Words the memory and episode indexes do not index (RediSearch's English default, declared explicitly
-at ``FT.CREATE`` so that the query side and the index agree). They are left out of phrases, because the
-index skips them without leaving a gap: ``state-of-the-art`` is indexed as the adjacent pair
+"""Words the indexes do not index (RediSearch's English default, declared explicitly by
+:func:`.indexes.create_index` so that the query side and the index agree). They are left out of phrases,
+because the index skips them without leaving a gap: ``state-of-the-art`` is indexed as the adjacent pair
 ``state art``. Keeping them out of the index keeps an ``OR`` over a question's words from walking the
 postings of nearly every document for words whose idf is near zero anyway."""
 
