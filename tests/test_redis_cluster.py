@@ -14,6 +14,7 @@ lifts them (one with the coordinator) shows up as a failure here, the cue to loo
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 PREFIX = "cl"
+# A deadline for background indexing, far beyond what a dozen documents take on a loaded host.
+_INDEXING_SECS = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,19 @@ async def test_the_engine_refuses_a_cluster_in_one_line(cluster: list[int], tmp_
             pass
 
 
+def _wait_indexed(node: Any, index: str) -> None:
+    """Return once ``index`` has taken in the documents that were there before it: an index created over
+    existing keys reads them in the background, and on a busy host a search right after ``FT.CREATE``
+    found 2 of 3."""
+    deadline = time.monotonic() + _INDEXING_SECS
+    while True:
+        info = node.execute_command("FT.INFO", index)
+        if not int(dict(zip(info[::2], info[1::2], strict=False)).get(b"indexing", 0)):
+            return
+        assert time.monotonic() < deadline, f"{index} still indexing after {_INDEXING_SECS} s"
+        time.sleep(0.02)
+
+
 def test_an_index_lives_on_the_master_of_its_name_and_sees_only_that_masters_keys(cluster: list[int]) -> None:
     keys = Keys(PREFIX)
     index = f"{keys.memory_index}:probe"
@@ -94,6 +110,7 @@ def test_an_index_lives_on_the_master_of_its_name_and_sees_only_that_masters_key
     local = {doc for doc in docs if _owner(cluster, key_slot(doc.encode())) == home}
     assert 0 < len(local) < len(docs), "the probe's documents must span masters"
     with _node(home) as node:
+        _wait_indexed(node, index)
         found = node.execute_command("FT.SEARCH", index, "apple", "NOCONTENT", "LIMIT", 0, 100)
         # No fan-out: the answer holds the home master's documents and no others.
         assert found[0] == len(local)
