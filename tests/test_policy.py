@@ -8,14 +8,17 @@ every case checks the loader against the schema the engine actually runs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from cpersona import InvalidSetting
-from cpersona.recall.policy import CuePolicy, load_policies, policy_dir
+from cpersona.recall.policy import CuePolicy, Policy, load_policies, policy_dir
+from cpersona.recall.stages.chain import build_chain
 
 BASE = policy_dir() / "single-pass-v0.toml"
 
@@ -414,3 +417,22 @@ def test_a_fault_in_a_bases_chain_is_reported_against_the_base(tmp_path: Path) -
         "policy file z-base.toml",
         "chain[4] names cue_before_count, which needs a [cue] table",
     )
+
+
+# ------------------------------------------------------------------------------------ what they load to
+
+SHIPPED_VALUES = Path(__file__).parent / "golden" / "policy-values.json"
+
+
+def shipped_values() -> str:
+    """Every shipped policy's values and the stages of the chain built from it, as JSON text."""
+    built = {}
+    for name, policy in sorted(load_policies().items()):
+        values = TypeAdapter(Policy).dump_python(policy, mode="json")
+        built[name] = {"stages": [stage.name for stage in build_chain(policy).stages], "values": values}
+    return json.dumps(built, indent=2) + "\n"
+
+
+def test_every_shipped_policy_loads_to_the_values_and_chain_it_always_had() -> None:
+    # The JSON text tells 24 from 24.0, so an integer read where a number was (or back) shows here too.
+    assert shipped_values() == SHIPPED_VALUES.read_text(encoding="utf-8")
