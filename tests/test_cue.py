@@ -7,6 +7,7 @@ written as the ISO strings a response carries, so a reader can check it without 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
@@ -28,6 +29,9 @@ from cpersona.model.time_cue import (
 )
 from cpersona.model.time_cue_request import parse_time_cue
 
+if TYPE_CHECKING:
+    from cpersona.model.policy import ByConfidence
+
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
@@ -35,7 +39,7 @@ def ts(text: str) -> float:
 
 NOW = ts("2026-09-10T12:00:00")
 SPAN = (ts("2026-01-01T00:00:00"), ts("2026-09-01T00:00:00"))
-MARGINS = {"sure": 0.0, "likely": 0.5, "vague": 1.0}
+MARGINS: ByConfidence[float] = {"sure": 0.0, "likely": 0.5, "vague": 1.0}
 
 
 def cue(**parts: object) -> TimeCue:

@@ -6,7 +6,6 @@ last float bit where a product is involved). The policy is the real ``single-pas
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import TypedDict, Unpack
 
@@ -230,7 +229,7 @@ def test_autocut_is_inert_under_rrf_and_rsf_and_with_unscored_rows() -> None:
     cascade_rows = [*cos_rows(0.9, 0.85, 0.1), mem("mem:kw", lexical_only=True)]
     for rows in (rrf_rows, rsf_rows, cascade_rows):
         assert autocut(rows, AUTOCUT) == (None, ())
-    off = dataclasses.replace(AUTOCUT, enabled=False)
+    off = AUTOCUT.model_copy(update={"enabled": False})
     assert autocut(cos_rows(0.9, 0.85, 0.1), off) == (None, ())
 
 
@@ -293,7 +292,7 @@ def test_prior_is_off_at_rate_zero() -> None:
 
 
 def test_prior_reorders_only_and_sinks_the_profile() -> None:
-    policy = dataclasses.replace(SCORING, prior_age_rate=0.1, prior_age_floor=0.3)
+    policy = SCORING.model_copy(update={"prior_age_rate": 0.1, "prior_age_floor": 0.3})
     anchor = 5_000_000.0
     rows = [
         PROFILE,
@@ -311,7 +310,7 @@ def test_prior_reorders_only_and_sinks_the_profile() -> None:
 
 
 def test_prior_gives_an_unknown_age_the_middle_of_the_span() -> None:
-    policy = dataclasses.replace(SCORING, prior_age_rate=0.1, prior_age_floor=0.0)
+    policy = SCORING.model_copy(update={"prior_age_rate": 0.1, "prior_age_floor": 0.0})
     anchor = 5_000_000.0
     rows = [mem("mem:x", rrf=1 / 61), mem("mem:a", rrf=1 / 62), mem("mem:b", rrf=1 / 63)]
     # known ages 0 h and 40 h: the middle is 20 h -> 1/(1+2) = 1/3
@@ -322,7 +321,7 @@ def test_prior_gives_an_unknown_age_the_middle_of_the_span() -> None:
 
 
 def test_prior_needs_every_row_fused_the_same_way() -> None:
-    policy = dataclasses.replace(SCORING, prior_age_rate=0.1)
+    policy = SCORING.model_copy(update={"prior_age_rate": 0.1})
     anchor = 5_000_000.0
     mixed = [mem("mem:old", cosine=0.9), mem("mem:new", rrf=1 / 61)]
     stamps = {"mem:old": 0.0, "mem:new": anchor}

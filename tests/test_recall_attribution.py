@@ -13,7 +13,6 @@ The engine is the real one: the shared test Redis, Qdrant in-process, the ONNX e
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -49,9 +48,9 @@ def add_policy(engine: cpersona.Engine, name: str, **changes: dict[str, Any]) ->
     """Register a copy of the default policy with ``changes`` (section -> fields) applied."""
     base: Policy = engine.policies[engine.settings.recall_policy]
     sections = {
-        section: dataclasses.replace(getattr(base, section), **fields) for section, fields in changes.items()
+        section: getattr(base, section).model_copy(update=fields) for section, fields in changes.items()
     }
-    engine.policies[name] = dataclasses.replace(base, name=name, **sections)
+    engine.policies[name] = base.model_copy(update={"name": name, **sections})
     return name
 
 

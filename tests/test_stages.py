@@ -133,7 +133,7 @@ def test_each_policy_runs_the_stages_its_file_names_in_order() -> None:
 
 def test_build_chain_refuses_a_policy_changed_after_loading() -> None:
     # The loader runs this check; a policy assembled in code gets the same refusal.
-    broken = dataclasses.replace(POLICY, chain=("fuse", "gate", "score", "count", "seats"))
+    broken = POLICY.model_copy(update={"chain": ("fuse", "gate", "score", "count", "seats")})
     with pytest.raises(InvalidSetting) as err:
         build_chain(broken)
     assert err.value.name == "policy file single-pass-v0.toml"
@@ -277,10 +277,10 @@ def test_seats_skip_returned_rows_and_stop_at_the_policy_count() -> None:
     )
     # mem:2 and mem:1 are returned; two seats: mem:9, mem:8
     assert [s.ref for s in final.seats] == ["mem:9", "mem:8"]
-    one = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=1))
+    one = POLICY.model_copy(update={"seats": POLICY.seats.model_copy(update={"block": 1})})
     final = default_chain().run(retrieved(block_arm("mem:9", "mem:8")), plan(policy=one)).final
     assert [s.ref for s in final.seats] == ["mem:9"]
-    none = dataclasses.replace(POLICY, seats=dataclasses.replace(POLICY.seats, block=0))
+    none = POLICY.model_copy(update={"seats": POLICY.seats.model_copy(update={"block": 0})})
     final = default_chain().run(retrieved(block_arm("mem:9")), plan(policy=none)).final
     assert final.seats == ()
 

@@ -224,10 +224,10 @@ def add_policy(engine: cpersona.Engine, name: str, **changes: Any) -> str:
     """Register a copy of the engine's policy with the block seats off and ``changes`` (section name to
     a dict of fields) applied; returns its name."""
     base: Policy = engine.policies[engine.settings.recall_policy]
-    sections: dict[str, Any] = {"seats": dataclasses.replace(base.seats, block=0)}
+    sections: dict[str, Any] = {"seats": base.seats.model_copy(update={"block": 0})}
     for section, fields in changes.items():
-        sections[section] = dataclasses.replace(getattr(base, section), **fields)
-    engine.policies[name] = dataclasses.replace(base, name=name, **sections)
+        sections[section] = getattr(base, section).model_copy(update=fields)
+    engine.policies[name] = base.model_copy(update={"name": name, **sections})
     return name
 
 

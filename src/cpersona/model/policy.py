@@ -1,18 +1,33 @@
 """A recall policy as a value: the schema of one ``stages/*.toml`` file, read by ``cpersona.recall.policy``.
 
-These are plain frozen records with no I/O, so every layer that needs a policy's numbers (the stages, the
-gate, the trace) can name their types without importing the loader, and the loader can check a file's
-``chain`` against the stages without an import cycle.
+Each table is a frozen pydantic model that checks itself: strict (a TOML value must already be of the
+field's type: no string for a number, no float for an integer, no ``true`` for either; an integer stands
+for a float), every key required unless said otherwise, an unknown key refused, no infinity or NaN. They
+do no I/O, so every layer that needs a policy's numbers (the stages, the gate, the trace) can name their
+types without importing the loader, and the loader can check a file's ``chain`` against the stages
+without an import cycle.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
+from typing import Annotated, Generic, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    StrictStr,
+    with_config,
+)
+from typing_extensions import TypedDict
 
 __all__ = [
     "AutocutPolicy",
     "BlockPolicy",
+    "ByConfidence",
     "CuePolicy",
     "DepthPolicy",
     "ExcludePolicy",
@@ -26,21 +41,37 @@ __all__ = [
     "VectorPolicy",
 ]
 
+_T = TypeVar("_T")
+# What every table checks (the module docstring says what strict means here); a table is frozen besides.
+_CHECKS = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DepthPolicy:
+
+class _Table(BaseModel):
+    model_config = ConfigDict(**_CHECKS, frozen=True)
+
+
+# A TypedDict rather than a dict keyed by Confidence, so that pydantic names a missing or an unknown word
+# by its key, and the value stays a plain dict for the code that reads it.
+@with_config(_CHECKS)
+class ByConfidence(TypedDict, Generic[_T]):
+    """One value for each confidence word of a time cue (``model.time_cue.CONFIDENCES``), none other."""
+
+    sure: _T
+    likely: _T
+    vague: _T
+
+
+class DepthPolicy(_Table):
     floor: int
     max: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class LimitPolicy:
+class LimitPolicy(_Table):
     default: int
     max: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class VectorPolicy:
+class VectorPolicy(_Table):
     min_similarity: float
     rrf_threshold_factor: float
     scan_window: int
@@ -49,13 +80,11 @@ class VectorPolicy:
     far_weight: float
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FusionPolicy:
+class FusionPolicy(_Table):
     rrf_k: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GatePolicy:
+class GatePolicy(_Table):
     start: float
     span: float
     saturation: int
@@ -70,15 +99,13 @@ class GatePolicy:
     precision_beta: dict[str, float]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AutocutPolicy:
+class AutocutPolicy(_Table):
     enabled: bool
     min_results: int
     min_gap_ratio: float
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ScoringPolicy:
+class ScoringPolicy(_Table):
     episode_penalty: bool
     episode_decay_rate: float
     episode_decay_floor: float
@@ -87,61 +114,56 @@ class ScoringPolicy:
     prior_age_anchor: Literal["newest", "now"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SeatPolicy:
+class SeatPolicy(_Table):
     block: int
     # Whether a seat must pass the gate floor of the arm that found its record (single-pass-v1 on).
     floor: bool
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BlockPolicy:
+class BlockPolicy(_Table):
     max_per_record: int
     max_chars: int
     search_hits: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ExcludePolicy:
+class ExcludePolicy(_Table):
     prefix_min_chars: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RenderPolicy:
+class RenderPolicy(_Table):
     preview_chars: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class CuePolicy:
+class CuePolicy(_Table):
     """How a time cue is used (seed §2): every table is keyed by exactly the three confidence words."""
 
     # Widening of the cue's own period on each side, as a share of its length.
-    margins: dict[str, float]
+    margins: ByConfidence[NonNegativeFloat]
     # L: the most places a row the cue arm ranked may rise.
-    lift: dict[str, int]
+    lift: ByConfidence[NonNegativeInt]
     # Held seats for cue-arm records the answer does not hold.
-    seats: dict[str, int]
+    seats: ByConfidence[NonNegativeInt]
     # Whether a record the count cut (after the gate and autocut admitted it) may take a seat.
     seat_cut_rows: bool
     # A cue whose own period starts within this many hours before now is ignored; 0 turns the rule off.
-    recent_only_hours: float
+    recent_only_hours: NonNegativeFloat
     search_episodes: bool
     # Rows per half of the cue arm; 0 means the recall's own depth.
-    depth: int
-    # The cue arm's lists are merged by the vote 1/(merge_k + rank), rank 0-based.
-    merge_k: int
-    vector_floor_factor: float
-    revisions: int
+    depth: NonNegativeInt
+    # The cue arm's lists are merged by the vote 1/(merge_k + rank), rank 0-based; 0 would divide by 0.
+    merge_k: PositiveInt
+    vector_floor_factor: NonNegativeFloat
+    revisions: NonNegativeInt
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(_Table):
     """One recall policy, exactly as its file says (after its ``extends`` chain is merged)."""
 
     name: str
     scoring: str
-    # The stages after the arms, by name, in the order they run (``cpersona.recall.stages.chain``).
-    chain: tuple[str, ...]
+    # The stages after the arms, by name, in the order they run (``cpersona.recall.stages.chain``). TOML
+    # gives an array, which strict mode would refuse for a tuple; each name is still strictly a string.
+    chain: Annotated[tuple[StrictStr, ...], Field(strict=False)]
     depth: DepthPolicy
     limit: LimitPolicy
     vector: VectorPolicy

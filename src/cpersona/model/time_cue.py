@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
+    from cpersona.model.policy import ByConfidence
+
 __all__ = [
     "CONFIDENCES",
     "MAX_TS",
@@ -150,7 +152,7 @@ def cue_period(
     confidence: Confidence,
     span: tuple[float, float] | None,
     now: float,
-    margins: Mapping[str, float],
+    margins: ByConfidence[float],
 ) -> Period | None:
     """The period searched at a confidence step: the own period widened by its margin on both sides."""
     own = own_period(cue, span, now)

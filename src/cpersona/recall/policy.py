@@ -14,29 +14,24 @@ exactly like a file that stands alone. The ``[cue]`` table is the one optional t
 takes no time cue.
 
 The schema itself (:class:`~cpersona.model.policy.Policy` and its tables) lives in ``cpersona.model`` as
-plain values; it is re-exported here for the callers that load policies.
+frozen pydantic models, which do the checking; it is re-exported here for the callers that load policies.
+A refusal names the file and every entry at fault in it, each with pydantic's own words
+(``limit.default: Input should be a valid integer``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import tomllib
-import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any
+
+from pydantic import ValidationError
 
 from cpersona.errors import InvalidSetting
 from cpersona.model.policy import CuePolicy, Policy
-from cpersona.model.time_cue import CONFIDENCES
 from cpersona.recall.stages.chain import build_chain
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 __all__ = ["CuePolicy", "Policy", "load_policies", "policy_dir"]
-
-_T = TypeVar("_T")
 
 
 def policy_dir() -> Path:
@@ -72,11 +67,12 @@ def load_policies(directory: Path | None = None) -> dict[str, Policy]:
             merged = _merge(merged, own)
         if "name" in raws[stem]:
             merged["name"] = raws[stem]["name"]
-        policy = _build(Policy, merged, filename, "")
+        try:
+            policy = Policy.model_validate(merged)
+        except ValidationError as exc:
+            raise InvalidSetting(f"policy file {filename}", _faults(exc)) from None
         if policy.name != stem:
             raise InvalidSetting(f"policy file {filename}", f"names itself {policy.name!r}")
-        if policy.cue is not None:
-            _check_cue(policy.cue, filename)
         # Built here only to be checked: a chain that cannot run is refused before the engine opens.
         build_chain(policy)
         policies[policy.name] = policy
@@ -113,98 +109,17 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _build(cls: type[_T], raw: dict[str, Any], filename: str, where: str) -> _T:
-    hints = get_type_hints(cls)
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    names = [f.name for f in fields]
-    for key in raw:
-        if key not in names:
-            raise InvalidSetting(f"policy file {filename}", f"has an unknown key {where}{key}")
-    values: dict[str, Any] = {}
-    for field in fields:
-        name = field.name
-        hint, optional = _unwrap_optional(hints[name])
-        if name not in raw:
-            # Only an optional table may be left out; it then reads as absent (None).
-            if optional:
-                continue
-            raise InvalidSetting(f"policy file {filename}", f"is missing {where}{name}")
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            section = raw[name]
-            if not isinstance(section, dict):
-                raise InvalidSetting(f"policy file {filename}", f"needs a [{where}{name}] table")
-            values[name] = _build(hint, section, filename, f"{where}{name}.")
-        else:
-            values[name] = _check(raw[name], hint, filename, f"{where}{name}")
-    return cls(**values)
+def _faults(exc: ValidationError) -> str:
+    """Each entry pydantic refused, as the file spells its key (``cue.lift.sure``, ``chain[1]``), with the
+    value the file gave it where there is one to show."""
+    faults = []
+    for error in exc.errors():
+        fault = f"{_entry(error['loc'])}: {error['msg']}"
+        if error["type"] not in ("missing", "extra_forbidden"):
+            fault += f", got {error['input']!r}"
+        faults.append(fault)
+    return "; ".join(faults)
 
 
-def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
-    if get_origin(hint) in (Union, types.UnionType):
-        args = [arg for arg in get_args(hint) if arg is not type(None)]
-        if len(args) == 1 and len(get_args(hint)) == 2:
-            return args[0], True
-    return hint, False
-
-
-def _check_cue(cue: CuePolicy, filename: str) -> None:
-    """Ranges the types alone do not give: no negative lift or seat, a merge vote that cannot divide by 0."""
-    where = f"policy file {filename}"
-    for table in ("margins", "lift", "seats"):
-        words = getattr(cue, table)
-        missing = [word for word in CONFIDENCES if word not in words]
-        extra = sorted(word for word in words if word not in CONFIDENCES)
-        if extra:
-            raise InvalidSetting(where, f"cue.{table} has an unknown confidence {extra[0]!r}")
-        if missing:
-            raise InvalidSetting(where, f"cue.{table} is missing {missing[0]!r}")
-        for word, value in words.items():
-            if value < 0:
-                raise InvalidSetting(where, f"cue.{table}.{word} must be at least 0, got {value}")
-    for key in ("recent_only_hours", "depth", "vector_floor_factor", "revisions"):
-        if getattr(cue, key) < 0:
-            raise InvalidSetting(where, f"cue.{key} must be at least 0, got {getattr(cue, key)}")
-    if cue.merge_k < 1:
-        raise InvalidSetting(where, f"cue.merge_k must be at least 1, got {cue.merge_k}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-# A scalar type of the schema: what a TOML value must be to stand for it, and what is said when it is not.
-_SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
-    bool: (lambda value: isinstance(value, bool), "must be true or false"),
-    int: (_is_int, "must be an integer"),
-    float: (_is_number, "must be a finite number"),
-    str: (lambda value: isinstance(value, str), "must be a string"),
-}
-
-
-def _check(value: Any, hint: Any, filename: str, key: str) -> Any:
-    where = f"policy file {filename}"
-    if hint in _SCALARS:
-        accepts, problem = _SCALARS[hint]
-        if not accepts(value):
-            raise InvalidSetting(where, f"{key} {problem}")
-        return float(value) if hint is float else value
-    origin = get_origin(hint)
-    if origin is Literal:
-        if value not in get_args(hint):
-            raise InvalidSetting(where, f"{key} must be one of {', '.join(map(str, get_args(hint)))}")
-        return value
-    if origin is tuple:
-        item = get_args(hint)[0]
-        if not isinstance(value, list):
-            raise InvalidSetting(where, f"{key} must be an array")
-        return tuple(_check(v, item, filename, f"{key}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        item = get_args(hint)[1]
-        if not isinstance(value, dict):
-            raise InvalidSetting(where, f"{key} must be a table")
-        return {str(k): _check(v, item, filename, f"{key}.{k}") for k, v in value.items()}
-    raise InvalidSetting(where, f"{key} has an unsupported type")  # pragma: no cover - schema error
+def _entry(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
