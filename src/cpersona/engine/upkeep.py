@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from cpersona.engine.deletes import delete
+from cpersona.engine.deletes import delete_memories
 from cpersona.engine.disk import check_free_space
 from cpersona.errors import ForgetUnconfirmed, RecordNotFound
 from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, current_fidelity, emotional_modulation, is_decayed
@@ -47,13 +47,15 @@ from cpersona.model.records import Fidelity, MemoryRecord, parse_ref
 from cpersona.model.time_cue import MAX_TS
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
 
 __all__ = ["agent_memories", "decay_forecast", "decay_tick", "forget", "threshold_time"]
 
 _READ_BATCH = 64
+# Memories deleted per batch by a forget: one Redis transaction and one vector delete each.
+_DELETE_PAGE = 256
 
 
 async def _read_memories(life: Lifecycle, agent_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
@@ -87,7 +89,7 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
         await check_free_space(life.settings)
     now = time.time()
     updated = 0
-    decayed: list[str] = []
+    decayed: list[MemoryRecord] = []
     batch: list[tuple[str, Fidelity]] = []
     async for record in agent_memories(life, req.agent_id):
         if seconds:
@@ -99,12 +101,12 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
                 batch = []
         updated += 1
         if is_decayed(record, now):
-            decayed.append(record.ref)
+            decayed.append(record)
     await life.backends.records.set_fidelities(batch)
     pruned = 0
     if pruning:
-        for ref in decayed:
-            pruned += await _delete_if_there(life, ref, req.agent_id)
+        for start in range(0, len(decayed), _DELETE_PAGE):
+            pruned += await delete_memories(life, decayed[start : start + _DELETE_PAGE])
     return DecayTickResult(updated, len(decayed), pruned, pruning, seconds)
 
 
@@ -144,14 +146,6 @@ async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> DecayFo
     return DecayForecastResult(tuple(out))
 
 
-async def _delete_if_there(life: Lifecycle, ref: str, agent_id: str) -> int:
-    try:
-        await delete(life, ref, agent_id)
-    except RecordNotFound:
-        return 0  # gone meanwhile: another forget or a prune got there first
-    return 1
-
-
 def _memory_target(target: str) -> str | None:
     """The memory an edge points to (its bare id), or ``None`` when the target names no memory."""
     ref = parse_ref(target if ":" in target else f"mem:{target}")
@@ -168,22 +162,35 @@ def _selected(req: ForgetRequest, record: MemoryRecord, now: float) -> bool:
     return req.older_than_seconds is not None and record.timestamp < now - req.older_than_seconds
 
 
-async def _forget_refs(life: Lifecycle, req: ForgetRequest) -> list[str]:
-    """The refs the forget names: its ids (with ``cascade``, their edges' targets), then every memory of
-    the agent its store, period or age selects; each once."""
-    refs: dict[str, None] = {}
+async def _forget_pages(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[list[MemoryRecord]]:
+    """The memories the forget names, a page at a time: its ids (with ``cascade``, their edges'
+    targets), then every memory of the agent its store, period or age selects; each once."""
+    seen: set[str] = set()
+
+    def fresh(records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        page = [r for r in records if r.id not in seen]
+        seen.update(r.id for r in page)
+        return page
+
     if req.record_ids:
         named = await _read_memories(life, req.agent_id, list(dict.fromkeys(req.record_ids)))
-        refs.update((r.ref, None) for r in named)
-        if req.cascade:
-            targets = [t for r in named for a in r.associations if (t := _memory_target(a.target_id))]
-            refs.update((t.ref, None) for t in await _read_memories(life, req.agent_id, targets))
-    if req.store is not None or req.temporal_range is not None or req.older_than_seconds is not None:
-        now = time.time()
-        async for record in agent_memories(life, req.agent_id):
-            if _selected(req, record, now):
-                refs[record.ref] = None
-    return list(refs)
+        targets = [t for r in named for a in r.associations if (t := _memory_target(a.target_id))]
+        if page := fresh(named):
+            yield page
+        if req.cascade and (page := fresh(await _read_memories(life, req.agent_id, targets))):
+            yield page
+    if req.store is None and req.temporal_range is None and req.older_than_seconds is None:
+        return
+    now = time.time()
+    page = []
+    async for record in agent_memories(life, req.agent_id):
+        if _selected(req, record, now):
+            page.extend(fresh([record]))
+            if len(page) >= _DELETE_PAGE:
+                yield page
+                page = []
+    if page:
+        yield page
 
 
 async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
@@ -191,6 +198,6 @@ async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
     if not req.confirm:
         raise ForgetUnconfirmed("confirm", "must be true to forget; nothing was deleted")
     deleted = 0
-    for ref in await _forget_refs(life, req):
-        deleted += await _delete_if_there(life, ref, req.agent_id)
+    async for page in _forget_pages(life, req):
+        deleted += await delete_memories(life, page)
     return ForgetResult(deleted)

@@ -325,6 +325,11 @@ class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, MemoryRea
         """Delete a record, its pending mark and ``claims``."""
         ...
 
+    async def delete_many(self, kind: RecordKind, records: Sequence[tuple[str, Sequence[str]]]) -> int:
+        """Delete records of one kind, each ``(record id, claims)`` as :meth:`delete` does, in one durable
+        step; return how many of them were still there."""
+        ...
+
     async def delete_agent(self, agent_id: str) -> int:
         """Delete every record, claim, profile and calibration of an agent; return the records deleted."""
         ...

@@ -291,6 +291,11 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         async with redis_errors():
             await self._writer.delete(self.key(kind, record_id), record_id, claims)
 
+    async def delete_many(self, kind: RecordKind, records: Sequence[tuple[str, Sequence[str]]]) -> int:
+        async with redis_errors():
+            keyed = [(self.key(kind, record_id), record_id, claims) for record_id, claims in records]
+            return await self._writer.delete_many(keyed)
+
     async def delete_agent(self, agent_id: str) -> int:
         async with redis_errors():
             return await self._writer.delete_agent(agent_id)

@@ -167,6 +167,21 @@ class Writer:
         self._drop_claims(pipe, record_id, claims)
         await commit(pipe, self.client)
 
+    async def delete_many(self, records: Sequence[tuple[str, str, Sequence[str]]]) -> int:
+        """``(key, record id, claims)`` deleted as :meth:`delete` deletes one, in one transaction and one
+        wait for the disk; the number of keys that were there."""
+        if not records:
+            return 0
+        pipe = transaction(self.client)
+        for key, _, _ in records:
+            pipe.delete(key)
+        pipe.srem(self.keys.vector_pending, *(key for key, _, _ in records))
+        keys, args = claim_args([(record_id, claims) for _, record_id, claims in records])
+        if keys:
+            queue_script(pipe, DROP, keys, args)
+        applied = await commit(pipe, self.client)
+        return sum(int(gone) for gone in applied[: len(records)])
+
     async def delete_agent(self, agent_id: str) -> int:
         query = scope_query(ReadScope(agent_id), with_source=False)
         deleted = 0
