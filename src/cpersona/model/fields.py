@@ -54,9 +54,11 @@ __all__ = [
     "ContentSchema",
     "ContentText",
     "Before",
+    "Count",
     "Header",
     "KeyText",
     "Limit",
+    "MAX_COUNT",
     "NO_CONTROL_PATTERN",
     "NOT_NULL",
     "OWN",
@@ -246,6 +248,13 @@ def _integral(value: object) -> object:
 
 WHOLE = Before(_integral)
 """On an ``int`` of a body: a number with no fraction (``5.0``) is that integer; ``5.5`` is refused."""
+
+MAX_COUNT: Final = 2**53 - 1
+"""The largest integer a request holds where nothing narrower applies: the last one every JSON reader
+(a JavaScript client, a 64-bit float) holds exactly, and far inside what a response can write back."""
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT), WHOLE]
+"""A whole number of a body with no limit of its own (one a setting clamps, a threshold): 0 to
+:data:`MAX_COUNT`, so that what a response echoes always fits its JSON."""
 
 QUERY_DIGITS = Before(_ascii_digits)
 """Put after an integer's bounds (``Annotated[int, Field(ge=0), QUERY_DIGITS]``): read from a query

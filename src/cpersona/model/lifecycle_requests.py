@@ -17,10 +17,12 @@ from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.epoch_time import EpochTime
-from cpersona.model.fields import WHOLE, AgentId, Before, Header, KeyText, RequestModel, refusal
+from cpersona.model.fields import WHOLE, AgentId, Before, Count, Header, KeyText, RequestModel, refusal
 from cpersona.model.records import StoreKind
+from cpersona.model.time_cue import MAX_TS
 
 __all__ = [
+    "MAX_AGE_SECONDS",
     "MAX_ARCHIVE_BYTES",
     "MEMORY_ID_PATTERN",
     "MAX_LIFECYCLE_IDS",
@@ -41,6 +43,8 @@ MAX_LIFECYCLE_IDS = 1_000
 """The most record ids one forget or forecast names."""
 MAX_TICK_SECONDS = 100 * 365 * 86_400
 """The longest a single decay tick ages the memories: a century (any longer reads as gone anyway)."""
+MAX_AGE_SECONDS = int(MAX_TS)
+"""The greatest age a selector names: a memory's time lies between 1970 and 9999, so none is older."""
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 """The largest archive an HTTP import carries (the request cap of the reference server)."""
 
@@ -137,7 +141,7 @@ class ForgetRequest(RequestModel):
     temporal_range: TemporalRange | None = Field(
         default=None, description="Every memory whose own timestamp lies in the range (inclusive)"
     )
-    older_than_seconds: Annotated[int, Field(ge=0), WHOLE] | None = Field(
+    older_than_seconds: Annotated[int, Field(ge=0, le=MAX_AGE_SECONDS), WHOLE] | None = Field(
         default=None, description="Every memory whose own timestamp is more than this many seconds ago"
     )
     cascade: bool = Field(
@@ -167,8 +171,8 @@ class ConsolidateRequest(RequestModel):
         default="incremental",
         description="Accepted for Cerememory's clients; every strategy runs the same idempotent pass",
     )
-    min_age_hours: Annotated[int, Field(ge=0), WHOLE] = 0
-    min_access_count: Annotated[int, Field(ge=0), WHOLE] = 0
+    min_age_hours: Annotated[int, Field(ge=0, le=MAX_AGE_SECONDS // 3600), WHOLE] = 0
+    min_access_count: Count = 0
     dry_run: bool = Field(default=False, description="Count what would change; change nothing")
     header: Header = None
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel, refusal
+from cpersona.model.fields import WHOLE, Count, Header, KeyText, RequestModel, refusal
 from cpersona.model.time_cue_request import EMPTY_IS_NO_CUE, TimeCueBody
 
 __all__ = ["MAX_BUDGET", "MAX_EVIDENCE", "MAX_HOPS", "MAX_TOP_K", "ReconstructRequest"]
@@ -31,7 +31,7 @@ class ReconstructRequest(RequestModel):
 
     agent_id: KeyText = Field(description="The agent whose memory is read (exact)")
     query: Annotated[str, Field(max_length=_MAX_QUERY)] = Field(description="The question")
-    count: Annotated[int, Field(ge=0), WHOLE] | None = Field(
+    count: Count | None = Field(
         default=None, description="Items (default 10; above CPERSONA_RECONSTRUCT_MAX_COUNT clamped, reported)"
     )
     top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K), WHOLE] | None = Field(
@@ -43,7 +43,7 @@ class ReconstructRequest(RequestModel):
     max_evidence: Annotated[int, Field(ge=1, le=MAX_EVIDENCE), WHOLE] | None = Field(
         default=None, description="Claims per item at most (default 40)"
     )
-    budget: Annotated[int, Field(ge=0), WHOLE] | None = Field(
+    budget: Count | None = Field(
         default=None,
         description="Characters of quoted text (default max(4000, the window's head caps); at most 20000, "
         "at least one head quote; a clamp is reported)",

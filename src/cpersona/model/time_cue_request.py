@@ -57,7 +57,8 @@ class AgoBody(RequestModel):
     model_config = ConfigDict(json_schema_extra=_reach_by_unit)
 
     unit: Unit
-    value: Annotated[int, Field(ge=0), WHOLE]
+    # The widest reach (in days) bounds every unit; the validator holds each unit to its own.
+    value: Annotated[int, Field(ge=0, le=_MAX_AGO_DAYS), WHOLE]
 
     @field_validator("value")
     @classmethod
