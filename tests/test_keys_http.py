@@ -106,11 +106,16 @@ async def test_a_key_writes_and_reads_its_agent_only(keyed: httpx.AsyncClient, s
     assert got.json()["record"]["agent_id"] == "ann"
     bob = await keyed.post("/v1/encode", json={"content": "x", "agent_id": "bob"}, headers=auth)
     _refused(bob, 403, "FORBIDDEN")
-    header = await keyed.post(
-        "/v1/encode", json={"content": "x"}, headers={**auth, "x-cpersona-agent": "bob"}
-    )
-    assert header.status_code == 200
-    assert header.json()["ref"] != ref
+    # A header naming another agent is refused as a body's agent_id is, never overridden by the key's.
+    for body in ({"content": "x"}, {"content": "x", "agent_id": "ann"}):
+        header = await keyed.post("/v1/encode", json=body, headers={**auth, "x-cpersona-agent": "bob"})
+        _refused(header, 403, "FORBIDDEN")
+        assert header.json()["error"]["field"] == "x-cpersona-agent"
+        assert "x-cpersona-agent" in header.json()["error"]["message"]
+    own = await keyed.post("/v1/encode", json={"content": "x"}, headers={**auth, "x-cpersona-agent": "ann"})
+    assert own.status_code == 200, own.text
+    listed = await keyed.get("/v1/records", headers=auth)
+    assert sorted(r["ref"] for r in listed.json()["records"]) == sorted([ref, own.json()["ref"]])
     batch = {"records": [{"content": "y", "agent_id": "ann"}, {"content": "z", "agent_id": "bob"}]}
     _refused(await keyed.post("/v1/encode/batch", json=batch, headers=auth), 403, "FORBIDDEN")
     _refused(await keyed.get("/v1/profile/bob", headers=auth), 403, "FORBIDDEN")

@@ -30,12 +30,16 @@ if TYPE_CHECKING:
 
 
 @contextlib.asynccontextmanager
-async def _keyed_mcp(settings: Settings, token: str | None) -> AsyncIterator[Client]:
+async def _keyed_mcp(
+    settings: Settings, token: str | None, agent_header: str | None = None
+) -> AsyncIterator[Client]:
     app = create_app(
         settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on", rate_limit_per_sec=0),
         background=False,
     )
-    headers = {"authorization": f"Bearer {token}"} if token else None
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    if agent_header is not None:
+        headers["x-cpersona-agent"] = agent_header
     async with app.router.lifespan_context(app) as state:
         assert state is not None
 
@@ -109,6 +113,20 @@ async def test_mcp_tools_act_only_for_the_keys_agents(settings: Settings, redis:
     async with _keyed_mcp(settings, root) as client:
         gone, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
         assert not failed, gone
+
+
+async def test_a_header_naming_another_agent_is_refused_not_overridden(
+    settings: Settings, redis: RedisClient
+) -> None:
+    ann, _ = await ApiKeyStore(redis, Keys(settings.key_prefix)).create(["ann"], admin=False, name=None)
+    async with _keyed_mcp(settings, ann, agent_header="bob") as client:
+        body, failed = await _call(client, "store", {"content": "meant for bob"})
+        assert failed
+        assert (body["error"]["code"], body["error"]["field"]) == ("FORBIDDEN", "x-cpersona-agent")
+    async with _keyed_mcp(settings, ann) as client:
+        listed, failed = await _call(client, "list_memories", {})
+        assert not failed
+        assert listed["count"] == 0
 
 
 _WORDS = ("deploy", "key", "friday", "rotate", "green", "build")

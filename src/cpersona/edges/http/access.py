@@ -24,6 +24,11 @@ class AgentForbidden(CpersonaError):
     code = "FORBIDDEN"
     status = 403
 
+    def __init__(self, message: str, field: str | None = None) -> None:
+        # ``field`` names where the agent was named when that is not the request's own ``agent_id``.
+        self.field = field
+        super().__init__(message)
+
 
 def key_agents(connection: HTTPConnection) -> frozenset[str] | None:
     """The agents the connection's key is bound to, or ``None`` when it may act for every agent."""
@@ -31,7 +36,9 @@ def key_agents(connection: HTTPConnection) -> frozenset[str] | None:
     return agents if isinstance(agents, frozenset) else None
 
 
-def permit(agents: frozenset[str] | None, agent_id: str) -> None:
-    """Refuse ``agent_id`` unless ``agents`` allows it (``None`` allows every agent)."""
+def permit(agents: frozenset[str] | None, agent_id: str, field: str | None = None) -> None:
+    """Refuse ``agent_id`` unless ``agents`` allows it (``None`` allows every agent); ``field`` is where
+    the request named it, when not in an ``agent_id``."""
     if agents is not None and agent_id not in agents:
-        raise AgentForbidden(f"this key may not act for agent {agent_id!r}")
+        where = "" if field is None else f" (named by {field})"
+        raise AgentForbidden(f"this key may not act for agent {agent_id!r}{where}", field)

@@ -9,7 +9,8 @@ model has an ``agent_id`` (or a batch of ``records`` that each have one): the ap
 models on its request (:func:`declare_models`), and :func:`json_object` and :func:`query_params` fill the
 agent in as they read, so a route in any module gets it however it reads its request (:func:`read_body`
 and :func:`read_query` also validate). :func:`caller_agent` is the one place that decides the fallback;
-an API key bound to exactly one agent comes first in it (a client without scopes then needs nothing else).
+an API key bound to exactly one agent comes first in it (a client without scopes then needs nothing else),
+and a header naming an agent the key is not bound to is refused (403 naming the header), never overridden.
 
 With an API key in force (:mod:`.auth`), every agent a request names is checked against the key
 (:func:`~cpersona.edges.http.access.permit`, 403 ``FORBIDDEN``): its ``agent_id`` (body or query string),
@@ -80,9 +81,13 @@ def caller_agent(request: Request) -> str | None:
     """The agent a request acts for when it names none: the one agent of its key, else its header, else
     the server's default agent."""
     agents = key_agents(request)
+    header = agent_header(request)
+    if header is not None:
+        # The caller meant that agent: acting for the key's own one instead would write where it did not
+        # ask, so another agent is refused as one named in the body is.
+        permit(agents, header, AGENT_HEADER.lower())
     if agents is not None and len(agents) == 1:
         return next(iter(agents))
-    header = agent_header(request)
     return header if header is not None else _settings(request).default_agent
 
 

@@ -49,7 +49,7 @@ def failure(exc: Exception, tool: str) -> dict[str, Any]:
         return tool_error(inner.code, str(inner), "ref")
     if isinstance(inner, CpersonaError) and not isinstance(inner, BackendUnavailable) and inner.status < 500:
         # The caller's to fix (FORBIDDEN: a key that may not act for the agent): its words are for the caller.
-        return tool_error(inner.code, str(inner))
+        return tool_error(inner.code, str(inner), getattr(inner, "field", None))
     # Engine-state errors and anything unexpected are server faults: logged whole, answered opaquely.
     log.error("tool %s failed: %s", tool, inner, exc_info=inner)
     return tool_error("INTERNAL_ERROR", _OPAQUE)
