@@ -22,6 +22,7 @@ from cpersona.edges.http.access import AgentForbidden, permit
 from cpersona.edges.http.app import create_app
 from cpersona.edges.http.trace_stream import _targets
 from cpersona.keys import Keys
+from cpersona.stores.redis.api_keys import ApiKeyStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -97,7 +98,10 @@ async def _app(settings: Settings, agents: frozenset[str] | None) -> AsyncIterat
         yield call
 
 
-def _scope(query: str) -> Scope:
+def _scope(query: str, token: str | None = None) -> Scope:
+    headers = [(b"host", b"cpersona.test")]
+    if token is not None:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -107,7 +111,7 @@ def _scope(query: str) -> Scope:
         "path": "/v1/traces/stream",
         "raw_path": b"/v1/traces/stream",
         "query_string": query.encode(),
-        "headers": [(b"host", b"cpersona.test")],
+        "headers": headers,
         "client": ("127.0.0.1", 5000),
         "server": ("cpersona.test", 80),
     }
@@ -154,6 +158,34 @@ async def test_the_stream_forwards_the_traces_it_may_and_ends_with_the_client(
         assert await _subscribers(redis, keys) >= 1
         stream.gone.set()
     # The response's call returned (the task group is done) and its subscription is gone from Redis.
+    assert await _subscribers(redis, keys) == 0
+
+
+async def test_a_key_of_several_agents_follows_them_all_without_naming_one(
+    settings: Settings, redis: RedisClient
+) -> None:
+    # Real keys in force (the auth middleware, not a stand-in): the README's "follows only the agents the
+    # request's key may act for", with no agent_id, is each of the key's agents and no other.
+    keys = Keys(settings.key_prefix)
+    token, _ = await ApiKeyStore(redis, keys).create(["ann", "bo"], admin=False, name=None)
+    stream = _Stream()
+    async with (
+        _app(settings.with_(keys="on", rate_limit_per_sec=0), None) as app,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(app, _scope("", token), stream.receive, stream.send)
+        await stream.until(lambda s: s.status not in (None, 200) or any(e == "ready" for e, _ in s.events()))
+        assert stream.status == 200, stream.body
+        ready = next(orjson.loads(d) for e, d in stream.events() if e == "ready")
+        assert ready == {"agent_id": None, "project_id": None, "agents": ["ann", "bo"]}
+        for agent, ref in (("ann", "mem:a"), ("cy", "mem:c"), ("bo", "mem:b"), ("ann", "mem:end")):
+            await redis.publish(keys.trace_channel(agent), _trace(agent, None, ref))
+        await stream.until(lambda s: any("mem:end" in d for _, d in s.events()))
+        traces = [orjson.loads(d) for e, d in stream.events() if e == "trace"]
+        assert [t["arms"]["memory_keyword"][0]["ref"] for t in traces] == ["mem:a", "mem:b", "mem:end"]
+        # Its own channels, never the pattern of every agent.
+        assert await redis.pubsub_numpat() == 0
+        stream.gone.set()
     assert await _subscribers(redis, keys) == 0
 
 

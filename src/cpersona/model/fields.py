@@ -17,7 +17,7 @@ import contextvars
 import dataclasses
 import enum
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -95,6 +95,11 @@ class RequestModel(BaseModel):
     """A request body: unknown fields refused, no coercion (``"3"`` is no integer), frozen."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    unnamed_agent_is_every_agent: ClassVar[bool] = True
+    """Whether leaving out an optional ``agent_id`` reaches every agent (the stats of all), which a key
+    bound to some agents may not ask for; a model whose omission reaches only the agents the caller may
+    see (the trace stream follows the key's agents) says False."""
 
 
 class QueryModel(RequestModel):

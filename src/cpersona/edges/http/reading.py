@@ -140,7 +140,7 @@ def permit_named(request: Request, model: type[RequestModel], values: Mapping[st
         named = values.get("agent_id")
         if named is not None:
             _permit_value(agents, named)
-        elif not field.is_required():
+        elif not field.is_required() and model.unnamed_agent_is_every_agent:
             # Naming no agent means every agent here (the stats of all): not for a key bound to some.
             raise AgentForbidden("name an agent_id: this key may act only for its own agents")
     if _records_take_agent(model) and isinstance(values.get("records"), list):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import anyio
 import orjson
@@ -80,6 +80,9 @@ class TraceStreamsFull(BackendUnavailable):
 
 class TraceStreamQuery(QueryModel):
     """Which traces to follow."""
+
+    # Without agent_id the stream follows the key's own agents' channels, never every agent's.
+    unnamed_agent_is_every_agent: ClassVar[bool] = False
 
     agent_id: KeyText | None = Field(
         default=None, description="Only this agent's traces (default: every agent the request may see)"
