@@ -187,3 +187,25 @@ def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
     ]  # fmt: skip
     for model, request in cases:
         validate(model, {**endpoints.dump(request), **AGENT}, Settings())
+
+
+async def test_an_import_conflict_says_nothing_of_who_holds_the_id(client: httpx.AsyncClient) -> None:
+    # Ids are unique in the store, so an archive naming another agent's id cannot be written; the answer
+    # is the same whichever agent and record it is, and names neither (issue 31, item 8).
+    answers = []
+    for owner, text in (("owner-one", "the spare key is in the tin"), ("owner-two", "the ferry is at 7")):
+        record_id = await _store(client, text, agent_id=owner)
+        exported = await client.post("/v1/lifecycle/export", json={"agent_id": owner})
+        refused = await client.post(
+            "/v1/lifecycle/import",
+            json={"agent_id": "intruder", "archive_data": exported.json()["archive_data"]},
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "IMPORT_CONFLICT"
+        for told in (owner, record_id, "another agent", "held by"):
+            assert told not in error["message"]
+        answers.append(error)
+    assert answers[0] == answers[1]
+    listed = await client.get("/v1/records", params={"agent_id": "intruder"})
+    assert listed.json()["count"] == 0

@@ -15,8 +15,10 @@ holds is decided by ``conflict_resolution`` (``keep_newer`` compares ``updated_a
 of the agent's data first; unlike the reference it keeps no snapshot to roll back to, so an import that
 fails part way leaves what it wrote so far (the archive was checked before the delete, so only a
 backend failure can do that). An id held by *another* agent is a 409 ``IMPORT_CONFLICT``: an import
-never overwrites another scope. A memory whose content or caller id duplicates one the agent already
-holds (under another id) is skipped, as a store is.
+never overwrites another scope. Record ids are unique in the store, not per agent, so such a record
+cannot be written under its id; the refusal is one fixed answer that names neither the record nor who
+holds it, as a read of another agent's record answers as for one that never was. A memory whose
+content or caller id duplicates one the agent already holds (under another id) is skipped, as a store is.
 """
 
 from __future__ import annotations
@@ -125,6 +127,17 @@ def _kind(record: MemoryRecord | EpisodeRecord | RawRecord) -> RecordKind:
     return "episode" if isinstance(record, EpisodeRecord) else "raw"
 
 
+def _conflict(*, checked: bool = True) -> ImportConflict:
+    """The one answer to an id held elsewhere, whichever record and whoever holds it: naming either would
+    tell the caller of an id in another agent's scope. ``checked``: found before any write."""
+    written = "nothing of the archive was written" if checked else "the import stopped there"
+    return ImportConflict(
+        "archive_data",
+        f"holds a record id this agent cannot take (an id is unique in the store); {written}. Import it "
+        "into the agent it came from, or into another store",
+    )
+
+
 async def _foreign(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord]) -> None:
     """Refuse the import when a record of ``batch`` is held by another agent (read concurrently)."""
     records = life.backends.records
@@ -140,9 +153,7 @@ async def _foreign(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord]) 
             if not isinstance(record, ProfileRecord):
                 tg.start_soon(one, record)
     if held:
-        raise ImportConflict(
-            "archive_data", f"{min(held)} is held by another agent; nothing of the archive was written"
-        )
+        raise _conflict()
 
 
 async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
@@ -248,7 +259,7 @@ class _Writer:
         if held is None:
             return True
         if held.scope.agent_id != self.agent_id:  # taken meanwhile: the check before the writes passed
-            raise ImportConflict("archive_data", f"{record.ref} is held by another agent; it was not written")
+            raise _conflict(checked=False)
         if not self._wins(held, record):
             return False
         await delete(self.life, record.ref, self.agent_id)

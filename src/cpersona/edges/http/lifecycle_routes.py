@@ -129,6 +129,6 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         ImportResponse, body=ImportRequest, errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "
         "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). A record id held by another "
-        "agent is a 409 IMPORT_CONFLICT.",
+        "agent is a 409 IMPORT_CONFLICT, the same answer whichever record and agent it is.",
     ),
 )  # fmt: skip

@@ -45,7 +45,8 @@ _ERROR_TEXT = {
     "that is unknown or revoked (UNAUTHORIZED)",
     403: "The request's key is not bound to the agent it names, or the route needs an admin key (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
-    409: "lifecycle.import: a record of the archive is held by another agent (IMPORT_CONFLICT)",
+    409: "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
+    "store); one fixed answer, naming no record (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
     415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",
     421: "A server bound to loopback answers only to `Host: localhost`, `127.0.0.1` or `[::1]` with its "
