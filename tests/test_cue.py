@@ -149,6 +149,10 @@ def test_a_null_part_counts_as_absent() -> None:
         ),
         ({"confidence": "sure", "before": "9999-12-31"}, "time_cue.before"),
         ({"confidence": "sure", "after": "0001-01-01T00:00:00+01:00"}, "time_cue.after"),
+        # Before 1970, as every other time a caller names.
+        ({"confidence": "sure", "after": "0001-01-01"}, "time_cue.after"),
+        ({"confidence": "sure", "before": "1969-12-31"}, "time_cue.before"),
+        ({"confidence": "sure", "after": "1969-12-31T23:59:59Z"}, "time_cue.after"),
     ],
 )
 def test_a_cue_that_cannot_be_read_is_refused_naming_the_part(raw: object, field: str) -> None:
@@ -241,7 +245,8 @@ def test_long_ago_is_the_oldest_third_of_the_scope() -> None:
 
 
 def test_periods_are_clipped_to_what_a_datetime_can_show() -> None:
-    c = cue(after="0001-01-01", before="9999-12-30")
+    # The widest cue a caller may give, widened by vague's margin past both ends.
+    c = cue(after="1970-01-01", before="9999-12-30")
     assert period(c, "vague") == ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]
     late = cue_period(cue(ago="long_ago"), "sure", (2.6e11, 2.6e11), NOW, MARGINS)
     assert late is not None

@@ -84,3 +84,33 @@ async def test_a_record_stored_with_such_a_time_is_still_readable(
         recalled = await client.post("/v1/recall/query", json={"agent_id": AGENT, "query": query})
         assert recalled.status_code == 200, recalled.text
         assert ref in [row["ref"] for row in recalled.json()["rows"]]
+
+
+@pytest.mark.parametrize(
+    ("cue", "field"),
+    [
+        ({"after": "0001-01-01"}, "time_cue.after"),
+        ({"after": "1969-12-31T23:59:59Z"}, "time_cue.after"),
+        ({"before": "1969-12-31"}, "time_cue.before"),
+        ({"after": "1970-01-01T00:00:00+01:00"}, "time_cue.after"),  # 1969 in UTC
+    ],
+)
+async def test_a_time_cue_before_1970_is_refused_as_any_time_before_1970_is(
+    client: httpx.AsyncClient, cue: dict[str, str], field: str
+) -> None:
+    # The same words as a write's time before 1970 gets: one range for every time a caller names.
+    write = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x", "timestamp": -1})
+    _refused(write, "timestamp")
+    said = write.json()["error"]["message"].removeprefix("timestamp: ").partition(", got")[0]
+    for route, body in (
+        ("/v1/recall/query", {"agent_id": AGENT, "query": "x"}),
+        ("/v1/reconstruct", {"agent_id": AGENT, "query": "x"}),
+    ):
+        refused = await client.post(route, json={**body, "time_cue": {"confidence": "sure", **cue}})
+        _refused(refused, field)
+        assert said in refused.json()["error"]["message"]
+    edge = await client.post(
+        "/v1/recall/query",
+        json={"agent_id": AGENT, "query": "x", "time_cue": {"confidence": "sure", "after": "1970-01-01"}},
+    )
+    assert edge.status_code == 200, edge.text

@@ -15,7 +15,7 @@ from pydantic import WithJsonSchema
 from cpersona.model.fields import Before, refusal
 from cpersona.model.time_cue import MAX_TS
 
-__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime"]
+__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "renderable"]
 
 MAX_TIME_TEXT = 64
 """The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
@@ -29,7 +29,7 @@ def _epoch(value: object) -> float:
         out = float(value)
         if not math.isfinite(out):
             raise refusal("time_range", f"must be a finite number of epoch seconds, got {value}")
-        return _renderable(out, value)
+        return renderable(out, value)
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
@@ -46,12 +46,15 @@ def _epoch(value: object) -> float:
         moment = moment.replace(tzinfo=UTC)
     # An offset near year 1 or 9999 can put the UTC time outside the datetime range; the subtraction
     # behind timestamp() still answers, so the range is checked on the number.
-    return _renderable(moment.timestamp(), value)
+    return renderable(moment.timestamp(), value)
 
 
-def _renderable(seconds: float, given: object) -> float:
-    # Every read renders a record's times as RFC 3339 text, which ends with the year 9999: a later time
-    # stored would make each read of its agent fail, so it is refused here, where the caller can fix it.
+def renderable(seconds: float, given: object) -> float:
+    """``seconds``, or the refusal of a time outside 1970 to 9999 (``given`` is what the caller wrote).
+
+    Every read renders a record's times as RFC 3339 text, which ends with the year 9999: a later time
+    stored would make each read of its agent fail, so it is refused where the caller can fix it. No
+    record lies before 1970, so no time a caller names may either (a time cue's bounds too)."""
     if not 0.0 <= seconds <= MAX_TS:
         raise refusal(
             "time_range",

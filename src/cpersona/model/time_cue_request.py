@@ -24,9 +24,9 @@ from pydantic import (
     model_validator,
 )
 
-from cpersona.model.epoch_time import MAX_TIME_TEXT, TIME_TEXT_PATTERN
+from cpersona.model.epoch_time import MAX_TIME_TEXT, TIME_TEXT_PATTERN, renderable
 from cpersona.model.fields import TAG, WHOLE, Before, RequestModel, describe, invalid, refusal
-from cpersona.model.time_cue import MAX_TS, MIN_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
+from cpersona.model.time_cue import MAX_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
 
 if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
@@ -211,10 +211,9 @@ def parse_time_cue(raw: object, field: str = "time_cue") -> TimeCue | None:
 def _parse_time(raw: object, *, end_of_day: bool) -> float:
     """A date or ISO 8601 time as epoch seconds; a date in ``before`` stands for the end of that day."""
     if isinstance(raw, datetime):
-        moment = raw if raw.tzinfo is not None else raw.replace(tzinfo=UTC)
-        return _in_range(moment)
+        return _in_range(raw if raw.tzinfo is not None else raw.replace(tzinfo=UTC), raw)
     if isinstance(raw, date):
-        return _day(raw, end_of_day=end_of_day)
+        return _day(raw, raw, end_of_day=end_of_day)
     if not isinstance(raw, str):
         raise refusal(
             "cue_time_type",
@@ -222,34 +221,40 @@ def _parse_time(raw: object, *, end_of_day: bool) -> float:
         )
     if len(raw) > MAX_TIME_TEXT:
         raise refusal("too_long", f"must be at most {MAX_TIME_TEXT} characters")
+    # Read first, then held to the range: a refusal of the range is a ValueError too, and must not read
+    # as text that is no time.
+    day: date | None = None
+    moment: datetime | None = None
     try:
         if _DATE.fullmatch(raw):
-            return _day(date.fromisoformat(raw), end_of_day=end_of_day)
-        if _TIMESTAMP.fullmatch(raw):
+            day = date.fromisoformat(raw)
+        elif _TIMESTAMP.fullmatch(raw):
             moment = datetime.fromisoformat(raw)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return _in_range(moment)
     except ValueError:
         pass
+    if day is not None:
+        return _day(day, raw, end_of_day=end_of_day)
+    if moment is not None:
+        return _in_range(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC), raw)
     raise refusal(
         "cue_time_parsing",
         f"is not a date (YYYY-MM-DD) or an ISO 8601 time (YYYY-MM-DDTHH:MM[:SS][offset]): {raw!r}",
     )
 
 
-def _day(day: date, *, end_of_day: bool) -> float:
-    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    moment = midnight + _DAY if end_of_day else midnight
-    if moment > MAX_TS:
+def _day(day: date, given: object, *, end_of_day: bool) -> float:
+    # The whole day must lie in the range: its start (a day before 1970) and its end (9999-12-31 ends
+    # past the last time a response can show).
+    midnight = renderable(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp(), given)
+    if not end_of_day:
+        return midnight
+    if midnight + _DAY > MAX_TS:
         raise refusal("cue_time_range", "ends after the last representable time (9999-12-31T23:59:59Z)")
-    return moment
+    return midnight + _DAY
 
 
-def _in_range(moment: datetime) -> float:
+def _in_range(moment: datetime, given: object) -> float:
     # Converting an offset time near year 1 or 9999 to UTC can leave the datetime range; the timedelta
-    # arithmetic behind timestamp() still answers, so the check is made on the number.
-    ts = (moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(seconds=1)
-    if not MIN_TS <= ts <= MAX_TS:
-        raise refusal("cue_time_range", "lies outside the years 1 to 9999 in UTC")
-    return ts
+    # arithmetic behind timestamp() still answers, so the check is made on the number. The range is an
+    # epoch time's (1970 to 9999), as everywhere else a caller names a time.
+    return renderable((moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(seconds=1), given)
