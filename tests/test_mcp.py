@@ -335,6 +335,53 @@ async def test_a_body_a_browser_sends_cross_site_unasked_is_refused(
         assert "access-control-allow-origin" not in preflight.headers
 
 
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        # The SDK keeps the last of a repeated key: this would store for "bob", not "ann".
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "store", "arguments": '
+            b'{"agent_id": "ann", "content": "meant for ann", "agent_id": "bob"}}}',
+            "agent_id: is given more than once",
+        ),
+        (b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}', "id: is given more than once"),
+        # An id that is no string or integer: the SDK took it for a notification and answered 202.
+        (
+            b'{"jsonrpc": "2.0", "id": {}, "method": "tools/call", "params": {"name": "store", "arguments": '
+            b'{"agent_id": "bob", "content": "meant for no one"}}}',
+            "id: must be a string or an integer",
+        ),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', "id: must be a string or an integer"),
+        (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', "id: must be a string or an integer"),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', "id: must be a string or an integer"),
+    ],
+)
+async def test_a_message_the_routes_would_refuse_is_a_json_rpc_error(
+    settings: Settings, redis: RedisClient, raw: bytes, said: str
+) -> None:
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    async with app_http(settings) as (http, engine):
+        refused = await http.post("/mcp", content=raw, headers=headers)
+        assert refused.status_code == 400, refused.text
+        answer = refused.json()
+        assert answer["jsonrpc"] == "2.0"
+        assert answer["id"] is None
+        assert answer["error"]["code"] == -32600
+        assert said in answer["error"]["message"]
+        # Nothing ran: no tool stored anything for either agent.
+        for agent in ("ann", "bob"):
+            assert await engine.list(agent_id=agent) == []
+        # The body was read here and handed on whole: a good message on the same app still works.
+        good = b'{"jsonrpc": "2.0", "id": "a", "method": "tools/list"}'
+        listed = await http.post("/mcp", content=good, headers=headers)
+        assert listed.status_code == 200, listed.text
+        assert len(listed.json()["result"]["tools"]) == len(TOOLS)
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "query_params",
     "read_body",
     "read_query",
+    "refuse_repeated_keys",
     "takes_agent",
     "with_agent",
 ]
@@ -269,15 +270,21 @@ def _parse(raw: bytes) -> object:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest("body", f"is not valid JSON ({exc})") from None
-    # orjson keeps the last of a repeated key, so {"agent_id": "bi", "agent_id": "bob"} would be bob's
-    # write; the second reading only looks for repeats (orjson has already refused what is not JSON).
+    refuse_repeated_keys(raw)
+    return body
+
+
+def refuse_repeated_keys(raw: bytes) -> None:
+    """Refuse JSON (already known to parse) in which an object gives a key twice, naming the key.
+
+    orjson keeps the last of a repeated key, so {"agent_id": "bi", "agent_id": "bob"} would be bob's
+    write; this second reading only looks for repeats."""
     try:
         json.loads(raw, object_pairs_hook=_refuse_repeated_keys)
     except RecursionError:
         # The stdlib parser recurses once a level and stops near Python's recursion limit, a little
         # short of orjson's 1024 levels; no request of this API nests anywhere near that deep.
         raise InvalidRequest("body", "nests too deeply to read") from None
-    return body
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, object]]) -> None:

@@ -13,6 +13,12 @@ A web page cannot reach the tools of a local server: its browser sends a cross-s
 as ``text/plain`` (or a form), which the transport refuses (400), and asks first for ``application/json``
 or the protocol's headers, which this server never grants; a page that rebinds its own name to loopback
 still names itself in ``Host``, which the app's HostGuard refuses.
+
+Before the SDK reads a JSON message, two things it would let through are refused as the routes refuse
+them, with a JSON-RPC error (400, ``-32600`` Invalid Request): a key given twice in one object (the SDK
+keeps the last, so ``{"name": "recall", "name": "delete_agent_data"}`` would call the second), and an
+``id`` that is neither a string nor an integer (the SDK reads ``{"id": {}, "method": ...}`` as a
+notification and answers 202, running a request the caller cannot match to any answer).
 """
 
 from __future__ import annotations
@@ -20,11 +26,19 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+import orjson
+
+from cpersona.edges.http.reading import refuse_repeated_keys
+from cpersona.errors import InvalidRequest
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
+
+# JSON-RPC 2.0's code of a message that is JSON but no valid request.
+_INVALID_REQUEST = -32600
 
 __all__ = ["McpEndpoint"]
 
@@ -65,9 +79,87 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and _is_json(scope):
+            chunks, whole = await _read_up_to(receive, self._max_body_bytes)
+            problem = _refusal(b"".join(chunks)) if whole else None
+            if problem is not None:
+                await _answer_error(send, problem)
+                return
+            # The SDK reads the body again (and refuses one over the limit, which is not read whole here).
+            receive = _replay(chunks, receive, more=not whole)
         if self._manager is not None:
             await self._manager.handle_request(scope, receive, send)
             return
         manager = self._new_manager()
         async with manager.run():
             await manager.handle_request(scope, receive, send)
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return bool(value.partition(b";")[0].strip().lower() == b"application/json")
+    return False
+
+
+async def _read_up_to(receive: Receive, limit: int) -> tuple[list[bytes], bool]:
+    """The body's chunks, and whether that is the whole body (False: it went past ``limit``, or the
+    client went away)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return chunks, False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return chunks, True
+        if size > limit:
+            return chunks, False
+
+
+def _replay(chunks: list[bytes], receive: Receive, *, more: bool) -> Receive:
+    """A ``receive`` that gives ``chunks`` again, then (when ``more``) what the client still sends."""
+    pending = list(chunks)
+
+    async def replayed() -> Message:
+        if pending:
+            chunk = pending.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(pending) or more}
+        return await receive()
+
+    return replayed
+
+
+def _refusal(raw: bytes) -> str | None:
+    """Why a JSON body is no message this server reads, or ``None`` (also for text that is no JSON at
+    all: the SDK answers that with its own parse error)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    try:
+        refuse_repeated_keys(raw)
+    except InvalidRequest as exc:
+        return str(exc)
+    for message in body if isinstance(body, list) else [body]:
+        if isinstance(message, dict) and "id" in message:
+            given = message["id"]
+            if isinstance(given, bool) or not isinstance(given, str | int):
+                return f"id: must be a string or an integer, got {orjson.dumps(given).decode()[:40]}"
+    return None
+
+
+async def _answer_error(send: Send, problem: str) -> None:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": _INVALID_REQUEST, "message": problem}}
+    body = orjson.dumps(error)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -48,7 +48,8 @@ MCP_OPERATIONS: tuple[Operation, ...] = (
         "`tools/list` lists every tool with its input schema (the request model of the route that does "
         "the same thing) and `tools/call` runs one. A tool's failure is a result marked `isError` whose "
         "JSON is `{ok: false, error: {code, message, field}}`. A message the transport refuses (malformed "
-        "JSON-RPC, or a body that is not `application/json`: 400; an `Accept` without `application/json`: "
+        "JSON-RPC, a key given twice in one object or an `id` that is no string or integer (-32600), or a "
+        "body that is not `application/json`: 400; an `Accept` without `application/json`: "
         "406; over CPERSONA_MAX_BODY_BYTES: 413) is answered with a JSON-RPC error body. There is no "
         "server-to-client stream (GET) and no session to end (DELETE).",
     ),
