@@ -157,6 +157,12 @@ async def test_admin_routes_need_an_admin_key(keyed: httpx.AsyncClient, store: A
     revoked = await keyed.delete(f"/v1/keys/{new['info']['key_id']}", headers=_auth(admin))
     assert revoked.json() == {"ok": True, "key_id": new["info"]["key_id"], "revoked": True}
     _refused(await keyed.get("/v1/records", headers=dan), 401, "UNAUTHORIZED")
+    # A key that is gone, or never was, is not there to revoke: a 404 naming the id, never a 200.
+    for key_id in (new["info"]["key_id"], "0" * 12):
+        missing = await keyed.delete(f"/v1/keys/{key_id}", headers=_auth(admin))
+        _refused(missing, 404, "KEY_NOT_FOUND")
+        assert missing.json()["error"]["field"] == "key_id"
+        assert key_id in missing.json()["error"]["message"]
 
 
 async def test_a_bad_key_request_names_its_field(keyed: httpx.AsyncClient, store: ApiKeyStore) -> None:

@@ -120,8 +120,9 @@ NOT_REST = {("POST", "/mcp")}
 # tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
 # 501 (tests/test_cmp_sdk.py). The forecast's success needs the id of a stored memory; it is checked in
 # tests/test_lifecycle_http.py. The trace stream's success never ends (it is read as it comes in
-# tests/test_trace_page_stream.py).
+# tests/test_trace_page_stream.py). A revoke needs the id of a key that exists (tests/test_keys_http.py).
 NO_SUCCESS = {
+    ("DELETE", "/v1/keys/{key_id}"),
     ("GET", "/v1/traces/stream"),
     ("POST", "/v1/recall/calibrate"),
     ("POST", "/v1/introspect/decay-forecast"),

@@ -87,7 +87,7 @@ class KeyListResponse(BaseModel):
 class RevokedKey(BaseModel):
     ok: bool = True
     key_id: str
-    revoked: bool = Field(description="False when no key had that id")
+    revoked: bool = Field(description="False when no key had that id (Python, the CLI; over HTTP a 404)")
 
 
 def parse_token(token: str) -> str | None:

@@ -10,6 +10,7 @@ from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import read_body, read_query
 from cpersona.edges.http.state import engine_of
+from cpersona.errors import InvalidRequest
 from cpersona.model.api_keys import CreatedKey, CreateKeyRequest, KeyId, KeyListResponse, RevokedKey
 from cpersona.model.fields import arguments
 
@@ -17,7 +18,14 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["KEY_OPERATIONS"]
+__all__ = ["KEY_OPERATIONS", "KeyNotFound"]
+
+
+class KeyNotFound(InvalidRequest):
+    """No API key has the id a revoke names (``key_id``)."""
+
+    code = "KEY_NOT_FOUND"
+    status = 404
 
 
 async def _create(request: Request) -> Response:
@@ -34,6 +42,9 @@ async def _list(request: Request) -> Response:
 async def _revoke(request: Request) -> Response:
     read_query(request, NoQuery)
     revoked = await engine_of(request).revoke_key(request.path_params["key_id"])
+    if not revoked.revoked:
+        # As a DELETE of any other thing that is not there; a 200 read as done to a typo in the id.
+        raise KeyNotFound("key_id", f"no API key has the id {revoked.key_id!r}")
     return ORJSONResponse(revoked.model_dump(mode="json"))
 
 
@@ -51,7 +62,8 @@ KEY_OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "DELETE", "/v1/keys/{key_id}", _revoke, "Revoke an API key (admin only)", RevokedKey,
-        errors=(*_ADMIN, 507), path_params={"key_id": KeyId},
-        description="The next request with the key is refused (401), on every worker.",
+        errors=(*_ADMIN, 404, 507), path_params={"key_id": KeyId},
+        description="The next request with the key is refused (401), on every worker. No key of that id "
+        "is a 404 KEY_NOT_FOUND naming `key_id`.",
     ),
 )  # fmt: skip

@@ -44,7 +44,8 @@ _ERROR_TEXT = {
     401: "Keys are in force (CPERSONA_KEYS) and the request has no `Authorization: Bearer <key>`, or a key "
     "that is unknown or revoked (UNAUTHORIZED)",
     403: "The request's key is not bound to the agent it names, or the route needs an admin key (FORBIDDEN)",
-    404: "No such record in this agent's scope (RECORD_NOT_FOUND), or no such route (NOT_FOUND)",
+    404: "No such record in this agent's scope (RECORD_NOT_FOUND), no API key of that id (KEY_NOT_FOUND), "
+    "or no such route (NOT_FOUND)",
     409: "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
     "store); one fixed answer, naming no record (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
