@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona.model.scope import ReadScope
+from cpersona.recall.arms.block import block_filter
 from cpersona.stores.protocols import scope_filter
 
 if TYPE_CHECKING:
@@ -115,6 +116,39 @@ async def test_vectors_go_with_the_memory(embedded: cpersona.Engine) -> None:
     assert await embedded.vectors.count(flt) == 3
     await embedded.forget("vec", confirm=True, record_ids=[s.id for s in stored[:2]])
     assert await embedded.vectors.count(flt) == 1
+
+
+async def test_a_forget_by_age_of_more_than_a_page_takes_every_memory_with_its_vectors_and_blocks(
+    embedded: cpersona.Engine,
+) -> None:
+    # More memories than one delete page (256), an hour old by their own time; the forget deletes them
+    # page by page and leaves a memory of the same agent from now, and another agent's.
+    vectors, blocks = embedded.vectors, embedded.blocks
+    assert vectors is not None
+    assert blocks is not None
+    fresh = await embedded.store("a note from just now, about the lighthouse and its keeper", agent_id="aged")
+    await embedded.drain_blocks()
+    fresh_blocks = await blocks.count(block_filter("aged"))
+    count, hour_ago = 300, time.time() - 3600
+    aged = [
+        {"agent_id": "aged", "content": f"aged note {n} about the harbour", "timestamp": hour_ago}
+        for n in range(count)
+    ]
+    await embedded.store_batch(aged)
+    await embedded.store("a note of another agent", agent_id="young", timestamp=hour_ago)
+    await embedded.drain_blocks()
+    flt = scope_filter(ReadScope("aged"))
+    assert await vectors.count(flt) == count + 1
+    assert await blocks.count(block_filter("aged")) > fresh_blocks
+    result = await embedded.forget("aged", confirm=True, older_than_seconds=60)
+    assert result.records_deleted == count
+    assert await _refs(embedded, "aged") == {fresh.ref}
+    assert await vectors.count(flt) == 1
+    assert await blocks.count(block_filter("aged")) == fresh_blocks
+    # Their claims went too: the same text stores again.
+    again = await embedded.store("aged note 7 about the harbour", agent_id="aged")
+    assert again.result == "stored"
+    assert len(await _refs(embedded, "young")) == 1
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -163,6 +163,25 @@ async def test_replace_moves_claims_and_delete_removes_them(store: RecordStore) 
     assert await store.counts("a") == RecordCounts(0, 0, 0, 0)
 
 
+async def test_delete_many_removes_each_record_with_its_claims_and_counts_those_there(
+    store: RecordStore,
+) -> None:
+    kept, one, two = memory("kept", 1), memory("first", 2), memory("second", 3)
+    await put(store, kept, claims=["kept-claim"])
+    await put(store, one, claims=["claim-1"])
+    await put(store, two, claims=["claim-2a", "claim-2b"])
+    gone = new_id()  # never stored: not counted, and nothing of it is touched
+    deleted = await store.delete_many(
+        "memory", [(one.id, ["claim-1"]), (gone, []), (two.id, ["claim-2a", "claim-2b"])]
+    )
+    assert deleted == 2
+    assert (await store.get("memory", one.id), await store.get("memory", two.id)) == (None, None)
+    assert [await store.live_claim([c]) for c in ("claim-1", "claim-2a", "claim-2b")] == [None, None, None]
+    assert await store.get("memory", kept.id) == kept
+    assert await store.live_claim(["kept-claim"]) == ClaimHolder("kept-claim", kept.id)
+    assert await store.delete_many("memory", []) == 0
+
+
 async def test_newest_lists_by_insertion_within_the_scope(store: RecordStore) -> None:
     old, mid, new = (
         memory("one", 1, ts=BASE + 50),
