@@ -12,15 +12,17 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pytest
 
 import cpersona
 from cpersona import Settings
 from cpersona.recall.trace import coverage as coverage_module
 from cpersona.recall.trace.coverage import MAX_PARTS, coverage, extract_parts, normalize
+from traced import trace_json
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Iterable, Iterator
     from pathlib import Path
 
 
@@ -92,14 +94,21 @@ def test_spans_index_the_normalised_question() -> None:
     assert omitted == 0
 
 
+def ledger_json(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """The ledger as the trace's JSON carries it."""
+    out = orjson.loads(coverage(question, records).model_dump_json())
+    assert isinstance(out, dict)
+    return out
+
+
 def test_at_most_32_parts_the_rest_counted() -> None:
     question = " ".join(f"w{i:02d}" for i in range(40)) + " w00 w01"
     parts, omitted = extract_parts(normalize(question))
     assert len(parts) == MAX_PARTS
     assert omitted == 8  # distinct parts left out; the repeats at the end are not parts again
-    ledger = coverage(question, [])
+    ledger = ledger_json(question, [])
     assert ledger["parts_omitted"] == 8
-    assert "parts_omitted" not in coverage("few words", [])
+    assert "parts_omitted" not in ledger_json("few words", [])
 
 
 # --------------------------------------------------------------------------------------------- ledger
@@ -111,7 +120,7 @@ def test_ledger_shape_and_order() -> None:
         ("ep:a", "デプロイの鍵は金曜日に交換する"),
         ("mem:c", "nothing relevant"),
     ]
-    ledger = coverage("deploy key の交換は bug-218 ？ 金曜日", records)
+    ledger = ledger_json("deploy key の交換は bug-218 ？ 金曜日", records)
     norm = normalize("deploy key の交換は bug-218 ？ 金曜日")
     parts = [norm[s:e] for s, e in (p["span"] for p in ledger["parts"])]
     assert parts == ["deploy", "key", "交換", "bug-218", "金曜日"]
@@ -131,15 +140,15 @@ def test_ledger_shape_and_order() -> None:
 
 
 def test_record_text_is_normalised_like_the_question() -> None:
-    ledger = coverage("api 2.5", [("mem:x", "ＡＰＩ ｖ２．５")])
+    ledger = ledger_json("api 2.5", [("mem:x", "ＡＰＩ ｖ２．５")])
     assert ledger["covered_by"] == [["mem:x"], ["mem:x"]]
 
 
 def test_uncovered_and_empty_question() -> None:
-    ledger = coverage("alpha beta", [("mem:x", "alpha only")])
+    ledger = ledger_json("alpha beta", [("mem:x", "alpha only")])
     assert ledger["covered_by"] == [["mem:x"], []]
     assert ledger["uncovered"] == [1]
-    empty = coverage("", [("mem:x", "alpha")])
+    empty = ledger_json("", [("mem:x", "alpha")])
     assert empty["parts"] == []
     assert empty["uncovered"] == []
     assert empty["records"] == 1
@@ -150,7 +159,7 @@ def test_a_ledger_that_cannot_be_built_names_the_error() -> None:
         yield "mem:x", "fine"
         raise OSError("disk gone")
 
-    assert coverage("alpha", broken()) == {"error": "OSError"}
+    assert ledger_json("alpha", broken()) == {"error": "OSError"}
 
 
 # ------------------------------------------------------------------------------------ on the engine
@@ -176,11 +185,11 @@ async def test_coverage_reads_the_full_text_not_the_preview(
     assert row.content_truncated
     assert "quokkaria" not in row.content
     assert result.trace is not None
-    ledger = result.trace["coverage"]
+    ledger = trace_json(result)["coverage"]
     assert ledger["records"] == 1
     assert ledger["covered_by"] == [[stored.ref], [stored.ref]]
     assert ledger["uncovered"] == []
-    assert result.trace["timing_ms"]["coverage"] >= 0
+    assert trace_json(result)["timing_ms"]["coverage"] >= 0
 
 
 async def test_a_failed_ledger_leaves_the_recall_as_it_was(
@@ -198,10 +207,10 @@ async def test_a_failed_ledger_leaves_the_recall_as_it_was(
         monkeypatch.setattr(coverage_module, "extract_parts", fail)
         traced = await memory.recall("lantern harbour", agent_id="ag", trace=True)
     assert traced.trace is not None
-    assert traced.trace["coverage"] == {"error": "RuntimeError"}
+    assert trace_json(traced)["coverage"] == {"error": "RuntimeError"}
     # the rest of the trace is intact and the answer is the untraced one
-    assert traced.trace["trace_version"] == 1
-    assert traced.trace["order"]["before_cut"]
+    assert trace_json(traced)["trace_version"] == 1
+    assert trace_json(traced)["order"]["before_cut"]
     body = traced.to_json()
     assert body.pop("trace")["coverage"] == {"error": "RuntimeError"}
     assert body == plain.to_json()

@@ -23,6 +23,7 @@ from cpersona.operations.query.fusion import ACTIVATION_BONUS, RRF_K
 from cpersona.settings import Settings
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.indexes import SCHEMAS, create_index
+from traced import trace_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,7 +65,7 @@ async def test_the_emotion_arm_ranks_by_cosine_over_the_plutchik_axes(engine: cp
     result = await engine.query({"emotion": {"joy": 1.0}}, agent_id=agent, trace=True)
     assert _texts(result) == ["alpha", "beta"]
     assert result.trace is not None
-    raws = [row["raw"] for row in result.trace["arms"]["emotion"]["rows"]]
+    raws = [row["raw"] for row in trace_json(result)["arms"]["emotion"]["rows"]]
     # cosine of (1,0,...) with (.9,.1) and (.3,.6)
     assert raws == pytest.approx([0.9 / (0.82**0.5), 0.3 / (0.45**0.5)], rel=1e-5)
     # by label too
@@ -191,7 +192,7 @@ async def test_another_agents_memories_never_appear(engine: cpersona.Engine) -> 
         assert result.query_metadata.total_records_scanned == 1  # the other agent's is not even counted
         assert result.activation_trace is not None
         assert result.activation_trace.activations == []
-        assert their.ref not in orjson.dumps(result.trace).decode()
+        assert their.ref not in orjson.dumps(trace_json(result)).decode()
 
 
 @pytest.mark.parametrize(
@@ -240,10 +241,10 @@ async def test_a_trace_carries_no_stored_text(
     question = data.draw(st.sampled_from(memories)).split()[0]
     result = await engine.query({"text": question, "emotion": "joy"}, agent_id=agent, trace=True)
     assert result.trace is not None
-    serialised = orjson.dumps(result.trace).decode()
+    serialised = orjson.dumps(trace_json(result)).decode()
     # The query's own words are the caller's: leave them out of what counts as a leak.
     assert _leaked(serialised.replace(question, ""), memories) == []
-    assert {row["ref"] for row in result.trace["returned"]} <= set(refs)
+    assert {row["ref"] for row in trace_json(result)["returned"]} <= set(refs)
 
 
 async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: cpersona.Engine) -> None:
@@ -273,7 +274,7 @@ async def test_the_emotion_arm_is_exact_among_memories_without_emotion(engine: c
     expected = sorted(((cosine(e), ref) for ref, e in emotions.items() if cosine(e) > 0), reverse=True)
     result = await engine.query({"emotion": cue}, agent_id=agent, limit=10, trace=True, activation_depth=0)
     assert result.trace is not None
-    rows = result.trace["arms"]["emotion"]["rows"]
+    rows = trace_json(result)["arms"]["emotion"]["rows"]
     assert [row["raw"] for row in rows] == pytest.approx([c for c, _ in expected[: len(rows)]], abs=1e-5)
     assert len(rows) == min(30, len(expected))
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cpersona import InvalidRequest
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -41,7 +42,7 @@ async def test_text_is_embedded_and_a_caller_vector_takes_precedence(engine: cpe
     by_text = await engine.query({"text": "kitten napping on a couch"}, agent_id=agent, trace=True)
     assert _texts(by_text)[0] == "the cat sleeps on the sofa"
     assert by_text.trace is not None
-    assert by_text.trace["arms"]["vector"]["status"] == "ok"
+    assert trace_json(by_text)["arms"]["vector"]["status"] == "ok"
     assert embedder_of(engine) is not None
     money = await embedder_of(engine).embed_query("company earnings and profits")
     by_vector = await engine.query(
@@ -49,7 +50,7 @@ async def test_text_is_embedded_and_a_caller_vector_takes_precedence(engine: cpe
         agent_id=agent, activation_depth=0, trace=True,
     )  # fmt: skip
     assert by_vector.trace is not None
-    vector_rows = by_vector.trace["arms"]["vector"]["rows"]
+    vector_rows = trace_json(by_vector)["arms"]["vector"]["rows"]
     assert vector_rows[0]["ref"] == by_vector.memories[0].record.ref
     assert _texts(by_vector)[0] == "quarterly revenue grew strongly"
     # An image with its embedding is searched by the embedding.

@@ -18,6 +18,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import VectorPoint, scope_filter
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 from cpersona.stores.vectors.factory import open_vector_store
+from traced import trace_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -153,7 +154,7 @@ async def test_a_source_prefix_read_is_exact_whatever_other_agents_store(engine:
     for query in ("", "lighthouse"):
         result = await engine.recall(query, agent_id="B-small", source_id="discord:", trace=True)
         assert result.trace is not None
-        assert [row["ref"] for row in result.trace["arms"]["memory_keyword"]] == [f"mem:{stored.id}"]
+        assert [row["ref"] for row in trace_json(result)["arms"]["memory_keyword"]] == [f"mem:{stored.id}"]
         assert [r.content for r in result.rows] == ["the harbour lighthouse"]
     # The big agent's own prefix read sees all of its 300 sources.
     assert len(await engine.list("memory", agent_id="A-big", source_id="discord:", limit=1000)) == 300

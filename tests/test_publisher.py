@@ -22,6 +22,7 @@ from cpersona import Settings
 from cpersona.edges.http.app import create_app
 from cpersona.errors import RedisUnavailable
 from cpersona.keys import Keys
+from cpersona.model.trace import RecallTrace, RecallTraceFailure, ReconstructTrace
 from cpersona.recall.trace.publisher import TracePublisher, TraceStats, encode_trace
 from cpersona.stores.protocols import TraceSink
 from cpersona.stores.redis.connection import close_redis, new_client
@@ -116,8 +117,13 @@ async def until(condition: Callable[[], bool]) -> None:
 
 def as_published(trace: object) -> object:
     """What a subscriber decodes from a published trace."""
-    assert isinstance(trace, dict)
+    assert isinstance(trace, RecallTrace | RecallTraceFailure | ReconstructTrace)
     return orjson.loads(encode_trace(trace))
+
+
+def numbered(n: int) -> RecallTraceFailure:
+    """A small trace told apart by its number."""
+    return RecallTraceFailure(trace_version=1, error=f"E{n}")
 
 
 # ------------------------------------------------------------------------------------------ the queue
@@ -126,17 +132,17 @@ def as_published(trace: object) -> object:
 async def test_a_full_queue_drops_and_counts(redis: RedisClient, key_prefix: str) -> None:
     publisher = TracePublisher(RedisTraceSink(redis, Keys(key_prefix)), capacity=2, timeout_secs=5.0)
     try:
-        accepted = [publisher.offer(AGENT, {"n": n}) for n in range(5)]
+        accepted = [publisher.offer(AGENT, numbered(n)) for n in range(5)]
         assert accepted == [True, True, False, False, False]
         assert publisher.stats() == TraceStats(capacity=2, queued=2, published=0, dropped=3, failed=0)
         assert await publisher.drain() == 2
         assert publisher.stats() == TraceStats(capacity=2, queued=0, published=2, dropped=3, failed=0)
         # Room again once drained.
-        assert publisher.offer(AGENT, {"n": 5})
+        assert publisher.offer(AGENT, numbered(5))
     finally:
         publisher.close()
     # A closed publisher refuses (and counts) instead of raising into the recall that offers.
-    assert not publisher.offer(AGENT, {"n": 6})
+    assert not publisher.offer(AGENT, numbered(6))
     assert publisher.stats().dropped == 4
 
 
@@ -147,10 +153,10 @@ async def test_the_publisher_survives_redis_errors(key_prefix: str) -> None:
         async with anyio.create_task_group() as tg:
             await tg.start(publisher.run)
             for n in range(3):
-                assert publisher.offer(AGENT, {"n": n})
+                assert publisher.offer(AGENT, numbered(n))
             await until(lambda: publisher.stats().failed >= 3)
             # Still running: it takes the next one too.
-            assert publisher.offer(AGENT, {"n": 3})
+            assert publisher.offer(AGENT, numbered(3))
             await until(lambda: publisher.stats().failed >= 4)
             tg.cancel_scope.cancel()
         assert publisher.stats() == TraceStats(capacity=10, queued=0, published=0, dropped=0, failed=4)
@@ -162,14 +168,14 @@ async def test_the_publisher_survives_redis_errors(key_prefix: str) -> None:
 async def test_a_value_json_cannot_hold_is_counted_not_raised(redis: RedisClient, key_prefix: str) -> None:
     publisher = TracePublisher(RedisTraceSink(redis, Keys(key_prefix)), capacity=4, timeout_secs=5.0)
     try:
-        publisher.offer(AGENT, {"bad": object()})
-        publisher.offer(AGENT, {"fine": frozenset({"b", "a"})})
+        # A trace that does not hold what its model declares (built around validation) is refused.
+        publisher.offer(AGENT, RecallTraceFailure.model_construct(trace_version=1, error=object()))
+        publisher.offer(AGENT, numbered(1))
         assert await publisher.drain() == 2
         assert publisher.stats().failed == 1
         assert publisher.stats().published == 1
     finally:
         publisher.close()
-    assert orjson.loads(encode_trace({"s": frozenset({"b", "a"})})) == {"s": ["a", "b"]}
 
 
 async def test_only_one_publishing_task(redis: RedisClient, key_prefix: str) -> None:
@@ -191,12 +197,12 @@ async def test_the_redis_sink_publishes_on_the_agents_channel(
     sink = RedisTraceSink(redis, keys)
     assert isinstance(sink, TraceSink)
     await listener.subscribe(channel=keys.trace_channel(AGENT))
-    await sink.publish(AGENT, encode_trace({"n": 1}))
-    assert await listener.receive(1) == [(keys.trace_channel(AGENT), {"n": 1})]
+    await sink.publish(AGENT, encode_trace(numbered(1)))
+    assert await listener.receive(1) == [(keys.trace_channel(AGENT), {"trace_version": 1, "error": "E1"})]
     dead = new_client("redis://127.0.0.1:1/0", timeout=0.5, retries=0)
     try:
         with pytest.raises(RedisUnavailable, match="publishing a trace failed"):
-            await RedisTraceSink(dead, keys).publish(AGENT, encode_trace({"n": 2}))
+            await RedisTraceSink(dead, keys).publish(AGENT, encode_trace(numbered(2)))
     finally:
         await close_redis(dead)
 
@@ -217,7 +223,7 @@ async def test_exactly_the_traced_recalls_are_published_in_order(
             assert "trace" not in untraced.to_json()
             result = await memory.recall(question, agent_id=AGENT, limit=3 + n, trace=True)
             assert result.trace is not None
-            assert result.to_json()["trace"] == result.trace
+            assert result.to_json()["trace"] == result.trace.model_dump(mode="json")
             traced.append(result.trace)
         assert await memory.drain_traces() == len(traced)
         received = await listener.receive(len(traced))

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
+    from cpersona.model.trace import GateTrace
     from cpersona.recall.policy import Policy
 
 
@@ -180,10 +181,11 @@ async def test_a_bug_in_the_trace_shows_as_a_disagreement(
     await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
     real_gate = cpersona.recall.trace.assemble._gate
 
-    def lenient(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def lenient(*args: Any, **kwargs: Any) -> GateTrace:
         # A planted bug: the trace records every gate decision as passed.
         section = real_gate(*args, **kwargs)
-        return {**section, "decisions": [{**d, "passed": True} for d in section["decisions"]]}
+        passed = [d.model_copy(update={"passed": True}) for d in section.decisions]
+        return section.model_copy(update={"decisions": passed})
 
     monkeypatch.setattr(cpersona.recall.trace.assemble, "_gate", lenient)
     got = await attribute(engine, agent, QUESTION, [gold], limit=3, policy=policy)

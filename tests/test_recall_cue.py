@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, Settings
 from cpersona.edges.cli.main import when_to_cue
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -222,13 +223,13 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
             "Tom learning the violin", agent_id=AGENT, limit=5, time_cue=cue, trace=True
         )
         assert cued.trace is not None
-        assert cued.trace["arms"]["cue"][0]["ref"] == last
+        assert trace_json(cued)["arms"]["cue"][0]["ref"] == last
         moved = _plain_rows(cued)
         assert moved.index(last) == 4 - bound
         # Every other row keeps its order and steps down at most one place.
         assert [r for r in moved if r != last] == [r for r in order if r != last]
         assert cued.to_json()["time_cue"]["moved"] == 1
-        assert cued.trace["cue"]["lifted"] == [{"row": last, "from": 4, "to": 4 - bound}]
+        assert trace_json(cued)["cue"]["lifted"] == [{"row": last, "from": 4, "to": 4 - bound}]
 
 
 async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
@@ -241,7 +242,7 @@ async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
     assert _rows(cued) == _rows(plain)
     assert cued.to_json()["time_cue"]["ignored"] == "recent_only"
     assert cued.trace is not None
-    assert cued.trace["cue_ignored"]["reason"] == "recent_only"
+    assert trace_json(cued)["cue_ignored"]["reason"] == "recent_only"
     # cued-v0 predates the rule: the same cue is used there.
     old = await engine.recall(
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, policy="cued-v0"
@@ -264,7 +265,7 @@ async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
     assert tc["confidence"] == "vague"
     assert calls.count("cue") == 2
     assert all(calls.count(arm) <= 1 for arm in set(calls) - {"cue"})
-    trace = result.trace
+    trace = trace_json(result)
     assert trace is not None
     assert [s["confidence"] for s in trace["stages"]] == ["likely", "vague"]
     assert trace["stages"][0]["next"] == "widen to vague"
@@ -285,8 +286,8 @@ async def test_a_vague_cue_over_an_empty_period_stops(engine: cpersona.Engine) -
     result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
     assert result.to_json()["time_cue"]["revised"] is False
     assert result.trace is not None
-    assert result.trace["budget"]["stop"] == "no_wider_step"
-    assert result.trace["stages"][-1]["next"] == "stop: no wider step"
+    assert trace_json(result)["budget"]["stop"] == "no_wider_step"
+    assert trace_json(result)["stages"][-1]["next"] == "stop: no wider step"
 
 
 async def test_a_slow_cue_arm_stops_at_the_time_limit(
@@ -325,7 +326,7 @@ async def test_a_slow_cue_arm_stops_at_the_time_limit(
     # The slow arm was cancelled at the limit (it would have slept 60 s), and the recall answered.
     assert cancelled == ["cue"]
     assert result.trace is not None
-    assert result.trace["budget"] == {"cue_time_limit_ms": 300, "stop": "time_limit"}
+    assert trace_json(result)["budget"] == {"cue_time_limit_ms": 300, "stop": "time_limit"}
     assert [d.arm for d in result.degraded] == ["cue"]
     assert result.degraded[0].status == "timeout"
     # Without its arm the cue moves nothing and seats nothing: the rows are the uncued recall's.
@@ -426,8 +427,10 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
         assert _rows(cued) == _rows(plain)
         return
     # The gate admitted the same rows and the count returned the same rows.
-    assert _gate_passed(cued.trace) == _gate_passed(plain.trace)
-    assert sorted(cued.trace["order"]["cut_by_count"]) == sorted(plain.trace["order"]["cut_by_count"])
+    assert _gate_passed(trace_json(cued)) == _gate_passed(trace_json(plain))
+    assert sorted(trace_json(cued)["order"]["cut_by_count"]) == sorted(
+        trace_json(plain)["order"]["cut_by_count"]
+    )
     before, after = _plain_rows(plain), _plain_rows(cued)
     assert sorted(map(str, after)) == sorted(map(str, before))
     # No row rises more than L places, L of the step actually searched.
@@ -440,7 +443,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     assert len(seats) <= bound
     assert tc["seated"] == len(seats)
     assert not set(seats) & set(after)
-    assert set(seats) <= {r["ref"] for r in cued.trace["arms"]["cue"]}
+    assert set(seats) <= {r["ref"] for r in trace_json(cued)["arms"]["cue"]}
     # Isolation is never widened: every row is the agent's, in project p1 or the global pool.
     for row in cued.rows:
         if row.kind == "profile":

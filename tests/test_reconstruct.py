@@ -9,7 +9,6 @@ store as the pool; a question is used where the cues or the quoting are what is 
 from __future__ import annotations
 
 import itertools
-import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from cpersona.operations.reconstruct.candidates import Candidate
 from cpersona.operations.reconstruct.order import order_items
 from cpersona.operations.reconstruct.quoting import quote_span
 from cpersona.operations.reconstruct.structure import structure
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -49,7 +49,7 @@ async def put(engine: cpersona.Engine, text: str, who: str, ts: float, **kw: Any
 
 def clusters(result: ReconstructResult) -> list[tuple[set[str], str | None]]:
     assert result.trace is not None
-    return [(set(c["refs"]), c.get("why")) for c in result.trace["clusters"]]
+    return [(set(c["refs"]), c.get("why")) for c in trace_json(result)["clusters"]]
 
 
 def cited(result: ReconstructResult) -> list[set[str]]:
@@ -234,15 +234,15 @@ async def test_entity_matches_feed_the_lexical_arms_and_stay_in_their_scope(engi
     await engine.declare_associations(stranger, {"entities": [{"name": "Robert", "aliases": ["Bob"]}]})
     isolated = await engine.reconstruct("what did Robert do", agent_id=who, trace=True)
     assert isolated.trace is not None
-    assert isolated.trace["cues"] == {"entities": [], "terms": []}
+    assert trace_json(isolated)["cues"] == {"entities": [], "terms": []}
     await engine.declare_associations(who, {"entities": [{"name": "Robert", "aliases": ["Bob"]}]})
     after = await engine.reconstruct("what did Robert do", agent_id=who, trace=True)
     assert after.trace is not None
-    assert after.trace["cues"] == {"entities": ["Robert"], "terms": ["Bob"]}
+    assert trace_json(after)["cues"] == {"entities": ["Robert"], "terms": ["Bob"]}
     assert after.items[0].head_ref == bob
-    assert after.trace["recall"]["trace_version"] == 1
-    assert after.trace["recall"]["request"]["keyword_seats"] == 1
-    assert after.trace["recall"]["request"]["lexical_terms"] == 1
+    assert trace_json(after)["recall"]["trace_version"] == 1
+    assert trace_json(after)["recall"]["request"]["keyword_seats"] == 1
+    assert trace_json(after)["recall"]["request"]["lexical_terms"] == 1
     # Its recall's trace went to the trace channel like any traced recall's; untraced, nothing goes.
     queued = engine.trace_stats().queued
     await engine.reconstruct("what did Robert do", agent_id=who)
@@ -457,7 +457,7 @@ async def test_reconstruct_writes_nothing_and_quotes_only_what_it_cites(
         ]
     # The trace carries refs, ranks and keys, never stored text.
     assert low.trace is not None
-    dumped = json.dumps(low.trace)
+    dumped = low.trace.model_dump_json()
     assert not [text for text in texts.values() if text in dumped]
 
 
@@ -472,7 +472,7 @@ async def test_entities_of_another_scope_never_become_cues(
     await engine.store("plain words only", agent_id=who)
     result = await engine.reconstruct(query, agent_id=who, trace=True)
     assert result.trace is not None
-    assert result.trace["cues"] == {"entities": [], "terms": []}
+    assert trace_json(result)["cues"] == {"entities": [], "terms": []}
     assert all(c.ref.startswith(("mem:", "ep:")) and c.hops is None for i in result.items for c in i.claims)
 
 
@@ -485,7 +485,7 @@ async def test_the_recall_gives_reconstruct_one_keyword_seat(engine: cpersona.En
     assert not [r for r in plain.rows if r.match_reason.get("signal") == "keyword"]
     result = await engine.reconstruct("Berlin weather", agent_id=who, trace=True)
     assert result.trace is not None
-    seats = [s for s in result.trace["recall"]["reservation"] if s["kind"] == "keyword"]
+    seats = [s for s in trace_json(result)["recall"]["reservation"] if s["kind"] == "keyword"]
     assert len(seats) == 1
     held = [item for item in result.items if item.admission == "reservation"]
     assert [item.head_ref for item in held] == [seats[0]["ref"]]
@@ -501,5 +501,5 @@ async def test_a_time_cue_goes_to_the_recall(engine: cpersona.Engine) -> None:
     result = await engine.reconstruct("where was the offsite", agent_id=who, time_cue=cue, trace=True)
     assert result.time_cue is not None
     assert result.trace is not None
-    assert result.trace["recall"]["policy"]["process"] == "cued-v0.4"
-    assert result.trace["recall"]["request"]["time_cue"] is not None
+    assert trace_json(result)["recall"]["policy"]["process"] == "cued-v0.4"
+    assert trace_json(result)["recall"]["request"]["time_cue"] is not None

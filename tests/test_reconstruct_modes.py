@@ -26,6 +26,7 @@ from cpersona.model.records import format_time
 from cpersona.operations.reconstruct.allocation import allocate_passages
 from cpersona.operations.reconstruct.modes import CapBelowMinimum, Mode, hold_to_cap, tokens_of
 from cpersona.operations.reconstruct.tokens import ENCODING, count_tokens
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -468,19 +469,19 @@ async def test_a_modes_trace_shows_where_the_cap_stopped_the_sequence(
         full = await memory.reconstruct("", agent_id=who, mode="lite", trace=True)
     assert full.trace is not None
     assert full.used_tokens is not None
-    whole = full.trace["sequence"]
+    whole = trace_json(full)["sequence"]
     assert all(p["admitted"] for p in whole["pieces"])
     # A cap that holds about half of the answer: the trace's sequence is the mode's, cut where the cap cut.
     async with open_modes(reconstruct_lite_cap=full.used_tokens // 2) as memory:
         capped = await memory.reconstruct("", agent_id=who, mode="lite", trace=True)
     assert capped.trace is not None
-    seq = capped.trace["sequence"]
+    seq = trace_json(capped)["sequence"]
     shown = len(pieces(capped))
     assert 0 < shown < len(whole["pieces"])
     assert (seq["stopped_at"], seq["stop"], seq["cut"]) == (shown, "cap", True)
     assert [(p["ref"], p["span"]) for p in seq["pieces"]] == [(p["ref"], p["span"]) for p in whole["pieces"]]
     assert [p["admitted"] for p in seq["pieces"]] == [n < shown for n in range(len(seq["pieces"]))]
-    assert [i["head_ref"] for i in capped.trace["items"]] == [i.head_ref for i in capped.items]
+    assert [i["head_ref"] for i in trace_json(capped)["items"]] == [i.head_ref for i in capped.items]
 
 
 def test_the_cli_shows_a_compact_items_time_as_its_claim() -> None:

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import ReconstructResult, Settings
 from cpersona.edges.cli.trace_render import render_trace
+from cpersona.model.trace import ReconstructTrace
 from cpersona.recall.trace.coverage import coverage
 from test_trace import content_st, leaked
+from traced import recall_trace, trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -82,7 +84,7 @@ async def test_the_trace_is_the_whole_audit_of_the_response(onnx_engine: cperson
     refs = await burst(engine, who)
     texts = {ref: text for text, ref in refs.items()}
     result = await engine.reconstruct("harbour crane boat", agent_id=who, count=1, trace=True)
-    trace = result.trace
+    trace = trace_json(result)
     assert trace is not None
     assert trace["kind"] == "reconstruct"
     assert trace["recall"]["trace_version"] == 1
@@ -108,7 +110,8 @@ async def test_the_trace_is_the_whole_audit_of_the_response(onnx_engine: cperson
     ]
     assert trace["cues"] == {"entities": [], "terms": []}
     # The coverage ledger is over the records the items cite, from their full stored text.
-    assert trace["coverage"] == coverage("harbour crane boat", [(r, texts[r]) for r in cited(result)])
+    ledger = coverage("harbour crane boat", [(r, texts[r]) for r in cited(result)])
+    assert trace["coverage"] == ledger.model_dump(mode="json")
     assert trace["coverage"]["records"] == len(cited(result))
     # Untraced, none of it.
     assert (await engine.reconstruct("harbour crane boat", agent_id=who, count=1)).trace is None
@@ -119,7 +122,7 @@ async def test_the_sequence_shows_where_the_budget_stopped(engine: cpersona.Engi
     await burst(engine, who, repeat=12)  # about 400 characters a record: five heads pass one head cap
     wide = await engine.reconstruct("", agent_id=who, trace=True)
     assert wide.trace is not None
-    seq = wide.trace["sequence"]
+    seq = trace_json(wide)["sequence"]
     assert seq["name"] == "items"
     assert seq["cut"] is False
     assert seq["stopped_at"] is None
@@ -133,7 +136,7 @@ async def test_the_sequence_shows_where_the_budget_stopped(engine: cpersona.Engi
     # The least budget (one head cap): the sequence is the same, cut where it stopped.
     narrow = await engine.reconstruct("", agent_id=who, budget=1, trace=True)
     assert narrow.trace is not None
-    cut = narrow.trace["sequence"]
+    cut = trace_json(narrow)["sequence"]
     assert cut["cut"] is True
     assert cut["stop"] == "budget"
     assert [(p["ref"], p["piece"]) for p in cut["pieces"]] == [(p["ref"], p["piece"]) for p in seq["pieces"]]
@@ -159,7 +162,7 @@ async def test_the_passage_sequences_show_where_the_budget_stopped(
         wide = await memory.reconstruct("", agent_id=who, budget=20_000, trace=True)
     assert result.trace is not None
     assert wide.trace is not None
-    seq = result.trace["sequence"]
+    seq = trace_json(result)["sequence"]
     assert seq["name"] == sequence
     assert seq["cut"] is True
     # The whole sequence is listed, admitted or not; the budget stopped it at its first piece left out.
@@ -179,10 +182,10 @@ async def test_the_passage_sequences_show_where_the_budget_stopped(
     ]
     assert sorted((p["ref"], p["span"]) for p in pieces[:stop]) == sorted(shown)
     # A piece's item is its place in the item order, as the clusters give it.
-    heads = {c["item"]: c["head"] for c in result.trace["clusters"] if "item" in c}
+    heads = {c["item"]: c["head"] for c in trace_json(result)["clusters"] if "item" in c}
     assert all(heads[p["item"]] == p["ref"] for p in pieces)
     # The sequence does not depend on the budget: a wide one lists the same pieces, all admitted.
-    whole = wide.trace["sequence"]
+    whole = trace_json(wide)["sequence"]
     assert [(p["item"], p["ref"], p["span"]) for p in whole["pieces"]] == [
         (p["item"], p["ref"], p["span"]) for p in pieces
     ]
@@ -195,14 +198,17 @@ async def test_the_sequence_says_when_the_count_ended_the_answer(engine: cperson
     await burst(engine, who)  # three clusters: two bursts and a lone row
     one = await engine.reconstruct("", agent_id=who, count=1, trace=True)
     assert one.trace is not None
-    seq = one.trace["sequence"]
+    seq = trace_json(one)["sequence"]
     # Everything the window held fitted; what ended the answer is the count, not the budget.
     assert (seq["cut"], seq["stopped_at"], seq["stop"]) == (False, None, "count")
     assert all(p["admitted"] for p in seq["pieces"])
-    assert sum(1 for c in one.trace["clusters"] if c.get("past_window")) == 2
+    assert sum(1 for c in trace_json(one)["clusters"] if c.get("past_window")) == 2
     every = await engine.reconstruct("", agent_id=who, trace=True)
     assert every.trace is not None
-    assert (every.trace["sequence"]["stopped_at"], every.trace["sequence"]["stop"]) == (None, None)
+    assert (trace_json(every)["sequence"]["stopped_at"], trace_json(every)["sequence"]["stop"]) == (
+        None,
+        None,
+    )
 
 
 async def test_count_zero_with_a_trace_returns_the_audit_of_its_recall(engine: cpersona.Engine) -> None:
@@ -213,7 +219,7 @@ async def test_count_zero_with_a_trace_returns_the_audit_of_its_recall(engine: c
     traced = await engine.reconstruct("harbour crane boat", agent_id=who, count=0, trace=True)
     # The answer is count 0's: nothing, with count_zero; the trace is the audit of the recall it made.
     assert traced.model_copy(update={"trace": None}) == plain
-    trace = traced.trace
+    trace = trace_json(traced)
     assert trace is not None
     assert trace["recall"]["trace_version"] == 1
     candidates = [c["ref"] for c in trace["candidate_refs"]]
@@ -230,8 +236,8 @@ async def test_count_zero_with_a_trace_returns_the_audit_of_its_recall(engine: c
     lite = await engine.reconstruct("harbour crane boat", agent_id=who, count=0, mode="lite", trace=True)
     assert (lite.mode, lite.shortfall_reason, lite.items) == ("lite", "count_zero", [])
     assert lite.trace is not None
-    assert lite.trace["sequence"]["name"] == "whole"
-    assert lite.trace["items"] == []
+    assert trace_json(lite)["sequence"]["name"] == "whole"
+    assert trace_json(lite)["items"] == []
 
 
 async def test_the_cues_are_the_declared_names(engine: cpersona.Engine) -> None:
@@ -240,7 +246,7 @@ async def test_the_cues_are_the_declared_names(engine: cpersona.Engine) -> None:
     await engine.declare_associations(who, {"entities": [{"name": "Robert", "aliases": ["Bob", "Bobby"]}]})
     result = await engine.reconstruct("what did Robert fix", agent_id=who, trace=True)
     assert result.trace is not None
-    assert result.trace["cues"] == {"entities": ["Robert"], "terms": ["Bob", "Bobby"]}
+    assert trace_json(result)["cues"] == {"entities": ["Robert"], "terms": ["Bob", "Bobby"]}
     text = render_trace(result.trace)
     assert "cues     Robert → Bob, Bobby" in text
 
@@ -281,7 +287,7 @@ async def test_a_reconstruct_trace_carries_no_stored_text(
     variants: list[dict[str, Any]] = [{}, {"budget": 1, "count": 1}, {"deep": True, "max_hops": 3}]
     for fields in variants:
         result = await onnx_engine.reconstruct(question, agent_id=who, trace=True, **fields)
-        trace = result.trace
+        trace = trace_json(result)
         assert trace is not None
         # The cues name declared entities and nothing else (caller-declared keys, not record text) ...
         assert set(trace["cues"]["entities"]) | set(trace["cues"]["terms"]) <= set(names)
@@ -318,21 +324,19 @@ async def test_one_message_per_reconstruct_with_its_recall_inside(engine: cperso
     assert channel_agent == who
     message = orjson.loads(payload)
     assert message["kind"] == "reconstruct"
-    assert message == orjson.loads(orjson.dumps(traced.trace))
+    assert message == orjson.loads(orjson.dumps(trace_json(traced)))
     assert message["recall"]["scope"]["agent_id"] == who
 
 
 def test_render_tells_a_reconstruct() -> None:
     trace = {
         "kind": "reconstruct",
-        "recall": {
-            "trace_version": 1,
-            "scope": {"agent_id": "a", "project_id": "p"},
-            "policy": {"process": "single-pass-v1"},
-            "order": {"before_cut": [{"ref": "mem:1"}, {"ref": "mem:2"}], "limit": 20, "cut_by_count": []},
-            "reservation": [{"ref": "mem:3", "kind": "keyword"}],
-            "timing_ms": {"total": 4.25},
-        },
+        "recall": recall_trace(
+            scope={"agent_id": "a", "project_id": "p", "channel": None, "source_id": None},
+            order={"before_cut": [{"ref": "mem:1"}, {"ref": "mem:2"}], "limit": 20, "cut_by_count": []},
+            reservation=[{"ref": "mem:3", "kind": "keyword"}],
+            timing_ms={"total": 4.25},
+        ),
         "candidate_refs": [{"ref": "mem:1", "rank": 0}, {"ref": "mem:2", "rank": 1}],
         "clusters": [
             {
@@ -352,6 +356,7 @@ def test_render_tells_a_reconstruct() -> None:
             "used": 8,
             "cut": True,
             "stopped_at": 1,
+            "stop": "budget",
             "pieces": [
                 {"item": 0, "ref": "mem:1", "piece": "head", "span": [0, 8], "chars": 8, "admitted": True},
                 {
@@ -364,9 +369,15 @@ def test_render_tells_a_reconstruct() -> None:
                 },
             ],
         },
-        "coverage": {"parts": [{"span": [0, 3]}], "uncovered": []},
+        "coverage": {
+            "normalization": "nfkc-lower",
+            "parts": [{"span": [0, 3], "kind": "identifier"}],
+            "covered_by": [["mem:1"]],
+            "uncovered": [],
+            "records": 1,
+        },
     }
-    text = render_trace(trace)
+    text = render_trace(ReconstructTrace.model_validate(trace))
     lines = text.splitlines()
     assert lines[0] == "── reconstruct  agent a  project p"
     assert "   items    1 returned  [mem:1]" in lines
@@ -421,7 +432,7 @@ async def test_the_response_carries_its_recalls_cue_report(engine: cpersona.Engi
     cue = {"after": day(45), "before": day(35), "confidence": "sure"}
     result = await engine.reconstruct("harbour", agent_id=who, time_cue=cue, trace=True)
     assert result.trace is not None
-    recall = result.trace["recall"]
+    recall = trace_json(result)["recall"]
     report = result.time_cue
     assert report is not None
     assert report["policy"] == recall["policy"]["process"]

@@ -19,6 +19,7 @@ from cpersona import Settings
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.indexes import SCHEMAS, create_index
 from cpersona.stores.redis.store import RedisRecordStore
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,7 +65,7 @@ async def _keyword_scores(
 ) -> list[tuple[str, float | None]]:
     result = await memory.recall(query, agent_id="a", limit=10, trace=True)
     assert result.trace is not None
-    return [(row["ref"], row["raw"]) for row in result.trace["arms"][arm]]
+    return [(row["ref"], row["raw"]) for row in trace_json(result)["arms"][arm]]
 
 
 async def _write_and_reopen(

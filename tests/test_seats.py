@@ -29,6 +29,7 @@ from cpersona.recall.stages.chain import CueFound, RecallPlan, Retrieved, build_
 from cpersona.recall.stages.fusion import Candidate, kind_of
 from cpersona.recall.stages.gate import decide, gate_config
 from serving import environment_without_settings
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -275,8 +276,8 @@ async def test_the_trace_lists_the_same_seats_as_the_response(engine: cpersona.E
     result = await engine.recall("When does the office move?", agent_id="t", limit=1, trace=True)
     assert result.trace is not None
     seats = [row.ref for row in result.rows if row.seated]
-    assert [entry["ref"] for entry in result.trace["reservation"]] == seats
-    assert {entry["kind"] for entry in result.trace["reservation"]} <= {"block"}
+    assert [entry["ref"] for entry in trace_json(result)["reservation"]] == seats
+    assert {entry["kind"] for entry in trace_json(result)["reservation"]} <= {"block"}
     assert result.seated == len(seats) <= MAX_BLOCK_SEATS
 
 

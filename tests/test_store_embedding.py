@@ -19,6 +19,7 @@ import cpersona
 from cpersona import InvalidRequest, MemoryRecord, Settings, VectorStoreUnavailable
 from cpersona.edges.http.app import create_app
 from cpersona.model.blocks import block_id
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -105,7 +106,7 @@ async def test_a_caller_vector_is_stored_without_embedding(
     found = await engine.query({"embedding": given_vector}, agent_id=agent, activation_depth=0, trace=True)
     assert found.memories[0].record.ref == stored.ref
     assert found.trace is not None
-    assert found.trace["arms"]["vector"]["rows"][0]["raw"] == pytest.approx(1.0, abs=1e-5)
+    assert trace_json(found)["arms"]["vector"]["rows"][0]["raw"] == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_a_mixed_batch_embeds_only_the_others_in_one_call(

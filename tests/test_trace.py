@@ -27,6 +27,7 @@ from cpersona.recall import recaller
 from cpersona.recall.policy import load_policies
 from cpersona.recall.request import RecallResult, recall_request
 from cpersona.recall.trace.coverage import normalize
+from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -254,7 +255,7 @@ def check_consistent(trace: dict[str, Any], result: RecallResult) -> None:
 async def test_trace_shape_and_consistency(engine: cpersona.Engine, corpus: str, question: str) -> None:
     result = await engine.recall(question, agent_id=corpus, trace=True)
     trace = result.to_json()["trace"]
-    assert trace == dict(result.trace or {})
+    assert trace == trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
     assert trace["scope"] == {"agent_id": corpus, "project_id": None, "channel": None, "source_id": ""}
@@ -279,7 +280,7 @@ async def test_trace_under_each_mode_and_order(
 ) -> None:
     result = await engine.recall("deploy key rotation on Friday", agent_id=corpus, trace=True, **fields)
     assert result.trace is not None
-    trace = dict(result.trace)
+    trace = trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
     if fields.get("mode") == "rsf":
@@ -292,7 +293,9 @@ async def test_trace_under_each_mode_and_order(
         shallow = await engine.recall("deploy key rotation on Friday", agent_id=corpus, trace=True)
         assert shallow.trace is not None
         # the minimum is reported as applied: deep halves it
-        assert trace["gate"]["heuristic_min"] == pytest.approx(shallow.trace["gate"]["heuristic_min"] / 2)
+        assert trace["gate"]["heuristic_min"] == pytest.approx(
+            trace_json(shallow)["gate"]["heuristic_min"] / 2
+        )
 
 
 async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus: str) -> None:
@@ -300,7 +303,7 @@ async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus:
     result = await engine.recall("staging cluster", agent_id=corpus, trace=True, limit=100)
     assert f"profile:{corpus}" in [row.ref for row in result.rows]
     assert result.trace is not None
-    trace = dict(result.trace)
+    trace = trace_json(result)
     assert "profile" in [d["ref"] for d in trace["gate"]["decisions"]]
     assert trace["order"]["before_cut"][-1] == {"ref": "profile"}
     assert "profile" not in {e["ref"] for e in trace["fusion"]}
@@ -314,9 +317,9 @@ async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus:
 async def test_blank_query_trace(engine: cpersona.Engine, corpus: str) -> None:
     result = await engine.recall("", agent_id=corpus, trace=True, limit=5)
     assert result.trace is not None
-    check_shape(dict(result.trace), result)
-    check_consistent(dict(result.trace), result)
-    assert result.trace["coverage"]["parts"] == []
+    check_shape(trace_json(result), result)
+    check_consistent(trace_json(result), result)
+    assert trace_json(result)["coverage"]["parts"] == []
 
 
 async def test_the_block_seats_are_in_the_reservation(engine: cpersona.Engine, corpus: str) -> None:
@@ -325,7 +328,7 @@ async def test_the_block_seats_are_in_the_reservation(engine: cpersona.Engine, c
         result = await engine.recall(question, agent_id=corpus, trace=True, limit=2)
         assert result.trace is not None
         seats = seat_rows(result)
-        assert [s["ref"] for s in result.trace["reservation"]] == seats
+        assert [s["ref"] for s in trace_json(result)["reservation"]] == seats
         seen_seat = seen_seat or bool(seats)
     assert seen_seat  # the corpus is built so that some question reaches a record only by its block
 
@@ -358,8 +361,8 @@ async def test_want_trace_builds_it_without_changing_the_response(
     plain = await engine.recaller.recall(request())
     sampled = await engine.recaller.recall(request(trace=False), want_trace=True)
     assert sampled.trace is not None
-    assert sampled.trace["trace_version"] == 1
-    check_shape(dict(sampled.trace), sampled)
+    assert trace_json(sampled)["trace_version"] == 1
+    check_shape(trace_json(sampled), sampled)
     assert "trace" not in sampled.to_json()
     assert sampled.to_json() == plain.to_json()
     # the trace's cost is reported with the recall's own times
@@ -450,10 +453,10 @@ async def test_a_trace_carries_no_stored_text(
     for fields in ({}, {"deep": True, "limit": 50}, {"mode": "rsf"}, {"mode": "cascade"}):
         result = await engine.recall(question, agent_id=agent, trace=True, **fields)
         assert result.trace is not None
-        serialised = orjson.dumps(result.trace).decode()
+        serialised = orjson.dumps(trace_json(result)).decode()
         assert leaked(serialised, contents) == []
         # the ledger still says which parts the returned records hold
-        ledger = result.trace["coverage"]
+        ledger = trace_json(result)["coverage"]
         assert "error" not in ledger
         assert ledger["records"] == len(result.rows)
         assert len(ledger["covered_by"]) == len(ledger["parts"]) >= 1

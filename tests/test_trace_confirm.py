@@ -32,6 +32,8 @@ from benchmarks.recall_trace_confirm import (
     main,
 )
 
+from traced import trace_json
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
@@ -285,18 +287,18 @@ async def _keyword_only_gold_turns_into_a_candidate_miss(
     assert on.trace is not None
     # only the keyword arm reached it (a lexical-only row may still fail the gate: that is not a
     # candidate miss, which is all this check is about)
-    assert gold in arm_refs(dict(on.trace), "memory_keyword")
+    assert gold in arm_refs(trace_json(on), "memory_keyword")
     assert all(
-        gold not in arm_refs(dict(on.trace), arm) for arm in on.trace["arms"] if arm != "memory_keyword"
+        gold not in arm_refs(trace_json(on), arm) for arm in trace_json(on)["arms"] if arm != "memory_keyword"
     )
-    assert confirm(on.trace, [gold]) != CANDIDATE_MISS
+    assert confirm(trace_json(on), [gold]) != CANDIDATE_MISS
 
     switch.off = True
     off = await engine.recall(question, agent_id=agent, trace=True, limit=1, policy=policy)
     assert off.trace is not None
-    assert arm_refs(dict(off.trace), "memory_keyword") == set()
+    assert arm_refs(trace_json(off), "memory_keyword") == set()
     assert gold not in returned(off)
-    assert confirm(off.trace, [gold]) == CANDIDATE_MISS
+    assert confirm(trace_json(off), [gold]) == CANDIDATE_MISS
 
 
 async def test_forcing_the_gate_high_is_a_filter_drop(engine: cpersona.Engine) -> None:
@@ -318,14 +320,14 @@ async def test_forcing_the_gate_high_is_a_filter_drop(engine: cpersona.Engine) -
     before = await engine.recall(question, agent_id=agent, trace=True, limit=3, policy=base)
     assert before.trace is not None
     assert gold in returned(before)
-    assert any(d["ref"] == gold and d["passed"] for d in before.trace["gate"]["decisions"])
-    assert confirm(before.trace, [gold]) is None
+    assert any(d["ref"] == gold and d["passed"] for d in trace_json(before)["gate"]["decisions"])
+    assert confirm(trace_json(before), [gold]) is None
 
     after = await engine.recall(question, agent_id=agent, trace=True, limit=3, policy=high)
     assert after.trace is not None
-    assert after.trace["gate"]["heuristic_min"] >= 0.99
+    assert trace_json(after)["gate"]["heuristic_min"] >= 0.99
     assert gold not in returned(after)
-    assert confirm(after.trace, [gold]) == FILTER_DROP
+    assert confirm(trace_json(after), [gold]) == FILTER_DROP
 
 
 SESSIONS = [
@@ -399,7 +401,7 @@ async def test_the_episode_penalty_raises_ranking_misses(engine: cpersona.Engine
         for question, s, m in QUESTIONS:
             result = await engine.recall(question, agent_id=agent, trace=True, limit=2, policy=policy)
             assert result.trace is not None
-            out.append(confirm(result.trace, [golds[s, m]]))
+            out.append(confirm(trace_json(result), [golds[s, m]]))
         return out
 
     off = await codes(off_policy)

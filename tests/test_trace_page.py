@@ -418,7 +418,6 @@ async def test_every_section_shows_and_odd_or_hostile_traces_stay_text(tmp_path:
         "cue not used (no_time_cue_policy)",
         "keyword",
         "mem:7",
-        "degraded: vector_near timeout",
         "1 part(s) of the question: 0 covered, 1 uncovered",
         "coverage",
     ):

@@ -23,6 +23,7 @@ from cpersona.edges.http.app import create_app
 from cpersona.edges.http.trace_stream import _targets
 from cpersona.keys import Keys
 from cpersona.stores.redis.api_keys import ApiKeyStore
+from traced import recall_trace
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -39,7 +40,8 @@ _WAIT_SECS = 20.0
 
 def _trace(agent: str, project: str | None, ref: str) -> bytes:
     scope = {"agent_id": agent, "project_id": project, "channel": None, "source_id": ""}
-    return orjson.dumps({"trace_version": 1, "scope": scope, "arms": {"memory_keyword": [{"ref": ref}]}})
+    arms = {"memory_keyword": [{"ref": ref, "rank": 0, "raw": None}]}
+    return recall_trace(scope=scope, arms=arms).model_dump_json().encode()
 
 
 class _Stream:

@@ -17,9 +17,11 @@ import orjson
 import pytest
 
 import cpersona
+from cpersona.edges.cli.trace_render import read_trace
 from cpersona.edges.cli.trace_tail import render_trace
-from cpersona.recall.trace.publisher import encode_trace
+from cpersona.model.trace import RecallTraceFailure
 from serving import environment_without_settings
+from traced import recall_trace, trace_json
 
 if TYPE_CHECKING:
     from anyio.abc import Process
@@ -109,7 +111,7 @@ async def traced_recalls(settings: Settings, questions: list[tuple[str, str, str
         for question, agent, project in questions:
             await memory.recall(question, agent_id=agent)  # untraced: never published
             result = await memory.recall(question, agent_id=agent, trace=True, project_id=project)
-            traces.append(result.trace)
+            traces.append(trace_json(result))
         assert await memory.drain_traces() == len(questions)
     return traces
 
@@ -134,7 +136,7 @@ async def test_tail_json_prints_one_trace_per_line(engine_settings: Settings, tm
     lines = out.splitlines()
     assert len(lines) == 2, out
     received = [orjson.loads(line) for line in lines]
-    expected = [orjson.loads(encode_trace(t)) for t in (traces[0], traces[2])]
+    expected = [traces[0], traces[2]]
     assert received == expected
 
 
@@ -212,17 +214,19 @@ async def test_tail_stops_on_ctrl_c_with_130(engine_settings: Settings, tmp_path
     assert out == ""
 
 
-def test_render_copes_with_a_sparse_trace() -> None:
-    text = render_trace({"scope": {"agent_id": "a"}, "arms": {}})
-    assert text.startswith("── recall  agent a")
-    assert "arms     none ran" in text
-    assert "gate     -" in text
+def test_render_tells_a_trace_that_could_not_be_built() -> None:
+    text = render_trace(RecallTraceFailure(trace_version=1, error="KeyError"))
+    assert text.splitlines() == [
+        "── recall  (trace v1)",
+        "   error    the trace could not be built (KeyError)",
+    ]
+    # What is not a trace this version reads is skipped, not shown with guesses.
+    assert read_trace(b'{"scope": {"agent_id": "a"}, "arms": {}}') is None
+    assert read_trace(b"not json") is None
 
 
 def test_render_tells_what_the_cue_did() -> None:
-    trace = {
-        "scope": {"agent_id": "a"},
-        "arms": {},
+    cue = {
         "cue": {
             "bound": 2,
             "confidence": "vague",
@@ -230,18 +234,31 @@ def test_render_tells_what_the_cue_did() -> None:
             "seated": [],
         },
         "stages": [
-            {"stage": 0, "searched": "all arms and the cue arm", "confidence": "likely", "found": 0},
-            {"stage": 1, "searched": "the cue arm", "confidence": "vague", "found": 4},
+            {
+                "stage": 0,
+                "searched": "all arms and the cue arm",
+                "confidence": "likely",
+                "period": None,
+                "found": 0,
+                "next": "widen to vague",
+            },
+            {
+                "stage": 1,
+                "searched": "the cue arm",
+                "confidence": "vague",
+                "period": ["2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"],
+                "found": 4,
+                "next": None,
+            },
         ],
-        "budget": {"cue_time_limit_ms": 1000, "stop": None},
     }
-    text = render_trace(trace)
-    assert "time cue likely found 0 then vague found 4, moved 1 (at most 2), seated 0" in text
-    stopped = render_trace({**trace, "budget": {"stop": "time_limit"}})
+    text = render_trace(recall_trace(**cue, budget={"cue_time_limit_ms": 1000, "stop": None}))
+    assert "time cue likely found 0 then vague found 4, moved 1 (at most 2) [mem:x], seated 0" in text
+    stopped = render_trace(recall_trace(**cue, budget={"cue_time_limit_ms": 1000, "stop": "time_limit"}))
     assert "stopped: time limit" in stopped
-    ignored = render_trace({"scope": {"agent_id": "a"}, "arms": {}, "cue_ignored": {"reason": "recent_only"}})
+    ignored = render_trace(recall_trace(cue_ignored={"reason": "recent_only", "period": None}))
     assert "time cue not used (recent_only)" in ignored
-    assert "time cue" not in render_trace({"scope": {"agent_id": "a"}, "arms": {}})
+    assert "time cue" not in render_trace(recall_trace())
 
 
 async def test_tail_tells_a_live_reconstruct(engine_settings: Settings, tmp_path: Path) -> None:

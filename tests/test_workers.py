@@ -37,6 +37,7 @@ from cpersona.errors import InvalidRequest
 from cpersona.settings import Settings
 from redis_nodes import redis_node
 from serving import environment_without_settings, free_port
+from traced import trace_json
 from worker_pool import COMMAND, REQUEST_SECS, only, running_serve, worker_pids
 
 AGENT = "fleet"
@@ -227,7 +228,7 @@ async def test_a_gate_calibrated_through_one_engine_is_the_gate_of_another(
         assert chosen["calibration"]["threshold"] == made["threshold"]
         answer = await second.recall("boiler service", agent_id=AGENT, trace=True)
         assert answer.trace is not None
-        assert answer.trace["gate"]["calibrated"] == made["threshold"]
+        assert trace_json(answer)["gate"]["calibrated"] == made["threshold"]
 
 
 def test_a_worker_gets_the_settings_whole(tmp_path: Path) -> None:

@@ -250,8 +250,10 @@ async def _judge_selection(
                 q.question, agent_id=q.agent, limit=cue_bench.LIMIT, trace=True, **fields
             )
             gold = system.refs_of(q.agent, q.gold)
-            judged.append(judge(selection.dataset, q.qid, result.trace, gold, left_out=q.recent_only))
-            lines.append({"qid": q.qid, "dataset": selection.dataset, "gold": gold, "trace": result.trace})
+            # The judge reads the trace's JSON, as a tailer of the trace channel would.
+            trace = None if result.trace is None else result.trace.model_dump(mode="json")
+            judged.append(judge(selection.dataset, q.qid, trace, gold, left_out=q.recent_only))
+            lines.append({"qid": q.qid, "dataset": selection.dataset, "gold": gold, "trace": trace})
     finally:
         await system.aclose()
     return judged, lines, system.cache_info

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.cmp_responses import CmpMemoryRecord
 from cpersona.model.records import AssociationType, StoreKind
+from cpersona.model.trace import CueQueryTrace
 
 __all__ = [
     "ActivationNode",
@@ -87,7 +88,7 @@ class CueQueryResult(_Out):
     activation_trace: ActivationTrace | None
     total_candidates: int = Field(description="Memories that passed every filter, before the limit")
     query_metadata: QueryMetadata
-    trace: dict[str, Any] | None = Field(default=None, description="With `trace: true`: refs, ranks, scores")
+    trace: CueQueryTrace | None = Field(default=None, description="With `trace: true`: refs, ranks, scores")
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json")

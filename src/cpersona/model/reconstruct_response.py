@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cpersona.model.trace import ReconstructTrace
+
 __all__ = [
     "Bounds",
     "Claim",
@@ -130,7 +132,7 @@ class ReconstructResult(_Body):
     lite: Literal[True] | None = Field(
         default=None, description="Echoes a request that chose lite with lite: true rather than mode: lite"
     )
-    trace: dict[str, Any] | None = Field(
+    trace: ReconstructTrace | None = Field(
         default=None,
         description=(
             "With trace: the full audit (candidate_refs, clusters, cues, items, sequence, coverage) and "
@@ -139,4 +141,8 @@ class ReconstructResult(_Body):
     )
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        # The answer leaves out what it does not hold; the trace keeps its nulls (its own shape).
+        out = self.model_dump(mode="json", exclude_none=True, exclude={"trace"})
+        if self.trace is not None:
+            out["trace"] = self.trace.model_dump(mode="json")
+        return out

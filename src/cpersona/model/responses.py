@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
 from cpersona.model.records import RawVisibility, SecrecyLevel, StoreKind
+from cpersona.model.trace import RecallTrace, RecallTraceFailure
 
 __all__ = [
     "BatchResponse",
@@ -227,9 +228,10 @@ class RecallResponse(ResponseModel):
         description="Only with a cue: {policy, period: [start, end], confidence (the step searched), "
         "revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
     )
-    trace: dict[str, Any] | None = Field(
+    trace: RecallTrace | RecallTraceFailure | None = Field(
         default=None,
-        description="Only when the request set trace: the recall trace (trace_version 1); no text",
+        description="Only when the request set trace: the recall trace (trace_version 1, or the error that "
+        "kept it from being built); no text",
     )
 
 

@@ -34,7 +34,6 @@ __all__ = ["CueOutcome", "CueStage", "Suspected", "run_cue_loop"]
 log = logging.getLogger("cpersona.recall")
 
 _LIMIT_DETAIL = "stopped at the cue time limit (CPERSONA_RECALL_CUE_TIME_LIMIT_MS)"
-_MISS = "the cue period holds no candidate"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,16 +46,6 @@ class CueStage:
     found: int
     next: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "searched": "all arms and the cue arm" if self.stage == 0 else "the cue arm",
-            "confidence": self.confidence,
-            "period": None if self.period is None else self.period.to_json(),
-            "found": self.found,
-            "next": self.next,
-        }
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Suspected:
@@ -64,9 +53,6 @@ class Suspected:
 
     stage: int
     action: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "code": "CANDIDATE_MISS", "reason": _MISS, "action": self.action}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -98,35 +84,20 @@ class CueOutcome:
             seat_cut_rows=policy.seat_cut_rows,
         )
 
-    def report(self, run: ChainRun, policy_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The response's ``time_cue`` and the trace's account of the loop."""
+    def report(self, run: ChainRun, policy_name: str) -> dict[str, Any]:
+        """The response's ``time_cue`` (the trace's account of the loop is ``recall.trace.assemble``'s)."""
         if self.recent_only:
             period = None if self.ignored is None else self.ignored.to_json()
-            response: dict[str, Any] = {"policy": policy_name, "ignored": "recent_only", "period": period}
-            return response, {"cue_ignored": {"reason": "recent_only", "period": period}}
+            return {"policy": policy_name, "ignored": "recent_only", "period": period}
         moves = run.last(Counted).moves or run.last(Gated).moves
-        lifted = [m for m in moves if m.to < m.from_]
-        seated = [seat.ref for seat in run.last(Seated).seats if seat.kind == "cue"]
-        response = {
+        return {
             "policy": policy_name,
             "period": None if self.period is None else self.period.to_json(),
             "confidence": self.confidence,
             "revised": self.revised,
-            "moved": len(lifted),
-            "seated": len(seated),
+            "moved": sum(1 for m in moves if m.to < m.from_),
+            "seated": sum(1 for seat in run.last(Seated).seats if seat.kind == "cue"),
         }
-        log_ = {
-            "cue": {
-                "bound": self.plan.policy.lift[self.confidence],
-                "confidence": self.confidence,
-                "lifted": [m.to_json() for m in lifted],
-                "seated": seated,
-            },
-            "stages": [stage.to_json() for stage in self.stages],
-            "suspected": [s.to_json() for s in self.suspected],
-            "budget": {"cue_time_limit_ms": self.plan.limit_ms, "stop": self.stop},
-        }
-        return response, log_
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cpersona.model.trace import TRACE_VERSION, RecallTrace, RecallTraceFailure
 from cpersona.recall.arm_runner import ArmRunner
 from cpersona.recall.arms.vector import ScopeStatsCache
 from cpersona.recall.fanout import Backends, fan_out
@@ -28,7 +29,7 @@ from cpersona.recall.render import render
 from cpersona.recall.request import Degraded, RecallResult
 from cpersona.recall.retrieve import retrieve
 from cpersona.recall.stages.chain import Chain, build_chain
-from cpersona.recall.trace.assemble import TRACE_VERSION, build_trace
+from cpersona.recall.trace.assemble import build_trace
 from cpersona.recall.trace.coverage import parts_covered
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class Recaller:
         final: Seated = run.final
         rows = render(final, docs, fan.profile, retrieved.cue, req, ctx.policy)
         degraded = _degraded(fan)
-        time_cue, cue_log = (None, None) if fan.cue is None else fan.cue.report(run, req.policy)
+        time_cue = None if fan.cue is None else fan.cue.report(run, req.policy)
         done = time.perf_counter()
         result = RecallResult(
             rows=rows,
@@ -118,7 +119,6 @@ class Recaller:
             },
             trace_requested=req.trace,
             time_cue=time_cue,
-            cue_log=cue_log,
         )
         if not (req.trace if want_trace is None else want_trace):
             return result
@@ -131,11 +131,11 @@ class Recaller:
     def _traced(self, result: RecallResult, inputs: _TraceInputs) -> RecallResult:
         trace = self._trace(result, inputs)
         # The trace's own cost joins the recall's times; ``total`` stays the recall without it.
-        cost = trace.get("timing_ms", {})
+        cost: Mapping[str, float] = trace.timing_ms if isinstance(trace, RecallTrace) else {}
         timing = {**result.timing_ms, **{k: cost[k] for k in ("trace", "coverage") if k in cost}}
         return dataclasses.replace(result, trace=trace, timing_ms=timing)
 
-    def _trace(self, result: RecallResult, inputs: _TraceInputs) -> dict[str, Any]:
+    def _trace(self, result: RecallResult, inputs: _TraceInputs) -> RecallTrace | RecallTraceFailure:
         """The trace of a finished recall. A failure to build it never fails the recall: the trace
         then names the error instead (the rows are already final)."""
         ctx = inputs.ctx
@@ -144,6 +144,7 @@ class Recaller:
                 ctx.req,
                 result,
                 run=inputs.run,
+                cue=inputs.fan.cue,
                 policy=ctx.policy,
                 gate=inputs.plan.gate,
                 settings=self.settings,
@@ -154,7 +155,7 @@ class Recaller:
             )
         except Exception as exc:
             log.exception("building the recall trace failed")
-            return {"trace_version": TRACE_VERSION, "error": type(exc).__name__}
+            return RecallTraceFailure(trace_version=TRACE_VERSION, error=type(exc).__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

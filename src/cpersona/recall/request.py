@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cpersona.model.time_cue import TimeCue
+    from cpersona.model.trace import RecallTrace, RecallTraceFailure
     from cpersona.recall.policy import Policy
     from cpersona.recall.stages.chain import Seated
     from cpersona.recall.stages.fusion import FusionMode
@@ -157,7 +158,7 @@ class RecallResult:
     ``trace`` is the recall trace when one was built (``recall.trace.assemble``); it is part of the
     response only when the request asked for it (``trace_requested``), so a trace built for the server's
     own use (a sampler) leaves the response as it was. ``time_cue`` is the response's account of a cue
-    (``None`` without one); ``cue_log`` is what the cue loop did, stage by stage, for the trace.
+    (``None`` without one).
     """
 
     rows: tuple[RecallRow, ...]
@@ -169,10 +170,9 @@ class RecallResult:
     degraded: tuple[Degraded, ...]
     final: Seated
     timing_ms: Mapping[str, float]
-    trace: Mapping[str, Any] | None = None
+    trace: RecallTrace | RecallTraceFailure | None = None
     trace_requested: bool = False
     time_cue: Mapping[str, Any] | None = None
-    cue_log: Mapping[str, Any] | None = None
 
     @property
     def count(self) -> int:
@@ -202,5 +202,5 @@ class RecallResult:
         if self.time_cue is not None:
             out["time_cue"] = dict(self.time_cue)
         if self.trace_requested:
-            out["trace"] = None if self.trace is None else dict(self.trace)
+            out["trace"] = None if self.trace is None else self.trace.model_dump(mode="json")
         return out

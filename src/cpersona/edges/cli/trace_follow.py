@@ -24,6 +24,7 @@ import httpx
 import orjson
 
 from cpersona.edges.cli.service import ServerUnavailable, _error, server_url
+from cpersona.edges.cli.trace_render import read_trace
 from cpersona.edges.cli.trace_tail import Tail
 from cpersona.edges.http.trace_stream import STREAM_PATH
 from cpersona.errors import InvalidRequest, InvalidSetting
@@ -102,7 +103,7 @@ class ServerTail(Tail):
             elif event == "lost":
                 raise ServerUnavailable(f"the server lost its trace Redis ({data})")
             elif event == "trace":
-                trace = _object(data)
+                trace = read_trace(data)
                 if trace is not None:
                     self.show(data.encode(), trace)
             if self.done():

@@ -21,14 +21,14 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import anyio
-import orjson
 
-from cpersona.edges.cli.trace_render import render_trace, trace_scope
+from cpersona.edges.cli.trace_render import read_trace, render_trace, trace_project
 from cpersona.errors import BackendUnavailable, RedisUnavailable
 from cpersona.keys import Keys
 from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
 
 if TYPE_CHECKING:
+    from cpersona.model.trace import AnyTrace
     from cpersona.settings import Settings
 
 __all__ = ["Tail", "render_trace", "tail_traces", "trace_redis_url"]
@@ -160,8 +160,8 @@ class Tail:
         print(f"{again}listening on {where} (Ctrl-C to stop)", file=self.err, flush=True)
         self.subscribed, self.pause = True, _BACKOFF_FIRST_SECS
 
-    def show(self, payload: bytes, trace: dict[str, Any]) -> None:
-        if self.project is not None and trace_scope(trace).get("project_id") != self.project:
+    def show(self, payload: bytes, trace: AnyTrace) -> None:
+        if self.project is not None and trace_project(trace) != self.project:
             return
         if self.as_json:
             print(payload.decode("utf-8", "replace"), file=self.out, flush=True)
@@ -183,8 +183,8 @@ async def _subscribe(pubsub: Any, target: str, *, pattern: bool, settings: Setti
                 return
 
 
-async def _next_trace(pubsub: Any, err: TextIO) -> tuple[bytes, dict[str, Any]] | None:
-    """The next published trace (its bytes and its JSON), or ``None`` when the poll brought none."""
+async def _next_trace(pubsub: Any, err: TextIO) -> tuple[bytes, AnyTrace] | None:
+    """The next published trace (its bytes and its model), or ``None`` when the poll brought none."""
     async with redis_errors("lost the trace subscription"):
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
     if message is None or _text(message.get("type")) not in ("message", "pmessage"):
@@ -192,13 +192,12 @@ async def _next_trace(pubsub: Any, err: TextIO) -> tuple[bytes, dict[str, Any]] 
     payload = message.get("data")
     if not isinstance(payload, bytes):
         return None
-    try:
-        trace = orjson.loads(payload)
-    except orjson.JSONDecodeError:
+    trace = read_trace(payload)
+    if trace is None:
         channel = _text(message.get("channel"))
-        print(f"skipped a message on {channel} that is not JSON", file=err, flush=True)
+        print(f"skipped a message on {channel} that is not a trace", file=err, flush=True)
         return None
-    return (payload, trace) if isinstance(trace, dict) else None
+    return payload, trace
 
 
 def _text(value: object) -> str:

@@ -33,7 +33,7 @@ import orjson
 from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from cpersona.edges.cli.trace_render import trace_scope
+from cpersona.edges.cli.trace_render import read_trace, trace_project
 from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.edges.http.access import key_agents, permit
 from cpersona.edges.http.operation import Operation
@@ -228,12 +228,13 @@ async def _events(
         if payload is None:
             continue
         try:
-            trace = orjson.loads(payload)
+            message = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            continue  # not a trace: nothing of it is shown
-        if not isinstance(trace, dict):
+            continue  # not JSON: nothing of it is shown
+        if not isinstance(message, dict):
             continue
-        if project_id is not None and trace_scope(trace).get("project_id") != project_id:
+        # The page reads any object defensively; a project is matched on a trace this version reads.
+        if project_id is not None and _project(payload) != project_id:
             continue
         yield ServerSentEvent(data=payload.decode("utf-8", "replace"), event="trace")
 
@@ -279,3 +280,8 @@ TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
         "Redis goes away. Only the agents the request's key may act for; another agent's is a 403.",
     ),
 )  # fmt: skip
+
+
+def _project(payload: bytes) -> str | None:
+    trace = read_trace(payload)
+    return None if trace is None else trace_project(trace)

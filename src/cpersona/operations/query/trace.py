@@ -4,7 +4,16 @@ never a memory's text (nor the cue's text, which the caller has)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cpersona.model.trace import (
+    ArmRowTrace,
+    CueQueryArm,
+    CueQueryTrace,
+    FusedTrace,
+    ReturnedTrace,
+    SpreadTrace,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -16,15 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["query_trace"]
 
 
-def _arm(arm: ArmList) -> dict[str, Any]:
+def _arm(arm: ArmList) -> CueQueryArm:
     rows = [
-        {"ref": f"mem:{rid}", "rank": rank, "raw": raw}
+        ArmRowTrace(ref=f"mem:{rid}", rank=rank, raw=raw)
         for rank, (rid, raw) in enumerate(zip(arm.ids, arm.scores, strict=True))
     ]
-    out: dict[str, Any] = {"status": arm.status, "elapsed_ms": round(arm.elapsed_ms, 3), "rows": rows}
-    if arm.detail:
-        out["detail"] = arm.detail
-    return out
+    return CueQueryArm(status=arm.status, elapsed_ms=round(arm.elapsed_ms, 3), rows=rows, detail=arm.detail)
 
 
 def _reasons(rid: str, fused: Mapping[str, Fused], activated: Mapping[str, Activation]) -> list[str]:
@@ -41,31 +47,27 @@ def query_trace(
     activated: Mapping[str, Activation],
     returned: Sequence[str],
     scores: Mapping[str, float],
-) -> dict[str, Any]:
+) -> CueQueryTrace:
     by_id = {f.id: f for f in fused}
-    return {
-        "arms": {arm.arm: _arm(arm) for arm in arms},
-        "fused": [
-            {"ref": f"mem:{f.id}", "rank": rank, "rrf": f.rrf, "share": f.share}
-            for rank, f in enumerate(fused)
+    return CueQueryTrace(
+        arms={arm.arm: _arm(arm) for arm in arms},
+        fused=[
+            FusedTrace(ref=f"mem:{f.id}", rank=rank, rrf=f.rrf, share=f.share) for rank, f in enumerate(fused)
         ],
-        "activation": [
-            {
-                "ref": f"mem:{a.record_id}",
-                "level": a.level,
-                "hop": a.hop,
-                "edge_type": a.edge_type,
-                "path": [f"mem:{p}" for p in a.path],
-            }
+        activation=[
+            SpreadTrace(
+                ref=f"mem:{a.record_id}",
+                level=a.level,
+                hop=a.hop,
+                edge_type=a.edge_type,
+                path=[f"mem:{p}" for p in a.path],
+            )
             for a in sorted(activated.values(), key=lambda a: (-a.level, a.record_id))
         ],
-        "returned": [
-            {
-                "ref": f"mem:{rid}",
-                "rank": rank,
-                "score": scores[rid],
-                "reasons": _reasons(rid, by_id, activated),
-            }
+        returned=[
+            ReturnedTrace(
+                ref=f"mem:{rid}", rank=rank, score=scores[rid], reasons=_reasons(rid, by_id, activated)
+            )
             for rank, rid in enumerate(returned)
         ],
-    }
+    )

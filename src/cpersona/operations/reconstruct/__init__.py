@@ -21,7 +21,7 @@ item's content and every excerpt is a contiguous span of a stored record it cite
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.scope import ReadScope
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cpersona.model.reconstruct_request import ReconstructRequest
+    from cpersona.model.trace import ReconstructTrace
     from cpersona.operations.reconstruct.bounds import Budget, Limits
     from cpersona.operations.reconstruct.bundling import Cluster
     from cpersona.operations.reconstruct.candidates import Candidate, Recalled, RecallPort, RecallView
@@ -111,7 +112,9 @@ async def reconstruct(
     return capped.model_copy(update={"trace": trace})
 
 
-def _count_zero(limits: Limits, mode: Mode | None, trace: dict[str, Any] | None = None) -> ReconstructResult:
+def _count_zero(
+    limits: Limits, mode: Mode | None, trace: ReconstructTrace | None = None
+) -> ReconstructResult:
     """``count: 0``: no item, with ``count_zero``; a mode still reports itself, a traced call its audit."""
     result = ReconstructResult(
         items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
@@ -145,7 +148,7 @@ class _Audit:
         alloc: Allocation,
         budget: int,
         layout: Layout,
-    ) -> dict[str, Any]:
+    ) -> ReconstructTrace:
         allocated = Allocated(quoted, shown, alloc, budget, layout.sequence, self.past_window)
         return trace_of(self.query, self.recalled, self.clusters, self.cues, allocated, self.ledger)
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cpersona.model.reconstruct_request import ReconstructRequest
+    from cpersona.model.trace import RecallTrace, RecallTraceFailure
     from cpersona.stores.protocols import RecordStore
 
 __all__ = [
@@ -48,7 +49,7 @@ class RecallView:
     ``block_chars`` the policy's block length, to split passages as the block builder did."""
 
     rows: tuple[RecalledRow, ...]
-    trace: Mapping[str, Any] | None
+    trace: RecallTrace | RecallTraceFailure | None
     time_cue: Mapping[str, Any] | None
     best_blocks: Mapping[str, int]
     block_chars: int

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cpersona.model.reconstruct_response import ShortfallReason
+    from cpersona.model.trace import ReconstructTrace
     from cpersona.operations.reconstruct.allocation import Allocation
     from cpersona.operations.reconstruct.bounds import Budget, Limits
     from cpersona.operations.reconstruct.bundling import Cluster
@@ -96,7 +97,7 @@ def build_result(
     budget: Budget,
     *,
     beyond_hops: bool,
-    trace: dict[str, Any] | None,
+    trace: ReconstructTrace | None,
 ) -> ReconstructResult:
     items = [build_item(q, taken) for q, taken in shown]
     window = sum(1 for q in quoted if not q.held)

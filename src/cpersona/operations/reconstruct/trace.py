@@ -1,6 +1,7 @@
 """reconstruct's trace (§4.3, seed "trace.recall"): the full, uncompacted audit of one call, never held to
-a mode cap. It is one mapping, published on the trace channel as one message (``kind: "reconstruct"``)
-with the recall it made nested as ``recall``, that recall's own trace v1 unchanged:
+a mode cap. It is one :class:`~cpersona.model.trace.ReconstructTrace`, published on the trace channel as
+one message (``kind: "reconstruct"``) with the recall it made nested as ``recall``, that recall's own
+trace v1 unchanged:
 
 ``candidate_refs``
     The recall's rows as reconstruct ranked them (0 = most relevant), ``reserved`` for a held seat's row.
@@ -35,7 +36,20 @@ trace needs to see why the lexical arms got extra terms.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+from cpersona.model.trace import (
+    CandidateRef,
+    ClusterMember,
+    ClusterTrace,
+    CoverageFailure,
+    CoverageLedger,
+    CuesTrace,
+    ItemTrace,
+    PieceTrace,
+    ReconstructTrace,
+    SequenceTrace,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -48,14 +62,16 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND", "Allocated", "Ledger", "cited_texts", "trace_of"]
 
-KIND = "reconstruct"
+KIND: Final = "reconstruct"
 
 
 class Ledger(Protocol):
     """The coverage ledger (``recall.trace.coverage.coverage``), handed in by the engine: operations
     import nothing of recall."""
 
-    def __call__(self, question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]: ...
+    def __call__(
+        self, question: str, records: Iterable[tuple[str, str]]
+    ) -> CoverageLedger | CoverageFailure: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,19 +94,20 @@ def trace_of(
     cues: Cues,
     allocated: Allocated,
     ledger: Ledger,
-) -> dict[str, Any]:
+) -> ReconstructTrace:
     pool: Sequence[Candidate] = recalled.candidates
-    refs = [{"ref": c.ref, "rank": c.rank, **({"reserved": True} if c.reserved else {})} for c in pool]
-    return {
-        "kind": KIND,
-        "recall": None if recalled.view.trace is None else dict(recalled.view.trace),
-        "candidate_refs": refs,
-        "clusters": _clusters(pool, clusters, allocated.quoted),
-        "cues": cues.trace(),
-        "items": [_item(q) for q, _ in allocated.shown],
-        "sequence": _sequence(allocated),
-        "coverage": ledger(query, cited_texts(allocated.shown)),
-    }
+    return ReconstructTrace(
+        kind=KIND,
+        recall=recalled.view.trace,
+        candidate_refs=[CandidateRef(ref=c.ref, rank=c.rank, reserved=c.reserved) for c in pool],
+        clusters=_clusters(pool, clusters, allocated.quoted),
+        cues=CuesTrace(
+            entities=[m.name for m in cues.entities], terms=list(cues.terms), terms_omitted=cues.omitted
+        ),
+        items=[_item(q) for q, _ in allocated.shown],
+        sequence=_sequence(allocated),
+        coverage=ledger(query, cited_texts(allocated.shown)),
+    )
 
 
 def cited_texts(shown: Iterable[tuple[Quoted, int]]) -> Iterator[tuple[str, str]]:
@@ -103,78 +120,79 @@ def cited_texts(shown: Iterable[tuple[Quoted, int]]) -> Iterator[tuple[str, str]
                 yield row.ref, row.text
 
 
-def _clusters(pool: Sequence[Candidate], clusters: Sequence[Cluster], quoted: Sequence[Quoted]) -> list[Any]:
+def _clusters(
+    pool: Sequence[Candidate], clusters: Sequence[Cluster], quoted: Sequence[Quoted]
+) -> list[ClusterTrace]:
     placed = {q.cluster.members[0]: (n, q) for n, q in enumerate(quoted)}
-    out: list[dict[str, Any]] = []
+    out: list[ClusterTrace] = []
     for cl in clusters:
-        members = [{"ref": pool[i].ref, **({"why": cl.why[i]} if i in cl.why else {})} for i in cl.members]
-        entry: dict[str, Any] = {"refs": [pool[i].ref for i in cl.members], "members": members}
-        if cl.reason:
-            entry["why"] = cl.reason
+        members = [ClusterMember(ref=pool[i].ref, why=cl.why.get(i)) for i in cl.members]
+        refs = [pool[i].ref for i in cl.members]
         found = placed.get(cl.members[0])
         if found is None:
-            entry["past_window"] = True
+            out.append(ClusterTrace(refs=refs, members=members, why=cl.reason or None, past_window=True))
         else:
             n, q = found
-            entry.update(item=n, head=q.structured.head.ref, **({"held": True} if q.held else {}))
-        out.append(entry)
+            head = q.structured.head.ref
+            out.append(
+                ClusterTrace(
+                    refs=refs, members=members, why=cl.reason or None, item=n, head=head, held=q.held
+                )
+            )
     return out
 
 
-def _item(q: Quoted) -> dict[str, Any]:
+def _item(q: Quoted) -> ItemTrace:
     cites = [row.ref for row, _ in q.structured.claims]
-    return {"head_ref": q.structured.head.ref, "cites": cites, **({"held": True} if q.held else {})}
+    return ItemTrace(head_ref=q.structured.head.ref, cites=cites, held=q.held)
 
 
-def _pieces(allocated: Allocated) -> list[dict[str, Any]]:
-    """The sequence whole: ``items`` as allocation walks it (every head, then the excerpts round-robin),
-    ``evidence`` and ``whole`` in their passage order."""
+def _pieces(allocated: Allocated) -> list[tuple[int, str, tuple[int, int], bool]]:
+    """The sequence whole, as ``(item, ref, span, excerpt)``: ``items`` as allocation walks it (every
+    head, then the excerpts round-robin), ``evidence`` and ``whole`` in their passage order."""
     quoted = allocated.quoted
     if allocated.sequence != "items":
         seen: set[int] = set()
         pieces = []
         for n, span in allocated.allocation.order:
-            pieces.append(_piece(n, quoted[n].structured.head.ref, span, excerpt=n in seen))
+            pieces.append((n, quoted[n].structured.head.ref, span, n in seen))
             seen.add(n)
         return pieces
-    pieces = [_piece(n, q.structured.head.ref, q.head_span) for n, q in enumerate(quoted)]
+    pieces = [(n, q.structured.head.ref, q.head_span, False) for n, q in enumerate(quoted)]
     depth = max((len(q.excerpts) for q in quoted), default=0)
     for level in range(depth):
         pieces.extend(
-            _piece(n, q.excerpts[level][0].ref, q.excerpts[level][1], excerpt=True)
+            (n, q.excerpts[level][0].ref, q.excerpts[level][1], True)
             for n, q in enumerate(quoted)
             if level < len(q.excerpts)
         )
     return pieces
 
 
-def _piece(n: int, ref: str, span: tuple[int, int], *, excerpt: bool = False) -> dict[str, Any]:
-    start, end = span
-    return {
-        "item": n,
-        "ref": ref,
-        "piece": "excerpt" if excerpt else "head",
-        "span": [start, end],
-        "chars": end - start,
-    }
-
-
-def _sequence(allocated: Allocated) -> dict[str, Any]:
+def _sequence(allocated: Allocated) -> SequenceTrace:
     pieces = _pieces(allocated)
     alloc = allocated.allocation
     admitted = alloc.admitted
     if allocated.sequence == "items":
         admitted = sum(1 + taken for _, taken in alloc.chosen)
-    for n, piece in enumerate(pieces):
-        piece["admitted"] = n < admitted
     stopped = admitted if alloc.cut and admitted < len(pieces) else None
     stop = alloc.stop if stopped is not None else "count" if allocated.past_window else None
-    return {
-        "name": allocated.sequence,
-        "budget": allocated.budget,
-        "used": alloc.used,
-        "cut": alloc.cut,
-        "pieces": pieces,
-        "stopped_at": stopped,
-        "stop": stop,
-    }
+    return SequenceTrace(
+        name=allocated.sequence,
+        budget=allocated.budget,
+        used=alloc.used,
+        cut=alloc.cut,
+        pieces=[
+            PieceTrace(
+                item=n,
+                ref=ref,
+                piece="excerpt" if excerpt else "head",
+                span=(start, end),
+                chars=end - start,
+                admitted=k < admitted,
+            )
+            for k, (n, ref, (start, end), excerpt) in enumerate(pieces)
+        ],
+        stopped_at=stopped,
+        stop=stop,
+    )

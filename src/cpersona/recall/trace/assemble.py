@@ -6,10 +6,12 @@ run (:class:`~cpersona.recall.stages.chain.ChainRun`) holds every set it made, s
 candidates, the gate's decisions, the count cut and the arms' lists are read from it by type. The only new
 work is the coverage ledger (``recall.trace.coverage``), which reads the returned records' stored text.
 
-It carries references, ranks, scores and reasons, never stored text: a record is its ref (``mem:<id>``,
-``ep:<id>``) and a part of the question is a span. The profile row, whose ref in the response is
-``profile:<agent_id>``, is ``"profile"`` everywhere in the trace (trace_version 1 named it so before the
-row had a ref): in the gate's decisions, the orders, the coverage ledger.
+The sections are the models of :mod:`cpersona.model.trace`; this module is the one place they are
+built from a finished recall. It carries references, ranks, scores and reasons, never stored text: a
+record is its ref (``mem:<id>``, ``ep:<id>``) and a part of the question is a span. The profile row,
+whose ref in the response is ``profile:<agent_id>``, is ``"profile"`` everywhere in the trace
+(trace_version 1 named it so before the row had a ref): in the gate's decisions, the orders, the
+coverage ledger.
 
 Fields whose meaning the seed leaves to the implementation:
 
@@ -24,6 +26,10 @@ Fields whose meaning the seed leaves to the implementation:
     and cascade. Each decision carries its own exact threshold.
 ``autocut``
     ``kept`` is how many rows it left, ``dropped`` the refs it removed.
+``cue``, ``stages``, ``suspected``, ``budget``
+    With a cue: the loop's stages, what it suspected, the bounded move and seats and why it stopped
+    (read from the loop's :class:`~cpersona.recall.cue_loop.CueOutcome` and the chain's run); or
+    ``cue_ignored`` when the cue was not used. Without one, ``stages`` is the one stage of every arm.
 ``timing_ms``
     The recall's own times (``retrieve``, one per stage its policy's chain lists, ``total`` — the recall
     without the trace), then ``trace`` (building this record, the ledger excluded) and ``coverage`` (the
@@ -33,8 +39,34 @@ Fields whose meaning the seed leaves to the implementation:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cpersona.model.trace import (
+    TRACE_VERSION,
+    ArmRowTrace,
+    ArmStage,
+    Autocut,
+    Budget,
+    CueIgnored,
+    CueLift,
+    CueStageTrace,
+    CueTrace,
+    FusionRow,
+    GateDecisionTrace,
+    GateTrace,
+    OrderTrace,
+    RecallConfig,
+    RecallRequestTrace,
+    RecallTrace,
+    ScopeTrace,
+    Scoring,
+    SeatTrace,
+    SuspectedTrace,
+    TimeCueTrace,
+    TracedRef,
+    TracePolicy,
+    TracePrior,
+)
 from cpersona.recall.stages.chain import Counted, Gated, Ranked, Retrieved, Seated
 from cpersona.recall.trace.coverage import coverage
 from cpersona.version import __version__
@@ -43,6 +75,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
     from cpersona.model.candidates import ArmRow
+    from cpersona.model.time_cue import Period
+    from cpersona.recall.cue_loop import CueOutcome
     from cpersona.recall.policy import Policy
     from cpersona.recall.request import RecallRequest, RecallResult
     from cpersona.recall.stages.chain import ChainRun
@@ -52,8 +86,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PROFILE_REF", "TRACE_VERSION", "build_trace"]
 
-TRACE_VERSION = 1
 PROFILE_REF = "profile"
+
+_MISS = "the cue period holds no candidate"
 
 
 def build_trace(
@@ -61,6 +96,7 @@ def build_trace(
     result: RecallResult,
     *,
     run: ChainRun,
+    cue: CueOutcome | None,
     policy: Policy,
     gate: GateConfig,
     settings: Settings,
@@ -68,127 +104,154 @@ def build_trace(
     embedding_model: str | None,
     docs: Mapping[str, HydratedRecord],
     profile: StoredProfile | None,
-) -> dict[str, Any]:
+) -> RecallTrace:
     """The trace of a finished recall.
 
-    ``run`` is the chain's run that made ``result.final``, ``gate`` the configuration the gate stage
-    compared against, ``scan_window`` the window the vector arms searched, ``docs`` the hydrated records
-    (their full stored text feeds the coverage ledger; none of it enters the trace) and ``profile`` the
-    profile the response rendered, if any.
+    ``run`` is the chain's run that made ``result.final``, ``cue`` what the cue loop did (``None``
+    without a cue), ``gate`` the configuration the gate stage compared against, ``scan_window`` the
+    window the vector arms searched, ``docs`` the hydrated records (their full stored text feeds the
+    coverage ledger; none of it enters the trace) and ``profile`` the profile the response rendered.
     """
     started = time.perf_counter()
-    trace: dict[str, Any] = {
-        "trace_version": TRACE_VERSION,
-        "policy": dict(result.policy),
-        "server_version": __version__,
-        "scope": _scope(req),
-        "request": _request(req, result, policy),
-        "config": _config(policy, gate, settings, scan_window, embedding_model),
-        **_chain_sections(run, gate, result),
-    }
-    if result.cue_log is not None:
-        # What the cue loop did: its stages, what it suspected, the bounded move and seats, or why the
-        # cue was not used.
-        trace.update(result.cue_log)
-    ledger_started = time.perf_counter()
-    trace["coverage"] = coverage(req.query, _returned_texts(result, docs, profile))
-    ledger_done = time.perf_counter()
-    trace["timing_ms"] = {
-        **result.timing_ms,
-        "coverage": (ledger_done - ledger_started) * 1000,
-        # The rest of the build, up to here; serialising the trace is the caller's cost.
-        "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
-    }
-    return trace
-
-
-def _chain_sections(run: ChainRun, gate: GateConfig, result: RecallResult) -> dict[str, Any]:
-    """The sections read from the chain's sets, ``arms`` to ``suspected``, in the trace's key order."""
     seated, counted, gated, ranked, retrieved = _walk(run)
     profile_ref = retrieved.profile_ref
 
     def ref_of(ref: str) -> str:
         return PROFILE_REF if ref == profile_ref else ref
 
-    return {
+    sections = {
+        "trace_version": TRACE_VERSION,
+        "policy": TracePolicy(scoring=result.policy["scoring"], process=result.policy["process"]),
+        "server_version": __version__,
+        "scope": _scope(req),
+        "request": _request(req, result, policy),
+        "config": _config(policy, gate, settings, scan_window, embedding_model),
         "arms": {
-            name: [{"ref": row.ref, "rank": row.rank, "raw": row.raw} for row in rows]
+            name: [ArmRowTrace(ref=row.ref, rank=row.rank, raw=row.raw) for row in rows]
             for name, rows in _arm_lists(retrieved)
         },
         "fusion": [
-            {"ref": c.ref, "score": c.fused, "votes": dict(c.votes)}
+            FusionRow(ref=c.ref, score=c.fused, votes=dict(c.votes))
             for c in ranked.fused
             if c.kind != "profile"
         ],
-        "scoring": _scoring(ranked),
+        "scoring": Scoring(episode_penalty=dict(ranked.penalty), prior=dict(ranked.prior)),
         "gate": _gate(gated, gate, result.mode, ref_of),
-        "autocut": {
-            "fired": gated.autocut_fired,
-            "kept": len(gated.rows),
-            "dropped": [ref_of(r) for r in gated.autocut_dropped],
-        },
-        "order": {
-            "before_cut": [{"ref": ref_of(r)} for r in counted.before_cut],
-            "limit": result.limit,
-            "cut_by_count": [ref_of(r) for r in counted.cut_by_count],
-        },
-        "reservation": [{"ref": seat.ref, "kind": seat.kind} for seat in seated.seats],
-        "stages": [{"stage": 0, "searched": "all arms", "next": None}],
+        "autocut": Autocut(
+            fired=gated.autocut_fired,
+            kept=len(gated.rows),
+            dropped=[ref_of(r) for r in gated.autocut_dropped],
+        ),
+        "order": OrderTrace(
+            before_cut=[TracedRef(ref=ref_of(r)) for r in counted.before_cut],
+            limit=result.limit,
+            cut_by_count=[ref_of(r) for r in counted.cut_by_count],
+        ),
+        "reservation": [SeatTrace(ref=seat.ref, kind=seat.kind) for seat in seated.seats],
+        "stages": [ArmStage(stage=0, searched="all arms", next=None)],
         "suspected": [],
+        **({} if cue is None else _cue_loop(cue, counted, gated, seated)),
     }
+    ledger_started = time.perf_counter()
+    ledger = coverage(req.query, _returned_texts(result, docs, profile))
+    ledger_done = time.perf_counter()
+    timing = {
+        **result.timing_ms,
+        "coverage": (ledger_done - ledger_started) * 1000,
+        # The rest of the build, up to here; serialising the trace is the caller's cost.
+        "trace": (ledger_started - started + time.perf_counter() - ledger_done) * 1000,
+    }
+    return RecallTrace.model_validate({**sections, "coverage": ledger, "timing_ms": timing})
 
 
-def _scope(req: RecallRequest) -> dict[str, Any]:
-    scope = req.scope
+def _cue_loop(cue: CueOutcome, counted: Counted, gated: Gated, seated: Seated) -> dict[str, object]:
+    """What the cue loop did: its stages, what it suspected, the bounded move and seats, or why the cue
+    was not used."""
+    if cue.recent_only:
+        return {"cue_ignored": CueIgnored(reason="recent_only", period=_ends(cue.ignored))}
+    moves = counted.moves or gated.moves
     return {
-        "agent_id": scope.agent_id,
-        "project_id": scope.project_id,
-        "channel": scope.channel,
-        "source_id": scope.source_id,
+        "stages": [
+            CueStageTrace(
+                stage=s.stage,
+                searched="all arms and the cue arm" if s.stage == 0 else "the cue arm",
+                confidence=s.confidence,
+                period=_ends(s.period),
+                found=s.found,
+                next=s.next,
+            )
+            for s in cue.stages
+        ],
+        "suspected": [
+            SuspectedTrace(stage=s.stage, code="CANDIDATE_MISS", reason=_MISS, action=s.action)
+            for s in cue.suspected
+        ],
+        "cue": CueTrace(
+            bound=cue.plan.policy.lift[cue.confidence],
+            confidence=cue.confidence,
+            lifted=[
+                CueLift.model_validate({"row": m.ref, "from": m.from_, "to": m.to})
+                for m in moves
+                if m.to < m.from_
+            ],
+            seated=[seat.ref for seat in seated.seats if seat.kind == "cue"],
+        ),
+        "budget": Budget(cue_time_limit_ms=cue.plan.limit_ms, stop=cue.stop),
     }
 
 
-def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> dict[str, Any]:
+def _ends(period: Period | None) -> tuple[str, str] | None:
+    """A period as its ISO ends."""
+    if period is None:
+        return None
+    start, end = period.to_json()
+    return start, end
+
+
+def _scope(req: RecallRequest) -> ScopeTrace:
+    scope = req.scope
+    return ScopeTrace(
+        agent_id=scope.agent_id, project_id=scope.project_id, channel=scope.channel, source_id=scope.source_id
+    )
+
+
+def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> RecallRequestTrace:
     """What the recall was asked, as it ran: limit and depth after the policy's bounds, the priors."""
     vector = policy.vector
     rules = policy.score_adjust
-    asked: dict[str, Any] = {}
-    if req.keyword_seats:
-        asked["keyword_seats"] = req.keyword_seats
-    if req.lexical_terms:
+    return RecallRequestTrace(
+        limit=result.limit,
+        depth=result.depth,
+        deep=req.deep,
+        mode=result.mode,
+        confidence_ordering="none",
+        prior=TracePrior(
+            far_weight=vector.far_weight,
+            age_rate=rules.prior_age_rate,
+            age_floor=rules.prior_age_floor,
+            age_anchor=rules.prior_age_anchor,
+        ),
+        episode_penalty=rules.episode_penalty,
+        time_cue=None if req.time_cue is None else TimeCueTrace.model_validate(req.time_cue.to_json()),
+        keyword_seats=req.keyword_seats,
         # How many extra lexical terms the arms got (reconstruct's cues list them in its own trace).
-        asked["lexical_terms"] = len(req.lexical_terms)
-    return {
-        "limit": result.limit,
-        "depth": result.depth,
-        "deep": req.deep,
-        "mode": result.mode,
-        "confidence_ordering": "none",
-        "prior": {
-            "far_weight": vector.far_weight,
-            "age_rate": rules.prior_age_rate,
-            "age_floor": rules.prior_age_floor,
-            "age_anchor": rules.prior_age_anchor,
-        },
-        "episode_penalty": rules.episode_penalty,
-        "time_cue": None if req.time_cue is None else req.time_cue.to_json(),
-        **asked,
-    }
+        lexical_terms=len(req.lexical_terms),
+    )
 
 
 def _config(
     policy: Policy, gate: GateConfig, settings: Settings, scan_window: int, embedding_model: str | None
-) -> dict[str, Any]:
+) -> RecallConfig:
     vector = policy.vector
-    return {
-        "embedding_mode": settings.embedding_mode,
-        "embedding_model": embedding_model,
-        "scan_window": scan_window,
-        "vector_reach": vector.reach,
-        "vector_far_limit": vector.far_limit,
-        "fused_gate_enabled": gate.calibrated is not None,
-        "autocut_enabled": policy.autocut.enabled,
-    }
+    return RecallConfig(
+        embedding_mode=settings.embedding_mode,
+        embedding_model=embedding_model,
+        scan_window=scan_window,
+        vector_reach=vector.reach,
+        vector_far_limit=vector.far_limit,
+        fused_gate_enabled=gate.calibrated is not None,
+        autocut_enabled=policy.autocut.enabled,
+    )
 
 
 def _arm_lists(retrieved: Retrieved) -> Iterator[tuple[str, tuple[ArmRow, ...]]]:
@@ -204,43 +267,32 @@ def _walk(run: ChainRun) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:
     return run.last(Seated), run.last(Counted), run.last(Gated), run.last(Ranked), run.last(Retrieved)
 
 
-def _scoring(ranked: Ranked) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if ranked.penalty:
-        out["episode_penalty"] = dict(ranked.penalty)
-    if ranked.prior:
-        out["prior"] = dict(ranked.prior)
-    return out
-
-
-def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]) -> dict[str, Any]:
+def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]) -> GateTrace:
     if mode == "rsf":
-        signal, threshold = "rsf", cfg.effective_min
+        threshold = cfg.effective_min
     else:
-        signal = "cosine"
         threshold = cfg.calibrated if cfg.calibrated is not None else cfg.effective_min
-    decisions: list[dict[str, Any]] = []
-    for d in gated.decisions:
-        entry: dict[str, Any] = {
-            "ref": ref_of(d.ref),
-            "signal": d.signal,
-            "score": d.score,
-            "threshold": d.threshold,
-            "passed": d.passed,
-        }
-        if d.reason is not None:
-            entry["reason"] = d.reason
-        decisions.append(entry)
-    return {
-        "signal": signal,
-        "threshold": threshold,
-        "heuristic_min": cfg.effective_min,
-        "calibrated": cfg.calibrated,
-        "origin": cfg.origin,
-        "pool": cfg.pool,
-        "decisions": decisions,
-        "gate_fallback": False,
-    }
+    decisions = [
+        GateDecisionTrace(
+            ref=ref_of(d.ref),
+            signal=d.signal,
+            score=d.score,
+            threshold=d.threshold,
+            passed=d.passed,
+            reason=d.reason,
+        )
+        for d in gated.decisions
+    ]
+    return GateTrace(
+        signal="rsf" if mode == "rsf" else "cosine",
+        threshold=threshold,
+        heuristic_min=cfg.effective_min,
+        calibrated=cfg.calibrated,
+        origin=cfg.origin,
+        pool=cfg.pool,
+        decisions=decisions,
+        gate_fallback=False,
+    )
 
 
 def _returned_texts(

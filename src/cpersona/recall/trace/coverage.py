@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from cpersona.model.trace import CoverageFailure, CoverageLedger, CoveragePart
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -85,7 +87,7 @@ def _kind(name: str) -> PartKind:
     return "identifier"
 
 
-def coverage(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def coverage(question: str, records: Iterable[tuple[str, str]]) -> CoverageLedger | CoverageFailure:
     """The ledger for ``question`` over ``records``: ``(ref, full stored text)`` pairs in the order the
     response lists them.
 
@@ -95,7 +97,7 @@ def coverage(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any
     try:
         return _ledger(question, records)
     except Exception as exc:
-        return {"error": type(exc).__name__}
+        return CoverageFailure(error=type(exc).__name__)
 
 
 def parts_covered(question: str, records: Iterable[tuple[str, str]]) -> dict[str, int]:
@@ -106,7 +108,7 @@ def parts_covered(question: str, records: Iterable[tuple[str, str]]) -> dict[str
     return {ref: sum(1 for n in needles if n in normalize(text)) for ref, text in records}
 
 
-def _ledger(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def _ledger(question: str, records: Iterable[tuple[str, str]]) -> CoverageLedger:
     normalized = normalize(question)
     parts, omitted = extract_parts(normalized)
     needles = [normalized[start:end] for start, end, _ in parts]
@@ -118,13 +120,11 @@ def _ledger(question: str, records: Iterable[tuple[str, str]]) -> dict[str, Any]
         for index, needle in enumerate(needles):
             if needle in haystack:
                 covered_by[index].append(ref)
-    ledger: dict[str, Any] = {
-        "normalization": NORMALIZATION,
-        "parts": [{"span": [start, end], "kind": kind} for start, end, kind in parts],
-        "covered_by": covered_by,
-        "uncovered": [i for i, refs in enumerate(covered_by) if not refs],
-        "records": read,
-    }
-    if omitted:
-        ledger["parts_omitted"] = omitted
-    return ledger
+    return CoverageLedger(
+        normalization=NORMALIZATION,
+        parts=[CoveragePart(span=(start, end), kind=kind) for start, end, kind in parts],
+        covered_by=covered_by,
+        uncovered=[i for i, refs in enumerate(covered_by) if not refs],
+        records=read,
+        parts_omitted=omitted,
+    )

@@ -2,16 +2,17 @@
 
 A recall never waits for the sink here. :meth:`TracePublisher.offer` puts ``(agent_id, trace)`` on an
 in-memory queue without blocking and returns at once; when the queue is full the trace is dropped and
-counted. One task (:meth:`TracePublisher.run`) takes traces off the queue and publishes each one, as
-orjson, through a :class:`~cpersona.stores.protocols.TraceSink` on the agent's channel (the Redis sink
-``PUBLISH``es on :meth:`Keys.trace_channel`, so a tailer subscribes to one agent, or to
-:attr:`Keys.trace_pattern` for all of them, on any worker that shares the Redis). A sink does not wait
-for subscribers, every call has a deadline, and a failed call is counted and logged, never raised.
-:meth:`TracePublisher.stats` is a snapshot of the counters, reported by ``/health`` under ``traces``.
+counted. One task (:meth:`TracePublisher.run`) takes traces off the queue and publishes each one, as its
+``model_dump_json`` (:mod:`cpersona.model.trace`), through a
+:class:`~cpersona.stores.protocols.TraceSink` on the agent's channel (the Redis sink ``PUBLISH``es on
+:meth:`Keys.trace_channel`, so a tailer subscribes to one agent, or to :attr:`Keys.trace_pattern` for
+all of them, on any worker that shares the Redis). A sink does not wait for subscribers, every call has
+a deadline, and a failed call is counted and logged, never raised. :meth:`TracePublisher.stats` is a
+snapshot of the counters, reported by ``/health`` under ``traces``.
 
-The trace is shared with the recall result, not copied: the recaller hands over a finished trace and
-nobody changes it afterwards, so serialising it later, in the publisher task, sees what the recall saw and
-keeps the cost off the recall's path.
+The trace is shared with the recall result, not copied: the recaller hands over a finished trace (a
+frozen model), so serialising it later, in the publisher task, sees what the recall saw and keeps the
+cost off the recall's path.
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
-import orjson
+from pydantic_core import PydanticSerializationError
 
 from cpersona.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
+    from cpersona.model.trace import AnyTrace
     from cpersona.stores.protocols import TraceSink
 
 __all__ = ["TracePublisher", "TraceStats", "encode_trace"]
@@ -42,7 +43,7 @@ _WARN_INTERVAL_SECS = 10.0
 # At shutdown the queued traces get this long (at most) to reach the sink before they are given up.
 _FLUSH_SECS = 1.0
 
-_Item = tuple[str, Mapping[str, Any]]
+_Item = tuple[str, "AnyTrace"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,19 +65,10 @@ class TraceStats:
         return dataclasses.asdict(self)
 
 
-def _json_default(value: object) -> object:
-    # Traces may hold read-only mappings and sets (frozen stage data); JSON gets them as objects and
-    # sorted lists so two runs of the same recall publish the same bytes.
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Set):
-        return sorted(value, key=str)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def encode_trace(trace: Mapping[str, Any]) -> bytes:
-    """A trace as the bytes published on the channel (orjson; raises ``TypeError`` on a foreign value)."""
-    return orjson.dumps(trace, default=_json_default)
+def encode_trace(trace: AnyTrace) -> bytes:
+    """A trace as the bytes published on the channel (raises ``PydanticSerializationError`` on a value
+    JSON cannot hold)."""
+    return trace.model_dump_json(warnings="error").encode()
 
 
 class TracePublisher:
@@ -102,7 +94,7 @@ class TracePublisher:
 
     # ------------------------------------------------------------------ the recall side
 
-    def offer(self, agent_id: str, trace: Mapping[str, Any]) -> bool:
+    def offer(self, agent_id: str, trace: AnyTrace) -> bool:
         """Queue ``trace`` for ``agent_id``'s channel without waiting; ``False`` if it was dropped."""
         try:
             self._send.send_nowait((agent_id, trace))
@@ -167,10 +159,10 @@ class TracePublisher:
         self._send.close()
         self._receive.close()
 
-    async def _publish(self, agent_id: str, trace: Mapping[str, Any]) -> None:
+    async def _publish(self, agent_id: str, trace: AnyTrace) -> None:
         try:
             payload = encode_trace(trace)
-        except TypeError as exc:
+        except PydanticSerializationError as exc:
             # A bug in whoever built the trace, not an outage: counted, and logged with the detail.
             self._failed += 1
             log.error("trace for agent %r not published: %s", agent_id, exc)
