@@ -5,6 +5,7 @@ from __future__ import annotations
 import cpersona
 
 EXPECTED = {
+    "AgentBeingDeleted",
     "AssociateRequest",
     "AssociateResult",
     "CueQueryRequest",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from cpersona.engine.facade import Engine, open
 from cpersona.errors import (
+    AgentBeingDeleted,
     BackendUnavailable,
     ContentTooLarge,
     CpersonaError,
@@ -89,6 +90,7 @@ from cpersona.settings import Settings
 from cpersona.version import __version__
 
 __all__ = (
+    "AgentBeingDeleted",
     "AssociateRequest",
     "AssociateResult",
     "Association",

@@ -12,6 +12,7 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     │   ├── ContentTooLarge       content or metadata over its limit                 HTTP 413
     │   └── ModalityUnsupported   content or a cue no model here reads (an image)    HTTP 400
     ├── RecordNotFound            no record with that ref in this scope              HTTP 404
+    ├── AgentBeingDeleted         a write to an agent whose data is being deleted    HTTP 409
     ├── DataDirLocked             another engine already owns the data directory
     ├── EngineClosed              the engine was used outside ``async with``
     ├── GraphError                a recall graph was wired wrong (raised when it is built)
@@ -34,6 +35,7 @@ acknowledged); one that does not answer at all is ``BACKEND_UNAVAILABLE``.
 from __future__ import annotations
 
 __all__ = [
+    "AgentBeingDeleted",
     "BackendUnavailable",
     "ContentTooLarge",
     "CpersonaError",
@@ -118,6 +120,21 @@ class RecordNotFound(CpersonaError):
     def __init__(self, ref: str) -> None:
         self.ref = ref
         super().__init__(f"record not found: {ref}")
+
+
+class AgentBeingDeleted(CpersonaError):
+    """A write to an agent whose data is being deleted, or was deleted since the write began: nothing of it
+    was written (:mod:`cpersona.engine.deletes`). Sent again once the delete has returned, it is stored."""
+
+    code = "AGENT_BEING_DELETED"
+    status = 409
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        super().__init__(
+            f"the data of agent {agent_id!r} is being deleted: the write was refused and nothing of it was "
+            "kept; send it again once the delete has finished"
+        )
 
 
 class DataDirLocked(CpersonaError):

@@ -68,6 +68,17 @@ class Keys:
         """Sorted set of writes whose claims are taken and whose document is not yet written (by start)."""
         return f"{self.prefix}:inflight:writes"
 
+    def agent_fence(self, agent_id: str) -> str:
+        """How many deletes of one agent's data are under way (a counter whose short lifetime each of them
+        renews): while it exists, every record write of the agent is refused."""
+        return f"{self.prefix}:fence:{_part(agent_id)}"
+
+    def agent_fence_seq(self, agent_id: str) -> str:
+        """The insertion sequence number at which the agent's latest delete began or ended (with a
+        lifetime): a record of the agent numbered at or below it was begun before that delete, and is
+        refused."""
+        return f"{self.prefix}:fence-seq:{_part(agent_id)}"
+
     def reconsolidated(self, request_id: str, record_id: str) -> str:
         """Marker (with a TTL) that one recall.query request strengthened one memory: a repeat of the
         request (same request id) finds it and strengthens nothing again."""

@@ -17,6 +17,7 @@ from cpersona.stores.association_values import (
     Link,
     RecordLinks,
 )
+from cpersona.stores.fence_store import FenceStore
 from cpersona.stores.field_store import MemoryFieldStore
 from cpersona.stores.memory_reads import MemoryReadStore, TimeRangeIds
 from cpersona.stores.raw_journal_store import RawJournalStore
@@ -173,7 +174,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, MemoryReadStore, Protocol):
+class RecordStore(AssociationStore, RawJournalStore, MemoryFieldStore, MemoryReadStore, FenceStore, Protocol):
     """The records of one engine (memories, episodes, raw entries, profiles, claims, calibrations) and
     the searches the recall arms run over them. Refs are ``mem:<id>`` and ``ep:<id>``."""
 

@@ -25,7 +25,7 @@ from cpersona.errors import RedisUnavailable
 if TYPE_CHECKING:
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["NOT_DURABLE", "commit", "flushed", "transaction", "wait_ms"]
+__all__ = ["NOT_DURABLE", "applied", "commit", "flushed", "transaction", "wait_ms"]
 
 NOT_DURABLE = "REDIS_NOT_DURABLE"
 """The code of the :class:`~cpersona.RedisUnavailable` of a write that Redis did not confirm on disk."""
@@ -58,13 +58,18 @@ async def commit(pipe: Any, client: RedisClient) -> list[Any]:
     """
     pipe.execute_command("EXEC")
     replies = await flushed(pipe, client)
-    applied = replies[-1]
-    if not isinstance(applied, list):
-        raise RedisUnavailable(f"the write transaction was not run (EXEC answered {applied!r})")
-    failed = next((r for r in applied if isinstance(r, Exception)), None)
+    return applied(replies[-1])
+
+
+def applied(result: Any) -> list[Any]:
+    """The replies of a transaction from what its ``EXEC`` answered; raises the first that is an error,
+    and :class:`~cpersona.RedisUnavailable` when the transaction was not run."""
+    if not isinstance(result, list):
+        raise RedisUnavailable(f"the write transaction was not run (EXEC answered {result!r})")
+    failed = next((r for r in result if isinstance(r, Exception)), None)
     if failed is not None:
         raise failed
-    return applied
+    return result
 
 
 async def flushed(pipe: Any, client: RedisClient) -> list[Any]:

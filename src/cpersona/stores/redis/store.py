@@ -35,6 +35,7 @@ from cpersona.stores.redis.documents import (
     memory_from_doc,
     profile_from_doc,
 )
+from cpersona.stores.redis.fences import RedisFences
 from cpersona.stores.redis.field_writes import RedisFieldWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
@@ -69,9 +70,8 @@ log = logging.getLogger("cpersona")
 _SAMPLE_PAGE = 5_000
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, RedisMemoryReads):
-    """The record store of one engine: one client, one key prefix (the association operations are
-    :class:`~.associations.RedisAssociations`')."""
+class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, RedisMemoryReads, RedisFences):
+    """The record store of one engine: one client, one key prefix; the mixins it extends are its parts."""
 
     def __init__(self, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> None:
         self.client = client
@@ -369,7 +369,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
     async def put_profile(self, record: ProfileRecord) -> None:
         doc = self.docs.profile.model_validate({"pk": record.agent_id, **dataclasses.asdict(record)})
         async with redis_errors():
-            await self._writer.put_model(doc)
+            await self._writer.put_model(doc, record.agent_id)
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         async with redis_errors():

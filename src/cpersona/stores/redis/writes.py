@@ -1,7 +1,9 @@
 """The adapter's writes: each a transaction that keeps a record, its claims, its pending mark, its block
 event and the end of its in-flight mark together, so a crash leaves all of them or none, and each
-acknowledged only once it is on disk (:mod:`.durable`); and the steps that must decide on what they read
-(taking claims, clearing a pending mark), which are the scripts of :mod:`.write_scripts`.
+acknowledged only once it is on disk (:mod:`.durable`); each record write checked, in the same step,
+against the fence of an agent whose data is being deleted (:mod:`.fences`); and the steps that must
+decide on what they read (taking claims, clearing a pending mark), which are the scripts of
+:mod:`.write_scripts`.
 
 Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
 are written with ``JSON.SET`` in the transaction with their claims and stream event; a batch of memories
@@ -33,6 +35,7 @@ from cpersona.stores.redis.documents import (
     validated,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
+from cpersona.stores.redis.fences import commit_fenced, fenced_transaction, lowest
 from cpersona.stores.redis.memory_json import memory_json
 from cpersona.stores.redis.raw_docs import raw_document
 from cpersona.stores.redis.scope import scope_query
@@ -82,7 +85,8 @@ class Writer:
         pipe.xadd(self.keys.block_stream, {"key": record_key})
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
-        pipe = transaction(self.client)
+        agents = lowest((w.record.scope.agent_id, w.record.seq) for w in writes)
+        pipe = fenced_transaction(self.client, self.keys, agents) if agents else transaction(self.client)
         keys = [self.keys.memory(w.record.id) for w in writes]
         if writes:
             # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
@@ -105,7 +109,7 @@ class Writer:
                 queue_declaration(pipe, self.keys, write.record.scope, write.declared, write.record.ref)
         # The claims outlive their reservations now, unless a store that outlasted its own took one.
         self._keep_claims(pipe, [(w.record.id, w.claims) for w in writes])
-        await commit(pipe, self.client)
+        await (commit_fenced(pipe, self.client, agents) if agents else commit(pipe, self.client))
 
     def _keep_claims(self, pipe: Any, groups: Sequence[tuple[str, Sequence[str]]]) -> None:
         keys, args = claim_args(groups)
@@ -121,7 +125,8 @@ class Writer:
         self, rec: MemoryRecord, *, drop_claims: Sequence[str], add_claims: Sequence[str], queue_blocks: bool
     ) -> None:
         key = self.keys.memory(rec.id)
-        pipe = transaction(self.client)
+        agents = {rec.scope.agent_id: rec.seq}
+        pipe = fenced_transaction(self.client, self.keys, agents)
         json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
         self._drop_claims(pipe, rec.id, drop_claims)
         self._keep_claims(pipe, [(rec.id, add_claims)])
@@ -129,31 +134,37 @@ class Writer:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await commit(pipe, self.client)
+        await commit_fenced(pipe, self.client, agents)
 
     async def put_episode(self, rec: EpisodeRecord, *, queue_blocks: bool) -> None:
         key = self.keys.episode(rec.id)
-        pipe = transaction(self.client)
+        agents = {rec.scope.agent_id: rec.seq}
+        pipe = fenced_transaction(self.client, self.keys, agents)
         json_ops(pipe).set(key, "$", validated(self.docs.episode, episode_to_doc(rec)))
         pipe.zrem(self.keys.writes_in_flight, in_flight_member(InFlightWrite("episode", rec.id)))
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
         if queue_blocks:
             self._queue_blocks(pipe, key)
-        await commit(pipe, self.client)
+        await commit_fenced(pipe, self.client, agents)
 
     async def put_raw(self, records: Sequence[RawRecord], sealer: Sealer | None) -> None:
+        if not records:
+            return
         docs = [validated(self.docs.raw, raw_document(rec, sealer)) for rec in records]
-        pipe = transaction(self.client)
+        agents = dict.fromkeys(rec.scope.agent_id for rec in records)  # a raw entry has no number
+        pipe = fenced_transaction(self.client, self.keys, agents)
         for rec, doc in zip(records, docs, strict=True):
             json_ops(pipe).set(self.keys.raw(rec.id), "$", doc)
-        await commit(pipe, self.client)
+        await commit_fenced(pipe, self.client, agents)
 
-    async def put_model(self, doc: JsonModel) -> None:
-        """Save a redis-om document (a profile) durably: its save queues into the pipeline it is given."""
-        pipe = transaction(self.client)
+    async def put_model(self, doc: JsonModel, agent_id: str) -> None:
+        """Save a redis-om document of one agent (its profile) durably: its save queues into the pipeline
+        it is given."""
+        agents: dict[str, int | None] = {agent_id: None}
+        pipe = fenced_transaction(self.client, self.keys, agents)
         await doc.save(pipeline=pipe)
-        await commit(pipe, self.client)
+        await commit_fenced(pipe, self.client, agents)
 
     async def set_json(self, key: str, path: str, value: object) -> None:
         pipe = self.client.pipeline(transaction=False)
