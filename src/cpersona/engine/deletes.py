@@ -4,11 +4,35 @@ A record lives in its document, its dedup claims and pending mark (one Redis tra
 its block vectors; a delete removes each, Redis first. It is marked in flight (as a store is, see
 :mod:`~cpersona.engine.vector_writes`) until its vectors are gone, so a failure part way leaves vectors
 without a document, which recall skips, only until the next start's sweep deletes them.
+
+An agent's delete races that agent's writes. A store writes its vector first and its document second
+(:func:`~cpersona.engine.vector_writes.with_vectors`), so a document written after the delete swept Redis,
+of a store whose vector went in before the delete deleted the agent's vectors, would be a record
+acknowledged with no vector and no pending mark, which nothing ever repairs. So the delete puts up a
+fence first (:meth:`~cpersona.stores.protocols.RecordStore.raise_fence`, see
+:mod:`~cpersona.stores.redis.fences`) and takes it down last, and every record write checks it in the
+transaction that writes the document: while the fence is up, the agent's writes are refused
+(:class:`~cpersona.AgentBeingDeleted`, HTTP 409). A write begun before the fence came down may have had
+its vector deleted even if its document lands later, so the fence leaves a bound behind: the insertion
+sequence number when the delete ended. A record takes its number before its vector is written, so one
+numbered at or below the bound is refused too, whenever its document comes. A refused store gives its
+claims and vector up as any failed store does (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`);
+a refused update deletes the vector it wrote if its record has gone. Either the write loses (refused,
+nothing kept) or it wins whole (its document written before the fence, and its vector before that, both
+then deleted with the agent; or both written after the delete). Nothing waits for the writes in flight:
+they are refused, not awaited, so a write that died with its process holds no delete up.
+
+The fence lives :data:`FENCE_SECS` unless the delete renews it, which it does while it runs; a fence left
+by a delete that died lapses on its own. The bound lives as long as a store's reservation
+(:func:`~cpersona.engine.claims.reservation_secs`), past which the write path counts a write as dead.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
+
+import anyio
 
 from cpersona.engine.claims import record_claims, reservation_secs
 from cpersona.engine.reads import get, record_ref
@@ -21,12 +45,17 @@ from cpersona.recall.arms.block import block_filter
 from cpersona.stores.protocols import InFlightWrite, scope_filter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
     from cpersona.engine.backends import Backends
     from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.stores.protocols import RecordStore
 
-__all__ = ["delete", "delete_agent_data", "delete_memories"]
+__all__ = ["FENCE_SECS", "delete", "delete_agent_data", "delete_memories"]
+
+FENCE_SECS = 30.0
+"""How long an agent's fence stays up unless its delete renews it: how long a delete that died keeps the
+agent's writes refused. Renewed three times over each lifetime, so a slow renewal does not let it lapse."""
 
 
 async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
@@ -84,11 +113,47 @@ async def _delete_vectors(b: Backends, parent: ParentKind, record_ids: Sequence[
 async def delete_agent_data(life: Lifecycle, agent_id: str) -> DeleteResult:
     b = life.backends
     agent = check(KeyText, agent_id, "agent_id", life.settings)
-    deleted = await b.records.delete_agent(agent)
-    await b.records.delete_agent_associations(agent)
-    if b.vectors is not None:
-        await b.vectors.delete_where(scope_filter(ReadScope(agent)))
-    if b.blocks is not None:
-        await b.blocks.delete_where(block_filter(agent))
+    async with _fenced(b.records, agent, reservation_secs(life.settings)):
+        deleted = await b.records.delete_agent(agent)
+        await b.records.delete_agent_associations(agent)
+        if b.vectors is not None:
+            await b.vectors.delete_where(scope_filter(ReadScope(agent)))
+        if b.blocks is not None:
+            await b.blocks.delete_where(block_filter(agent))
     life.recaller.stats.forget(agent)
     return DeleteResult(deleted)
+
+
+@contextlib.asynccontextmanager
+async def _fenced(records: RecordStore, agent: str, bound_secs: float) -> AsyncIterator[None]:
+    """The agent's writes refused while the block runs, and after it those begun before it ended."""
+    await records.raise_fence(agent, fence_secs=FENCE_SECS, bound_secs=bound_secs)
+    try:
+        with _plain_error():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_renew, records, agent)
+                yield
+                tg.cancel_scope.cancel()
+    finally:
+        # Lowered (and the bound raised) whether the delete succeeded or not. Should this fail, the
+        # delete answers that error, and the fence lapses on its own.
+        with anyio.CancelScope(shield=True):
+            await records.lower_fence(agent, bound_secs=bound_secs)
+
+
+@contextlib.contextmanager
+def _plain_error() -> Iterator[None]:
+    """A failed task group's one error raised as itself: the delete's caller expects the store's error
+    (or the renewal's), not an ``ExceptionGroup`` around it."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+async def _renew(records: RecordStore, agent: str) -> None:
+    while True:
+        await anyio.sleep(FENCE_SECS / 3)
+        await records.renew_fence(agent, fence_secs=FENCE_SECS)

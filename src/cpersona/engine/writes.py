@@ -7,7 +7,8 @@ takes its dedup claims and marks itself in flight in one atomic step
 (:func:`~cpersona.engine.vector_writes.with_vectors`), then writes each document to Redis once, in one
 transaction with its claims, its pending mark, its block event and the end of its in-flight mark;
 so a write that returns is acknowledged durably. A write that fails on the way gives its claims and its
-vectors up (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`).
+vectors up (:func:`~cpersona.engine.vector_writes.abandoned_on_failure`); so does one refused because its
+agent's data is being deleted (:class:`~cpersona.AgentBeingDeleted`, see :mod:`~cpersona.engine.deletes`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cpersona.engine.claims import content_claim, dedup, follower_results, reser
 from cpersona.engine.disk import check_free_space
 from cpersona.engine.reads import get
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
-from cpersona.errors import InvalidRequest
+from cpersona.errors import AgentBeingDeleted, InvalidRequest
 from cpersona.model.agent_requests import ProfileText
 from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.episode_request import EpisodeRequest
@@ -237,14 +238,26 @@ async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, ob
     old_claim = content_claim(life.keys, current.scope, current.content)
     new_claim = content_claim(life.keys, new.scope, new.content)
     moved = (old_claim,), (new_claim,)
-    await b.records.replace_memory(
-        new,
-        drop_claims=moved[0] if content_changed else (),
-        add_claims=moved[1] if content_changed else (),
-        # Blocks carry the text and the record's time; other fields do not reach them.
-        queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
-    )
+    try:
+        await b.records.replace_memory(
+            new,
+            drop_claims=moved[0] if content_changed else (),
+            add_claims=moved[1] if content_changed else (),
+            # Blocks carry the text and the record's time; other fields do not reach them.
+            queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
+        )
+    except AgentBeingDeleted:
+        await _drop_orphan_vector(b, new)
+        raise
     return as_read(new, time.time())
+
+
+async def _drop_orphan_vector(b: Backends, record: MemoryRecord) -> None:
+    """Delete the vector an update refused by its agent's delete wrote, once its record is gone: the
+    delete may have deleted the agent's vectors before this one went in. A record still there keeps it
+    until the delete removes both."""
+    if b.vectors is not None and await b.records.get("memory", record.id) is None:
+        await b.vectors.delete([record.id])
 
 
 async def _kept_caller_vector(b: Backends, current: MemoryRecord, content_changed: bool) -> dict[str, Vector]:
