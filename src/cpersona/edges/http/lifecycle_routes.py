@@ -112,7 +112,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST", "/v1/lifecycle/consolidate", _consolidate,
         "Merge near-duplicate episodic memories and give the rest a semantic copy (lifecycle.consolidate)",
-        ConsolidateResponse, body=ConsolidateRequest, errors=(400, 503, 507),
+        ConsolidateResponse, body=ConsolidateRequest, errors=(400, 409, 503, 507),
         description="Idempotent: a second call with the same arguments creates and deletes nothing. "
         "`records_pruned` is always 0 (consolidation never deletes but merged duplicates).",
     ),

@@ -46,7 +46,9 @@ _ERROR_TEXT = {
     403: "The request's key is not bound to the agent it names, or the route needs an admin key (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), no API key of that id (KEY_NOT_FOUND), "
     "or no such route (NOT_FOUND)",
-    409: "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
+    409: "A write to an agent whose data is being deleted, or was deleted since the write began; nothing "
+    "of it was kept, and sent again once the delete has finished it is stored (AGENT_BEING_DELETED); "
+    "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
     "store); one fixed answer, naming no record (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
     415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",

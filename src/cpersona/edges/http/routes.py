@@ -236,9 +236,9 @@ async def _reconstruct(request: Request) -> Response:
 _REF = {"ref": RecordRef}
 _AGENT = {"agent_id": Annotated[AgentId, Field(description="The agent (may contain '/')")]}
 _ANY_AGENT = {"agent_id": Annotated[KeyText, Field(min_length=1, description="The agent (may contain '/')")]}
-_WRITE_ERRORS = (400, 413, 503, 507)
+_WRITE_ERRORS = (400, 409, 413, 503, 507)
 # A memory's declared relations may name a record that is not there (404).
-_RELATING_WRITE_ERRORS = (400, 404, 413, 503, 507)
+_RELATING_WRITE_ERRORS = (400, 404, 409, 413, 503, 507)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -269,7 +269,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "PATCH", "/v1/encode/{ref}", _update, "Update a memory (encode.update)", RecordResponse,
-        body=UpdateRequest, errors=(400, 404, 413, 503, 507),
+        body=UpdateRequest, errors=(400, 404, 409, 413, 503, 507),
         path_params={"ref": MemoryRef}, not_a_sibling=("ref",),
         description="Unlike Cerememory (204, empty body), answers 200 with the updated record. A content "
         "change re-embeds the memory.",
