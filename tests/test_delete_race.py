@@ -16,6 +16,7 @@ import pytest
 import cpersona
 from cpersona import Settings
 from cpersona.edges.http.app import create_app
+from cpersona.engine.deletes import FENCE_SECS
 from cpersona.keys import Keys
 
 if TYPE_CHECKING:
@@ -283,3 +284,31 @@ async def test_http_answers_409_while_the_agent_is_being_deleted(
         await redis.delete(keys.agent_fence(VICTIM))
         after = await client.post("/v1/encode", json={"content": "a note", "agent_id": VICTIM})
         assert after.status_code == 200, after.text
+
+
+async def test_a_fence_left_by_a_delete_that_died_lapses(engine: cpersona.Engine) -> None:
+    """A delete killed with its fence up cannot lower it: the fence has a lifetime of its own."""
+    fence = engine.keys.agent_fence(VICTIM)
+    await engine.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
+    assert 0 < await engine.redis.pttl(fence) <= FENCE_SECS * 1000
+    assert 0 < await engine.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
+    with pytest.raises(cpersona.AgentBeingDeleted):
+        await engine.store("refused while the fence stands", agent_id=VICTIM)
+    await engine.redis.delete(fence)  # as Redis does once its lifetime has run out
+    assert (await engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
+
+
+async def test_a_delete_that_fails_lowers_its_fence(
+    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise cpersona.VectorStoreUnavailable("the vector store is down")
+
+    assert engine.vectors is not None
+    await engine.store("stored before the delete", agent_id=VICTIM)
+    monkeypatch.setattr(engine.vectors, "delete_where", refused)
+    with pytest.raises(cpersona.VectorStoreUnavailable):
+        await engine.delete_agent_data(VICTIM)
+    monkeypatch.undo()
+    assert not await engine.redis.exists(engine.keys.agent_fence(VICTIM))
+    assert (await engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"
