@@ -5,6 +5,8 @@ errors named by field and code."""
 from __future__ import annotations
 
 import base64
+import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +101,41 @@ async def test_forget_needs_confirm_and_answers_the_count(client: httpx.AsyncCli
     assert done.status_code == 200, done.text
     _parses(done.json(), ForgetResponse, "ForgetResponse")
     assert done.json()["records_deleted"] == 1
+
+
+async def test_a_forget_that_accepts_ndjson_reports_each_page_then_its_result(
+    client: httpx.AsyncClient,
+) -> None:
+    stream = {**AGENT, "agent_id": "streamed"}
+    hour_ago = time.time() - 3600
+    # More than one delete page (256), so the stream has a line per page before the result.
+    records = [{**stream, "content": f"old note {n}", "timestamp": hour_ago} for n in range(300)]
+    assert (await client.post("/v1/encode/batch", json={"records": records})).status_code == 200
+    ndjson = {"accept": "application/x-ndjson"}
+    refused = await client.request(
+        "DELETE",
+        "/v1/lifecycle/forget",
+        json={**stream, "older_than_seconds": 60, "confirm": False},
+        headers=ndjson,
+    )
+    # A refusal is a plain error before anything is deleted, as without the header.
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "FORGET_UNCONFIRMED"
+    done = await client.request(
+        "DELETE",
+        "/v1/lifecycle/forget",
+        json={**stream, "older_than_seconds": 60, "confirm": True},
+        headers=ndjson,
+    )
+    assert done.status_code == 200, done.text
+    assert done.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in done.text.splitlines()]
+    assert [line["records_deleted"] for line in lines] == [256, 300, 300]
+    assert lines[-1] == {"ok": True, "records_deleted": 300}
+    _parses(lines[-1], ForgetResponse, "ForgetResponse")
+    listed = await client.get("/v1/records", params={"agent_id": "streamed"})
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["records"] == []
 
 
 async def test_consolidate(client: httpx.AsyncClient) -> None:

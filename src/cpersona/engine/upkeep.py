@@ -193,11 +193,20 @@ async def _forget_pages(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[li
         yield page
 
 
-async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
-    req = validate(ForgetRequest, body, life.settings)
+async def forget_progress(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[int]:
+    """Run the forget ``req``, yielding how many memories are gone so far: 0 once it is accepted
+    (confirmed), then the running total after each page deleted."""
     if not req.confirm:
         raise ForgetUnconfirmed("confirm", "must be true to forget; nothing was deleted")
     deleted = 0
+    yield deleted
     async for page in _forget_pages(life, req):
         deleted += await delete_memories(life, page)
+        yield deleted
+
+
+async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
+    deleted = 0
+    async for so_far in forget_progress(life, validate(ForgetRequest, body, life.settings)):
+        deleted = so_far
     return ForgetResult(deleted)

@@ -11,11 +11,11 @@ from cpersona.engine import upkeep, upkeep_archive, upkeep_consolidate
 from cpersona.model.fields import given
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
     from datetime import datetime
 
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.model.lifecycle_requests import ConflictRule, ImportStrategy
+    from cpersona.model.lifecycle_requests import ConflictRule, ForgetRequest, ImportStrategy
     from cpersona.model.lifecycle_responses import (
         ConsolidateResult,
         DecayForecastResult,
@@ -66,6 +66,12 @@ class UpkeepMethods:
             temporal_range=temporal_range, older_than_seconds=older_than_seconds, cascade=cascade,
         )  # fmt: skip
         return await upkeep.forget(self._life, body)
+
+    def forget_progress(self, request: ForgetRequest) -> AsyncIterator[int]:
+        """The forget of :meth:`forget`, from its validated request, as it goes: yields 0 once it is
+        accepted (a refusal raises before anything is deleted), then the running count of memories
+        deleted after each page of them."""
+        return upkeep.forget_progress(self._life, request)
 
     async def consolidate(
         self,

@@ -4,12 +4,16 @@ by :mod:`cpersona.edges.http.routes` (``*LIFECYCLE_OPERATIONS``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from cpersona.edges.http.errors import ORJSONResponse
+import orjson
+from starlette.responses import StreamingResponse
+
+from cpersona.edges.http.errors import ORJSONResponse, error_envelope
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
 from cpersona.edges.http.state import engine_of
+from cpersona.errors import CpersonaError
 from cpersona.model.fields import RequestModel, arguments
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
@@ -25,10 +29,13 @@ from cpersona.model.lifecycle_responses import (
     DecayTickResponse,
     ExportResponse,
     ForgetResponse,
+    ForgetResult,
     ImportResponse,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -37,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["LIFECYCLE_OPERATIONS"]
 
 _M = TypeVar("_M", bound=RequestModel)
+
+# The forget's answer as it goes, when the caller accepts it (see _forget_streamed).
+_NDJSON: Final = "application/x-ndjson"
 
 
 async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, Any]]:
@@ -56,10 +66,36 @@ async def _decay_forecast(request: Request) -> Response:
 
 
 async def _forget(request: Request) -> Response:
+    if _NDJSON in request.headers.get("accept", ""):
+        return await _forget_streamed(engine_of(request), await read_body(request, ForgetRequest))
     engine, args = await _body(request, ForgetRequest)
     if args.get("temporal_range") is not None:
         args["temporal_range"] = args["temporal_range"].model_dump()
     return ORJSONResponse((await engine.forget(**args)).to_json())
+
+
+async def _forget_streamed(engine: Engine, req: ForgetRequest) -> Response:
+    """A forget that reports as it goes, one JSON line per page deleted (``{"records_deleted": n}``), then
+    the result's own line; a failure part way ends the stream with the error envelope and the count so far.
+
+    The forget is started before the answer: a refusal (unconfirmed, a backend down) is still a plain
+    error response, with its status, before anything is deleted.
+    """
+    progress = engine.forget_progress(req)
+    await anext(progress)
+
+    async def lines() -> AsyncIterator[bytes]:
+        deleted = 0
+        try:
+            async for deleted in progress:
+                yield orjson.dumps({"records_deleted": deleted}) + b"\n"
+        except CpersonaError as exc:
+            failed = error_envelope(exc.code, str(exc), getattr(exc, "field", None), None)
+            yield orjson.dumps({**failed, "records_deleted": deleted}) + b"\n"
+            return
+        yield orjson.dumps(ForgetResult(deleted).to_json()) + b"\n"
+
+    return StreamingResponse(lines(), media_type=_NDJSON)
 
 
 async def _consolidate(request: Request) -> Response:
@@ -107,7 +143,9 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "(lifecycle.forget)", ForgetResponse, body=ForgetRequest, errors=(400, 503),
         description="A JSON body. The union of what each selector names, only the caller's memories, "
         "through the one delete path (claims, vectors, associations go too); the raw journal is untouched. "
-        "`confirm: false` is a 400 FORGET_UNCONFIRMED. Unknown ids are not counted.",
+        "`confirm: false` is a 400 FORGET_UNCONFIRMED. Unknown ids are not counted. With `Accept: "
+        "application/x-ndjson` the answer streams one line `{\"records_deleted\": n}` per page of 256 "
+        "deleted, then the result's line.",
     ),
     Operation(
         "POST", "/v1/lifecycle/consolidate", _consolidate,
