@@ -6,7 +6,8 @@ the pipe in the background: a caller waiting for its reply reads frames itself w
 hands each reply to the caller it belongs to (waking that caller alone), and stops at its own; then, or
 when it gives up, it wakes one caller still waiting to read on. A caller that gives up (its deadline,
 a cancellation) leaves its reply to be dropped when it arrives; what it read so far stays in the
-shared buffer.
+shared :class:`~anyio.streams.buffered.BufferedByteReceiveStream`, and a frame's length, once read,
+stays with the link until its body is in.
 
 When the child exits unasked (killed, out of memory, a crash), its pipe ends: every waiting caller and
 every later one gets :class:`~cpersona.VectorStoreUnavailable` with the exit code. The child also ends
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from cpersona.errors import VectorStoreUnavailable
 from cpersona.stores.vectors import edge_worker
@@ -57,7 +59,10 @@ class ProcessLink:
         self._label = label
         self._ids = itertools.count(1)
         self._waiting: dict[int, _Reply] = {}
-        self._buffer = bytearray()
+        # receive_exactly keeps what a cancelled read got in its buffer; the length of a frame whose body
+        # is still to come is kept here, so a reader that gives up between the two leaves the pipe in step.
+        self._replies = BufferedByteReceiveStream(process.stdout)  # type: ignore[arg-type]
+        self._body_size: int | None = None
         self._reading = False
         self._send_lock = anyio.Lock()
         self._failure: str | None = None
@@ -128,18 +133,13 @@ class ProcessLink:
         self._reading = True
         try:
             while not own.done:
-                frame = self._take_frame()
-                while frame is None:
-                    chunk = await self._process.stdout.receive()  # type: ignore[union-attr]
-                    self._buffer += chunk
-                    frame = self._take_frame()
                 # Our own child is the only writer of this pipe.
-                request_id, ok, value = pickle.loads(frame)
+                request_id, ok, value = pickle.loads(await self._receive_frame())
                 reply = self._waiting.get(request_id)
                 if reply is not None:
                     reply.done, reply.ok, reply.value = True, ok, value
                     reply.wake.set()
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self._ended()
         finally:
             self._reading = False
@@ -154,16 +154,14 @@ class ProcessLink:
                 if self._failure is None:
                     return
 
-    def _take_frame(self) -> bytes | None:
-        if len(self._buffer) < _LENGTH_BYTES:
-            return None
-        size = int.from_bytes(self._buffer[:_LENGTH_BYTES], "little")
-        end = _LENGTH_BYTES + size
-        if len(self._buffer) < end:
-            return None
-        frame = bytes(self._buffer[_LENGTH_BYTES:end])
-        del self._buffer[:end]
-        return frame
+    async def _receive_frame(self) -> bytes:
+        """The next frame's pickle (see :mod:`.edge_worker` for the framing)."""
+        if self._body_size is None:
+            head = await self._replies.receive_exactly(_LENGTH_BYTES)
+            self._body_size = int.from_bytes(head, "little")
+        body = await self._replies.receive_exactly(self._body_size)
+        self._body_size = None
+        return body
 
     async def _ended(self) -> str:
         """The child's pipe ended: record why, so every caller fails with it; the reason."""
