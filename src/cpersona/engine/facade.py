@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from cpersona.engine import deletes, lifecycle, methods, reads, vector_writes, writes
+from cpersona.engine import deletes, lifecycle, methods, readiness, reads, vector_writes, writes
 from cpersona.engine.calibration import calibrate, select_gate
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.keys import Keys
@@ -140,6 +140,10 @@ class Engine(methods.OperationMethods):
 
     async def health(self) -> dict[str, Any]:
         return await reads.health(self._life)
+
+    async def readiness(self) -> readiness.Readiness:
+        """Each component's state and whether the engine can serve now (see :mod:`~.readiness`)."""
+        return await readiness.readiness(self._life)
 
     # ------------------------------------------------------------------ recall
 

@@ -38,6 +38,8 @@ from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
 from cpersona.stores.redis.supervisor import supervise
 from cpersona.stores.redis.trace_sink import RedisTraceSink
+from cpersona.stores.supervision import supervise as supervise_child
+from cpersona.stores.vectors.edge import EdgeVectorStore
 from cpersona.stores.vectors.factory import open_vector_store
 
 if TYPE_CHECKING:
@@ -247,13 +249,24 @@ async def drain_blocks(b: Backends) -> int:
 
 
 async def run_background(b: Backends, task_status: TaskStatus[None]) -> None:
-    """The engine's workers (block builder, trace publisher, the embedded Redis's supervisor) in one task
-    group, until cancelled."""
+    """The engine's workers (block builder, trace publisher, the supervisors of the embedded Redis and of
+    the vector shards' child processes) in one task group, until cancelled."""
     async with anyio.create_task_group() as tg:
         if b.server is not None:
             await tg.start(supervise, b.server)
+        for store, recover in ((b.vectors, functools.partial(_finish_pending, b)), (b.blocks, None)):
+            # A block write that failed stays queued and the block worker retries it by itself.
+            if isinstance(store, EdgeVectorStore) and store.process_id is not None:
+                what = f"the process of {store.label}"
+                await tg.start(functools.partial(supervise_child, store, what, recover=recover))
         await tg.start(run_block_worker, b)
         await tg.start(b.trace_publisher.run)
         if b.reconsolidation is not None:
             await tg.start(b.reconsolidation.run)
         task_status.started()
+
+
+async def _finish_pending(b: Backends) -> None:
+    """After the records' shard came back: write the vectors the stores made during its outage left
+    pending, so recall stops missing them."""
+    await finish_pending(b)

@@ -12,12 +12,16 @@ __all__ = ["CmpFidelity", "CmpMemoryRecord", "ReadinessResponse"]
 
 
 class ReadinessResponse(BaseModel):
-    """Ready: the engine is open and Redis answers (else a 503 envelope with ``status: not_ready``)."""
+    """Ready: the engine is open and no component is down (else a 503 envelope with ``status: not_ready``,
+    the ``reason`` and the ``components``)."""
 
     model_config = ConfigDict(title="Readiness", extra="forbid")
 
     ok: Literal[True]
     status: Literal["ready"]
+    components: dict[str, Literal["up", "down", "off"]] = Field(
+        description="Each component's state: redis, vectors.records, vectors.blocks, embedder"
+    )
 
 
 class CmpFidelity(BaseModel):

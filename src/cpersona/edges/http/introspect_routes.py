@@ -27,7 +27,7 @@ from cpersona.edges.http.errors import (
 from cpersona.edges.http.operation import Handler, NoQuery, Operation
 from cpersona.edges.http.reading import read_query
 from cpersona.edges.http.state import engine_of
-from cpersona.errors import BackendUnavailable, InvalidRequest
+from cpersona.errors import InvalidRequest
 from cpersona.model.cmp_record import cmp_record
 from cpersona.model.cmp_responses import CmpMemoryRecord, ReadinessResponse
 from cpersona.model.fields import check
@@ -45,13 +45,16 @@ _BARE_UUID = re.compile(UUID_PATTERN)
 
 async def _readiness(request: Request) -> Response:
     read_query(request, NoQuery)
-    try:
-        await request.state.engine.health()
-    except BackendUnavailable as exc:
+    ready = await request.state.engine.readiness()
+    exc = ready.failure
+    if exc is not None:
         request_id = request.scope.get("state", {}).get("request_id")
         body = error_envelope(exc.code, backend_message(exc), None, request_id)
-        return ORJSONResponse({**body, "status": "not_ready", "reason": f"{exc.backend} unavailable"}, 503)
-    return ORJSONResponse({"ok": True, "status": "ready"})
+        down = next(name for name, state in ready.components.items() if state == "down")
+        reason = f"{down} unavailable"
+        not_ready = {**body, "status": "not_ready", "reason": reason, "components": ready.components}
+        return ORJSONResponse(not_ready, 503)
+    return ORJSONResponse({"ok": True, "status": "ready", "components": ready.components})
 
 
 def memory_ref(record_id: str) -> str:
@@ -88,10 +91,12 @@ _NOT_OURS = (501,)
 
 INTROSPECT_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "GET", "/readiness", _readiness, "Ready to serve: the engine is open and Redis answers",
+        "GET", "/readiness", _readiness, "Ready to serve: the engine is open and no component is down",
         ReadinessResponse, errors=(503,),
-        description="Cerememory's readiness probe. Not ready is a 503 error envelope that also says "
-        "`status: not_ready` and the `reason`.",
+        description="Cerememory's readiness probe. `components` gives each one's state (`up`, `down`, or "
+        "`off` when the engine runs without it): `redis`, `vectors.records`, `vectors.blocks` (down while "
+        "an embedded shard's process is being restarted) and `embedder`. Not ready is a 503 error envelope "
+        "that also says `status: not_ready`, the `reason` (the first component down) and the `components`.",
     ),
     Operation(
         "GET", "/v1/introspect/record/{record_id}", _introspect_record,

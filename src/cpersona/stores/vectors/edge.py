@@ -35,7 +35,9 @@ Lifecycle
     The shard takes an exclusive lock on its WAL, so a second process (or a second open in this one)
     is refused with :class:`~cpersona.VectorStoreUnavailable`. Closing lets the calls still inside the
     engine finish, then closes the shard, which flushes it; a child process then exits, and one whose
-    parent goes away exits when its input ends.
+    parent goes away exits when its input ends. A child that dies unasked (killed, SIGBUS on a full
+    disk) fails its calls until :meth:`EdgeVectorStore.restart` starts another on the same directory,
+    which replays the WAL; the engine's supervisor does that (:mod:`cpersona.stores.supervision`).
 
 The engine has no background optimiser: points accumulate in one appendable segment (searched by
 brute force) until :meth:`EdgeVectorStore.optimize` runs, which is also when HNSW graphs and the binary
@@ -94,6 +96,9 @@ class _Link(Protocol):
     @property
     def pid(self) -> int | None: ...
 
+    @property
+    def alive(self) -> bool: ...
+
     async def call(self, op: str, *args: Any) -> Any: ...
 
     async def close(self) -> None: ...
@@ -105,6 +110,26 @@ def shard_clauses(flt: VectorFilter) -> list[Clause]:
         ("match", c.key, c.values) if isinstance(c, MatchClause) else ("range", c.key, c.gte, c.lt)
         for c in filter_clauses(flt)
     ]
+
+
+async def _start_link(
+    label: str, args: tuple[Any, ...], limit_secs: float, *, process: bool
+) -> tuple[_Link, str]:
+    """Open the shard in a child process (or in worker threads here) within ``limit_secs``; the link and
+    the engine's version."""
+    try:
+        with anyio.fail_after(limit_secs):
+            if process:
+                return await ProcessLink.start(label, args)
+            return await ThreadLink.start(label, args, limit_secs)
+    except VectorStoreUnavailable:
+        raise
+    except ShardError as exc:
+        raise VectorStoreUnavailable(str(exc)) from exc
+    except TimeoutError as exc:
+        raise VectorStoreUnavailable(f"opening {label} took longer than {limit_secs}s") from exc
+    except Exception as exc:
+        raise VectorStoreUnavailable(f"cannot open {label}: {exc}") from exc
 
 
 class EdgeVectorStore:
@@ -120,8 +145,10 @@ class EdgeVectorStore:
         timeout_secs: float,
         binary_quantized: bool,
         version: str,
+        open_args: tuple[Any, ...] = (),
     ) -> None:
         self._link = link
+        self._open_args = open_args
         self._path = path
         self._name = name
         self._dim = dim
@@ -163,21 +190,7 @@ class EdgeVectorStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         oversampling = BQ_OVERSAMPLING if binary_quantized else None
         args = (str(path), dim, oversampling, indexing_threshold_kb, dict(PAYLOAD_INDEXES), label)
-        try:
-            with anyio.fail_after(timeout):
-                link: _Link
-                if process:
-                    link, version = await ProcessLink.start(label, args)
-                else:
-                    link, version = await ThreadLink.start(label, args, timeout)
-        except VectorStoreUnavailable:
-            raise
-        except ShardError as exc:
-            raise VectorStoreUnavailable(str(exc)) from exc
-        except TimeoutError as exc:
-            raise VectorStoreUnavailable(f"opening {label} took longer than {timeout}s") from exc
-        except Exception as exc:
-            raise VectorStoreUnavailable(f"cannot open {label}: {exc}") from exc
+        link, version = await _start_link(label, args, timeout, process=process)
         return cls(
             link,
             path=path,
@@ -186,6 +199,7 @@ class EdgeVectorStore:
             timeout_secs=timeout,
             binary_quantized=binary_quantized,
             version=version,
+            open_args=args,
         )
 
     @property
@@ -209,9 +223,54 @@ class EdgeVectorStore:
         return self._binary_quantized
 
     @property
+    def label(self) -> str:
+        return self._label
+
+    @property
     def process_id(self) -> int | None:
         """The child process that holds the shard (``None`` in thread mode), for CPU accounting."""
         return self._link.pid
+
+    @property
+    def pid(self) -> int | None:
+        return self._link.pid
+
+    @property
+    def available(self) -> bool:
+        """Whether the shard can answer: open, and its child (if it has one) running."""
+        return not self._closed and self._link.alive
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the store was closed: its child's exit is then no crash."""
+        return self._closed
+
+    async def wait_exited(self) -> int:
+        """Wait until the shard's child process exits; its exit code. Only a store whose shard runs in a
+        child process (:attr:`process_id`) has one to wait for."""
+        link = self._link
+        if not isinstance(link, ProcessLink):
+            raise RuntimeError(f"{self._label} runs in this process: there is no child to wait for")
+        return await link.wait_exited()
+
+    async def restart(self) -> None:
+        """Start a new child on the shard after the last one died, and send every later call to it.
+
+        The dead child is reaped first, which frees the WAL lock; the new one replays the WAL, so every
+        update the dead one applied is there again. Raises :class:`~cpersona.VectorStoreUnavailable`
+        when the shard would not open (the old child stays the dead one, for another try)."""
+        old = self._link
+        if not isinstance(old, ProcessLink) or self._closed:
+            return
+        if old.alive:
+            raise RuntimeError(f"{self._label}: its child process is still running")
+        await old.kill()
+        link, _ = await _start_link(self._label, self._open_args, self._timeout, process=True)
+        if self._closed:
+            # Closed while the new child started: it must not outlive the store.
+            await link.close()
+            return
+        self._link = link
 
     async def __aenter__(self) -> EdgeVectorStore:
         return self

@@ -72,6 +72,7 @@ class ThreadLink:
     :data:`~.edge_worker.WORKER_THREADS` at once). Start it with :meth:`start`."""
 
     pid = None
+    alive = True  # it lives and dies with this process
 
     def __init__(self, ops: ShardOps, label: str, close_wait_secs: float) -> None:
         self._ops = ops

@@ -10,8 +10,9 @@ shared :class:`~anyio.streams.buffered.BufferedByteReceiveStream`, and a frame's
 stays with the link until its body is in.
 
 When the child exits unasked (killed, out of memory, a crash), its pipe ends: every waiting caller and
-every later one gets :class:`~cpersona.VectorStoreUnavailable` with the exit code. The child also ends
-when its input does, so it never outlives this process by more than the call it is running.
+every later one gets :class:`~cpersona.VectorStoreUnavailable` with the exit code, and the link stays
+dead (the store's supervisor starts a new one, :meth:`~.edge.EdgeVectorStore.restart`). The child also
+ends when its input does, so it never outlives this process by more than the call it is running.
 """
 
 from __future__ import annotations
@@ -98,6 +99,15 @@ class ProcessLink:
     def pid(self) -> int:
         return self._process.pid
 
+    @property
+    def alive(self) -> bool:
+        """Whether the child is running and its pipe has not ended."""
+        return self._failure is None and self._process.returncode is None
+
+    async def wait_exited(self) -> int:
+        """Wait until the child exits (of itself, or closed); its exit code."""
+        return await self._process.wait()
+
     async def call(self, op: str, *args: Any) -> Any:
         """Send one request and wait for its reply. Raises :class:`ShardError` for the shard's own
         failures and :class:`~cpersona.VectorStoreUnavailable` when the child is gone."""
@@ -182,7 +192,7 @@ class ProcessLink:
         """Ask the child to close the shard (it finishes the requests it holds, then flushes) and wait for
         it to exit; kill it if that fails. The caller bounds the time. A child that has already exited
         is only reaped: every write it acknowledged had been flushed."""
-        if self._failure is not None:
+        if not self.alive:
             await self.kill()
             return
         try:
