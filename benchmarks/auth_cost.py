@@ -35,7 +35,7 @@ import anyio
 import httpx
 import uvicorn
 
-from benchmarks.recall_speed import git_commit, percentile
+from benchmarks.harness import git_commit, percentile
 from cpersona.edges.http.app import create_app
 from cpersona.keys import Keys
 from cpersona.settings import Settings

@@ -1,7 +1,7 @@
 """How fast the default embedder (all-MiniLM-L6-v2 in numpy) is, beside the onnxruntime graph it replaced.
 
 Both run in one process on the same weights, alternating call by call (paired), so load on the shared
-machine hits both alike; the load average is read before and after. Written, with the machine and the
+machine hits both alike; the 1-minute load average is read before and after. Written, with the machine and the
 exact command, to ``benchmarks/results/embedding_speed.md``:
 
 * query latency: one short query per call, query cache off, through the worker thread as recall does;
@@ -12,19 +12,13 @@ exact command, to ``benchmarks/results/embedding_speed.md``:
 
 The reference needs the ``test`` extra (onnx, onnxruntime, tokenizers). Run it from the repository root::
 
-    .venv/bin/python benchmarks/embedding_speed.py
+    .venv/bin/python -m benchmarks embedding_speed
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
-import random
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,45 +27,22 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 import numpy as np
-import onnxruntime
 
+from benchmarks import harness
+from benchmarks.embedding_ort import OrtReference
+from benchmarks.harness import percentile
+from benchmarks.quality.locomo import load_locomo
 from cpersona.settings import Settings
 from cpersona.stores.embedding.base import DEFAULT_BATCH_SIZE, chunks
 from cpersona.stores.embedding.embedders import ONNX_MAX_TOKENS, OnnxEmbedder
 from cpersona.stores.embedding.model_files import ModelFiles
 from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
 
-if TYPE_CHECKING or __package__:
-    from benchmarks.embedding_ort import OrtReference
-    from benchmarks.quality.locomo import load_locomo
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from embedding_ort import OrtReference
-    from quality.locomo import load_locomo
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 RESULTS = Path(__file__).parent / "results" / "embedding_speed.md"
 
-_SUBJECTS = ["the agent", "my manager", "the new intern", "our landlord", "the support team", "Alice"]
-_WHEN = ["last week", "this morning", "on Tuesday", "two days ago", "after lunch", "yesterday evening"]
-_VERBS = ["moved", "cancelled", "confirmed", "forgot about", "rescheduled", "asked about", "approved"]
-_OBJECTS = [
-    "the quarterly budget review",
-    "the dentist appointment",
-    "the flight to Osaka",
-    "the deploy of the billing service",
-    "the birthday dinner for Sam",
-    "the lease renewal",
-    "the database migration",
-]
-_TAILS = [
-    "because the weather forecast looked bad for the whole weekend",
-    "after a long discussion in the team channel yesterday afternoon",
-    "and promised to send the updated notes before Friday morning",
-    "since nobody could find the signed contract in the shared folder",
-    "so we should remind everyone again on Monday before the standup",
-]
 _QUERIES = [
     "when is the dentist appointment?",
     "what did Alice say about the budget?",
@@ -80,27 +51,6 @@ _QUERIES = [
     "lease renewal date",
     "birthday dinner plans",
 ]
-
-
-def sentences(count: int, seed: int) -> list[str]:
-    """Deterministic, realistic-looking memory sentences of roughly 20 words."""
-    rng = random.Random(seed)
-    return [
-        f"{rng.choice(_WHEN).capitalize()} {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} "
-        f"{rng.choice(_OBJECTS)} {rng.choice(_TAILS)}."
-        for _ in range(count)
-    ]
-
-
-def _percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-def _load() -> str:
-    return (
-        Path("/proc/loadavg").read_text(encoding="utf-8").strip() if Path("/proc/loadavg").exists() else "?"
-    )
 
 
 def locomo_turns(count: int) -> list[str]:
@@ -128,7 +78,7 @@ async def measure(
     embedder = await OnnxEmbedder.open(settings)
     open_secs = time.perf_counter() - started
     reference = OrtReference(ModelFiles.default(), data_dir / "reference", threads=threads)
-    figures: dict[str, Any] = {"open_secs": open_secs, "load_before": _load()}
+    figures: dict[str, Any] = {"open_secs": open_secs, "load_before": harness.load()}
     try:
         for query in _QUERIES:  # warm-up: the first runs allocate and plan
             await embedder.embed_query(query)
@@ -161,7 +111,6 @@ async def measure(
         figures["tokenize"] = _tokenize_times(reference, turns, rounds)
     finally:
         await embedder.aclose()
-    figures["load_after"] = _load()
     return figures
 
 
@@ -184,25 +133,19 @@ def _tokenize_times(reference: OrtReference, turns: list[str], rounds: int) -> d
 
 
 def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str]) -> str:
-    # Imported here, not at the top: recall_speed imports this module for its sentences.
-    if TYPE_CHECKING or __package__:
-        from benchmarks.recall_speed import git_commit
-    else:  # run as a script: benchmarks/ itself is on sys.path
-        from recall_speed import git_commit
-
-    command = shlex.join([os.path.relpath(sys.executable), *sys.argv])
+    command = harness.command("embedding_speed")
     q, b, t = figures["query"], figures["batch"], figures["tokenize"]
     count = len(turns)
 
     def ms(samples: list[float], scale: float = 1.0) -> str:
-        return f"{_percentile(samples, 0.5) * scale:.2f} / {min(samples) * scale:.2f}"
+        return f"{percentile(samples, 0.5) * scale:.2f} / {min(samples) * scale:.2f}"
 
     rows = [
         (f"query latency, 1 short text, ms (p50 / min of {args.queries})", ms(q["numpy"]), ms(q["ort"])),
         (
             "query latency p95, ms",
-            f"{_percentile(q['numpy'], 0.95):.2f}",
-            f"{_percentile(q['ort'], 0.95):.2f}",
+            f"{percentile(q['numpy'], 0.95):.2f}",
+            f"{percentile(q['ort'], 0.95):.2f}",
         ),
         (
             f"{count} LoCoMo turns in batches of {DEFAULT_BATCH_SIZE}, s (p50 / min of {args.rounds})",
@@ -211,8 +154,8 @@ def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str])
         ),
         (
             "throughput at the p50, texts/s",
-            f"{count / _percentile(b['numpy'], 0.5):.0f}",
-            f"{count / _percentile(b['ort'], 0.5):.0f}",
+            f"{count / percentile(b['numpy'], 0.5):.0f}",
+            f"{count / percentile(b['ort'], 0.5):.0f}",
         ),
         (
             f"tokenising the {count} turns, ms (p50 / min; pure Python: cold / warm word cache)",
@@ -224,15 +167,9 @@ def _report(args: argparse.Namespace, figures: dict[str, Any], turns: list[str])
     lines = [
         "# Embedding speed: all-MiniLM-L6-v2 in numpy, beside the onnxruntime graph it replaced",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs (shared)",
-        f"- python {platform.python_version()}, numpy {np.__version__}, "
-        f"onnxruntime {onnxruntime.__version__}",
+        *harness.header(command, load_start=figures["load_before"], packages=("numpy", "onnxruntime")),
         f"- embedding_threads={args.threads} (numpy: threads over the parts of a batch, one BLAS thread "
         "each; onnxruntime: intra-op threads, no spinning)",
-        f"- `/proc/loadavg` before: {figures['load_before']}; after: {figures['load_after']}",
         f"- paired: each query and each round runs numpy then onnxruntime, in one process; the turns average "
         f"{words:.0f} words",
         f"- vectors over the {count} turns: max abs difference {figures['max_abs']:.2e}, "

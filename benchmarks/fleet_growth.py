@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import recall_speed as rs
+from benchmarks.recall_levels import LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -25,6 +25,7 @@ __all__ = ["GrowthPoint", "cost_growth", "measured_round", "section", "write_cha
 HERE = Path(__file__).resolve().parent
 FLEET_SOURCE = "this run, fleet"
 RECALL_RESULTS = HERE / "results" / "recall_speed.md"
+RECALL_RAW = HERE / ".cache" / "recall_speed_last.json"
 PEER_RESULTS = HERE / "results" / "speed_peers.md"
 _ROW = re.compile(r"^\|\s*([\d,]+)\s*\|\s*1\s*\|\s*\d+\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
 _PEER_ROW = re.compile(r"^\|\s*([\d,]+)\s*\|\s*1\s*\|\s*\d+\s*\|[^|]+\|\s*([\d.]+)\s*/\s*([\d.]+)\s*/")
@@ -82,7 +83,7 @@ def measured_round(result: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     )
 
 
-def cost_growth(result: Mapping[str, Any], *, raw: Path = rs.RAW) -> list[GrowthPoint]:
+def cost_growth(result: Mapping[str, Any], *, raw: Path = RECALL_RAW) -> list[GrowthPoint]:
     """One caller's p50/p95 by store size for cpersona and CPersona 2.6.14 (``None`` where not measured)."""
     state, measured = measured_round(result)
     lone = measured["summary"]["lone"]
@@ -140,7 +141,7 @@ def write_chart(points: Sequence[GrowthPoint], path: Path) -> None:
     axis.set_ylabel("one caller's recall latency (ms)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
-    fig.suptitle(f"Recall cost by store size, limit {rs.LIMIT}, {os.cpu_count()} CPUs")
+    fig.suptitle(f"Recall cost by store size, limit {LIMIT}, {os.cpu_count()} CPUs")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

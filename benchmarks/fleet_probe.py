@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from benchmarks import recall_speed as rs
 from benchmarks.cpu import vector_process_ids
+from benchmarks.harness import percentile
+from benchmarks.recall_levels import LIMIT, WARMUP, arm_times
+from benchmarks.store_cache import REOPEN_SECS
 from cpersona.stores.protocols import VectorFilter
 from cpersona.stores.redis.connection import command
 
@@ -165,9 +167,9 @@ async def _ask(
 ) -> tuple[float, list[str], list[str]]:
     """One recall: its latency, the contents of its rows in order, and its degraded arms."""
     began = time.perf_counter()
-    result = await memory.recall(question, agent_id=scope, limit=rs.LIMIT)
+    result = await memory.recall(question, agent_id=scope, limit=LIMIT)
     elapsed = (time.perf_counter() - began) * 1000
-    for arm, ms in rs._arm_times(result).items():
+    for arm, ms in arm_times(result).items():
         arms[arm].append(ms)
     return elapsed, [row.content for row in result.rows], [f"{d.arm} {d.status}" for d in result.degraded]
 
@@ -188,9 +190,9 @@ async def paired_round(
     assert big.embedder is not None
     vectors = await big.embedder.embed([questions[n % len(questions)] for n in range(pairs)])
     flt = VectorFilter(agent_id=scope)
-    for question in questions[: rs._WARMUP]:
+    for question in questions[:WARMUP]:
         for memory in (big, lone):
-            await memory.recall(question, agent_id=scope, limit=rs.LIMIT)
+            await memory.recall(question, agent_id=scope, limit=LIMIT)
     for n in range(pairs):
         order = (("fleet", big), ("lone", lone)) if n % 2 == 0 else (("lone", lone), ("fleet", big))
         rows = {}
@@ -202,9 +204,13 @@ async def paired_round(
         same_rows += rows["fleet"] == rows["lone"]
         for name, memory in order:
             assert memory.vectors is not None
-            times[f"{name}_search"].append(await _timed(memory.vectors.search(vectors[n], flt, rs.LIMIT)))
+            times[f"{name}_search"].append(await _timed(memory.vectors.search(vectors[n], flt, LIMIT)))
     summary = {
-        name: {"p50_ms": rs.percentile(ms, 0.5), "p95_ms": rs.percentile(ms, 0.95), "samples": len(ms)}
+        name: {
+            "p50_ms": percentile(ms, 0.5),
+            "p95_ms": percentile(ms, 0.95),
+            "samples": len(ms),
+        }
         for name, ms in times.items()
     }
     arm_means = {name: {arm: sum(ms) / len(ms) for arm, ms in by.items()} for name, by in arms.items()}
@@ -229,14 +235,14 @@ async def optimize_both(big: cpersona.Engine, lone: cpersona.Engine) -> dict[str
 
 async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records: int) -> None:
     """Wait until the search index and the vectors hold every record (a reopened store re-indexes)."""
-    deadline = time.monotonic() + rs._REOPEN_SECS
+    deadline = time.monotonic() + REOPEN_SECS
     while True:
         stats = await memory.stats(scope)
         total = await memory.vectors.count_all() if memory.vectors is not None else 0
         if stats["memories"] == memories and stats["vectors"] == memories and total == records:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"store not ready after {rs._REOPEN_SECS:.0f}s: {stats}, {total} vectors")
+            raise RuntimeError(f"store not ready after {REOPEN_SECS:.0f}s: {stats}, {total} vectors")
         await anyio.sleep(0.5)
 
 

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import fleet_growth as growth
 from benchmarks import fleet_tenancy as tenancy
-from benchmarks import recall_speed as rs
 from benchmarks.fleet_timeline import timeline_table
+from benchmarks.harness import git_commit
+from benchmarks.recall_levels import LIMIT, WARMUP
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -87,7 +88,7 @@ def _header(result: Mapping[str, Any]) -> list[str]:
         "",
         f"- command: `{result['command']}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {rs.git_commit('src', 'benchmarks/*.py', 'benchmarks/quality')}",
+        f"- git commit: {git_commit('src', 'benchmarks/*.py', 'benchmarks/quality')}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}; {versions}",
         f"- 1-minute load average: {result['load']['start']:.2f} at start, {result['load']['end']:.2f} at "
@@ -95,7 +96,7 @@ def _header(result: Mapping[str, Any]) -> list[str]:
         f"- corpus: {result['source']}; each agent's memories a deterministic sample of the LoCoMo turns "
         f"({result['distinct_texts']:,} distinct texts in all); vectors {vectors}",
         "- both engines opened without background tasks (no block worker, no trace publisher); "
-        f"recall `limit={rs.LIMIT}`, default policy, query-embedding cache off",
+        f"recall `limit={LIMIT}`, default policy, query-embedding cache off",
         "- heap: "
         + (
             "frozen once the fleet was loaded (`gc.freeze`, as `cpersona serve` freezes its heap once the "
@@ -269,7 +270,7 @@ def _recall_section(result: Mapping[str, Any]) -> list[str]:
         f"Agent `{scope}` holds the same {result['memories']:,} memories in both stores. Both are open in "
         "this process at once; each question goes to one and then the other, whichever first alternating, "
         "and then the memory collection's filtered vector search alone (that agent's filter, the question's "
-        f"vector, `limit={rs.LIMIT}`) is timed the same way. {rs._WARMUP} warm-up recalls on each first.",
+        f"vector, `limit={LIMIT}`) is timed the same way. {WARMUP} warm-up recalls on each first.",
         "",
         "| round | store | recalls | recall p50 ms | recall p95 ms | fleet / lone p50 "
         "| vector search p50 ms | vector search p95 ms | fleet / lone search p50 |",

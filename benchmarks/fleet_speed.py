@@ -53,8 +53,10 @@ from benchmarks import fleet_probe as probe
 from benchmarks import fleet_report as report
 from benchmarks import fleet_tenancy as tenancy
 from benchmarks import fleet_timeline as timeline
-from benchmarks import recall_speed as rs
+from benchmarks.corpus import LOCOMO, Texts, build_corpus, load_texts
+from benchmarks.harness import git_commit, percentile
 from benchmarks.quality.embed_cache import EmbeddingCache
+from benchmarks.store_cache import corpus_key, settings_for
 from cpersona.edges.heap import freeze_startup_heap
 from cpersona.model.memory_request import StoreRequest
 
@@ -134,7 +136,7 @@ class Fleet:
         return self.agents // 2
 
     def key(self) -> str:
-        digest = rs.corpus_key(self.texts[0] + self.texts[-1]).split("-")[1]
+        digest = corpus_key(self.texts[0] + self.texts[-1]).split("-")[1]
         vectors = "caller" if CALLER_VECTORS else "engine"
         return f"a{self.agents}-m{self.memories}-{digest}-{vectors}-v{_CACHE_VERSION}"
 
@@ -151,9 +153,9 @@ class Fleet:
         return out
 
 
-async def load_fleet(texts: rs.Texts, agents: int, memories: int) -> Fleet:
+async def load_fleet(texts: Texts, agents: int, memories: int) -> Fleet:
     # LoCoMo's turns, extended by recall_speed's generated memories when one agent needs more.
-    pool = rs.build_corpus(texts, max(memories, len(texts.turns)))
+    pool = build_corpus(texts, max(memories, len(texts.turns)))
     chosen = tuple(tuple(agent_memories(pool, memories, n)) for n in range(agents))
     distinct = distinct_texts(chosen)
     async with EmbeddingCache() as cache:
@@ -206,7 +208,7 @@ async def store_all(
         "writers": writers,
         "wall_secs": wall,
         "records_per_sec": stored / wall if wall else 0.0,
-        "batch_p50_ms": rs.percentile(calls, 0.5) * 1000 if calls else 0.0,
+        "batch_p50_ms": percentile(calls, 0.5) * 1000 if calls else 0.0,
         "parts_secs": parts,
         "redis_commands": commands,
         "caller_vectors": CALLER_VECTORS,
@@ -223,7 +225,7 @@ async def throughput_grid(
     out = []
     for batch, writers in cells:
         with tempfile.TemporaryDirectory(prefix="fleet-grid-") as tmp:
-            async with cpersona.open(rs.settings_for(Path(tmp)), background=False) as memory:
+            async with cpersona.open(settings_for(Path(tmp)), background=False) as memory:
                 out.append(await store_all(memory, fleet, agents, batch, writers, f"grid {batch}x{writers}"))
     return out
 
@@ -232,7 +234,7 @@ async def build(
     data_dir: Path, fleet: Fleet, agents: Sequence[int], batch: int, writers: int, label: str
 ) -> dict[str, Any]:
     """Store the agents' memories into a new store at ``data_dir``; what it took and what it holds."""
-    async with cpersona.open(rs.settings_for(data_dir), background=False) as memory:
+    async with cpersona.open(settings_for(data_dir), background=False) as memory:
         empty = await probe.footprint(memory, data_dir)
         ingest = await store_all(memory, fleet, agents, batch, writers, label)
         full = await probe.footprint(memory, data_dir)
@@ -243,7 +245,7 @@ async def build(
         "empty": empty,
         "full": full,
         "built_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "built_commit": rs.git_commit(),
+        "built_commit": git_commit(),
     }
 
 
@@ -286,8 +288,8 @@ async def measure(
         await anyio.to_thread.run_sync(shutil.copytree, home / "data", data)
         began = time.perf_counter()
         async with (
-            cpersona.open(rs.settings_for(data), background=False) as big,
-            cpersona.open(rs.settings_for(lone_dir), background=False) as lone,
+            cpersona.open(settings_for(data), background=False) as big,
+            cpersona.open(settings_for(lone_dir), background=False) as lone,
         ):
             scope = agent_id(fleet.measured)
             await probe.wait_ready(big, scope, fleet.memories, fleet.records)
@@ -332,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"only the store-throughput grid: no fleet, no recall (default report {GRID_RESULTS.name})",
     )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached fleet")
-    parser.add_argument("--data", type=Path, default=rs.LOCOMO, help="locomo10.json")
+    parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
     parser.add_argument("--out", type=Path, help=f"results file (default {RESULTS.relative_to(HERE.parent)})")
     return parser
 
@@ -362,7 +364,7 @@ def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
     return " ".join([os.path.relpath(sys.executable), *shown])
 
 
-async def run(args: argparse.Namespace, texts: rs.Texts) -> dict[str, Any]:
+async def run(args: argparse.Namespace, texts: Texts) -> dict[str, Any]:
     fleet = await load_fleet(texts, args.agents, args.memories)
     # Frozen as a server's heap is, unless asked not to; never in a quick run, which may share its
     # process with the tests.
@@ -418,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     command = settle(args, argv)
     load_start = os.getloadavg()[0]
-    texts = rs.load_texts(args.data)
+    texts = load_texts(args.data)
     result = anyio.run(run, args, texts)
     result["command"] = command
     result["load"] = {"start": load_start, "end": os.getloadavg()[0]}

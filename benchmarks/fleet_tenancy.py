@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import qdrant_edge as qe
 
-from benchmarks import recall_speed as rs
+from benchmarks.harness import percentile
 from benchmarks.quality.embed_cache import EmbeddingCache
+from benchmarks.recall_levels import LIMIT
 from cpersona.stores.protocols import VectorFilter, VectorPoint
 from cpersona.stores.vectors.common import PAYLOAD_INDEXES
 from cpersona.stores.vectors.edge import EdgeVectorStore
@@ -93,9 +94,9 @@ async def _searches(store: EdgeVectorStore, queries: npt.NDArray[np.float32], sc
     ms = []
     for query in queries:
         began = time.perf_counter()
-        await store.search(query.tolist(), flt, rs.LIMIT)
+        await store.search(query.tolist(), flt, LIMIT)
         ms.append((time.perf_counter() - began) * 1000)
-    return {"p50_ms": rs.percentile(ms, 0.5), "p95_ms": rs.percentile(ms, 0.95)}
+    return {"p50_ms": percentile(ms, 0.5), "p95_ms": percentile(ms, 0.95)}
 
 
 async def _one(

@@ -20,18 +20,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-if TYPE_CHECKING or __package__:
-    from benchmarks.embedding_speed import sentences
-    from benchmarks.recall_ab import export_tree, rename_package
-    from benchmarks.store_ab import settings, unit_vectors
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from embedding_speed import sentences
-    from recall_ab import export_tree, rename_package
-    from store_ab import settings, unit_vectors
+from benchmarks.corpus import sentences
+from benchmarks.recall_ab import export_tree, rename_package
+from benchmarks.store_ab import settings, unit_vectors
 
 _AGE_SECS = 1
 

@@ -41,19 +41,14 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 import cpersona
+from benchmarks.corpus import sentences
+from benchmarks.harness import git_commit, percentile
 from cpersona import Settings
-
-if TYPE_CHECKING or __package__:
-    from benchmarks.embedding_speed import sentences
-    from benchmarks.recall_speed import git_commit, percentile
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from embedding_speed import sentences
-    from recall_speed import git_commit, percentile
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "operations_speed.md"

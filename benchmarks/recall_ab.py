@@ -36,14 +36,11 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-if TYPE_CHECKING or __package__:
-    from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from cpu import process_cpu_ms, vector_processes_cpu_ms
+from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"

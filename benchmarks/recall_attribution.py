@@ -68,8 +68,8 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 import cpersona
+from benchmarks.harness import git_commit
 from benchmarks.quality.locomo import CATEGORY_NAMES, DEFAULT_DATA, REPO_ROOT, load_locomo
-from benchmarks.recall_speed import git_commit
 from benchmarks.recall_trace_confirm import CANDIDATE_MISS, FILTER_DROP, RANKING_MISS, UNATTRIBUTED, confirm
 from cpersona import Settings
 from cpersona.model.scope import ReadScope

@@ -14,19 +14,19 @@ For each corpus size the benchmark:
    each arm's elapsed time, and the query embedding timed alone.
 
 Memories are LoCoMo turns (``"<speaker>: <text>"``, image captions included) followed by generated ones,
-each a LoCoMo speaker with two sentences drawn from LoCoMo turns and from ``embedding_speed.sentences()``,
+each a LoCoMo speaker with two sentences drawn from LoCoMo turns and from :func:`benchmarks.corpus.sentences`,
 kept only when new (the engine skips duplicate content). Questions are LoCoMo's, cycled. Without the
 LoCoMo file both fall back to synthetic text. Corpus ``n`` is a prefix of every larger corpus, so a
 larger store is grown from a cached smaller one (10k, then 90k more to reach 100k) and is optimised again.
 
-Built stores are cached under ``benchmarks/.cache/recall_speed/`` (gitignored), keyed by size, a hash of
-the corpus text and :data:`_CACHE_VERSION` (bump it when the engine's stored layout changes); a cached
-store whose vector collections differ from what the current engine opens is rebuilt. ``--rebuild`` forces
+Built stores are cached under ``benchmarks/.cache/recall_speed/`` (gitignored) by
+:mod:`benchmarks.store_cache`; a cached store whose vector collections differ from what the current
+engine opens is rebuilt. ``--rebuild`` forces
 a build. ``--quick`` (1k memories, fewer recalls, no cache, under a minute) is for CI. Run it from the
 repository root::
 
-    .venv/bin/python benchmarks/recall_speed.py            # 10k and 100k: ingest takes 15+ min uncached
-    .venv/bin/python benchmarks/recall_speed.py --quick
+    .venv/bin/python -m benchmarks recall_speed            # 10k and 100k: ingest takes 15+ min uncached
+    .venv/bin/python -m benchmarks recall_speed --quick
 
 Everything stays in this process and on this machine; nothing goes over the network.
 """
@@ -35,19 +35,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import functools
-import hashlib
-import importlib.metadata
 import json
 import os
-import platform
-import random
-import re
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,285 +49,33 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from tqdm import tqdm
 
 import cpersona
+from benchmarks import harness
+from benchmarks.corpus import LOCOMO, Texts, build_corpus, load_texts
+from benchmarks.harness import percentile
+from benchmarks.recall_levels import AGENT, LIMIT, WARMUP, Level, run_level
+from benchmarks.store_cache import (
+    BATCH,
+    CACHE,
+    build_store,
+    cached_store,
+    collections,
+    settings_for,
+    wait_indexed,
+)
 from cpersona import Settings
 from cpersona.recall.policy import load_policies
-
-if TYPE_CHECKING or __package__:
-    from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
-    from benchmarks.embedding_speed import sentences
-    from benchmarks.same_rows import Ranked, compare, ranked
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from cpu import process_cpu_ms, vector_processes_cpu_ms
-    from embedding_speed import sentences
-    from same_rows import Ranked, compare, ranked
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "recall_speed.md"
-CACHE = HERE / ".cache" / "recall_speed"
 RAW = HERE / ".cache" / "recall_speed_last.json"
-LOCOMO = HERE.parents[1] / "shared" / "data" / "locomo" / "locomo10.json"
 
-_CACHE_VERSION = 1
-"""Part of every cache key: bump it when a store built earlier no longer represents the engine."""
-
-AGENT = "bench-agent"
-LIMIT = 10
-BATCH = 256
 TARGET_P50_MS = 30.0
-_SEED = 20_261_129
-_PROBE_RECALLS = 100
 _EMBED_SAMPLES = 200
-_WARMUP = 20
-_INDEX_WAIT_SECS = 300.0
-_REOPEN_SECS = 600.0
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_SYNTHETIC_SPEAKERS = ("Alice", "Bob", "Carmen", "Deepak", "Emeka", "Fumiko")
-
-
-# ------------------------------------------------------------------------------------------------ corpus
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Texts:
-    """What the corpus and the questions are made from."""
-
-    source: str
-    turns: tuple[str, ...]
-    speakers: tuple[str, ...]
-    fragments: tuple[str, ...]
-    questions: tuple[str, ...]
-
-
-def load_texts(path: Path) -> Texts:
-    """LoCoMo turns, speakers, sentence fragments and questions; synthetic text when the file is absent."""
-    synthetic = tuple(dict.fromkeys(sentences(6_000, seed=_SEED)))
-    if not path.is_file():
-        subjects = ("the budget", "the flight", "the dentist", "the lease", "the migration", "the dinner")
-        asks = ("When did we talk about {}?", "What was decided about {}?", "Who mentioned {} last?")
-        asked = tuple(a.format(s) for a in asks for s in subjects)
-        return Texts("synthetic (LoCoMo file not found)", (), _SYNTHETIC_SPEAKERS, synthetic, asked)
-    samples = json.loads(path.read_bytes())
-    turns: list[str] = []
-    speakers: list[str] = []
-    fragments: list[str] = []
-    questions: list[str] = []
-    for sample in samples:
-        body = sample["conversation"]
-        speakers.extend(str(body.get(k, "")) for k in ("speaker_a", "speaker_b") if body.get(k))
-        numbers = sorted(
-            int(key.split("_")[1])
-            for key, value in body.items()
-            if re.fullmatch(r"session_\d+", key) and isinstance(value, list)
-        )
-        for number in numbers:
-            for turn in body[f"session_{number}"]:
-                text = str(turn["text"])
-                content = f"{turn['speaker']}: {text}"
-                if turn.get("blip_caption"):
-                    content += f" [image: {turn['blip_caption']}]"
-                turns.append(content)
-                fragments.extend(s for s in _SENTENCE_END.split(text) if len(s.split()) >= 4)
-        questions.extend(str(qa["question"]) for qa in sample["qa"])
-    return Texts(
-        "LoCoMo (locomo10.json) + generated",
-        tuple(dict.fromkeys(turns)),
-        tuple(dict.fromkeys(speakers)),
-        tuple(dict.fromkeys(fragments)) + synthetic,
-        tuple(questions),
-    )
-
-
-def build_corpus(texts: Texts, size: int) -> list[str]:
-    """``size`` distinct memories: the LoCoMo turns first, then generated ones (deterministic).
-
-    Generation does not depend on ``size``, so every corpus is a prefix of every larger one.
-    """
-    corpus = list(texts.turns[:size])
-    seen = set(corpus)
-    rng = random.Random(_SEED)
-    while len(corpus) < size:
-        text = f"{rng.choice(texts.speakers)}: {rng.choice(texts.fragments)} {rng.choice(texts.fragments)}"
-        if text not in seen:
-            seen.add(text)
-            corpus.append(text)
-    return corpus
-
-
-def corpus_key(corpus: Sequence[str]) -> str:
-    digest = hashlib.sha256()
-    for text in corpus:
-        digest.update(text.encode())
-        digest.update(b"\0")
-    return f"n{len(corpus)}-{digest.hexdigest()[:12]}-v{_CACHE_VERSION}"
-
-
-# ----------------------------------------------------------------------------------------------- helpers
-
-
-def settings_for(data_dir: Path) -> Settings:
-    # from_env({}) ignores CPERSONA_* variables of the shell: the figures are for the defaults, except the
-    # query cache, which is off so that every recall pays for its embedding as a new question would.
-    # The startup allowance is raised because a reopened store of 100k memories replays its append-only
-    # file before the embedded Redis answers (the time is reported as "reopen").
-    return Settings.from_env(
-        {}, data_dir=data_dir, embedding_cache_size=0, redis_startup_timeout_secs=_REOPEN_SECS
-    )
-
-
-def percentile(samples: Sequence[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-def git_commit(*watched: str) -> str:
-    """HEAD's short commit, marked when the paths whose code decides the figures have uncommitted changes.
-
-    ``watched`` are paths from the repository root (default ``src``): a harness whose own code shapes
-    its figures names its folders too, so a report never passes off edited code as the commit.
-    """
-    paths = watched or ("src",)
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, check=True, cwd=HERE.parent
-        ).stdout.strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head} (with uncommitted changes under {', '.join(paths)})" if dirty else head
-
-
-def collections(data_dir: Path) -> list[str]:
-    root = data_dir / "qdrant"
-    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-
-
-async def wait_indexed(memory: cpersona.Engine, size: int) -> None:
-    """Wait until the search index and the vector store hold every memory.
-
-    A store reopened from its append-only file may still be re-indexing when the engine is up; a
-    measurement then would search a partial index.
-    """
-    deadline = time.monotonic() + _INDEX_WAIT_SECS
-    while True:
-        stats = await memory.stats(AGENT)
-        if stats["memories"] == size and stats["vectors"] == size and stats["vector_pending"] == 0:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"store not ready after {_INDEX_WAIT_SECS:.0f}s: {stats}")
-        await anyio.sleep(0.5)
-
-
-async def drain_blocks(memory: cpersona.Engine) -> None:
-    # Engines that build block vectors off the write path must finish them before the store is measured.
-    drain = getattr(memory, "drain_blocks", None)
-    if drain is not None:
-        await drain()
-
-
-# --------------------------------------------------------------------------------------------- measuring
-
-
-@dataclasses.dataclass(slots=True)
-class Level:
-    callers: int
-    recalls: int
-    latencies_ms: list[float]
-    wall_secs: float
-    degraded: dict[str, int]
-    timings: list[dict[str, float]]
-    arms: list[dict[str, float]]
-    engine_cpu_ms: float = 0.0
-    redis_cpu_ms: float = 0.0
-    rows: dict[int, Ranked] = dataclasses.field(default_factory=dict)
-    """The refs (and cosines) each question got, by its index in the question list (the last time it was
-    asked)."""
-
-    def same_rows(self, alone: Level) -> tuple[int, int, int]:
-        """Of the questions both levels asked: how many got the same refs in the same order as ``alone``,
-        how many more differ only inside near-ties of cosine (see :mod:`benchmarks.same_rows`), and how
-        many there were."""
-        shared = self.rows.keys() & alone.rows.keys()
-        verdicts = [compare(self.rows[q], alone.rows[q]) for q in shared]
-        return verdicts.count("same"), verdicts.count("tied"), len(shared)
-
-    @property
-    def throughput(self) -> float:
-        return self.recalls / self.wall_secs
-
-    def pct(self, fraction: float) -> float:
-        return percentile(self.latencies_ms, fraction)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "callers": self.callers,
-            "recalls": self.recalls,
-            "p50_ms": self.pct(0.50),
-            "p95_ms": self.pct(0.95),
-            "p99_ms": self.pct(0.99),
-            "mean_ms": statistics.mean(self.latencies_ms),
-            "recalls_per_sec": self.throughput,
-            "engine_cpu_ms_per_recall": self.engine_cpu_ms / self.recalls,
-            "redis_cpu_ms_per_recall": self.redis_cpu_ms / self.recalls,
-            "degraded": dict(self.degraded),
-        }
-
-
-def _arm_times(result: Any) -> dict[str, float]:
-    """Each arm's elapsed time, read from the stage history that the result carries."""
-    node = result.final
-    while node is not None and not hasattr(node, "arms"):
-        node = getattr(node, "source", None)
-    if node is None:
-        return {}
-    return {name: float(arm.elapsed_ms) for name, arm in node.arms.items()}
-
-
-async def run_level(
-    memory: cpersona.Engine, questions: Sequence[str], callers: int, recalls: int, offset: int = 0
-) -> Level:
-    """``recalls`` recalls shared among ``callers`` concurrent tasks; each latency is one await."""
-    level = Level(callers, recalls, [], 0.0, defaultdict(int), [], [])
-    issued = 0
-
-    async def caller() -> None:
-        nonlocal issued
-        while issued < recalls:
-            index = (offset + issued) % len(questions)
-            issued += 1
-            started = time.perf_counter()
-            result = await memory.recall(questions[index], agent_id=AGENT, limit=LIMIT)
-            level.latencies_ms.append((time.perf_counter() - started) * 1000)
-            level.rows[index] = ranked(result, key=lambda row: row.ref)
-            level.timings.append(dict(result.timing_ms))
-            level.arms.append(_arm_times(result))
-            for degraded in result.degraded:
-                level.degraded[f"{degraded.arm} {degraded.status}"] += 1
-
-    server = memory._b.server
-    redis_began = process_cpu_ms(server.pid) if server is not None else 0.0
-    children_began = vector_processes_cpu_ms(memory)
-    cpu_began, started = time.process_time(), time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for _ in range(callers):
-            tg.start_soon(caller)
-    level.wall_secs = time.perf_counter() - started
-    # The engine's figure is this whole process (its Python, the embedder's threads and this loop's own
-    # small bookkeeping) plus the vector engine's child processes; Redis runs in a process of its own.
-    level.engine_cpu_ms = (time.process_time() - cpu_began) * 1000
-    level.engine_cpu_ms += vector_processes_cpu_ms(memory) - children_began
-    level.redis_cpu_ms = process_cpu_ms(server.pid) - redis_began if server is not None else 0.0
-    return level
 
 
 def _means(rows: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -358,110 +98,6 @@ async def embed_alone(memory: cpersona.Engine, questions: Sequence[str], count: 
     return {"mean_ms": statistics.mean(samples), "p50_ms": percentile(samples, 0.5)}
 
 
-# ----------------------------------------------------------------------------------------------- building
-
-
-async def ingest(memory: cpersona.Engine, corpus: Sequence[str], start: int, label: str) -> dict[str, float]:
-    # Memories go in in corpus order and each batch is one Redis transaction, so the count of stored
-    # memories is where an interrupted build resumes.
-    held = (await memory.stats(AGENT))["memories"]
-    start = max(start, held)
-    stored = skipped = 0
-    began = time.perf_counter()
-    with tqdm(total=len(corpus), initial=start, desc=label, unit="mem", file=sys.stderr) as bar:
-        for first in range(start, len(corpus), BATCH):
-            chunk = corpus[first : first + BATCH]
-            result = await memory.store_batch([{"agent_id": AGENT, "content": text} for text in chunk])
-            stored += result.stored
-            skipped += result.skipped
-            bar.update(len(chunk))
-    store_secs = time.perf_counter() - began
-    if skipped:
-        raise RuntimeError(f"{skipped} memories were skipped as duplicates; the corpus must be unique")
-    drained = time.perf_counter()
-    await drain_blocks(memory)
-    return {
-        "stored": stored,
-        "store_secs": store_secs,
-        "records_per_sec": stored / store_secs if store_secs else 0.0,
-        "drain_blocks_secs": time.perf_counter() - drained,
-        "resumed_from": start,
-    }
-
-
-async def build_store(
-    data_dir: Path, corpus: Sequence[str], start: int, questions: Sequence[str], probes: int
-) -> dict[str, Any]:
-    """Ingest ``corpus[start:]`` into the store at ``data_dir``, optimise it, and say how that went."""
-    async with cpersona.open(settings_for(data_dir)) as memory:
-        meta: dict[str, Any] = {"size": len(corpus), "grown_from": start}
-        meta["ingest"] = await ingest(memory, corpus, start, f"ingest {len(corpus):,}")
-        await wait_indexed(memory, len(corpus))
-        for question in questions[:_WARMUP]:
-            await memory.recall(question, agent_id=AGENT, limit=LIMIT)
-        before = await run_level(memory, questions, 1, probes)
-        began = time.perf_counter()
-        await memory.optimize()
-        meta["optimize_secs"] = time.perf_counter() - began
-        after = await run_level(memory, questions, 1, probes)
-        meta["probe"] = {"recalls": probes, "before_p50_ms": before.pct(0.5), "after_p50_ms": after.pct(0.5)}
-    meta["collections"] = await anyio.to_thread.run_sync(collections, data_dir)
-    meta["built_at"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    meta["built_commit"] = git_commit()
-    return meta
-
-
-def _cached_meta(home: Path) -> dict[str, Any] | None:
-    path = home / "meta.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _start_build(work: Path, corpus: Sequence[str], smaller: Sequence[int], rebuild: bool) -> int:
-    """Seed ``work`` with the largest cached smaller store and return that store's size.
-
-    An interrupted build (a long one is likely to meet a restart) is resumed where it stopped: its
-    ``seed.json`` says what it started from, and :func:`ingest` skips what the store already holds.
-    """
-    seed = work / "seed.json"
-    if not rebuild and seed.is_file() and (work / "data").is_dir():
-        return int(json.loads(seed.read_text())["grown_from"])
-    shutil.rmtree(work, ignore_errors=True)
-    start = 0
-    for size in sorted(smaller, reverse=True):
-        base = CACHE / corpus_key(corpus[:size])
-        if (base / "meta.json").is_file():
-            shutil.copytree(base / "data", work / "data")
-            start = size
-            break
-    (work / "data").mkdir(parents=True, exist_ok=True)
-    seed.write_text(json.dumps({"grown_from": start}))
-    return start
-
-
-def _finish_build(work: Path, home: Path, meta: dict[str, Any]) -> None:
-    # meta.json is written last and the directory renamed into place, so a build that dies half-way
-    # never passes for a cached store.
-    (work / "meta.json").write_text(json.dumps(meta, indent=2))
-    shutil.rmtree(home, ignore_errors=True)
-    work.rename(home)
-
-
-async def cached_store(
-    corpus: Sequence[str], smaller: Sequence[int], questions: Sequence[str], rebuild: bool
-) -> tuple[Path, dict[str, Any]]:
-    """The cache directory holding a built store of ``corpus`` (building it, from a smaller one if cached)."""
-    key = corpus_key(corpus)
-    home = CACHE / key
-    meta = None if rebuild else await anyio.to_thread.run_sync(_cached_meta, home)
-    if meta is not None:
-        return home, {**meta, "from_cache": True}
-    work = CACHE / f"{key}.building"
-    start = await anyio.to_thread.run_sync(_start_build, work, corpus, smaller, rebuild)
-    meta = await build_store(work / "data", corpus, start, questions, _PROBE_RECALLS)
-    await anyio.to_thread.run_sync(_finish_build, work, home, meta)
-    return home, {**meta, "from_cache": False}
-
-
 @dataclasses.dataclass(slots=True)
 class SizeResult:
     size: int
@@ -481,7 +117,7 @@ async def measure(
             return None
         await wait_indexed(memory, size)
         reopen_secs = time.perf_counter() - began
-        for question in questions[:_WARMUP]:
+        for question in questions[:WARMUP]:
             await memory.recall(question, agent_id=AGENT, limit=LIMIT)
         levels = []
         for callers, recalls in plan:
@@ -491,7 +127,7 @@ async def measure(
                 f"  {size:,} memories, {callers} caller(s), {recalls} recalls: p50 {level.pct(0.5):.1f} ms, "
                 f"p95 {level.pct(0.95):.1f} ms, {level.throughput:.1f} recalls/s, CPU/recall "
                 f"{level.engine_cpu_ms / recalls:.1f} + {level.redis_cpu_ms / recalls:.1f} ms, "
-                f"load {os.getloadavg()[0]:.1f}",
+                f"load {harness.load():.1f}",
                 file=sys.stderr,
             )
         embed = await embed_alone(memory, questions, _EMBED_SAMPLES)
@@ -548,26 +184,16 @@ def render(
     *,
     command: str,
     load_start: float,
-    load_end: float,
     chart: str,
 ) -> str:
-    versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("numpy", "qdrant-edge-py", "redis")
-    )
     lines = [
         "# Recall speed: the engine on its embedded defaults",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {versions}",
-        f"- 1-minute load average: {load_start:.2f} at start, {load_end:.2f} at the end (other work on the "
-        "same cores skews every figure)",
+        *harness.header(command, load_start=load_start),
         f"- corpus: {texts.source}; one agent; stored through `store_batch` in batches of {BATCH}",
         f"- recall: `limit={LIMIT}`, default policy and mode, embeddings on, query-embedding cache off "
         f"(`embedding_cache_size=0`); questions: {len(texts.questions):,} "
-        f"{'LoCoMo' if texts.turns else 'synthetic'} questions, cycled; {_WARMUP} warm-up recalls first",
+        f"{'LoCoMo' if texts.turns else 'synthetic'} questions, cycled; {WARMUP} warm-up recalls first",
         "",
         "## Build",
         "",
@@ -797,7 +423,7 @@ def add_size_arguments(
 
 
 def settle_size_arguments(
-    args: argparse.Namespace, argv: Sequence[str] | None, script: str, *, results: Path
+    args: argparse.Namespace, argv: Sequence[str] | None, name: str, *, results: Path
 ) -> str:
     """Fill in the size options' defaults and check them; returns the command line for the report.
 
@@ -812,8 +438,7 @@ def settle_size_arguments(
         raise SystemExit("--recalls needs one count per --callers level")
     if args.out is None:
         args.out = CACHE.parent / f"{results.stem}_quick.md" if args.quick else results
-    shown = sys.argv if argv is None else [os.path.relpath(script), *argv]
-    return shlex.join([os.path.relpath(sys.executable), *shown])
+    return harness.command(name, argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -857,8 +482,8 @@ def save_raw(results: Sequence[SizeResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
-    command = settle_size_arguments(args, argv, __file__, results=RESULTS)
-    load_start = os.getloadavg()[0]
+    command = settle_size_arguments(args, argv, "recall_speed", results=RESULTS)
+    load_start = harness.load()
     texts = load_texts(args.data)
     if args.build_only and args.quick:
         raise SystemExit("--build-only builds the cached stores; --quick uses none")
@@ -869,9 +494,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     out: Path = args.out
     chart = out.with_suffix(".png")
     write_chart(results, chart)
-    report = render(
-        results, texts, command=command, load_start=load_start, load_end=os.getloadavg()[0], chart=chart.name
-    )
+    report = render(results, texts, command=command, load_start=load_start, chart=chart.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report, encoding="utf-8")
     print(report)

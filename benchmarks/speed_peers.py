@@ -44,8 +44,8 @@ Caches (gitignored): cpersona's stores under ``benchmarks/.cache/recall_speed/``
 and the corpus vectors under ``benchmarks/.cache/peers/corpus_vectors/``, keyed by the same corpus key.
 ``--quick`` uses no cache. Run from the repository root::
 
-    .venv/bin/python benchmarks/speed_peers.py --quick     # 1k memories, under a few minutes
-    .venv/bin/python benchmarks/speed_peers.py             # 1k, 10k and 100k: long (see recall_speed)
+    .venv/bin/python -m benchmarks speed_peers --quick     # 1k memories, under a few minutes
+    .venv/bin/python -m benchmarks speed_peers             # 1k, 10k and 100k: long (see recall_speed)
 """
 
 from __future__ import annotations
@@ -72,16 +72,15 @@ import anyio.to_thread
 import numpy as np
 from tqdm import tqdm
 
-try:
-    from benchmarks import recall_speed as rs
-except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks import recall_speed as rs
-
 import cpersona
+from benchmarks import recall_speed as rs
+from benchmarks.corpus import Texts, build_corpus, load_texts
+from benchmarks.harness import git_commit, percentile
 from benchmarks.peers._process import PeerError
 from benchmarks.peers._venv import PEERS_CACHE
 from benchmarks.peers.cpersona_ref import VERSION, CPersonaRef, iso_utc
+from benchmarks.recall_levels import AGENT, LIMIT, WARMUP, Level
+from benchmarks.store_cache import build_store, cached_store, corpus_key, settings_for, wait_indexed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -148,7 +147,7 @@ async def corpus_vectors(
     embedder: Embedder, corpus: Sequence[str], *, cache: bool
 ) -> npt.NDArray[np.float32]:
     """The corpus's vectors in corpus order: from ``corpus_vectors/<key>.npy``, else computed (and saved)."""
-    path = VECTORS / f"{rs.corpus_key(corpus)}.npy"
+    path = VECTORS / f"{corpus_key(corpus)}.npy"
     if cache and await anyio.Path(path).is_file():
         loaded: npt.NDArray[np.float32] = await anyio.to_thread.run_sync(np.load, path)
         return loaded
@@ -216,7 +215,7 @@ class Costs:
         mine, plain = self.ms(arm, inside=inside), self.ms("plain", inside=inside)
         if not mine or not plain:
             return None
-        return rs.percentile(mine, fraction) / rs.percentile(plain, fraction)
+        return percentile(mine, fraction) / percentile(plain, fraction)
 
 
 def time_cue_for(newest: float, now: float) -> dict[str, Any]:
@@ -262,9 +261,9 @@ async def measure_our_costs(data_dir: Path, size: int, questions: Sequence[str],
     """cpersona's cost runs on the store at ``data_dir`` (the cue is derived here, from its newest memory)."""
     # Without background tasks a queued trace is published only where ask() drains it, so publishing
     # never lands inside another recall's timed window (as in trace_cost.py).
-    async with cpersona.open(rs.settings_for(data_dir), background=False) as memory:
-        await rs.wait_indexed(memory, size)
-        [newest] = await memory.list(agent_id=rs.AGENT, limit=1)
+    async with cpersona.open(settings_for(data_dir), background=False) as memory:
+        await wait_indexed(memory, size)
+        [newest] = await memory.list(agent_id=AGENT, limit=1)
         if not isinstance(newest, cpersona.MemoryRecord):
             raise TypeError(f"listing memories gave a {type(newest).__name__}")
         cue = time_cue_for(newest.timestamp, time.time())
@@ -274,7 +273,7 @@ async def measure_our_costs(data_dir: Path, size: int, questions: Sequence[str],
             if arm == "cued":
                 fields["time_cue"] = cue
             started = time.perf_counter()
-            result = await memory.recall(question, agent_id=rs.AGENT, limit=rs.LIMIT, **fields)
+            result = await memory.recall(question, agent_id=AGENT, limit=LIMIT, **fields)
             ms = (time.perf_counter() - started) * 1000
             if arm != "traced":
                 return Sample(ms, time_cue=result.time_cue)
@@ -307,7 +306,7 @@ async def measure_peer_costs(
 ) -> Costs:
     """CPersona 2.6.14's cost runs in its open worker, with the cue cpersona was given."""
     costs = Costs(PEER, cue)
-    span = await peer.call("span", agent=rs.AGENT)
+    span = await peer.call("span", agent=AGENT)
     costs.span = f"memories stored {_utc(span['oldest'])} to {_utc(span['newest'])}"
     if peer.takes_trace is not True:
         costs.not_offered["traced"] = (
@@ -325,7 +324,7 @@ async def measure_peer_costs(
         if arm == "cued":
             fields["time_cue"] = cue
         started = time.perf_counter()
-        reply = await peer.call("recall", agent=rs.AGENT, query=question, limit=rs.LIMIT, **fields)
+        reply = await peer.call("recall", agent=AGENT, query=question, limit=LIMIT, **fields)
         ms = (time.perf_counter() - started) * 1000
         return Sample(ms, inside_ms=float(reply["elapsed_ms"]), time_cue=reply.get("time_cue"))
 
@@ -335,7 +334,7 @@ async def measure_peer_costs(
 
 
 async def run_ours(
-    texts: rs.Texts,
+    texts: Texts,
     size: int,
     smaller: Sequence[int],
     plan: Sequence[tuple[int, int]],
@@ -350,16 +349,16 @@ async def run_ours(
     ``run_size`` removes its copy of the store when it returns, and a quick run's store is built for the
     run and cached nowhere.
     """
-    corpus = rs.build_corpus(texts, size)
+    corpus = build_corpus(texts, size)
     questions = texts.questions
     tmp = Path(await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="speed-ours-")))
     try:
         data_dir = tmp / "data"
         if quick:
-            build = await rs.build_store(data_dir, corpus, 0, questions, 30)
+            build = await build_store(data_dir, corpus, 0, questions, 30)
             build["from_cache"] = False
         else:
-            home, build = await rs.cached_store(corpus, smaller, questions, rebuild)
+            home, build = await cached_store(corpus, smaller, questions, rebuild)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
         measured = await rs.measure(data_dir, size, questions, plan, [] if quick else build["collections"])
         if measured is None:
@@ -368,7 +367,7 @@ async def run_ours(
                 file=sys.stderr,
             )
             await anyio.to_thread.run_sync(shutil.rmtree, data_dir)
-            home, build = await rs.cached_store(corpus, smaller, questions, True)
+            home, build = await cached_store(corpus, smaller, questions, True)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
             measured = await rs.measure(data_dir, size, questions, plan, build["collections"])
             assert measured is not None
@@ -401,7 +400,7 @@ def cost_questions(plan: Sequence[tuple[int, int]]) -> int:
 class PeerResult:
     size: int
     build: dict[str, Any]
-    levels: list[rs.Level]
+    levels: list[Level]
     """Latency as seen from this process: the request to the worker, its queue, the call, the reply."""
     inside_ms: dict[int, list[float]]
     """Callers -> the library call alone, timed inside the worker (``elapsed_ms``)."""
@@ -419,7 +418,7 @@ async def ingest_peer(peer: CPersonaRef, corpus: Sequence[str]) -> dict[str, Any
     with tqdm(total=len(corpus), desc=f"{PEER} ingest {len(corpus):,}", unit="mem", file=sys.stderr) as bar:
         for start in range(0, len(corpus), _STORE_BATCH):
             chunk = corpus[start : start + _STORE_BATCH]
-            reply = await peer.call("store", agent=rs.AGENT, records=[{"content": text} for text in chunk])
+            reply = await peer.call("store", agent=AGENT, records=[{"content": text} for text in chunk])
             skipped = [r for r in reply["results"] if r["result"] != "stored"]
             if skipped:
                 raise PeerError(
@@ -460,9 +459,9 @@ def _copy_db(home: Path, target: Path) -> None:
 
 async def run_peer_level(
     peer: CPersonaRef, questions: Sequence[str], callers: int, recalls: int
-) -> tuple[rs.Level, list[float], list[int]]:
+) -> tuple[Level, list[float], list[int]]:
     """``recalls`` recalls shared among ``callers`` concurrent tasks, as :func:`recall_speed.run_level`."""
-    level = rs.Level(callers, recalls, [], 0.0, {}, [], [])
+    level = Level(callers, recalls, [], 0.0, {}, [], [])
     inside: list[float] = []
     rows: list[int] = []
     issued = 0
@@ -473,7 +472,7 @@ async def run_peer_level(
             question = questions[issued % len(questions)]
             issued += 1
             started = time.perf_counter()
-            reply = await peer.call("recall", agent=rs.AGENT, query=question, limit=rs.LIMIT)
+            reply = await peer.call("recall", agent=AGENT, query=question, limit=LIMIT)
             level.latencies_ms.append((time.perf_counter() - started) * 1000)
             inside.append(float(reply["elapsed_ms"]))
             rows.append(len(reply["rows"]))
@@ -500,7 +499,7 @@ async def measure_peer(
     source = SwitchableSource(embedder, corpus, vectors)
     tmp = Path(await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="speed-peer-")))
     try:
-        home = tmp / "built" if quick else STORES / rs.corpus_key(corpus)
+        home = tmp / "built" if quick else STORES / corpus_key(corpus)
         meta_path = anyio.Path(home / "meta.json")
         if quick or rebuild or not await meta_path.is_file():
             build = {**await build_peer_store(source, corpus, home), "from_cache": False}
@@ -514,8 +513,8 @@ async def measure_peer(
             stats = await peer.call("stats")
             if stats["memories"] != len(corpus):
                 raise PeerError(f"{PEER}'s store holds {stats['memories']} memories, expected {len(corpus)}")
-            for question in questions[: rs._WARMUP]:
-                await peer.call("recall", agent=rs.AGENT, query=question, limit=rs.LIMIT)
+            for question in questions[:WARMUP]:
+                await peer.call("recall", agent=AGENT, query=question, limit=LIMIT)
             levels, inside, rows = [], {}, []
             for callers, recalls in plan:
                 level, inside[callers], got = await run_peer_level(peer, questions, callers, recalls)
@@ -523,7 +522,7 @@ async def measure_peer(
                 rows += got
                 print(
                     f"  {PEER} {len(corpus):,} memories, {callers} caller(s): p50 {level.pct(0.5):.1f} ms "
-                    f"(call alone {rs.percentile(inside[callers], 0.5):.1f}), "
+                    f"(call alone {percentile(inside[callers], 0.5):.1f}), "
                     f"{level.throughput:.1f} recalls/s, load {os.getloadavg()[0]:.1f}",
                     file=sys.stderr,
                 )
@@ -544,7 +543,7 @@ async def measure_peer(
 # ------------------------------------------------------------------------------------------ report
 
 
-def _cells(level: rs.Level) -> str:
+def _cells(level: Level) -> str:
     return f"{level.pct(0.5):.1f} / {level.pct(0.95):.1f} / {level.pct(0.99):.1f}"
 
 
@@ -552,7 +551,7 @@ def render(
     ours: Sequence[rs.SizeResult],
     theirs: Sequence[PeerResult],
     failures: dict[int, str],
-    texts: rs.Texts,
+    texts: Texts,
     *,
     command: str,
     load_start: float,
@@ -564,13 +563,13 @@ def render(
         "",
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {rs.git_commit()}",
+        f"- git commit: {git_commit()}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         f"- 1-minute load average: {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at the end (other "
         "work on the same cores skews every figure, and both systems alike only if the load stayed level)",
-        f"- corpus: {texts.source}; one agent; questions: LoCoMo's, cycled; `limit={rs.LIMIT}`; "
-        f"{rs._WARMUP} warm-up recalls per system",
+        f"- corpus: {texts.source}; one agent; questions: LoCoMo's, cycled; `limit={LIMIT}`; "
+        f"{WARMUP} warm-up recalls per system",
         "- both systems embed every question with the same ONNX all-MiniLM-L6-v2: cpersona in process (query "
         f"cache off), CPersona {VERSION} over its `/embed` contract on loopback (its LRU off)",
         f"- CPersona {VERSION}: PyPI wheel in its own venv, library calls in a worker subprocess; "
@@ -603,7 +602,7 @@ def render(
                 continue
             lines.append(
                 f"| {r.size:,} | {level.callers} | {level.recalls} | {_cells(level)} | {_cells(other)} "
-                f"| {rs.percentile(peer.inside_ms[level.callers], 0.5):.1f} "
+                f"| {percentile(peer.inside_ms[level.callers], 0.5):.1f} "
                 f"| **{other.pct(0.5) / level.pct(0.5):.2f}** | {level.throughput:.1f} "
                 f"| {other.throughput:.1f} | **{level.throughput / other.throughput:.2f}** |"
             )
@@ -646,7 +645,7 @@ def render(
 
 
 def _pair(samples: Sequence[float]) -> str:
-    return f"{rs.percentile(samples, 0.5):.1f} / {rs.percentile(samples, 0.95):.1f}" if samples else "-"
+    return f"{percentile(samples, 0.5):.1f} / {percentile(samples, 0.95):.1f}" if samples else "-"
 
 
 def _times(value: float | None) -> str:
@@ -678,7 +677,7 @@ def _cost_rows(size: int, costs: Costs, arm: Arm, extra: Callable[[Costs], list[
 def _trace_cells(costs: Costs) -> list[str]:
     published = [s.publish_ms for s in costs.samples.get("traced", []) if s.publish_ms is not None]
     if costs.system == "cpersona":
-        return [f"publish p50 {rs.percentile(published, 0.5):.1f} ms" if published else "-"]
+        return [f"publish p50 {percentile(published, 0.5):.1f} ms" if published else "-"]
     return ["trace kept in the worker"]
 
 
@@ -713,7 +712,7 @@ def cost_sections(
         "## What a requested trace and a time cue cost (one caller)",
         "",
         "At each size, after its concurrency levels and on the same store, each system answers the same "
-        f"questions three ways, one recall at a time and `limit={rs.LIMIT}`: plain, with a trace requested, "
+        f"questions three ways, one recall at a time and `limit={LIMIT}`: plain, with a trace requested, "
         "and with a time cue. The first of the three rotates from question to question, so drift in the "
         f"machine's load falls on all three alike; {_COST_WARMUP} other questions are asked all three ways "
         "first. Ratio = the traced (cued) p50 or p95 over the plain p50 or p95 of the same system (above "
@@ -808,7 +807,7 @@ def findings(ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult]) -> lis
         )
         out.append(
             f"- {r.size:,} memories: CPersona {VERSION} returned {statistics.mean(peer.rows):.1f} rows on "
-            f"average (of {rs.LIMIT} asked) over {len(peer.rows)} measured recalls."
+            f"average (of {LIMIT} asked) over {len(peer.rows)} measured recalls."
         )
     return out
 
@@ -841,7 +840,7 @@ def write_chart(ours: Sequence[rs.SizeResult], theirs: Sequence[PeerResult], pat
     axis.set_ylabel("recall p50 (ms)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
-    fig.suptitle(f"recall p50, limit {rs.LIMIT}, {os.cpu_count()} CPUs")
+    fig.suptitle(f"recall p50, limit {LIMIT}, {os.cpu_count()} CPUs")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -863,7 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run_all(
-    args: argparse.Namespace, texts: rs.Texts
+    args: argparse.Namespace, texts: Texts
 ) -> tuple[list[rs.SizeResult], list[PeerResult], dict[int, str], dict[int, Costs]]:
     plan = list(zip(args.callers, args.recalls, strict=True))
     ours: list[rs.SizeResult] = []
@@ -884,7 +883,7 @@ async def run_all(
             )
             ours.append(result)
             our_costs[size] = costs
-            corpus = rs.build_corpus(texts, size)
+            corpus = build_corpus(texts, size)
             try:
                 theirs.append(
                     await measure_peer(
@@ -908,9 +907,9 @@ async def run_all(
 
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
-    command = rs.settle_size_arguments(args, argv, __file__, results=RESULTS)
+    command = rs.settle_size_arguments(args, argv, "speed_peers", results=RESULTS)
     load_start = os.getloadavg()[0]
-    texts = rs.load_texts(args.data)
+    texts = load_texts(args.data)
     ours, theirs, failures, costs = anyio.run(run_all, args, texts)
     out: Path = args.out
     chart = out.with_suffix(".png")

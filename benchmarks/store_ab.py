@@ -29,22 +29,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
+from benchmarks.corpus import sentences
+from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
+from benchmarks.recall_ab import export_tree, rename_package
 from cpersona.edges.heap import freeze_startup_heap
-
-if TYPE_CHECKING or __package__:
-    from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
-    from benchmarks.embedding_speed import sentences
-    from benchmarks.recall_ab import export_tree, rename_package
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
-    from embedding_speed import sentences
-    from recall_ab import export_tree, rename_package
 
 AGENT = "bench-store"
 _DIM = 384

@@ -40,15 +40,11 @@ import anyio
 import numpy as np
 
 import cpersona
+from benchmarks.harness import git_commit
 from cpersona import Settings
 from cpersona.stores.record_values import InFlightWrite
 from cpersona.stores.redis import durable
 from cpersona.stores.redis.write_scripts import CLAIM, reservation_args, run_script
-
-if TYPE_CHECKING or __package__:
-    from benchmarks.recall_speed import git_commit
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from recall_speed import git_commit
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -30,7 +30,9 @@ import anyio
 
 import cpersona
 from benchmarks import fleet_speed as fs
-from benchmarks import recall_speed as rs
+from benchmarks.corpus import LOCOMO, load_texts
+from benchmarks.harness import git_commit
+from benchmarks.store_cache import settings_for
 from cpersona.edges.heap import freeze_startup_heap
 
 RESULTS = Path(__file__).resolve().parent / "results" / "store_gc.md"
@@ -92,7 +94,7 @@ async def one_round(
 async def measure(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
     agents_per_round = max(1, args.records // fs.MEMORIES)
     total_agents = agents_per_round * (2 * args.rounds + 1)
-    fleet = await fs.load_fleet(rs.load_texts(args.data), total_agents, fs.MEMORIES)
+    fleet = await fs.load_fleet(load_texts(args.data), total_agents, fs.MEMORIES)
     rounds: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     next_agent = iter(range(total_agents))
 
@@ -100,7 +102,7 @@ async def measure(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]
         return [next(next_agent) for _ in range(agents_per_round)]
 
     with tempfile.TemporaryDirectory(prefix="store-gc-") as tmp:
-        async with cpersona.open(rs.settings_for(Path(tmp)), background=False) as memory:
+        async with cpersona.open(settings_for(Path(tmp)), background=False) as memory:
             await one_round(memory, fleet, agents(), args.batch, args.writers)  # warm-up: files, caches
             for n in range(args.rounds):
                 for mode in MODES if n % 2 == 0 else MODES[::-1]:
@@ -131,7 +133,7 @@ def report(
         "",
         f"- command: `{command}`",
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {rs.git_commit('src', 'benchmarks/*.py')}",
+        f"- git commit: {git_commit('src', 'benchmarks/*.py')}",
         f"- machine: {machine}, Python {platform.python_version()}",
         f"- 1-minute load average: {load[0]:.2f} at start, {load[1]:.2f} at the end",
         f"- {args.rounds} rounds per mode, alternating which goes first; each round {args.writers} "
@@ -156,7 +158,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000, help="records per round (whole agents)")
     parser.add_argument("--batch", type=int, default=1_000, help="records per store_batch call")
     parser.add_argument("--writers", type=int, default=2, help="concurrent store_batch calls")
-    parser.add_argument("--data", type=Path, default=rs.LOCOMO, help="locomo10.json")
+    parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results file")
     args = parser.parse_args()
     if min(args.rounds, args.records, args.batch, args.writers) < 1:

@@ -24,28 +24,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
 import cpersona
+from benchmarks.corpus import sentences
+from benchmarks.harness import git_commit, percentile
 from cpersona import Settings
-
-if TYPE_CHECKING or __package__:
-    from benchmarks.embedding_speed import sentences
-    from benchmarks.recall_speed import git_commit
-else:  # run as a script: benchmarks/ itself is on sys.path
-    from embedding_speed import sentences
-    from recall_speed import git_commit
 
 RESULTS = Path(__file__).parent / "results" / "store_speed.md"
 # Other work on a 2-core machine changes every figure here; the results say how busy it was.
 LOAD_AT_START = os.getloadavg()
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _run(settings: Settings, records: int, singles: int) -> dict[str, float]:
@@ -65,7 +54,7 @@ async def _run(settings: Settings, records: int, singles: int) -> dict[str, floa
             await memory.store(f"single {n}. {texts[records + n]}", agent_id="bench")
             latencies.append((time.perf_counter() - t0) * 1000)
         out["single_p50_ms"] = statistics.median(latencies)
-        out["single_p95_ms"] = _pct(latencies, 0.95)
+        out["single_p95_ms"] = percentile(latencies, 0.95)
         if memory.embedder is not None:
             embedder = memory.embedder
             queries = [f"what about item {n}?" for n in range(200)]

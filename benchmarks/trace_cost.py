@@ -55,26 +55,16 @@ import anyio
 import anyio.to_thread
 
 import cpersona
-from benchmarks.recall_speed import (
-    AGENT,
-    LIMIT,
-    LOCOMO,
-    build_corpus,
-    build_store,
-    cached_store,
-    collections,
-    git_commit,
-    load_texts,
-    percentile,
-    settings_for,
-    wait_indexed,
-)
+from benchmarks.corpus import LOCOMO, build_corpus, load_texts
+from benchmarks.harness import git_commit, percentile
+from benchmarks.recall_levels import AGENT, LIMIT
+from benchmarks.store_cache import build_store, cached_store, collections, settings_for, wait_indexed
 from cpersona.recall.trace.publisher import encode_trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from benchmarks.recall_speed import Texts
+    from benchmarks.corpus import Texts
 
 __all__ = ["WARMUP_PAIRS", "Run", "Sample", "main", "measure", "render", "summarise"]
 

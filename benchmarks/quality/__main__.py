@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from tqdm import tqdm
 
+from benchmarks.harness import git_commit, percentile
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
 from benchmarks.quality import cue_bench, cue_peers, judgement
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
@@ -66,7 +67,6 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
-from benchmarks.recall_speed import git_commit
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -524,9 +524,7 @@ def _table(
 def _latency(run: SystemRun) -> str:
     if not run.search_ms:
         return "-"
-    ordered = sorted(run.search_ms)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return f"{statistics.median(ordered):.2f} / {p95:.2f}"
+    return f"{statistics.median(run.search_ms):.2f} / {percentile(run.search_ms, 0.95):.2f}"
 
 
 def run_header(command: str, *, load_start: float | None = None) -> list[str]:

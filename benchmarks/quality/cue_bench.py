@@ -58,12 +58,12 @@ import anyio
 import anyio.to_thread
 from tqdm import tqdm
 
+from benchmarks.harness import git_commit, percentile
 from benchmarks.quality.cues import SAID_AFTER_DAYS, Cue, read_cue
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR
 from benchmarks.quality.locomo import DEFAULT_DATA, REPO_ROOT, load_locomo
 from benchmarks.quality.metrics import capped_recall_at, ndcg_at, recall_at, unique
 from benchmarks.quality.tmd import CONTENT_SET, DEFAULT_TMD, SETS, TIME_SETS, load_tmd
-from benchmarks.recall_speed import git_commit
 
 if TYPE_CHECKING:
     import argparse
@@ -466,11 +466,6 @@ def _period_holds(period: Sequence[str] | None, times: Iterable[float]) -> bool 
     return any(start <= t < end for t in times)
 
 
-def _percentile(samples: Sequence[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class SetSummary:
     name: str
@@ -626,8 +621,8 @@ def _ratio(a: float, b: float) -> str:
 def _latency_cells(s: SetSummary) -> str:
     if not s.cue_ms:
         return "| - | - | - | - |"
-    n50, n95 = _percentile(s.nocue_ms, 0.5), _percentile(s.nocue_ms, 0.95)
-    c50, c95 = _percentile(s.cue_ms, 0.5), _percentile(s.cue_ms, 0.95)
+    n50, n95 = percentile(s.nocue_ms, 0.5), percentile(s.nocue_ms, 0.95)
+    c50, c95 = percentile(s.cue_ms, 0.5), percentile(s.cue_ms, 0.95)
     return f"| {n50:.1f} / {n95:.1f} | {c50:.1f} / {c95:.1f} | {_ratio(c50, n50)} | {_ratio(c95, n95)} |"
 
 

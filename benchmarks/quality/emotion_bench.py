@@ -52,7 +52,7 @@ from typing import Any
 import anyio
 
 import cpersona
-from benchmarks.recall_speed import git_commit, percentile
+from benchmarks.harness import git_commit, percentile
 from cpersona.model.cue_query import PLUTCHIK_AXES
 
 HERE = Path(__file__).resolve().parent

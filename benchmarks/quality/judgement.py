@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from tqdm import tqdm
 
+from benchmarks.harness import git_commit
 from benchmarks.quality import cue_bench
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR
 from benchmarks.quality.locomo import DEFAULT_DATA
 from benchmarks.quality.tmd import DEFAULT_TMD
-from benchmarks.recall_speed import git_commit
 from benchmarks.recall_trace_confirm import CANDIDATE_MISS, CODES, OK, confirm
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from benchmarks.harness import percentile
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.locomo import DEFAULT_DATA, load_locomo
 
@@ -184,18 +185,11 @@ async def anchor_speakers(data: LoCoMo, system: Cpersona, peer: CPersonaRef | No
     return ours, theirs
 
 
-def _percentile(values: Sequence[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
 def latency_lines(table: dict[str, Tally]) -> list[str]:
     """One row per call: how many timed, p50 and p95 in milliseconds."""
     lines = ["| call | timed | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
     for name, tally in table.items():
-        p50, p95 = _percentile(tally.millis, 0.5), _percentile(tally.millis, 0.95)
+        p50, p95 = percentile(tally.millis, 0.5), percentile(tally.millis, 0.95)
         lines.append(f"| {name} | {len(tally.millis)} | {p50:.1f} | {p95:.1f} |")
     return [*lines, ""]
 
@@ -208,8 +202,8 @@ def report(passes: dict[str, dict[str, Tally]]) -> list[str]:
                   "| p50 ms | p95 ms |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for name, tally in table.items():
             timed = tally.millis
-            p50 = f"{_percentile(timed, 0.5):.0f}" if timed else "-"
-            p95 = f"{_percentile(timed, 0.95):.0f}" if timed else "-"
+            p50 = f"{percentile(timed, 0.5):.0f}" if timed else "-"
+            p95 = f"{percentile(timed, 0.95):.0f}" if timed else "-"
             mean = tally.records / tally.questions if tally.questions else float("nan")
             lines.append(
                 f"| {name} | {tally.questions} | {tally.share(tally.any_hit):.3f} "
@@ -256,19 +250,20 @@ async def latency(recalls: int) -> dict[str, Tally]:
     """reconstruct (each mode) and plain recall at ``limit`` 20 (the ``top_k`` reconstruct's one recall
     asks), paired question by question on a copy of recall_speed's cached 10k store, one caller."""
     import cpersona
-    from benchmarks import recall_speed as speed
+    from benchmarks import store_cache
+    from benchmarks.corpus import LOCOMO, build_corpus, load_texts
 
-    texts = speed.load_texts(speed.LOCOMO)
-    corpus = speed.build_corpus(texts, LATENCY_SIZE)
-    home, build = await speed.cached_store(corpus, [], texts.questions, False)
+    texts = load_texts(LOCOMO)
+    corpus = build_corpus(texts, LATENCY_SIZE)
+    home, build = await store_cache.cached_store(corpus, [], texts.questions, False)
     table = {name: Tally() for name in (*(f"reconstruct {_label(m)}" for m in MODES), "recall, limit 20")}
     with tempfile.TemporaryDirectory(prefix="cpersona-rspeed-") as tmp:
         data_dir = Path(tmp) / "data"
         await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
-        if await anyio.to_thread.run_sync(speed.collections, data_dir) != build["collections"]:
+        if await anyio.to_thread.run_sync(store_cache.collections, data_dir) != build["collections"]:
             raise RuntimeError("the cached 10k store has other collections than the engine opens: rebuild it")
-        async with cpersona.open(speed.settings_for(data_dir)) as memory:
-            await speed.wait_indexed(memory, LATENCY_SIZE)
+        async with cpersona.open(store_cache.settings_for(data_dir)) as memory:
+            await store_cache.wait_indexed(memory, LATENCY_SIZE)
             for question in texts.questions[:LATENCY_WARMUP]:
                 await memory.reconstruct(question, agent_id=AGENT)
             for index in range(recalls):
