@@ -11,8 +11,8 @@ client's, from sending the request to reading the whole answer, over a kept-aliv
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.auth_cost              # 500 memories, 300 pairs
-    .venv/bin/python -m benchmarks.auth_cost --quick      # 100 memories, 40 pairs (smoke)
+    .venv/bin/python -m benchmarks auth_cost              # 500 memories, 300 pairs
+    .venv/bin/python -m benchmarks auth_cost --quick      # 100 memories, 40 pairs (smoke)
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     memories, pairs = (100, 40) if args.quick else (args.memories, args.pairs)
     load_start = os.getloadavg()[0]
     result = anyio.run(measure, memories, pairs)
-    command = ".venv/bin/python -m benchmarks.auth_cost" + (
+    command = ".venv/bin/python -m benchmarks auth_cost" + (
         "".join(f" {shlex.quote(a)}" for a in argv or sys.argv[1:])
     )
     report = render(result, memories=memories, command=command, loads=(load_start, os.getloadavg()[0]))

@@ -3,7 +3,7 @@
 A function does one step and a module holds one concept (DESIGN.md, "Layout"). No number says when either
 is too long, so this only lists where to look first, the longest of each kind first::
 
-    .venv/bin/python benchmarks/code_size.py [src] [--top 10]
+    .venv/bin/python -m benchmarks code_size [src] [--top 10]
 
 A function's length runs from its ``def`` line to its last line (decorators left out, docstring and
 comments in), and a nested function or a method counts on its own as well as inside its parent; it is

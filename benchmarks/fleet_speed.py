@@ -22,10 +22,10 @@ hours and disturb every figure). The fleet is cached under ``benchmarks/.cache/f
 (gitignored; keyed by size, corpus and :data:`_CACHE_VERSION`) and measured on a copy. ``--quick`` is a
 smoke run on a tiny fleet without the cache. Run from the repository root::
 
-    .venv/bin/python -m benchmarks.fleet_speed                    # 1,000 agents x 1,000 memories
-    .venv/bin/python -m benchmarks.fleet_speed --agents 20 --memories 200
-    .venv/bin/python -m benchmarks.fleet_speed --quick
-    .venv/bin/python -m benchmarks.fleet_speed --grid-only         # the store grid alone: fleet_grid.md
+    .venv/bin/python -m benchmarks fleet_speed                    # 1,000 agents x 1,000 memories
+    .venv/bin/python -m benchmarks fleet_speed --agents 20 --memories 200
+    .venv/bin/python -m benchmarks fleet_speed --quick
+    .venv/bin/python -m benchmarks fleet_speed --grid-only         # the store grid alone: fleet_grid.md
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ their blocks, lets them age past one second, and times ``forget(agent, confirm=T
 older_than_seconds=1)``: every memory goes, with its claims, vector and blocks. It checks the count and
 that the agent has no memory left, and prints seconds, memories/s and B/A::
 
-    .venv/bin/python benchmarks/forget_ab.py 01ed718 . --records 570 --rounds 3
+    .venv/bin/python -m benchmarks forget_ab 01ed718 . --records 570 --rounds 3
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ searched by BM25 alone (no vector arm), so its figures leave out embedding the c
 ``embedding_speed.md``) and the vector search; ``--embedding onnx`` measures them.
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/operations_speed.py --sizes 10000          # 10k only
-    .venv/bin/python benchmarks/operations_speed.py                        # 10k and 100k
+    .venv/bin/python -m benchmarks operations_speed --sizes 10000          # 10k only
+    .venv/bin/python -m benchmarks operations_speed                        # 10k and 100k
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ def render(
     lines = [
         "# Operations speed: the recall operations, one caller",
         "",
-        f"- command: `python benchmarks/operations_speed.py {shlex.join(sys.argv[1:])}`",
+        f"- command: `python -m benchmarks operations_speed {shlex.join(sys.argv[1:])}`",
         f"- date: {now}",
         f"- git commit: {git_commit()}",
         f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, Python "

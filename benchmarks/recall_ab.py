@@ -14,7 +14,7 @@ the keyword arms of two copies of one store drift apart and the fused rows with 
 A version is a git revision (``HEAD~3``, a commit) or ``.`` for the working tree. The store is a data
 directory built by ``recall_speed.py`` (under ``benchmarks/.cache/recall_speed/<key>/data``)::
 
-    .venv/bin/python benchmarks/recall_ab.py HEAD~1 . \\
+    .venv/bin/python -m benchmarks recall_ab HEAD~1 . \\
         --store benchmarks/.cache/recall_speed/n10000-6791decaf741-v1/data --recalls 200
 
 Everything stays on this machine; the copies live in a temporary directory removed at the end.

@@ -42,11 +42,11 @@ rather than guess).
 Run from the repository root (``--quick``: the first conversation only; the full run ingests all ten
 conversations, which takes a long time on a shared machine)::
 
-    .venv/bin/python -m benchmarks.recall_attribution [--quick] [--sessions N] [--questions N]
+    .venv/bin/python -m benchmarks recall_attribution [--quick] [--sessions N] [--questions N]
                                                        [--out PATH] [--save-traces PATH]
 
 ``--save-traces`` also writes each failed question's trace and missing golds as JSON lines, the input of
-``python benchmarks/recall_trace_confirm.py``, so the tool's own command can count the same record.
+``python -m benchmarks recall_trace_confirm``, so the tool's own command can count the same record.
 """
 
 from __future__ import annotations
@@ -608,7 +608,7 @@ def render(
         *(
             [
                 "**A partial run** (a subset of LoCoMo). The full run, every conversation and every "
-                "non-adversarial question: `.venv/bin/python -m benchmarks.recall_attribution` (it ingests "
+                "non-adversarial question: `.venv/bin/python -m benchmarks recall_attribution` (it ingests "
                 "about 5,900 turns; give it a quiet machine).",
                 "",
             ]

@@ -10,7 +10,7 @@ wrong) or ``UNATTRIBUTED``; ``None`` means no failure.
 As a command it reads a JSON-lines file, one ``{"trace", "gold", "shown_text"?, "quotes"?,
 "correct"?}`` per line, and prints how many lines got each code (``None`` counted as ``OK``)::
 
-    python benchmarks/recall_trace_confirm.py TRACES.jsonl [--json]
+    python -m benchmarks recall_trace_confirm TRACES.jsonl [--json]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ each side writes into its own copy of an existing store instead (a million-recor
 the store at that size). It reports per side
 records/s, the engine process's CPU per record and redis-server's CPU per record, and the ratios B/A::
 
-    .venv/bin/python benchmarks/store_ab.py HEAD~1 . --records 4000 --batch 500 --writers 2
+    .venv/bin/python -m benchmarks store_ab HEAD~1 . --records 4000 --batch 500 --writers 2
 
 Once both engines are open and warm, the heap is frozen (``gc.freeze``): the sides share one garbage
 collector, and a full collection walks everything alive for whichever side triggers it. At the end it

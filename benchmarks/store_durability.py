@@ -17,7 +17,7 @@ text, so the figures are Redis and vector-store cost with no model time; once wi
 
 Results go to ``benchmarks/results/store_durability.md`` with the machine, date, commit, load and command::
 
-    .venv/bin/python benchmarks/store_durability.py [--rounds 5]
+    .venv/bin/python -m benchmarks store_durability [--rounds 5]
 """
 
 from __future__ import annotations

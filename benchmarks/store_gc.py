@@ -8,7 +8,7 @@ open) or unfrozen again (``gc.unfreeze``), and ``--writers`` concurrent ``store_
 loop thread's CPU per record, and the time spent inside collections per record (``gc.callbacks``), by
 generation::
 
-    .venv/bin/python -m benchmarks.store_gc --rounds 8 --batch 1000 --writers 2
+    .venv/bin/python -m benchmarks store_gc --rounds 8 --batch 1000 --writers 2
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ fresh temporary data directory and measures, side by side in one run:
 
 Results go to ``benchmarks/results/store_speed.md`` with the machine, date, commit and command::
 
-    .venv/bin/python benchmarks/store_speed.py [--records 5000]
+    .venv/bin/python -m benchmarks store_speed [--records 5000]
 """
 
 from __future__ import annotations

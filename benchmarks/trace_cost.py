@@ -24,8 +24,8 @@ target is a fifth, ours a tenth.
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.trace_cost            # 10k memories, 400 pairs, the cached store
-    .venv/bin/python -m benchmarks.trace_cost --quick    # 1k memories built here, 30 pairs (CI smoke)
+    .venv/bin/python -m benchmarks trace_cost            # 10k memories, 400 pairs, the cached store
+    .venv/bin/python -m benchmarks trace_cost --quick    # 1k memories built here, 30 pairs (CI smoke)
 
 Without a cached store the full run builds it first (as ``recall_speed.py --build-only`` would; that takes
 the better part of an hour on a busy machine).
@@ -218,7 +218,7 @@ async def _measure_store(
             if found != expected:
                 raise SystemExit(
                     f"the cached store holds collections {found}, the engine opens {expected}: rebuild it "
-                    "with `.venv/bin/python benchmarks/recall_speed.py --build-only --rebuild --sizes "
+                    "with `.venv/bin/python -m benchmarks recall_speed --build-only --rebuild --sizes "
                     f"{size}`"
                 )
         await wait_indexed(memory, size)
@@ -292,7 +292,7 @@ def render(result: Run, texts: Texts, *, command: str, load_start: float, load_e
         *(
             [
                 "**A quick run** (a small store built for the run, few recalls): a smoke check, not the "
-                "figure. The measurement is `.venv/bin/python -m benchmarks.trace_cost` (10k memories, 400 "
+                "figure. The measurement is `.venv/bin/python -m benchmarks trace_cost` (10k memories, 400 "
                 "pairs, on the store `benchmarks/recall_speed.py` caches), on a quiet machine.",
                 "",
             ]

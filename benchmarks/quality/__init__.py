@@ -3,8 +3,8 @@
 The package loads evaluation data (LoCoMo, TMD), runs several retrieval systems over it under one
 protocol (``../shared/reference/benchmark-protocol.md``) and writes the figures to ``benchmarks/results/``::
 
-    .venv/bin/python -m benchmarks.quality locomo --systems bm25,dense,rrf
-    .venv/bin/python -m benchmarks.quality tmd --systems bm25,dense,rrf,cpersona
+    .venv/bin/python -m benchmarks quality locomo --systems bm25,dense,rrf
+    .venv/bin/python -m benchmarks quality tmd --systems bm25,dense,rrf,cpersona
 
 Modules: :mod:`.locomo` and :mod:`.tmd` (loading and normalising the data), :mod:`.metrics` (pure scoring
 functions), :mod:`.layout` (how questions are grouped in the tables), :mod:`.embed_cache` (MiniLM vectors

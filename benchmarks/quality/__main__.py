@@ -2,12 +2,12 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality locomo [--systems bm25,dense,rrf,cpersona] [--quick]
+    .venv/bin/python -m benchmarks quality locomo [--systems bm25,dense,rrf,cpersona] [--quick]
                                                   [--k 20] [--data PATH] [--store-cache]
-    .venv/bin/python -m benchmarks.quality tmd [--systems ...] [--quick] [--store-cache]
-    .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick]
-    .venv/bin/python -m benchmarks.quality judgement [--sets tmd,locomo] [--quick]
-    .venv/bin/python -m benchmarks.quality all [--systems ...] [--quick] [--store-cache]
+    .venv/bin/python -m benchmarks quality tmd [--systems ...] [--quick] [--store-cache]
+    .venv/bin/python -m benchmarks quality cue [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks quality judgement [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks quality all [--systems ...] [--quick] [--store-cache]
 
 ``all`` is the side by side in one command: ``locomo`` then ``tmd`` with the same options (its systems
 default to :data:`SIDE_BY_SIDE`, both peers included), each writing its own report,
@@ -781,7 +781,7 @@ def _shared_arguments(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quality", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="dataset", required=True)
     locomo = commands.add_parser("locomo", help="LoCoMo, turn level (and sessions as episodes)")
     _shared_arguments(locomo, "one conversation only (a smoke run)")

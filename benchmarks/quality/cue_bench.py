@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality cue [--sets tmd,locomo] [--quick] [--parse-only]
+    .venv/bin/python -m benchmarks quality cue [--sets tmd,locomo] [--quick] [--parse-only]
 
 For every question that gets a cue from :mod:`.cues` (question text and the data's "now" only), cpersona
 answers three times at ``limit`` 10, each question in its own conversation's scope:
@@ -974,7 +974,7 @@ async def _run_all(
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
-    """Run ``python -m benchmarks.quality cue``; returns the report's path (``None`` for --parse-only)."""
+    """Run ``python -m benchmarks quality cue``; returns the report's path (``None`` for --parse-only)."""
     sets = sets_arg(args.sets)
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
     load_start = os.getloadavg()[0]

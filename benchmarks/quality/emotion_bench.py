@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality.emotion_bench [--size 10000 100000] [--cases 200] \\
+    .venv/bin/python -m benchmarks quality.emotion_bench [--size 10000 100000] [--cases 200] \\
         [--noise 0 0.1 0.2]
 
 A generated store (seeded, so every run builds the same one): ``size`` memories of one agent, each a few
@@ -284,7 +284,7 @@ def report(
         for size, one in found.items()
         for name, w in one["walks"].items()
     )
-    command = " ".join(["python -m benchmarks.quality.emotion_bench", *sys.argv[1:]])
+    command = " ".join(["python -m benchmarks quality.emotion_bench", *sys.argv[1:]])
     return f"""# Emotion cue: recall@10 where only the emotion can find the gold
 
 The gold memory of each question shares no word with it; its emotion cue is the gold's emotion with

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality judgement [--sets tmd,locomo] [--quick]
+    .venv/bin/python -m benchmarks quality judgement [--sets tmd,locomo] [--quick]
 
 For every cued question of the time-cue benchmark (:mod:`.cue_bench` selects them, the same TMD and LoCoMo
 questions with the same cues), cpersona answers once, at ``limit`` 10 with the cue and ``trace: true``.
@@ -19,7 +19,7 @@ it is counted and kept out of the headline.
 
 The report is ``benchmarks/results/loop_judgement.md`` (``--quick``: ``loop_judgement_quick.md``); every
 question's trace and gold refs go to ``benchmarks/.cache/loop_judgement[_quick]_traces.jsonl``, the
-input format of ``python benchmarks/recall_trace_confirm.py``, so the confirmed counts can be recounted.
+input format of ``python -m benchmarks recall_trace_confirm``, so the confirmed counts can be recounted.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def _loadavg() -> str:
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path:
-    """Run ``python -m benchmarks.quality judgement``; returns the report's path."""
+    """Run ``python -m benchmarks quality judgement``; returns the report's path."""
     command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
     load_before = _loadavg()
     # Read before the run: the code that answers is the code loaded now, whatever changes meanwhile.
@@ -340,7 +340,7 @@ def render(judged: Sequence[Judged], header: Sequence[str], *, quick: bool) -> s
         lines.append("- **--quick**: TMD log 26 and LoCoMo conv-26 only")
     lines += [
         "",
-        "One recall per cued question of the time-cue benchmark (`python -m benchmarks.quality cue`: the "
+        "One recall per cued question of the time-cue benchmark (`python -m benchmarks quality cue`: the "
         "same questions, cues and scopes), at `limit` 10 with the cue and `trace: true`. *Suspected* and "
         "*what the loop did* are read from the trace (`suspected`, `stages`, `budget.stop`); *confirmed* is "
         "`benchmarks/recall_trace_confirm.py`'s `confirm(trace, gold refs)` (`OK`: a gold record was "

@@ -16,7 +16,7 @@ Two passes over the same stores: first with nothing declared (the entity graph i
 walk has nothing to follow), then after the conversation's two speaker names are declared as entities in
 both systems (``declare_associations`` without an anchor, so no record is marked as mentioning them).
 
-Run: ``python -m benchmarks.quality.reconstruct_bench --quick`` (the first conversation) or without
+Run: ``python -m benchmarks quality.reconstruct_bench --quick`` (the first conversation) or without
 ``--quick`` for all ten; ``--no-peer`` leaves CPersona 2.6.14 out.
 """
 
@@ -301,7 +301,7 @@ def _header(command: str, scope: str, began: str, load_start: float) -> list[str
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality.reconstruct_bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quality.reconstruct_bench")
     parser.add_argument("--quick", action="store_true", help="the first conversation only")
     parser.add_argument("--no-peer", action="store_true", help="leave CPersona 2.6.14 out")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     began = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
     load_start = os.getloadavg()[0]
-    command = "python -m benchmarks.quality.reconstruct_bench"
+    command = "python -m benchmarks quality.reconstruct_bench"
     if args.latency:
         table = anyio.run(latency, args.latency)
         out = args.out or RESULTS / "quality_reconstruct_latency.md"

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.quality tmd --systems bm25,dense,rrf,cpersona,cpersona-2.6.14,mem0
+    .venv/bin/python -m benchmarks quality tmd --systems bm25,dense,rrf,cpersona,cpersona-2.6.14,mem0
                                                [--quick] [--store-cache] [--no-cue]
 
 The run itself is the harness's (:func:`benchmarks.quality.__main__.run_benchmark`): every system indexes
