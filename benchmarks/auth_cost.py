@@ -19,13 +19,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import os
-import platform
 import random
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +30,8 @@ import anyio
 import httpx
 import uvicorn
 
-from benchmarks.harness import git_commit, percentile
+from benchmarks import harness
+from benchmarks.harness import percentile
 from cpersona.edges.http.app import create_app
 from cpersona.keys import Keys
 from cpersona.settings import Settings
@@ -165,7 +161,7 @@ def _row(name: str, samples: list[float]) -> str:
     return f"| {name} | {p50:.2f} / {p95:.2f} / {statistics.fmean(samples):.2f} |"
 
 
-def render(result: dict[str, list[float]], *, memories: int, command: str, loads: tuple[float, float]) -> str:
+def render(result: dict[str, list[float]], *, memories: int, command: str, load_start: float) -> str:
     off50, on50 = percentile(result["off"], 0.5), percentile(result["on"], 0.5)
     diffs = result["diff"]
     spread = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
@@ -173,13 +169,8 @@ def render(result: dict[str, list[float]], *, memories: int, command: str, loads
         [
             "# What API keys and rate limits cost a recall over HTTP (issue 16)",
             "",
-            f"- command: `{command}`",
-            f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-            f"- git commit: {git_commit('src', 'benchmarks/auth_cost.py')}",
-            f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
-            f"{platform.python_version()}",
-            f"- 1-minute load average: {loads[0]:.2f} at start, {loads[1]:.2f} at the end (the cores are "
-            "shared with other work; it skews both sides alike, which is why the runs are paired)",
+            *harness.header(command, load_start=load_start, watched=("src", "benchmarks/auth_cost.py")),
+            "- the runs are paired: load from other work skews both sides alike",
             f"- store: {memories} generated memories of one agent, no embedder (lexical recall), `limit=10`; "
             f"{len(diffs)} questions, each asked of both servers back to back, order alternating, after "
             f"{WARMUP} warm-up pairs",
@@ -213,12 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     memories, pairs = (100, 40) if args.quick else (args.memories, args.pairs)
-    load_start = os.getloadavg()[0]
+    load_start = harness.load()
     result = anyio.run(measure, memories, pairs)
-    command = ".venv/bin/python -m benchmarks auth_cost" + (
-        "".join(f" {shlex.quote(a)}" for a in argv or sys.argv[1:])
-    )
-    report = render(result, memories=memories, command=command, loads=(load_start, os.getloadavg()[0]))
+    command = harness.command("auth_cost", argv)
+    report = render(result, memories=memories, command=command, load_start=load_start)
     print(report)
     if not args.quick:
         RESULT.write_text(report)

@@ -32,10 +32,7 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
-import platform
 import random
-import shlex
 import shutil
 import sys
 import time
@@ -46,8 +43,9 @@ from typing import Any
 import anyio
 
 import cpersona
+from benchmarks import harness
 from benchmarks.corpus import sentences
-from benchmarks.harness import git_commit, percentile
+from benchmarks.harness import percentile
 from cpersona import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -66,7 +64,6 @@ _RAW_SESSION = 50  # raw entries per session
 # Text cues: sentences of the corpus's own generator, so their words are the stored memories' words.
 _CUES = sentences(500, _SEED + 2)
 _WORDS = sorted({w.strip(".,").lower() for s in _CUES for w in s.split() if len(w) > 4})
-LOAD_AT_START = os.getloadavg()
 
 
 # ------------------------------------------------------------------------------------------ the store
@@ -390,20 +387,16 @@ def render_paired(paired: Paired) -> list[str]:
 
 
 def render(
-    args: argparse.Namespace, results: Sequence[tuple[dict[str, Any], list[Timed], list[Paired]]]
+    args: argparse.Namespace,
+    results: Sequence[tuple[dict[str, Any], list[Timed], list[Paired]]],
+    *,
+    command: str,
+    load_start: float,
 ) -> str:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load_end = os.getloadavg()
     lines = [
         "# Operations speed: the recall operations, one caller",
         "",
-        f"- command: `python -m benchmarks operations_speed {shlex.join(sys.argv[1:])}`",
-        f"- date: {now}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}",
-        f"- load average (1, 5, 15 min) at start {LOAD_AT_START[0]:.1f} / {LOAD_AT_START[1]:.1f} / "
-        f"{LOAD_AT_START[2]:.1f}, at end {load_end[0]:.1f} / {load_end[1]:.1f} / {load_end[2]:.1f}",
+        *harness.header(command, load_start=load_start),
         f"- embedding mode: {args.embedding}; {args.calls} calls per case after {_WARMUP} warm-up calls, one "
         "at a time, in this process (embedded Redis and Qdrant)",
         "- store: one agent; timestamps over one year; a third with an emotion; up to 3 associations to "
@@ -446,9 +439,11 @@ def main(argv: Sequence[str] | None = None) -> Path:
     async def run_all() -> list[tuple[dict[str, Any], list[Timed], list[Paired]]]:
         return [await run_size(size, args.embedding, args.calls, args.rebuild) for size in args.sizes]
 
+    load_start = harness.load()
     results = anyio.run(run_all)
     out: Path = args.out
-    out.write_text(render(args, results) + "\n")
+    command = harness.command("operations_speed", argv)
+    out.write_text(render(args, results, command=command, load_start=load_start) + "\n")
     print(out.read_text())
     return out
 

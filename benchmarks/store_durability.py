@@ -24,11 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import hashlib
-import os
-import platform
-import shlex
 import statistics
 import sys
 import tempfile
@@ -40,7 +36,7 @@ import anyio
 import numpy as np
 
 import cpersona
-from benchmarks.harness import git_commit
+from benchmarks import harness
 from cpersona import Settings
 from cpersona.stores.record_values import InFlightWrite
 from cpersona.stores.redis import durable
@@ -54,7 +50,6 @@ if TYPE_CHECKING:
 RESULTS = Path(__file__).parent / "results" / "store_durability.md"
 PATHS = ("durable", "everysec")
 MEASURES = ("single", "concurrent", "batch", "single_msg_id")
-LOAD_AT_START = os.getloadavg()
 _BATCH = 100
 _FSYNC = {"durable": "always", "everysec": "everysec"}
 
@@ -231,20 +226,16 @@ def _table(title: str, rates: Rates, args: argparse.Namespace) -> list[str]:
 
 
 def report(
-    runs: dict[bool, tuple[Rates, dict[str, float]]], alternative: dict[str, float], args: argparse.Namespace
+    runs: dict[bool, tuple[Rates, dict[str, float]]],
+    alternative: dict[str, float],
+    args: argparse.Namespace,
+    load_start: float,
 ) -> str:
-    load_now = os.getloadavg()
     costs = runs[False][1]
     lines = [
         "# Store durability: what the durable acknowledgement costs",
         "",
-        f"- command: `{shlex.join([Path(sys.executable).name, *sys.argv])}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in LOAD_AT_START)}; "
-        f"at end: {' / '.join(f'{x:.2f}' for x in load_now)}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
+        *harness.header(harness.command("store_durability"), load_start=load_start),
         f"- {args.rounds} rounds; in each, per measure, the two paths back to back (which goes first "
         "alternates): "
         f"{args.singles} single stores, {args.callers} callers x {args.per_caller} stores, "
@@ -307,8 +298,9 @@ def main() -> None:
     parser.add_argument("--per-caller", type=int, default=25)
     parser.add_argument("--batches", type=int, default=5)
     args = parser.parse_args()
+    load_start = harness.load()
     runs, alternative = anyio.run(_all, args)
-    text = report(runs, alternative, args)
+    text = report(runs, alternative, args, load_start)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
     print(text)

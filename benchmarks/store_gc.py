@@ -14,12 +14,8 @@ generation::
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -30,12 +26,14 @@ import anyio
 
 import cpersona
 from benchmarks import fleet_speed as fs
+from benchmarks import harness
 from benchmarks.corpus import LOCOMO, load_texts
-from benchmarks.harness import git_commit
 from benchmarks.store_cache import settings_for
 from cpersona.edges.heap import freeze_startup_heap
 
 RESULTS = Path(__file__).resolve().parent / "results" / "store_gc.md"
+WATCHED = ("src", "benchmarks/*.py")
+"""The code whose edits change these figures: the engine and the harness."""
 MODES = ("unfrozen", "frozen")
 
 
@@ -112,9 +110,7 @@ async def measure(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]
     return rounds
 
 
-def report(
-    rounds: dict[str, list[dict[str, float]]], args: argparse.Namespace, load: tuple[float, float]
-) -> str:
+def report(rounds: dict[str, list[dict[str, float]]], args: argparse.Namespace, load_start: float) -> str:
     med = {
         mode: {k: statistics.median(r[k] for r in rounds[mode]) for k in rounds[mode][0]} for mode in MODES
     }
@@ -125,17 +121,13 @@ def report(
         ("in gen 1 collections per record (µs)", "gen1_us", ".1f"),
         ("in full collections (gen 2) per record (µs)", "gen2_us", ".1f"),
     ]
-    command = " ".join([os.path.relpath(sys.executable), "-m", "benchmarks.store_gc", *sys.argv[1:]])
-    machine = f"{platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs"
     per_round = max(1, args.records // fs.MEMORIES) * fs.MEMORIES
     lines = [
         "# What the garbage collector costs a batch store: heap frozen or not",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit('src', 'benchmarks/*.py')}",
-        f"- machine: {machine}, Python {platform.python_version()}",
-        f"- 1-minute load average: {load[0]:.2f} at start, {load[1]:.2f} at the end",
+        *harness.header(
+            harness.command("store_gc"), load_start=load_start, watched=("src", "benchmarks/*.py")
+        ),
         f"- {args.rounds} rounds per mode, alternating which goes first; each round {args.writers} "
         f"concurrent writers of `store_batch({args.batch})` over {per_round:,} LoCoMo turns of agents of its "
         "own, caller vectors; one engine on a fresh embedded store",
@@ -163,9 +155,9 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.rounds, args.records, args.batch, args.writers) < 1:
         raise SystemExit("--rounds, --records, --batch and --writers must be at least 1")
-    start = os.getloadavg()[0]
+    load_start = harness.load()
     rounds = anyio.run(measure, args)
-    text = report(rounds, args, (start, os.getloadavg()[0]))
+    text = report(rounds, args, load_start)
     args.out.write_text(text, encoding="utf-8")
     print(text)
 

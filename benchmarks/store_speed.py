@@ -15,10 +15,6 @@ Results go to ``benchmarks/results/store_speed.md`` with the machine, date, comm
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
-import shlex
 import statistics
 import sys
 import tempfile
@@ -28,13 +24,13 @@ from pathlib import Path
 import anyio
 
 import cpersona
+from benchmarks import harness
 from benchmarks.corpus import sentences
-from benchmarks.harness import git_commit, percentile
+from benchmarks.harness import percentile
 from cpersona import Settings
 
 RESULTS = Path(__file__).parent / "results" / "store_speed.md"
 # Other work on a 2-core machine changes every figure here; the results say how busy it was.
-LOAD_AT_START = os.getloadavg()
 
 
 async def _run(settings: Settings, records: int, singles: int) -> dict[str, float]:
@@ -70,7 +66,7 @@ async def _run(settings: Settings, records: int, singles: int) -> dict[str, floa
     return out
 
 
-async def main_async(records: int, singles: int) -> str:
+async def main_async(records: int, singles: int, load_start: float) -> str:
     results: dict[str, dict[str, float]] = {}
     for mode in ("onnx", "none"):
         with tempfile.TemporaryDirectory(prefix="cpersona-bench-") as tmp:
@@ -81,12 +77,7 @@ async def main_async(records: int, singles: int) -> str:
     lines = [
         "# Store speed: the engine on its embedded defaults",
         "",
-        f"- command: `{shlex.join([sys.executable.split('/')[-1], *sys.argv])}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- load average at start (1/5/15 min): {' / '.join(f'{x:.2f}' for x in LOAD_AT_START)}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
+        *harness.header(harness.command("store_speed"), load_start=load_start),
         f"- corpus: {records} synthetic sentences of about 20 words, one agent, batches of 256; "
         f"then {singles} single stores",
         "",
@@ -110,7 +101,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=5000)
     parser.add_argument("--singles", type=int, default=200)
     args = parser.parse_args()
-    text = anyio.run(main_async, args.records, args.singles)
+    text = anyio.run(main_async, args.records, args.singles, harness.load())
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
     print(text)
