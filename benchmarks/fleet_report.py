@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
-import os
-import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import fleet_growth as growth
 from benchmarks import fleet_tenancy as tenancy
+from benchmarks import harness
 from benchmarks.fleet_timeline import timeline_table
-from benchmarks.harness import git_commit
 from benchmarks.recall_levels import LIMIT, WARMUP
 
 if TYPE_CHECKING:
@@ -70,7 +66,6 @@ def _ms(value: float | None) -> str:
 
 
 def _header(result: Mapping[str, Any]) -> list[str]:
-    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in ("numpy", "qdrant-edge-py", "redis"))
     runs = [result["fleet"]["ingest"]] if "fleet" in result else result["grid"]
     vectors = (
         "given by the caller (`embedding`), computed once per distinct text by the engine's embedder "
@@ -86,13 +81,12 @@ def _header(result: Mapping[str, Any]) -> list[str]:
     return [
         f"# {title}",
         "",
-        f"- command: `{result['command']}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit('src', 'benchmarks/*.py', 'benchmarks/quality')}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {versions}",
-        f"- 1-minute load average: {result['load']['start']:.2f} at start, {result['load']['end']:.2f} at "
-        "the end (other work on the same cores skews every figure)",
+        *harness.header(
+            result["command"],
+            load_start=result["load"]["start"],
+            load_end=result["load"]["end"],
+            watched=("src", "benchmarks/*.py", "benchmarks/quality"),
+        ),
         f"- corpus: {result['source']}; each agent's memories a deterministic sample of the LoCoMo turns "
         f"({result['distinct_texts']:,} distinct texts in all); vectors {vectors}",
         "- both engines opened without background tasks (no block worker, no trace publisher); "

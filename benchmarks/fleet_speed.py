@@ -53,6 +53,7 @@ from benchmarks import fleet_probe as probe
 from benchmarks import fleet_report as report
 from benchmarks import fleet_tenancy as tenancy
 from benchmarks import fleet_timeline as timeline
+from benchmarks import harness
 from benchmarks.corpus import LOCOMO, Texts, build_corpus, load_texts
 from benchmarks.harness import git_commit, percentile
 from benchmarks.quality.embed_cache import EmbeddingCache
@@ -360,8 +361,7 @@ def settle(args: argparse.Namespace, argv: Sequence[str] | None) -> str:
         args.out = (
             CACHE.parent / "fleet_speed_quick.md" if quick else GRID_RESULTS if args.grid_only else RESULTS
         )
-    shown = ["-m", "benchmarks.fleet_speed", *(sys.argv[1:] if argv is None else argv)]
-    return " ".join([os.path.relpath(sys.executable), *shown])
+    return harness.command("fleet_speed", argv)
 
 
 async def run(args: argparse.Namespace, texts: Texts) -> dict[str, Any]:
@@ -419,11 +419,11 @@ async def run(args: argparse.Namespace, texts: Texts) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     command = settle(args, argv)
-    load_start = os.getloadavg()[0]
+    load_start = harness.load()
     texts = load_texts(args.data)
     result = anyio.run(run, args, texts)
     result["command"] = command
-    result["load"] = {"start": load_start, "end": os.getloadavg()[0]}
+    result["load"] = {"start": load_start, "end": harness.load()}
     result["source"] = texts.source
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)

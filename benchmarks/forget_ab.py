@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from benchmarks import harness
 from benchmarks.corpus import sentences
 from benchmarks.recall_ab import export_tree, rename_package
 from benchmarks.store_ab import settings, unit_vectors
@@ -64,7 +64,7 @@ async def compare(packages: dict[str, Any], work: Path, args: argparse.Namespace
             for side in order:
                 agent = f"round{n}-{side}"
                 secs[side].append(await one_round(engines[side], agent, args.records, seed=n + 2))
-            load = os.getloadavg()[0]
+            load = harness.load()
             print(
                 f"round {n}: A {secs['A'][-1]:.2f} s, B {secs['B'][-1]:.2f} s, load {load:.1f}",
                 file=sys.stderr,

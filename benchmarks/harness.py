@@ -106,15 +106,16 @@ def header(
     command: str,
     *,
     load_start: float | None,
+    load_end: float | None = None,
     watched: Sequence[str] = ("src",),
     packages: Sequence[str] = PACKAGES,
 ) -> list[str]:
     """The lines a results file opens with: command, date, commit, machine and the load around the run.
 
-    ``load_start`` is :func:`load` read before the measurement (``None`` if the run did not read it); the
-    load at the end is read here. ``watched`` goes to :func:`git_commit`.
+    ``load_start`` is :func:`load` read before the measurement (``None`` if the run did not read it);
+    ``load_end`` is read here unless the run recorded it. ``watched`` goes to :func:`git_commit`.
     """
-    loads = f"{load():.2f} at the end"
+    loads = f"{load() if load_end is None else load_end:.2f} at the end"
     if load_start is not None:
         loads = f"{load_start:.2f} at start, {loads}"
     return [

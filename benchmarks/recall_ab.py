@@ -26,7 +26,6 @@ import argparse
 import collections
 import importlib
 import json
-import os
 import re
 import shutil
 import statistics
@@ -40,6 +39,7 @@ from typing import Any
 
 import anyio
 
+from benchmarks import harness
 from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
         f"{statistics.mean(redis_cpu['B']) / statistics.mean(redis_cpu['A']):.3f} (redis-server); "
         f"recalls whose vector arms returned other rows: {differing} of {rounds * args.callers} "
         f"(largest score gap where they agree {max_raw_gap:.1e}); "
-        f"1-minute load {os.getloadavg()[0]:.1f}"
+        f"1-minute load {harness.load():.1f}"
     )
 
 

@@ -53,11 +53,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
-import os
-import platform
-import shlex
 import sys
 import tempfile
 import time
@@ -68,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 import cpersona
-from benchmarks.harness import git_commit
+from benchmarks import harness
 from benchmarks.quality.locomo import CATEGORY_NAMES, DEFAULT_DATA, REPO_ROOT, load_locomo
 from benchmarks.recall_trace_confirm import CANDIDATE_MISS, FILTER_DROP, RANKING_MISS, UNATTRIBUTED, confirm
 from cpersona import Settings
@@ -576,7 +572,6 @@ def render(
     *,
     command: str,
     load_start: float,
-    load_end: float,
     sessions: int | None,
     limit: int,
     partial: bool = False,
@@ -591,12 +586,7 @@ def render(
     lines = [
         "# Recall trace readiness: does the trace reproduce a manual attribution? (seed §1.4, item 2)",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
-        f"- 1-minute load average: {load_start:.2f} at start, {load_end:.2f} at the end",
+        *harness.header(command, load_start=load_start),
         f"- data: {data.path.name} (sha256 {data.sha256[:12]}), conversations "
         f"{', '.join(report.conversations)} ({scope}); {report.turns:,} turns stored as memories, one agent "
         "per conversation",
@@ -728,9 +718,8 @@ def main(argv: Sequence[str] | None = None) -> Report:
         conversations = conversations[:1]
     conversations = [restrict(c, args.sessions) for c in conversations]
     out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
-    shown = sys.argv[1:] if argv is None else list(argv)
-    command = shlex.join([".venv/bin/python", "-m", "benchmarks.recall_attribution", *shown])
-    load_start = os.getloadavg()[0]
+    command = harness.command("recall_attribution", argv)
+    load_start = harness.load()
     with tempfile.TemporaryDirectory(prefix="cpersona-attr-") as tmp:
         report = anyio.run(_run_fresh, args, conversations, Path(tmp))
     text = render(
@@ -738,7 +727,6 @@ def main(argv: Sequence[str] | None = None) -> Report:
         data,
         command=command,
         load_start=load_start,
-        load_end=os.getloadavg()[0],
         sessions=args.sessions,
         limit=args.limit,
         partial=bool(args.quick or args.conversations or args.sessions or args.questions),

@@ -58,7 +58,6 @@ import functools
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -73,9 +72,10 @@ import numpy as np
 from tqdm import tqdm
 
 import cpersona
+from benchmarks import harness
 from benchmarks import recall_speed as rs
 from benchmarks.corpus import Texts, build_corpus, load_texts
-from benchmarks.harness import git_commit, percentile
+from benchmarks.harness import percentile
 from benchmarks.peers._process import PeerError
 from benchmarks.peers._venv import PEERS_CACHE
 from benchmarks.peers.cpersona_ref import VERSION, CPersonaRef, iso_utc
@@ -523,7 +523,7 @@ async def measure_peer(
                 print(
                     f"  {PEER} {len(corpus):,} memories, {callers} caller(s): p50 {level.pct(0.5):.1f} ms "
                     f"(call alone {percentile(inside[callers], 0.5):.1f}), "
-                    f"{level.throughput:.1f} recalls/s, load {os.getloadavg()[0]:.1f}",
+                    f"{level.throughput:.1f} recalls/s, load {harness.load():.1f}",
                     file=sys.stderr,
                 )
             hello = peer.hello
@@ -561,13 +561,8 @@ def render(
     lines = [
         f"# Recall speed: cpersona against CPersona {VERSION}, same corpus, same run",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
-        f"- 1-minute load average: {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at the end (other "
-        "work on the same cores skews every figure, and both systems alike only if the load stayed level)",
+        *harness.header(command, load_start=load_start),
+        "- load skews both systems alike only if it stayed level",
         f"- corpus: {texts.source}; one agent; questions: LoCoMo's, cycled; `limit={LIMIT}`; "
         f"{WARMUP} warm-up recalls per system",
         "- both systems embed every question with the same ONNX all-MiniLM-L6-v2: cpersona in process (query "
@@ -908,7 +903,7 @@ async def run_all(
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
     command = rs.settle_size_arguments(args, argv, "speed_peers", results=RESULTS)
-    load_start = os.getloadavg()[0]
+    load_start = harness.load()
     texts = load_texts(args.data)
     ours, theirs, failures, costs = anyio.run(run_all, args, texts)
     out: Path = args.out

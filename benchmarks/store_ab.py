@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -35,6 +34,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.corpus import sentences
 from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
 from benchmarks.recall_ab import export_tree, rename_package
@@ -154,7 +154,7 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
         f"{statistics.median(loop['B']) / statistics.median(loop['A']):.3f} (event loop), "
         f"{statistics.median(redis['B']) / statistics.median(redis['A']):.3f} (redis-server); "
         f"{rounds} rounds of {args.writers} x {args.batch}; documents alike: {same}; "
-        f"1-minute load {os.getloadavg()[0]:.1f}"
+        f"1-minute load {harness.load():.1f}"
     )
 
 

@@ -35,13 +35,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import functools
-import importlib.metadata
 import math
-import os
-import platform
-import shlex
 import shutil
 import statistics
 import sys
@@ -55,8 +50,9 @@ import anyio
 import anyio.to_thread
 
 import cpersona
+from benchmarks import harness
 from benchmarks.corpus import LOCOMO, build_corpus, load_texts
-from benchmarks.harness import git_commit, percentile
+from benchmarks.harness import percentile
 from benchmarks.recall_levels import AGENT, LIMIT
 from benchmarks.store_cache import build_store, cached_store, collections, settings_for, wait_indexed
 from cpersona.recall.trace.publisher import encode_trace
@@ -260,15 +256,12 @@ def _verdict(ratio: float, target: float) -> str:
     return "met" if ratio < target else "**not met**"
 
 
-def render(result: Run, texts: Texts, *, command: str, load_start: float, load_end: float) -> str:
+def render(result: Run, texts: Texts, *, command: str, load_start: float) -> str:
     s = result.summary
     ratio = s["ratio"]
     e2e = s["end_to_end_ms"]
     pub = s["publish"]
     store = result.store
-    versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("numpy", "qdrant-edge-py", "redis")
-    )
     source = (
         f"cached store built {store.get('built_at', '?')} at {store.get('built_commit', '?')}"
         if store.get("from_cache")
@@ -277,13 +270,7 @@ def render(result: Run, texts: Texts, *, command: str, load_start: float, load_e
     lines = [
         "# The cost of a requested recall trace (seed §1.4, item 3)",
         "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {versions}",
-        f"- 1-minute load average: {load_start:.2f} at start, {load_end:.2f} at the end (other work on the "
-        "same cores skews every figure)",
+        *harness.header(command, load_start=load_start),
         f"- store: {result.size:,} memories of one agent ({texts.source}), {source}",
         f"- recalls: `limit={LIMIT}`, default policy and mode, query-embedding cache off; one caller; "
         f"{s['recalls']['pairs']} questions each asked traced and untraced back to back, the order "
@@ -368,14 +355,13 @@ def main(argv: Sequence[str] | None = None) -> Run:
     size = args.size or (1_000 if args.quick else 10_000)
     pairs = args.pairs or (30 if args.quick else 400)
     out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
-    shown = sys.argv[1:] if argv is None else list(argv)
-    command = shlex.join([".venv/bin/python", "-m", "benchmarks.trace_cost", *shown])
-    load_start = os.getloadavg()[0]
+    command = harness.command("trace_cost", argv)
+    load_start = harness.load()
     texts = load_texts(args.data)
     result = anyio.run(
         functools.partial(run, texts, size, pairs, warmup=args.warmup, quick=args.quick, rebuild=args.rebuild)
     )
-    report = render(result, texts, command=command, load_start=load_start, load_end=os.getloadavg()[0])
+    report = render(result, texts, command=command, load_start=load_start)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report, encoding="utf-8")
     print(report)

@@ -1,4 +1,4 @@
-"""The TMD side-by-side run (``python -m benchmarks.quality tmd``): grouping by question set, the report,
+"""The TMD side-by-side run (``python -m benchmarks quality tmd``): grouping by question set, the report,
 the time cue for the systems that take one, and the quick mode end to end.
 
 The grouping and the cue bookkeeping are checked on hand-made questions. A small TMD-shaped folder written
@@ -203,7 +203,7 @@ def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
     text = report.read_text(encoding="utf-8")
     assert "**--quick: log 26 only" in text
     assert "## Systems not run" not in text
-    for line in ("- command: ", "- date: ", "- git commit: ", "1-minute load average at the start"):
+    for line in ("- command: ", "- date: ", "- git commit: ", "- 1-minute load average: "):
         assert line in text
     # The harness's honesty checks, on TMD's questions.
     assert "- dense through the harness vs a direct cosine: PASS: 8/8" in text
@@ -269,7 +269,7 @@ def test_all_defaults_to_both_peers_and_runs_tmd_when_locomo_fails(
     with pytest.raises(SystemExit, match=r"^LoCoMo: the dense honesty check failed: see the report$"):
         command.main(["all", "--quick", "--systems", "dense"])
     assert ran[0].startswith("locomo quality_locomo_peers ")
-    assert ran[0].endswith(" -m benchmarks.quality all --quick --systems dense")
+    assert ran[0].endswith(" -m benchmarks quality all --quick --systems dense")
     assert ran[1:] == ["tmd"]
 
 
@@ -289,7 +289,7 @@ def test_all_writes_the_locomo_and_tmd_reports_side_by_side(tmp_path: Path) -> N
     args = ["all", "--quick", "--systems", "dense,cpersona-2.6.14", "--k", "10", "--tmd", str(folder)]
     report = main([*args, "--data", str(locomo_file), "--out", str(tmp_path), "--no-progress"])
     assert report == tmp_path / "quality_tmd_peers_quick.md"
-    command_line = "-m benchmarks.quality all --quick --systems dense,cpersona-2.6.14 --k 10"
+    command_line = "-m benchmarks quality all --quick --systems dense,cpersona-2.6.14 --k 10"
     for name, title, questions in (
         ("quality_locomo_peers_quick", "# Retrieval quality on LoCoMo", 4),
         ("quality_tmd_peers_quick", "# Retrieval quality on TMD, side by side", 3),

@@ -41,11 +41,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import math
-import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -55,7 +51,8 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from tqdm import tqdm
 
-from benchmarks.harness import git_commit, percentile
+from benchmarks import harness
+from benchmarks.harness import percentile
 from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
 from benchmarks.quality import cue_bench, cue_peers, judgement
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
@@ -483,18 +480,6 @@ def _curves(
 # ---------------------------------------------------------------------------------------------- report
 
 
-def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    parts = [f"python {platform.python_version()}"]
-    for package in ("numpy", "bm25s"):
-        try:
-            parts.append(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            continue
-    return ", ".join(parts)
-
-
 def _row_label(key: Any, layout: Layout) -> str:
     return layout.overall_label if key == "overall" else layout.labels[key]
 
@@ -528,17 +513,10 @@ def _latency(run: SystemRun) -> str:
 
 
 def run_header(command: str, *, load_start: float | None = None) -> list[str]:
-    """The lines every report of this command opens with: command, date, commit, machine and load."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    loads = f"1-minute load average at the end: {load:.2f}"
-    if load_start is not None:
-        loads = f"1-minute load average at the start {load_start:.2f}, at the end {load:.2f}"
+    """The lines every report of this command opens with: the harness's header, then the embedder."""
     return [
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- git commit: {git_commit(*WATCHED)}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; {loads}",
-        f"- software: {_versions()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build)",
+        *harness.header(command, load_start=load_start, watched=WATCHED, packages=("numpy", "bm25s")),
+        "- embedder: all-MiniLM-L6-v2 (cpersona's ONNX build)",
     ]
 
 
@@ -879,7 +857,7 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
         return judgement.run_command(args, args_list)
     if args.k < 10:
         raise SystemExit("--k must be at least 10 (any-hit@10 and NDCG@10 are reported)")
-    command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *args_list])
+    command = harness.command("quality", args_list)
     if args.dataset == "tmd":
         return _tmd_main(args, command)
     if args.dataset == "all":
@@ -927,7 +905,7 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     from benchmarks.quality import tmd_peers
     from benchmarks.quality.tmd import load_tmd
 
-    load_start = os.getloadavg()[0]
+    load_start = harness.load()
     logs = [tmd_peers.QUICK_LOG] if args.quick else None
     data = load_tmd(args.tmd, logs=logs)
     print(f"TMD: {len(data.conversations)} log(s), {len(data.questions)} questions")

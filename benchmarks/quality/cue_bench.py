@@ -44,11 +44,7 @@ import dataclasses
 import datetime
 import json
 import math
-import os
-import platform
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +54,8 @@ import anyio
 import anyio.to_thread
 from tqdm import tqdm
 
-from benchmarks.harness import git_commit, percentile
+from benchmarks import harness
+from benchmarks.harness import percentile
 from benchmarks.quality.cues import SAID_AFTER_DAYS, Cue, read_cue
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR
 from benchmarks.quality.locomo import DEFAULT_DATA, REPO_ROOT, load_locomo
@@ -648,13 +645,15 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
     lines = [
         "# Time cue on TMD and LoCoMo (cpersona, limit 10)",
         "",
-        f"- command: `{info.command}`",
-        f"- date: {info.started}",
-        f"- git commit: {git_commit('src', 'benchmarks/quality')}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"1-minute load average at the start {info.load_start:.2f}, at the end {info.load_end:.2f}",
-        f"- software: python {platform.python_version()}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build); "
-        f"cue policy reported by the engine: {info.policy}",
+        *harness.header(
+            info.command,
+            load_start=info.load_start,
+            load_end=info.load_end,
+            watched=("src", "benchmarks/quality"),
+            packages=("numpy",),
+        ),
+        f"- began: {info.started}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build); cue policy reported by "
+        f"the engine: {info.policy}",
         '- protocol: `shared/reference/benchmark-protocol.md` (section "Time cues"); seed §2.11 and §3',
     ]
     if info.quick:
@@ -976,8 +975,8 @@ async def _run_all(
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
     """Run ``python -m benchmarks quality cue``; returns the report's path (``None`` for --parse-only)."""
     sets = sets_arg(args.sets)
-    command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
-    load_start = os.getloadavg()[0]
+    command = harness.command("quality", argv)
+    load_start = harness.load()
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     selections, skipped = select(args, sets)
     for selection in selections:
@@ -997,7 +996,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
         command=command,
         quick=args.quick,
         load_start=load_start,
-        load_end=os.getloadavg()[0],
+        load_end=harness.load(),
         started=started,
         selections=tuple(selections),
         caches=extra["caches"],

@@ -39,11 +39,8 @@ import argparse
 import dataclasses
 import datetime
 import functools
-import os
-import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +49,8 @@ from typing import Any
 import anyio
 
 import cpersona
-from benchmarks.harness import git_commit, percentile
+from benchmarks import harness
+from benchmarks.harness import percentile
 from cpersona.model.cue_query import PLUTCHIK_AXES
 
 HERE = Path(__file__).resolve().parent
@@ -266,9 +264,8 @@ def _rows(size: int, found: dict[str, Any]) -> str:
     )
 
 
-def report(
-    found: dict[int, dict[str, Any]], args: argparse.Namespace, load: tuple[float, ...], began: str
-) -> str:
+def report(found: dict[int, dict[str, Any]], args: argparse.Namespace, load_start: float, began: str) -> str:
+    header = "\n".join(harness.header(harness.command("quality.emotion_bench"), load_start=load_start))
     rows = "\n".join(_rows(size, one) for size, one in found.items())
     recon = "\n".join(
         f"| {size} | {r['True']['p50']:.1f} | {r['True']['p95']:.1f} | {r['False']['p50']:.1f} "
@@ -284,7 +281,6 @@ def report(
         for size, one in found.items()
         for name, w in one["walks"].items()
     )
-    command = " ".join(["python -m benchmarks quality.emotion_bench", *sys.argv[1:]])
     return f"""# Emotion cue: recall@10 where only the emotion can find the gold
 
 The gold memory of each question shares no word with it; its emotion cue is the gold's emotion with
@@ -314,12 +310,8 @@ from a memory at depth 2 and 4 (`min_weight` 0.1, `limit` 50); every memory afte
 - stores: one agent, {args.cases} gold memories each, a third of the distractors without emotion;
   {stores} (store_batch of {_BATCH}, no embedder)
 - questions: {args.cases} per store, limit {LIMIT}, activation_depth 0, reconsolidate false, seed {args.seed}
-- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs,
-  Python {platform.python_version()}
-- date: {began}; commit {git_commit()}
-- load (1, 5, 15 min) at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at end
-  {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (the machine is shared)
-- command: `{command}`
+- began: {began}
+{header}
 """
 
 
@@ -331,10 +323,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    load = os.getloadavg()
+    load_start = harness.load()
     began = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     found = {size: anyio.run(run, size, args.cases, args.noise, args.seed) for size in args.size}
-    text = report(found, args, load, began)
+    text = report(found, args, load_start, began)
     args.out.write_text(text)
     print(text)
 

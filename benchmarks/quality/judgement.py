@@ -27,10 +27,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
-import platform
-import shlex
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from tqdm import tqdm
 
+from benchmarks import harness
 from benchmarks.harness import git_commit
 from benchmarks.quality import cue_bench
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR
@@ -276,17 +273,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text(encoding="utf-8").strip()
-    except OSError:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path:
     """Run ``python -m benchmarks quality judgement``; returns the report's path."""
-    command = shlex.join([os.path.relpath(sys.executable), "-m", "benchmarks.quality", *argv])
-    load_before = _loadavg()
+    command = harness.command("quality", argv)
+    load_start = harness.load()
     # Read before the run: the code that answers is the code loaded now, whatever changes meanwhile.
     commit = git_commit(*WATCHED)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -306,8 +296,9 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path:
         f"- command: `{command}`",
         f"- date: {started}; {time.perf_counter() - began:.0f} s",
         f"- git commit: {commit}",
-        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, shared; "
-        f"`/proc/loadavg` before: `{load_before}`, after: `{_loadavg()}`",
+        f"- machine: {harness.machine(('numpy',))}",
+        f"- 1-minute load average: {load_start:.2f} at start, {harness.load():.2f} at the end (other work on "
+        "the same cores skews every figure)",
         *(f"- **{name} not run**: {reason}" for name, reason in skipped.items()),
         *(f"- {name} store: {_cache_line(cache)}" for name, cache in caches.items()),
     ]

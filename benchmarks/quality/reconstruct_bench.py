@@ -26,10 +26,7 @@ import argparse
 import dataclasses
 import datetime
 import functools
-import os
-import platform
 import shutil
-import subprocess
 import tempfile
 import time
 import types
@@ -38,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from benchmarks import harness
 from benchmarks.harness import percentile
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.locomo import DEFAULT_DATA, load_locomo
@@ -286,15 +284,9 @@ async def _paired(memory: Any, question: str, index: int, table: dict[str, Tally
 
 
 def _header(command: str, scope: str, began: str, load_start: float) -> list[str]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     return [
-        f"- command: `{command}`",
-        f"- date: {began} to {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; commit `{commit}`",
-        f"- machine: {platform.platform()}, {os.cpu_count()} CPUs; python {platform.python_version()}",
-        f"- load (1-minute): {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
-        "(other engineers' work shares the machine; it moves only the times)",
+        *harness.header(command, load_start=load_start),
+        f"- began: {began} (other engineers' work shares the machine; it moves only the times)",
         f"- data: {scope}",
         "",
     ]
@@ -313,8 +305,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--latency", type=int, metavar="N", help="time N paired questions at 10k instead")
     args = parser.parse_args(argv)
     began = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
-    load_start = os.getloadavg()[0]
-    command = "python -m benchmarks quality.reconstruct_bench"
+    load_start = harness.load()
+    command = harness.command("quality.reconstruct_bench", [])
     if args.latency:
         table = anyio.run(latency, args.latency)
         out = args.out or RESULTS / "quality_reconstruct_latency.md"
