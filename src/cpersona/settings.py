@@ -115,6 +115,13 @@ class Settings(BaseSettings):
     max_association_relations: _Count = 128
     # The largest HTTP request body read; the server stops reading past it (413).
     max_body_bytes: _Count = 8 * 1024 * 1024
+    # Slow clients (edges/http/connections.py, edges/http/body_deadline.py): a request's head must arrive
+    # within this of its connection opening or the previous response ending (else the connection is
+    # closed), and its body within this of its head (else 408); one worker holds at most this many
+    # connections (a request on one more is a 503).
+    http_header_timeout_secs: _Positive = 10.0
+    http_body_timeout_secs: _Positive = 60.0
+    http_max_connections: _Count = 512
 
     redis_timeout_secs: _Positive = 5.0
     redis_startup_timeout_secs: _Positive = 20.0

@@ -22,14 +22,15 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from cpersona.edges.http.app import _local_url, create_app
+from cpersona.edges.http.connections import server_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import uvicorn
     from starlette.applications import Starlette
 
     from cpersona.settings import Settings
@@ -112,16 +113,7 @@ def serve_workers(settings: Settings, on_ready: Callable[[str], None]) -> bool:
     Blocks this thread, which must be the main one (the supervisor takes the signals). ``on_ready`` is
     called with the URL once every worker answers; a worker that does not start stops them all.
     """
-    config = uvicorn.Config(
-        AppFactory(settings),
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        lifespan="on",
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
+    config = server_config(AppFactory(settings), settings, factory=True, workers=settings.workers)
     supervisor = _Supervisor(config, settings.redis_startup_timeout_secs + _READY_SLACK_SECS, on_ready)
     supervisor.run()
     return supervisor.ready

@@ -23,6 +23,7 @@ from uvicorn.config import STARTUP_FAILURE
 
 from cpersona.edges.heap import freeze_startup_heap
 from cpersona.edges.http.auth import KeyGuard
+from cpersona.edges.http.connections import server_config
 from cpersona.edges.http.errors import (
     ORJSONResponse,
     RequestEdge,
@@ -178,15 +179,7 @@ async def serve(settings: Settings, *, on_started: Callable[[str], Awaitable[Non
     gracefully, after which uvicorn re-raises the signal (so the process still ends as interrupted).
     ``on_started`` is awaited with the server's URL once it listens (requests are already answered).
     """
-    config = uvicorn.Config(
-        create_app(settings, owns_process=True),
-        host=settings.host,
-        port=settings.port,
-        lifespan="on",
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
-    server = _Server(config, on_started)
+    server = _Server(server_config(create_app(settings, owns_process=True), settings), on_started)
     try:
         await server.serve()
     except SystemExit as exc:
