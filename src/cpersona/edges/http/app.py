@@ -23,6 +23,7 @@ from uvicorn.config import STARTUP_FAILURE
 
 from cpersona.edges.heap import freeze_startup_heap
 from cpersona.edges.http.auth import KeyGuard
+from cpersona.edges.http.body_deadline import BodyDeadline
 from cpersona.edges.http.connections import server_config
 from cpersona.edges.http.errors import (
     ORJSONResponse,
@@ -107,6 +108,7 @@ def create_app(
         routes=_routes(),
         middleware=[
             Middleware(RequestEdge),
+            Middleware(BodyDeadline, timeout_secs=settings.http_body_timeout_secs),
             Middleware(HostGuard, bind_host=settings.host),
             Middleware(KeyGuard, settings=settings),
         ],

@@ -51,6 +51,7 @@ __all__ = [
     "NotImplementedHere",
     "ORJSONResponse",
     "RequestEdge",
+    "RequestTimeout",
     "UnsupportedMediaType",
     "error_envelope",
     "on_cpersona_error",
@@ -93,6 +94,13 @@ class UnsupportedMediaType(InvalidRequest):
 
     code = "UNSUPPORTED_MEDIA_TYPE"
     status = 415
+
+
+class RequestTimeout(InvalidRequest):
+    """A request body that did not arrive whole in time (``CPERSONA_HTTP_BODY_TIMEOUT_SECS``)."""
+
+    code = "REQUEST_TIMEOUT"
+    status = 408
 
 
 class HostNotAllowed(InvalidRequest):

@@ -46,6 +46,8 @@ _ERROR_TEXT = {
     403: "The request's key is not bound to the agent it names, or the route needs an admin key (FORBIDDEN)",
     404: "No such record in this agent's scope (RECORD_NOT_FOUND), no API key of that id (KEY_NOT_FOUND), "
     "or no such route (NOT_FOUND)",
+    408: "The body did not arrive whole within CPERSONA_HTTP_BODY_TIMEOUT_SECS of the request's head; the "
+    "connection is closed (REQUEST_TIMEOUT)",
     409: "A write to an agent whose data is being deleted, or was deleted since the write began; nothing "
     "of it was kept, and sent again once the delete has finished it is stored (AGENT_BEING_DELETED); "
     "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
@@ -271,8 +273,9 @@ def _links(op: Operation) -> dict[str, Any]:
 
 
 def _statuses(op: Operation) -> list[int]:
-    # Every route may meet the Host check; every route that reads a body, the media-type check.
-    own = {*op.errors, 421, 500} | ({415} if op.body is not None else set())
+    # Every route may meet the Host check; every route that reads a body, the media-type check and the
+    # body's deadline.
+    own = {*op.errors, 421, 500} | ({408, 415} if op.body is not None else set())
     if op.path not in OPEN_PATHS:
         # With API keys in force (edges/http/auth.py): no live key, or over its limit; and another
         # agent's scope where the route names an agent, or a key that is no admin's where it needs one.
