@@ -18,6 +18,7 @@ import anyio
 import httpx
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 __all__ = ["free_port", "start_serve", "wait_healthy"]
@@ -41,10 +42,16 @@ def free_port() -> int:
 
 
 def start_serve(
-    data_dir: Path, port: int, log: Path, *, embedding_mode: str | None = None
+    data_dir: Path,
+    port: int,
+    log: Path,
+    *,
+    embedding_mode: str | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m cpersona serve`` on ``data_dir`` and ``port``, appending its output to ``log``."""
-    env = environment_without_settings()
+    """Start ``python -m cpersona serve`` on ``data_dir`` and ``port``, appending its output to ``log``;
+    ``settings`` are more ``CPERSONA_*`` variables for it."""
+    env = environment_without_settings() | dict(settings or {})
     env |= {"CPERSONA_DATA_DIR": str(data_dir), "CPERSONA_PORT": str(port)}
     if embedding_mode is not None:
         env["CPERSONA_EMBEDDING_MODE"] = embedding_mode

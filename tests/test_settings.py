@@ -47,6 +47,10 @@ def test_values_are_parsed_by_type() -> None:
         ({"CPERSONA_FUTURE_TIMESTAMP_MODE": "maybe"}, "CPERSONA_FUTURE_TIMESTAMP_MODE"),
         ({"CPERSONA_MAX_BODY_BYTES": "0"}, "CPERSONA_MAX_BODY_BYTES"),
         ({"CPERSONA_MAX_BODY_BYTES": "8MiB"}, "CPERSONA_MAX_BODY_BYTES"),
+        ({"CPERSONA_HTTP_HEADER_TIMEOUT_SECS": "0"}, "CPERSONA_HTTP_HEADER_TIMEOUT_SECS"),
+        ({"CPERSONA_HTTP_BODY_TIMEOUT_SECS": "-1"}, "CPERSONA_HTTP_BODY_TIMEOUT_SECS"),
+        ({"CPERSONA_HTTP_MAX_CONNECTIONS": "0"}, "CPERSONA_HTTP_MAX_CONNECTIONS"),
+        ({"CPERSONA_HTTP_MAX_CONNECTIONS": "lots"}, "CPERSONA_HTTP_MAX_CONNECTIONS"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], name: str) -> None:
