@@ -19,6 +19,7 @@ import anyio
 import httpx
 import orjson
 import pytest
+
 from serving import free_port, start_serve, stop_serve, wait_healthy
 
 if TYPE_CHECKING:
@@ -211,8 +212,10 @@ async def test_a_connection_beyond_the_cap_is_answered_503(capped: int) -> None:
         await held.pop().aclose()
         # Once the server has seen that one go, a new connection is served.
         with anyio.fail_after(_GUARD_SECS):
-            while (status := await _health_status(capped)) == 503:
+            status = await _health_status(capped)
+            while status == 503:
                 await anyio.sleep(_POLL_SECS)
+                status = await _health_status(capped)
         assert status == 200
     finally:
         for stream in held:

@@ -251,11 +251,11 @@ async def _store(http: httpx.AsyncClient) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _served(tmp_path: Path, **env: str) -> AsyncIterator[httpx.AsyncClient]:
+async def _served(tmp_path: Path, embedding_mode: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """A real ``cpersona serve`` on a fresh data dir, and a client on it; the server stops at the end."""
     port = free_port()
     log = tmp_path / "serve.log"
-    proc = start_serve(tmp_path / "data", port, log, **env)
+    proc = start_serve(tmp_path / "data", port, log, embedding_mode=embedding_mode)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             await wait_healthy(http, proc, log)
