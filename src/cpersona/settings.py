@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     # closed), and its body within this of its head (else 408); one worker holds at most this many
     # connections (a request on one more is a 503).
     http_header_timeout_secs: _Positive = 10.0
-    http_body_timeout_secs: _Positive = 60.0
+    http_body_timeout_secs: _Positive = 30.0
     http_max_connections: _Count = 512
 
     redis_timeout_secs: _Positive = 5.0
