@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     default_agent: Annotated[str, Field(min_length=1)] | None = None
     # API keys (edges/http/auth.py): "auto" asks for a key whenever the server binds beyond loopback.
     keys: Annotated[KeysMode, BeforeValidator(_choice)] = "auto"
+    # A server bound beyond loopback with keys off is refused at start unless this says it is meant
+    # (serve --insecure-no-keys); then it starts with a warning.
+    insecure_no_keys: bool = False
     # Requests per second each key may make on average, and how many it may make at once (GCRA, kept in
     # Redis so that it holds across workers); 0 turns the limit off. No key in force, no limit.
     rate_limit_per_sec: Annotated[float, Field(ge=0)] = 50.0

@@ -71,6 +71,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides["port"] = args.port
         if args.workers is not None:
             overrides["workers"] = args.workers
+        if args.insecure_no_keys:
+            overrides["insecure_no_keys"] = True
     return Settings.from_env(None, **overrides)
 
 

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers", type=int, help="server processes (CPERSONA_WORKERS, default 1; more need --redis-url)"
     )
+    p.add_argument(
+        "--insecure-no-keys",
+        action="store_true",
+        help="serve beyond loopback with CPERSONA_KEYS=off, asking no request for a key "
+        "(CPERSONA_INSECURE_NO_KEYS; refused otherwise)",
+    )
 
     add_mcp_parser(sub, common)
     _write_commands(sub, common)

@@ -20,6 +20,7 @@ import httpx
 from cpersona.edges.cli.outcomes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
 from cpersona.edges.cli.workers import serve_workers, workers_refusal
 from cpersona.edges.http.app import serve
+from cpersona.edges.http.auth import exposure_refusal
 from cpersona.errors import DataDirLocked
 from cpersona.stores.redis.connection import redact_url
 from cpersona.stores.redis.datadir import DataDirLock, ServerLayout, read_text
@@ -37,6 +38,10 @@ _HEALTH_SECS = 10.0
 
 
 async def serve_command(settings: Settings) -> int:
+    exposed = exposure_refusal(settings)
+    if exposed is not None:
+        print(f"error: {exposed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     refused = workers_refusal(settings)
     if refused is not None:
         print(f"error: {refused}", file=sys.stderr)

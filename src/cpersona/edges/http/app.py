@@ -22,7 +22,7 @@ from starlette.routing import Route
 from uvicorn.config import STARTUP_FAILURE
 
 from cpersona.edges.heap import freeze_startup_heap
-from cpersona.edges.http.auth import KeyGuard
+from cpersona.edges.http.auth import KeyGuard, exposure_refusal, warn_if_exposed
 from cpersona.edges.http.body_deadline import BodyDeadline
 from cpersona.edges.http.connections import server_config
 from cpersona.edges.http.errors import (
@@ -83,10 +83,17 @@ def create_app(
     does; tests that enter and leave the lifespan in different tasks pass ``False`` and drain by hand.
     ``owns_process`` (the server the command line runs) freezes the heap once the engine is open
     (:mod:`cpersona.edges.heap`).
+
+    Raises :class:`~cpersona.InvalidSetting` for a bind beyond loopback with keys off, unless
+    ``CPERSONA_INSECURE_NO_KEYS`` accepts it (:func:`~cpersona.edges.http.auth.exposure_refusal`).
     """
+    refused = exposure_refusal(settings)
+    if refused is not None:
+        raise refused
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        warn_if_exposed(settings)
         if not background:
             async with Engine(settings) as engine:
                 yield {"engine": engine}

@@ -13,17 +13,20 @@ key's agents are left in ``request.state.key_agents`` (a frozenset; ``None`` for
 
 With keys off nothing is asked and nothing is limited: a loopback server serves its one user, and a
 rate limit by address would only limit that user. Whoever can read the data dir is that user: ``cpersona
-keys`` makes the first admin key straight in Redis.
+keys`` makes the first admin key straight in Redis. Keys off on a server bound beyond loopback would serve
+every agent's data to whoever reaches the port, so that is refused at start (:func:`exposure_refusal`)
+unless ``CPERSONA_INSECURE_NO_KEYS`` says it is meant, and then warned about.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING
 
 from cpersona.edges.http.access import AgentForbidden
 from cpersona.edges.http.hosts import is_loopback
-from cpersona.errors import CpersonaError
+from cpersona.errors import CpersonaError, InvalidSetting
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -40,9 +43,13 @@ __all__ = [
     "KeyRequired",
     "RateLimited",
     "admin_only",
+    "exposure_refusal",
     "keys_in_force",
     "require_admin",
+    "warn_if_exposed",
 ]
+
+_log = logging.getLogger("cpersona.serve")
 
 # The trace page is only its HTML and script (edges/http/trace_page.py's PAGE_PATH): a browser loads
 # it with no way to send a header, and its stream (GET /v1/traces/stream) sends the key typed into it.
@@ -81,6 +88,30 @@ def keys_in_force(settings: Settings) -> bool:
     if settings.keys == "auto":
         return not is_loopback(settings.host)
     return settings.keys == "on"
+
+
+def exposure_refusal(settings: Settings) -> InvalidSetting | None:
+    """Why a server on ``settings`` must not start: bound beyond loopback with keys off, unless
+    ``CPERSONA_INSECURE_NO_KEYS`` accepts it (then it starts, and :func:`warn_if_exposed` says so)."""
+    if is_loopback(settings.host) or keys_in_force(settings) or settings.insecure_no_keys:
+        return None
+    return InvalidSetting(
+        "CPERSONA_KEYS",
+        f"is off on a server bound beyond loopback (CPERSONA_HOST={settings.host}), which would serve every "
+        "agent's data to whoever reaches the port: turn keys on (CPERSONA_KEYS=auto or on), or set "
+        "CPERSONA_INSECURE_NO_KEYS=true (serve --insecure-no-keys) to serve without them",
+    )
+
+
+def warn_if_exposed(settings: Settings) -> None:
+    """Say loudly that a server beyond loopback asks for no key (``CPERSONA_INSECURE_NO_KEYS``)."""
+    if is_loopback(settings.host) or keys_in_force(settings):
+        return
+    _log.warning(
+        "INSECURE: serving on %s with CPERSONA_KEYS=off (CPERSONA_INSECURE_NO_KEYS=true): every request from "
+        "anyone who reaches this port may read, change and delete every agent's data",
+        settings.host,
+    )
 
 
 def require_admin(connection: HTTPConnection) -> None:

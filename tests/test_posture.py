@@ -1,0 +1,84 @@
+"""What a server shows and risks by default: no keyless server beyond loopback unless asked for by name,
+and ``/health`` that tells a caller without a key only that the server is up.
+
+The start is tried as an operator runs it, ``cpersona serve`` in a subprocess, on the session's Redis.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from serving import environment_without_settings, stop_serve
+
+_SCRIPT = Path(sys.executable).with_name("cpersona")
+_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
+# A hang guard for a start, not a measurement.
+_WAIT_SECS = 60.0
+
+
+def _env(data_dir: Path, redis_url: str, key_prefix: str, **extra: str) -> dict[str, str]:
+    return {
+        **environment_without_settings(),
+        "CPERSONA_DATA_DIR": str(data_dir),
+        "CPERSONA_REDIS_URL": redis_url,
+        "CPERSONA_KEY_PREFIX": key_prefix,
+        "CPERSONA_QDRANT_URL": ":memory:",
+        "CPERSONA_EMBEDDING_MODE": "none",
+        **extra,
+    }
+
+
+def test_keys_off_beyond_loopback_is_refused_in_one_line(
+    tmp_path: Path, redis_url: str, key_prefix: str, free_tcp_port: int
+) -> None:
+    env = _env(tmp_path, redis_url, key_prefix, CPERSONA_HOST="0.0.0.0", CPERSONA_KEYS="off")
+    done = subprocess.run(
+        [*_COMMAND, "serve", "--port", str(free_tcp_port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=_WAIT_SECS,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: CPERSONA_KEYS is off on a server bound beyond loopback"), line
+    assert "CPERSONA_HOST=0.0.0.0" in line
+    assert "CPERSONA_INSECURE_NO_KEYS=true" in line
+    assert "--insecure-no-keys" in line
+    assert not (tmp_path / "server.url").exists()
+
+
+def test_insecure_no_keys_starts_it_and_says_so(
+    tmp_path: Path, redis_url: str, key_prefix: str, free_tcp_port: int
+) -> None:
+    env = _env(tmp_path, redis_url, key_prefix, CPERSONA_HOST="0.0.0.0", CPERSONA_KEYS="off")
+    log = tmp_path / "serve.log"
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [*_COMMAND, "serve", "--port", str(free_tcp_port), "--insecure-no-keys"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{free_tcp_port}"
+        deadline = time.monotonic() + _WAIT_SECS
+        while not (tmp_path / "server.url").exists():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        # What it was told to do: no key asked of anyone.
+        listed = httpx.get(f"{url}/v1/records", params={"agent_id": "w"}, timeout=10)
+        assert listed.status_code == 200, listed.text
+        warning = next(ln for ln in log.read_text().splitlines() if "INSECURE" in ln)
+        assert warning.startswith("WARNING "), warning
+        assert "CPERSONA_KEYS=off" in warning
+        assert "0.0.0.0" in warning
+    finally:
+        stop_serve(proc, timeout=30)
