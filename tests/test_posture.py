@@ -6,19 +6,33 @@ The start is tried as an operator runs it, ``cpersona serve`` in a subprocess, o
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+import pytest
 
+from cpersona.keys import Keys
+from cpersona.model.responses import HealthResponse
+from cpersona.stores.redis.api_keys import ApiKeyStore
 from serving import environment_without_settings, stop_serve
+
+if TYPE_CHECKING:
+    from cpersona.stores.redis.connection import RedisClient
 
 _SCRIPT = Path(sys.executable).with_name("cpersona")
 _COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
 # A hang guard for a start, not a measurement.
 _WAIT_SECS = 60.0
+
+
+@pytest.fixture
+def store(redis: RedisClient, key_prefix: str) -> ApiKeyStore:
+    return ApiKeyStore(redis, Keys(key_prefix))
 
 
 def _env(data_dir: Path, redis_url: str, key_prefix: str, **extra: str) -> dict[str, str]:
@@ -80,5 +94,60 @@ def test_insecure_no_keys_starts_it_and_says_so(
         assert warning.startswith("WARNING "), warning
         assert "CPERSONA_KEYS=off" in warning
         assert "0.0.0.0" in warning
+    finally:
+        stop_serve(proc, timeout=30)
+
+
+# ----------------------------------------------------------------------------------------------- /health
+
+
+async def test_health_without_a_key_is_the_status_only(keyed: httpx.AsyncClient, store: ApiKeyStore) -> None:
+    bare = await keyed.get("/health")
+    assert bare.status_code == 200, bare.text
+    assert bare.json() == {"ok": True, "status": "ok"}
+    HealthResponse.model_validate(bare.json())
+    # Any live key (not only an admin's) sees what runs where.
+    token, _ = await store.create(["ann"], admin=False, name=None)
+    full = await keyed.get("/health", headers={"authorization": f"Bearer {token}"})
+    assert full.status_code == 200, full.text
+    body = HealthResponse.model_validate(full.json())
+    assert body.redis is not None
+    assert re.fullmatch(r"\d+\.\d+\.\d+", body.redis["version"])
+    assert body.traces is not None
+    assert {"embedder", "vector_engine"} <= set(full.json())
+    # A key that is none is refused, as anywhere else, rather than quietly taken for no key.
+    await store.revoke(token.split("_")[1])
+    revoked = await keyed.get("/health", headers={"authorization": f"Bearer {token}"})
+    assert revoked.status_code == 401, revoked.text
+
+
+async def test_the_openapi_document_says_the_details_are_optional(keyed: httpx.AsyncClient) -> None:
+    document = (await keyed.get("/openapi.json")).json()
+    health = document["components"]["schemas"]["Health"]
+    assert sorted(health["required"]) == ["ok", "status"]
+    assert {"redis", "vector_engine", "embedder", "traces"} <= set(health["properties"])
+
+
+def test_a_keyed_server_says_what_it_runs_but_its_health_tells_no_one_else(
+    tmp_path: Path, redis_url: str, key_prefix: str, free_tcp_port: int
+) -> None:
+    # Bound beyond loopback, keys in force by default: the start lines still name Redis's version (the
+    # server reads its own engine, holding no key), while /health without a key says only "ok".
+    env = _env(tmp_path, redis_url, key_prefix, CPERSONA_HOST="0.0.0.0")
+    log = tmp_path / "serve.log"
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [*_COMMAND, "serve", "--port", str(free_tcp_port)], env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + _WAIT_SECS
+        while "  embedder  " not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        redis_line = next(ln for ln in log.read_text().splitlines() if ln.startswith("  redis     "))
+        assert re.match(r"  redis     \d+\.\d+\.\d+ at ", redis_line), redis_line
+        bare = httpx.get(f"http://127.0.0.1:{free_tcp_port}/health", timeout=10)
+        assert bare.json() == {"ok": True, "status": "ok"}
     finally:
         stop_serve(proc, timeout=30)

@@ -235,17 +235,23 @@ class RecallResponse(ResponseModel):
     )
 
 
+_KEYED = "; absent from the answer to a request without a key when keys are in force"
+
+
 class HealthResponse(ResponseModel):
-    """The backends: Redis version and modules, the vector engine, the embedder, the trace publisher."""
+    """The status, and the backends: Redis version and modules, the vector engine, the embedder, the
+    trace publisher (these only for a request with a key when keys are in force)."""
 
     model_config = ConfigDict(title="Health")
 
     ok: Literal[True]
     status: Literal["ok"]
-    redis: dict[str, Any]
-    vector_engine: str | None
-    embedder: dict[str, Any] | None
-    traces: dict[str, int]
+    redis: dict[str, Any] | None = Field(default=None, description="Version, modules, embedded" + _KEYED)
+    vector_engine: str | None = Field(default=None, description="The vector engine, null for none" + _KEYED)
+    embedder: dict[str, Any] | None = Field(
+        default=None, description="The embedder's name and dimensions, null for none" + _KEYED
+    )
+    traces: dict[str, int] | None = Field(default=None, description="The trace publisher's counters" + _KEYED)
 
 
 class CalibrationResponse(ResponseModel):

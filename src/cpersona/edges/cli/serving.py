@@ -1,9 +1,10 @@
 """``cpersona serve``: run the HTTP API, say what it runs on, and let the other commands find it.
 
-Before anything starts, a data dir that another server or engine holds is refused in one line (the
-engine would refuse it too, but from inside uvicorn's lifespan, with a traceback). Once the server
-listens it prints the data dir, Redis, vector engine and embedder it started with (read from its own
-``/health``, so they are what it really opened) and records its URL beside the engine lock
+Before anything starts, a bind beyond loopback with keys off (unless ``--insecure-no-keys``) and a data
+dir that another server or engine holds are refused in one line (the engine would refuse the dir too, but
+from inside uvicorn's lifespan, with a traceback). Once the server listens it prints the data dir, Redis,
+vector engine and embedder it started with (its engine's own health, so they are what it really opened;
+the workers' read from ``/health``) and records its URL beside the engine lock
 (:class:`~cpersona.stores.redis.server_record.ServerRecord`) until it stops. With ``--workers N`` it runs N
 server processes on the one port (:mod:`~cpersona.edges.cli.workers`), which needs the shared engines
 (``CPERSONA_REDIS_URL``, ``CPERSONA_QDRANT_URL``): the embedded ones stay one engine per data dir.
@@ -56,9 +57,9 @@ async def serve_command(settings: Settings) -> int:
     if settings.workers > 1:
         return _serve_workers(settings, record)
 
-    async def started(url: str) -> None:
+    async def started(url: str, health: Mapping[str, Any]) -> None:
         _publish(record, url)
-        print(describe(settings, url, await _health(url)), file=sys.stderr, flush=True)
+        print(describe(settings, url, health), file=sys.stderr, flush=True)
 
     try:
         if not await serve(settings, on_started=started):
@@ -72,7 +73,7 @@ async def serve_command(settings: Settings) -> int:
 def _serve_workers(settings: Settings, record: ServerRecord) -> int:
     def ready(url: str) -> None:
         _publish(record, url)
-        print(describe(settings, url, _health_now(url)), file=sys.stderr, flush=True)
+        print(describe(settings, url, _health_now(settings, url)), file=sys.stderr, flush=True)
 
     # The supervisor blocks this thread, the main one, for the signals it takes; this command's event loop
     # has nothing else to run meanwhile.
@@ -107,19 +108,13 @@ def _held_by(settings: Settings) -> str | None:
     return None
 
 
-async def _health(url: str) -> Mapping[str, Any]:
+def _health_now(settings: Settings, url: str) -> Mapping[str, Any]:
+    # The workers' supervisor holds this thread; the look is a blocking one. With keys in force /health
+    # shows its details only to a key: CPERSONA_API_KEY's, when this process has one.
+    key = settings.api_key
+    headers = {} if key is None else {"authorization": f"Bearer {key.get_secret_value()}"}
     try:
-        async with httpx.AsyncClient(timeout=_HEALTH_SECS) as client:
-            answer = (await client.get(f"{url}/health")).json()
-    except (httpx.HTTPError, ValueError):
-        return {}
-    return answer if isinstance(answer, dict) else {}
-
-
-def _health_now(url: str) -> Mapping[str, Any]:
-    # The workers' supervisor holds this thread; the look is a blocking one.
-    try:
-        answer = httpx.get(f"{url}/health", timeout=_HEALTH_SECS).json()
+        answer = httpx.get(f"{url}/health", headers=headers, timeout=_HEALTH_SECS).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return answer if isinstance(answer, dict) else {}

@@ -11,6 +11,7 @@ OpenAPI document at ``GET /openapi.json`` is generated from the table and the mo
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,7 +45,7 @@ from cpersona.settings import Settings
 
 if TYPE_CHECKING:
     import socket
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -158,10 +159,14 @@ def _by_method(handlers: dict[str, Handler]) -> Handler:
     return dispatch
 
 
+OnStarted = Callable[[str, Mapping[str, Any]], Awaitable[None]]
+"""What :func:`serve` calls once it listens: with its URL and its engine's health."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, telling its caller the URL it answers on once the engine is open and it listens."""
 
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[str], Awaitable[None]] | None) -> None:
+    def __init__(self, config: uvicorn.Config, on_started: OnStarted | None) -> None:
         super().__init__(config)
         self._on_started = on_started
 
@@ -170,7 +175,18 @@ class _Server(uvicorn.Server):
         if self.started and self._on_started is not None and self.servers:
             listening = self.servers[0].sockets
             if listening:
-                await self._on_started(_local_url(listening[0].getsockname()))
+                await self._on_started(_local_url(listening[0].getsockname()), await self._health())
+
+    async def _health(self) -> Mapping[str, Any]:
+        # Read from the engine the lifespan opened, not over HTTP: /health shows its details only to a key
+        # when keys are in force, and the server holds none.
+        engine = self.lifespan.state.get("engine")
+        if not isinstance(engine, Engine):  # pragma: no cover - the lifespan always leaves its engine
+            return {}
+        try:
+            return await engine.health()
+        except CpersonaError:
+            return {}
 
 
 def _local_url(address: tuple[Any, ...]) -> str:
@@ -180,13 +196,14 @@ def _local_url(address: tuple[Any, ...]) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def serve(settings: Settings, *, on_started: Callable[[str], Awaitable[None]] | None = None) -> bool:
+async def serve(settings: Settings, *, on_started: OnStarted | None = None) -> bool:
     """Run the API with uvicorn on ``settings.host:settings.port`` until interrupted.
 
     Returns whether the server started; ``False`` means the engine did not open or the address could not
     be bound (uvicorn has logged why, e.g. Redis did not answer). Ctrl-C or SIGTERM shut the server down
     gracefully, after which uvicorn re-raises the signal (so the process still ends as interrupted).
-    ``on_started`` is awaited with the server's URL once it listens (requests are already answered).
+    ``on_started`` is awaited with the server's URL and its engine's health (the details ``/health`` shows
+    a caller with a key) once it listens (requests are already answered).
     """
     server = _Server(server_config(create_app(settings, owns_process=True), settings), on_started)
     try:

@@ -4,9 +4,10 @@ key's rate limit, and tells the rest of the app which agents the request may act
 Keys are in force when ``CPERSONA_KEYS`` is ``on``, or ``auto`` (the default) on a server bound beyond
 loopback. Then every request but the probes (``/health``, ``/readiness``), the OpenAPI document and the
 trace page's HTML (``/traces``), none of which shows an agent's data, needs ``Authorization: Bearer
-<key>``: none, or one that is no live key,
-is a 401 ``UNAUTHORIZED``; over the key's limit (``CPERSONA_RATE_LIMIT_PER_SEC``, ``..._BURST``) a 429
-``RATE_LIMITED`` with ``Retry-After``. That covers every route, ``/mcp`` and the trace stream alike. A
+<key>``: none, or one that is no live key, is a 401 ``UNAUTHORIZED``; over the key's limit
+(``CPERSONA_RATE_LIMIT_PER_SEC``, ``..._BURST``) a 429 ``RATE_LIMITED`` with ``Retry-After``. That covers
+every route, ``/mcp`` and the trace stream alike. ``/health`` without a key says only that the server is
+up; a key sent to it is checked like any other, and its answer then holds the versions and counters. A
 key's agents are left in ``request.state.key_agents`` (a frozenset; ``None`` for an admin key), which
 :mod:`.access` reads and :mod:`.reading` checks for every agent a request names; the key itself in
 ``request.state.api_key``. The key routes and the deletion of an agent need an admin key (403).
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADMIN_ONLY_TOOLS",
+    "HEALTH_PATH",
     "OPEN_PATHS",
     "KeyGuard",
     "KeyRequired",
@@ -46,6 +48,7 @@ __all__ = [
     "exposure_refusal",
     "keys_in_force",
     "require_admin",
+    "shows_health_details",
     "warn_if_exposed",
 ]
 
@@ -53,9 +56,11 @@ _log = logging.getLogger("cpersona.serve")
 
 # The trace page is only its HTML and script (edges/http/trace_page.py's PAGE_PATH): a browser loads
 # it with no way to send a header, and its stream (GET /v1/traces/stream) sends the key typed into it.
-OPEN_PATHS = frozenset({"/health", "/readiness", "/openapi.json", "/traces"})
+HEALTH_PATH = "/health"
+OPEN_PATHS = frozenset({HEALTH_PATH, "/readiness", "/openapi.json", "/traces"})
 """Paths answered without a key: the probes, the API's description and the trace page's own HTML (no
-agent's data in any)."""
+agent's data in any). ``/health`` without a key says only that the server is up
+(:func:`shows_health_details`)."""
 
 # Paths (by method) that need an admin key: making and revoking keys, deleting an agent's data.
 _ADMIN_PREFIXES = (("", "/v1/keys"), ("DELETE", "/v1/agents/"))
@@ -138,6 +143,20 @@ def admin_only(method: str, path: str) -> bool:
     return any((not want or method == want) and path.startswith(pre) for want, pre in _ADMIN_PREFIXES)
 
 
+def _asks_key(scope: Scope) -> bool:
+    path = scope.get("path")
+    if path == HEALTH_PATH:
+        # Open, but a key sent is checked as anywhere else: with it the answer holds the details.
+        return b"authorization" in dict(scope.get("headers", ()))
+    return path not in OPEN_PATHS
+
+
+def shows_health_details(connection: HTTPConnection, settings: Settings) -> bool:
+    """Whether ``/health`` answers ``connection`` with its details (versions, engines, counters): to any
+    caller when no key is in force, else only to a request that came with a live key."""
+    return not keys_in_force(settings) or getattr(connection.state, "api_key", None) is not None
+
+
 class KeyGuard:
     """ASGI middleware asking each request for its key while keys are in force (see the module).
 
@@ -150,7 +169,7 @@ class KeyGuard:
         self.active = keys_in_force(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.active and scope["type"] in ("http", "websocket") and scope.get("path") not in OPEN_PATHS:
+        if self.active and scope["type"] in ("http", "websocket") and _asks_key(scope):
             key = await self._admit(scope)
             state = scope.setdefault("state", {})
             state["api_key"] = key
