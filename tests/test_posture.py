@@ -7,6 +7,7 @@ The start is tried as an operator runs it, ``cpersona serve`` in a subprocess, o
 from __future__ import annotations
 
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+import cpersona
 from cpersona.keys import Keys
 from cpersona.model.responses import HealthResponse
 from cpersona.stores.redis.api_keys import ApiKeyStore
@@ -151,3 +153,38 @@ def test_a_keyed_server_says_what_it_runs_but_its_health_tells_no_one_else(
         assert bare.json() == {"ok": True, "status": "ok"}
     finally:
         stop_serve(proc, timeout=30)
+
+
+# ------------------------------------------------------------------------------------------- the data dir
+
+
+def _open_to_others(root: Path) -> list[str]:
+    found = [root, *root.rglob("*")]
+    return sorted(f"{p} {stat.S_IMODE(p.lstat().st_mode):o}" for p in found if p.lstat().st_mode & 0o077)
+
+
+async def test_everything_under_the_data_dir_is_its_owners_alone(tmp_path: Path) -> None:
+    # A dir made 0755 beforehand (by hand, or by an older version), with files others could read.
+    data = tmp_path / "data"
+    (data / "qdrant" / "records").mkdir(parents=True)
+    for folder in (data, data / "qdrant", data / "qdrant" / "records"):
+        folder.chmod(0o755)
+    (data / "notes.txt").write_text("left here by hand")
+    (data / "qdrant" / "records" / "stale.json").write_text("{}")
+    for path in (data / "notes.txt", data / "qdrant" / "records" / "stale.json"):
+        path.chmod(0o644)
+    assert _open_to_others(data)
+    # The embedded Redis and vector engine, each in processes of their own, writing as they always do.
+    async with cpersona.open(data_dir=data, background=False) as engine:
+        refs = [
+            (await engine.store(f"the heat pump runs at {n} degrees", agent_id="own")).ref for n in range(5)
+        ]
+        batch = [{"content": f"line {n} of the log", "agent_id": "own"} for n in range(20)]
+        await engine.store_batch(batch)
+        await engine.drain_blocks()
+        assert (await engine.stats("own"))["vectors"] == 25
+        assert refs
+        assert _open_to_others(data) == []
+    assert any((data / "qdrant").rglob("*"))
+    assert any((data / "redis").rglob("*.aof"))
+    assert _open_to_others(data) == []

@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from cpersona.errors import DataDirLocked
+from cpersona.stores import owner_only
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +45,9 @@ _LOG_TAIL_LINES = 25
 
 class DataDirLock:
     """An exclusive ``flock`` on ``<data_dir>/engine.lock``, naming its holder's pid inside the file.
+
+    ``async with`` (:meth:`take`) also repairs the dir's modes, as an engine opening it does; the bare
+    :meth:`acquire` only locks (a look at whether the dir is free).
 
     ``acquire`` never blocks: when another process (or another lock object in this one) holds the
     lock it raises :class:`~cpersona.DataDirLocked`. The kernel drops the lock when the holder's file
@@ -98,8 +102,18 @@ class DataDirLock:
         finally:
             os.close(fd)
 
-    async def __aenter__(self) -> Self:
+    async def take(self) -> None:
+        """:meth:`acquire`, then make everything under the dir owner-only (:func:`.owner_only.repair`):
+        what an engine does when it opens the dir. Both run in worker threads."""
         await anyio.to_thread.run_sync(self.acquire)
+        try:
+            await anyio.to_thread.run_sync(owner_only.repair, self.data_dir)
+        except BaseException:
+            self.release()
+            raise
+
+    async def __aenter__(self) -> Self:
+        await self.take()
         return self
 
     async def __aexit__(

@@ -43,6 +43,7 @@ import anyio.to_thread
 import redis.exceptions
 
 from cpersona.errors import RedisUnavailable
+from cpersona.stores import owner_only
 from cpersona.stores.redis.binaries import module_files, redis_binary
 from cpersona.stores.redis.connection import REQUIRED_MODULES, close_redis, module_versions, new_client
 from cpersona.stores.redis.datadir import (
@@ -142,7 +143,7 @@ class EmbeddedRedis:
         lock = self._given_lock
         if lock is None:
             lock = DataDirLock(layout.data_dir)
-            await anyio.to_thread.run_sync(lock.acquire)
+            await lock.take()
         elif not lock.held:
             raise RuntimeError("the DataDirLock passed to EmbeddedRedis must already be held")
         self._lock = lock
@@ -352,6 +353,8 @@ async def _spawn(binary: Path, layout: ServerLayout) -> anyio.abc.Process:
             stderr=log,
             cwd=layout.redis_dir,
             start_new_session=True,
+            # Its AOF, RDB, log and socket are created owner-only (stores/owner_only.py).
+            umask=owner_only.UMASK,
         )
     finally:
         os.close(log)

@@ -28,6 +28,7 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from cpersona.errors import VectorStoreUnavailable
+from cpersona.stores import owner_only
 from cpersona.stores.vectors import edge_worker
 from cpersona.stores.vectors.edge_worker import ShardError, write_frame
 
@@ -84,6 +85,8 @@ class ProcessLink:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,
+                # The shard's segments and WAL are created owner-only (stores/owner_only.py).
+                umask=owner_only.UMASK,
             )
         except OSError as exc:
             raise VectorStoreUnavailable(f"cannot start the process for {label}: {exc}") from exc
