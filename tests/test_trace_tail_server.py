@@ -158,3 +158,21 @@ async def test_cpersona_url_makes_the_server_the_target(server: _Server, tmp_pat
         code, out, err = await finish(proc)
     assert code == 0, err
     assert orjson.loads(out)["scope"]["agent_id"] == BOB
+
+
+async def test_a_key_revoked_while_tailing_ends_the_tail_naming_the_variable(server: _Server) -> None:
+    admin = await _key(server.data_dir, "--admin")
+    env = _env(server.data_dir, CPERSONA_API_KEY=server.keys[ANN])
+    async with _tailing(command("--json"), env=env) as proc:
+        await wait_listening(proc)
+        key_id = server.keys[ANN].split("_")[1]
+        async with httpx.AsyncClient(
+            base_url=server.url, headers={"authorization": f"Bearer {admin}"}
+        ) as client:
+            assert (await client.delete(f"/v1/keys/{key_id}")).status_code == 200
+        # No trace needed: the stream notices the revocation by itself and says so.
+        code, out, err = await finish(proc)
+    assert code == 2, err
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line == "error: CPERSONA_API_KEY ended the trace stream: key revoked", line

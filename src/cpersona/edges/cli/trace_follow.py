@@ -3,13 +3,15 @@
 When a server is the target (``CPERSONA_URL``, or the ``cpersona serve`` that holds the data dir, found as
 every other command finds it), the tail follows the server's event stream instead of the Redis channel,
 so the server's key checks bind it: a key sees its own agents' traces only, and naming another agent is
-refused. The events are the stream's (``ready``, then ``trace`` with the trace's JSON as published, and
-``lost`` when the server's Redis goes away), printed exactly as the Redis tail prints them.
+refused. The events are the stream's (``ready``, then ``trace`` with the trace's JSON as published,
+``lost`` when the server's Redis goes away, and ``end`` when the key is revoked), printed exactly as the
+Redis tail prints them.
 
 Refusals end the tail at once, one line and exit 2: a 401 (no key, or one the server does not know)
-names ``CPERSONA_API_KEY``, a 403 names ``--agent``. A server that cannot be reached at the start is an
-error (exit 3); one lost later (it restarts, or its Redis does) is waited for, as the Redis tail waits,
-finding the server anew at each attempt (a restarted server may listen elsewhere).
+and an ``end`` (the key revoked while the tail ran) name ``CPERSONA_API_KEY``, a 403 names ``--agent``.
+A server that cannot be reached at the start is an error (exit 3); one lost later (it restarts, or its
+Redis does) is waited for, as the Redis tail waits, finding the server anew at each attempt (a restarted
+server may listen elsewhere).
 
 Every read has a deadline: the server sends a comment line every 15 s on an idle stream, so a stream
 silent for ``_QUIET_SECS`` is taken as lost.
@@ -102,6 +104,9 @@ class ServerTail(Tail):
                 self.listening(f"{where}{_scope(data)}")
             elif event == "lost":
                 raise ServerUnavailable(f"the server lost its trace Redis ({data})")
+            elif event == "end":
+                # The key was revoked while the stream was open: a reconnect would be refused (401).
+                raise InvalidSetting("CPERSONA_API_KEY", f"ended the trace stream: {_reason(data)}")
             elif event == "trace":
                 trace = read_trace(data)
                 if trace is not None:
@@ -163,3 +168,11 @@ def _scope(data: str) -> str:
     if isinstance(agents, list):
         return f" (this key's agents: {', '.join(map(str, agents))})"
     return " (every agent)"
+
+
+def _reason(data: str) -> str:
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data
+    return str(body.get("reason", data)) if isinstance(body, dict) else data

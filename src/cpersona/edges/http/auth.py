@@ -30,6 +30,8 @@ from cpersona.edges.http.hosts import is_loopback
 from cpersona.errors import CpersonaError, InvalidSetting
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from starlette.requests import HTTPConnection
     from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -46,6 +48,7 @@ __all__ = [
     "RateLimited",
     "admin_only",
     "exposure_refusal",
+    "key_check",
     "keys_in_force",
     "require_admin",
     "shows_health_details",
@@ -117,6 +120,22 @@ def warn_if_exposed(settings: Settings) -> None:
         "anyone who reaches this port may read, change and delete every agent's data",
         settings.host,
     )
+
+
+def key_check(connection: HTTPConnection) -> Callable[[], Awaitable[bool]] | None:
+    """For a request let in with a key, a check of whether that key is still live (revoked: ``False``),
+    for what outlives its admission (a stream); ``None`` for a request that came with no key to check."""
+    admitted: ApiKey | None = getattr(connection.state, "api_key", None)
+    if admitted is None:
+        return None
+    token = _bearer(connection.scope)
+    engine: Engine = connection.state.engine
+
+    async def live() -> bool:
+        key = await engine.verify_key(token)
+        return key is not None and key.key_id == admitted.key_id
+
+    return live
 
 
 def require_admin(connection: HTTPConnection) -> None:

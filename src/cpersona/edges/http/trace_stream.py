@@ -7,6 +7,10 @@ missed. The first event is ``ready`` (what the stream follows); then one ``trace
 reconstruct trace, its data the trace's JSON exactly as published; a ``lost`` event ends the stream when
 the Redis goes away (the page reconnects after a pause).
 
+A stream outlives the admission of its key, so it asks again whether the key is live before each trace
+it sends and every :data:`KEY_CHECK_SECS` while none comes; once the key is revoked it sends nothing more
+but an ``end`` event saying why (``{"reason": "key revoked"}``), and ends.
+
 Which traces: those of ``agent_id`` when given (refused with 403 unless the request's key may act for it,
 :mod:`~cpersona.edges.http.access`), else those of every agent the request may see: every channel when
 no key is in force, the key's agents' own channels otherwise (a channel per agent, never a pattern, so an
@@ -36,6 +40,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from cpersona.edges.cli.trace_render import read_trace, trace_project
 from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.edges.http.access import key_agents, permit
+from cpersona.edges.http.auth import key_check
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
 from cpersona.edges.http.state import engine_of
@@ -45,7 +50,7 @@ from cpersona.model.fields import KeyText, QueryModel
 from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -69,6 +74,10 @@ _PING_SECS = 15.0
 _SEND_SECS = 10.0
 # What the browser waits before reconnecting after the stream ended (the SSE ``retry`` field), in ms.
 _RETRY_MS = 2000
+KEY_CHECK_SECS = 5.0
+"""How often a stream with no trace to send asks whether its key is still live (before a trace it always
+asks): the longest an idle stream outlives its key's revocation, give or take one wait for a message."""
+KEY_REVOKED = "key revoked"
 
 
 class TraceStreamsFull(BackendUnavailable):
@@ -215,15 +224,40 @@ def _take_seat(request: Request, settings: Settings) -> _Seats:
     return seats
 
 
+@dataclasses.dataclass(slots=True)
+class _KeyWatch:
+    """Whether the stream's key is still live, asked when a trace is to be sent or every KEY_CHECK_SECS."""
+
+    live: Callable[[], Awaitable[bool]] | None
+    asked: float = dataclasses.field(default_factory=time.monotonic)
+
+    async def revoked(self, *, now: bool) -> bool:
+        if self.live is None or not (now or time.monotonic() - self.asked >= KEY_CHECK_SECS):
+            return False
+        self.asked = time.monotonic()
+        return not await self.live()
+
+
+def _end(reason: str) -> ServerSentEvent:
+    return ServerSentEvent(data=orjson.dumps({"reason": reason}).decode(), event="end")
+
+
+def _lost(exc: BackendUnavailable) -> ServerSentEvent:
+    return ServerSentEvent(data=orjson.dumps({"error": str(exc)}).decode(), event="lost")
+
+
 async def _events(
-    subscription: _Subscription, ready: dict[str, Any], project_id: str | None
+    subscription: _Subscription, ready: dict[str, Any], project_id: str | None, key: _KeyWatch
 ) -> AsyncIterator[ServerSentEvent]:
     yield ServerSentEvent(data=orjson.dumps(ready).decode(), event="ready", retry=_RETRY_MS)
     while True:
         try:
+            if await key.revoked(now=False):
+                yield _end(KEY_REVOKED)
+                return
             payload = await subscription.next_payload()
-        except RedisUnavailable as exc:
-            yield ServerSentEvent(data=orjson.dumps({"error": str(exc)}).decode(), event="lost")
+        except BackendUnavailable as exc:
+            yield _lost(exc)
             return
         if payload is None:
             continue
@@ -236,6 +270,14 @@ async def _events(
         # The page reads any object defensively; a project is matched on a trace this version reads.
         if project_id is not None and _project(payload) != project_id:
             continue
+        try:
+            revoked = await key.revoked(now=True)
+        except BackendUnavailable as exc:
+            yield _lost(exc)
+            return
+        if revoked:
+            yield _end(KEY_REVOKED)
+            return
         yield ServerSentEvent(data=payload.decode("utf-8", "replace"), event="trace")
 
 
@@ -257,7 +299,8 @@ async def _stream(request: Request) -> Response:
         "project_id": query.project_id,
         "agents": None if agents is None or query.agent_id is not None else sorted(agents),
     }
-    return _TraceEvents(subscription, _events(subscription, ready, query.project_id), seats)
+    events = _events(subscription, ready, query.project_id, _KeyWatch(key_check(request)))
+    return _TraceEvents(subscription, events, seats)
 
 
 def _text(value: object) -> str:
@@ -277,7 +320,9 @@ TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
         description="First a `ready` event once the subscription is in place (nothing published after it "
         "is missed), then one `trace` event per traced recall or reconstruct, its data the trace's JSON as "
         "published (refs, ranks, scores, reasons; never stored text); a `lost` event ends the stream when "
-        "Redis goes away. Only the agents the request's key may act for; another agent's is a 403.",
+        "Redis goes away, an `end` event (`{\"reason\": \"key revoked\"}`) when the request's key is "
+        "revoked (checked before each trace and every few seconds). Only the agents the request's key may "
+        "act for; another agent's is a 403.",
     ),
 )  # fmt: skip
 
