@@ -144,4 +144,5 @@ async def test_readiness_reports_an_engine_without_vectors(tmp_path: Path) -> No
         "ok": True,
         "status": "ready",
         "components": {"redis": "up", "vectors.records": "off", "vectors.blocks": "off", "embedder": "off"},
+        "mode": "read-write",
     }

@@ -206,12 +206,18 @@ class InsufficientStorage(BackendUnavailable):
     status = 507
     backend = "disk"
 
-    def __init__(self, store: str, free_mb: int, floor_mb: int) -> None:
+    def __init__(self, store: str, free_mb: int, floor_mb: int, *, started_full: bool = False) -> None:
         self.store = store
         self.free_mb = free_mb
         self.floor_mb = floor_mb
-        self.detail = (
-            f"writes are refused: the disk of the {store} has {free_mb} MB free, under the floor of "
-            f"{floor_mb} MB (CPERSONA_MIN_FREE_MB); free some space"
-        )
+        if started_full:
+            self.detail = (
+                f"writes are refused: the engine started read-only on a full disk; the disk of the {store} "
+                f"has {free_mb} MB free, writes resume at {floor_mb} MB; free some space"
+            )
+        else:
+            self.detail = (
+                f"writes are refused: the disk of the {store} has {free_mb} MB free, under the floor of "
+                f"{floor_mb} MB (CPERSONA_MIN_FREE_MB); free some space"
+            )
         CpersonaError.__init__(self, self.detail)

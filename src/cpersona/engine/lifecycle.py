@@ -20,7 +20,7 @@ import anyio
 
 from cpersona.engine.backends import Backends
 from cpersona.engine.claims import reservation_secs
-from cpersona.engine.disk import check_free_space
+from cpersona.engine.disk import check_free_space, end_start, prepare_start
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
@@ -193,12 +193,15 @@ class Lifecycle:
         """The Redis client, and the embedded server when it is ours (started here; else ``redis_url``)."""
         url = self.settings.redis_url
         server: EmbeddedRedis | None = None
-        if url is None:
-            server = await stack.enter_async_context(EmbeddedRedis(self.settings))
-            url = server.url
-        elif self.settings.embedded_qdrant and self.settings.embedding_mode != "none":
-            # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
-            await stack.enter_async_context(DataDirLock(self.settings.data_dir))
+        # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
+        if url is None or (self.settings.embedded_qdrant and self.settings.embedding_mode != "none"):
+            lock = await stack.enter_async_context(DataDirLock(self.settings.data_dir))
+            # Locked first: the reserve of a data dir is its engine's to spend.
+            stack.callback(end_start, self.settings)
+            await prepare_start(self.settings)
+            if url is None:
+                server = await stack.enter_async_context(EmbeddedRedis(self.settings, lock=lock))
+                url = server.url
         client = await connect_redis(self.settings, url)
         stack.push_async_callback(close_redis, client)
         return client, server

@@ -3,7 +3,9 @@
 A component is ``up``, ``down`` or ``off`` (the engine runs without it: no embedder, no vectors). Redis is
 asked (a ping); a vector collection says whether its shard can answer (an embedded shard's child process
 is running: while its supervisor restarts it, it is down); the embedder runs in this process and is up
-whenever the engine has one. The engine is ready when nothing is down.
+whenever the engine has one. The engine is ready when nothing is down. Beside the components, the write
+mode: ``read-only`` while writes are refused for want of disk (:mod:`~cpersona.engine.disk`; reads go on,
+so the engine is still ready), else ``read-write``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal
 
+from cpersona.engine.disk import WriteMode, write_mode
 from cpersona.errors import BackendUnavailable, VectorStoreUnavailable
 
 if TYPE_CHECKING:
@@ -29,6 +32,7 @@ class Readiness:
 
     components: dict[str, ComponentState]
     failure: BackendUnavailable | None
+    mode: WriteMode = "read-write"
 
     @property
     def ready(self) -> bool:
@@ -57,4 +61,4 @@ async def readiness(life: Lifecycle) -> Readiness:
         if state == "down" and failure is None:
             failure = VectorStoreUnavailable(f"the {name} collection's shard is down (being restarted)")
     components["embedder"] = "off" if b.embedder is None else "up"
-    return Readiness(components, failure)
+    return Readiness(components, failure, await write_mode(life.settings))

@@ -22,6 +22,9 @@ class ReadinessResponse(BaseModel):
     components: dict[str, Literal["up", "down", "off"]] = Field(
         description="Each component's state: redis, vectors.records, vectors.blocks, embedder"
     )
+    mode: Literal["read-write", "read-only"] = Field(
+        description="read-only while every write is refused with 507 for want of disk; reads go on"
+    )
 
 
 class CmpFidelity(BaseModel):

@@ -52,9 +52,15 @@ async def _readiness(request: Request) -> Response:
         body = error_envelope(exc.code, backend_message(exc), None, request_id)
         down = next(name for name, state in ready.components.items() if state == "down")
         reason = f"{down} unavailable"
-        not_ready = {**body, "status": "not_ready", "reason": reason, "components": ready.components}
+        not_ready = {
+            **body,
+            "status": "not_ready",
+            "reason": reason,
+            "components": ready.components,
+            "mode": ready.mode,
+        }
         return ORJSONResponse(not_ready, 503)
-    return ORJSONResponse({"ok": True, "status": "ready", "components": ready.components})
+    return ORJSONResponse({"ok": True, "status": "ready", "components": ready.components, "mode": ready.mode})
 
 
 def memory_ref(record_id: str) -> str:
@@ -95,8 +101,10 @@ INTROSPECT_OPERATIONS: tuple[Operation, ...] = (
         ReadinessResponse, errors=(503,),
         description="Cerememory's readiness probe. `components` gives each one's state (`up`, `down`, or "
         "`off` when the engine runs without it): `redis`, `vectors.records`, `vectors.blocks` (down while "
-        "an embedded shard's process is being restarted) and `embedder`. Not ready is a 503 error envelope "
-        "that also says `status: not_ready`, the `reason` (the first component down) and the `components`.",
+        "an embedded shard's process is being restarted) and `embedder`. `mode` is `read-only` while every "
+        "write is refused with 507 for want of disk (an engine that started on a full disk, or a disk under "
+        "CPERSONA_MIN_FREE_MB), else `read-write`. Not ready is a 503 error envelope that also says "
+        "`status: not_ready`, the `reason` (the first component down), the `components` and the `mode`.",
     ),
     Operation(
         "GET", "/v1/introspect/record/{record_id}", _introspect_record,

@@ -7,7 +7,9 @@ functions below write the config and read the files back. No process is started 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
 import secrets
@@ -82,8 +84,7 @@ class DataDirLock:
             os.close(fd)
             raise
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _name_holder(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -120,6 +121,18 @@ class DataDirLock:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def _name_holder(fd: int) -> None:
+    """Write this process's pid into the lock file, for the message of an engine it refuses. On a full
+    disk the file stays empty: the ``flock`` is the lock, the pid only names its holder, and an engine
+    that cannot say who holds its data dir must still open it (read-only, see :mod:`cpersona.engine.disk`)."""
+    os.ftruncate(fd, 0)
+    try:
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
 
 
 def _lock_holder(fd: int) -> str:
@@ -243,8 +256,14 @@ def write_config(layout: ServerLayout, text: str, url: str) -> int:
     # Both hold the password: readable by the owner only.
     _write_private(layout.config, text)
     # Written before the server starts, so that a start interrupted by a SIGKILL still leaves the way
-    # to reach the server for the next engine.
-    _write_private(layout.url_file, url + "\n")
+    # to reach the server for the next engine. Only a help for that next engine: on a full disk the
+    # server starts without it (the launcher's death signal still stops it with its engine, on Linux).
+    try:
+        _write_private(layout.url_file, url + "\n")
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        unlink(layout.url_file)
     try:
         return layout.logfile.stat().st_size
     except FileNotFoundError:
@@ -252,11 +271,16 @@ def write_config(layout: ServerLayout, text: str, url: str) -> int:
 
 
 def _write_private(path: Path, text: str) -> None:
+    data = text.encode()
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o600:
+            # Unchanged since the last start: left alone, so a start on a full disk does not empty it.
+            return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         # A file from before the password keeps its old mode through O_CREAT; narrow it.
         os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
+        os.write(fd, data)
     finally:
         os.close(fd)
 
