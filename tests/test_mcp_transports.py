@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -21,6 +22,8 @@ from serving import environment_without_settings, free_port, start_serve, stop_s
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from anyio.abc import Process
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -119,3 +122,84 @@ async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:
     assert "http://127.0.0.1:9/mcp" in refused.stderr.decode()
     # Nothing was opened: the refusal comes before an engine.
     assert not (tmp_path / "redis").exists()
+
+
+class _Lines:
+    """A JSON-RPC session over a real stdio server's pipes, one message a line."""
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, line: bytes) -> None:
+        await self._stdin.send(line + b"\n")
+
+    async def close(self) -> None:
+        """End the session as a client does: its end of stdin closed."""
+        await self._stdin.aclose()
+
+    async def answer(self) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(await self._stdout.receive_until(b"\n", 10 * 1024 * 1024))
+        return answer
+
+    async def call(self, id_: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments}
+        await self.send(
+            json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params}).encode()
+        )
+        answer = await self.answer()
+        assert answer["id"] == id_, answer
+        structured: dict[str, Any] = answer["result"]["structuredContent"]
+        return structured
+
+
+_REFUSED_LINES = (
+    # The SDK keeps the last of a repeated key: this would store for "bob", not "ann".
+    (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "store", "arguments": '
+        b'{"agent_id": "ann", "content": "meant for ann", "agent_id": "bob"}}}',
+        "agent_id: is given more than once",
+    ),
+    # An id that is no string or integer: the SDK took it for a notification, stored, and answered nothing.
+    (
+        b'{"jsonrpc": "2.0", "id": {}, "method": "tools/call", "params": {"name": "store", "arguments": '
+        b'{"agent_id": "bob", "content": "meant for no one"}}}',
+        "id: must be a string or an integer",
+    ),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', "id: must be a string or an integer"),
+)
+
+
+async def test_stdio_refuses_the_lines_mcp_over_http_refuses(tmp_path: Path) -> None:
+    """A repeated key or an odd id is answered with a JSON-RPC error, as ``/mcp`` answers it, reaches no
+    tool, and the session goes on."""
+    env = environment_without_settings() | _server_env(tmp_path / "data")
+    with (tmp_path / "mcp.log").open("w") as errlog, anyio.fail_after(_SESSION_SECS):
+        async with await anyio.open_process(
+            [sys.executable, "-m", "cpersona", "mcp"], env=env, stderr=errlog
+        ) as process:
+            lines = _Lines(process)
+            hello = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            }
+            await lines.send(
+                json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}).encode()
+            )
+            assert (await lines.answer())["id"] == 0
+            await lines.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            for raw, said in _REFUSED_LINES:
+                await lines.send(raw)
+                answer = await lines.answer()
+                assert answer["id"] is None, answer
+                assert answer["error"]["code"] == -32600
+                assert said in answer["error"]["message"]
+            for agent in ("ann", "bob"):
+                assert (await lines.call(2, "stats", {"agent_id": agent}))["memories"] == 0
+            stored = await lines.call(3, "store", {"agent_id": "ann", "content": "meant for ann"})
+            assert stored["result"] == "stored"
+            await lines.close()
+            assert await process.wait() == 0

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # JSON-RPC 2.0's code of a message that is JSON but no valid request.
 _INVALID_REQUEST = -32600
 
-__all__ = ["McpEndpoint"]
+__all__ = ["McpEndpoint", "refusal"]
 
 
 class McpEndpoint:
@@ -81,7 +81,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and _is_json(scope):
             chunks, whole = await _read_up_to(receive, self._max_body_bytes)
-            problem = _refusal(b"".join(chunks)) if whole else None
+            problem = refusal(b"".join(chunks)) if whole else None
             if problem is not None:
                 await _answer_error(send, problem)
                 return
@@ -133,9 +133,9 @@ def _replay(chunks: list[bytes], receive: Receive, *, more: bool) -> Receive:
     return replayed
 
 
-def _refusal(raw: bytes) -> str | None:
+def refusal(raw: bytes) -> str | None:
     """Why a JSON body is no message this server reads, or ``None`` (also for text that is no JSON at
-    all: the SDK answers that with its own parse error)."""
+    all: the SDK answers that with its own parse error). The stdio transport asks it of each line."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
