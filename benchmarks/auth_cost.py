@@ -114,9 +114,12 @@ async def measure(memories: int, pairs: int, seed: int = 7) -> dict[str, list[fl
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedRedis(Settings(data_dir=Path(tmp))) as redis_server:
             base = Settings(
-                data_dir=Path(tmp) / "engine", redis_url=redis_server.url, qdrant_url=":memory:",
-                embedding_mode="none", key_prefix="authcost",
-            )  # fmt: skip
+                data_dir=Path(tmp) / "engine",
+                redis_url=redis_server.url,
+                qdrant_url=":memory:",
+                embedding_mode="none",
+                key_prefix="authcost",
+            )
             client = await connect_redis(base, redis_server.url)
             try:
                 token, _ = await ApiKeyStore(client, Keys(base.key_prefix)).create(

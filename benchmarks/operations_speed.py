@@ -213,62 +213,75 @@ CASES: tuple[Case, ...] = (
     Case("recall.timeline", "1 day, by the hour", lambda m, r, _: _timeline(m, r, 1, "hour")),
     Case("recall.timeline", "30 days, by the day", lambda m, r, _: _timeline(m, r, 30, "day")),
     Case(
-        "recall.timeline", "1 year, by the month (at most 1000 records)",
+        "recall.timeline",
+        "1 year, by the month (at most 1000 records)",
         lambda m, r, _: _timeline(m, r, 365, "month"),
     ),
     Case(
-        "recall.timeline", "1 year, emotion filter (joy), limit 100",
+        "recall.timeline",
+        "1 year, emotion filter (joy), limit 100",
         lambda m, r, _: _timeline(m, r, 365, "month", emotion_filter={"joy": 1.0}, limit=100),
     ),
     Case(
-        "recall.graph", "random center, depth 2, 50 nodes, meta",
+        "recall.graph",
+        "random center, depth 2, 50 nodes, meta",
         lambda m, r, ids: _graph(m, r.choice(ids), 2, 50),
     ),
     Case(
-        "recall.graph", "random center, depth 4, 200 nodes, meta",
+        "recall.graph",
+        "random center, depth 4, 200 nodes, meta",
         lambda m, r, ids: _graph(m, r.choice(ids), 4, 200),
     ),
     Case("recall.graph", "no center (newest 10), depth 2", lambda m, _r, _ids: _graph(m, None, 2, 10)),
     Case(
-        "recall.query", "text cue (a 20-word sentence), limit 10, activation depth 2",
+        "recall.query",
+        "text cue (a 20-word sentence), limit 10, activation depth 2",
         lambda m, r, _: _query(m, {"text": r.choice(_CUES)}),
     ),
     Case(
-        "recall.query", "emotion cue (a label), limit 10, activation depth 2",
+        "recall.query",
+        "emotion cue (a label), limit 10, activation depth 2",
         lambda m, r, _: _query(m, {"emotion": r.choice(_LABELS)}),
     ),
     Case(
-        "recall.query", "temporal cue (30 days), limit 10, activation depth 2",
+        "recall.query",
+        "temporal cue (30 days), limit 10, activation depth 2",
         lambda m, r, _: _query(m, {"temporal": _window(r, 30)}),
     ),
     Case(
-        "recall.query", "text + emotion + temporal (90 days), activation depth 2",
+        "recall.query",
+        "text + emotion + temporal (90 days), activation depth 2",
         lambda m, r, _: _query(
             m, {"text": r.choice(_CUES), "emotion": r.choice(_LABELS), "temporal": _window(r, 90)}
         ),
     ),
     Case(
-        "recall.query", "text cue, no activation (depth 0)",
+        "recall.query",
+        "text cue, no activation (depth 0)",
         lambda m, r, _: _query(m, {"text": r.choice(_CUES)}, activation_depth=0),
     ),
     Case(
-        "recall.associate", "random memory, depth 2, min_weight 0.1, limit 50",
+        "recall.associate",
+        "random memory, depth 2, min_weight 0.1, limit 50",
         lambda m, r, ids: _associate(m, r.choice(ids), 2, 0.1),
     ),
     Case(
-        "recall.associate", "random memory, depth 4, min_weight 0, limit 50",
+        "recall.associate",
+        "random memory, depth 4, min_weight 0, limit 50",
         lambda m, r, ids: _associate(m, r.choice(ids), 4, 0.0),
     ),
     Case("recall.raw", "one word, limit 10", lambda m, r, _: _raw_query(m, r.choice(_WORDS))),
     Case(
-        "recall.raw", "two words, limit 100",
+        "recall.raw",
+        "two words, limit 100",
         lambda m, r, _: _raw_query(m, " ".join(r.sample(_WORDS, 2)), limit=100),
     ),
     Case(
-        "recall.raw", "one session (50 entries), no text, limit 100",
+        "recall.raw",
+        "one session (50 entries), no text, limit 100",
         lambda m, r, ids: _raw_query(m, None, session_id=_session(r, ids), limit=100),
     ),
-)  # fmt: skip
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

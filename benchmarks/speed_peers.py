@@ -748,9 +748,15 @@ def _cost_table(
 ) -> list[str]:
     """One cost table: ``arm``'s recalls against plain ones, by size and system, then ``extra`` columns."""
     columns = [
-        "memories", "system", "questions", "plain p50 / p95 (ms)", f"{arm} p50 / p95 (ms)",
-        f"{arm} / plain p50", f"{arm} / plain p95", *extra,
-    ]  # fmt: skip
+        "memories",
+        "system",
+        "questions",
+        "plain p50 / p95 (ms)",
+        f"{arm} p50 / p95 (ms)",
+        f"{arm} / plain p50",
+        f"{arm} / plain p95",
+        *extra,
+    ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for size, found in per_size:
         for c in found:

@@ -37,13 +37,28 @@ def redis_node(directory: Path, port: int, *extra: str) -> Iterator[str]:
     search, json_module = module_files()
     argv = [
         str(redis_binary()),
-        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-        "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-        "--logfile", str(directory / "redis.log"),
-        "--loadmodule", str(search), "ON_TIMEOUT", "FAIL",
-        "--loadmodule", str(json_module),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(directory),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+        "--logfile",
+        str(directory / "redis.log"),
+        "--loadmodule",
+        str(search),
+        "ON_TIMEOUT",
+        "FAIL",
+        "--loadmodule",
+        str(json_module),
         *extra,
-    ]  # fmt: skip
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         _wait_ready(port, proc, directory / "redis.log")

@@ -217,12 +217,15 @@ def test_the_document_offers_the_header_where_a_request_names_an_agent() -> None
 
 def _request(body: bytes, headers: dict[str, str]) -> Request:
     scope = {
-        "type": "http", "method": "POST", "path": "/any", "query_string": b"limit=3",
+        "type": "http",
+        "method": "POST",
+        "path": "/any",
+        "query_string": b"limit=3",
         "headers": [(b"content-type", b"application/json")]
         + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
         # What the lifespan puts there, as far as the readers look: the engine's settings.
         "state": {"engine": SimpleNamespace(settings=Settings())},
-    }  # fmt: skip
+    }
     sent = False
 
     async def receive() -> dict[str, Any]:

@@ -34,13 +34,14 @@ async def _chain(engine: cpersona.Engine, agent: str) -> dict[str, str]:
     ).ref
     refs["A"] = (
         await engine.store(
-            "node a", agent_id=agent,
+            "node a",
+            agent_id=agent,
             associations=[
                 {"target_id": refs["B"], "type": "semantic", "weight": 0.8},
                 {"target_id": refs["D"], "type": "causal", "weight": 1.0},
             ],
         )
-    ).ref  # fmt: skip
+    ).ref
     return refs
 
 

@@ -295,13 +295,19 @@ NAMES = ["Ann", "Ben", "Cy", "Dee"]
 
 SOURCES = ["", "s:1", "s:2"]
 write_st = st.tuples(
-    st.sampled_from(AGENTS), st.sampled_from(PROJECTS), st.sampled_from(CHANNELS), st.sampled_from(NAMES),
+    st.sampled_from(AGENTS),
+    st.sampled_from(PROJECTS),
+    st.sampled_from(CHANNELS),
+    st.sampled_from(NAMES),
     st.sampled_from(SOURCES),
-)  # fmt: skip
+)
 relation_st = st.tuples(
-    st.sampled_from(AGENTS), st.sampled_from(PROJECTS), st.sampled_from(CHANNELS),
-    st.sampled_from(NAMES), st.sampled_from(NAMES),
-)  # fmt: skip
+    st.sampled_from(AGENTS),
+    st.sampled_from(PROJECTS),
+    st.sampled_from(CHANNELS),
+    st.sampled_from(NAMES),
+    st.sampled_from(NAMES),
+)
 read_st = st.builds(
     ReadScope,
     agent_id=st.sampled_from(AGENTS),
@@ -343,9 +349,14 @@ async def test_reads_never_widen_isolation(
     named: dict[str, set[tuple[str, str, str]]] = {}
     for agent_id, project, channel, name, source in writes:
         ref = await remember(
-            engine, f"{name} {len(where)}", run + agent_id, project_id=project, channel=channel,
-            source={"id": source}, associations={"entities": [{"name": name}]},
-        )  # fmt: skip
+            engine,
+            f"{name} {len(where)}",
+            run + agent_id,
+            project_id=project,
+            channel=channel,
+            source={"id": source},
+            associations={"entities": [{"name": name}]},
+        )
         where[ref] = (agent_id, project, channel, source)
         named.setdefault(name_key(name), set()).add((agent_id, project, channel))
     for agent_id, project, channel, subject, obj in relations:
@@ -357,9 +368,14 @@ async def test_reads_never_widen_isolation(
     for read, name, hops, limit in reads:
         scope = ReadScope(run + read.agent_id, read.project_id, read.channel, read.source_id)
         got = await engine.traverse(
-            scope.agent_id, name, max_hops=hops, limit=limit, project_id=read.project_id,
-            channel=read.channel, source_id=read.source_id,
-        )  # fmt: skip
+            scope.agent_id,
+            name,
+            max_hops=hops,
+            limit=limit,
+            project_id=read.project_id,
+            channel=read.channel,
+            source_id=read.source_id,
+        )
         reached = refs_of(got)
         assert len(reached) == len(set(reached)) <= limit
         assert all(may_read(read, *where[ref]) for ref in reached)

@@ -123,11 +123,41 @@ def test_max_chars_must_be_a_positive_integer(bad: object) -> None:
 
 _TOKENS = st.sampled_from(
     [
-        "word", "Word", "x", "日本語", " ", "  ", "\n", "\n\n", "\t", ".", ". ", "!", "?", "。", "？",  # noqa: RUF001
-        ",", "、", "(", ")", "[", "]", "{", "}", "「", "」", "『", "』", "\uff08", "\uff09", '"',
-        "```", "e.g.", "3.14",
+        "word",
+        "Word",
+        "x",
+        "日本語",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        ".",
+        ". ",
+        "!",
+        "?",
+        "。",
+        "？",  # noqa: RUF001
+        ",",
+        "、",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        "「",
+        "」",
+        "『",
+        "』",
+        "\uff08",
+        "\uff09",
+        '"',
+        "```",
+        "e.g.",
+        "3.14",
     ]
-)  # fmt: skip
+)
 _TEXTS = st.lists(_TOKENS, max_size=120).map("".join) | st.text(max_size=300)
 
 

@@ -66,8 +66,19 @@ def stats(env: dict[str, str], agent: str = AGENT) -> dict[str, object]:
 
 
 def test_remember_then_stats_and_get(env: dict[str, str]) -> None:
-    done = run(env, "remember", "The deploy key rotates on Fridays", "--agent", AGENT, "--project", "ops",
-               "--id", "m-1", "--metadata", '{"via": "cli"}')  # fmt: skip
+    done = run(
+        env,
+        "remember",
+        "The deploy key rotates on Fridays",
+        "--agent",
+        AGENT,
+        "--project",
+        "ops",
+        "--id",
+        "m-1",
+        "--metadata",
+        '{"via": "cli"}',
+    )
     assert done.returncode == 0, done.stderr
     match = re.fullmatch(r"stored (mem:[0-9a-f-]{36})\n", done.stdout)
     assert match, done.stdout

@@ -193,9 +193,13 @@ async def test_a_batch_asking_for_inferred_associations_is_refused(client: httpx
 
 async def test_raw_answers_parse_into_the_sdk_models(client: httpx.AsyncClient) -> None:
     raw = {
-        "session_id": "s1", "source": "conversation", "speaker": "user", "visibility": "private_scratch",
-        "secrecy_level": "sensitive", "content": _blocks("user: hi"),
-    }  # fmt: skip
+        "session_id": "s1",
+        "source": "conversation",
+        "speaker": "user",
+        "visibility": "private_scratch",
+        "secrecy_level": "sensitive",
+        "content": _blocks("user: hi"),
+    }
     one = await client.post("/v1/encode/raw", json=raw, headers=HEADERS)
     parsed = cmp.EncodeStoreRawResponse.model_validate(one.json())
     assert (parsed.session_id, parsed.visibility, parsed.secrecy_level) == (
@@ -212,10 +216,18 @@ async def test_stats_and_record_over_http(client: httpx.AsyncClient) -> None:
         "/v1/encode", json={"content": _blocks("counted"), "store": "emotional"}, headers=HEADERS
     )
     record_id = stored.json()["record_id"]
-    await client.post("/v1/encode/raw", json={
-        "session_id": "s1", "source": "conversation", "speaker": "user", "visibility": "normal",
-        "secrecy_level": "public", "content": "user: hi",
-    }, headers=HEADERS)  # fmt: skip
+    await client.post(
+        "/v1/encode/raw",
+        json={
+            "session_id": "s1",
+            "source": "conversation",
+            "speaker": "user",
+            "visibility": "normal",
+            "secrecy_level": "public",
+            "content": "user: hi",
+        },
+        headers=HEADERS,
+    )
     stats = cmp.StatsResponse.model_validate(
         (await client.get("/v1/introspect/stats", headers=HEADERS)).json()
     )
@@ -274,9 +286,12 @@ async def test_readiness_without_redis_is_a_503_the_sdk_raises_typed(
     running = True
     try:
         settings = Settings(
-            data_dir=tmp_path / "data", redis_url=server.url, qdrant_url=":memory:", embedding_mode="none",
+            data_dir=tmp_path / "data",
+            redis_url=server.url,
+            qdrant_url=":memory:",
+            embedding_mode="none",
             redis_timeout_secs=1.0,
-        )  # fmt: skip
+        )
         async with serve_asgi(create_app(settings, background=False)) as http:
             assert (await http.get("/readiness")).status_code == 200
             await server.__aexit__(None, None, None)

@@ -150,9 +150,17 @@ async def test_arguments_that_are_bugs_raise(engine: cpersona.Engine, agent: str
         await cue(engine, agent, "x", depth=-1)
     with pytest.raises(ValueError, match="merge_k"):
         await cue_arm(
-            records=engine.records, vectors=None, vector=None, scope=ReadScope(agent),
-            query="x", period=PERIOD, depth=5, floor=0.0, search_episodes=False, merge_k=0,
-        )  # fmt: skip
+            records=engine.records,
+            vectors=None,
+            vector=None,
+            scope=ReadScope(agent),
+            query="x",
+            period=PERIOD,
+            depth=5,
+            floor=0.0,
+            search_episodes=False,
+            merge_k=0,
+        )
 
 
 # ------------------------------------------------------------------------------ halves and merge

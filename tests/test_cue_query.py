@@ -178,9 +178,11 @@ async def test_another_agents_memories_never_appear(engine: cpersona.Engine) -> 
     mine, theirs = _agent(), _agent()
     their = await engine.store("secret tea recipe", agent_id=theirs, emotion="joy")
     await engine.store(
-        "my tea", agent_id=mine, emotion="joy",
+        "my tea",
+        agent_id=mine,
+        emotion="joy",
         associations=[{"target_id": their.ref, "type": "semantic", "weight": 1.0}],
-    )  # fmt: skip
+    )
     base = time.time() - DAY
     for cue in (
         {"text": "tea recipe"},

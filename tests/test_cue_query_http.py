@@ -64,9 +64,11 @@ async def test_the_answer_parses_into_the_sdk_model(client: httpx.AsyncClient) -
     types = pytest.importorskip("cerememory.types")
     target = await _store(client, "the reason: budgets", emotion="trust")
     await _store(
-        client, "we chose postgres", emotion="joy",
+        client,
+        "we chose postgres",
+        emotion="joy",
         associations=[{"target_id": target, "type": "causal", "weight": 0.9}],
-    )  # fmt: skip
+    )
     body = {"agent_id": AGENT, "cue": {"text": "postgres", "emotion": {"joy": 0.5}}, "trace": True}
     answer = await client.post("/v1/recall/query", json=body)
     parsed = types.RecallQueryResponse.model_validate(answer.json())

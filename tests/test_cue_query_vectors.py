@@ -47,8 +47,10 @@ async def test_text_is_embedded_and_a_caller_vector_takes_precedence(engine: cpe
     money = await embedder_of(engine).embed_query("company earnings and profits")
     by_vector = await engine.query(
         {"text": "kitten napping on a couch", "embedding": [float(x) for x in money]},
-        agent_id=agent, activation_depth=0, trace=True,
-    )  # fmt: skip
+        agent_id=agent,
+        activation_depth=0,
+        trace=True,
+    )
     assert by_vector.trace is not None
     vector_rows = trace_json(by_vector)["arms"]["vector"]["rows"]
     assert vector_rows[0]["ref"] == by_vector.memories[0].record.ref

@@ -94,10 +94,13 @@ async def test_the_walk_follows_outbound_edges_level_by_level(engine: cpersona.E
     assert shape(two, ids) == (
         [("A", 0), ("B", 1), ("D", 1), ("C", 2), ("E", 2)],
         {
-            ("A", "B", "semantic", 0.8), ("A", "D", "emotional", 0.9), ("B", "C", "causal", 0.5),
-            ("D", "E", "semantic", 0.4), ("C", "A", "user_defined", 1.0),
+            ("A", "B", "semantic", 0.8),
+            ("A", "D", "emotional", 0.9),
+            ("B", "C", "causal", 0.5),
+            ("D", "E", "semantic", 0.4),
+            ("C", "A", "user_defined", 1.0),
         },
-    )  # fmt: skip
+    )
     relation = next(e for e in two.edges if e.edge_type == "user_defined")
     assert relation.relation == "recalls"
     assert (two.total_nodes, two.truncated, two.meta_edges) == (5, False, [])
@@ -176,8 +179,10 @@ async def test_it_never_leaves_the_callers_scope(engine: cpersona.Engine) -> Non
     with pytest.raises(RecordNotFound):
         await engine.graph(who, center_id=ids["A"], project_id="q")
     assert shape(await engine.graph(who, center_id=ids["A"], project_id="p", depth=1), ids)[0] == [
-        ("A", 0), ("B", 1), ("D", 1),
-    ]  # fmt: skip
+        ("A", 0),
+        ("B", 1),
+        ("D", 1),
+    ]
     with pytest.raises(RecordNotFound):
         await engine.graph(who, center_id="01916e3a-5678-7000-8000-00000000dead")
 

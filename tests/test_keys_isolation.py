@@ -46,9 +46,12 @@ def _reads(agent: dict[str, str], words: list[str], refs: list[str]) -> list[dic
         {"method": "GET", "url": "/v1/introspect/stats", "params": agent},
         {"method": "POST", "url": "/v1/traverse", "json": {"entity": words[0], **agent}},
         {"method": "POST", "url": "/v1/lifecycle/export", "json": {**agent}},
-        {"method": "POST", "url": "/v1/introspect/decay-forecast",
-         "json": {"record_ids": ids or [str(uuid.uuid4())], "forecast_at": 2_000_000_000, **agent}},
-    ]  # fmt: skip
+        {
+            "method": "POST",
+            "url": "/v1/introspect/decay-forecast",
+            "json": {"record_ids": ids or [str(uuid.uuid4())], "forecast_at": 2_000_000_000, **agent},
+        },
+    ]
     for ref, bare in zip(refs, ids, strict=True):
         out += [
             {"method": "GET", "url": f"/v1/records/{ref}", "params": agent},

@@ -173,9 +173,12 @@ async def test_a_short_cjk_question_is_exact_whatever_other_agents_store(engine:
 
 def test_short_grams_are_every_distinct_cjk_substring_of_one_or_two_characters() -> None:
     assert doc_short_grams("東京タ, 東京") == [
-        "東".encode().hex(), "東京".encode().hex(), "京".encode().hex(), "京タ".encode().hex(),
+        "東".encode().hex(),
+        "東京".encode().hex(),
+        "京".encode().hex(),
+        "京タ".encode().hex(),
         "タ".encode().hex(),
-    ]  # fmt: skip
+    ]
     assert doc_short_grams("no CJK here") == []
 
 
@@ -240,9 +243,21 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     query = "deployed paintings lemonade"
     terms = clauses(fts_terms(query), "content")
     reply = await command(
-        engine.redis, "FT.SEARCH", engine.keys.memory_index, ranked_query("", terms),
-        "VERBATIM", "WITHSCORES", "SCORER", SCORER, "NOCONTENT", "LIMIT", 0, 100, "DIALECT", 2,
-    )  # fmt: skip
+        engine.redis,
+        "FT.SEARCH",
+        engine.keys.memory_index,
+        ranked_query("", terms),
+        "VERBATIM",
+        "WITHSCORES",
+        "SCORER",
+        SCORER,
+        "NOCONTENT",
+        "LIMIT",
+        0,
+        100,
+        "DIALECT",
+        2,
+    )
     unfiltered = {
         "mem:" + reply[i].decode().removeprefix(engine.keys.memory_prefix): float(reply[i + 1])
         for i in range(1, len(reply), 2)
@@ -261,9 +276,24 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     control = engine.keys.prefix + ":idx:control"
     copies = engine.keys.prefix + ":control:"
     await command(
-        engine.redis, "FT.CREATE", control, "ON", "JSON", "PREFIX", 1, copies,
-        "SCHEMA", "$.content", "AS", "content", "TEXT", "$.tag_agent", "AS", "agent", "TAG",
-    )  # fmt: skip
+        engine.redis,
+        "FT.CREATE",
+        control,
+        "ON",
+        "JSON",
+        "PREFIX",
+        1,
+        copies,
+        "SCHEMA",
+        "$.content",
+        "AS",
+        "content",
+        "TEXT",
+        "$.tag_agent",
+        "AS",
+        "agent",
+        "TAG",
+    )
     order = list(stored)
     random.Random(0).shuffle(order)
     for n, ref in enumerate(order):
@@ -274,9 +304,20 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
 
     async def scores(query: str) -> dict[bytes, float]:
         reply = await command(
-            engine.redis, "FT.SEARCH", control, query, "WITHSCORES", "SCORER", SCORER, "NOCONTENT",
-            "LIMIT", 0, 100, "DIALECT", 2,
-        )  # fmt: skip
+            engine.redis,
+            "FT.SEARCH",
+            control,
+            query,
+            "WITHSCORES",
+            "SCORER",
+            SCORER,
+            "NOCONTENT",
+            "LIMIT",
+            0,
+            100,
+            "DIALECT",
+            2,
+        )
         return {reply[i]: float(reply[i + 1]) for i in range(1, len(reply), 2)}
 
     wanted = ["@content:deployed", "@content:paintings", "@content:lemonade"]

@@ -46,7 +46,8 @@ DECLARATION = st.fixed_dictionaries(
         "channel": st.sampled_from(["", "c"]),
         "entities": st.lists(
             st.tuples(st.sampled_from(["Ada", "Lisbon", "ops team", "Ünïcode"]), st.lists(WORDS, max_size=2)),
-            min_size=1, max_size=3,
+            min_size=1,
+            max_size=3,
         ),
         "relation": st.one_of(
             st.none(), st.tuples(st.sampled_from(["Ada", "Porto"]), WORDS, st.just("Lisbon"))
@@ -54,7 +55,7 @@ DECLARATION = st.fixed_dictionaries(
         "anchor": st.one_of(st.none(), st.integers(0, 5)),
         "linked": st.one_of(st.none(), st.tuples(st.integers(0, 5), st.integers(0, 5), WORDS)),
     }
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +82,14 @@ def _archive(header: bytes, body: list[bytes]) -> bytes:
 
 
 async def _populate(
-    engine: cpersona.Engine, agent: str, memories: list[dict[str, Any]], episodes: list[dict[str, Any]],
-    raw: int, profile: str | None, declarations: Sequence[dict[str, Any]] = (),
-) -> None:  # fmt: skip
+    engine: cpersona.Engine,
+    agent: str,
+    memories: list[dict[str, Any]],
+    episodes: list[dict[str, Any]],
+    raw: int,
+    profile: str | None,
+    declarations: Sequence[dict[str, Any]] = (),
+) -> None:
     previous: str | None = None
     refs: list[tuple[str, str, str]] = []
     for n, m in enumerate(memories):
@@ -98,9 +104,15 @@ async def _populate(
         await engine.archive_episode(e["summary"], agent_id=agent, keywords=e["keywords"])
     for n in range(raw):
         await engine.store_raw(
-            f"user: line {n}", agent_id=agent, session_id="s", source="conversation", speaker="user",
-            visibility="normal", secrecy_level="public", turn_id=str(n),
-        )  # fmt: skip
+            f"user: line {n}",
+            agent_id=agent,
+            session_id="s",
+            source="conversation",
+            speaker="user",
+            visibility="normal",
+            secrecy_level="public",
+            turn_id=str(n),
+        )
     if profile is not None:
         await engine.update_profile(agent, profile)
     for d in declarations:
@@ -326,9 +338,14 @@ async def test_a_sealed_raw_entry_is_never_exported(
     ) as m:
         for visibility in ("normal", "sealed"):
             await m.store_raw(
-                f"user: a {visibility} line", agent_id="journal", session_id="s", source="conversation",
-                speaker="user", visibility=visibility, secrecy_level="public",
-            )  # fmt: skip
+                f"user: a {visibility} line",
+                agent_id="journal",
+                session_id="s",
+                source="conversation",
+                speaker="user",
+                visibility=visibility,
+                secrecy_level="public",
+            )
         archive = (await m.export("journal", include_raw_journal=True)).archive_data
     assert b"a normal line" in archive
     assert b"sealed" not in archive

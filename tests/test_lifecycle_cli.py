@@ -22,9 +22,13 @@ if TYPE_CHECKING:
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cpersona", *args], env=env, capture_output=True, text=True, timeout=180,
+        [sys.executable, "-m", "cpersona", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
         check=False,
-    )  # fmt: skip
+    )
 
 
 def _env(redis_url: str, prefix: str, data: Path) -> dict[str, str]:

@@ -71,9 +71,12 @@ async def test_by_store_period_and_age_is_their_union(engine: cpersona.Engine) -
     semantic = await engine.store("a fact", agent_id="a", store="semantic")
     kept = await engine.store("kept", agent_id="a")
     result = await engine.forget(
-        "a", confirm=True, store="semantic", temporal_range={"start": 999_999, "end": 1_000_000},
+        "a",
+        confirm=True,
+        store="semantic",
+        temporal_range={"start": 999_999, "end": 1_000_000},
         older_than_seconds=5 * 86400,
-    )  # fmt: skip
+    )
     assert result.records_deleted == 3
     assert await _refs(engine, "a") == {kept.ref}
     assert {old.ref, in_range.ref, semantic.ref}.isdisjoint(await _refs(engine, "a"))
@@ -82,9 +85,14 @@ async def test_by_store_period_and_age_is_their_union(engine: cpersona.Engine) -
 async def test_only_the_callers_memories_and_raw_journal_untouched(engine: cpersona.Engine) -> None:
     theirs = await engine.store("the same words", agent_id="b", store="semantic")
     await engine.store_raw(
-        "user: hi", agent_id="a", session_id="s", source="conversation", speaker="user",
-        visibility="normal", secrecy_level="public",
-    )  # fmt: skip
+        "user: hi",
+        agent_id="a",
+        session_id="s",
+        source="conversation",
+        speaker="user",
+        visibility="normal",
+        secrecy_level="public",
+    )
     mine = await engine.store("the same words", agent_id="a", store="semantic")
     result = await engine.forget("a", confirm=True, record_ids=[theirs.id], store="semantic")
     assert result.records_deleted == 1

@@ -164,9 +164,14 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
     for archive in (body["archive_data"], base64.b64encode(data).decode()):
         again = await client.post(
             "/v1/lifecycle/import",
-            json={**AGENT, "archive_id": body["archive_id"], "strategy": "merge",
-                  "conflict_resolution": "keep_newer", "archive_data": archive},
-        )  # fmt: skip
+            json={
+                **AGENT,
+                "archive_id": body["archive_id"],
+                "strategy": "merge",
+                "conflict_resolution": "keep_newer",
+                "archive_data": archive,
+            },
+        )
         assert again.status_code == 200, again.text
         _parses(again.json(), ImportResponse, "ImportResponse")
         assert again.json()["records_skipped"] == 1
@@ -214,14 +219,17 @@ def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
         (
             lifecycle.ForgetRequest,
             t.ForgetRequest(
-                record_ids=[uuid.uuid4()], store=t.StoreType.EPISODIC, cascade=True, confirm=True,
+                record_ids=[uuid.uuid4()],
+                store=t.StoreType.EPISODIC,
+                cascade=True,
+                confirm=True,
                 temporal_range=t.TemporalRange(start=now, end=now),
             ),
         ),
         (lifecycle.ConsolidateRequest, t.ConsolidateRequest(strategy=t.ConsolidationStrategy.FULL)),
         (lifecycle.ExportRequest, t.ExportRequest(stores=[t.StoreType.SEMANTIC], include_raw_journal=True)),
         (lifecycle.ImportRequest, t.ImportRequest(archive_id="x", archive_data=b"abc")),
-    ]  # fmt: skip
+    ]
     for model, request in cases:
         validate(model, {**endpoints.dump(request), **AGENT}, Settings())
 

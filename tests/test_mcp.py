@@ -497,8 +497,10 @@ def test_failure_of_a_missing_record_names_the_ref(ref: str) -> None:
 
 def test_an_unexpected_failure_says_nothing_of_itself() -> None:
     body = failure(RuntimeError("/secret/path exploded"), "recall")
-    assert body == {"ok": False, "error": {"code": "INTERNAL_ERROR", "message": "An internal error occurred",
-                                           "field": None}}  # fmt: skip
+    assert body == {
+        "ok": False,
+        "error": {"code": "INTERNAL_ERROR", "message": "An internal error occurred", "field": None},
+    }
 
 
 _AGENT_TOOLS = sorted(tool.name for tool in TOOLS if "agent_id" in tool.model.model_fields)

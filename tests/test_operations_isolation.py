@@ -232,9 +232,13 @@ async def check_reads(engine: cpersona.Engine, world: World, agent: int, project
         reached = await engine.associate(memory.uuid, **scope, depth=8, min_weight=0.0, limit=256)
         assert_hides(reached, hidden, "associate")
         around = await engine.graph(
-            world.agents[agent], center_id=memory.uuid, project_id=project, depth=8, include_meta=True,
+            world.agents[agent],
+            center_id=memory.uuid,
+            project_id=project,
+            depth=8,
+            include_meta=True,
             limit_nodes=1000,
-        )  # fmt: skip
+        )
         assert_hides(around, hidden, "graph")
         check_relations(around, world, agent, project)
     newest = await engine.graph(world.agents[agent], project_id=project, depth=8, limit_nodes=1000)

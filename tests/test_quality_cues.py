@@ -534,8 +534,14 @@ def _write_tmd(folder: Path) -> None:
     (folder / "ConversationData").mkdir(parents=True)
 
     def turn(number: int, dia_id: str, speaker: str, text: str, when: str, **extra: str) -> dict[str, str]:
-        return {"speaker": speaker, "dia_id": dia_id, "text": text, "date_time": when,
-                "response_number": str(number), **extra}  # fmt: skip
+        return {
+            "speaker": speaker,
+            "dia_id": dia_id,
+            "text": text,
+            "date_time": when,
+            "response_number": str(number),
+            **extra,
+        }
 
     log = {
         "speaker_a": "Ann",

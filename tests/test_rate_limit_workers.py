@@ -39,8 +39,12 @@ def _env(tmp_path: Path, redis_url: str) -> dict[str, str]:
 def _key(env: dict[str, str]) -> str:
     done = subprocess.run(
         [*COMMAND, "keys", "create", "--agent", AGENT, "--json"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     key: str = orjson.loads(done.stdout)["key"]
     return key

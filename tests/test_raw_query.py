@@ -35,9 +35,15 @@ SDK = Path("/work/cmp-sdk/src")
 
 def entry(content: str, **fields: Any) -> dict[str, Any]:
     return {
-        "content": content, "agent_id": AGENT, "session_id": "s1", "source": "conversation",
-        "speaker": "user", "visibility": "normal", "secrecy_level": "public", **fields,
-    }  # fmt: skip
+        "content": content,
+        "agent_id": AGENT,
+        "session_id": "s1",
+        "source": "conversation",
+        "speaker": "user",
+        "visibility": "normal",
+        "secrecy_level": "public",
+        **fields,
+    }
 
 
 async def write(memory: cpersona.Engine, *entries: dict[str, Any]) -> list[str]:
@@ -195,9 +201,14 @@ async def test_the_http_answer_parses_as_the_sdks_response(client: httpx.AsyncCl
         "print(r.records[0].content.blocks[0].data.decode(), r.records[0].visibility.value)"
     )
     done = subprocess.run(  # noqa: ASYNC221 - a short check in the SDK's own interpreter path
-        [sys.executable, "-c", check], input=answer.text, capture_output=True, text=True, check=False,
-        env={**os.environ, "PYTHONPATH": str(SDK)}, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", check],
+        input=answer.text,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(SDK)},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "user mentioned their favorite editor normal"
     refused = await client.post("/v1/recall/raw", json={"agent_id": AGENT, "query": "@{", "limit": 5})
@@ -210,9 +221,12 @@ def test_the_cli_renders_entries_and_json_parses(
 ) -> None:
     env = environment_without_settings()
     env.update(
-        CPERSONA_REDIS_URL=redis_url, CPERSONA_KEY_PREFIX=key_prefix, CPERSONA_DATA_DIR=str(tmp_path),
-        CPERSONA_QDRANT_URL=":memory:", CPERSONA_EMBEDDING_MODE="none",
-    )  # fmt: skip
+        CPERSONA_REDIS_URL=redis_url,
+        CPERSONA_KEY_PREFIX=key_prefix,
+        CPERSONA_DATA_DIR=str(tmp_path),
+        CPERSONA_QDRANT_URL=":memory:",
+        CPERSONA_EMBEDDING_MODE="none",
+    )
     script = [sys.executable, "-m", "cpersona"]
 
     async def fill() -> None:
@@ -225,23 +239,49 @@ def test_the_cli_renders_entries_and_json_parses(
             )
 
     anyio.run(fill)
-    done = subprocess.run([*script, "raw", "line", "--agent", AGENT, "--session", "s1"], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*script, "raw", "line", "--agent", AGENT, "--session", "s1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "1 of 1 matching entries, oldest first"
     assert lines[2].endswith("  s1 / t9  user (conversation)")
     assert lines[3].startswith("    raw:")
     assert lines[4:] == ["    line one", "    line two"]
-    as_json = subprocess.run([*script, "raw", "--agent", AGENT, "--include-private-scratch", "--json",
-                              "--start", "2000-01-01T00:00:00Z"], env=env, capture_output=True, text=True,
-                             timeout=120, check=False)  # fmt: skip
+    as_json = subprocess.run(
+        [
+            *script,
+            "raw",
+            "--agent",
+            AGENT,
+            "--include-private-scratch",
+            "--json",
+            "--start",
+            "2000-01-01T00:00:00Z",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert as_json.returncode == 0, as_json.stderr
     parsed = RawQueryResult.model_validate(orjson.loads(as_json.stdout))
     assert [r.text for r in parsed.records] == ["line one\nline two", "scratch"]
     assert render_raw(orjson.loads(as_json.stdout))[7].endswith("user (conversation)  [private_scratch]")
-    bad = subprocess.run([*script, "raw", "--agent", AGENT, "--limit", "0"], env=env, capture_output=True,
-                         text=True, timeout=120, check=False)  # fmt: skip
+    bad = subprocess.run(
+        [*script, "raw", "--agent", AGENT, "--limit", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert (bad.returncode, bad.stderr.startswith("error: limit:")) == (2, True)
 
 

@@ -32,9 +32,15 @@ OTHER_KEY = base64.b64encode(b"\x22" * 32).decode()
 
 def entry(content: str, agent: str = AGENT, **fields: Any) -> dict[str, Any]:
     return {
-        "content": content, "agent_id": agent, "session_id": "s1", "source": "conversation",
-        "speaker": "user", "visibility": "normal", "secrecy_level": "public", **fields,
-    }  # fmt: skip
+        "content": content,
+        "agent_id": agent,
+        "session_id": "s1",
+        "source": "conversation",
+        "speaker": "user",
+        "visibility": "normal",
+        "secrecy_level": "public",
+        **fields,
+    }
 
 
 @pytest.fixture
@@ -235,12 +241,48 @@ async def test_a_store_of_before_the_raw_query_is_brought_up_to_date(
         {**old, "pk": ids[1], "visibility": "sealed", "content": f"sealed {secret}", "ts": 2.0},
     )
     await redis.execute_command(  # type: ignore[no-untyped-call]
-        "FT.CREATE", f"{prefix}:idx:raw", "ON", "JSON", "PREFIX", "1", f"{prefix}:raw:", "SCHEMA",
-        "$.content", "AS", "content", "TEXT", "$.tag_agent", "AS", "agent", "TAG", "$.tag_project", "AS",
-        "project", "TAG", "$.tag_channel", "AS", "channel", "TAG", "$.tag_session", "AS", "session", "TAG",
-        "$.visibility", "AS", "visibility", "TAG", "$.secrecy_level", "AS", "secrecy", "TAG",
-        "$.ts", "AS", "ts", "NUMERIC", "SORTABLE",
-    )  # fmt: skip
+        "FT.CREATE",
+        f"{prefix}:idx:raw",
+        "ON",
+        "JSON",
+        "PREFIX",
+        "1",
+        f"{prefix}:raw:",
+        "SCHEMA",
+        "$.content",
+        "AS",
+        "content",
+        "TEXT",
+        "$.tag_agent",
+        "AS",
+        "agent",
+        "TAG",
+        "$.tag_project",
+        "AS",
+        "project",
+        "TAG",
+        "$.tag_channel",
+        "AS",
+        "channel",
+        "TAG",
+        "$.tag_session",
+        "AS",
+        "session",
+        "TAG",
+        "$.visibility",
+        "AS",
+        "visibility",
+        "TAG",
+        "$.secrecy_level",
+        "AS",
+        "secrecy",
+        "TAG",
+        "$.ts",
+        "AS",
+        "ts",
+        "NUMERIC",
+        "SORTABLE",
+    )
     async with cpersona.open(sealed_settings, background=False) as memory:
         found = await memory.raw_query("deploy", agent_id=AGENT)
         assert [r.id for r in found.records] == ids[:1]

@@ -297,8 +297,11 @@ async def test_the_arm_runner_names_a_failure_and_a_late_answer() -> None:
 
     failed = await runner.run("memory_keyword", broken)
     assert (failed.arm, failed.status, failed.detail, failed.rows) == (
-        "memory_keyword", "error", "RuntimeError: index gone", ()
-    )  # fmt: skip
+        "memory_keyword",
+        "error",
+        "RuntimeError: index gone",
+        (),
+    )
     late = await runner.run("episode_fts", stalled)
     assert (late.status, late.detail) == ("timeout", "no answer within 50 ms")
     # The runner stamps a late arm's time too (the trace reports it); how long it was is the clock's

@@ -193,8 +193,10 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
         else:
             assert rank is None
     assert trace["request"]["time_cue"] == {
-        "after": cue["after"] + "T00:00:00Z", "before": _next_day(cue["before"]), "confidence": "sure"
-    }  # fmt: skip
+        "after": cue["after"] + "T00:00:00Z",
+        "before": _next_day(cue["before"]),
+        "confidence": "sure",
+    }
     assert trace["stages"][0]["confidence"] == "sure"
     assert trace["cue"]["bound"] == 3
     assert [seat["ref"] for seat in trace["reservation"] if seat["kind"] == "cue"] == trace["cue"]["seated"]

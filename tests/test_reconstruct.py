@@ -64,8 +64,12 @@ async def test_count_zero_returns_nothing(engine: cpersona.Engine) -> None:
     await put(engine, "something stored", who, 1_000.0)
     result = await engine.reconstruct("something", agent_id=who, count=0)
     assert result.to_json() == {
-        "ok": True, "items": [], "effective_count": 0, "returned_count": 0, "shortfall_reason": "count_zero",
-    }  # fmt: skip
+        "ok": True,
+        "items": [],
+        "effective_count": 0,
+        "returned_count": 0,
+        "shortfall_reason": "count_zero",
+    }
 
 
 async def test_each_clamp_is_reported(engine: cpersona.Engine) -> None:
@@ -95,9 +99,17 @@ async def test_each_clamp_is_reported(engine: cpersona.Engine) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("count", -1), ("top_k", 0), ("top_k", 10_001), ("max_hops", 6), ("max_hops", -1),
-     ("max_evidence", 0), ("max_evidence", 101), ("budget", -1)],
-)  # fmt: skip
+    [
+        ("count", -1),
+        ("top_k", 0),
+        ("top_k", 10_001),
+        ("max_hops", 6),
+        ("max_hops", -1),
+        ("max_evidence", 0),
+        ("max_evidence", 101),
+        ("budget", -1),
+    ],
+)
 async def test_a_value_out_of_range_is_refused_by_name(
     engine: cpersona.Engine, field: str, value: int
 ) -> None:
@@ -111,8 +123,10 @@ async def test_a_value_out_of_range_is_refused_by_name(
 
 async def test_adjacency_is_anchored_at_the_bursts_first_row(engine: cpersona.Engine) -> None:
     who = agent()
-    refs = [await put(engine, f"line {i} of the chat", who, 10_000.0 + t, source=SRC)
-            for i, t in enumerate((0, 40, 70, 100))]  # fmt: skip
+    refs = [
+        await put(engine, f"line {i} of the chat", who, 10_000.0 + t, source=SRC)
+        for i, t in enumerate((0, 40, 70, 100))
+    ]
     other = await put(engine, "a note from elsewhere", who, 10_030.0, source={"type": "User", "id": "u2"})
     result = await engine.reconstruct("", agent_id=who, trace=True)
     found = clusters(result)
@@ -127,9 +141,9 @@ async def test_an_episode_bundles_the_memories_it_spans_and_supports_them(engine
     who = agent()
     inside = await put(engine, "we chose the blue logo", who, 50_000.0)
     outside = await put(engine, "lunch was late", who, 90_000.0)
-    ep = (await engine.archive_episode(
-        "design review", agent_id=who, start_time=49_000.0, end_time=51_000.0
-    )).ref  # fmt: skip
+    ep = (
+        await engine.archive_episode("design review", agent_id=who, start_time=49_000.0, end_time=51_000.0)
+    ).ref
     result = await engine.reconstruct("design review blue logo lunch", agent_id=who, deep=True, trace=True)
     assert ({ep, inside}, "cluster:episode") in clusters(result)
     assert ({outside}, None) in clusters(result)
@@ -161,9 +175,13 @@ def cand(
 
 
 def test_msg_id_versions_bundle_and_the_newest_is_head() -> None:
-    pool = [cand("mem:a", 0, msg_id="m1", ts=100.0), cand("mem:b", 1, msg_id="m1", ts=300.0),
-            cand("mem:c", 2, msg_id="m1", ts=200.0), cand("mem:d", 3, msg_id="m1", ts=200.0),
-            cand("mem:e", 4, msg_id="m2", ts=200.0)]  # fmt: skip
+    pool = [
+        cand("mem:a", 0, msg_id="m1", ts=100.0),
+        cand("mem:b", 1, msg_id="m1", ts=300.0),
+        cand("mem:c", 2, msg_id="m1", ts=200.0),
+        cand("mem:d", 3, msg_id="m1", ts=200.0),
+        cand("mem:e", 4, msg_id="m2", ts=200.0),
+    ]
     found = bundle(pool, {}, 60.0)
     assert [(c.members, c.reason) for c in found] == [((0, 1, 2, 3), "cluster:msg_id"), ((4,), None)]
     s = structure(found[0], pool, (), {}, 40)
@@ -180,8 +198,13 @@ def test_msg_id_versions_bundle_and_the_newest_is_head() -> None:
 
 
 def test_held_clusters_follow_the_window_and_take_no_place_in_it() -> None:
-    pool = [cand("mem:h1", 0, reserved=True), cand("mem:a", 1), cand("mem:b", 2),
-            cand("mem:h2", 3, reserved=True), cand("mem:c", 4)]  # fmt: skip
+    pool = [
+        cand("mem:h1", 0, reserved=True),
+        cand("mem:a", 1),
+        cand("mem:b", 2),
+        cand("mem:h2", 3, reserved=True),
+        cand("mem:c", 4),
+    ]
     found = bundle(pool, {}, 60.0)
     ordered = order_items(found, pool, 2)
     assert [pool[c.members[0]].ref for c in ordered.window] == ["mem:a", "mem:b"]
@@ -322,9 +345,12 @@ async def test_the_evidence_sequences_quote_head_passages_only(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path, sequence: str
 ) -> None:
     settings_ = Settings(
-        data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none",
+        data_dir=tmp_path,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        embedding_mode="none",
         reconstruct_sequence=sequence,
-    )  # fmt: skip
+    )
     long = (
         " ".join(f"Paragraph {i} is filler about nothing much." for i in range(80))
         + " The vault code is 4711."
@@ -394,9 +420,12 @@ async def fill(engine: cpersona.Engine, who: str, rows: list[tuple[str, int, str
     for i, (text, t, src, names) in enumerate(rows):
         assoc = {"entities": [{"name": n} for n in names]} if names else None
         got = await engine.store(
-            f"{text} #{i}", agent_id=who, timestamp=1_000_000.0 + t,
-            source={"type": "User", "id": src}, associations=assoc,
-        )  # fmt: skip
+            f"{text} #{i}",
+            agent_id=who,
+            timestamp=1_000_000.0 + t,
+            source={"type": "User", "id": src},
+            associations=assoc,
+        )
         refs.append(got.ref)
     await engine.declare_associations(
         who, {"relations": [{"subject": "Ann", "predicate": "knows", "object": "Cy"}]}
@@ -479,8 +508,10 @@ async def test_entities_of_another_scope_never_become_cues(
 async def test_the_recall_gives_reconstruct_one_keyword_seat(engine: cpersona.Engine) -> None:
     who = agent()
     words = ("office opens", "weather report", "train strike")
-    refs = [await put(engine, f"Berlin {w}", who, 10_000.0 * (i + 1), source={"type": "User", "id": f"s{i}"})
-            for i, w in enumerate(words)]  # fmt: skip
+    refs = [
+        await put(engine, f"Berlin {w}", who, 10_000.0 * (i + 1), source={"type": "User", "id": f"s{i}"})
+        for i, w in enumerate(words)
+    ]
     plain = await engine.recall("Berlin", agent_id=who, limit=20)
     assert not [r for r in plain.rows if r.match_reason.get("signal") == "keyword"]
     result = await engine.reconstruct("Berlin weather", agent_id=who, trace=True)

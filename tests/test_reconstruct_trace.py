@@ -152,9 +152,12 @@ async def test_the_passage_sequences_show_where_the_budget_stopped(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path, sequence: str
 ) -> None:
     settings_ = Settings(
-        data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none",
+        data_dir=tmp_path,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        embedding_mode="none",
         reconstruct_sequence=sequence,
-    )  # fmt: skip
+    )
     async with cpersona.open(settings_, background=False) as memory:
         who = agent()
         await burst(memory, who, repeat=12)

@@ -95,8 +95,20 @@ def test_an_index_lives_on_the_master_of_its_name_and_sees_only_that_masters_key
     for doc in docs:
         with _node(_owner(cluster, key_slot(doc.encode()))) as node:
             node.execute_command("JSON.SET", doc, "$", '{"content": "apple pie"}')
-    create = ("FT.CREATE", index, "ON", "JSON", "PREFIX", 1, keys.memory_prefix, "SCHEMA", "$.content", "AS",
-              "content", "TEXT")  # fmt: skip
+    create = (
+        "FT.CREATE",
+        index,
+        "ON",
+        "JSON",
+        "PREFIX",
+        1,
+        keys.memory_prefix,
+        "SCHEMA",
+        "$.content",
+        "AS",
+        "content",
+        "TEXT",
+    )
     for port in cluster:
         with _node(port) as node:
             if port == home:

@@ -207,10 +207,25 @@ async def _plain_redis(tmp_path: Path, *options: str) -> AsyncIterator[str]:
     sock = tmp_path / "own.sock"
     modules = [arg for path in module_files() for arg in ("--loadmodule", str(path))]
     process = await anyio.open_process(
-        [str(redis_binary()), "--port", "0", "--unixsocket", str(sock), "--save", "", "--dir", str(tmp_path),
-         "--logfile", str(tmp_path / "own.log"), *modules, *options],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(redis_binary()),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--dir",
+            str(tmp_path),
+            "--logfile",
+            str(tmp_path / "own.log"),
+            *modules,
+            *options,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with anyio.fail_after(30):
             while True:

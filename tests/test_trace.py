@@ -135,8 +135,15 @@ def check_shape(trace: dict[str, Any], result: RecallResult) -> None:
     assert set(trace["scope"]) == {"agent_id", "project_id", "channel", "source_id"}
     request = trace["request"]
     assert set(request) == {
-        "limit", "depth", "deep", "mode", "confidence_ordering", "prior", "episode_penalty", "time_cue",
-    }  # fmt: skip
+        "limit",
+        "depth",
+        "deep",
+        "mode",
+        "confidence_ordering",
+        "prior",
+        "episode_penalty",
+        "time_cue",
+    }
     assert (request["limit"], request["depth"], request["mode"]) == (result.limit, result.depth, result.mode)
     assert request["confidence_ordering"] == "none"
     assert request["time_cue"] is None
@@ -419,8 +426,12 @@ def leaked(serialised: str, contents: Sequence[str]) -> list[str]:
 
 def test_the_leak_check_would_see_text() -> None:
     trace = {"arms": {"vector_near": [{"ref": "mem:1", "rank": 0, "raw": 0.5}]}, "note": "xyz ghost words"}
-    assert leaked(orjson.dumps(trace).decode(), ["ghost words here"]) == ["ghost wo", "host wor", "ost word",
-                                                                            "st words"]  # fmt: skip
+    assert leaked(orjson.dumps(trace).decode(), ["ghost words here"]) == [
+        "ghost wo",
+        "host wor",
+        "ost word",
+        "st words",
+    ]
     assert leaked(orjson.dumps(trace).decode(), ["nothing like it"]) == []
 
 

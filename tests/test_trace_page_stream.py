@@ -145,8 +145,11 @@ async def test_the_stream_forwards_the_traces_it_may_and_ends_with_the_client(
         await stream.until(lambda s: any(e == "ready" for e, _ in s.events()))
         assert stream.status == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
-        for agent, project, ref in (("ann", "ops", "mem:a-ops"), ("bo", "ops", "mem:b-ops"),
-                                    ("ann", "dev", "mem:a-dev")):  # fmt: skip
+        for agent, project, ref in (
+            ("ann", "ops", "mem:a-ops"),
+            ("bo", "ops", "mem:b-ops"),
+            ("ann", "dev", "mem:a-dev"),
+        ):
             await redis.publish(keys.trace_channel(agent), _trace(agent, project, ref))
         await redis.publish(keys.trace_channel("ann"), b"not json")
         # A marker every stream sees last: ann's, in project ops.

@@ -164,12 +164,24 @@ def test_mypy_catches_a_wrong_keyword_and_passes_the_right_calls(tmp_path: Path)
     env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
     run = subprocess.run(
         [
-            sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-            "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", "--show-absolute-path",
-            str(tmp_path / "good.py"), str(tmp_path / "bad.py"),
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-error-summary",
+            "--show-absolute-path",
+            str(tmp_path / "good.py"),
+            str(tmp_path / "bad.py"),
         ],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     lines = [line for line in run.stdout.splitlines() if ": error:" in line]
     assert not [line for line in lines if "good.py" in line], run.stdout
     for where, message in EXPECTED:

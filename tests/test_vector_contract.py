@@ -503,8 +503,10 @@ async def test_an_open_tail_differs_from_the_complete_answer_only_in_its_last_ti
     twin = query_like(rng)
     # 40 exact copies of one vector, written in shuffled seq order, so a limit inside them cuts a tie.
     points = random_points(rng, 300)
-    points = [dataclasses.replace(p, vector=twin.copy(), seq=1000 + (i * 17) % 40) if i < 40 else p
-              for i, p in enumerate(points)]  # fmt: skip
+    points = [
+        dataclasses.replace(p, vector=twin.copy(), seq=1000 + (i * 17) % 40) if i < 40 else p
+        for i, p in enumerate(points)
+    ]
     await store.upsert(points)
     flt = VectorFilter(agent_id="agent-a")
     for limit in (1, 10, 39, 40, 41, 60):

@@ -103,9 +103,14 @@ def test_a_payload_holds_what_searches_filter_on_or_read_back() -> None:
     # The point's own id is not repeated in it (but as its own parent, which readers of earlier releases
     # need), nor a block index of 0 (a hit reads 0 when it is absent).
     assert payload == {
-        "kind": "memory", "agent_id": "a", "project_id": "p", "channel": "c", "timestamp": 5.0, "seq": 9,
+        "kind": "memory",
+        "agent_id": "a",
+        "project_id": "p",
+        "channel": "c",
+        "timestamp": 5.0,
+        "seq": 9,
         "parent": pid,
-    }  # fmt: skip
+    }
     # A point stored without a parent reads as its own (a later release may stop writing it).
     del payload["parent"]
     hit = hit_from_payload(uuid.UUID(int=7), 0.5, payload)

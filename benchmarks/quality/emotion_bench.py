@@ -252,8 +252,12 @@ async def run(size: int, cases: int, noises: list[float], seed: int) -> dict[str
             recon = await _reconsolidation_cost(memory, [{"emotion": q["emotion"]} for q in questions])
             walks = await _walks(memory, questions, refs)
     return {
-        "ways": out, "records": len(memories), "ingest_s": ingest_s, "reconsolidation": recon, "walks": walks
-    }  # fmt: skip
+        "ways": out,
+        "records": len(memories),
+        "ingest_s": ingest_s,
+        "reconsolidation": recon,
+        "walks": walks,
+    }
 
 
 def _rows(size: int, found: dict[str, Any]) -> str:

@@ -196,8 +196,12 @@ def report(passes: dict[str, dict[str, Tally]]) -> list[str]:
     """The tables, one per pass: column, any, all, mean records, p50/p95 ms where timed."""
     lines: list[str] = []
     for title, table in passes.items():
-        lines += [f"## {title}", "", "| column | questions | any gold cited | all gold cited | mean records "
-                  "| p50 ms | p95 ms |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            f"## {title}",
+            "",
+            "| column | questions | any gold cited | all gold cited | mean records | p50 ms | p95 ms |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for name, tally in table.items():
             timed = tally.millis
             p50 = f"{percentile(timed, 0.5):.0f}" if timed else "-"

@@ -41,9 +41,13 @@ class AssociationMethods:
         ``''``); ``anchor_ref``'s record gets the entities as its mentions. ``retract`` removes exactly
         what is named instead (a bare entity without an anchor: the entity and all that hangs from it)."""
         body = given(
-            agent_id=agent_id, associations=associations, anchor_ref=anchor_ref, retract=retract,
-            project_id=project_id, channel=channel,
-        )  # fmt: skip
+            agent_id=agent_id,
+            associations=associations,
+            anchor_ref=anchor_ref,
+            retract=retract,
+            project_id=project_id,
+            channel=channel,
+        )
         return await graph.declare(self._life, body)
 
     async def traverse(
@@ -60,9 +64,14 @@ class AssociationMethods:
         """The records reached from ``entity`` (a name or alias) over entity relations in either
         direction, breadth-first: ``max_hops`` 0-5, ``limit`` 1-100, each record once at its fewest hops."""
         body = given(
-            agent_id=agent_id, entity=entity, max_hops=max_hops, limit=limit, project_id=project_id,
-            channel=channel, source_id=source_id,
-        )  # fmt: skip
+            agent_id=agent_id,
+            entity=entity,
+            max_hops=max_hops,
+            limit=limit,
+            project_id=project_id,
+            channel=channel,
+            source_id=source_id,
+        )
         return await graph.traverse(self._life, body)
 
     async def match_entities(self, scope: ReadScope, text: str) -> list[EntityMatch]:

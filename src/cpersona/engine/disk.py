@@ -101,8 +101,9 @@ async def prepare_start(settings: Settings) -> None:
     log.error(
         "the disk of the data dir %s is full: the engine starts read-only (reads are served, every write "
         "is refused with 507) until %d MB are free",
-        data_dir, RESUME_BYTES // _MB,
-    )  # fmt: skip
+        data_dir,
+        RESUME_BYTES // _MB,
+    )
 
 
 def end_start(settings: Settings) -> None:
@@ -204,5 +205,8 @@ def _log_refusal(directory: Path, store: str, free_mb: int, floor_mb: int) -> No
     _last_logged[directory] = now
     log.error(
         "writes are refused: the disk of the %s (%s) has %d MB free, under CPERSONA_MIN_FREE_MB=%d",
-        store, directory, free_mb, floor_mb,
-    )  # fmt: skip
+        store,
+        directory,
+        free_mb,
+        floor_mb,
+    )

@@ -68,11 +68,19 @@ class QueryMethods:
         once per ``request_id`` (default: a fresh one, so every call counts).
         """
         body = given(
-            cue=cue, agent_id=agent_id, project_id=project_id, channel=channel, stores=stores,
-            limit=limit, min_fidelity=min_fidelity, include_decayed=include_decayed,
-            reconsolidate=reconsolidate, activation_depth=activation_depth, recall_mode=recall_mode,
+            cue=cue,
+            agent_id=agent_id,
+            project_id=project_id,
+            channel=channel,
+            stores=stores,
+            limit=limit,
+            min_fidelity=min_fidelity,
+            include_decayed=include_decayed,
+            reconsolidate=reconsolidate,
+            activation_depth=activation_depth,
+            recall_mode=recall_mode,
             trace=trace,
-        )  # fmt: skip
+        )
         return await self.query_request(validate(CueQueryRequest, body, self._life.settings), request_id)
 
     async def query_request(self, req: CueQueryRequest, request_id: str | None = None) -> CueQueryResult:
@@ -105,9 +113,14 @@ class QueryMethods:
         """The memories reached from ``record_id`` (``mem:<uuid>`` or a bare UUID) over its associations
         (the fields of :class:`~cpersona.AssociateRequest`), most activated first."""
         body = given(
-            agent_id=agent_id, project_id=project_id, channel=channel,
-            association_types=association_types, depth=depth, min_weight=min_weight, limit=limit,
-        )  # fmt: skip
+            agent_id=agent_id,
+            project_id=project_id,
+            channel=channel,
+            association_types=association_types,
+            depth=depth,
+            min_weight=min_weight,
+            limit=limit,
+        )
         req = validate(AssociateRequest, body, self._life.settings)
         return await self.associate_request(record_id, req)
 

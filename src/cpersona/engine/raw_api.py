@@ -43,11 +43,16 @@ class RawQueryMethods:
         is ``{"start": ..., "end": ...}``, both included. ``private_scratch`` and ``sealed`` entries only
         when asked; ``secrecy_levels`` defaults to public and sensitive."""
         body = given(
-            query=query, agent_id=agent_id, session_id=session_id,
-            temporal=temporal, limit=limit, include_private_scratch=include_private_scratch,
+            query=query,
+            agent_id=agent_id,
+            session_id=session_id,
+            temporal=temporal,
+            limit=limit,
+            include_private_scratch=include_private_scratch,
             include_sealed=include_sealed,
             secrecy_levels=None if secrecy_levels is None else list(secrecy_levels),
-            project_id=project_id, channel=channel,
-        )  # fmt: skip
+            project_id=project_id,
+            channel=channel,
+        )
         life = self._life
         return await raw_query(life.backends.records, life.settings, body)

@@ -57,10 +57,22 @@ class ReconstructMethods:
         its claims newest first with their roles; ``budget`` characters of quoted text at most. ``mode``
         ``"lite"`` (or ``lite``) or ``"pro"`` holds the whole answer to a cl100k token cap."""
         body = given(
-            query=query, agent_id=agent_id, count=count, top_k=top_k, max_hops=max_hops,
-            max_evidence=max_evidence, budget=budget, deep=deep, project_id=project_id, channel=channel,
-            source_id=source_id, time_cue=time_cue, trace=trace, mode=mode, lite=lite,
-        )  # fmt: skip
+            query=query,
+            agent_id=agent_id,
+            count=count,
+            top_k=top_k,
+            max_hops=max_hops,
+            max_evidence=max_evidence,
+            budget=budget,
+            deep=deep,
+            project_id=project_id,
+            channel=channel,
+            source_id=source_id,
+            time_cue=time_cue,
+            trace=trace,
+            mode=mode,
+            lite=lite,
+        )
         life = self._life
         req = validate(ReconstructRequest, body, life.settings)
         result = await reconstruct(_RecallPort(life), life.backends.records, life.settings, req, coverage)
@@ -84,9 +96,12 @@ class _RecallPort:
         req = recall_request(body, life.settings, life.policies, max_limit=MAX_TOP_K)
         # One keyword seat, as the reference's reconstruct asks of its recall (§3.10); pro asks for more.
         req = dataclasses.replace(
-            req, lexical_terms=lexical_terms, keyword_seats=asks.keyword_seats,
-            extra_block_seats=asks.extra_block_seats, depth_places=asks.depth_places,
-        )  # fmt: skip
+            req,
+            lexical_terms=lexical_terms,
+            keyword_seats=asks.keyword_seats,
+            extra_block_seats=asks.extra_block_seats,
+            depth_places=asks.depth_places,
+        )
         result = await life.recaller.recall(req)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),

@@ -51,10 +51,16 @@ class TimelineMethods:
         Monday, calendar months). At most ``limit`` records (default 1000, at most 10000);
         ``truncated`` says when more matched."""
         body = given(
-            agent_id=agent_id, range=range, granularity=granularity, min_fidelity=min_fidelity,
-            emotion_filter=emotion_filter, limit=limit, project_id=project_id, channel=channel,
+            agent_id=agent_id,
+            range=range,
+            granularity=granularity,
+            min_fidelity=min_fidelity,
+            emotion_filter=emotion_filter,
+            limit=limit,
+            project_id=project_id,
+            channel=channel,
             source_id=source_id,
-        )  # fmt: skip
+        )
         life = self._life
         req = validate(TimelineRequest, body, life.settings)
         return await timeline(life.backends.records, req, time.time())
@@ -78,10 +84,16 @@ class TimelineMethods:
         ``edge_types`` if given. ``include_meta`` adds each node's meta-memory and its meta edges. An
         unknown ``center_id`` raises :class:`~cpersona.RecordNotFound`."""
         body = given(
-            agent_id=agent_id, center_id=center_id, depth=depth, edge_types=edge_types,
-            include_meta=include_meta, limit_nodes=limit_nodes, project_id=project_id, channel=channel,
+            agent_id=agent_id,
+            center_id=center_id,
+            depth=depth,
+            edge_types=edge_types,
+            include_meta=include_meta,
+            limit_nodes=limit_nodes,
+            project_id=project_id,
+            channel=channel,
             source_id=source_id,
-        )  # fmt: skip
+        )
         life = self._life
         req = validate(GraphRequest, body, life.settings)
         return await graph(life.backends.records, req, time.time())

@@ -62,9 +62,14 @@ class UpkeepMethods:
         """Delete the agent's memories that any selector names (ids, with ``cascade`` their edges'
         targets; a store; a period of their own timestamps; an age). ``confirm`` must be true."""
         body = given(
-            agent_id=agent_id, confirm=confirm, record_ids=record_ids, store=store,
-            temporal_range=temporal_range, older_than_seconds=older_than_seconds, cascade=cascade,
-        )  # fmt: skip
+            agent_id=agent_id,
+            confirm=confirm,
+            record_ids=record_ids,
+            store=store,
+            temporal_range=temporal_range,
+            older_than_seconds=older_than_seconds,
+            cascade=cascade,
+        )
         return await upkeep.forget(self._life, body)
 
     def forget_progress(self, request: ForgetRequest) -> AsyncIterator[int]:
@@ -84,9 +89,12 @@ class UpkeepMethods:
     ) -> ConsolidateResult:
         """Merge near-duplicate episodic memories and give the rest a semantic copy, idempotently."""
         body = given(
-            agent_id=agent_id, min_age_hours=min_age_hours, min_access_count=min_access_count,
-            dry_run=dry_run, strategy=strategy,
-        )  # fmt: skip
+            agent_id=agent_id,
+            min_age_hours=min_age_hours,
+            min_access_count=min_access_count,
+            dry_run=dry_run,
+            strategy=strategy,
+        )
         return await upkeep_consolidate.consolidate(self._life, body)
 
     def export_lines(
@@ -107,9 +115,12 @@ class UpkeepMethods:
         """The agent's archive whole, with its checksum and id (:meth:`export_lines` streams it); with
         ``encryption_key``, encrypted (AES-256-GCM under a scrypt-stretched key)."""
         body = given(
-            agent_id=agent_id, stores=stores, include_raw_journal=include_raw_journal,
-            encrypt=encryption_key is not None, encryption_key=encryption_key,
-        )  # fmt: skip
+            agent_id=agent_id,
+            stores=stores,
+            include_raw_journal=include_raw_journal,
+            encrypt=encryption_key is not None,
+            encryption_key=encryption_key,
+        )
         return await upkeep_archive.export(self._life, body)
 
     async def import_archive(

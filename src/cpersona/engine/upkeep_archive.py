@@ -185,9 +185,13 @@ async def import_archive(
     elif req.decryption_key is not None:
         raise InvalidRequest("decryption_key", "is given, but the archive is not encrypted")
     return await import_lines(
-        life, req.agent_id, lambda: data.splitlines(keepends=True), req.strategy, req.conflict_resolution,
+        life,
+        req.agent_id,
+        lambda: data.splitlines(keepends=True),
+        req.strategy,
+        req.conflict_resolution,
         progress,
-    )  # fmt: skip
+    )
 
 
 async def import_lines(

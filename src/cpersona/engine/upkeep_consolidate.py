@@ -98,9 +98,19 @@ async def _merge(
 def _copy(original: MemoryRecord, seq: int, now: float) -> MemoryRecord:
     metadata = {**original.metadata, _ORIGIN: original.ref}
     return dataclasses.replace(
-        original, id=copy_id(original.id), store="semantic", seq=seq, metadata=metadata, associations=(),
-        msg_id="", created_at=now, updated_at=now, embedded=False, embedding_model="", vector_pending=False,
-    )  # fmt: skip
+        original,
+        id=copy_id(original.id),
+        store="semantic",
+        seq=seq,
+        metadata=metadata,
+        associations=(),
+        msg_id="",
+        created_at=now,
+        updated_at=now,
+        embedded=False,
+        embedding_model="",
+        vector_pending=False,
+    )
 
 
 async def _migrate(life: Lifecycle, originals: list[MemoryRecord], now: float) -> int:
@@ -136,9 +146,10 @@ async def consolidate(life: Lifecycle, body: Mapping[str, object]) -> Consolidat
     remaining = await _merge(life, episodic, now, req.dry_run)
     compressed = len(episodic) - len(remaining)
     eligible = [
-        m for m in remaining
+        m
+        for m in remaining
         if now - m.timestamp >= req.min_age_hours * 3600 and m.fidelity.access_count >= req.min_access_count
-    ]  # fmt: skip
+    ]
     made = {c.id for c in await _existing(life, [copy_id(m.id) for m in eligible])}
     to_copy = [m for m in eligible if copy_id(m.id) not in made]
     created = len(to_copy) if req.dry_run else await _migrate(life, to_copy, now)

@@ -94,9 +94,15 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
             await b.records.put_memories(writes, queue_blocks=b.builder is not None)
         for rec, f in zip(records, fresh, strict=True):
             results[f.index] = StoreResult(
-                "stored", rec.ref, f.draft.msg_id, embedded=rec.embedded, vector_pending=rec.vector_pending,
-                warnings=f.draft.warnings, store=rec.store, associations_created=len(rec.associations),
-            )  # fmt: skip
+                "stored",
+                rec.ref,
+                f.draft.msg_id,
+                embedded=rec.embedded,
+                vector_pending=rec.vector_pending,
+                warnings=f.draft.warnings,
+                store=rec.store,
+                associations_created=len(rec.associations),
+            )
     return follower_results(results, drafts, follows)
 
 

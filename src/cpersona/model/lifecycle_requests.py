@@ -155,9 +155,9 @@ class ForgetRequest(RequestModel):
         chosen = (self.record_ids, self.store, self.temporal_range, self.older_than_seconds)
         if all(c is None for c in chosen):
             raise refusal(
-                "forget_nothing", "names nothing to forget: give record_ids, store, temporal_range or "
-                "older_than_seconds",
-            )  # fmt: skip
+                "forget_nothing",
+                "names nothing to forget: give record_ids, store, temporal_range or older_than_seconds",
+            )
         return self
 
 

@@ -206,14 +206,25 @@ class RawEntry(_Body):
         when = format_time(record.created_at)
         block = RawContentBlock.model_construct(data=list(record.content.encode()))
         return cls.model_construct(
-            id=record.id, ref=record.ref, agent_id=record.scope.agent_id,
-            project_id=record.scope.project_id, channel=record.scope.channel,
-            session_id=record.session_id, turn_id=record.turn_id, topic_id=record.topic_id,
-            source=record.source, speaker=record.speaker, visibility=record.visibility,
-            secrecy_level=record.secrecy_level, created_at=when, updated_at=when,
+            id=record.id,
+            ref=record.ref,
+            agent_id=record.scope.agent_id,
+            project_id=record.scope.project_id,
+            channel=record.scope.channel,
+            session_id=record.session_id,
+            turn_id=record.turn_id,
+            topic_id=record.topic_id,
+            source=record.source,
+            speaker=record.speaker,
+            visibility=record.visibility,
+            secrecy_level=record.secrecy_level,
+            created_at=when,
+            updated_at=when,
             content=RawContentBody.model_construct(blocks=[block]),
-            metadata=dict(record.metadata), derived_memory_ids=[], suppressed=False,
-        )  # fmt: skip
+            metadata=dict(record.metadata),
+            derived_memory_ids=[],
+            suppressed=False,
+        )
 
 
 class RawQueryResult(_Body):

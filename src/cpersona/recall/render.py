@@ -65,9 +65,12 @@ def _seat_reason(seat: Seat, cue_ranks: Mapping[str, int]) -> dict[str, Any]:
         word: dict[str, Any] = {"signal": "keyword", "admission": "reservation", "seat": seat.row.rank}
         return word if seat.row.raw is None else {**word, "rrf": seat.row.raw}
     reason: dict[str, Any] = {
-        "signal": "block", "admission": "reservation", "order": "vector",
-        "block": seat.row.block_index, "cosine": seat.row.raw,
-    }  # fmt: skip
+        "signal": "block",
+        "admission": "reservation",
+        "order": "vector",
+        "block": seat.row.block_index,
+        "cosine": seat.row.raw,
+    }
     if seat.ref in cue_ranks:
         reason["cue_rank"] = cue_ranks[seat.ref]
     return reason
@@ -113,9 +116,17 @@ def _row(
         raise KeyError("ts")  # every stored record has a time; one without it cannot be a row
     content, truncated = _cut(text, preview)
     return RecallRow(
-        ref=doc.ref, kind=kind, content=content, content_len=len(text), content_truncated=truncated,
-        msg_id=msg_id, timestamp=doc.ts, source=source, match_reason=reason, score=score,
-    )  # fmt: skip
+        ref=doc.ref,
+        kind=kind,
+        content=content,
+        content_len=len(text),
+        content_truncated=truncated,
+        msg_id=msg_id,
+        timestamp=doc.ts,
+        source=source,
+        match_reason=reason,
+        score=score,
+    )
 
 
 def _profile_row(ref: str, profile: StoredProfile, preview: int | None) -> RecallRow:
@@ -123,6 +134,14 @@ def _profile_row(ref: str, profile: StoredProfile, preview: int | None) -> Recal
     text = "[Profile] " + profile.content
     content, truncated = _cut(text, preview)
     return RecallRow(
-        ref=ref, kind="profile", content=content, content_len=len(text), content_truncated=truncated,
-        msg_id="", timestamp=None, source=None, match_reason={"signal": "profile"}, score=None,
-    )  # fmt: skip
+        ref=ref,
+        kind="profile",
+        content=content,
+        content_len=len(text),
+        content_truncated=truncated,
+        msg_id="",
+        timestamp=None,
+        source=None,
+        match_reason={"signal": "profile"},
+        score=None,
+    )

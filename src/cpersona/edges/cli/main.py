@@ -121,9 +121,11 @@ async def _get(service: Service, args: argparse.Namespace) -> int:
 
 async def _recall(service: Service, args: argparse.Namespace) -> int:
     given = (
-        ("project_id", args.project), ("channel", args.channel),
-        ("source_id", args.source), ("mode", args.mode),
-    )  # fmt: skip
+        ("project_id", args.project),
+        ("channel", args.channel),
+        ("source_id", args.source),
+        ("mode", args.mode),
+    )
     fields = with_given({"agent_id": args.agent, "limit": args.limit, "deep": args.deep}, given)
     if args.when is not None:
         fields["time_cue"] = when_to_cue(args.when)

@@ -50,10 +50,17 @@ def add_raw_parser(
 
 
 def raw_body(args: argparse.Namespace) -> dict[str, Any]:
-    body = with_given({"agent_id": args.agent}, (
-        ("query", args.query), ("project_id", args.project), ("channel", args.channel),
-        ("session_id", args.session), ("limit", args.limit), ("secrecy_levels", args.secrecy),
-    ))  # fmt: skip
+    body = with_given(
+        {"agent_id": args.agent},
+        (
+            ("query", args.query),
+            ("project_id", args.project),
+            ("channel", args.channel),
+            ("session_id", args.session),
+            ("limit", args.limit),
+            ("secrecy_levels", args.secrecy),
+        ),
+    )
     if args.start is not None or args.end is not None:
         body["temporal"] = {
             "start": number_or_text(args.start or _OPEN_START),

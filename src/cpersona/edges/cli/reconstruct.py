@@ -22,10 +22,16 @@ _EXCERPT = 160
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
-    return with_given({"query": args.question, "agent_id": args.agent}, (
-        ("mode", args.mode), ("count", args.count), ("budget", args.budget),
-        ("project_id", args.project), ("channel", args.channel),
-    ))  # fmt: skip
+    return with_given(
+        {"query": args.question, "agent_id": args.agent},
+        (
+            ("mode", args.mode),
+            ("count", args.count),
+            ("budget", args.budget),
+            ("project_id", args.project),
+            ("channel", args.channel),
+        ),
+    )
 
 
 async def reconstruct_command(service: Service, args: argparse.Namespace) -> int:

@@ -47,10 +47,16 @@ def timeline_body(args: argparse.Namespace) -> dict[str, Any]:
         "agent_id": args.agent,
         "range": {"start": number_or_text(args.start), "end": number_or_text(args.end)},
     }
-    return with_given(body, (
-        ("granularity", args.granularity), ("min_fidelity", args.min_fidelity), ("limit", args.limit),
-        ("project_id", args.project), ("channel", args.channel),
-    ))  # fmt: skip
+    return with_given(
+        body,
+        (
+            ("granularity", args.granularity),
+            ("min_fidelity", args.min_fidelity),
+            ("limit", args.limit),
+            ("project_id", args.project),
+            ("channel", args.channel),
+        ),
+    )
 
 
 async def timeline_command(service: Service, args: argparse.Namespace) -> int:

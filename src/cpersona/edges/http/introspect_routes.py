@@ -97,8 +97,12 @@ _NOT_OURS = (501,)
 
 INTROSPECT_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "GET", "/readiness", _readiness, "Ready to serve: the engine is open and no component is down",
-        ReadinessResponse, errors=(503,),
+        "GET",
+        "/readiness",
+        _readiness,
+        "Ready to serve: the engine is open and no component is down",
+        ReadinessResponse,
+        errors=(503,),
         description="Cerememory's readiness probe. `components` gives each one's state (`up`, `down`, or "
         "`off` when the engine runs without it): `redis`, `vectors.records`, `vectors.blocks` (down while "
         "an embedded shard's process is being restarted) and `embedder`. `mode` is `read-only` while every "
@@ -107,22 +111,39 @@ INTROSPECT_OPERATIONS: tuple[Operation, ...] = (
         "`status: not_ready`, the `reason` (the first component down), the `components` and the `mode`.",
     ),
     Operation(
-        "GET", "/v1/introspect/record/{record_id}", _introspect_record,
-        "One memory as Cerememory's MemoryRecord (introspect.record)", CmpMemoryRecord, query=RecordQuery,
-        errors=(400, 404, 503), path_params={"record_id": MemoryRef},
+        "GET",
+        "/v1/introspect/record/{record_id}",
+        _introspect_record,
+        "One memory as Cerememory's MemoryRecord (introspect.record)",
+        CmpMemoryRecord,
+        query=RecordQuery,
+        errors=(400, 404, 503),
+        path_params={"record_id": MemoryRef},
         description="`record_id` is the bare UUID (as Cerememory sends it) or `mem:<uuid>`. Reading does not "
         "reconsolidate. Fidelity and noise are their values now.",
     ),
     Operation(
-        "POST", "/v1/lifecycle/dream-tick", _not_implemented("lifecycle.dream_tick", _DREAM),
-        "Cerememory's dream tick: not implemented (501)", None, errors=_NOT_OURS,
+        "POST",
+        "/v1/lifecycle/dream-tick",
+        _not_implemented("lifecycle.dream_tick", _DREAM),
+        "Cerememory's dream tick: not implemented (501)",
+        None,
+        errors=_NOT_OURS,
     ),
     Operation(
-        "PUT", "/v1/lifecycle/mode", _not_implemented("lifecycle.set_mode", _MODE),
-        "Cerememory's global recall mode: not implemented (501)", None, errors=_NOT_OURS,
+        "PUT",
+        "/v1/lifecycle/mode",
+        _not_implemented("lifecycle.set_mode", _MODE),
+        "Cerememory's global recall mode: not implemented (501)",
+        None,
+        errors=_NOT_OURS,
     ),
     Operation(
-        "GET", "/v1/introspect/evolution", _not_implemented("introspect.evolution", _EVOLUTION),
-        "Cerememory's evolution metrics: not implemented (501)", None, errors=_NOT_OURS,
+        "GET",
+        "/v1/introspect/evolution",
+        _not_implemented("introspect.evolution", _EVOLUTION),
+        "Cerememory's evolution metrics: not implemented (501)",
+        None,
+        errors=_NOT_OURS,
     ),
-)  # fmt: skip
+)

@@ -52,18 +52,32 @@ _ADMIN = (400, 401, 403, 503)
 
 KEY_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", "/v1/keys", _create, "Make an API key bound to agents, or an admin key (admin only)",
-        CreatedKey, body=CreateKeyRequest, errors=(*_ADMIN, 507),
+        "POST",
+        "/v1/keys",
+        _create,
+        "Make an API key bound to agents, or an admin key (admin only)",
+        CreatedKey,
+        body=CreateKeyRequest,
+        errors=(*_ADMIN, 507),
         description="The answer's `key` is the bearer token, shown this once; only its SHA-256 is kept.",
     ),
     Operation(
-        "GET", "/v1/keys", _list, "Every API key, without secrets (admin only)", KeyListResponse,
+        "GET",
+        "/v1/keys",
+        _list,
+        "Every API key, without secrets (admin only)",
+        KeyListResponse,
         errors=_ADMIN,
     ),
     Operation(
-        "DELETE", "/v1/keys/{key_id}", _revoke, "Revoke an API key (admin only)", RevokedKey,
-        errors=(*_ADMIN, 404, 507), path_params={"key_id": KeyId},
+        "DELETE",
+        "/v1/keys/{key_id}",
+        _revoke,
+        "Revoke an API key (admin only)",
+        RevokedKey,
+        errors=(*_ADMIN, 404, 507),
+        path_params={"key_id": KeyId},
         description="The next request with the key is refused (401), on every worker. No key of that id "
         "is a 404 KEY_NOT_FOUND naming `key_id`.",
     ),
-)  # fmt: skip
+)

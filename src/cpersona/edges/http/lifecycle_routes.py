@@ -122,9 +122,13 @@ async def _import(request: Request) -> Response:
 
 LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", "/v1/lifecycle/decay-tick", _decay_tick,
-        "Sweep an agent's memories for decay (lifecycle.decay_tick)", DecayTickResponse,
-        body=DecayTickRequest, errors=(400, 503, 507),
+        "POST",
+        "/v1/lifecycle/decay-tick",
+        _decay_tick,
+        "Sweep an agent's memories for decay (lifecycle.decay_tick)",
+        DecayTickResponse,
+        body=DecayTickRequest,
+        errors=(400, 503, 507),
         description="Fidelity is a function of the time since each memory's baseline, never compounded "
         "per tick. `tick_duration_seconds` (default 0, unlike Cerememory's 3600) ages every memory that "
         "much beyond the wall clock, additively. Memories below 0.01 are counted as decayed and hidden by "
@@ -132,41 +136,64 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "is on (`pruning` says which).",
     ),
     Operation(
-        "POST", "/v1/introspect/decay-forecast", _decay_forecast,
-        "Each memory's fidelity now and at a later time (introspect.decay_forecast)", DecayForecastResponse,
-        body=DecayForecastRequest, errors=(400, 404, 503),
+        "POST",
+        "/v1/introspect/decay-forecast",
+        _decay_forecast,
+        "Each memory's fidelity now and at a later time (introspect.decay_forecast)",
+        DecayForecastResponse,
+        body=DecayForecastRequest,
+        errors=(400, 404, 503),
         description="`estimated_threshold_date` is computed in closed form; null when the memory is "
         "already below the threshold or never falls below it. One unknown id is a 404 for the request.",
     ),
     Operation(
-        "DELETE", "/v1/lifecycle/forget", _forget, "Delete memories by id, store, period or age "
-        "(lifecycle.forget)", ForgetResponse, body=ForgetRequest, errors=(400, 503),
+        "DELETE",
+        "/v1/lifecycle/forget",
+        _forget,
+        "Delete memories by id, store, period or age (lifecycle.forget)",
+        ForgetResponse,
+        body=ForgetRequest,
+        errors=(400, 503),
         description="A JSON body. The union of what each selector names, only the caller's memories, "
         "through the one delete path (claims, vectors, associations go too); the raw journal is untouched. "
         "`confirm: false` is a 400 FORGET_UNCONFIRMED. Unknown ids are not counted. With `Accept: "
-        "application/x-ndjson` the answer streams one line `{\"records_deleted\": n}` per page of 256 "
+        'application/x-ndjson` the answer streams one line `{"records_deleted": n}` per page of 256 '
         "deleted, then the result's line.",
     ),
     Operation(
-        "POST", "/v1/lifecycle/consolidate", _consolidate,
+        "POST",
+        "/v1/lifecycle/consolidate",
+        _consolidate,
         "Merge near-duplicate episodic memories and give the rest a semantic copy (lifecycle.consolidate)",
-        ConsolidateResponse, body=ConsolidateRequest, errors=(400, 409, 503, 507),
+        ConsolidateResponse,
+        body=ConsolidateRequest,
+        errors=(400, 409, 503, 507),
         description="Idempotent: a second call with the same arguments creates and deletes nothing. "
         "`records_pruned` is always 0 (consolidation never deletes but merged duplicates).",
     ),
     Operation(
-        "POST", "/v1/lifecycle/export", _export, "An agent's memory as JSON Lines (lifecycle.export)",
-        ExportResponse, body=ExportRequest, errors=(400, 503),
+        "POST",
+        "/v1/lifecycle/export",
+        _export,
+        "An agent's memory as JSON Lines (lifecycle.export)",
+        ExportResponse,
+        body=ExportRequest,
+        errors=(400, 503),
         description="Header line, one record per line, footer with the SHA-256 of the lines before it. "
         "Exporting, importing into a fresh agent and exporting again gives the same bytes. With `encrypt` "
         "and `encryption_key` the archive is AES-256-GCM under a scrypt-stretched key (the checksum stays "
         "the plain archive's).",
     ),
     Operation(
-        "POST", "/v1/lifecycle/import", _import, "Import an archive into an agent (lifecycle.import)",
-        ImportResponse, body=ImportRequest, errors=(400, 409, 413, 503, 507),
+        "POST",
+        "/v1/lifecycle/import",
+        _import,
+        "Import an archive into an agent (lifecycle.import)",
+        ImportResponse,
+        body=ImportRequest,
+        errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "
         "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). A record id held by another "
         "agent is a 409 IMPORT_CONFLICT, the same answer whichever record and agent it is.",
     ),
-)  # fmt: skip
+)

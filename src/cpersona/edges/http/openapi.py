@@ -122,9 +122,11 @@ def _agent_from_header(schemas: dict[str, Any]) -> dict[str, Any]:
     """Request bodies whose ``agent_id`` the agent header (or the default agent, or a key bound to one
     agent) may give: there it is optional, as the server reads it (edges/http/reading.py)."""
     bodies = [
-        model for op in ROUTES for model in (op.body, op.alternative[0] if op.alternative else None)
+        model
+        for op in ROUTES
+        for model in (op.body, op.alternative[0] if op.alternative else None)
         if model is not None and takes_agent(model)
-    ]  # fmt: skip
+    ]
     names = [_ref(model)["$ref"].removeprefix(_PREFIX) for model in bodies]
     for name in list(names):
         records = schemas[name].get("properties", {}).get("records", {}).get("items", {})

@@ -56,12 +56,17 @@ _RECORD_ID = {
 
 QUERY_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", "/v1/recall/associate/{record_id}", _associate,
+        "POST",
+        "/v1/recall/associate/{record_id}",
+        _associate,
         "The memories reached from one memory over its typed, weighted associations (recall.associate)",
-        AssociateResult, body=AssociateRequest, errors=(400, 404, 503), path_params=_RECORD_ID,
+        AssociateResult,
+        body=AssociateRequest,
+        errors=(400, 404, 503),
+        path_params=_RECORD_ID,
         description="Spreading activation from the memory (level 1.0; each hop passes level * weight * "
         "0.5, stopping under 0.05; no cycles), over edges of at least `min_weight` and, with "
         "`association_types`, only edges of those types at every hop. Only the caller's scope is walked "
         "(a record outside it is a 404). Each memory has its `activation_path` from the source.",
     ),
-)  # fmt: skip
+)

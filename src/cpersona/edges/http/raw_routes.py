@@ -27,8 +27,11 @@ async def _raw_query(request: Request) -> Response:
 
 RAW_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", "/v1/recall/raw", _raw_query,
-        "Raw journal entries, verbatim, oldest first (recall.raw_query)", RawQueryResult,
+        "POST",
+        "/v1/recall/raw",
+        _raw_query,
+        "Raw journal entries, verbatim, oldest first (recall.raw_query)",
+        RawQueryResult,
         body=RawQueryRequest,
         description="Forensic: no decay, no noise, no side effect. Every word of `query` must occur in an "
         "entry (by English stem, stopwords left out; the text is never query syntax); `temporal` is "
@@ -38,4 +41,4 @@ RAW_OPERATIONS: tuple[Operation, ...] = (
         f"counted; with it the newest {SEALED_SCAN_MAX} sealed entries of the filter are decrypted and "
         "matched (`sealed_scanned`).",
     ),
-)  # fmt: skip
+)

@@ -13,10 +13,16 @@ __all__ = ["record_to_json"]
 # Fields holding epoch seconds; on the wire they are RFC 3339 text (see ``format_time``).
 _TIME_FIELDS = frozenset(
     {
-        "timestamp", "created_at", "updated_at", "start_time", "end_time", "last_accessed_at",
-        "last_decay_tick", "captured_at",
+        "timestamp",
+        "created_at",
+        "updated_at",
+        "start_time",
+        "end_time",
+        "last_accessed_at",
+        "last_decay_tick",
+        "captured_at",
     }
-)  # fmt: skip
+)
 
 
 def _plain(value: object) -> object:

@@ -34,8 +34,11 @@ async def _graph(request: Request) -> Response:
 
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", "/v1/recall/timeline", _timeline,
-        "The memories of a time range in UTC buckets (recall.timeline)", TimelineResult,
+        "POST",
+        "/v1/recall/timeline",
+        _timeline,
+        "The memories of a time range in UTC buckets (recall.timeline)",
+        TimelineResult,
         body=TimelineRequest,
         description="A record's time is its own `timestamp`; the range includes both ends. Buckets are "
         "UTC minutes, hours, days, ISO weeks (from Monday) or calendar months, each `[start, end)`; only "
@@ -43,12 +46,16 @@ TIMELINE_OPERATIONS: tuple[Operation, ...] = (
         "`truncated: true` when more matched.",
     ),
     Operation(
-        "POST", "/v1/recall/graph", _graph,
-        "The subgraph of memories around one, with their edges (recall.graph)", GraphResult,
-        body=GraphRequest, errors=(400, 404, 503),
+        "POST",
+        "/v1/recall/graph",
+        _graph,
+        "The subgraph of memories around one, with their edges (recall.graph)",
+        GraphResult,
+        body=GraphRequest,
+        errors=(400, 404, 503),
         description="Breadth-first over outbound associations and declared record relations "
         "(`user_defined`), within the caller's scope: `depth` edges, `limit_nodes` nodes (`truncated` "
         "when more were reachable). `edges` are those between returned nodes. Without `center_id`, the "
         "scope's newest memories. An unknown `center_id` is a 404.",
     ),
-)  # fmt: skip
+)

@@ -83,11 +83,17 @@ async def _page(request: Request) -> Response:
 
 TRACE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "GET", PAGE_PATH, _page, "The live trace page (HTML): each recall and reconstruct as it happens",
-        None, query=TraceStreamQuery, errors=(400,), media_type="text/html",
+        "GET",
+        PAGE_PATH,
+        _page,
+        "The live trace page (HTML): each recall and reconstruct as it happens",
+        None,
+        query=TraceStreamQuery,
+        errors=(400,),
+        media_type="text/html",
         description="A self-contained page (no external resource) that follows `GET /v1/traces/stream` "
         "with the same filters, read from its address.",
     ),
     *TRACE_STREAM_OPERATIONS,
-)  # fmt: skip
+)
 """The page's and the stream's routes (routes.py adds them to the table)."""

@@ -41,7 +41,11 @@ async def _mcp(request: Request) -> Response:
 
 MCP_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "POST", MCP_PATH, _mcp, "MCP streamable HTTP: the tools of cpersona (JSON-RPC 2.0)", None,
+        "POST",
+        MCP_PATH,
+        _mcp,
+        "MCP streamable HTTP: the tools of cpersona (JSON-RPC 2.0)",
+        None,
         # The transport's own refusals (400, 406, 413) are JSON-RPC error bodies, not the envelope.
         errors=(),
         description="The Model Context Protocol's streamable HTTP transport, stateless, answering JSON: "
@@ -53,5 +57,5 @@ MCP_OPERATIONS: tuple[Operation, ...] = (
         "406; over CPERSONA_MAX_BODY_BYTES: 413) is answered with a JSON-RPC error body. There is no "
         "server-to-client stream (GET) and no session to end (DELETE).",
     ),
-)  # fmt: skip
+)
 """The route of ``/mcp`` in the HTTP route table (and so in the OpenAPI document)."""

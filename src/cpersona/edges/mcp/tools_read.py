@@ -105,49 +105,77 @@ _TIME_CUE = (
 
 READ_TOOLS: tuple[Tool, ...] = (
     Tool(
-        "recall", RecallQuery, _recall,
+        "recall",
+        RecallQuery,
+        _recall,
         "Recall the rows of an agent's memory that answer a question (best first; `order: best_last` gives "
         "the best row last). Each row says why it is there in `match_reason`; `trace: true` adds the "
         "recall's trace (refs, ranks, scores, no stored text). An arm that fails is named in `degraded` "
         f"and the recall still answers. `limit` is at most {_MAX_LIMIT}. " + _TIME_CUE,
-        read_only=True, idempotent=True, empty={"rows": []},
+        read_only=True,
+        idempotent=True,
+        empty={"rows": []},
     ),
     Tool(
-        "reconstruct", ReconstructRequest, _reconstruct,
+        "reconstruct",
+        ReconstructRequest,
+        _reconstruct,
         "Items that quote stored rows, bundled, ordered and given roles, over one recall: the evidence for "
         "an answer, never a composed one. `mode: lite|pro` holds the whole answer to a token cap. "
         + _TIME_CUE,
-        read_only=True, idempotent=True, empty={"items": [], "returned_count": 0},
+        read_only=True,
+        idempotent=True,
+        empty={"items": [], "returned_count": 0},
     ),
     Tool(
-        "traverse", TraverseRequest, _traverse,
+        "traverse",
+        TraverseRequest,
+        _traverse,
         "The records reached from an entity over its declared relations, breadth-first in either "
         "direction: hop 0 is the records mentioning the entity.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "get_contents", ContentsArguments, _get_contents,
+        "get_contents",
+        ContentsArguments,
+        _get_contents,
         f"The whole records of up to {MAX_CONTENT_REFS} refs (mem:, ep: or raw:<uuid>) of one agent, full "
         "text included; a ref the agent does not hold is listed in `not_found`.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "get_profile", ProfileQuery, _get_profile,
+        "get_profile",
+        ProfileQuery,
+        _get_profile,
         "The agent's profile (`profile: null` when none was set).",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "list_memories", MemoryList, _list, "The newest memories of an agent in a scope.",
-        read_only=True, idempotent=True,
+        "list_memories",
+        MemoryList,
+        _list,
+        "The newest memories of an agent in a scope.",
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "list_episodes", EpisodeList, _list, "The newest episodes of an agent in a scope.",
-        read_only=True, idempotent=True,
+        "list_episodes",
+        EpisodeList,
+        _list,
+        "The newest episodes of an agent in a scope.",
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "raw_query", RawQueryRequest, _raw_query,
+        "raw_query",
+        RawQueryRequest,
+        _raw_query,
         "Raw journal entries, verbatim, oldest first (forensic: no decay, no side effect). Every word of "
         "`query` must occur in an entry; `temporal` is always applied.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
-)  # fmt: skip
+)

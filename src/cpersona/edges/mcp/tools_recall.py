@@ -41,32 +41,44 @@ async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, 
 
 RECALL_TOOLS: tuple[Tool, ...] = (
     Tool(
-        "query", CueQueryRequest, _query,
+        "query",
+        CueQueryRequest,
+        _query,
         "Recall an agent's memories by a cue: any mix of `text`, an `embedding`, an `emotion` and a "
         "`temporal` range, fused, with spreading activation over the memories' associations; best first, "
         "each rendered with the noise its fidelity gives (`recall_mode: perfect` for the exact text). "
         "`cue.temporal` is a hard filter: give it ONLY when the request itself names a period, never "
         "today's date or the conversation's. With `reconsolidate` (the default) the returned memories "
         "are strengthened after the answer, so this tool writes.",
-        read_only=False, empty={"memories": []},
+        read_only=False,
+        empty={"memories": []},
     ),
     Tool(
-        "associate", AssociateArguments, _associate,
+        "associate",
+        AssociateArguments,
+        _associate,
         "The memories reached from one memory (`record_id`: mem:<uuid> or its bare UUID) over its typed, "
         "weighted associations, most activated first, each with its `activation_path`.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "timeline", TimelineRequest, _timeline,
+        "timeline",
+        TimelineRequest,
+        _timeline,
         "The agent's memories of a time range (their own timestamps, both ends included) in UTC buckets "
         "of a minute, hour, day, ISO week or month, oldest first; only buckets holding a record are listed. "
         "The range is what you ask for, so name the period the request is about.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
-        "graph", GraphRequest, _graph,
+        "graph",
+        GraphRequest,
+        _graph,
         "The subgraph of memories around one (`center_id`; default the scope's newest) with their typed "
         "edges, at most `depth` edges out and `limit_nodes` nodes.",
-        read_only=True, idempotent=True,
+        read_only=True,
+        idempotent=True,
     ),
-)  # fmt: skip
+)

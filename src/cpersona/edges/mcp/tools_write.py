@@ -57,41 +57,60 @@ async def _update_memory(engine: Engine, req: Any, _: str | None) -> dict[str, A
 
 WRITE_TOOLS: tuple[Tool, ...] = (
     Tool(
-        "store", StoreRequest, _store,
+        "store",
+        StoreRequest,
+        _store,
         "Store one memory of an agent. A repeat of your `id` (within agent and project) or of identical "
         "content (within agent, project and channel) is not stored again: `result: skipped` with the first "
         "ref. `timestamp` is the memory's own time (default now). Answers the memory's `ref` (mem:<uuid>).",
-        read_only=False, idempotent=True,
+        read_only=False,
+        idempotent=True,
     ),
     Tool(
-        "store_raw", RawRequest, _store_raw,
+        "store_raw",
+        RawRequest,
+        _store_raw,
         "Append one verbatim entry to the agent's raw journal (a conversation turn, a tool output). Raw "
         "entries are never recalled by `recall`; read them back with `raw_query`.",
         read_only=False,
     ),
     Tool(
-        "archive_episode", EpisodeRequest, _archive_episode,
+        "archive_episode",
+        EpisodeRequest,
+        _archive_episode,
         "Archive a session summary you wrote yourself (cpersona composes no text): `summary` and "
         "`keywords`; `history` is read only for its messages' timestamps (the episode's period).",
         read_only=False,
     ),
     Tool(
-        "declare_associations", DeclareRequest, _declare,
+        "declare_associations",
+        DeclareRequest,
+        _declare,
         "Declare entities (with aliases) and relations between them, scoped like records; with "
         "`anchor_ref` the entities become that record's mentions. Declaring twice changes nothing. With "
         "`retract: true` the same declaration is removed.",
-        read_only=False, destructive=True, idempotent=True,
+        read_only=False,
+        destructive=True,
+        idempotent=True,
     ),
     Tool(
-        "update_profile", ProfileArguments, _update_profile,
+        "update_profile",
+        ProfileArguments,
+        _update_profile,
         "Set the agent's profile text (at most 2,000 characters), replacing the one before. Recall shows it "
         "as a profile row.",
-        read_only=False, destructive=True, idempotent=True,
+        read_only=False,
+        destructive=True,
+        idempotent=True,
     ),
     Tool(
-        "update_memory", UpdateArguments, _update_memory,
+        "update_memory",
+        UpdateArguments,
+        _update_memory,
         "Replace the given fields of one memory (`ref`: mem:<uuid>); a field given as null is reset, one "
         "left out kept. A content change re-embeds the memory.",
-        read_only=False, destructive=True, idempotent=True,
+        read_only=False,
+        destructive=True,
+        idempotent=True,
     ),
-)  # fmt: skip
+)

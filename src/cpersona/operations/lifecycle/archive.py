@@ -71,9 +71,17 @@ ArchivedRecord = MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord
 # Belong to the store a record was read from: seq is renumbered on import, the vector written again.
 _LOCAL = frozenset({"seq", "embedded", "embedding_model", "vector_pending"})
 _TIMES = frozenset(
-    {"timestamp", "created_at", "updated_at", "start_time", "end_time", "last_accessed_at", "last_decay_tick",
-     "captured_at"}
-)  # fmt: skip
+    {
+        "timestamp",
+        "created_at",
+        "updated_at",
+        "start_time",
+        "end_time",
+        "last_accessed_at",
+        "last_decay_tick",
+        "captured_at",
+    }
+)
 
 
 def encode_line(obj: Mapping[str, Any]) -> bytes:
@@ -149,11 +157,14 @@ def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
 
 def record_line(record: ArchivedRecord) -> bytes:
     kind: LineKind = (
-        "memory" if isinstance(record, MemoryRecord)
-        else "episode" if isinstance(record, EpisodeRecord)
-        else "raw" if isinstance(record, RawRecord)
+        "memory"
+        if isinstance(record, MemoryRecord)
+        else "episode"
+        if isinstance(record, EpisodeRecord)
+        else "raw"
+        if isinstance(record, RawRecord)
         else "profile"
-    )  # fmt: skip
+    )
     return encode_line({"kind": kind, "data": _data(record)})
 
 
@@ -213,32 +224,59 @@ def _tuple_meta(meta: Mapping[str, Any]) -> MetaMemory:
 def _memory(d: dict[str, Any], agent_id: str) -> MemoryRecord:
     d = _timed(d)
     return MemoryRecord(
-        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), source=Source(**d["source"]),
-        content=d["content"], timestamp=d["timestamp"], seq=0, msg_id=d["msg_id"], metadata=d["metadata"],
-        store=d["store"], emotion=EmotionVector(**d["emotion"]), fidelity=Fidelity(**_timed(d["fidelity"])),
-        meta=_tuple_meta(d["meta"]), associations=tuple(Association(**_timed(a)) for a in d["associations"]),
-        created_at=d["created_at"], updated_at=d["updated_at"], version=d["version"], locked=d["locked"],
-    )  # fmt: skip
+        id=d["id"],
+        scope=Scope(agent_id, d["project_id"], d["channel"]),
+        source=Source(**d["source"]),
+        content=d["content"],
+        timestamp=d["timestamp"],
+        seq=0,
+        msg_id=d["msg_id"],
+        metadata=d["metadata"],
+        store=d["store"],
+        emotion=EmotionVector(**d["emotion"]),
+        fidelity=Fidelity(**_timed(d["fidelity"])),
+        meta=_tuple_meta(d["meta"]),
+        associations=tuple(Association(**_timed(a)) for a in d["associations"]),
+        created_at=d["created_at"],
+        updated_at=d["updated_at"],
+        version=d["version"],
+        locked=d["locked"],
+    )
 
 
 def _episode(d: dict[str, Any], agent_id: str) -> EpisodeRecord:
     d = _timed(d)
     return EpisodeRecord(
-        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), summary=d["summary"], seq=0,
-        keywords=tuple(d["keywords"]), start_time=d["start_time"], end_time=d["end_time"],
-        resolved=d["resolved"], created_at=d["created_at"],
-    )  # fmt: skip
+        id=d["id"],
+        scope=Scope(agent_id, d["project_id"], d["channel"]),
+        summary=d["summary"],
+        seq=0,
+        keywords=tuple(d["keywords"]),
+        start_time=d["start_time"],
+        end_time=d["end_time"],
+        resolved=d["resolved"],
+        created_at=d["created_at"],
+    )
 
 
 def _raw(d: dict[str, Any], agent_id: str) -> RawRecord:
     d = _timed(d)
     return RawRecord(
-        id=d["id"], scope=Scope(agent_id, d["project_id"], d["channel"]), session_id=d["session_id"],
-        source=d["source"], speaker=d["speaker"], visibility=d["visibility"],
-        secrecy_level=d["secrecy_level"], content=d["content"], created_at=d["created_at"],
-        turn_id=d["turn_id"], topic_id=d["topic_id"], metadata=d["metadata"], meta=_tuple_meta(d["meta"]),
+        id=d["id"],
+        scope=Scope(agent_id, d["project_id"], d["channel"]),
+        session_id=d["session_id"],
+        source=d["source"],
+        speaker=d["speaker"],
+        visibility=d["visibility"],
+        secrecy_level=d["secrecy_level"],
+        content=d["content"],
+        created_at=d["created_at"],
+        turn_id=d["turn_id"],
+        topic_id=d["topic_id"],
+        metadata=d["metadata"],
+        meta=_tuple_meta(d["meta"]),
         suppressed=d["suppressed"],
-    )  # fmt: skip
+    )
 
 
 def _profile(d: dict[str, Any], agent_id: str) -> ProfileRecord:
@@ -316,12 +354,14 @@ class ArchiveReader:
             raise InvalidRequest("archive_data", "ends without its footer: the archive was cut short")
         if footer.get("checksum") != self.checksum.hexdigest():
             raise InvalidRequest(
-                "checksum", f"the footer's checksum {footer.get('checksum')!r} does not match the archive's "
+                "checksum",
+                f"the footer's checksum {footer.get('checksum')!r} does not match the archive's "
                 f"lines ({self.checksum.hexdigest()}): it was changed or damaged",
-            )  # fmt: skip
+            )
         if footer.get("record_count") != self.checksum.records:
             raise InvalidRequest(
-                "record_count", f"the footer says {footer.get('record_count')!r} records; the archive has "
+                "record_count",
+                f"the footer says {footer.get('record_count')!r} records; the archive has "
                 f"{self.checksum.records}",
-            )  # fmt: skip
+            )
         return self.checksum.records

@@ -117,9 +117,13 @@ def _count_zero(
 ) -> ReconstructResult:
     """``count: 0``: no item, with ``count_zero``; a mode still reports itself, a traced call its audit."""
     result = ReconstructResult(
-        items=[], effective_count=0, returned_count=0, shortfall_reason="count_zero",
-        requested_count=limits.requested_count, count_policy=limits.count_policy,
-    )  # fmt: skip
+        items=[],
+        effective_count=0,
+        returned_count=0,
+        shortfall_reason="count_zero",
+        requested_count=limits.requested_count,
+        count_policy=limits.count_policy,
+    )
     if mode is not None:
         result = tokens_of(result, mode)
     return result if trace is None else result.model_copy(update={"trace": trace})
@@ -165,8 +169,10 @@ async def _quoted(
 ) -> tuple[list[Quoted], bool]:
     """Stages 6 to 8: the relation walk from each item's entities, the items' structure, their quotes;
     and whether the walk reached ``max_hops`` with more beyond."""
-    entities = [sorted({e for i in cl.members if pool[i].ref in links for e in links[pool[i].ref].entities})
-                for cl in ordered.items]  # fmt: skip
+    entities = [
+        sorted({e for i in cl.members if pool[i].ref in links for e in links[pool[i].ref].entities})
+        for cl in ordered.items
+    ]
     walked = await relation_walk(
         records,
         scope,

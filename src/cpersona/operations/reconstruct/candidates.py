@@ -130,16 +130,33 @@ def _candidate(row: RecalledRow, record: MemoryRecord | EpisodeRecord, rank: int
     scope = record.scope
     if isinstance(record, MemoryRecord):
         return Candidate(
-            row.ref, rank, row.seated, True, record.content, record.msg_id, record.timestamp,
-            scope.project_id, scope.channel, (record.source.type, record.source.id),
-        )  # fmt: skip
+            row.ref,
+            rank,
+            row.seated,
+            True,
+            record.content,
+            record.msg_id,
+            record.timestamp,
+            scope.project_id,
+            scope.channel,
+            (record.source.type, record.source.id),
+        )
     span = None
     if record.start_time is not None and record.end_time is not None:
         span = (record.start_time, record.end_time)
     return Candidate(
-        row.ref, rank, row.seated, False, record.summary, "", row.timestamp, scope.project_id,
-        scope.channel, None, span,
-    )  # fmt: skip
+        row.ref,
+        rank,
+        row.seated,
+        False,
+        record.summary,
+        "",
+        row.timestamp,
+        scope.project_id,
+        scope.channel,
+        None,
+        span,
+    )
 
 
 async def _read_all(records: RecordStore, refs: list[str]) -> dict[str, MemoryRecord | EpisodeRecord]:

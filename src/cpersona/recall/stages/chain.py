@@ -324,8 +324,13 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
         seats.extend(Seat(row.ref, "block", row) for row in chosen)
     if plan.keyword_seats > 0:
         taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
-        words = keyword_seats(data.source.source.rows, data.source.decisions, taken=taken,
-                              seats=plan.keyword_seats, parts=plan.parts_covered)  # fmt: skip
+        words = keyword_seats(
+            data.source.source.rows,
+            data.source.decisions,
+            taken=taken,
+            seats=plan.keyword_seats,
+            parts=plan.parts_covered,
+        )
         seats.extend(Seat(c.ref, "keyword", ArmRow(c.ref, n, c.rrf)) for n, c in enumerate(words))
     cue = retrieved.cue
     if cue is not None and cue.seats > 0 and cue.rows:

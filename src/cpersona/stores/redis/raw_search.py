@@ -163,21 +163,51 @@ class RedisRawJournal:
         pipe: Any = self.client.pipeline(transaction=True)
         index = self.keys.raw_index
         pipe.execute_command(
-            "FT.AGGREGATE", index, query, "VERBATIM", "SORTBY", "4", "@ts", "ASC", "@id", "ASC",
-            "MAX", str(limit), "LOAD", "1", "@__key", "DIALECT", "2",
-        )  # fmt: skip
+            "FT.AGGREGATE",
+            index,
+            query,
+            "VERBATIM",
+            "SORTBY",
+            "4",
+            "@ts",
+            "ASC",
+            "@id",
+            "ASC",
+            "MAX",
+            str(limit),
+            "LOAD",
+            "1",
+            "@__key",
+            "DIALECT",
+            "2",
+        )
         pipe.execute_command(
             "FT.SEARCH", index, query, "VERBATIM", "NOCONTENT", "LIMIT", "0", "0", "DIALECT", "2"
-        )  # fmt: skip
+        )
         rows, counted = await pipe.execute()
         return _loaded_keys(rows), int(counted[0])
 
     async def _sealed(self, query: str, needs: _Needs) -> tuple[list[RawRecord], int]:
         """The newest sealed entries of ``query`` (at most the scan bound), opened, that meet ``needs``."""
         rows = await self.client.execute_command(  # type: ignore[no-untyped-call]
-            "FT.AGGREGATE", self.keys.raw_index, query, "VERBATIM", "SORTBY", "4", "@ts", "DESC", "@id",
-            "DESC", "MAX", str(SEALED_SCAN_MAX), "LOAD", "1", "@__key", "DIALECT", "2",
-        )  # fmt: skip
+            "FT.AGGREGATE",
+            self.keys.raw_index,
+            query,
+            "VERBATIM",
+            "SORTBY",
+            "4",
+            "@ts",
+            "DESC",
+            "@id",
+            "DESC",
+            "MAX",
+            str(SEALED_SCAN_MAX),
+            "LOAD",
+            "1",
+            "@__key",
+            "DIALECT",
+            "2",
+        )
         docs = await _documents(self.client, _loaded_keys(rows))
         found: list[RawRecord] = []
         for doc in docs:
@@ -234,9 +264,16 @@ async def seal_plain_entries(client: RedisClient, keys: Keys, sealer: Sealer | N
         return 0
     for offset in range(0, int(reply[0]), _PAGE):
         page = await client.execute_command(  # type: ignore[no-untyped-call]
-            "FT.SEARCH", keys.raw_index, "@visibility:{sealed}", "NOCONTENT", "SORTBY", "ts",
-            "LIMIT", str(offset), str(_PAGE),
-        )  # fmt: skip
+            "FT.SEARCH",
+            keys.raw_index,
+            "@visibility:{sealed}",
+            "NOCONTENT",
+            "SORTBY",
+            "ts",
+            "LIMIT",
+            str(offset),
+            str(_PAGE),
+        )
         plain = [
             raw_from_doc(doc)
             for doc in await _documents(client, [_text(k) for k in page[1:]])
