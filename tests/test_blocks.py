@@ -28,7 +28,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_arm, parent_kind_of
 from cpersona.recall.policy import load_policies
 from cpersona.stores.protocols import VectorFilter, VectorHit, VectorPoint
-from cpersona.stores.redis.block_queue import BlockQueue
+from cpersona.stores.redis.block_queue import RedisBlockQueue
 from cpersona.stores.vectors.common import TIE_EPSILON, open_tail_start
 from cpersona.stores.vectors.factory import open_vector_store
 
@@ -636,7 +636,7 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
 async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: cpersona.Engine) -> None:
     builder = BlockBuilder(
         records=engine.records,
-        queue=BlockQueue(engine.redis, engine.keys, consumer="flaky"),
+        queue=RedisBlockQueue(engine.redis, engine.keys, consumer="flaky"),
         blocks=engine.blocks,  # type: ignore[arg-type]
         embedder=engine.embedder,  # type: ignore[arg-type]
         max_per_record=64,

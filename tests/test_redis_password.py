@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.errors import RedisUnavailable
 from cpersona.settings import Settings
+from cpersona.stores.attach import running_redis_url
 from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url
 from cpersona.stores.redis.server import EmbeddedRedis
 
@@ -82,7 +82,7 @@ def _password(url: str) -> str | None:
 async def test_trace_tail_reaches_the_server_through_its_url_file(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     async with EmbeddedRedis(settings) as server:
-        found = await trace_redis_url(settings)
+        found = await running_redis_url(settings)
         assert found == server.url
         client = await connect_redis(settings, found, writes=False)
         try:

@@ -17,6 +17,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from cpersona.errors import DataDirLocked, InvalidSetting, RedisUnavailable
 from cpersona.settings import Settings
+from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.redis.binaries import ensure_executable
 from cpersona.stores.redis.connection import (
     close_redis,
@@ -25,7 +26,6 @@ from cpersona.stores.redis.connection import (
     redis_errors,
     redis_info,
 )
-from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.shutdown import pid_gone
 from serving import free_port

@@ -35,9 +35,9 @@ import httpx
 import orjson
 import pytest
 
-from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.keys import Keys
 from cpersona.settings import Settings
+from cpersona.stores.attach import running_redis_url
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from serving import free_port, start_serve, wait_healthy
 
@@ -388,7 +388,7 @@ async def test_every_section_shows_and_odd_or_hostile_traces_stay_text(tmp_path:
     async with _served(tmp_path, embedding_mode="none") as http:
         # The server's own Redis, found as trace tail finds it; the traces are published as an engine does.
         settings = Settings(data_dir=tmp_path / "data")
-        client = await connect_redis(settings, await trace_redis_url(settings), writes=False)
+        client = await connect_redis(settings, await running_redis_url(settings), writes=False)
         try:
             with browser(tmp_path / "profile") as b:
                 await _open(b, http, "/traces")

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from cpersona.operations.query.reconsolidation import ReconsolidationQueue
     from cpersona.recall.trace.publisher import TracePublisher
     from cpersona.stores.cue_store import CueStore
+    from cpersona.stores.key_store import KeyStore, RateLimits
     from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.server import EmbeddedRedis
@@ -37,6 +38,15 @@ class Backends:
     """The recall operations' reads beyond the record store's (emotion index, time ranges, batches)."""
     reconsolidation: ReconsolidationQueue | None = None
     """Strengthens what cue queries returned, after their answers (run in the background group)."""
+    api_keys: KeyStore | None = None
+    rate_limits: RateLimits | None = None
+    """``None`` when ``CPERSONA_RATE_LIMIT_PER_SEC`` is 0 (nothing is limited)."""
+
+    @property
+    def key_store(self) -> KeyStore:
+        api_keys = self.api_keys
+        assert api_keys is not None
+        return api_keys
 
     @property
     def trace_publisher(self) -> TracePublisher:

@@ -28,11 +28,12 @@ from cpersona.operations.query.reconsolidation import ReconsolidationQueue
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
 from cpersona.recall.trace.publisher import TracePublisher
+from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.embedding.embedders import open_embedder
-from cpersona.stores.redis.block_queue import BlockQueue
+from cpersona.stores.redis.api_keys import ApiKeyStore, RedisRateLimits
+from cpersona.stores.redis.block_queue import RedisBlockQueue
 from cpersona.stores.redis.connection import close_redis, connect_redis, redis_info
 from cpersona.stores.redis.cue_store import RedisCueStore
-from cpersona.stores.redis.datadir import DataDirLock
 from cpersona.stores.redis.sealing import load_sealer
 from cpersona.stores.redis.server import EmbeddedRedis
 from cpersona.stores.redis.store import RedisRecordStore
@@ -178,6 +179,8 @@ class Lifecycle:
             server=server,
             cues=cues,
             reconsolidation=reconsolidation,
+            api_keys=ApiKeyStore(client, self.keys),
+            rate_limits=self._rate_limits(client),
         )
         self._recaller = Recaller(
             settings=self.settings,
@@ -188,6 +191,12 @@ class Lifecycle:
             blocks=blocks,
             arm_wrapper=self._arm_wrapper,
         )
+
+    def _rate_limits(self, client: RedisClient) -> RedisRateLimits | None:
+        rate = self.settings.rate_limit_per_sec
+        if rate == 0:
+            return None
+        return RedisRateLimits(client, self.keys, rate=rate, burst=self.settings.rate_limit_burst)
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> tuple[RedisClient, EmbeddedRedis | None]:
         """The Redis client, and the embedded server when it is ours (started here; else ``redis_url``)."""
@@ -222,7 +231,7 @@ class Lifecycle:
         rules = self.policies[self.settings.recall_policy].blocks
         builder = BlockBuilder(
             records=records,
-            queue=BlockQueue(client, self.keys),
+            queue=RedisBlockQueue(client, self.keys),
             blocks=blocks,
             embedder=embedder,
             max_per_record=rules.max_per_record,

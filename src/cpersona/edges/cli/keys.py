@@ -1,14 +1,14 @@
-"""``cpersona keys create|list|revoke``: API keys, straight in Redis.
+"""``cpersona keys create|list|revoke``: API keys, straight in the store.
 
 The command needs no key and no server: whoever can read the data dir (and so the embedded Redis's
 password) or reach ``CPERSONA_REDIS_URL`` administers its keys, which is how the first admin key is made.
 It talks to the Redis of a running engine when there is one (``redis/redis.url``), else starts the
-embedded server for the moment. ``create`` prints the key once; it is not kept (its SHA-256 is).
+embedded server for the moment (:func:`~cpersona.stores.attach.key_store`). ``create`` prints the key
+once; it is not kept (its SHA-256 is).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import sys
 from typing import TYPE_CHECKING, TextIO
@@ -16,22 +16,15 @@ from typing import TYPE_CHECKING, TextIO
 import orjson
 
 from cpersona.edges.cli.outcomes import EXIT_FAILED, EXIT_OK
-from cpersona.edges.cli.trace_tail import trace_redis_url
-from cpersona.errors import RedisUnavailable
-from cpersona.keys import Keys
 from cpersona.model.api_keys import CreatedKey, CreateKeyRequest, KeyId, KeyListResponse, RevokedKey
 from cpersona.model.fields import check, validate
-from cpersona.stores.redis.api_keys import ApiKeyStore
-from cpersona.stores.redis.connection import close_redis, connect_redis
-from cpersona.stores.redis.server import EmbeddedRedis
+from cpersona.stores.attach import key_store
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator
 
     from cpersona.model.api_keys import ApiKey
     from cpersona.settings import Settings
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["add_keys_parser", "keys_command"]
 
@@ -53,30 +46,6 @@ def add_keys_parser(
     gone.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
-@contextlib.asynccontextmanager
-async def _redis(settings: Settings) -> AsyncIterator[RedisClient]:
-    """The Redis the engines of ``settings`` use: theirs if one runs, else the embedded one started here."""
-    try:
-        url = await trace_redis_url(settings)
-        client = await connect_redis(settings, url)
-    except RedisUnavailable:
-        if settings.redis_url is not None:
-            raise
-        client = None
-    if client is not None:
-        try:
-            yield client
-        finally:
-            await close_redis(client)
-        return
-    async with EmbeddedRedis(settings) as server:
-        client = await connect_redis(settings, server.url)
-        try:
-            yield client
-        finally:
-            await close_redis(client)
-
-
 async def keys_command(settings: Settings, args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``cpersona keys ACTION``; its exit code."""
     out = sys.stdout if out is None else out
@@ -85,8 +54,7 @@ async def keys_command(settings: Settings, args: argparse.Namespace, out: TextIO
         req = validate(CreateKeyRequest, _create_body(args), settings)
     elif args.keys_command == "revoke":
         key_id = check(KeyId, args.key_id, "key_id", settings)
-    async with _redis(settings) as client:
-        store = ApiKeyStore(client, Keys(settings.key_prefix))
+    async with key_store(settings) as store:
         if args.keys_command == "create":
             token, info = await store.create(req.agents, admin=req.admin, name=req.name)
             _print_created(CreatedKey(key=token, info=info), args.json, out)

@@ -22,7 +22,7 @@ from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
 from cpersona.model.timeline_request import TimelineRequest
-from cpersona.stores.redis.server_record import running_server_url
+from cpersona.stores.server_record import running_server_url
 
 if TYPE_CHECKING:
     from cpersona.engine.facade import Engine

@@ -5,7 +5,7 @@ dir that another server or engine holds are refused in one line (the engine woul
 from inside uvicorn's lifespan, with a traceback). Once the server listens it prints the data dir, Redis,
 vector engine and embedder it started with (its engine's own health, so they are what it really opened;
 the workers' read from ``/health``) and records its URL beside the engine lock
-(:class:`~cpersona.stores.redis.server_record.ServerRecord`) until it stops. With ``--workers N`` it runs N
+(:class:`~cpersona.stores.server_record.ServerRecord`) until it stops. With ``--workers N`` it runs N
 server processes on the one port (:mod:`~cpersona.edges.cli.workers`), which needs the shared engines
 (``CPERSONA_REDIS_URL``, ``CPERSONA_QDRANT_URL``): the embedded ones stay one engine per data dir.
 """
@@ -23,9 +23,9 @@ from cpersona.edges.cli.workers import serve_workers, workers_refusal
 from cpersona.edges.http.app import serve
 from cpersona.edges.http.auth import exposure_refusal
 from cpersona.errors import DataDirLocked
-from cpersona.stores.redis.connection import redact_url
-from cpersona.stores.redis.datadir import DataDirLock, ServerLayout, read_text
-from cpersona.stores.redis.server_record import ServerRecord, running_server_url
+from cpersona.stores.attach import shown_redis_address
+from cpersona.stores.data_dir import DataDirLock
+from cpersona.stores.server_record import ServerRecord, running_server_url
 from cpersona.version import __version__
 
 if TYPE_CHECKING:
@@ -125,12 +125,7 @@ def describe(settings: Settings, url: str, health: Mapping[str, Any]) -> str:
     redis = health.get("redis")
     redis = redis if isinstance(redis, dict) else {}
     modules = ", ".join(f"{name} {version}" for name, version in (redis.get("modules") or {}).items())
-    if settings.redis_url is not None:
-        where = redact_url(settings.redis_url)
-    else:
-        root = settings.data_dir.expanduser().resolve()
-        found = read_text(ServerLayout(root, root / "redis").url_file)
-        where = "embedded " + (redact_url(found) if found else "(address unknown)")
+    where = shown_redis_address(settings)
     embedder = health.get("embedder")
     if isinstance(embedder, dict):
         embedding = f"{embedder.get('name', '?')} ({embedder.get('dim', '?')}-d)"

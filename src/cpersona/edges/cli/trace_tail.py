@@ -5,12 +5,12 @@ holding the data dir, the command follows that server's trace stream with its AP
 (:mod:`~cpersona.edges.cli.trace_follow`), so that a key sees only its agents' traces. The tailer only
 listens. It connects to the Redis the engines use — ``CPERSONA_REDIS_URL``, or, when that
 is unset, the embedded server that a running engine started for the data dir, found through the
-``redis/redis.url`` file that :class:`~cpersona.stores.redis.server.EmbeddedRedis` writes (it never starts a
-Redis of its own: the data dir belongs to the engine) — subscribes to one agent's trace channel or to the
-pattern of all of them, and prints each trace: one JSON object per line (``--json``), or a short readable
-account of the recall, stage by stage. When that Redis goes away (the server restarts) the tailer says
-so and subscribes again once it is back, reading the URL file anew (a restarted server may listen
-elsewhere). The readable account is :func:`~cpersona.edges.cli.trace_render.render_trace`'s.
+``redis/redis.url`` file that the embedded server writes (:func:`~cpersona.stores.attach.running_redis_url`;
+it never starts a Redis of its own: the data dir belongs to the engine) — subscribes to one agent's trace
+channel or to the pattern of all of them, and prints each trace: one JSON object per line (``--json``),
+or a short readable account of the recall, stage by stage. When that Redis goes away (the server
+restarts) the tailer says so and subscribes again once it is back, reading the URL file anew (a restarted
+server may listen elsewhere). The readable account is :func:`~cpersona.edges.cli.trace_render.render_trace`'s.
 """
 
 from __future__ import annotations
@@ -18,50 +18,25 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
 from cpersona.edges.cli.trace_render import read_trace, render_trace, trace_project
-from cpersona.errors import BackendUnavailable, RedisUnavailable
+from cpersona.errors import BackendUnavailable
 from cpersona.keys import Keys
-from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
+from cpersona.stores.attach import subscribe_traces
 
 if TYPE_CHECKING:
     from cpersona.model.trace import AnyTrace
     from cpersona.settings import Settings
+    from cpersona.stores.trace_subscription import TraceMessage
 
-__all__ = ["Tail", "render_trace", "tail_traces", "trace_redis_url"]
+__all__ = ["Tail", "render_trace", "tail_traces"]
 
-# How long one wait for a message lasts. The wait is repeated forever; a bounded wait keeps every read
-# under a deadline, so a dead connection shows up as an error instead of a silent hang.
-_POLL_SECS = 1.0
 # The pause before the first attempt to reach a Redis that went away; it doubles up to the max.
 _BACKOFF_FIRST_SECS = 0.5
 _BACKOFF_MAX_SECS = 10.0
-
-
-async def trace_redis_url(settings: Settings) -> str:
-    """The Redis to listen on: ``CPERSONA_REDIS_URL``, else the embedded server running on the data dir.
-
-    Raises :class:`RedisUnavailable` when neither is there: starting a Redis here would take the data dir
-    from the engine that owns it, and would carry no traces anyway.
-    """
-    if settings.redis_url is not None:
-        return settings.redis_url
-    # EmbeddedRedis's layout: <data_dir>/redis/redis.url holds the running server's URL, and is removed
-    # when the server stops cleanly.
-    url_file = anyio.Path(settings.data_dir) / "redis" / "redis.url"
-    try:
-        url = (await url_file.read_text()).strip()
-    except FileNotFoundError:
-        url = ""
-    if not url:
-        raise RedisUnavailable(
-            f"no cpersona Redis is running for the data dir {settings.data_dir} (no {url_file}): start an "
-            "engine there (cpersona serve), or set CPERSONA_REDIS_URL to the Redis your engines use"
-        )
-    return url
 
 
 async def tail_traces(
@@ -135,24 +110,18 @@ class Tail:
 
     async def listen(self) -> None:
         """Subscribe once and print until done; raises :class:`RedisUnavailable` when Redis goes away."""
-        url = await trace_redis_url(self.settings)
-        client = await connect_redis(self.settings, url, writes=False)
+        channels, pattern = ((), self.target) if self.pattern else ((self.target,), None)
+        subscription = await subscribe_traces(
+            self.settings, channels, pattern, action=f"cannot subscribe to {self.target}"
+        )
         try:
-            pubsub = client.pubsub()
-            try:
-                async with redis_errors(f"cannot subscribe to {self.target} on {redact_url(url)}"):
-                    await _subscribe(pubsub, self.target, pattern=self.pattern, settings=self.settings)
-                self.listening(f"{self.target} at {redact_url(url)}")
-                while not self.done():
-                    received = await _next_trace(pubsub, self.err)
-                    if received is not None:
-                        self.show(*received)
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
-                    # The type stubs predate aclose (close is deprecated in redis-py and warns).
-                    await cast("Any", pubsub).aclose()
+            self.listening(f"{self.target} at {subscription.where}")
+            while not self.done():
+                received = _trace_of(await subscription.next_message(), self.err)
+                if received is not None:
+                    self.show(*received)
         finally:
-            await close_redis(client)
+            await subscription.aclose()
 
     def listening(self, where: str) -> None:
         """Say that the subscription is in place: from now on nothing published is missed."""
@@ -170,35 +139,12 @@ class Tail:
         self.printed += 1
 
 
-async def _subscribe(pubsub: Any, target: str, *, pattern: bool, settings: Settings) -> None:
-    if pattern:
-        await pubsub.psubscribe(target)
-    else:
-        await pubsub.subscribe(target)
-    # Wait for the server's confirmation: from then on nothing published is missed.
-    with anyio.fail_after(settings.redis_timeout_secs):
-        while True:
-            reply = await pubsub.get_message(timeout=_POLL_SECS)
-            if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
-                return
-
-
-async def _next_trace(pubsub: Any, err: TextIO) -> tuple[bytes, AnyTrace] | None:
-    """The next published trace (its bytes and its model), or ``None`` when the poll brought none."""
-    async with redis_errors("lost the trace subscription"):
-        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
-    if message is None or _text(message.get("type")) not in ("message", "pmessage"):
+def _trace_of(message: TraceMessage | None, err: TextIO) -> tuple[bytes, AnyTrace] | None:
+    """The trace a message carries (its bytes and its model), or ``None`` when it carries none."""
+    if message is None:
         return None
-    payload = message.get("data")
-    if not isinstance(payload, bytes):
-        return None
-    trace = read_trace(payload)
+    trace = read_trace(message.payload)
     if trace is None:
-        channel = _text(message.get("channel"))
-        print(f"skipped a message on {channel} that is not a trace", file=err, flush=True)
+        print(f"skipped a message on {message.channel} that is not a trace", file=err, flush=True)
         return None
-    return payload, trace
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return message.payload, trace

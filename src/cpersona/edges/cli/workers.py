@@ -10,7 +10,7 @@ binds the socket once in this process, starts each worker as a fresh interpreter
 socket, restarts one that dies, and on SIGINT or SIGTERM stops them all and exits.
 
 The embedded engines cannot be shared: the embedded Redis and the embedded vector engine belong to one
-engine per data dir (:class:`~cpersona.stores.redis.datadir.DataDirLock`), so more than one worker needs
+engine per data dir (:class:`~cpersona.stores.data_dir.DataDirLock`), so more than one worker needs
 ``CPERSONA_REDIS_URL`` and, unless the embedder is off, ``CPERSONA_QDRANT_URL``
 (:func:`workers_refusal`).
 """

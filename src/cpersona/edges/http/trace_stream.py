@@ -1,7 +1,7 @@
 """``GET /v1/traces/stream``: the trace channel as server-sent events, for the live trace page.
 
 Each request opens its own reader connection to the Redis the engines publish on (the one ``trace tail``
-listens to: :func:`~cpersona.edges.cli.trace_tail.trace_redis_url`), subscribes, and only then answers:
+listens to: :func:`~cpersona.stores.attach.running_redis_url`), subscribes, and only then answers:
 a Redis that cannot be reached is the usual 503 envelope, and from the first event on nothing published is
 missed. The first event is ``ready`` (what the stream follows); then one ``trace`` event per recall or
 reconstruct trace, its data the trace's JSON exactly as published; a ``lost`` event ends the stream when
@@ -20,7 +20,9 @@ that project (a reconstruct's scope is its recall's).
 The subscription lives inside the response's own call: it ends, and its connection closes, when the
 client goes, when the server shuts down, or when Redis is lost; no task outlives the request. Every
 network call has a deadline: the connect and the subscription (``CPERSONA_REDIS_TIMEOUT_SECS``), each wait
-for a message, and each send to the client (a client that reads nothing for ``_SEND_SECS`` is dropped).
+for a message (:class:`~cpersona.stores.trace_subscription.TraceSubscription`, which also tells a quiet
+Redis from a hung one), and each send to the client (a client that reads nothing for ``_SEND_SECS`` is
+dropped).
 
 The stream is in the OpenAPI document as ``text/event-stream``; the fuzzer leaves it out
 (``benchmarks/fuzz.toml``), since a valid request never ends.
@@ -30,24 +32,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import anyio
 import orjson
 from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from cpersona.edges.cli.trace_render import read_trace, trace_project
-from cpersona.edges.cli.trace_tail import trace_redis_url
 from cpersona.edges.http.access import key_agents, permit
 from cpersona.edges.http.auth import key_check
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_query
 from cpersona.edges.http.state import engine_of
-from cpersona.errors import BackendUnavailable, RedisUnavailable
+from cpersona.errors import BackendUnavailable
 from cpersona.keys import Keys
 from cpersona.model.fields import KeyText, QueryModel
-from cpersona.stores.redis.connection import close_redis, connect_redis, redact_url, redis_errors
+from cpersona.stores.attach import subscribe_traces
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -57,17 +57,12 @@ if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
     from cpersona.settings import Settings
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.trace_subscription import TraceSubscription
 
 __all__ = ["STREAM_PATH", "TRACE_STREAM_OPERATIONS", "TraceStreamQuery", "TraceStreamsFull", "settings_of"]
 
 STREAM_PATH = "/v1/traces/stream"
 
-# One wait for a message; the waits repeat for as long as the client stays, each under a deadline.
-_POLL_SECS = 1.0
-# After this long without a message the subscription is pinged, to tell a quiet Redis from a hung one.
-_LIVENESS_SECS = 5.0
-_PING_TEXT = "cpersona-trace-stream"
 # A comment line this often keeps proxies from closing an idle stream and finds a dead client.
 _PING_SECS = 15.0
 # The deadline of one send to the client.
@@ -101,74 +96,6 @@ class TraceStreamQuery(QueryModel):
     )
 
 
-@dataclasses.dataclass(slots=True)
-class _Subscription:
-    """One reader connection subscribed to the channels of a stream.
-
-    A subscribed connection that brings nothing looks the same whether Redis is quiet or hung, so after
-    ``_LIVENESS_SECS`` without a message it sends a ``PING``; no ``pong`` within
-    ``CPERSONA_REDIS_TIMEOUT_SECS`` means the Redis is lost.
-    """
-
-    settings: Settings
-    client: RedisClient
-    pubsub: Any
-    where: str
-    heard: float = dataclasses.field(default_factory=time.monotonic)
-    pinged: float | None = None
-
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.redis_timeout_secs):
-            # The type stubs predate aclose (close is deprecated in redis-py and warns).
-            await cast("Any", self.pubsub).aclose()
-        await close_redis(self.client)
-
-    async def next_payload(self) -> bytes | None:
-        """The next published message's bytes, or ``None`` when the wait brought none."""
-        deadline = self.settings.redis_timeout_secs
-        async with redis_errors(f"lost the trace subscription at {self.where}"):
-            with anyio.fail_after(_POLL_SECS + deadline):
-                if self.pinged is None and time.monotonic() - self.heard >= _LIVENESS_SECS:
-                    await self.pubsub.ping(_PING_TEXT)
-                    self.pinged = time.monotonic()
-                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_SECS)
-        now = time.monotonic()
-        if message is not None:
-            self.heard, self.pinged = now, None
-        elif self.pinged is not None and now - self.pinged > deadline:
-            raise RedisUnavailable(f"lost the trace subscription at {self.where}: no answer to a ping")
-        if message is None or _text(message.get("type")) not in ("message", "pmessage"):
-            return None
-        data = message.get("data")
-        return data if isinstance(data, bytes) else None
-
-
-async def _subscribe(settings: Settings, channels: tuple[str, ...], pattern: str | None) -> _Subscription:
-    """Connect a reader and subscribe; return once the server confirmed every subscription."""
-    url = await trace_redis_url(settings)
-    where = redact_url(url)
-    client = await connect_redis(settings, url, writes=False)
-    pubsub = client.pubsub()
-    subscription = _Subscription(settings, client, pubsub, where)
-    try:
-        wanted = len(channels) + (pattern is not None)
-        async with redis_errors(f"cannot subscribe to the traces at {where}"):
-            with anyio.fail_after(settings.redis_timeout_secs):
-                if channels:
-                    await pubsub.subscribe(*channels)
-                if pattern is not None:
-                    await pubsub.psubscribe(pattern)
-                confirmed = 0
-                while confirmed < wanted:
-                    reply = await pubsub.get_message(timeout=_POLL_SECS)
-                    if reply is not None and _text(reply.get("type")) in ("subscribe", "psubscribe"):
-                        confirmed += 1
-    except BaseException:
-        await subscription.close()
-        raise
-    return subscription
-
-
 def _targets(
     keys: Keys, agent_id: str | None, agents: frozenset[str] | None
 ) -> tuple[tuple[str, ...], str | None]:
@@ -184,7 +111,7 @@ class _TraceEvents(EventSourceResponse):
     """The event stream, which closes its subscription however the response ends."""
 
     def __init__(
-        self, subscription: _Subscription, content: AsyncIterator[ServerSentEvent], seats: _Seats
+        self, subscription: TraceSubscription, content: AsyncIterator[ServerSentEvent], seats: _Seats
     ) -> None:
         super().__init__(
             content,
@@ -200,7 +127,7 @@ class _TraceEvents(EventSourceResponse):
             await super().__call__(scope, receive, send)
         finally:
             self._seats.taken -= 1
-            await self._subscription.close()
+            await self._subscription.aclose()
 
 
 @dataclasses.dataclass(slots=True)
@@ -247,7 +174,7 @@ def _lost(exc: BackendUnavailable) -> ServerSentEvent:
 
 
 async def _events(
-    subscription: _Subscription, ready: dict[str, Any], project_id: str | None, key: _KeyWatch
+    subscription: TraceSubscription, ready: dict[str, Any], project_id: str | None, key: _KeyWatch
 ) -> AsyncIterator[ServerSentEvent]:
     yield ServerSentEvent(data=orjson.dumps(ready).decode(), event="ready", retry=_RETRY_MS)
     while True:
@@ -255,17 +182,18 @@ async def _events(
             if await key.revoked(now=False):
                 yield _end(KEY_REVOKED)
                 return
-            payload = await subscription.next_payload()
+            message = await subscription.next_message()
         except BackendUnavailable as exc:
             yield _lost(exc)
             return
-        if payload is None:
+        if message is None:
             continue
+        payload = message.payload
         try:
-            message = orjson.loads(payload)
+            decoded = orjson.loads(payload)
         except orjson.JSONDecodeError:
             continue  # not JSON: nothing of it is shown
-        if not isinstance(message, dict):
+        if not isinstance(decoded, dict):
             continue
         # The page reads any object defensively; a project is matched on a trace this version reads.
         if project_id is not None and _project(payload) != project_id:
@@ -290,7 +218,9 @@ async def _stream(request: Request) -> Response:
     channels, pattern = _targets(Keys(settings.key_prefix), query.agent_id, agents)
     seats = _take_seat(request, settings)
     try:
-        subscription = await _subscribe(settings, channels, pattern)
+        subscription = await subscribe_traces(
+            settings, channels, pattern, action="cannot subscribe to the traces"
+        )
     except BaseException:
         seats.taken -= 1
         raise
@@ -301,10 +231,6 @@ async def _stream(request: Request) -> Response:
     }
     events = _events(subscription, ready, query.project_id, _KeyWatch(key_check(request)))
     return _TraceEvents(subscription, events, seats)
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def settings_of(request: Request) -> Settings:

@@ -1,7 +1,7 @@
 """The block builder: builds block vectors off the write path.
 
 A store queues a block event in the transaction that writes the record (see
-:class:`~cpersona.stores.redis.block_queue.BlockQueue`). Workers take batches of events, split each
+:class:`~cpersona.stores.block_queue.BlockQueue`). Workers take batches of events, split each
 record (:func:`~cpersona.model.blocks.split_blocks`), embed the blocks (one call per batch), upsert
 them and then acknowledge the events. A record that is a single block reuses its record's vector (read
 from the record collection by id) instead of embedding the same text again, so a store whose vectors
@@ -24,8 +24,8 @@ import anyio
 from cpersona.errors import BackendUnavailable
 from cpersona.model.blocks import block_id, block_ids, split_blocks
 from cpersona.model.drafts import CALLER_EMBEDDING
+from cpersona.stores.block_queue import QueueLost, event_order
 from cpersona.stores.protocols import VectorPoint
-from cpersona.stores.redis.block_queue import QueueLost, event_order
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from cpersona.model.blocks import ParentKind
+    from cpersona.stores.block_queue import BlockEvent, BlockQueue
     from cpersona.stores.protocols import BlockParent, Embedder, RecordStore, Vector, VectorStore
-    from cpersona.stores.redis.block_queue import BlockEvent, BlockQueue
 
 __all__ = ["BlockBuilder"]
 

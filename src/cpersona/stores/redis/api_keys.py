@@ -19,6 +19,7 @@ import orjson
 from cpersona.model.api_keys import ApiKey, parse_token
 from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.durable import commit, transaction
+from cpersona.stores.redis.rate_limit import RateLimiter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["ApiKeyStore", "checked_key", "token_digest"]
+__all__ = ["ApiKeyStore", "RedisRateLimits", "checked_key", "token_digest"]
 
 
 def token_digest(token: str) -> str:
@@ -43,7 +44,7 @@ def checked_key(doc: bytes, token: str) -> ApiKey | None:
 
 
 class ApiKeyStore:
-    """Create, list, revoke and check API keys on one Redis."""
+    """The :class:`~cpersona.stores.key_store.KeyStore` role on one Redis."""
 
     def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._redis = client
@@ -91,6 +92,26 @@ class ApiKeyStore:
         async with redis_errors("cannot check the API key"):
             doc = await self._redis.get(self._keys.api_key(key_id))
         return None if doc is None else checked_key(doc, token)
+
+
+class RedisRateLimits:
+    """The :class:`~cpersona.stores.key_store.RateLimits` role on one Redis (:class:`RateLimiter`), whose
+    ``admit`` checks the key in the script that counts it."""
+
+    def __init__(self, client: RedisClient, keys: Keys, *, rate: float, burst: int) -> None:
+        self._keys = keys
+        self._limiter = RateLimiter(client, keys, rate=rate, burst=burst)
+
+    async def acquire(self, key_id: str) -> float:
+        return await self._limiter.acquire(key_id)
+
+    async def admit(self, token: str) -> tuple[ApiKey | None, float]:
+        key_id = parse_token(token)
+        if key_id is None:
+            return None, 0.0
+        doc, wait = await self._limiter.admit(key_id, self._keys.api_key(key_id), token_digest(token))
+        key = None if doc is None else checked_key(doc, token)
+        return key, wait if key is not None else 0.0
 
 
 def _info(doc: bytes) -> ApiKey:

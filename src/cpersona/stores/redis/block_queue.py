@@ -8,7 +8,6 @@ another. This module holds the stream calls; what a worker does with an event is
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 import redis.exceptions
 
+from cpersona.stores.block_queue import BlockEvent, QueueLost, event_order
 from cpersona.stores.redis.connection import command, redis_errors
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["BlockEvent", "BlockQueue", "QueueLost", "consumer_name", "event_order"]
+__all__ = ["RedisBlockQueue", "consumer_name"]
 
 log = logging.getLogger("cpersona.blocks")
 
@@ -36,33 +36,14 @@ _NO_GROUP = "NOGROUP"
 _CLAIM_BATCH = 100
 
 
-class QueueLost(Exception):
-    """The stream or its group was deleted under the worker (a flush, a key cleanup)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BlockEvent:
-    """One event: its stream id and the ref of the record it names (``None``: names no memory or episode)."""
-
-    entry_id: bytes
-    ref: str | None
-    key: str | None
-
-
 def consumer_name() -> str:
     """A consumer name unique to this engine: host, process and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def event_order(entry_id: bytes | str) -> tuple[int, int]:
-    """A stream id as a sortable ``(milliseconds, sequence)`` pair."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
-
-
-class BlockQueue:
-    """One consumer of the block stream's group. Every call has the client's deadline."""
+class RedisBlockQueue:
+    """The :class:`~cpersona.stores.block_queue.BlockQueue` role on a Redis stream: one consumer of its
+    group. Every call has the client's deadline."""
 
     def __init__(
         self, client: RedisClient, keys: Keys, *, consumer: str | None = None, batch: int = 16

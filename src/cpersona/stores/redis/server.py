@@ -44,10 +44,10 @@ import redis.exceptions
 
 from cpersona.errors import RedisUnavailable
 from cpersona.stores import owner_only
+from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.redis.binaries import module_files, redis_binary
 from cpersona.stores.redis.connection import REQUIRED_MODULES, close_redis, module_versions, new_client
 from cpersona.stores.redis.datadir import (
-    DataDirLock,
     ServerLayout,
     config_text,
     data_dir_password,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     from cpersona.settings import Settings
 
-__all__ = ["DataDirLock", "EmbeddedRedis"]
+__all__ = ["EmbeddedRedis"]
 
 _POLL_SECS = 0.05
 # A free TCP port can be taken by someone else between our probe and redis-server's bind.
