@@ -16,8 +16,9 @@ one CMP has not (``BACKEND_UNAVAILABLE``, ``NOT_IMPLEMENTED``, ``UNSUPPORTED_MED
 ``CerememoryError`` with the code and status kept — never its ``InternalError`` for what is no fault of
 the server, and never a body it cannot read. A backend that fails is a
 503 whatever raised it: a :class:`~cpersona.BackendUnavailable`, a group of them (parallel arms), or a
-redis-py error no adapter mapped; its message never names a file (the socket path, the data dir). A
-write refused because a disk is under the free-space floor is a 507 (:class:`~cpersona.InsufficientStorage`).
+backend's error no adapter mapped (:mod:`cpersona.stores.outages`); its message never names a file (the
+socket path, the data dir). A write refused because a disk is under the free-space floor is a 507
+(:class:`~cpersona.InsufficientStorage`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from cpersona.errors import (
     InvalidRequest,
     RecordNotFound,
 )
-from cpersona.stores.redis.connection import escaped_outage
+from cpersona.stores.outages import escaped_outage
 
 if TYPE_CHECKING:
     from starlette.exceptions import HTTPException
@@ -195,7 +196,7 @@ def backend_message(exc: BackendUnavailable) -> str:
 
 
 def backend_failure(exc: BaseException) -> BackendUnavailable | None:
-    """The backend failure ``exc`` stands for: itself, an unmapped redis-py outage, or the first of a
+    """The backend failure ``exc`` stands for: itself, an unmapped backend outage, or the first of a
     group whose every member is one (two arms failing on the same outage). ``None`` for anything else."""
     if isinstance(exc, BaseExceptionGroup):
         found = [backend_failure(inner) for inner in exc.exceptions]
