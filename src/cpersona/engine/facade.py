@@ -179,10 +179,21 @@ class Engine(methods.OperationMethods):
         """
         cap = self.settings.recall_max_limit if limit_cap is None else limit_cap
         body = given(
-            query=query, agent_id=agent_id, limit=limit, deep=deep, mode=mode, project_id=project_id,
-            channel=channel, source_id=source_id, exclude_contents=exclude_contents,
-            full_content=full_content, order=order, policy=policy, trace=trace, time_cue=time_cue,
-        )  # fmt: skip
+            query=query,
+            agent_id=agent_id,
+            limit=limit,
+            deep=deep,
+            mode=mode,
+            project_id=project_id,
+            channel=channel,
+            source_id=source_id,
+            exclude_contents=exclude_contents,
+            full_content=full_content,
+            order=order,
+            policy=policy,
+            trace=trace,
+            time_cue=time_cue,
+        )
         return await reads.recall(self._life, self._trace_rng, body, cap)
 
     async def calibrate(self, agent_id: str, *, precision: Precision = "balanced") -> dict[str, Any]:
@@ -220,10 +231,23 @@ class Engine(methods.OperationMethods):
     ) -> StoreResult:
         """Store one memory (the fields of :class:`~cpersona.StoreRequest`, ``POST /v1/encode``)."""
         body = given(
-            content=content, agent_id=agent_id, project_id=project_id, channel=channel, source=source,
-            id=id, msg_id=msg_id, timestamp=timestamp, metadata=metadata, context=context, store=store,
-            emotion=emotion, meta=meta, associations=associations, lock=lock, embedding=embedding,
-        )  # fmt: skip
+            content=content,
+            agent_id=agent_id,
+            project_id=project_id,
+            channel=channel,
+            source=source,
+            id=id,
+            msg_id=msg_id,
+            timestamp=timestamp,
+            metadata=metadata,
+            context=context,
+            store=store,
+            emotion=emotion,
+            meta=meta,
+            associations=associations,
+            lock=lock,
+            embedding=embedding,
+        )
         return await writes.store(self._life, body)
 
     async def store_batch(self, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
@@ -261,9 +285,16 @@ class Engine(methods.OperationMethods):
     ) -> StoreResult:
         """Archive a session summary (:class:`~cpersona.EpisodeRequest`: keywords, history or start/end)."""
         body = given(
-            summary=summary, agent_id=agent_id, project_id=project_id, channel=channel, keywords=keywords,
-            history=history, start_time=start_time, end_time=end_time, resolved=resolved,
-        )  # fmt: skip
+            summary=summary,
+            agent_id=agent_id,
+            project_id=project_id,
+            channel=channel,
+            keywords=keywords,
+            history=history,
+            start_time=start_time,
+            end_time=end_time,
+            resolved=resolved,
+        )
         return await writes.archive_episode(self._life, body)
 
     async def store_raw(
@@ -285,10 +316,20 @@ class Engine(methods.OperationMethods):
     ) -> StoreResult:
         """Append one verbatim journal entry (:class:`~cpersona.RawRequest`, ``POST /v1/encode/raw``)."""
         body = given(
-            content=content, agent_id=agent_id, session_id=session_id, source=source, speaker=speaker,
-            visibility=visibility, secrecy_level=secrecy_level, project_id=project_id, channel=channel,
-            turn_id=turn_id, topic_id=topic_id, metadata=metadata, meta=meta,
-        )  # fmt: skip
+            content=content,
+            agent_id=agent_id,
+            session_id=session_id,
+            source=source,
+            speaker=speaker,
+            visibility=visibility,
+            secrecy_level=secrecy_level,
+            project_id=project_id,
+            channel=channel,
+            turn_id=turn_id,
+            topic_id=topic_id,
+            metadata=metadata,
+            meta=meta,
+        )
         return await writes.store_raw(self._life, body)
 
     async def store_raw_batch(self, records: Sequence[Mapping[str, Any] | RawRequest]) -> BatchResult:
@@ -319,9 +360,13 @@ class Engine(methods.OperationMethods):
     ) -> list[AnyRecord]:
         """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
         body = given(
-            kind=kind, agent_id=agent_id, project_id=project_id, channel=channel, source_id=source_id,
+            kind=kind,
+            agent_id=agent_id,
+            project_id=project_id,
+            channel=channel,
+            source_id=source_id,
             limit=limit,
-        )  # fmt: skip
+        )
         return await reads.newest(self._life, body)
 
     async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
@@ -347,9 +392,14 @@ class Engine(methods.OperationMethods):
         A content change re-embeds the memory and moves its dedup claim; a field given as ``None`` is
         reset (to no metadata, emotion or meta-memory, the content's store kind, now), one left out kept."""
         body = given_set(
-            agent_id=agent_id, content=content, metadata=metadata, emotion=emotion, meta=meta, store=store,
+            agent_id=agent_id,
+            content=content,
+            metadata=metadata,
+            emotion=emotion,
+            meta=meta,
+            store=store,
             timestamp=timestamp,
-        )  # fmt: skip
+        )
         return await writes.update(self._life, ref, agent_id, body)
 
     async def delete(self, ref: str, *, agent_id: str) -> DeleteResult:

@@ -88,8 +88,10 @@ def _serve_workers(settings: Settings, record: ServerRecord) -> int:
 
 def _publish(record: ServerRecord, url: str) -> None:
     if not record.publish(url):
-        print(f"warning: another server recorded itself in {record.path}; the CLI will use that one",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: another server recorded itself in {record.path}; the CLI will use that one",
+            file=sys.stderr,
+        )
 
 
 def _held_by(settings: Settings) -> str | None:

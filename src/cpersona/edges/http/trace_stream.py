@@ -240,17 +240,22 @@ def settings_of(request: Request) -> Settings:
 
 TRACE_STREAM_OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "GET", STREAM_PATH, _stream,
-        "Follow the recall and reconstruct traces as they happen (server-sent events)", None,
-        query=TraceStreamQuery, errors=(400, 403, 503), media_type="text/event-stream",
+        "GET",
+        STREAM_PATH,
+        _stream,
+        "Follow the recall and reconstruct traces as they happen (server-sent events)",
+        None,
+        query=TraceStreamQuery,
+        errors=(400, 403, 503),
+        media_type="text/event-stream",
         description="First a `ready` event once the subscription is in place (nothing published after it "
         "is missed), then one `trace` event per traced recall or reconstruct, its data the trace's JSON as "
         "published (refs, ranks, scores, reasons; never stored text); a `lost` event ends the stream when "
-        "Redis goes away, an `end` event (`{\"reason\": \"key revoked\"}`) when the request's key is "
+        'Redis goes away, an `end` event (`{"reason": "key revoked"}`) when the request\'s key is '
         "revoked (checked before each trace and every few seconds). Only the agents the request's key may "
         "act for; another agent's is a 403.",
     ),
-)  # fmt: skip
+)
 
 
 def _project(payload: bytes) -> str | None:
