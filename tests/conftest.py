@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import httpx
 import pytest
+from blockbuster import BlockBuster, blockbuster_ctx
 
 import cpersona
 from cpersona.edges.http.app import create_app
@@ -32,7 +33,7 @@ from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
@@ -199,3 +200,25 @@ def open_test_engine(
                     await _drop_prefix(memory.redis, prefix)
 
     return open_engine
+
+
+# Calls made on the event loop on purpose: (file, functions, why blocking there is harmless).
+_MAY_BLOCK: tuple[tuple[str, frozenset[str], str], ...] = (
+    (
+        "cpersona/recall/policy.py",
+        frozenset({"load_policies", "policy_dir"}),
+        "the policy TOML files (a few KB in the package) are read once as an engine is constructed",
+    ),
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_blocking_on_loop() -> Iterator[BlockBuster]:
+    """Make a blocking call (sleep, file or socket I/O, a stat) on the event loop's thread raise
+    ``BlockingError``; the same call in a worker thread is left alone, and so are the calls in
+    ``_MAY_BLOCK``."""
+    with blockbuster_ctx() as buster:
+        for function in buster.functions.values():
+            for filename, names, _why in _MAY_BLOCK:
+                function.can_block_in(filename, names)
+        yield buster

@@ -437,8 +437,9 @@ async def test_a_store_that_died_before_its_document_is_swept_on_start(
 ) -> None:
     """A store killed between its vector and its document leaves a vector no record owns; the next
     start deletes it and frees the claims the store took."""
-    (model_dir / "models").mkdir(exist_ok=True)
-    (tmp_path / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
+    # The session's built model, not a new one.
+    await anyio.Path(model_dir / "models").mkdir(exist_ok=True)
+    await anyio.Path(tmp_path / "models").symlink_to(model_dir / "models")
     settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix)
     async with cpersona.open(settings, background=False) as memory:
         await memory.store("a record that was written", agent_id="a")
@@ -470,8 +471,9 @@ async def test_a_delete_whose_vector_delete_failed_is_finished_on_start(
 ) -> None:
     """Redis goes first: a delete whose vector delete fails leaves a vector without its record, and the
     next start deletes it."""
-    (model_dir / "models").mkdir(exist_ok=True)
-    (tmp_path / "models").symlink_to(model_dir / "models")  # the session's built model, not a new one
+    # The session's built model, not a new one.
+    await anyio.Path(model_dir / "models").mkdir(exist_ok=True)
+    await anyio.Path(tmp_path / "models").symlink_to(model_dir / "models")
     settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix)
     async with cpersona.open(settings, background=False) as memory:
         kept = await memory.store("a record that stays", agent_id="a")

@@ -188,7 +188,7 @@ class EdgeVectorStore:
         timeout = finite_timeout(timeout_secs)
         path = Path(root) / name
         label = f"vector collection {name!r} ({path})"
-        path.parent.mkdir(parents=True, exist_ok=True, mode=owner_only.DIR_MODE)
+        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True, mode=owner_only.DIR_MODE)
         oversampling = BQ_OVERSAMPLING if binary_quantized else None
         args = (str(path), dim, oversampling, indexing_threshold_kb, dict(PAYLOAD_INDEXES), label)
         link, version = await _start_link(label, args, timeout, process=process)
