@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import orjson
 import pytest
 
@@ -164,9 +165,9 @@ async def test_recall_matches_the_golden(
         result = await memory.recall(query, agent_id=CORPUS["agent_id"], policy=policy, **fields)
         observed.append({"question": question, **_summary(result, names)})
     if os.environ.get("CPERSONA_UPDATE_GOLDEN") == "1" and policy is not None:
-        golden.write_bytes(orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n")
+        await anyio.Path(golden).write_bytes(orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n")
         pytest.skip("golden regenerated; review the diff and commit it")
-    expected = orjson.loads(golden.read_bytes())
+    expected = orjson.loads(await anyio.Path(golden).read_bytes())
     for want, got in zip(expected, observed, strict=True):
         assert _agrees(got, want), (want["question"], got)
 
@@ -178,7 +179,7 @@ async def test_a_cued_policy_without_a_cue_matches_the_golden(
     # Every cued policy is a single-pass policy plus a [cue] table: with no cue given, not one row may
     # differ from that policy's golden.
     memory, names = engine
-    expected = orjson.loads(GOLDENS[CUED_ON[policy]].read_bytes())
+    expected = orjson.loads(await anyio.Path(GOLDENS[CUED_ON[policy]]).read_bytes())
     for want in expected:
         question = want["question"]
         fields = {k: v for k, v in question.items() if k != "query"}
@@ -235,8 +236,10 @@ async def test_reconstruct_matches_its_golden(engine: tuple[cpersona.Engine, dic
         result = await memory.reconstruct(question["query"], agent_id=CORPUS["agent_id"])
         observed.append({"query": question["query"], **_reconstructed(result, names)})
     if os.environ.get("CPERSONA_UPDATE_GOLDEN") == "1":
-        RECONSTRUCT_GOLDEN.write_bytes(orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n")
+        await anyio.Path(RECONSTRUCT_GOLDEN).write_bytes(
+            orjson.dumps(observed, option=orjson.OPT_INDENT_2) + b"\n"
+        )
         pytest.skip("golden regenerated; review the diff and commit it")
-    expected = orjson.loads(RECONSTRUCT_GOLDEN.read_bytes())
+    expected = orjson.loads(await anyio.Path(RECONSTRUCT_GOLDEN).read_bytes())
     for want, got in zip(expected, observed, strict=True):
         assert got == want, want["query"]

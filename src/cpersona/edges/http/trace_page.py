@@ -24,6 +24,7 @@ import importlib.resources
 import re
 from typing import TYPE_CHECKING
 
+import anyio
 from starlette.responses import HTMLResponse
 
 from cpersona.edges.http.operation import Operation
@@ -72,8 +73,11 @@ def _policy() -> str:
 
 async def _page(request: Request) -> Response:
     read_query(request, TraceStreamQuery)
+    # The first request reads the page from the package (``_policy`` reads it through ``page_html``), in a
+    # worker thread rather than on the loop; later ones find both cached.
+    policy = await anyio.to_thread.run_sync(_policy)
     headers = {
-        "Content-Security-Policy": _policy(),
+        "Content-Security-Policy": policy,
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
