@@ -8,7 +8,6 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import pytest
 from cerememory import errors as cmp_errors
 from cerememory import types as cmp
@@ -255,7 +254,9 @@ async def test_stats_and_record_over_http(client: httpx.AsyncClient) -> None:
 async def test_a_record_read_shows_its_fidelity_at_that_moment(client: httpx.AsyncClient) -> None:
     stored = await client.post("/v1/encode", json={"content": _blocks("one second old")}, headers=HEADERS)
     record_id = stored.json()["record_id"]
-    await anyio.sleep(1.0)
+    # A second older without waiting one: the tick moves the record's baseline a second back.
+    tick = await client.post("/v1/lifecycle/decay-tick", json={"tick_duration_seconds": 1}, headers=HEADERS)
+    assert tick.status_code == 200, tick.text
     before = time.time()
     got = await client.get(f"/v1/introspect/record/{record_id}", headers=HEADERS)
     after = time.time()

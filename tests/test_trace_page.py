@@ -290,8 +290,10 @@ async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path
             cue = {"confidence": "likely", "after": since}
             recall = await http.post("/v1/recall/query", json={**ask, "time_cue": cue, "trace": True})
             assert recall.status_code == 200, recall.text
+            # The other project's recall was answered first, and one task publishes the traces in the
+            # order they were queued to the one connection the page's stream reads: were it shown, it
+            # would be on the page before the two waited for here, with no time to wait out.
             await _until(b, "document.querySelectorAll('article.trace').length >= 2")
-            await anyio.sleep(0.5)  # the other project's trace, were it shown, has arrived by now
             cards = orjson.loads(await anyio.to_thread.run_sync(b.evaluate, _CARDS))
             shot = await anyio.to_thread.run_sync(b.screenshot)
             problems = list(b.problems)
