@@ -222,11 +222,21 @@ _MAY_BLOCK: tuple[tuple[str, frozenset[str], str], ...] = (
 _LOOP_CHECKED = frozenset(
     {
         "test_blocks.py",
+        "test_cmp_shapes.py",
         "test_golden.py",
         "test_http.py",
+        "test_keys_http.py",
+        "test_lifecycle_archive.py",
+        "test_lifecycle_cli.py",
+        "test_lifecycle_consolidate.py",
+        "test_lifecycle_decay.py",
+        "test_lifecycle_forget.py",
+        "test_lifecycle_http.py",
         "test_loop_guard.py",
         "test_mcp.py",
         "test_recall.py",
+        "test_reconstruct.py",
+        "test_trace.py",
         "test_trace_page_stream.py",
         "test_write_path.py",
     }
@@ -235,10 +245,11 @@ _LOOP_CHECKED = frozenset(
 
 @pytest.fixture(autouse=True)
 def _no_blocking_on_loop(request: pytest.FixtureRequest) -> Iterator[None]:
-    """In the files of ``_LOOP_CHECKED``, make a blocking call (sleep, file or socket I/O, a stat) on the
-    event loop's thread raise ``BlockingError``; the same call in a worker thread is left alone, and so
-    are the calls of ``_MAY_BLOCK``."""
-    if request.path.name not in _LOOP_CHECKED:
+    """In the files of ``_LOOP_CHECKED`` (in every file with ``CPERSONA_TEST_LOOP_GUARD=all``), make a
+    blocking call (sleep, file or socket I/O, a stat) on the event loop's thread raise ``BlockingError``;
+    the same call in a worker thread is left alone, and so are the calls of ``_MAY_BLOCK``."""
+    everywhere = os.environ.get("CPERSONA_TEST_LOOP_GUARD") == "all"  # to find what the rest still block
+    if not everywhere and request.path.name not in _LOOP_CHECKED:
         yield
         return
     with blockbuster_ctx() as buster:
