@@ -214,6 +214,11 @@ _MAY_BLOCK: tuple[tuple[str, frozenset[str], str], ...] = (
         frozenset({"_find_and_load"}),
         "a module's first import reads its files once a process (the MCP SDK's, as an app is built)",
     ),
+    (
+        "tests/serving.py",
+        frozenset({"start_serve"}),
+        "Popen reads a few bytes from the child as it execs, once per server a test starts",
+    ),
 )
 
 
@@ -234,10 +239,14 @@ _LOOP_CHECKED = frozenset(
         "test_lifecycle_http.py",
         "test_loop_guard.py",
         "test_mcp.py",
+        "test_mcp_transports.py",
         "test_recall.py",
         "test_reconstruct.py",
         "test_trace.py",
+        "test_trace_page.py",
         "test_trace_page_stream.py",
+        "test_trace_stream_revoked.py",
+        "test_trace_tail.py",
         "test_write_path.py",
     }
 )

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["free_port", "start_serve", "wait_healthy"]
+__all__ = ["free_port", "start_serve", "stop_serve", "stop_serve_off_loop", "wait_healthy"]
 
 # A hang guard for the start (the embedder's first load on a busy machine included), not a measurement.
 _START_GUARD_SECS = 120
@@ -84,3 +84,11 @@ def stop_serve(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
         proc.kill()
         proc.wait()
         raise
+
+
+async def stop_serve_off_loop(proc: subprocess.Popen[bytes]) -> None:
+    """:func:`stop_serve` for an async test: the wait for the server to end runs in a worker thread, not
+    on the event loop. It runs to its end when the test is being cancelled too (stop_serve's own timeout
+    bounds it), so no server outlives its test."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(stop_serve, proc)

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from cpersona.edges.mcp.server import TOOLS
-from serving import environment_without_settings, free_port, start_serve, stop_serve, wait_healthy
+from serving import environment_without_settings, free_port, start_serve, stop_serve_off_loop, wait_healthy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -87,7 +87,7 @@ async def test_a_session_over_stdio(tmp_path: Path) -> None:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 await session(client)
         except BaseException:
-            print(log.read_text()[-3000:])
+            print((await anyio.Path(log).read_text())[-3000:])
             raise
 
 
@@ -110,7 +110,7 @@ async def test_a_session_over_streamable_http_and_stdio_refused_beside_it(tmp_pa
         assert refused.returncode == 1, said
         assert f"{url}/mcp" in said
     finally:
-        stop_serve(proc)
+        await stop_serve_off_loop(proc)
 
 
 async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ async def test_stdio_is_refused_where_a_server_is_named(tmp_path: Path) -> None:
     assert refused.returncode == 1
     assert "http://127.0.0.1:9/mcp" in refused.stderr.decode()
     # Nothing was opened: the refusal comes before an engine.
-    assert not (tmp_path / "redis").exists()
+    assert not await anyio.Path(tmp_path / "redis").exists()
 
 
 class _Lines:

@@ -39,10 +39,10 @@ from cpersona.keys import Keys
 from cpersona.settings import Settings
 from cpersona.stores.attach import running_redis_url
 from cpersona.stores.redis.connection import close_redis, connect_redis
-from serving import free_port, start_serve, wait_healthy
+from serving import free_port, start_serve, stop_serve_off_loop, wait_healthy
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -200,14 +200,17 @@ class Browser:
         self._log.close()
 
 
-@contextlib.contextmanager
-def browser(profile: Path) -> Iterator[Browser]:
-    b = Browser(profile)
+@contextlib.asynccontextmanager
+async def browser(profile: Path) -> AsyncIterator[Browser]:
+    """A browser on a blank page; starting it (Popen waits for chromium's exec) and closing it (a wait for
+    chromium to exit) run in a worker thread, off the event loop."""
+    b = await anyio.to_thread.run_sync(Browser, profile)
     try:
-        b.open_page()
+        await anyio.to_thread.run_sync(b.open_page)
         yield b
     finally:
-        b.close()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(b.close)
 
 
 async def _until(b: Browser, expression: str) -> Any:
@@ -261,8 +264,7 @@ async def _served(tmp_path: Path, embedding_mode: str | None = None) -> AsyncIte
             await wait_healthy(http, proc, log)
             yield http
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        await stop_serve_off_loop(proc)
 
 
 async def _open(b: Browser, http: httpx.AsyncClient, path: str) -> None:
@@ -275,7 +277,7 @@ async def _open(b: Browser, http: httpx.AsyncClient, path: str) -> None:
 async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path) -> None:
     async with _served(tmp_path) as http:
         await _store(http)
-        with browser(tmp_path / "profile") as b:
+        async with browser(tmp_path / "profile") as b:
             await _open(b, http, f"/traces?project_id={PROJECT}")
             # Another project's recall: the page's filter keeps it off.
             off = {"agent_id": OTHER, "project_id": "handbook", "query": "deploy guide", "trace": True}
@@ -297,11 +299,11 @@ async def test_a_recall_made_while_the_page_is_open_appears_on_it(tmp_path: Path
             cards = orjson.loads(await anyio.to_thread.run_sync(b.evaluate, _CARDS))
             shot = await anyio.to_thread.run_sync(b.screenshot)
             problems = list(b.problems)
-    ARTEFACT.parent.mkdir(parents=True, exist_ok=True)
-    ARTEFACT.write_bytes(shot)
-    (tmp_path / "trace-page.png").write_bytes(shot)
+    await anyio.Path(ARTEFACT.parent).mkdir(parents=True, exist_ok=True)
+    await anyio.Path(ARTEFACT).write_bytes(shot)
+    await anyio.Path(tmp_path / "trace-page.png").write_bytes(shot)
     if os.environ.get("CPERSONA_UPDATE_SCREENSHOT") == "1":
-        COMMITTED.write_bytes(shot)
+        await anyio.Path(COMMITTED).write_bytes(shot)
 
     assert shot.startswith(b"\x89PNG")
     assert problems == []
@@ -392,7 +394,7 @@ async def test_every_section_shows_and_odd_or_hostile_traces_stay_text(tmp_path:
         settings = Settings(data_dir=tmp_path / "data")
         client = await connect_redis(settings, await running_redis_url(settings), writes=False)
         try:
-            with browser(tmp_path / "profile") as b:
+            async with browser(tmp_path / "profile") as b:
                 await _open(b, http, "/traces")
                 channel = Keys(settings.key_prefix).trace_channel
                 for trace in (_FULL_RECALL, _ODD, _RECONSTRUCT, b"not json"):

@@ -7,8 +7,6 @@ the key is revoked through the admin route, the trace made by a real recall.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -19,7 +17,7 @@ import pytest
 from cpersona.edges.http.trace_stream import KEY_CHECK_SECS
 from cpersona.keys import Keys
 from cpersona.stores.redis.api_keys import ApiKeyStore
-from serving import environment_without_settings, free_port, stop_serve, wait_healthy
+from serving import free_port, start_serve, stop_serve_off_loop, wait_healthy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -60,21 +58,15 @@ async def server(
     store = ApiKeyStore(redis, Keys(key_prefix))
     admin, _ = await store.create([], admin=True, name="admin")
     ann, info = await store.create([ANN], admin=False, name="ann")
-    port = str(free_port())
-    env = environment_without_settings() | {
-        "CPERSONA_DATA_DIR": str(tmp_path),
+    port = free_port()
+    settings = {
         "CPERSONA_REDIS_URL": redis_url,
         "CPERSONA_KEY_PREFIX": key_prefix,
         "CPERSONA_QDRANT_URL": ":memory:",
-        "CPERSONA_EMBEDDING_MODE": "none",
         "CPERSONA_KEYS": "on",
-        "CPERSONA_PORT": port,
     }
     log = tmp_path / "serve.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(  # noqa: ASYNC220 - started once, polled by wait_healthy
-            [sys.executable, "-m", "cpersona", "serve"], env=env, stdout=out, stderr=out
-        )
+    proc = start_serve(tmp_path, port, log, embedding_mode="none", settings=settings)
     try:
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url) as probe:
@@ -85,7 +77,7 @@ async def server(
         assert stored.status_code == 200, stored.text
         yield found
     finally:
-        stop_serve(proc)
+        await stop_serve_off_loop(proc)
 
 
 class _Events:

@@ -61,9 +61,12 @@ _WITH_SIGINT = (
 )
 
 
+# Looked up once at import: the tests that build a command run on the event loop.
+_BASE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
+
+
 def command(*args: str) -> list[str]:
-    base = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cpersona"]
-    return [sys.executable, "-c", _WITH_SIGINT, *base, "trace", "tail", *args]
+    return [sys.executable, "-c", _WITH_SIGINT, *_BASE, "trace", "tail", *args]
 
 
 async def wait_listening(process: Process) -> str:
@@ -148,8 +151,8 @@ async def test_tail_renders_each_recall_readably(
     env = tail_env(engine_settings, tmp_path)
     del env["CPERSONA_REDIS_URL"]
     url_file = Path(env["CPERSONA_DATA_DIR"]) / "redis" / "redis.url"
-    url_file.parent.mkdir(parents=True)
-    url_file.write_text(redis_url + "\n")
+    await anyio.Path(url_file.parent).mkdir(parents=True)
+    await anyio.Path(url_file).write_text(redis_url + "\n")
     async with await anyio.open_process(command("--count", "2", "--agent", AGENT), env=env) as proc:
         listening = await wait_listening(proc)
         assert f"{engine_settings.key_prefix}:trace:{AGENT}" in listening
@@ -189,7 +192,7 @@ async def test_tail_without_a_running_server_says_so(engine_settings: Settings, 
     assert "no cpersona Redis is running" in err
     assert out == ""
     # It started no Redis of its own in the data dir.
-    assert not (tmp_path / "tail-data" / "redis" / "redis.conf").exists()
+    assert not await anyio.Path(tmp_path / "tail-data" / "redis" / "redis.conf").exists()
 
 
 async def test_tail_refuses_a_bad_count(engine_settings: Settings, tmp_path: Path) -> None:
