@@ -18,6 +18,7 @@ from cpersona.stores.embedding.embedders import VECTOR_TOLERANCE, OnnxEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
 
 QUESTIONS = [
     "where did Caroline go hiking last summer?",
@@ -96,11 +97,9 @@ async def test_concurrent_queries_get_their_own_vectors_in_fewer_batches(embedde
 
 
 async def test_with_coalescing_off_each_query_runs_alone_with_the_same_bits(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path_factory.mktemp("alone"), embedding_cache_size=0, embedding_coalesce=False
-    )
+    settings = Settings(data_dir=tmp_path / "alone", embedding_cache_size=0, embedding_coalesce=False)
     embedder = await OnnxEmbedder.open(settings)
     try:
         alone = [await embedder.embed_query(q) for q in QUESTIONS]

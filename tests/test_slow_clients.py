@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from serving import free_port, start_serve, stop_serve, wait_healthy
+from serving import free_port, start_serve, stop_serve_off_loop, wait_healthy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -45,7 +45,7 @@ async def _serving(data_dir: Path, settings: Mapping[str, str]) -> AsyncIterator
             await wait_healthy(probe, proc, log)
         yield port
     finally:
-        stop_serve(proc)
+        await stop_serve_off_loop(proc)
 
 
 @pytest.fixture(scope="module")

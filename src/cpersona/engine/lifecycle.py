@@ -147,7 +147,9 @@ class Lifecycle:
         """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
         client, server = await self._connect(stack)
         info = await redis_info(client)
-        records = RedisRecordStore(client, self.keys, load_sealer(self.settings))
+        # The sealer may read, or first write, its key file in the data dir: in a worker thread.
+        sealer = await anyio.to_thread.run_sync(load_sealer, self.settings)
+        records = RedisRecordStore(client, self.keys, sealer)
         await records.ensure_indexes()
         await records.collect_garbage()
         embedder = await open_embedder(self.settings)
