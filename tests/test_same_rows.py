@@ -9,6 +9,7 @@ import anyio
 import pytest
 from benchmarks.same_rows import compare, ranked
 
+from answers import differences
 from cpersona.stores.embedding.embedders import COSINE_TOLERANCE
 
 if TYPE_CHECKING:
@@ -85,3 +86,20 @@ async def test_concurrent_recalls_return_the_rows_of_one_caller_up_to_near_ties(
     assert all(rows for rows in alone)
     assert any(cos is not None for rows in alone for _, cos in rows)
     assert "different" not in [compare(together[i], alone[i]) for i in range(len(QUESTIONS))]
+
+
+def test_two_answers_agree_up_to_the_cosine_tolerance_and_nothing_else() -> None:
+    want = {"rows": [{"ref": "mem:a", "match_reason": {"cosine": 0.5, "rrf": 0.0325}}], "count": 1}
+    near = {
+        "rows": [{"ref": "mem:a", "match_reason": {"cosine": 0.5 + COSINE_TOLERANCE / 2, "rrf": 0.0325}}],
+        "count": 1,
+    }
+    assert differences(near, want) == []
+    far = {
+        "rows": [{"ref": "mem:a", "match_reason": {"cosine": 0.5 + COSINE_TOLERANCE * 2, "rrf": 0.0325}}],
+        "count": 1,
+    }
+    assert differences(far, want) == [".rows[0].match_reason.cosine"]
+    assert differences({**want, "count": 2}, want) == [".count"]
+    assert differences({"rows": [], "count": 1}, want) == [".rows length 0 != 1"]
+    assert differences({**want, "extra": None}, want) == [" keys ['extra']"]
