@@ -13,7 +13,6 @@ that the agent has no memory left, and prints seconds, memories/s and B/A::
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import anyio
 
 from benchmarks import harness
 from benchmarks.corpus import sentences
-from benchmarks.recall_ab import export_tree, rename_package
+from benchmarks.recall_ab import load_sides
 from benchmarks.store_ab import settings, unit_vectors
 
 _AGE_SECS = 1
@@ -85,12 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpersona-forget-ab-") as tmp:
         work = Path(tmp)
-        packages = {}
-        for side, version in (("A", args.a), ("B", args.b)):
-            name = f"cpersona_{side.lower()}"
-            sys.path.insert(0, str(rename_package(export_tree(version, work / name), name)))
-            packages[side] = importlib.import_module(name)
-        anyio.run(compare, packages, work, args)
+        anyio.run(compare, load_sides(args.a, args.b, work), work, args)
 
 
 if __name__ == "__main__":

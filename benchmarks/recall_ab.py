@@ -80,6 +80,17 @@ def rename_package(tree: Path, name: str) -> Path:
     return tree / "src"
 
 
+def load_sides(a: str, b: str, work: Path) -> dict[str, Any]:
+    """Versions ``a`` and ``b`` (git revisions, or ``.``) imported side by side as ``cpersona_a`` and
+    ``cpersona_b``, their trees exported under ``work``; by side, ``A`` and ``B``."""
+    packages = {}
+    for side, version in (("A", a), ("B", b)):
+        name = f"cpersona_{side.lower()}"
+        sys.path.insert(0, str(rename_package(export_tree(version, work / name), name)))
+        packages[side] = importlib.import_module(name)
+    return packages
+
+
 def questions(path: Path) -> list[str]:
     if not path.is_file():
         raise SystemExit(f"{path} not found: the questions are LoCoMo's")
@@ -221,13 +232,10 @@ def main() -> None:
     asks = questions(args.data)
     with tempfile.TemporaryDirectory(prefix="cpersona-ab-") as tmp:
         work = Path(tmp)
-        packages, stores = {}, {}
-        for side, version in (("A", args.a), ("B", args.b)):
-            name = f"cpersona_{side.lower()}"
-            sys.path.insert(0, str(rename_package(export_tree(version, work / name), name)))
-            packages[side] = importlib.import_module(name)
-            stores[side] = work / f"store_{side.lower()}"
-            shutil.copytree(args.store, stores[side])
+        packages = load_sides(args.a, args.b, work)
+        stores = {side: work / f"store_{side.lower()}" for side in packages}
+        for store in stores.values():
+            shutil.copytree(args.store, store)
         anyio.run(compare, packages, stores, asks, args)
 
 

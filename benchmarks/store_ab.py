@@ -20,7 +20,6 @@ the fields that differ by design: ids, times and sequence numbers).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import shutil
 import statistics
@@ -37,7 +36,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.corpus import sentences
 from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
-from benchmarks.recall_ab import export_tree, rename_package
+from benchmarks.recall_ab import load_sides
 from cpersona.edges.heap import freeze_startup_heap
 
 AGENT = "bench-store"
@@ -218,12 +217,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpersona-store-ab-") as tmp:
         work = Path(tmp)
-        packages = {}
-        for side, version in (("A", args.a), ("B", args.b)):
-            name = f"cpersona_{side.lower()}"
-            sys.path.insert(0, str(rename_package(export_tree(version, work / name), name)))
-            packages[side] = importlib.import_module(name)
-        anyio.run(compare, packages, work, args)
+        anyio.run(compare, load_sides(args.a, args.b, work), work, args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from benchmarks.same_rows import compare, ranked
 
 from answers import differences
 from cpersona.stores.embedding.embedders import COSINE_TOLERANCE
+from test_query_coalescing import QUESTIONS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -28,16 +29,6 @@ NOTES = [
     "John cooked a big pot of chili for the office party.",
     "Maria painted a sunrise over the harbour for her mother.",
     "Maria moved to Lisbon for a new job in design.",
-]
-QUESTIONS = [
-    "where did Caroline go hiking?",
-    "what instrument does Melanie play?",
-    "when did Jon lose his job?",
-    "which book did Gina recommend?",
-    "how many children does Nate have?",
-    "what did John cook for the party?",
-    "who painted the sunrise picture?",
-    "why did Maria move to a new city?",
 ]
 
 
