@@ -354,13 +354,20 @@ async def test_a_body_a_browser_sends_cross_site_unasked_is_refused(
         (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', "id: must be a string or an integer"),
         (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', "id: must be a string or an integer"),
         (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', "id: must be a string or an integer"),
+        # A NaN elsewhere in the body (which orjson refuses and the SDK reads) does not hide a repeat.
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "store", "arguments": '
+            b'{"agent_id": "ann", "content": "meant for ann", "agent_id": "bob", "x": NaN}}}',
+            "agent_id: is given more than once",
+        ),
     ],
 )
+@pytest.mark.parametrize("content_type", ["application/json", "application/json, text/plain"])
 async def test_a_message_the_routes_would_refuse_is_a_json_rpc_error(
-    settings: Settings, redis: RedisClient, raw: bytes, said: str
+    settings: Settings, redis: RedisClient, raw: bytes, said: str, content_type: str
 ) -> None:
     headers = {
-        "content-type": "application/json",
+        "content-type": content_type,
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2025-11-25",
     }

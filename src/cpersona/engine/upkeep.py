@@ -201,7 +201,10 @@ async def forget_progress(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[
     deleted = 0
     yield deleted
     async for page in _forget_pages(life, req):
-        deleted += await delete_memories(life, page)
+        # A page is deleted whole even if the caller goes away meanwhile (a streamed forget's client
+        # hanging up): no memory is left without its vector, nor a vector without its memory.
+        with anyio.CancelScope(shield=True):
+            deleted += await delete_memories(life, page)
         yield deleted
 
 

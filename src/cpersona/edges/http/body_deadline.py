@@ -44,6 +44,7 @@ class BodyDeadline:
         deadline = anyio.current_time() + self.timeout_secs
         whole = False
         late = False
+        started = False
 
         async def receive_in_time() -> Message:
             nonlocal whole, late
@@ -54,13 +55,20 @@ class BodyDeadline:
                 whole = message["type"] != "http.request" or not message.get("more_body", False)
                 return message
             late = True
+            if started:
+                # The answer is under way (a stream that never read the body it was declared): no 408
+                # can be sent now, so the late body ends it as a client that went away does.
+                return {"type": "http.disconnect"}
             raise RequestTimeout(
                 "body", f"did not arrive whole within {self.timeout_secs:g} s of the request's head"
             )
 
         async def send_closing_if_late(message: Message) -> None:
-            if late and message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["connection"] = "close"
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                if late:
+                    MutableHeaders(scope=message)["connection"] = "close"
             await send(message)
 
         await self.app(scope, receive_in_time, send_closing_if_late)

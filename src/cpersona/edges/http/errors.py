@@ -55,6 +55,7 @@ __all__ = [
     "RequestTimeout",
     "UnsupportedMediaType",
     "error_envelope",
+    "failure_response",
     "on_cpersona_error",
     "on_http_error",
     "single_error",
@@ -187,6 +188,20 @@ def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONRespons
     return ORJSONResponse(body, status_code=exc.status)
 
 
+def failure_response(exc: Exception, request_id: str | None, where: str) -> ORJSONResponse:
+    """The answer to a request that raised ``exc``: a backend outage (raised alone, in a group, or
+    unmapped) or one of the engine's errors in the envelope with its status; anything else logged
+    (``where``: the method and path) and answered 500, opaquely."""
+    inner = single_error(exc)
+    failure = backend_failure(inner)
+    if failure is not None:
+        return _error_response(failure, request_id)
+    if isinstance(inner, CpersonaError):
+        return _error_response(inner, request_id)
+    log.error("request %s: unhandled error in %s", request_id, where, exc_info=exc)
+    return ORJSONResponse(error_envelope("INTERNAL_ERROR", _OPAQUE_500, None, request_id), 500)
+
+
 def backend_message(exc: BackendUnavailable) -> str:
     """What a 503 says: the reason for a refusal, else the detail with every file name left out."""
     reason = _REFUSALS.get(exc.code)
@@ -266,17 +281,6 @@ class RequestEdge:
         except Exception as exc:
             if started:
                 raise
-            inner = single_error(exc)
-            failure = backend_failure(inner)
-            if failure is not None:
-                response = _error_response(failure, request_id)
-            elif isinstance(inner, CpersonaError):
-                response = _error_response(inner, request_id)
-            else:
-                method, path = scope.get("method"), scope.get("path")
-                log.error("request %s: unhandled error in %s %s", request_id, method, path, exc_info=exc)
-                response = ORJSONResponse(
-                    error_envelope("INTERNAL_ERROR", _OPAQUE_500, None, request_id), 500
-                )
+            response = failure_response(exc, request_id, f"{scope.get('method')} {scope.get('path')}")
             response.headers["x-request-id"] = request_id
             await response(scope, receive, send)

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import orjson
 from starlette.responses import StreamingResponse
 
-from cpersona.edges.http.errors import ORJSONResponse, error_envelope
+from cpersona.edges.http.errors import ORJSONResponse, failure_response
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
 from cpersona.edges.http.state import engine_of
-from cpersona.errors import CpersonaError
 from cpersona.model.fields import RequestModel, arguments
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
@@ -67,30 +66,34 @@ async def _decay_forecast(request: Request) -> Response:
 
 async def _forget(request: Request) -> Response:
     if _NDJSON in request.headers.get("accept", ""):
-        return await _forget_streamed(engine_of(request), await read_body(request, ForgetRequest))
+        return await _forget_streamed(request, await read_body(request, ForgetRequest))
     engine, args = await _body(request, ForgetRequest)
     if args.get("temporal_range") is not None:
         args["temporal_range"] = args["temporal_range"].model_dump()
     return ORJSONResponse((await engine.forget(**args)).to_json())
 
 
-async def _forget_streamed(engine: Engine, req: ForgetRequest) -> Response:
+async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
     """A forget that reports as it goes, one JSON line per page deleted (``{"records_deleted": n}``), then
-    the result's own line; a failure part way ends the stream with the error envelope and the count so far.
+    the result's own line; a failure part way ends the stream with the error envelope the request would
+    have got (its request id, no file names) and the count so far.
 
-    The forget is started before the answer: a refusal (unconfirmed, a backend down) is still a plain
-    error response, with its status, before anything is deleted.
+    The request is validated and confirmed before the answer starts, so those refusals are plain error
+    responses with their status; a backend that fails once pages are being deleted can only end the
+    stream. A caller that hangs up stops the forget after the page under way (each page is deleted
+    whole): what was counted so far is gone, the rest is not.
     """
-    progress = engine.forget_progress(req)
+    progress = engine_of(request).forget_progress(req)
     await anext(progress)
+    request_id = request.scope.get("state", {}).get("request_id")
 
     async def lines() -> AsyncIterator[bytes]:
         deleted = 0
         try:
             async for deleted in progress:
                 yield orjson.dumps({"records_deleted": deleted}) + b"\n"
-        except CpersonaError as exc:
-            failed = error_envelope(exc.code, str(exc), getattr(exc, "field", None), None)
+        except Exception as exc:
+            failed = orjson.loads(failure_response(exc, request_id, "DELETE /v1/lifecycle/forget").body)
             yield orjson.dumps({**failed, "records_deleted": deleted}) + b"\n"
             return
         yield orjson.dumps(ForgetResult(deleted).to_json()) + b"\n"

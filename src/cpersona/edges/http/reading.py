@@ -196,7 +196,7 @@ def read_query(request: Request, model: type[_M]) -> _M:
 
 # Bodies above this size are parsed in a worker thread: orjson holds the event loop for about a
 # millisecond per 100 KiB, and a 64 MiB batch would otherwise stall every other request.
-_PARSE_IN_THREAD_BYTES = 1024 * 1024
+PARSE_IN_THREAD_BYTES = 1024 * 1024
 
 
 async def json_object(request: Request, limit: int) -> dict[str, Any]:
@@ -208,7 +208,7 @@ async def json_object(request: Request, limit: int) -> dict[str, Any]:
     raw = await _read(request, limit)
     if not raw.strip():
         raise InvalidRequest("body", "is required: send a JSON object")
-    if len(raw) > _PARSE_IN_THREAD_BYTES:
+    if len(raw) > PARSE_IN_THREAD_BYTES:
         body = await anyio.to_thread.run_sync(_parse, raw)
     else:
         body = _parse(raw)
@@ -280,19 +280,21 @@ def refuse_repeated_keys(raw: bytes) -> None:
     orjson keeps the last of a repeated key, so {"agent_id": "bi", "agent_id": "bob"} would be bob's
     write; this second reading only looks for repeats."""
     try:
-        json.loads(raw, object_pairs_hook=_refuse_repeated_keys)
+        json.loads(raw, object_pairs_hook=unique_keys)
     except RecursionError:
         # The stdlib parser recurses once a level and stops near Python's recursion limit, a little
         # short of orjson's 1024 levels; no request of this API nests anywhere near that deep.
         raise InvalidRequest("body", "nests too deeply to read") from None
 
 
-def _refuse_repeated_keys(pairs: list[tuple[str, object]]) -> None:
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """The stdlib parser's ``object_pairs_hook`` that refuses an object giving a key twice, naming it."""
     seen: set[str] = set()
     for key, _ in pairs:
         if key in seen:
             raise InvalidRequest(key, "is given more than once in one object")
         seen.add(key)
+    return dict(pairs)
 
 
 def _json_kind(value: object) -> str:

@@ -24,11 +24,14 @@ notification and answers 202, running a request the caller cannot match to any a
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
 import orjson
 
-from cpersona.edges.http.reading import refuse_repeated_keys
+from cpersona.edges.http.reading import PARSE_IN_THREAD_BYTES, unique_keys
 from cpersona.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -79,9 +82,10 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and _is_json(scope):
+        # Every POST body, whatever its content type says: the SDK reads "application/json, ..." too.
+        if scope["type"] == "http" and scope["method"] == "POST":
             chunks, whole = await _read_up_to(receive, self._max_body_bytes)
-            problem = refusal(b"".join(chunks)) if whole else None
+            problem = await _refusal_off_loop(b"".join(chunks)) if whole else None
             if problem is not None:
                 await _answer_error(send, problem)
                 return
@@ -95,11 +99,11 @@ class McpEndpoint:
             await manager.handle_request(scope, receive, send)
 
 
-def _is_json(scope: Scope) -> bool:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-type":
-            return bool(value.partition(b";")[0].strip().lower() == b"application/json")
-    return False
+async def _refusal_off_loop(raw: bytes) -> str | None:
+    """:func:`refusal`, in a worker thread for a large body (as the routes parse theirs)."""
+    if len(raw) > PARSE_IN_THREAD_BYTES:
+        return await anyio.to_thread.run_sync(refusal, raw)
+    return refusal(raw)
 
 
 async def _read_up_to(receive: Receive, limit: int) -> tuple[list[bytes], bool]:
@@ -135,20 +139,23 @@ def _replay(chunks: list[bytes], receive: Receive, *, more: bool) -> Receive:
 
 def refusal(raw: bytes) -> str | None:
     """Why a JSON body is no message this server reads, or ``None`` (also for text that is no JSON at
-    all: the SDK answers that with its own parse error). The stdio transport asks it of each line."""
+    all: the SDK answers that with its own parse error). The stdio transport asks it of each line.
+
+    Read by the standard library's parser, as lenient as the SDK's (``NaN``, ``1e400``, integers of any
+    size), so that no body the SDK would take escapes the check by failing a stricter parse first."""
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    try:
-        refuse_repeated_keys(raw)
+        body = json.loads(raw, object_pairs_hook=unique_keys)
     except InvalidRequest as exc:
         return str(exc)
+    except RecursionError:
+        return "body: nests too deeply to read"
+    except ValueError:
+        return None
     for message in body if isinstance(body, list) else [body]:
         if isinstance(message, dict) and "id" in message:
             given = message["id"]
             if isinstance(given, bool) or not isinstance(given, str | int):
-                return f"id: must be a string or an integer, got {orjson.dumps(given).decode()[:40]}"
+                return f"id: must be a string or an integer, got {json.dumps(given)[:40]}"
     return None
 
 
