@@ -30,12 +30,14 @@ by a delete that died lapses on its own. The bound lives as long as a store's re
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING
 
 import anyio
 
 from cpersona.engine.claims import record_claims, reservation_secs
 from cpersona.engine.reads import get, record_ref
+from cpersona.errors import BackendUnavailable
 from cpersona.model.blocks import ParentKind, block_ids
 from cpersona.model.fields import KeyText, check
 from cpersona.model.records import MemoryRecord, RawRecord
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
     from cpersona.stores.protocols import RecordStore
 
 __all__ = ["FENCE_SECS", "delete", "delete_agent_data", "delete_memories"]
+
+log = logging.getLogger("cpersona.engine")
 
 FENCE_SECS = 30.0
 """How long an agent's fence stays up unless its delete renews it: how long a delete that died keeps the
@@ -134,11 +138,19 @@ async def _fenced(records: RecordStore, agent: str, bound_secs: float) -> AsyncI
                 tg.start_soon(_renew, records, agent)
                 yield
                 tg.cancel_scope.cancel()
-    finally:
-        # Lowered (and the bound raised) whether the delete succeeded or not. Should this fail, the
-        # delete answers that error, and the fence lapses on its own.
+    except BaseException:
+        # The delete failed or was cancelled: that stands, not an error lowering the fence (which
+        # lapses on its own), so a cancellation is never turned into a backend error.
         with anyio.CancelScope(shield=True):
-            await records.lower_fence(agent, bound_secs=bound_secs)
+            try:
+                await records.lower_fence(agent, bound_secs=bound_secs)
+            except BackendUnavailable as exc:
+                log.warning("agent %s: its fence stays until it lapses: %s", agent, exc)
+        raise
+    # Lowered (and the bound raised) once the delete succeeded. Should this fail, the delete answers
+    # that error: the writes it raced are refused only until the fence lapses.
+    with anyio.CancelScope(shield=True):
+        await records.lower_fence(agent, bound_secs=bound_secs)
 
 
 @contextlib.contextmanager

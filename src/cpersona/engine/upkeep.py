@@ -88,9 +88,11 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
     if seconds:
         await check_free_space(life.settings)
     now = time.time()
-    updated = 0
-    decayed: list[MemoryRecord] = []
+    updated = decayed = pruned = 0
     batch: list[tuple[str, Fidelity]] = []
+    # Pruned a page at a time as the scan finds them, so a large agent's decayed memories are never
+    # all held at once; the fidelities read so far are written first.
+    doomed: list[MemoryRecord] = []
     async for record in agent_memories(life, req.agent_id):
         if seconds:
             fidelity = dataclasses.replace(aged(record.fidelity, seconds), last_decay_tick=now)
@@ -101,13 +103,17 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
                 batch = []
         updated += 1
         if is_decayed(record, now):
-            decayed.append(record)
+            decayed += 1
+            if pruning:
+                doomed.append(record)
+        if len(doomed) >= _DELETE_PAGE:
+            await life.backends.records.set_fidelities(batch)
+            batch = []
+            pruned += await delete_memories(life, doomed)
+            doomed = []
     await life.backends.records.set_fidelities(batch)
-    pruned = 0
-    if pruning:
-        for start in range(0, len(decayed), _DELETE_PAGE):
-            pruned += await delete_memories(life, decayed[start : start + _DELETE_PAGE])
-    return DecayTickResult(updated, len(decayed), pruned, pruning, seconds)
+    pruned += await delete_memories(life, doomed)
+    return DecayTickResult(updated, decayed, pruned, pruning, seconds)
 
 
 def threshold_time(record: MemoryRecord) -> float | None:
