@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "TIME_FIELDS",
     "Association",
     "EmotionVector",
     "EpisodeRecord",
@@ -85,6 +86,21 @@ def uuid_text(value: int) -> str:
     the time (a batch of 500 memories makes its 500 ids in one step of the event loop)."""
     digits = f"{value:032x}"
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+TIME_FIELDS = frozenset(
+    {
+        "timestamp",
+        "created_at",
+        "updated_at",
+        "start_time",
+        "end_time",
+        "last_accessed_at",
+        "last_decay_tick",
+        "captured_at",
+    }
+)
+"""The record fields holding epoch seconds, which leave the engine as RFC 3339 text (:func:`format_time`)."""
 
 
 def format_time(epoch: float) -> str:

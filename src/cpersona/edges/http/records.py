@@ -6,23 +6,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, cast
 
-from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, format_time
+from cpersona.model.records import (
+    TIME_FIELDS,
+    EpisodeRecord,
+    MemoryRecord,
+    ProfileRecord,
+    RawRecord,
+    format_time,
+)
 
 __all__ = ["record_to_json"]
-
-# Fields holding epoch seconds; on the wire they are RFC 3339 text (see ``format_time``).
-_TIME_FIELDS = frozenset(
-    {
-        "timestamp",
-        "created_at",
-        "updated_at",
-        "start_time",
-        "end_time",
-        "last_accessed_at",
-        "last_decay_tick",
-        "captured_at",
-    }
-)
 
 
 def _plain(value: object) -> object:
@@ -35,7 +28,7 @@ def _plain(value: object) -> object:
         out: dict[str, object] = {}
         for field in dataclasses.fields(value):
             item = getattr(value, field.name)
-            if field.name in _TIME_FIELDS and isinstance(item, int | float) and not isinstance(item, bool):
+            if field.name in TIME_FIELDS and isinstance(item, int | float) and not isinstance(item, bool):
                 out[field.name] = format_time(item)
             else:
                 out[field.name] = _plain(item)

@@ -31,6 +31,7 @@ import orjson
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.records import (
+    TIME_FIELDS,
     Association,
     EmotionVector,
     EpisodeRecord,
@@ -70,18 +71,6 @@ ArchivedRecord = MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord
 
 # Belong to the store a record was read from: seq is renumbered on import, the vector written again.
 _LOCAL = frozenset({"seq", "embedded", "embedding_model", "vector_pending"})
-_TIMES = frozenset(
-    {
-        "timestamp",
-        "created_at",
-        "updated_at",
-        "start_time",
-        "end_time",
-        "last_accessed_at",
-        "last_decay_tick",
-        "captured_at",
-    }
-)
 
 
 def encode_line(obj: Mapping[str, Any]) -> bytes:
@@ -117,7 +106,7 @@ def _portable(value: object) -> Any:
             item = getattr(value, field.name)
             if field.name in _LOCAL:
                 continue
-            timed = field.name in _TIMES and isinstance(item, int | float) and not isinstance(item, bool)
+            timed = field.name in TIME_FIELDS and isinstance(item, int | float) and not isinstance(item, bool)
             out[field.name] = format_time(item) if timed else _portable(item)
         return out
     if isinstance(value, Mapping):
@@ -152,7 +141,7 @@ def archived_time(epoch: float) -> float:
 
 
 def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _epoch(v) if k in _TIMES else v for k, v in d.items()}
+    return {k: _epoch(v) if k in TIME_FIELDS else v for k, v in d.items()}
 
 
 def record_line(record: ArchivedRecord) -> bytes:
