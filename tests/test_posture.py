@@ -24,6 +24,8 @@ from cpersona.stores.redis.api_keys import ApiKeyStore
 from serving import environment_without_settings, stop_serve
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cpersona.stores.redis.connection import RedisClient
 
 _SCRIPT = Path(sys.executable).with_name("cpersona")
@@ -47,6 +49,15 @@ def _env(data_dir: Path, redis_url: str, key_prefix: str, **extra: str) -> dict[
         "CPERSONA_EMBEDDING_MODE": "none",
         **extra,
     }
+
+
+def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll until ``ready()``; fail with the server's log if it exits first or the wait runs out."""
+    deadline = time.monotonic() + _WAIT_SECS
+    while not ready():
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
 
 
 def test_keys_off_beyond_loopback_is_refused_in_one_line(
@@ -84,11 +95,7 @@ def test_insecure_no_keys_starts_it_and_says_so(
         )
     try:
         url = f"http://127.0.0.1:{free_tcp_port}"
-        deadline = time.monotonic() + _WAIT_SECS
-        while not (tmp_path / "server.url").exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        _wait_until(lambda: (tmp_path / "server.url").exists(), proc, log)
         # What it was told to do: no key asked of anyone.
         listed = httpx.get(f"{url}/v1/records", params={"agent_id": "w"}, timeout=10)
         assert listed.status_code == 200, listed.text
@@ -142,11 +149,7 @@ def test_a_keyed_server_says_what_it_runs_but_its_health_tells_no_one_else(
             [*_COMMAND, "serve", "--port", str(free_tcp_port)], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + _WAIT_SECS
-        while "  embedder  " not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        _wait_until(lambda: "  embedder  " in log.read_text(), proc, log)
         redis_line = next(ln for ln in log.read_text().splitlines() if ln.startswith("  redis     "))
         assert re.match(r"  redis     \d+\.\d+\.\d+ at ", redis_line), redis_line
         bare = httpx.get(f"http://127.0.0.1:{free_tcp_port}/health", timeout=10)
