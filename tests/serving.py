@@ -12,16 +12,22 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
+
+from cpersona.edges.http.app import create_app
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["free_port", "start_serve", "stop_serve", "stop_serve_off_loop", "wait_healthy"]
+    from starlette.types import Receive, Scope, Send
+
+    from cpersona import Engine
+
+__all__ = ["asked_over_http", "free_port", "start_serve", "stop_serve", "stop_serve_off_loop", "wait_healthy"]
 
 # A hang guard for the start (the embedder's first load on a busy machine included), not a measurement.
 _START_GUARD_SECS = 120
@@ -92,3 +98,17 @@ async def stop_serve_off_loop(proc: subprocess.Popen[bytes]) -> None:
     bounds it), so no server outlives its test."""
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(stop_serve, proc)
+
+
+async def asked_over_http(memory: Engine, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """One request answered by the HTTP app over an engine the test opened (the state the app's lifespan
+    would give it), without a server process."""
+    app = create_app(memory.settings, background=False)
+
+    async def with_engine(scope: Scope, receive: Receive, send: Send) -> None:
+        scope["state"] = {"engine": memory}
+        await app(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=with_engine)
+    async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
+        return await client.request(method, path, **kwargs)

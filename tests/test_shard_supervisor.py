@@ -16,19 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import httpx
 
 import cpersona
-from cpersona.edges.http.app import create_app
 from cpersona.settings import Settings
 from cpersona.stores.redis.shutdown import pid_gone
 from cpersona.stores.vectors.edge import EdgeVectorStore
+from serving import asked_over_http
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.engine.facade import Engine
 
@@ -54,15 +51,7 @@ def _directory_fd(path: Path) -> Iterator[int]:
 
 async def _readiness(memory: Engine) -> tuple[int, dict[str, Any]]:
     """``GET /readiness`` answered by the HTTP app over this engine (the state its lifespan would give)."""
-    app = create_app(memory.settings, background=False)
-
-    async def with_engine(scope: Scope, receive: Receive, send: Send) -> None:
-        scope["state"] = {"engine": memory}
-        await app(scope, receive, send)
-
-    transport = httpx.ASGITransport(app=with_engine)
-    async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
-        reply = await client.get("/readiness")
+    reply = await asked_over_http(memory, "GET", "/readiness")
     return reply.status_code, reply.json()
 
 

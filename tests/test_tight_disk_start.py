@@ -14,21 +14,18 @@ import errno
 import logging
 import os
 import subprocess
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import anyio
 import anyio.to_thread
-import httpx
 import pytest
 
 import cpersona
-from cpersona.edges.http.app import create_app
+from serving import asked_over_http
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.engine.facade import Engine
 
@@ -72,19 +69,6 @@ def _write_until_refused(filler: BinaryIO, size: int) -> int | None:
         return exc.errno
 
 
-async def _http(memory: Engine, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    """One request answered by the HTTP app over this engine (the state its lifespan would give)."""
-    app = create_app(memory.settings, background=False)
-
-    async def with_engine(scope: Scope, receive: Receive, send: Send) -> None:
-        scope["state"] = {"engine": memory}
-        await app(scope, receive, send)
-
-    transport = httpx.ASGITransport(app=with_engine)
-    async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
-        return await client.request(method, path, **kwargs)
-
-
 async def _until_writable(memory: Engine) -> None:
     # A disk's reading is reused for a second (cpersona.engine.disk): a probe after that sees the room.
     while True:
@@ -118,10 +102,12 @@ async def test_a_start_on_a_full_disk_serves_reads_and_takes_writes_once_there_i
             with pytest.raises(cpersona.InsufficientStorage) as refused:
                 await memory.store("one parcel too many", agent_id=AGENT)
             assert refused.value.status == 507
-            encode = await _http(memory, "POST", "/v1/encode", json={"agent_id": AGENT, "content": "more"})
+            encode = await asked_over_http(
+                memory, "POST", "/v1/encode", json={"agent_id": AGENT, "content": "more"}
+            )
             assert encode.status_code == 507, encode.text
             assert encode.json()["error"]["code"] == "INSUFFICIENT_STORAGE"
-            probe = await _http(memory, "GET", "/readiness")
+            probe = await asked_over_http(memory, "GET", "/readiness")
             assert probe.status_code == 200, probe.text
             assert probe.json()["mode"] == "read-only"
 
@@ -131,7 +117,7 @@ async def test_a_start_on_a_full_disk_serves_reads_and_takes_writes_once_there_i
             stored = await memory.store("the depot has room again", agent_id=AGENT)
             assert stored.result == "stored"
             assert not stored.vector_pending
-            probe = await _http(memory, "GET", "/readiness")
+            probe = await asked_over_http(memory, "GET", "/readiness")
             assert probe.json()["mode"] == "read-write"
         assert (data_dir / "disk.reserve").stat().st_blocks > 0
     messages = [r.getMessage() for r in caplog.records if r.name == "cpersona.disk"]
