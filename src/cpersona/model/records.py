@@ -6,8 +6,13 @@ at most one text per agent. Every record carries its scope (agent, project, chan
 time (``timestamp``), and — for memories and episodes — an insertion sequence number that the recall scan
 window orders by.
 
-These are frozen value types. They are built by the write path from validated input and by the record
-store from Redis documents; nothing mutates them, an update makes a new one.
+These are frozen value types, each kind declared here once. They are built by the write path from
+validated input; nothing mutates them, an update makes a new one. Everything else a record becomes is
+derived from these declarations through pydantic (:data:`MEMORY`, :data:`EPISODE`, :data:`RAW`,
+:data:`PROFILE`): the Redis document (the record's JSON form, renamed and given its index fields in
+:mod:`~cpersona.stores.redis.documents`), the HTTP/MCP/CLI record shape, the archive line and the
+Cerememory record. A time field is typed :data:`Moment`, so each of them can show it as RFC 3339 text
+(:data:`TIMES_AS_TEXT`) without a list of names that must be kept in step.
 """
 
 from __future__ import annotations
@@ -16,16 +21,26 @@ import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Mapping  # noqa: TC003 - the schemas read the annotations at run time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    WrapSerializer,
+)
 
 from cpersona.model.time_cue import MAX_TS, MIN_TS
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
 __all__ = [
-    "TIME_FIELDS",
+    "EPISODE",
+    "MEMORY",
+    "PROFILE",
+    "RAW",
+    "TIMES_AS_TEXT",
     "Association",
     "EmotionVector",
     "EpisodeRecord",
@@ -33,6 +48,7 @@ __all__ = [
     "MemoryRecord",
     "MetaEdge",
     "MetaMemory",
+    "Moment",
     "ProfileRecord",
     "RawRecord",
     "Ref",
@@ -88,21 +104,6 @@ def uuid_text(value: int) -> str:
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
-TIME_FIELDS = frozenset(
-    {
-        "timestamp",
-        "created_at",
-        "updated_at",
-        "start_time",
-        "end_time",
-        "last_accessed_at",
-        "last_decay_tick",
-        "captured_at",
-    }
-)
-"""The record fields holding epoch seconds, which leave the engine as RFC 3339 text (:func:`format_time`)."""
-
-
 def format_time(epoch: float) -> str:
     """RFC 3339 in UTC with a ``Z`` and microseconds, the one time format on the wire.
 
@@ -112,6 +113,28 @@ def format_time(epoch: float) -> str:
     moment = datetime.fromtimestamp(min(max(epoch, MIN_TS), MAX_TS), UTC)
     # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits.
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+TIMES_AS_TEXT = {"times": "text"}
+"""The serialisation context that shows every :data:`Moment` as RFC 3339 text (:func:`format_time`)."""
+
+
+def _moment_in(value: object) -> object:
+    # A time shown as text (an archive line) reads back as epoch seconds; numbers go to pydantic.
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
+    return value
+
+
+def _moment_out(value: float, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> object:
+    if info.context is not None and info.context.get("times") == "text":
+        return format_time(value)
+    return handler(value)
+
+
+Moment = Annotated[float, BeforeValidator(_moment_in), WrapSerializer(_moment_out)]
+"""A record's point in time: epoch seconds, stored as a number, shown as RFC 3339 text where the
+serialisation context asks for it (:data:`TIMES_AS_TEXT`); text reads back as epoch seconds."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,8 +207,8 @@ class Fidelity:
     stability: float = 1.0
     reinforcement_count: int = 0
     access_count: int = 0
-    last_accessed_at: float = 0.0
-    last_decay_tick: float = 0.0
+    last_accessed_at: Moment = 0.0
+    last_decay_tick: Moment = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -202,7 +225,7 @@ class MetaEdge:
     rationale: str | None = None
     evidence: tuple[Mapping[str, Any], ...] = ()
     confidence: float | None = None
-    created_at: float | None = None
+    created_at: Moment | None = None
 
     def __post_init__(self) -> None:
         # Read back from JSON, the evidence is a list; the value keeps a tuple, as every other does.
@@ -224,7 +247,7 @@ class MetaMemory:
     evidence: tuple[Mapping[str, Any], ...] = ()
     alternatives: tuple[Mapping[str, Any], ...] = ()
     confidence: float | None = None
-    captured_at: float | None = None
+    captured_at: Moment | None = None
     context_edges: tuple[MetaEdge, ...] = ()
 
 
@@ -235,7 +258,7 @@ class Association:
     target_id: str
     type: AssociationType
     weight: float
-    created_at: float
+    created_at: Moment
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -246,7 +269,7 @@ class MemoryRecord:
     scope: Scope
     source: Source
     content: str
-    timestamp: float
+    timestamp: Moment
     seq: int
     msg_id: str = ""
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -255,8 +278,8 @@ class MemoryRecord:
     fidelity: Fidelity = Fidelity()
     meta: MetaMemory = MetaMemory()
     associations: tuple[Association, ...] = ()
-    created_at: float = 0.0
-    updated_at: float = 0.0
+    created_at: Moment = 0.0
+    updated_at: Moment = 0.0
     version: int = 1
     locked: bool = False
     embedded: bool = False
@@ -277,10 +300,10 @@ class EpisodeRecord:
     summary: str
     seq: int
     keywords: tuple[str, ...] = ()
-    start_time: float | None = None
-    end_time: float | None = None
+    start_time: Moment | None = None
+    end_time: Moment | None = None
     resolved: bool = False
-    created_at: float = 0.0
+    created_at: Moment = 0.0
     embedded: bool = False
     embedding_model: str = ""
     vector_pending: bool = False
@@ -306,7 +329,7 @@ class RawRecord:
     visibility: RawVisibility
     secrecy_level: SecrecyLevel
     content: str
-    created_at: float
+    created_at: Moment
     turn_id: str | None = None
     topic_id: str | None = None
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -324,4 +347,14 @@ class ProfileRecord:
 
     agent_id: str
     content: str
-    updated_at: float
+    updated_at: Moment
+
+
+# Each record kind's schema, derived from its declaration above: ``dump_python(rec, mode="json")`` is
+# the record as JSON data (the base of its document, its HTTP shape and its archive line) and
+# ``validate_python`` reads such data back into the record (extra keys, such as a document's index
+# fields, are ignored).
+MEMORY: TypeAdapter[MemoryRecord] = TypeAdapter(MemoryRecord)
+EPISODE: TypeAdapter[EpisodeRecord] = TypeAdapter(EpisodeRecord)
+RAW: TypeAdapter[RawRecord] = TypeAdapter(RawRecord)
+PROFILE: TypeAdapter[ProfileRecord] = TypeAdapter(ProfileRecord)

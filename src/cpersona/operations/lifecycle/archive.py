@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,24 +30,22 @@ import orjson
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.records import (
-    TIME_FIELDS,
-    Association,
-    EmotionVector,
+    EPISODE,
+    MEMORY,
+    PROFILE,
+    RAW,
+    TIMES_AS_TEXT,
     EpisodeRecord,
-    Fidelity,
     MemoryRecord,
-    MetaMemory,
     ProfileRecord,
     RawRecord,
-    Scope,
-    Source,
     format_time,
 )
 from cpersona.operations.lifecycle.sealing import MAGIC
 from cpersona.stores.association_values import AssociationGraph
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -70,7 +67,7 @@ LineKind = Literal["memory", "episode", "raw", "profile"]
 ArchivedRecord = MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord
 
 # Belong to the store a record was read from: seq is renumbered on import, the vector written again.
-_LOCAL = frozenset({"seq", "embedded", "embedding_model", "vector_pending"})
+_LOCAL = {"seq", "embedded", "embedding_model", "vector_pending"}
 
 
 def encode_line(obj: Mapping[str, Any]) -> bytes:
@@ -96,30 +93,30 @@ def _quantised(value: float) -> float:
     return float(f"{value:.15g}")
 
 
-def _portable(value: object) -> Any:
-    """A record value as archive JSON: dataclasses to objects (their time fields as RFC 3339 text, to the
-    microsecond), sequences to arrays, other numbers to 15 digits. Keys inside caller metadata are
-    the caller's and are never read as times."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for field in dataclasses.fields(value):
-            item = getattr(value, field.name)
-            if field.name in _LOCAL:
-                continue
-            timed = field.name in TIME_FIELDS and isinstance(item, int | float) and not isinstance(item, bool)
-            out[field.name] = format_time(item) if timed else _portable(item)
-        return out
-    if isinstance(value, Mapping):
-        return {str(k): _portable(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_portable(v) for v in value]
+def _quantised_tree(value: object) -> Any:
+    """JSON data with every number that is not an integer to 15 significant digits (caller metadata's
+    too); the record's times are text by then."""
+    if isinstance(value, dict):
+        return {k: _quantised_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_quantised_tree(v) for v in value]
     if isinstance(value, float):
         return _quantised(value)
     return value
 
 
 def _data(record: ArchivedRecord) -> dict[str, Any]:
-    out: dict[str, Any] = _portable(record)
+    """A record as archive JSON: its schema's JSON form without what belongs to the store, times as
+    RFC 3339 text (to the microsecond), other numbers to 15 digits, its scope without the agent."""
+    if isinstance(record, MemoryRecord):
+        dumped = MEMORY.dump_python(record, mode="json", context=TIMES_AS_TEXT, exclude=_LOCAL)
+    elif isinstance(record, EpisodeRecord):
+        dumped = EPISODE.dump_python(record, mode="json", context=TIMES_AS_TEXT, exclude=_LOCAL)
+    elif isinstance(record, RawRecord):
+        dumped = RAW.dump_python(record, mode="json", context=TIMES_AS_TEXT)
+    else:
+        dumped = PROFILE.dump_python(record, mode="json", context=TIMES_AS_TEXT)
+    out: dict[str, Any] = _quantised_tree(dumped)
     out.pop("agent_id", None)
     scope = out.pop("scope", None)
     if scope is not None:
@@ -138,10 +135,6 @@ def archived_time(epoch: float) -> float:
     """``epoch`` as it comes back from an archive (to the microsecond): what an imported time is compared
     with, so a record is never newer than itself."""
     return float(_epoch(format_time(epoch)))
-
-
-def _timed(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _epoch(v) if k in TIME_FIELDS else v for k, v in d.items()}
 
 
 def record_line(record: ArchivedRecord) -> bytes:
@@ -205,71 +198,29 @@ class Checksum:
         return self._hash.hexdigest()
 
 
-def _tuple_meta(meta: Mapping[str, Any]) -> MetaMemory:
-    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in _timed(meta).items()}
-    return MetaMemory(**fields)
+def _scoped(d: dict[str, Any], agent_id: str) -> dict[str, Any]:
+    # The archive's scope is the agent it is imported into; seq is renumbered on import.
+    return {
+        **d,
+        "scope": {"agent_id": agent_id, "project_id": d["project_id"], "channel": d["channel"]},
+        "seq": 0,
+    }
 
 
 def _memory(d: dict[str, Any], agent_id: str) -> MemoryRecord:
-    d = _timed(d)
-    return MemoryRecord(
-        id=d["id"],
-        scope=Scope(agent_id, d["project_id"], d["channel"]),
-        source=Source(**d["source"]),
-        content=d["content"],
-        timestamp=d["timestamp"],
-        seq=0,
-        msg_id=d["msg_id"],
-        metadata=d["metadata"],
-        store=d["store"],
-        emotion=EmotionVector(**d["emotion"]),
-        fidelity=Fidelity(**_timed(d["fidelity"])),
-        meta=_tuple_meta(d["meta"]),
-        associations=tuple(Association(**_timed(a)) for a in d["associations"]),
-        created_at=d["created_at"],
-        updated_at=d["updated_at"],
-        version=d["version"],
-        locked=d["locked"],
-    )
+    return MEMORY.validate_python(_scoped(d, agent_id))
 
 
 def _episode(d: dict[str, Any], agent_id: str) -> EpisodeRecord:
-    d = _timed(d)
-    return EpisodeRecord(
-        id=d["id"],
-        scope=Scope(agent_id, d["project_id"], d["channel"]),
-        summary=d["summary"],
-        seq=0,
-        keywords=tuple(d["keywords"]),
-        start_time=d["start_time"],
-        end_time=d["end_time"],
-        resolved=d["resolved"],
-        created_at=d["created_at"],
-    )
+    return EPISODE.validate_python(_scoped(d, agent_id))
 
 
 def _raw(d: dict[str, Any], agent_id: str) -> RawRecord:
-    d = _timed(d)
-    return RawRecord(
-        id=d["id"],
-        scope=Scope(agent_id, d["project_id"], d["channel"]),
-        session_id=d["session_id"],
-        source=d["source"],
-        speaker=d["speaker"],
-        visibility=d["visibility"],
-        secrecy_level=d["secrecy_level"],
-        content=d["content"],
-        created_at=d["created_at"],
-        turn_id=d["turn_id"],
-        topic_id=d["topic_id"],
-        metadata=d["metadata"],
-        meta=_tuple_meta(d["meta"]),
-        suppressed=d["suppressed"],
-    )
+    return RAW.validate_python(_scoped(d, agent_id))
 
 
 def _profile(d: dict[str, Any], agent_id: str) -> ProfileRecord:
-    return ProfileRecord(agent_id, d["content"], _epoch(d["updated_at"]))
+    return PROFILE.validate_python({**d, "agent_id": agent_id})
 
 
 _BUILD: dict[str, Callable[[dict[str, Any], str], ArchivedRecord]] = {

@@ -1,210 +1,71 @@
-"""How records are laid out in Redis: redis-om JSON models, their search indexes, and the conversions.
+"""How records are laid out in Redis: each record kind's JSON document, derived from its one schema.
 
-Each record type is a redis-om ``JsonModel`` (validated by pydantic when written and read; a batch of
-memories is written as the model's JSON text, by orjson where that is the same: :mod:`.memory_json`).
-The models are bound to one engine's Redis client and key prefix by :func:`bind_documents`, so two
-engines in one process never share a connection through class state.
+A document is the record's JSON form (its schema in :mod:`~cpersona.model.records`, ``dump_python(mode=
+"json")``) under the document's names (``pk`` for the id, ``ts`` for the memory's time, the scope
+flattened), plus the fields only the search indexes (:mod:`.indexes`) read; both are computed here and
+nowhere else, and a document is read back through the same schema. Scope values are caller text, so
+documents hold them a second time as tags: the value's UTF-8 bytes in hex (``''`` becomes ``x``), so a
+tag query never needs escaping and the global pool is an ordinary value; a memory also holds the tags of
+the prefixes of its source id that a prefix read can name (``tag_source_prefixes``, see :mod:`.scope`).
+Memory and episode documents also carry what the lexical arms search besides the text: ``grams`` (CJK
+trigrams, glued words) and ``stems`` (the engine's own word stems), and memories the tags of their short
+CJK substrings (``tag_short_grams``); see :mod:`.lexical`. The key order of each document is the one it
+has always had, so a document written today is byte for byte what an older engine wrote.
 
-The models declare the documents; their search indexes are declared by hand in :mod:`.indexes` (which
-says why). Scope values are caller text, so documents hold them a second time as tags: the value's UTF-8
-bytes in hex (``''`` becomes ``x``), so a tag query never needs escaping and the global pool is an
-ordinary value; a memory also holds the tags of the prefixes of its source id that a prefix read can
-name (``tag_source_prefixes``, see :mod:`.scope`). Memory and episode documents also carry what the
-lexical arms search besides the text: ``grams`` (CJK trigrams, glued words) and ``stems`` (the engine's
-own word stems), and memories the tags of their short CJK substrings (``tag_short_grams``); see
-:mod:`.lexical`.
+redis-om (``JsonModel``) declared these documents until the records had one schema; it was removed
+rather than kept beside it, because here it can serve none of its parts:
+
+- its models are mutable pydantic models with their own fields, so they would declare every record a
+  second time (the schema they would mirror is a frozen dataclass, which a ``JsonModel`` cannot be);
+- its indexes cannot be declared as recall needs them (see :mod:`.indexes`), so its queries, which run
+  on those indexes, cannot be used either;
+- its ``save`` is one ``JSON.SET`` of one model, while every record write here is a fenced transaction
+  with its claims, its pending mark and its block event, and a batch is one ``JSON.MSET``
+  (:mod:`.writes`); its ``get`` is one ``JSON.GET`` and a validation, which the schema does itself;
+- ``JsonModel.__init__`` starts an un-awaited "is RedisJSON loaded" probe per instance (a warning each),
+  and the connection lives on the class, so each engine had to subclass every model to hold its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aredis_om import Field, JsonModel
-from pydantic import ConfigDict
-
 from cpersona.model.cue_query import stored_emotion_axes
+from cpersona.model.json_values import NOT_FINITE, non_finite
 from cpersona.model.records import (
-    Association,
-    EmotionVector,
+    EPISODE,
+    MEMORY,
+    PROFILE,
     EpisodeRecord,
-    Fidelity,
     MemoryRecord,
-    MetaEdge,
     MetaMemory,
     ProfileRecord,
     Scope,
-    Source,
 )
 from cpersona.stores.record_values import BlockParent
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
-    from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
+    from collections.abc import Mapping
 
 __all__ = [
     "block_parent_of",
-    "DocumentModels",
-    "bind_documents",
+    "check_finite",
     "episode_from_doc",
     "episode_to_doc",
     "memory_from_doc",
     "memory_to_doc",
-    "validated_json",
-    "meta_from",
-    "meta_to_doc",
+    "profile_from_doc",
+    "profile_to_doc",
+    "record_form",
     "scope_doc",
-    "scope_from",
     "tag",
 ]
 
 INDEX_VERSION = 1
-
-
-class _Document(JsonModel):
-    """Base of our documents. It skips ``JsonModel.__init__``, which starts an async "is RedisJSON
-    loaded" probe and never awaits it (a warning per instance); the engine checks the module once at
-    connect time instead."""
-
-    def __init__(self, **data: Any) -> None:
-        super(JsonModel, self).__init__(**data)
-
-
-class _ScopedDoc(_Document):
-    agent_id: str
-    project_id: str = ""
-    channel: str = ""
-    tag_agent: str = Field(default="x")
-    tag_project: str = Field(default="x")
-    tag_channel: str = Field(default="x")
-
-
-class MemoryDoc(_ScopedDoc):
-    # Free metadata may hold NaN or an infinity: the JSON text spells them as json.dumps did (NaN,
-    # Infinity), which RedisJSON refuses, rather than as null; such a write fails as it did before.
-    model_config = ConfigDict(ser_json_inf_nan="constants")
-
-    source: dict[str, str]
-    tag_source: str = "x"
-    tag_source_prefixes: list[str] = []
-    msg_id: str = ""
-    tag_msg: str = "x"
-    content: str
-    grams: list[str] = []
-    stems: str = ""
-    tag_short_grams: list[str] = []
-    ts: float
-    seq: int
-    metadata: dict[str, Any] = {}
-    store: str = "episodic"
-    emotion: dict[str, float] = {}
-    emotion_axes: list[float] = stored_emotion_axes({})
-    fidelity: dict[str, float] = {}
-    meta: dict[str, Any] = {}
-    associations: list[dict[str, Any]] = []
-    created_at: float
-    updated_at: float
-    version: int = 1
-    locked: bool = False
-    embedded: bool = False
-    embedding_model: str = ""
-    vector_pending: int = 0
-
-
-class EpisodeDoc(_ScopedDoc):
-    summary: str
-    keywords: list[str] = []
-    text: str = ""
-    grams: list[str] = []
-    stems: str = ""
-    ts: float
-    seq: int
-    start_time: float | None = None
-    end_time: float | None = None
-    resolved: bool = False
-    created_at: float
-    embedded: bool = False
-    embedding_model: str = ""
-    vector_pending: int = 0
-
-
-class RawDoc(_ScopedDoc):
-    session_id: str
-    tag_session: str = "x"
-    turn_id: str | None = None
-    topic_id: str | None = None
-    source: str
-    speaker: str
-    visibility: str
-    secrecy_level: str
-    content: str
-    grams: list[str] = []
-    stems: str = ""
-    tag_short_grams: list[str] = []
-    sealed: str = ""
-    ts: float
-    metadata: dict[str, Any] = {}
-    meta: dict[str, Any] = {}
-    suppressed: bool = False
-
-
-class ProfileDoc(_Document):
-    agent_id: str
-    content: str
-    updated_at: float
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DocumentModels:
-    """The record models bound to one Redis client and key prefix."""
-
-    memory: type[MemoryDoc]
-    episode: type[EpisodeDoc]
-    raw: type[RawDoc]
-    profile: type[ProfileDoc]
-
-
-def bind_documents(client: RedisClient, keys: Keys) -> DocumentModels:
-    """Make model classes whose keys live under ``keys.prefix`` on ``client``.
-
-    redis-om keeps the connection on the class, so each engine gets its own subclasses instead of
-    setting a process-wide connection.
-    """
-
-    class BoundMemory(MemoryDoc, index=True):
-        class Meta:
-            database = client
-            global_key_prefix = keys.prefix
-            model_key_prefix = "mem"
-            index_name = keys.memory_index
-
-    class BoundEpisode(EpisodeDoc, index=True):
-        class Meta:
-            database = client
-            global_key_prefix = keys.prefix
-            model_key_prefix = "ep"
-            index_name = keys.episode_index
-
-    class BoundRaw(RawDoc, index=True):
-        class Meta:
-            database = client
-            global_key_prefix = keys.prefix
-            model_key_prefix = "raw"
-            index_name = keys.raw_index
-
-    class BoundProfile(ProfileDoc, index=True):
-        class Meta:
-            database = client
-            global_key_prefix = keys.prefix
-            model_key_prefix = "profile"
-            index_name = f"{keys.prefix}:idx:profile"
-
-    return DocumentModels(BoundMemory, BoundEpisode, BoundRaw, BoundProfile)
 
 
 def scope_doc(scope: Scope) -> dict[str, str]:
@@ -218,14 +79,35 @@ def scope_doc(scope: Scope) -> dict[str, str]:
     }
 
 
-def scope_from(doc: Mapping[str, Any]) -> Scope:
-    return Scope(doc["agent_id"], doc.get("project_id", ""), doc.get("channel", ""))
+def record_form(doc: Mapping[str, Any], **renamed: str) -> dict[str, Any]:
+    """A document under its record's names, for the schema to read: ``pk`` as ``id``, the scope as one
+    object, each ``renamed`` record field (``timestamp="ts"``) from its document field. The index fields
+    are left in; the schema ignores them."""
+    out = {
+        **doc,
+        "id": doc["pk"],
+        "scope": {
+            "agent_id": doc["agent_id"],
+            "project_id": doc.get("project_id", ""),
+            "channel": doc.get("channel", ""),
+        },
+    }
+    for field, stored in renamed.items():
+        out[field] = doc[stored]
+    return out
 
 
-def _fields(value: Any) -> dict[str, Any]:
-    """A flat slotted dataclass's fields (its ``__slots__``, in field order) by name: what ``asdict``
-    gives for one without containers, without its recursive deep copy (a tenth of building a doc)."""
-    return {name: getattr(value, name) for name in value.__slots__}
+def check_finite(metadata: Mapping[str, Any], meta: MetaMemory) -> None:
+    """Refuse caller JSON holding NaN or an infinity: the schema's JSON form would write it as ``null``,
+    and RedisJSON reads neither (requests refuse it first, naming the field)."""
+    parts = (
+        dict(metadata),
+        meta.evidence,
+        meta.alternatives,
+        *(edge.evidence for edge in meta.context_edges),
+    )
+    if any(non_finite(part) for part in parts):
+        raise ValueError(f"a record's metadata or meta {NOT_FINITE}")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -234,42 +116,15 @@ def _source_tags(source_id: str) -> tuple[str, ...]:
     return tuple(source_prefix_tags(source_id))
 
 
-def meta_to_doc(meta: MetaMemory) -> dict[str, Any]:
-    out = _fields(meta)
-    for key in ("goals", "assumptions", "tags", "evidence", "alternatives"):
-        out[key] = [dict(x) if isinstance(x, Mapping) else x for x in out[key]]
-    # The edges are dataclasses holding containers: asdict's deep copy is the right tool for them.
-    out["context_edges"] = [dataclasses.asdict(edge) for edge in meta.context_edges]
-    return out
-
-
-def meta_from(doc: Mapping[str, Any]) -> MetaMemory:
-    if not doc:
-        return MetaMemory()
-    return MetaMemory(
-        capture_status=doc.get("capture_status", "unavailable"),
-        intent=doc.get("intent"),
-        rationale=doc.get("rationale"),
-        trigger=doc.get("trigger"),
-        decision=doc.get("decision"),
-        goals=tuple(doc.get("goals", ())),
-        assumptions=tuple(doc.get("assumptions", ())),
-        tags=tuple(doc.get("tags", ())),
-        evidence=tuple(doc.get("evidence", ())),
-        alternatives=tuple(doc.get("alternatives", ())),
-        confidence=doc.get("confidence"),
-        captured_at=doc.get("captured_at"),
-        context_edges=tuple(MetaEdge(**edge) for edge in doc.get("context_edges", ())),
-    )
-
-
 def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
     """The JSON document of a memory, as stored under ``keys.memory(rec.id)``."""
-    emotion = _fields(rec.emotion)
+    check_finite(rec.metadata, rec.meta)
+    data = MEMORY.dump_python(rec, mode="json")
+    emotion = data["emotion"]
     return {
         "pk": rec.id,
         **scope_doc(rec.scope),
-        "source": _fields(rec.source),
+        "source": data["source"],
         "tag_source": tag(rec.source.id),
         "tag_source_prefixes": list(_source_tags(rec.source.id)),
         "msg_id": rec.msg_id,
@@ -278,17 +133,19 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "grams": doc_grams(rec.content),
         "stems": doc_stems(rec.content),
         "tag_short_grams": doc_short_grams(rec.content),
-        "ts": rec.timestamp,
+        "ts": data["timestamp"],
         "seq": rec.seq,
-        "metadata": dict(rec.metadata),
+        "metadata": data["metadata"],
         "store": rec.store,
         "emotion": emotion,
         "emotion_axes": stored_emotion_axes(emotion),
-        "fidelity": _fields(rec.fidelity),
-        "meta": meta_to_doc(rec.meta),
-        "associations": [_fields(a) for a in rec.associations],
-        "created_at": rec.created_at,
-        "updated_at": rec.updated_at,
+        # Stored as numbers of one kind, as the document always held them; the schema reads the counts
+        # back as the integers they are.
+        "fidelity": {name: float(value) for name, value in data["fidelity"].items()},
+        "meta": data["meta"],
+        "associations": data["associations"],
+        "created_at": data["created_at"],
+        "updated_at": data["updated_at"],
         "version": rec.version,
         "locked": rec.locked,
         "embedded": rec.embedded,
@@ -298,47 +155,26 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
 
 
 def memory_from_doc(doc: Mapping[str, Any]) -> MemoryRecord:
-    src = doc.get("source") or {}
-    return MemoryRecord(
-        id=doc["pk"],
-        scope=scope_from(doc),
-        source=Source(src.get("type", "Agent"), src.get("id", ""), src.get("name", "")),
-        content=doc["content"],
-        timestamp=float(doc["ts"]),
-        seq=int(doc["seq"]),
-        msg_id=doc.get("msg_id", ""),
-        metadata=doc.get("metadata") or {},
-        store=doc.get("store", "episodic"),
-        emotion=EmotionVector(**(doc.get("emotion") or {})),
-        fidelity=Fidelity(**(doc.get("fidelity") or {})),
-        meta=meta_from(doc.get("meta") or {}),
-        associations=tuple(Association(**a) for a in doc.get("associations") or ()),
-        created_at=float(doc.get("created_at", 0.0)),
-        updated_at=float(doc.get("updated_at", 0.0)),
-        version=int(doc.get("version", 1)),
-        locked=bool(doc.get("locked", False)),
-        embedded=bool(doc.get("embedded", False)),
-        embedding_model=doc.get("embedding_model", ""),
-        vector_pending=bool(doc.get("vector_pending", 0)),
-    )
+    return MEMORY.validate_python(record_form(doc, timestamp="ts"))
 
 
 def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
+    data = EPISODE.dump_python(rec, mode="json")
     text = " ".join((rec.summary, *rec.keywords))
     return {
         "pk": rec.id,
         **scope_doc(rec.scope),
         "summary": rec.summary,
-        "keywords": list(rec.keywords),
+        "keywords": data["keywords"],
         "text": text,
         "grams": doc_grams(text),
         "stems": doc_stems(text),
-        "ts": rec.timestamp,
+        "ts": float(rec.timestamp),
         "seq": rec.seq,
-        "start_time": rec.start_time,
-        "end_time": rec.end_time,
+        "start_time": data["start_time"],
+        "end_time": data["end_time"],
         "resolved": rec.resolved,
-        "created_at": rec.created_at,
+        "created_at": data["created_at"],
         "embedded": rec.embedded,
         "embedding_model": rec.embedding_model,
         "vector_pending": int(rec.vector_pending),
@@ -346,36 +182,16 @@ def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
 
 
 def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
-    return EpisodeRecord(
-        id=doc["pk"],
-        scope=scope_from(doc),
-        summary=doc["summary"],
-        seq=int(doc["seq"]),
-        keywords=tuple(doc.get("keywords") or ()),
-        start_time=doc.get("start_time"),
-        end_time=doc.get("end_time"),
-        resolved=bool(doc.get("resolved", False)),
-        created_at=float(doc.get("created_at", 0.0)),
-        embedded=bool(doc.get("embedded", False)),
-        embedding_model=doc.get("embedding_model", ""),
-        vector_pending=bool(doc.get("vector_pending", 0)),
-    )
+    return EPISODE.validate_python(record_form(doc))
+
+
+def profile_to_doc(rec: ProfileRecord) -> dict[str, Any]:
+    """A profile's document (``keys.profile(agent_id)``): the record, keyed by its agent."""
+    return {"pk": rec.agent_id, **PROFILE.dump_python(rec, mode="json")}
 
 
 def profile_from_doc(doc: Mapping[str, Any]) -> ProfileRecord:
-    return ProfileRecord(doc["agent_id"], doc["content"], float(doc["updated_at"]))
-
-
-def validated(model: type[JsonModel], doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Run a document through its redis-om model (pydantic) and return the JSON-ready dict."""
-    out: dict[str, Any] = model.model_validate(doc).model_dump(mode="json")
-    return out
-
-
-def validated_json(model: type[JsonModel], doc: Mapping[str, Any]) -> str:
-    """:func:`validated`, as JSON text: pydantic's encoder writes it in a third of the time ``model_dump``
-    and the standard library's took (17 µs against 47 µs); a test reads both back byte for byte."""
-    return model.model_validate(doc).model_dump_json()
+    return PROFILE.validate_python(doc)
 
 
 def block_parent_of(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import InvalidRequest
-from cpersona.model.records import RawRecord
-from cpersona.stores.redis.documents import meta_from, meta_to_doc, scope_doc, scope_from
+from cpersona.model.records import RAW, RawRecord
+from cpersona.stores.redis.documents import check_finite, record_form, scope_doc
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import tag
 
@@ -29,6 +29,8 @@ def raw_to_doc(rec: RawRecord, sealed: str | None = None) -> dict[str, Any]:
     """The JSON document of a raw entry; ``sealed`` (its text's ciphertext, :mod:`.sealing`) stands in
     for the text, which is then in no field of the document nor in any field the index derives from it."""
     text = rec.content if sealed is None else ""
+    check_finite(rec.metadata, rec.meta)
+    data = RAW.dump_python(rec, mode="json")
     return {
         "pk": rec.id,
         **scope_doc(rec.scope),
@@ -45,30 +47,15 @@ def raw_to_doc(rec: RawRecord, sealed: str | None = None) -> dict[str, Any]:
         "stems": doc_stems(text),
         "tag_short_grams": doc_short_grams(text),
         "sealed": sealed or "",
-        "ts": rec.created_at,
-        "metadata": dict(rec.metadata),
-        "meta": meta_to_doc(rec.meta),
+        "ts": data["created_at"],
+        "metadata": data["metadata"],
+        "meta": data["meta"],
         "suppressed": rec.suppressed,
     }
 
 
 def raw_from_doc(doc: Mapping[str, Any]) -> RawRecord:
-    return RawRecord(
-        id=doc["pk"],
-        scope=scope_from(doc),
-        session_id=doc["session_id"],
-        source=doc["source"],
-        speaker=doc["speaker"],
-        visibility=doc["visibility"],
-        secrecy_level=doc["secrecy_level"],
-        content=doc["content"],
-        created_at=float(doc["ts"]),
-        turn_id=doc.get("turn_id"),
-        topic_id=doc.get("topic_id"),
-        metadata=doc.get("metadata") or {},
-        meta=meta_from(doc.get("meta") or {}),
-        suppressed=bool(doc.get("suppressed", False)),
-    )
+    return RAW.validate_python(record_form(doc, created_at="ts"))
 
 
 def raw_document(rec: RawRecord, sealer: Sealer | None) -> dict[str, Any]:

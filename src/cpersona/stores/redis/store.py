@@ -1,26 +1,21 @@
 """The Redis adapter of :class:`~cpersona.stores.protocols.RecordStore`.
 
-Records are RedisJSON documents declared by the redis-om models of :mod:`.documents`, searched through
-the indexes of :mod:`.indexes`; the searches are :mod:`.search`'s and :mod:`.keyword`'s, the write
-transactions :mod:`.writes`'. Every call runs inside :func:`~.connection.redis_errors`, so an outage
-surfaces as :class:`~cpersona.RedisUnavailable` whatever the caller.
-
-What redis-om does here: a single record or profile is read (and a profile saved) through its model,
-which validates the document on the way. What it does not: its query builder cannot say what recall
-needs (tags held in hex, ``BM25STD``, ``VERBATIM``, a scope filter repeated inside each alternative, an
-aggregation sorted by two fields), so every search is built with redis-py's search API instead; and
-reads of many documents or of single fields (``JSON.MGET`` of a path) have no redis-om form.
+Records are RedisJSON documents laid out by :mod:`.documents` from each record kind's schema (which
+reads every document back, validating it on the way), searched through the indexes of :mod:`.indexes`;
+the searches are :mod:`.search`'s and :mod:`.keyword`'s, built with redis-py's search API (they need
+tags held in hex, ``BM25STD``, ``VERBATIM``, a scope filter repeated inside each alternative, an
+aggregation sorted by two fields), the write transactions :mod:`.writes`'. Every call runs inside
+:func:`~.connection.redis_errors`, so an outage surfaces as :class:`~cpersona.RedisUnavailable` whatever
+the caller.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 import redis.exceptions
-from aredis_om import NotFoundError
 
 from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
@@ -29,7 +24,6 @@ from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.associations import RedisAssociations
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
-    bind_documents,
     block_parent_of,
     episode_from_doc,
     memory_from_doc,
@@ -77,8 +71,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         self.client = client
         self.keys = keys
         self.sealer = sealer
-        self.docs = bind_documents(client, keys)
-        self._writer = Writer(client, keys, self.docs)
+        self._writer = Writer(client, keys)
         self._lexical = keyword.LexicalIndexes(client, keys, SoleAgents(client))
 
     def key(self, kind: RecordKind, record_id: str) -> str:
@@ -252,19 +245,22 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
             await self._writer.put_episode(record, queue_blocks=queue_blocks)
 
     async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
-        model = {"memory": self.docs.memory, "episode": self.docs.episode, "raw": self.docs.raw}[kind]
+        key = {"memory": self.keys.memory, "episode": self.keys.episode, "raw": self.keys.raw}[kind](
+            record_id
+        )
+        async with redis_errors():
+            found = await json_ops(self.client).get(key)
+        if found is None:
+            return None
         try:
-            async with redis_errors():
-                found = await model.get(record_id)
-        except NotFoundError:
+            record = _from_doc(kind, found)
+        except (KeyError, TypeError, pydantic.ValidationError) as exc:
+            # Not a record this engine wrote (every write goes through the schema): as good as absent.
+            log.warning("unreadable %s document %s: %s", kind, record_id, exc)
             return None
-        except pydantic.ValidationError as exc:
-            # Not a record this engine wrote (every write goes through the model): as good as absent.
-            log.warning("unreadable %s document %s: %s", kind, record_id, exc.error_count())
-            return None
-        if kind == "raw" and getattr(found, "visibility", None) == "sealed":
+        if kind == "raw" and found.get("visibility") == "sealed":
             return None  # read only by the raw query that asks for sealed entries (see .raw_search)
-        return _from_doc(kind, found.model_dump())
+        return record
 
     async def newest(
         self, kind: RecordKind, scope: ReadScope, limit: int
@@ -359,17 +355,13 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         return [(c[0], float(t[0])) for c, t in zip(contents, stamps, strict=True) if c and t]
 
     async def profile(self, agent_id: str) -> ProfileRecord | None:
-        try:
-            async with redis_errors():
-                found = await self.docs.profile.get(agent_id)
-        except NotFoundError:
-            return None
-        return profile_from_doc(found.model_dump())
+        async with redis_errors():
+            found = await json_ops(self.client).get(self.keys.profile(agent_id))
+        return None if found is None else profile_from_doc(found)
 
     async def put_profile(self, record: ProfileRecord) -> None:
-        doc = self.docs.profile.model_validate({"pk": record.agent_id, **dataclasses.asdict(record)})
         async with redis_errors():
-            await self._writer.put_model(doc, record.agent_id)
+            await self._writer.put_profile(record)
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         async with redis_errors():

@@ -5,13 +5,12 @@ against the fence of an agent whose data is being deleted (:mod:`.fences`); and 
 decide on what they read (taking claims, clearing a pending mark), which are the scripts of
 :mod:`.write_scripts`.
 
-Documents go through their redis-om model (:func:`~.documents.validated`) before they are written, and
-are written with ``JSON.SET`` in the transaction with their claims and stream event; a batch of memories
-as one ``JSON.MSET`` of their JSON text (:func:`~.memory_json.memory_json`), with one ``ZREM`` of
-its in-flight entries and one script for its stream events, since a command per record cost more to
-pack and parse than the server spent on it. A profile, one
-document alone, is redis-om's own ``save``, queued into a transaction of its own (:meth:`Writer.put_model`)
-so that it too waits for the WAITAOF.
+Documents are made from their record's schema (:mod:`.documents`) and written with ``JSON.SET`` in the
+transaction with their claims and stream event; a batch of memories as one ``JSON.MSET`` of their JSON
+text (:func:`~.memory_json.memory_json`), with one ``ZREM`` of its in-flight entries and one script for
+its stream events, since a command per record cost more to pack and parse than the server spent on it.
+A profile, one document alone, is written in a transaction of its own (:meth:`Writer.put_profile`) so
+that it too waits for the WAITAOF.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from cpersona.stores.redis.documents import (
     episode_to_doc,
     memory_from_doc,
     memory_to_doc,
-    validated,
+    profile_to_doc,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.fences import commit_fenced, fenced_transaction, lowest
@@ -58,13 +57,10 @@ from cpersona.stores.redis.write_scripts import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from aredis_om import JsonModel
-
     from cpersona.keys import Keys
-    from cpersona.model.records import RawRecord
+    from cpersona.model.records import ProfileRecord, RawRecord
     from cpersona.stores.protocols import MemoryWrite
     from cpersona.stores.redis.connection import RedisClient
-    from cpersona.stores.redis.documents import DocumentModels
     from cpersona.stores.redis.sealing import Sealer
 
 __all__ = ["Writer"]
@@ -78,7 +74,6 @@ class Writer:
 
     client: RedisClient
     keys: Keys
-    docs: DocumentModels
 
     def _queue_blocks(self, pipe: Any, record_key: str) -> None:
         # In the transaction that writes the record: an acknowledged write always has its event.
@@ -91,7 +86,7 @@ class Writer:
         if writes:
             # One JSON.MSET and one ZREM for the batch: a command per record each cost a round of
             # packing and parsing, and the transaction applies them all or none either way.
-            texts = [memory_json(self.docs.memory, w.record) for w in writes]
+            texts = [memory_json(w.record) for w in writes]
             # Through redis-py's JSON helper, as the JSON.SET it replaces was: making the helper registers
             # its reply parsers on the client, which plain JSON.GET callers (tests) have come to rely on.
             json_ops(pipe).execute_command(
@@ -127,7 +122,7 @@ class Writer:
         key = self.keys.memory(rec.id)
         agents = {rec.scope.agent_id: rec.seq}
         pipe = fenced_transaction(self.client, self.keys, agents)
-        json_ops(pipe).set(key, "$", validated(self.docs.memory, memory_to_doc(rec)))
+        json_ops(pipe).set(key, "$", memory_to_doc(rec))
         self._drop_claims(pipe, rec.id, drop_claims)
         self._keep_claims(pipe, [(rec.id, add_claims)])
         if rec.vector_pending:
@@ -140,7 +135,7 @@ class Writer:
         key = self.keys.episode(rec.id)
         agents = {rec.scope.agent_id: rec.seq}
         pipe = fenced_transaction(self.client, self.keys, agents)
-        json_ops(pipe).set(key, "$", validated(self.docs.episode, episode_to_doc(rec)))
+        json_ops(pipe).set(key, "$", episode_to_doc(rec))
         pipe.zrem(self.keys.writes_in_flight, in_flight_member(InFlightWrite("episode", rec.id)))
         if rec.vector_pending:
             pipe.sadd(self.keys.vector_pending, key)
@@ -151,19 +146,18 @@ class Writer:
     async def put_raw(self, records: Sequence[RawRecord], sealer: Sealer | None) -> None:
         if not records:
             return
-        docs = [validated(self.docs.raw, raw_document(rec, sealer)) for rec in records]
+        docs = [raw_document(rec, sealer) for rec in records]
         agents = dict.fromkeys(rec.scope.agent_id for rec in records)  # a raw entry has no number
         pipe = fenced_transaction(self.client, self.keys, agents)
         for rec, doc in zip(records, docs, strict=True):
             json_ops(pipe).set(self.keys.raw(rec.id), "$", doc)
         await commit_fenced(pipe, self.client, agents)
 
-    async def put_model(self, doc: JsonModel, agent_id: str) -> None:
-        """Save a redis-om document of one agent (its profile) durably: its save queues into the pipeline
-        it is given."""
-        agents: dict[str, int | None] = {agent_id: None}
+    async def put_profile(self, rec: ProfileRecord) -> None:
+        """Write an agent's profile durably, checked against its agent's fence."""
+        agents: dict[str, int | None] = {rec.agent_id: None}
         pipe = fenced_transaction(self.client, self.keys, agents)
-        await doc.save(pipeline=pipe)
+        json_ops(pipe).set(self.keys.profile(rec.agent_id), "$", profile_to_doc(rec))
         await commit_fenced(pipe, self.client, agents)
 
     async def set_json(self, key: str, path: str, value: object) -> None:
