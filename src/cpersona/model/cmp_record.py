@@ -20,23 +20,20 @@ Cerememory SDK's model reads.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
 from cpersona.model.fidelity import as_read
 from cpersona.model.records import (
-    Association,
-    EmotionVector,
+    MEMORY,
+    META,
+    TIMES_AS_TEXT,
     MemoryRecord,
     MetaMemory,
-    format_time,
     parse_ref,
 )
 
 __all__ = ["cmp_record", "memory_id", "meta_json", "read_now"]
-
-_EMOTION_FIELDS = tuple(f.name for f in dataclasses.fields(EmotionVector))
 
 
 def memory_id(target: str) -> str:
@@ -45,14 +42,14 @@ def memory_id(target: str) -> str:
     return ref.id if ref is not None and ref.kind == "mem" else target
 
 
-def _association(edge: Association) -> dict[str, Any]:
-    made = format_time(edge.created_at)
+def _association(edge: dict[str, Any], target_id: str) -> dict[str, Any]:
+    """An association of the record's JSON form (its time as text) as CMP shows it."""
     return {
-        "target_id": memory_id(edge.target_id),
-        "association_type": edge.type,
-        "weight": edge.weight,
-        "created_at": made,
-        "last_co_activation": made,
+        "target_id": target_id,
+        "association_type": edge["type"],
+        "weight": edge["weight"],
+        "created_at": edge["created_at"],
+        "last_co_activation": edge["created_at"],
     }
 
 
@@ -67,16 +64,9 @@ def _names_memory(target: str) -> bool:
     return True
 
 
-def _time(value: float | None) -> str | None:
-    return None if value is None else format_time(value)
-
-
 def meta_json(meta: MetaMemory) -> dict[str, Any]:
     """A MetaMemory as JSON-ready data, its times as RFC 3339 text (a graph node's ``meta`` too)."""
-    out = dataclasses.asdict(meta)
-    out["captured_at"] = _time(meta.captured_at)
-    for edge in out["context_edges"]:
-        edge["created_at"] = _time(edge["created_at"])
+    out: dict[str, Any] = META.dump_python(meta, mode="json", context=TIMES_AS_TEXT)
     return out
 
 
@@ -90,20 +80,20 @@ def read_now(rec: MemoryRecord, now: float) -> MemoryRecord:
 
 
 def cmp_record(rec: MemoryRecord) -> dict[str, Any]:
-    """``rec`` (as read, :func:`read_now`) as a CMP ``MemoryRecord``."""
-    f = rec.fidelity
+    """``rec`` (as read, :func:`read_now`) as a CMP ``MemoryRecord``, from the memory's JSON form."""
+    data = MEMORY.dump_python(rec, mode="json", context=TIMES_AS_TEXT)
+    f = data["fidelity"]
+    edges = data["associations"]
     return {
         "id": rec.id,
         "ref": rec.ref,
-        "agent_id": rec.scope.agent_id,
-        "project_id": rec.scope.project_id,
-        "channel": rec.scope.channel,
+        **data["scope"],
         "store": rec.store,
-        "created_at": format_time(rec.timestamp),
-        "stored_at": format_time(rec.created_at),
-        "updated_at": format_time(rec.updated_at),
-        "last_accessed_at": format_time(f.last_accessed_at),
-        "access_count": f.access_count,
+        "created_at": data["timestamp"],
+        "stored_at": data["created_at"],
+        "updated_at": data["updated_at"],
+        "last_accessed_at": f["last_accessed_at"],
+        "access_count": f["access_count"],
         "content": {
             "blocks": [
                 {"modality": "text", "format": "text/plain", "data": list(rec.content.encode("utf-8"))}
@@ -111,23 +101,22 @@ def cmp_record(rec: MemoryRecord) -> dict[str, Any]:
             "summary": None,
         },
         "fidelity": {
-            "score": f.score,
-            "noise_level": f.noise_level,
-            "decay_rate": f.decay_rate,
-            "emotional_anchor": f.emotional_anchor,
-            "reinforcement_count": f.reinforcement_count,
-            "stability": f.stability,
-            "last_decay_tick": format_time(f.last_decay_tick),
+            "score": f["score"],
+            "noise_level": f["noise_level"],
+            "decay_rate": f["decay_rate"],
+            "emotional_anchor": f["emotional_anchor"],
+            "reinforcement_count": f["reinforcement_count"],
+            "stability": f["stability"],
+            "last_decay_tick": f["last_decay_tick"],
         },
-        # Not dataclasses.asdict, which copies deeply: a timeline renders thousands of these.
-        "emotion": {name: getattr(rec.emotion, name) for name in _EMOTION_FIELDS},
-        "associations": [_association(a) for a in rec.associations if _names_memory(a.target_id)],
-        "other_associations": [
-            {**_association(a), "target_id": a.target_id}
-            for a in rec.associations
-            if not _names_memory(a.target_id)
+        "emotion": data["emotion"],
+        "associations": [
+            _association(e, memory_id(e["target_id"])) for e in edges if _names_memory(e["target_id"])
         ],
-        "metadata": dict(rec.metadata),
+        "other_associations": [
+            _association(e, e["target_id"]) for e in edges if not _names_memory(e["target_id"])
+        ],
+        "metadata": data["metadata"],
         "version": rec.version,
-        "meta": meta_json(rec.meta),
+        "meta": data["meta"],
     }

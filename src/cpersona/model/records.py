@@ -38,6 +38,7 @@ from cpersona.model.time_cue import MAX_TS, MIN_TS
 __all__ = [
     "EPISODE",
     "MEMORY",
+    "META",
     "PROFILE",
     "RAW",
     "TIMES_AS_TEXT",
@@ -355,6 +356,7 @@ class ProfileRecord:
 # ``validate_python`` reads such data back into the record (extra keys, such as a document's index
 # fields, are ignored).
 MEMORY: TypeAdapter[MemoryRecord] = TypeAdapter(MemoryRecord)
+META: TypeAdapter[MetaMemory] = TypeAdapter(MetaMemory)
 EPISODE: TypeAdapter[EpisodeRecord] = TypeAdapter(EpisodeRecord)
 RAW: TypeAdapter[RawRecord] = TypeAdapter(RawRecord)
 PROFILE: TypeAdapter[ProfileRecord] = TypeAdapter(ProfileRecord)

@@ -10,8 +10,7 @@ The client speaks RESP2 (pinned: redis-py 8 would default to RESP3), so replies 
 shapes, e.g. ``FT.SEARCH`` gives ``[total, key, fields, key, fields, ...]``. It is built with
 ``decode_responses=False``: plain replies (``GET``, ``SMEMBERS``, ``SCAN``, ``FT.SEARCH`` fields) come back
 as ``bytes`` and callers decode text with ``.decode()``; RedisJSON replies read through ``client.json()``
-are parsed into Python objects either way. Bytes were chosen so that no reply can fail to decode, and
-because redis-om (which the record store builds on) accepts both forms.
+are parsed into Python objects either way. Bytes were chosen so that no reply can fail to decode.
 
 Wrap every Redis call made outside this module in :func:`redis_errors` (``with`` or ``async with``) so a
 dropped connection, a missed deadline or a reply in which Redis refuses to serve now (``MISCONF``, ``OOM``,
@@ -180,7 +179,7 @@ def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:
     else:
         retry = Retry(NoBackoff(), 0)
     # RESP2, pinned: redis-py 8 speaks RESP3 by default, which reshapes replies (FT.SEARCH becomes a map)
-    # under code and under redis-om that read the RESP2 arrays. The stubs do not know the argument.
+    # under code that reads the RESP2 arrays. The stubs do not know the argument.
     pinned: dict[str, Any] = {"protocol": 2}
     try:
         # A blocking pool: when every connection is busy a call waits (up to ``timeout``) for one to come

@@ -3,8 +3,8 @@ bits), so every value is the one redis-py's default parser (the standard ``json`
 
 redis-py parses them with ``json`` by default: 40% of the samples of reading 100,000 memories' states
 (py-spy) were that parse. Its JSON object registers the parser on the client for every JSON command, so
-each :func:`~.connection.json_ops` passes this one; redis-om's own calls (a profile's save) register the
-default again until the next, and both give the same values.
+each :func:`~.connection.json_ops` passes this one; a plain ``client.json()`` registers the default again
+until the next, and both give the same values.
 """
 
 from __future__ import annotations
