@@ -29,13 +29,13 @@ import anyio.to_thread
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.embedding_ort import OrtReference
 from benchmarks.harness import percentile
 from benchmarks.quality.locomo import load_locomo
 from cpersona.settings import Settings
 from cpersona.stores.embedding.base import DEFAULT_BATCH_SIZE, chunks
 from cpersona.stores.embedding.embedders import ONNX_MAX_TOKENS, OnnxEmbedder
 from cpersona.stores.embedding.model_files import ModelFiles
+from cpersona.stores.embedding.onnx_graph import OrtReference
 from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
 
 if TYPE_CHECKING:

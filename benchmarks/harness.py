@@ -22,7 +22,18 @@ from threadpoolctl import threadpool_info
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["PACKAGES", "blas", "command", "git_commit", "header", "load", "machine", "percentile", "versions"]
+__all__ = [
+    "PACKAGES",
+    "blas",
+    "command",
+    "setting_overrides",
+    "git_commit",
+    "header",
+    "load",
+    "machine",
+    "percentile",
+    "versions",
+]
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 """The repository root: commands are shown, and git is asked, from here."""
@@ -125,3 +136,15 @@ def header(
         f"- machine: {machine(packages)}",
         f"- 1-minute load average: {loads} (other work on the same cores skews every figure)",
     ]
+
+
+def setting_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` command-line pairs as keyword overrides of :meth:`cpersona.Settings.from_env`, for A/B
+    runs of one tree under two settings."""
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"a setting override must read KEY=VALUE, got {pair!r}")
+        overrides[key] = value
+    return overrides

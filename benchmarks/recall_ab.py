@@ -17,6 +17,9 @@ directory built by ``recall_speed.py`` (under ``benchmarks/.cache/recall_speed/<
     .venv/bin/python -m benchmarks recall_ab HEAD~1 . \\
         --store benchmarks/.cache/recall_speed/n10000-6791decaf741-v1/data --recalls 200
 
+``--set-a``/``--set-b KEY=VALUE`` give one side a setting of its own, so ``. .`` compares the working tree
+under two settings (``--set-b embedding_runtime=onnxruntime``).
+
 Everything stays on this machine; the copies live in a temporary directory removed at the end.
 """
 
@@ -142,8 +145,8 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
     differing = 0
     max_raw_gap = 0.0
     async with (
-        packages["A"].open(settings(packages["A"], stores["A"]), background=False) as engine_a,
-        packages["B"].open(settings(packages["B"], stores["B"]), background=False) as engine_b,
+        packages["A"].open(settings(packages["A"], stores["A"], args.set_a), background=False) as engine_a,
+        packages["B"].open(settings(packages["B"], stores["B"], args.set_b), background=False) as engine_b,
     ):
         engines = {"A": engine_a, "B": engine_b}
         for engine in engines.values():
@@ -213,11 +216,27 @@ def redis_cpu_ms(engine: Any) -> float:
     return process_cpu_ms(engine._b.server.pid)
 
 
-def settings(package: Any, data_dir: Path) -> Any:
+def settings(package: Any, data_dir: Path, overrides: list[str]) -> Any:
     # Query cache off, so that every recall embeds its question, as recall_speed.py measures.
     return package.Settings.from_env(
-        {}, data_dir=data_dir, embedding_cache_size=0, redis_startup_timeout_secs=600
+        {},
+        data_dir=data_dir,
+        embedding_cache_size=0,
+        redis_startup_timeout_secs=600,
+        **harness.setting_overrides(overrides),
     )
+
+
+def add_setting_options(parser: argparse.ArgumentParser) -> None:
+    """``--set-a``/``--set-b KEY=VALUE``: a setting for one side only, to compare one tree under two."""
+    for side in ("a", "b"):
+        parser.add_argument(
+            f"--set-{side}",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a setting of side {side.upper()}",
+        )
 
 
 def main() -> None:
@@ -228,6 +247,7 @@ def main() -> None:
     parser.add_argument("--recalls", type=int, default=200, help="recalls per side")
     parser.add_argument("--callers", type=int, default=1, help="concurrent callers per round")
     parser.add_argument("--data", type=Path, default=LOCOMO, help="locomo10.json (the questions)")
+    add_setting_options(parser)
     args = parser.parse_args()
     asks = questions(args.data)
     with tempfile.TemporaryDirectory(prefix="cpersona-ab-") as tmp:

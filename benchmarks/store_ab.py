@@ -4,7 +4,8 @@ Like ``recall_ab.py``, it loads two source trees side by side (``cpersona_a`` an
 load of a shared machine falls on both alike. Each side opens a fresh embedded store (its own redis-server
 and qdrant-edge shard, in a temporary directory); then, round after round, alternating which side goes
 first, each stores ``--writers`` concurrent ``store_batch`` calls of ``--batch`` records carrying random
-unit vectors (the vector values do not matter for write cost, and nothing is embedded); with ``--store``
+unit vectors (the vector values do not matter for write cost, and nothing is embedded; with ``--embed``
+the records carry none and the engine embeds them); with ``--store``
 each side writes into its own copy of an existing store instead (a million-record fleet, say, to measure
 the store at that size). It reports per side
 records/s, the engine process's CPU per record and redis-server's CPU per record, and the ratios B/A::
@@ -36,7 +37,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.corpus import sentences
 from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
-from benchmarks.recall_ab import load_sides
+from benchmarks.recall_ab import add_setting_options, load_sides
 from cpersona.edges.heap import freeze_startup_heap
 
 AGENT = "bench-store"
@@ -48,8 +49,11 @@ def unit_vectors(n: int, seed: int) -> list[list[float]]:
     return (raw / np.linalg.norm(raw, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
 
 
-def batches(side: str, rounds: int, writers: int, size: int) -> list[list[list[dict[str, Any]]]]:
-    """Per round, per writer, one batch; texts distinct across the run (dedup claims them all)."""
+def batches(
+    side: str, rounds: int, writers: int, size: int, *, embed: bool
+) -> list[list[list[dict[str, Any]]]]:
+    """Per round, per writer, one batch; texts distinct across the run (dedup claims them all). With
+    ``embed`` the records carry no vector, so the engine embeds each text."""
     total = rounds * writers * size
     texts = sentences(total, seed=11)
     vectors = unit_vectors(total, seed=7)
@@ -57,7 +61,8 @@ def batches(side: str, rounds: int, writers: int, size: int) -> list[list[list[d
     return [
         [
             [
-                {"agent_id": AGENT, "content": f"{side}{n}. {texts[n]}", "embedding": vectors[n]}
+                {"agent_id": AGENT, "content": f"{side}{n}. {texts[n]}"}
+                | ({} if embed else {"embedding": vectors[n]})
                 for n in (next(it) for _ in range(size))
             ]
             for _ in range(writers)
@@ -105,7 +110,7 @@ def redis_cpu_ms(engine: Any) -> float:
 async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
     rounds = max(1, args.records // (args.batch * args.writers))
     per_round = args.batch * args.writers
-    data = {side: batches(side, rounds + 1, args.writers, args.batch) for side in "AB"}
+    data = {side: batches(side, rounds + 1, args.writers, args.batch, embed=args.embed) for side in "AB"}
     wall: dict[str, list[float]] = {"A": [], "B": []}
     cpu: dict[str, list[float]] = {"A": [], "B": []}
     loop: dict[str, list[float]] = {"A": [], "B": []}
@@ -116,8 +121,12 @@ async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
         print(f"copying {args.store} for side {side} ...", file=sys.stderr)
         await anyio.to_thread.run_sync(shutil.copytree, args.store, work / f"store_{side.lower()}")
     async with (
-        packages["A"].open(settings(packages["A"], work / "store_a"), background=False) as engine_a,
-        packages["B"].open(settings(packages["B"], work / "store_b"), background=False) as engine_b,
+        packages["A"].open(
+            settings(packages["A"], work / "store_a", args.set_a), background=False
+        ) as engine_a,
+        packages["B"].open(
+            settings(packages["B"], work / "store_b", args.set_b), background=False
+        ) as engine_b,
     ):
         engines = {"A": engine_a, "B": engine_b}
         for side, engine in engines.items():  # warm-up round: first writes create files and indexes
@@ -195,8 +204,10 @@ def _timeish(key: str) -> bool:
     return key in ("seq", "ts", "timestamp", "pk") or key.endswith(("_at", "_tick", "_time"))
 
 
-def settings(package: Any, data_dir: Path) -> Any:
-    return package.Settings.from_env({}, data_dir=data_dir, redis_startup_timeout_secs=600)
+def settings(package: Any, data_dir: Path, overrides: list[str]) -> Any:
+    return package.Settings.from_env(
+        {}, data_dir=data_dir, redis_startup_timeout_secs=600, **harness.setting_overrides(overrides)
+    )
 
 
 def main() -> None:
@@ -214,6 +225,10 @@ def main() -> None:
         help="a store's data directory (e.g. the fleet's, under benchmarks/.cache/fleet_speed/): each "
         "side writes into its own copy of it instead of a fresh store",
     )
+    parser.add_argument(
+        "--embed", action="store_true", help="records without vectors: the engine embeds every text"
+    )
+    add_setting_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpersona-store-ab-") as tmp:
         work = Path(tmp)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from benchmarks.embedding_ort import OrtReference
+from cpersona.stores.embedding.onnx_graph import OrtReference
 from benchmarks.quality.locomo import DEFAULT_DATA
 
 from cpersona.settings import Settings

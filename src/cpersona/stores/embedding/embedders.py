@@ -306,6 +306,12 @@ async def open_embedder(settings: Settings, *, clock: Clock = time.monotonic) ->
     mode = settings.embedding_mode
     if mode == "none":
         return None
+    if mode == "onnx" and settings.embedding_runtime == "onnxruntime":
+        from cpersona.stores.embedding.ort import OrtEmbedder
+
+        return await OrtEmbedder.open(
+            settings, _cache_from(settings, clock), models_dir=settings.data_dir / "models"
+        )
     if mode == "onnx":
         return await OnnxEmbedder.open(settings, clock=clock)
     timeout = settings.embedding_timeout_secs
