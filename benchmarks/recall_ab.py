@@ -216,14 +216,14 @@ def redis_cpu_ms(engine: Any) -> float:
     return process_cpu_ms(engine._b.server.pid)
 
 
-def settings(package: Any, data_dir: Path, overrides: list[str]) -> Any:
+def settings(package: Any, data_dir: Path, overrides: list[str] | None = None) -> Any:
     # Query cache off, so that every recall embeds its question, as recall_speed.py measures.
     return package.Settings.from_env(
         {},
         data_dir=data_dir,
         embedding_cache_size=0,
         redis_startup_timeout_secs=600,
-        **harness.setting_overrides(overrides),
+        **harness.setting_overrides(overrides or []),
     )
 
 

@@ -204,9 +204,9 @@ def _timeish(key: str) -> bool:
     return key in ("seq", "ts", "timestamp", "pk") or key.endswith(("_at", "_tick", "_time"))
 
 
-def settings(package: Any, data_dir: Path, overrides: list[str]) -> Any:
+def settings(package: Any, data_dir: Path, overrides: list[str] | None = None) -> Any:
     return package.Settings.from_env(
-        {}, data_dir=data_dir, redis_startup_timeout_secs=600, **harness.setting_overrides(overrides)
+        {}, data_dir=data_dir, redis_startup_timeout_secs=600, **harness.setting_overrides(overrides or [])
     )
 
 

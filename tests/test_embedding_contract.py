@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from cpersona.stores.embedding.onnx_graph import OrtReference
 from benchmarks.quality.locomo import DEFAULT_DATA
 
 from cpersona.settings import Settings
 from cpersona.stores.embedding import wordpiece
 from cpersona.stores.embedding.embedders import ONNX_MAX_TOKENS, OnnxEmbedder
 from cpersona.stores.embedding.model_files import ModelFiles
+from cpersona.stores.embedding.onnx_graph import OrtReference
 from cpersona.stores.embedding.onnx_reader import OnnxGraph, OnnxNode, read_graph
 from cpersona.stores.embedding.quantized import dequantized_weights, weights_of_graph
 
