@@ -20,9 +20,11 @@ What ``onnx`` promises about a text's vector
   :data:`VECTOR_TOLERANCE` of the vector it gets alone on this host. It is *not* promised bit for bit:
   float32 sums round differently as the batch's shape, its padding, the session's thread count and the
   CPU's kernels change. Measured (``benchmarks/results/embedding_tolerance.md``) on 508 LoCoMo texts
-  (questions, turns, and texts cut at 256 tokens), alone vs batches of 8 and 64 vs coalesced groups vs a
-  session of one thread, and against the numpy port this runtime replaced (an independent implementation
-  of the same model): the largest difference was 2.4e-7, four times under the bound.
+  (questions, turns, and texts cut at 256 tokens) against each text alone: in batches of 8 and 64 every
+  vector moved, by at most 7.5e-8; coalesced questions by at most 5.2e-8; a session of one thread in
+  another process, not at all. The numpy port this runtime replaced, an independent implementation of the
+  same model, stayed within 2.3e-7 of it (``benchmarks/results/embedder_runtime.md``): the bound keeps a
+  factor of four over the widest gap seen.
 - **Cosines follow**: a query and a stored text that each moved within the bound give a cosine within
   :data:`COSINE_TOLERANCE` of the one computed from their lone vectors. Two rows whose cosines lie closer
   than that may rank either way between hosts or between a lone and a coalesced query; anything that
