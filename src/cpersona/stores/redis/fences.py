@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import AgentBeingDeleted
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.durable import applied, flushed
 from cpersona.stores.redis.write_scripts import queue_script
 
@@ -137,8 +136,7 @@ class RedisFences:
         await self._run(RAISE, agent_id, [_ms(fence_secs), _ms(bound_secs)])
 
     async def renew_fence(self, agent_id: str, *, fence_secs: float) -> None:
-        async with redis_errors():
-            await self.client.pexpire(self.keys.agent_fence(agent_id), int(_ms(fence_secs)))
+        await self.client.pexpire(self.keys.agent_fence(agent_id), int(_ms(fence_secs)))
 
     async def lower_fence(self, agent_id: str, *, bound_secs: float) -> None:
         await self._run(LOWER, agent_id, [_ms(bound_secs)])
@@ -147,8 +145,7 @@ class RedisFences:
         keys = [self.keys.agent_fence(agent_id), self.keys.agent_fence_seq(agent_id), self.keys.sequence]
         pipe = self.client.pipeline(transaction=False)
         queue_script(pipe, script, keys, args)
-        async with redis_errors():
-            await flushed(pipe, self.client)
+        await flushed(pipe, self.client)
 
 
 def _ms(secs: float) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
 
 if TYPE_CHECKING:
@@ -45,6 +45,5 @@ class RedisFieldWrites:
         pipe = transaction(self.client)
         for record_id, value in updates:
             json_ops(pipe).set(self.keys.memory(record_id), path, value, xx=True)
-        async with redis_errors():
-            applied = await commit(pipe, self.client)
+        applied = await commit(pipe, self.client)
         return sum(1 for reply in applied if reply is not None)

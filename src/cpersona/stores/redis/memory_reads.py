@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.memory_reads import TimeRangeIds
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import memory_from_doc
 from cpersona.stores.redis.memory_states import RedisMemoryStates
 from cpersona.stores.redis.replies import search_page
@@ -40,10 +40,9 @@ class RedisMemoryReads(RedisMemoryStates):
         # repr() of a float reads back as the same double, so the range's ends are exactly the caller's.
         query = f"{scope_query(scope, with_source=True)} @ts:[{start!r} {end!r}]"
         args = ("NOCONTENT", "SORTBY", "ts", "ASC", "LIMIT", "0", str(most), "DIALECT", "2")
-        async with redis_errors("reading the memories of a time range failed"):
-            reply = await cast("Any", self.client).execute_command(
-                "FT.SEARCH", self.keys.memory_index, query, *args
-            )
+        reply = await cast("Any", self.client).execute_command(
+            "FT.SEARCH", self.keys.memory_index, query, *args
+        )
         page = search_page(reply, content=False)
         prefix = self.keys.memory_prefix
         return TimeRangeIds(tuple(key.removeprefix(prefix) for key in page.keys), page.total)
@@ -53,8 +52,7 @@ class RedisMemoryReads(RedisMemoryStates):
         unique = list(dict.fromkeys(ids))
         for at in range(0, len(unique), _MGET_PAGE):
             names = [self.keys.memory(record_id) for record_id in unique[at : at + _MGET_PAGE]]
-            async with redis_errors("reading memories by id failed"):
-                found = await json_ops(self.client).mget(names, "$")
+            found = await json_ops(self.client).mget(names, "$")
             for values in found:
                 if not values:
                     continue
@@ -66,11 +64,10 @@ class RedisMemoryReads(RedisMemoryStates):
 
     async def memory_vitals(self, ids: Sequence[str]) -> list[tuple[EmotionVector, Fidelity] | None]:
         names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors("reading the emotion and fidelity of memories failed"):
-            pipe = self.client.pipeline(transaction=False)
-            json_ops(pipe).mget(names, "$.emotion")
-            json_ops(pipe).mget(names, "$.fidelity")
-            emotions, fidelities = await pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        json_ops(pipe).mget(names, "$.emotion")
+        json_ops(pipe).mget(names, "$.fidelity")
+        emotions, fidelities = await pipe.execute()
         return [
             (EmotionVector(**e[0]), Fidelity(**f[0])) if e and f else None
             for e, f in zip(emotions, fidelities, strict=True)

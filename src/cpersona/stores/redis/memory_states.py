@@ -13,7 +13,6 @@ from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.model.scope import ReadScope
 from cpersona.stores.record_values import MemoryState
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.json_fields import read_fields
 from cpersona.stores.redis.scope import scope_query
 
@@ -37,9 +36,8 @@ class RedisMemoryStates:
     async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
         query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
         out: list[MemoryState] = []
-        async with redis_errors():
-            async for keys in search.key_pages_in_order(self.client, self.keys.memory_index, query, _PAGE):
-                out.extend(await self._states(keys))
+        async for keys in search.key_pages_in_order(self.client, self.keys.memory_index, query, _PAGE):
+            out.extend(await self._states(keys))
         return out
 
     async def _states(self, names: list[str]) -> list[MemoryState]:

@@ -26,7 +26,7 @@ import redis.exceptions
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.raw_query import SEALED_SCAN_MAX, RawPage
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
 from cpersona.stores.redis.lexical import cjk_runs, doc_stems
 from cpersona.stores.redis.raw_docs import raw_from_doc, raw_to_doc
@@ -120,8 +120,7 @@ class RedisRawJournal:
     _writer: Writer
 
     async def put_raw(self, records: Sequence[RawRecord]) -> None:
-        async with redis_errors():
-            await self._writer.put_raw(records, self.sealer)
+        await self._writer.put_raw(records, self.sealer)
 
     async def seal_plain_entries(self) -> None:
         """Seal what an older version stored in the clear (:func:`seal_plain_entries`), before the index
@@ -132,11 +131,10 @@ class RedisRawJournal:
 
     async def delete_sealed(self, agent_id: str, record_id: str) -> bool:
         key = self.keys.raw(record_id)
-        async with redis_errors():
-            found = await json_ops(self.client).get(key, "$.agent_id", "$.visibility") or {}
-            if (found.get("$.agent_id"), found.get("$.visibility")) != ([agent_id], ["sealed"]):
-                return False
-            await self._writer.delete(key, record_id, ())
+        found = await json_ops(self.client).get(key, "$.agent_id", "$.visibility") or {}
+        if (found.get("$.agent_id"), found.get("$.visibility")) != ([agent_id], ["sealed"]):
+            return False
+        await self._writer.delete(key, record_id, ())
         return True
 
     async def raw_query(self, flt: RawFilter) -> RawPage:
@@ -144,13 +142,12 @@ class RedisRawJournal:
         base = _filters(flt)
         query = " ".join([*base, _visibility(flt.visibilities), *needs.clauses()])
         try:
-            async with redis_errors("the raw query failed"):
-                keys, total = await self._first(query, flt.limit)
-                docs = await _documents(self.client, keys)
-                sealed: list[RawRecord] = []
-                scanned = 0
-                if flt.include_sealed:
-                    sealed, scanned = await self._sealed(" ".join([*base, _visibility(["sealed"])]), needs)
+            keys, total = await self._first(query, flt.limit)
+            docs = await _documents(self.client, keys)
+            sealed: list[RawRecord] = []
+            scanned = 0
+            if flt.include_sealed:
+                sealed, scanned = await self._sealed(" ".join([*base, _visibility(["sealed"])]), needs)
         except redis.exceptions.ResponseError as exc:
             if "syntax error" not in str(exc).lower():
                 raise

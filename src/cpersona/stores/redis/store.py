@@ -2,8 +2,8 @@
 
 Records are RedisJSON documents declared by the redis-om models of :mod:`.documents`, searched through
 the indexes of :mod:`.indexes`; the searches are :mod:`.search`'s and :mod:`.keyword`'s, the write
-transactions :mod:`.writes`'. Every call runs inside :func:`~.connection.redis_errors`, so an outage
-surfaces as :class:`~cpersona.RedisUnavailable` whatever the caller.
+transactions :mod:`.writes`'. Its client maps redis-py's errors (:class:`~.connection.MappedRedis`), so an
+outage surfaces as :class:`~cpersona.RedisUnavailable` whatever the caller.
 
 What redis-om does here: a single record or profile is read (and a profile saved) through its model,
 which validates the document on the way. What it does not: its query builder cannot say what recall
@@ -27,7 +27,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt, StoredProfile
 from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.associations import RedisAssociations
-from cpersona.stores.redis.connection import command, json_ops, redis_errors
+from cpersona.stores.redis.connection import command, json_ops
 from cpersona.stores.redis.documents import (
     bind_documents,
     block_parent_of,
@@ -89,13 +89,11 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
     # ------------------------------------------------------------------ lifecycle
 
     async def ensure_indexes(self) -> None:
-        async with redis_errors():
-            await self.seal_plain_entries()
-            await ensure_indexes(self.client, self.keys)
+        await self.seal_plain_entries()
+        await ensure_indexes(self.client, self.keys)
 
     async def ping(self) -> None:
-        async with redis_errors():
-            await self.client.ping()
+        await self.client.ping()
 
     async def collect_garbage(self) -> None:
         """Run the search module's garbage collector on every index now.
@@ -143,20 +141,17 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
 
     async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
         index = self.keys.memory_index if kind == "memory" else self.keys.episode_index
-        async with redis_errors():
-            total, seq = await search.seq_at(self.client, index, _unsourced(scope), rank)
+        total, seq = await search.seq_at(self.client, index, _unsourced(scope), rank)
         return SeqAt(total, seq)
 
     async def time_span(self, scope: ReadScope) -> tuple[float, float] | None:
-        async with redis_errors("reading the scope's time span failed"):
-            return await search.time_span(
-                self.client, self.keys.memory_index, scope_query(scope, with_source=True)
-            )
+        return await search.time_span(
+            self.client, self.keys.memory_index, scope_query(scope, with_source=True)
+        )
 
     async def memory_sources(self, ids: Sequence[str]) -> list[str | None]:
         names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors("reading the sources of the cue arm's vector hits failed"):
-            found = await json_ops(self.client).mget(names, "$.source.id")
+        found = await json_ops(self.client).mget(names, "$.source.id")
         return [values[0] if values and isinstance(values[0], str) else None for values in found]
 
     # ------------------------------------------------------------------ what a recall reads besides its arms
@@ -166,8 +161,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
 
     async def recall_profile(self, agent_id: str) -> StoredProfile | None:
         # Read as plain JSON, not through the model: a recall renders the content and nothing else.
-        async with redis_errors():
-            doc = await json_ops(self.client).get(self.keys.profile(agent_id))
+        doc = await json_ops(self.client).get(self.keys.profile(agent_id))
         # A profile document without text (written by hand) is no profile, rather than a failed recall.
         content = doc.get("content") if isinstance(doc, dict) else None
         return StoredProfile(content) if isinstance(content, str) else None
@@ -180,59 +174,48 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         return float(value) if isinstance(value, int | float) else None
 
     async def newest_episode_time(self, scope: ReadScope) -> float | None:
-        async with redis_errors():
-            docs = await search.documents(self.client, self.keys.episode_index, _unsourced(scope), "seq", 1)
+        docs = await search.documents(self.client, self.keys.episode_index, _unsourced(scope), "seq", 1)
         return float(docs[0].get("created_at", 0.0)) if docs else None
 
     async def newest_memory_time(self, scope: ReadScope) -> float | None:
         # The sortable field as the search engine prints it (12 significant digits), as the recall has
         # always read it: the anchor of the age prior, where a centisecond moves nothing.
-        async with redis_errors():
-            value = await search.newest_field(
-                self.client, self.keys.memory_index, _unsourced(scope), "ts", "ts"
-            )
+        value = await search.newest_field(self.client, self.keys.memory_index, _unsourced(scope), "ts", "ts")
         return None if value is None else float(value)
 
     # ------------------------------------------------------------------ records
 
     async def next_seq(self, count: int = 1) -> int:
-        async with redis_errors():
-            if count == 1:
-                return int(await self.client.incr(self.keys.sequence))
-            return int(await self.client.incrby(self.keys.sequence, count)) - count + 1
+        if count == 1:
+            return int(await self.client.incr(self.keys.sequence))
+        return int(await self.client.incrby(self.keys.sequence, count)) - count + 1
 
     async def live_claim(self, claims: Sequence[str]) -> ClaimHolder | None:
-        async with redis_errors():
-            holders = await self.client.mget(claims)
-            for claim, holder in zip(claims, holders, strict=True):
-                if holder is None:
-                    continue
-                record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
-                if await self.client.exists(self.keys.memory(record_id)):
-                    return ClaimHolder(claim, record_id)
+        holders = await self.client.mget(claims)
+        for claim, holder in zip(claims, holders, strict=True):
+            if holder is None:
+                continue
+            record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
+            if await self.client.exists(self.keys.memory(record_id)):
+                return ClaimHolder(claim, record_id)
         return None
 
     async def reserve_writes(
         self, writes: Sequence[InFlightWrite], *, ttl_secs: float
     ) -> list[ClaimHolder | None]:
-        async with redis_errors():
-            return await self._writer.reserve_writes(writes, ttl_secs)
+        return await self._writer.reserve_writes(writes, ttl_secs)
 
     async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
-        async with redis_errors():
-            return await self._writer.release_writes(writes)
+        return await self._writer.release_writes(writes)
 
     async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
-        async with redis_errors():
-            await self._writer.forget_writes(writes)
+        await self._writer.forget_writes(writes)
 
     async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
-        async with redis_errors():
-            return await self._writer.abandoned_writes(started_before)
+        return await self._writer.abandoned_writes(started_before)
 
     async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
-        async with redis_errors():
-            await self._writer.put_memories(writes, queue_blocks=queue_blocks)
+        await self._writer.put_memories(writes, queue_blocks=queue_blocks)
 
     async def replace_memory(
         self,
@@ -242,20 +225,17 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         add_claims: Sequence[str],
         queue_blocks: bool,
     ) -> None:
-        async with redis_errors():
-            await self._writer.replace_memory(
-                record, drop_claims=drop_claims, add_claims=add_claims, queue_blocks=queue_blocks
-            )
+        await self._writer.replace_memory(
+            record, drop_claims=drop_claims, add_claims=add_claims, queue_blocks=queue_blocks
+        )
 
     async def put_episode(self, record: EpisodeRecord, *, queue_blocks: bool) -> None:
-        async with redis_errors():
-            await self._writer.put_episode(record, queue_blocks=queue_blocks)
+        await self._writer.put_episode(record, queue_blocks=queue_blocks)
 
     async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
         model = {"memory": self.docs.memory, "episode": self.docs.episode, "raw": self.docs.raw}[kind]
         try:
-            async with redis_errors():
-                found = await model.get(record_id)
+            found = await model.get(record_id)
         except NotFoundError:
             return None
         except pydantic.ValidationError as exc:
@@ -274,56 +254,47 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         index, sort = _LISTED[kind](self.keys)
         query = scope_query(scope, with_source=kind == "memory")
         query = unsealed(query) if kind == "raw" else query
-        async with redis_errors():
-            docs = await search.documents(self.client, index, query, sort, limit)
+        docs = await search.documents(self.client, index, query, sort, limit)
         return [_from_doc(kind, doc) for doc in docs]
 
     async def counts(self, agent_id: str | None) -> RecordCounts:
         query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
-        async with redis_errors():
-            indexes = (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index)
-            queries = (query, query, unsealed(query))
-            found = [await search.count(self.client, i, q) for i, q in zip(indexes, queries, strict=True)]
-            pending = int(await self.client.scard(self.keys.vector_pending))
+        indexes = (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index)
+        queries = (query, query, unsealed(query))
+        found = [await search.count(self.client, i, q) for i, q in zip(indexes, queries, strict=True)]
+        pending = int(await self.client.scard(self.keys.vector_pending))
         return RecordCounts(found[0], found[1], found[2], pending)
 
     async def delete(self, kind: RecordKind, record_id: str, claims: Sequence[str]) -> None:
-        async with redis_errors():
-            await self._writer.delete(self.key(kind, record_id), record_id, claims)
+        await self._writer.delete(self.key(kind, record_id), record_id, claims)
 
     async def delete_many(self, kind: RecordKind, records: Sequence[tuple[str, Sequence[str]]]) -> int:
-        async with redis_errors():
-            keyed = [(self.key(kind, record_id), record_id, claims) for record_id, claims in records]
-            return await self._writer.delete_many(keyed)
+        keyed = [(self.key(kind, record_id), record_id, claims) for record_id, claims in records]
+        return await self._writer.delete_many(keyed)
 
     async def delete_agent(self, agent_id: str) -> int:
-        async with redis_errors():
-            return await self._writer.delete_agent(agent_id)
+        return await self._writer.delete_agent(agent_id)
 
     # ------------------------------------------------------------------ vectors still to write
 
     async def pending_refs(self) -> list[str]:
-        async with redis_errors():
-            members = sorted(m.decode() for m in await self.client.smembers(self.keys.vector_pending))
+        members = sorted(m.decode() for m in await self.client.smembers(self.keys.vector_pending))
         return [ref for key in members if (ref := ref_of_key(self.keys, key)) is not None]
 
     async def load_pending(self, refs: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
-        async with redis_errors():
-            return await self._writer.load_pending([key_of_ref(self.keys, ref) for ref in refs])
+        return await self._writer.load_pending([key_of_ref(self.keys, ref) for ref in refs])
 
     async def mark_vectors_written(
         self, records: Sequence[MemoryRecord | EpisodeRecord], model: str
     ) -> list[str]:
-        async with redis_errors():
-            return await self._writer.mark_vectors_written(records, model)
+        return await self._writer.mark_vectors_written(records, model)
 
     # ------------------------------------------------------------------ blocks
 
     async def block_parents(self, refs: Sequence[str]) -> list[BlockParent | None]:
         if not refs:
             return []
-        async with redis_errors():
-            docs = await json_ops(self.client).mget([key_of_ref(self.keys, ref) for ref in refs], "$")
+        docs = await json_ops(self.client).mget([key_of_ref(self.keys, ref) for ref in refs], "$")
         return [
             block_parent_of(ref, found[0]) if found else None for ref, found in zip(refs, docs, strict=True)
         ]
@@ -334,8 +305,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
             group = [ref for ref in refs if ref.startswith(prefix)]
             if group:
                 names = [key_of_ref(self.keys, ref) for ref in group]
-                async with redis_errors():
-                    found = await json_ops(self.client).mget(names, path)
+                found = await json_ops(self.client).mget(names, path)
                 out.update((ref, str(v[0]) if v else None) for ref, v in zip(group, found, strict=True))
         return [out.get(ref) for ref in refs]
 
@@ -346,43 +316,36 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
 
     async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
         query, index = scope_query(ReadScope(agent_id), with_source=False), _LISTED[kind](self.keys)[0]
-        async with redis_errors():
-            keys = await search.every_key(self.client, index, query, _SAMPLE_PAGE, oldest_first=kind != "raw")
+        keys = await search.every_key(self.client, index, query, _SAMPLE_PAGE, oldest_first=kind != "raw")
         ids = [key.rpartition(":")[2] for key in keys]  # a UUID holds no ':'
         return ids if kind != "raw" else sorted(ids)
 
     async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
         names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors():
-            contents = await json_ops(self.client).mget(names, "$.content")
-            stamps = await json_ops(self.client).mget(names, "$.ts")
+        contents = await json_ops(self.client).mget(names, "$.content")
+        stamps = await json_ops(self.client).mget(names, "$.ts")
         return [(c[0], float(t[0])) for c, t in zip(contents, stamps, strict=True) if c and t]
 
     async def profile(self, agent_id: str) -> ProfileRecord | None:
         try:
-            async with redis_errors():
-                found = await self.docs.profile.get(agent_id)
+            found = await self.docs.profile.get(agent_id)
         except NotFoundError:
             return None
         return profile_from_doc(found.model_dump())
 
     async def put_profile(self, record: ProfileRecord) -> None:
         doc = self.docs.profile.model_validate({"pk": record.agent_id, **dataclasses.asdict(record)})
-        async with redis_errors():
-            await self._writer.put_model(doc, record.agent_id)
+        await self._writer.put_model(doc, record.agent_id)
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
-        async with redis_errors():
-            doc: dict[str, Any] | None = await json_ops(self.client).get(self.keys.calibration(agent_id))
+        doc: dict[str, Any] | None = await json_ops(self.client).get(self.keys.calibration(agent_id))
         return doc or None
 
     async def put_calibration(self, agent_id: str, doc: Mapping[str, object]) -> None:
-        async with redis_errors():
-            await self._writer.set_json(self.keys.calibration(agent_id), "$", dict(doc))
+        await self._writer.set_json(self.keys.calibration(agent_id), "$", dict(doc))
 
     async def select_calibration(self, agent_id: str, selected: bool) -> None:
-        async with redis_errors():
-            await self._writer.set_json(self.keys.calibration(agent_id), "$.selected", selected)
+        await self._writer.set_json(self.keys.calibration(agent_id), "$.selected", selected)
 
 
 _LISTED: Mapping[RecordKind, Callable[[Keys], tuple[str, search.SortField]]] = {
