@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 
 from cpersona.stores.association_values import AssociationGraph
 from cpersona.stores.redis import durable
+from cpersona.stores.redis.record_space import RecordRole
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisAssociationArchive"]
 
@@ -40,11 +39,8 @@ def _member(*parts: str) -> str:
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
-class RedisAssociationArchive:
+class RedisAssociationArchive(RecordRole):
     """A whole graph read and written for an archive (a base of :class:`.associations.RedisAssociations`)."""
-
-    client: RedisClient
-    keys: Keys
 
     async def _record_sets(self, agent_id: str) -> dict[str, list[list[str]]]:
         """Each record's ``rec`` set (its mentions and record relations), by the record's ref."""

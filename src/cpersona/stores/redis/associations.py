@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisAssociations", "queue_declaration"]
 
@@ -109,9 +108,6 @@ def _counts(labels: Sequence[str], replies: Sequence[Any]) -> DeclareCounts:
 class RedisAssociations(RedisAssociationArchive):
     """The association operations of :class:`~cpersona.stores.redis.store.RedisRecordStore` (a base);
     the archive's reading and writing of a whole graph are its own base's."""
-
-    client: RedisClient
-    keys: Keys
 
     async def declare_associations(
         self, scope: Scope, declared: Declaration, *, anchor_ref: str | None, retract: bool

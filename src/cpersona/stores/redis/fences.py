@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import AgentBeingDeleted
 from cpersona.stores.redis.durable import applied, flushed
+from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.write_scripts import queue_script
 
 if TYPE_CHECKING:
@@ -126,11 +127,8 @@ async def commit_fenced(pipe: Any, client: RedisClient, agents: Mapping[str, int
     return applied(result)
 
 
-class RedisFences:
+class RedisFences(RecordRole):
     """The fence operations of :class:`~cpersona.stores.redis.store.RedisRecordStore`."""
-
-    client: RedisClient
-    keys: Keys
 
     async def raise_fence(self, agent_id: str, *, fence_secs: float, bound_secs: float) -> None:
         await self._run(RAISE, agent_id, [_ms(fence_secs), _ms(bound_secs)])

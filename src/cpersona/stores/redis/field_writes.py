@@ -13,23 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
+from cpersona.stores.redis.record_space import RecordRole
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.records import Association, Fidelity
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisFieldWrites"]
 
 
-class RedisFieldWrites:
+class RedisFieldWrites(RecordRole):
     """:meth:`~cpersona.stores.protocols.RecordStore.set_fidelities` and ``set_associations`` over the
     memory documents."""
-
-    client: RedisClient
-    keys: Keys
 
     async def set_fidelities(self, updates: Sequence[tuple[str, Fidelity]]) -> int:
         return await self._set("$.fidelity", [(i, dataclasses.asdict(f)) for i, f in updates])

@@ -1,9 +1,6 @@
-"""The Redis side of :class:`~cpersona.stores.memory_reads.MemoryReadStore`: a range of the memory
+"""The Redis adapter of :class:`~cpersona.stores.memory_reads.MemoryReadStore`: a range of the memory
 index's ``ts`` field (the memory's own timestamp, ``NUMERIC SORTABLE``) and ``JSON.MGET`` by id, of
-whole documents or of their emotion and fidelity alone.
-
-It extends :class:`~.memory_states.RedisMemoryStates` (every memory's state, for the statistics): the
-memory documents read in parts are one base of the record store, which stays within its size."""
+whole documents or of their emotion and fidelity alone."""
 
 from __future__ import annotations
 
@@ -13,28 +10,23 @@ from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.memory_reads import TimeRangeIds
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import memory_from_doc
-from cpersona.stores.redis.memory_states import RedisMemoryStates
+from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.replies import search_page
 from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.records import MemoryRecord
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisMemoryReads"]
 
 _MGET_PAGE = 500
 
 
-class RedisMemoryReads(RedisMemoryStates):
-    """Memories by time and by id, and their states (a base of :class:`~.store.RedisRecordStore`)."""
-
-    client: RedisClient
-    keys: Keys
+class RedisMemoryReads(RecordRole):
+    """Memories by time and by id, on one record space."""
 
     async def memory_ids_in_time(self, scope: ReadScope, start: float, end: float, most: int) -> TimeRangeIds:
         # repr() of a float reads back as the same double, so the range's ends are exactly the caller's.

@@ -1,0 +1,45 @@
+"""What every role adapter of the records shares: one client, one key prefix, the redis-om models bound
+to them, and the sealer of raw entries.
+
+Built once per engine (:meth:`RecordSpace.bind`) and handed to each adapter, so the adapters hold the
+same bound models rather than each binding its own (redis-om keeps a connection per model class). The
+write transactions (:class:`~.writes.Writer`, stateless) are built by the adapters that write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from cpersona.stores.redis.documents import bind_documents
+
+if TYPE_CHECKING:
+    from cpersona.keys import Keys
+    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.documents import DocumentModels
+    from cpersona.stores.redis.sealing import Sealer
+
+__all__ = ["RecordRole", "RecordSpace"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordSpace:
+    """The records of one engine in one Redis."""
+
+    client: RedisClient
+    keys: Keys
+    docs: DocumentModels
+    sealer: Sealer | None = None
+
+    @classmethod
+    def bind(cls, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> RecordSpace:
+        return cls(client, keys, bind_documents(client, keys), sealer)
+
+
+class RecordRole:
+    """The base of a role adapter: the space it works in, and its client and keys at hand."""
+
+    def __init__(self, space: RecordSpace) -> None:
+        self.space = space
+        self.client = space.client
+        self.keys = space.keys
