@@ -21,8 +21,7 @@ from cpersona.stores.redis.store import RedisRoles
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from contract_records import Roles
-
+    from contract.contract_records import Roles
     from cpersona.stores.association_store import AssociationStore
     from cpersona.stores.fence_store import FenceStore
     from cpersona.stores.field_store import MemoryFieldStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from contract_records import Roles, memory, put, raw
 
+from contract.contract_records import Roles, memory, put, raw
 from cpersona.errors import AgentBeingDeleted, BackendUnavailable
 from cpersona.model.records import ProfileRecord
 

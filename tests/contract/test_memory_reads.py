@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from contract_records import BASE, Roles, memory, put
 
+from contract.contract_records import BASE, Roles, memory, put
 from cpersona.errors import BackendUnavailable
 from cpersona.model.records import EmotionVector, Fidelity, new_id
 from cpersona.model.scope import ReadScope

@@ -6,8 +6,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import pytest
-from contract_records import BASE, Roles, episode, memory, put
 
+from contract.contract_records import BASE, Roles, episode, memory, put
 from cpersona.errors import BackendUnavailable
 from cpersona.model.records import ProfileRecord, Source, new_id
 from cpersona.model.scope import ReadScope

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from contract_records import BASE, Roles, episode, memory, put, raw, refs
 
+from contract.contract_records import BASE, Roles, episode, memory, put, raw, refs
 from cpersona.errors import BackendUnavailable
 from cpersona.model.records import new_id
 from cpersona.model.scope import ReadScope

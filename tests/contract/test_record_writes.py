@@ -6,8 +6,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import pytest
-from contract_records import BASE, Roles, episode, memory, put, raw
 
+from contract.contract_records import BASE, Roles, episode, memory, put, raw
 from cpersona.errors import BackendUnavailable
 from cpersona.keys import Keys
 from cpersona.model.records import ProfileRecord, new_id

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
-from contract_records import Roles, episode, memory, put, refs
 
+from contract.contract_records import Roles, episode, memory, put, refs
 from cpersona.errors import BackendUnavailable
 from cpersona.model.records import MemoryRecord, new_id
 from cpersona.stores.record_values import ClaimHolder, InFlightWrite, RecordCounts
