@@ -201,7 +201,7 @@ async def test_the_redis_sink_publishes_on_the_agents_channel(
     assert await listener.receive(1) == [(keys.trace_channel(AGENT), {"trace_version": 1, "error": "E1"})]
     dead = new_client("redis://127.0.0.1:1/0", timeout=0.5, retries=0)
     try:
-        with pytest.raises(RedisUnavailable, match="publishing a trace failed"):
+        with pytest.raises(RedisUnavailable, match="redis PUBLISH failed"):
             await RedisTraceSink(dead, keys).publish(AGENT, encode_trace(numbered(2)))
     finally:
         await close_redis(dead)

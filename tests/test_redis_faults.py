@@ -214,8 +214,8 @@ async def _mapped(call: Awaitable[object]) -> None:
 async def _busy(client: RedisClient) -> bool:
     try:
         await client.get("k")
-    except redis.exceptions.ResponseError as exc:
-        return str(exc).startswith("BUSY")
+    except RedisUnavailable as exc:  # the engine's client maps the refusal itself
+        return exc.code == "REDIS_BUSY"
     return False
 
 

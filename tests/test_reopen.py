@@ -18,7 +18,7 @@ import cpersona
 from cpersona import Settings
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.indexes import SCHEMAS, create_index
-from cpersona.stores.redis.store import RedisRecordStore
+from cpersona.stores.redis.store_admin import RedisStoreAdmin
 from traced import trace_json
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ async def _write_and_reopen(
         async def skip(*_: object) -> None:
             return None
 
-        monkeypatch.setattr(RedisRecordStore, "collect_garbage", skip)
+        monkeypatch.setattr(RedisStoreAdmin, "collect_garbage", skip)
     async with cpersona.open(settings, background=False) as memory:
         after = await _keyword_scores(memory, query)
     return before, after

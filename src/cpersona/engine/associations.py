@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.associations import Declaration
     from cpersona.model.drafts import MemoryDraft
-    from cpersona.stores.protocols import IndexedEntity, RecordStore
+    from cpersona.stores.protocols import AssociationStore, IndexedEntity
 
 __all__ = [
     "MAX_WALK_ENTITIES",
@@ -60,7 +60,7 @@ def _reader(scope: Scope) -> ReadScope:
     return ReadScope(scope.agent_id, scope.project_id, scope.channel)
 
 
-async def _readable(records: RecordStore, scope: Scope, refs: Sequence[str], field: str) -> list[str]:
+async def _readable(records: AssociationStore, scope: Scope, refs: Sequence[str], field: str) -> list[str]:
     """The refs as canonical record refs, each a memory or episode ``scope`` may read."""
     canonical: list[str] = []
     for ref in refs:
@@ -75,7 +75,7 @@ async def _readable(records: RecordStore, scope: Scope, refs: Sequence[str], fie
     return canonical
 
 
-async def check_declared_refs(records: RecordStore, drafts: Sequence[MemoryDraft]) -> None:
+async def check_declared_refs(records: AssociationStore, drafts: Sequence[MemoryDraft]) -> None:
     """Refuse a store whose declared record relations name a record its scope cannot read."""
     for i, d in enumerate(drafts):
         if d.declared is not None and d.declared.record_refs():

@@ -2,7 +2,7 @@
 
 A memory claims its ``msg_id`` within agent and project, and its content digest within agent, project and
 channel (:class:`~cpersona.keys.Keys`). The claims are taken in one atomic step before the text is
-embedded (:meth:`~cpersona.stores.protocols.RecordStore.reserve_writes`), so of concurrent identical
+embedded (:meth:`~cpersona.stores.protocols.WriteJournal.reserve_writes`), so of concurrent identical
 stores one wins and the others are skipped with its ref. A claim held by a live record or by a store
 still in flight counts; a claim of a deleted record is stale and ignored.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cpersona.model.drafts import MemoryDraft
     from cpersona.model.records import MemoryRecord, Scope
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import RecordStore
+    from cpersona.stores.protocols import WriteJournal
 
 __all__ = [
     "Fresh",
@@ -106,7 +106,7 @@ def _batch_leaders(keys: Keys, drafts: Sequence[MemoryDraft]) -> tuple[list[Fres
 
 
 async def dedup(
-    records: RecordStore, keys: Keys, drafts: Sequence[MemoryDraft], ttl_secs: float
+    records: WriteJournal, keys: Keys, drafts: Sequence[MemoryDraft], ttl_secs: float
 ) -> tuple[list[StoreResult | None], list[Fresh], dict[int, int]]:
     """Claim the drafts' ids and contents, atomically, before anything else is written.
 

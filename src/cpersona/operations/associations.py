@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.protocols import EntityLinks, IndexedEntity, RecordLinks, RecordStore
+    from cpersona.stores.protocols import AssociationStore, EntityLinks, IndexedEntity, RecordLinks
 
 __all__ = ["MAX_WALK_ENTITIES", "MAX_WALK_REFS", "Walk", "match_entities", "record_links"]
 
@@ -39,7 +39,7 @@ def _terms(index: Sequence[IndexedEntity]) -> dict[str, set[str]]:
     return terms
 
 
-async def match_entities(records: RecordStore, scope: ReadScope, text: str) -> list[EntityMatch]:
+async def match_entities(records: AssociationStore, scope: ReadScope, text: str) -> list[EntityMatch]:
     """The entities the scope sees that ``text`` names: longest first, spans not overlapping, ≤ 64."""
     if not isinstance(text, str):
         raise InvalidRequest("text", "must be a string")
@@ -55,7 +55,9 @@ async def match_entities(records: RecordStore, scope: ReadScope, text: str) -> l
     ]
 
 
-async def record_links(records: RecordStore, scope: ReadScope, refs: Sequence[str]) -> dict[str, RecordLinks]:
+async def record_links(
+    records: AssociationStore, scope: ReadScope, refs: Sequence[str]
+) -> dict[str, RecordLinks]:
     """What is declared about each record (mentions, record relations) in the scopes ``scope`` reads;
     a relation's other end is kept only when the scope sees that record too."""
     links = await records.record_links(scope, refs)
@@ -71,7 +73,7 @@ async def record_links(records: RecordStore, scope: ReadScope, refs: Sequence[st
 class Walk:
     """One traversal's state: what it has visited and reached, and what it may still spend."""
 
-    records: RecordStore
+    records: AssociationStore
     scope: ReadScope
     limit: int
     names: Mapping[str, str]

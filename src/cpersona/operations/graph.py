@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 from cpersona.errors import RecordNotFound
 from cpersona.model.cmp_record import meta_json
@@ -23,14 +23,22 @@ from cpersona.model.graph_parts import meta_edges, node_summary
 from cpersona.model.graph_response import GraphEdgeBody, GraphNodeBody, GraphResult
 from cpersona.model.records import AssociationType, MemoryRecord, parse_ref
 from cpersona.model.scope import ReadScope
+from cpersona.stores.association_store import AssociationStore
+from cpersona.stores.memory_reads import MemoryReadStore
+from cpersona.stores.record_reads import RecordReads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cpersona.model.graph_request import GraphRequest
-    from cpersona.stores.protocols import RecordStore
 
-__all__ = ["Edge", "graph", "memory_target"]
+__all__ = ["Edge", "GraphReads", "graph", "memory_target"]
+
+
+class GraphReads(MemoryReadStore, RecordReads, AssociationStore, Protocol):
+    """The roles the graph reads: memories by id in its scope, the newest as its default start, and the
+    records' declared links."""
+
 
 _RELATION_TYPE: AssociationType = "user_defined"
 _ALL_TYPES: frozenset[str] = frozenset(get_args(AssociationType))
@@ -60,7 +68,7 @@ class Edge:
 
 
 async def _out_edges(
-    records: RecordStore, scope: ReadScope, level: Sequence[MemoryRecord], allowed: frozenset[str]
+    records: GraphReads, scope: ReadScope, level: Sequence[MemoryRecord], allowed: frozenset[str]
 ) -> list[Edge]:
     """The outbound edges of ``level``'s memories whose type is ``allowed``, to memories by id."""
     out: list[Edge] = []
@@ -83,7 +91,7 @@ async def _out_edges(
 
 @dataclasses.dataclass
 class _Walk:
-    records: RecordStore
+    records: GraphReads
     scope: ReadScope
     req: GraphRequest
     allowed: frozenset[str]
@@ -134,7 +142,7 @@ def _edges(walk: _Walk) -> list[GraphEdgeBody]:
     return out
 
 
-async def _start(records: RecordStore, scope: ReadScope, req: GraphRequest) -> list[MemoryRecord]:
+async def _start(records: GraphReads, scope: ReadScope, req: GraphRequest) -> list[MemoryRecord]:
     if req.center_id is None:
         newest = await records.newest("memory", scope, req.limit_nodes)
         return [r for r in newest if isinstance(r, MemoryRecord)]
@@ -156,7 +164,7 @@ def _node(record: MemoryRecord, depth: int, req: GraphRequest, now: float) -> Gr
     )
 
 
-async def graph(records: RecordStore, req: GraphRequest, now: float) -> GraphResult:
+async def graph(records: GraphReads, req: GraphRequest, now: float) -> GraphResult:
     """The subgraph ``req`` asks for, with every fidelity read at ``now``."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
     types = frozenset(req.edge_types) if req.edge_types is not None else _ALL_TYPES

@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import RecordStore
+    from cpersona.stores.protocols import RawJournalStore
 
 __all__ = ["raw_query"]
 
 
-async def raw_query(records: RecordStore, settings: Settings, body: Mapping[str, object]) -> RawQueryResult:
+async def raw_query(
+    records: RawJournalStore, settings: Settings, body: Mapping[str, object]
+) -> RawQueryResult:
     req = validate(RawQueryRequest, body, settings)
     page = await records.raw_query(req.resolved())
     return RawQueryResult(

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from cpersona.model.memory_parts import EmotionBody
     from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord
     from cpersona.model.timeline_request import TimelineRequest
-    from cpersona.stores.protocols import RecordStore
+    from cpersona.stores.protocols import MemoryReadStore
 
 __all__ = ["EMOTION_SIMILARITY", "END_ULPS", "MAX_TIMELINE_SCAN", "emotion_cosine", "timeline", "widened"]
 
@@ -79,7 +79,9 @@ def _scan(req: TimelineRequest) -> int:
     return min(MAX_TIMELINE_SCAN, max(req.limit + 1, _FILTERED_SCAN_FACTOR * req.limit))
 
 
-async def _passing(records: RecordStore, req: TimelineRequest, page: Sequence[str], now: float) -> list[str]:
+async def _passing(
+    records: MemoryReadStore, req: TimelineRequest, page: Sequence[str], now: float
+) -> list[str]:
     """The ids of ``page`` that pass the filters, read from their emotion and fidelity alone."""
     if not _filtered(req):
         return list(page)
@@ -88,7 +90,7 @@ async def _passing(records: RecordStore, req: TimelineRequest, page: Sequence[st
 
 
 async def _matching(
-    records: RecordStore, req: TimelineRequest, now: float
+    records: MemoryReadStore, req: TimelineRequest, now: float
 ) -> tuple[list[MemoryRecord], bool, int]:
     """The records that pass, oldest first, at most ``limit``; whether more were left; the range's total."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
@@ -123,7 +125,7 @@ def _buckets(kept: Sequence[MemoryRecord], req: TimelineRequest, now: float) -> 
     ]
 
 
-async def timeline(records: RecordStore, req: TimelineRequest, now: float) -> TimelineResult:
+async def timeline(records: MemoryReadStore, req: TimelineRequest, now: float) -> TimelineResult:
     """The timeline ``req`` asks for, with every fidelity read at ``now``."""
     kept, truncated, total = await _matching(records, req, now)
     return TimelineResult(

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cpersona.model.time_cue import Confidence, Period
     from cpersona.recall.arm_runner import ArmRunner, Later
     from cpersona.recall.plan import ArmContext, CuePlan
-    from cpersona.stores.protocols import RecordStore, Vector, VectorStore
+    from cpersona.stores.protocols import RecallReads, Vector, VectorStore
 
 __all__ = ["CueOutcome", "CueStage", "Suspected", "run_cue_loop"]
 
@@ -104,7 +104,7 @@ class CueOutcome:
 class CueSources:
     """What the loop searches with: the stores, and the two values it waits for from the other arms."""
 
-    records: RecordStore
+    records: RecallReads
     vectors: VectorStore | None
     query_vector: Later[Vector | None]
     threshold: Callable[[], Awaitable[float]]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cpersona.recall.arms.vector import ScopeStats, ScopeStatsCache
     from cpersona.recall.cue_loop import CueOutcome
     from cpersona.recall.plan import ArmContext, CuePlan
-    from cpersona.stores.protocols import Embedder, RecordStore, StoredProfile, Vector, VectorStore
+    from cpersona.stores.protocols import Embedder, RecallReads, StoredProfile, Vector, VectorStore
 
 __all__ = ["Backends", "FanOut", "VectorSide", "fan_out"]
 
@@ -54,7 +54,7 @@ _EMBED_HEAD_START_SECS: Final = 0.0005
 class Backends:
     """The stores one recall reads, and the engine's scope statistics cache."""
 
-    records: RecordStore
+    records: RecallReads
     vectors: VectorStore | None
     embedder: Embedder | None
     blocks: VectorStore | None

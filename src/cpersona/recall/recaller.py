@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from cpersona.recall.request import RecallRequest
     from cpersona.recall.stages.chain import ChainRun, RecallPlan, Seated
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import Embedder, HydratedRecord, RecordStore, VectorStore
+    from cpersona.stores.protocols import Embedder, HydratedRecord, RecallReads, VectorStore
 
 __all__ = ["Recaller"]
 
@@ -61,7 +61,7 @@ class Recaller:
         *,
         settings: Settings,
         policies: Mapping[str, Policy],
-        records: RecordStore,
+        records: RecallReads,
         vectors: VectorStore | None,
         embedder: Embedder | None,
         chain: Chain | None = None,

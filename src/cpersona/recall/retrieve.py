@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from cpersona.model.scope import ReadScope
     from cpersona.recall.fanout import FanOut
     from cpersona.recall.plan import ArmContext
-    from cpersona.stores.protocols import HydratedRecord, RecordStore
+    from cpersona.stores.protocols import HydratedRecord, RecallReads
 
 __all__ = ["retrieve"]
 
 
 async def retrieve(
-    ctx: ArmContext, fan: FanOut, records: RecordStore
+    ctx: ArmContext, fan: FanOut, records: RecallReads
 ) -> tuple[Retrieved, dict[str, HydratedRecord]]:
     """The first stage set, and the hydrated records by ref (the rows, the trace and its ledger read them)."""
     docs = await records.hydrate(row.ref for res in fan.arms.values() for row in res.rows)

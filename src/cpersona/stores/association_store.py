@@ -1,5 +1,12 @@
-"""The associative layer's part of the :class:`~cpersona.stores.protocols.RecordStore` protocol (which
-extends it), kept apart so each protocol module stays one concept."""
+"""The associations role: entities, aliases, mentions and relations, scoped like records.
+
+Consumers: the engine's declarations and the checks of declared refs (:mod:`~cpersona.engine.associations`),
+deletes (:mod:`~cpersona.engine.deletes`: a record's associations, an agent's graph), the archive
+(:mod:`~cpersona.engine.upkeep_archive`), the entity matching and record links of the operations
+(:mod:`~cpersona.operations.associations`, :mod:`~cpersona.operations.graph`) and the reconstruct walk
+(:mod:`~cpersona.operations.reconstruct.walk`). The Redis adapter is
+:class:`~cpersona.stores.redis.associations.RedisAssociations`.
+"""
 
 from __future__ import annotations
 

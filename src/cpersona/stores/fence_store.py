@@ -1,6 +1,9 @@
-"""The fence of an agent's delete, the :class:`~cpersona.stores.protocols.RecordStore` protocol's part
-(which extends it): kept apart so each protocol module stays one concept. Why there is a fence, and how a
-delete uses it, is told in :mod:`~cpersona.engine.deletes`."""
+"""The fence role: the fence an agent's delete puts up against that agent's record writes.
+
+Its one consumer is an agent's delete (:mod:`~cpersona.engine.deletes`, which tells why there is a fence);
+every record write of :class:`~cpersona.stores.record_writes.RecordWrites` is checked against it. The
+Redis adapter is :class:`~cpersona.stores.redis.fences.RedisFences`.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""The writes of one field of memories, part of the :class:`~cpersona.stores.protocols.RecordStore`
-protocol (which extends it): the decay tick's fidelity and consolidation's edges, each written alone and
-only where the memory still exists, so a write from a read made earlier neither brings a deleted memory
-back nor undoes an update that ran since."""
+"""The field-writes role: one field of many memories, each written alone and only where the memory still
+exists, so a write from a read made earlier neither brings a deleted memory back nor undoes an update
+that ran since.
+
+Consumers: the decay tick (:mod:`~cpersona.engine.upkeep`: fidelity) and consolidation
+(:mod:`~cpersona.engine.upkeep_consolidate`: typed edges). The Redis adapter is
+:class:`~cpersona.stores.redis.field_writes.RedisFieldWrites`.
+"""
 
 from __future__ import annotations
 

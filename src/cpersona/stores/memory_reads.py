@@ -1,5 +1,9 @@
-"""The recall operations' part of the :class:`~cpersona.stores.protocols.RecordStore` protocol (which
-extends it): memories by their own time, and memories by id, both within a read's scope."""
+"""The memory-reads role: memories by their own time and by id, within a read's scope.
+
+Consumers: the timeline (:mod:`~cpersona.operations.timeline`) and the graph
+(:mod:`~cpersona.operations.graph`). The Redis adapter is
+:class:`~cpersona.stores.redis.memory_reads.RedisMemoryReads`.
+"""
 
 from __future__ import annotations
 

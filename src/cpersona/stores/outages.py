@@ -1,6 +1,6 @@
 """A backend's own error that got past the adapters unmapped, seen as the outage it stands for.
 
-Every adapter maps its backend's errors where it calls it (``redis_errors`` in the Redis adapter), so above
+Every adapter maps its backend's errors where it calls it (the Redis client maps its own), so above
 the stores a failing backend is a :class:`~cpersona.BackendUnavailable`. The edges' outermost handlers still
 ask here about any other exception, so that a call no adapter wrapped (a bug) is answered as the outage it is,
 a 503, not a 500; the edges need not know any backend's types.

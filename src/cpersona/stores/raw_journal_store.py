@@ -1,5 +1,10 @@
-"""The raw journal's part of the :class:`~cpersona.stores.protocols.RecordStore` protocol (which extends
-it): the forensic query, kept apart so each protocol module stays one concept."""
+"""The raw-journal role: the forensic query over raw journal entries, and the removal of a sealed one.
+
+Consumers: the raw query (:mod:`~cpersona.operations.raw_query`) and deletes
+(:mod:`~cpersona.engine.deletes`: a sealed entry). Raw entries are written through
+:class:`~cpersona.stores.record_writes.RecordWrites`. The Redis adapter is
+:class:`~cpersona.stores.redis.raw_search.RedisRawJournal`.
+"""
 
 from __future__ import annotations
 

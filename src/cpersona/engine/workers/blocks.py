@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from cpersona.model.blocks import ParentKind
     from cpersona.stores.block_queue import BlockEvent, BlockQueue
-    from cpersona.stores.protocols import BlockParent, Embedder, RecordStore, Vector, VectorStore
+    from cpersona.stores.protocols import BlockParent, Embedder, RecordReads, Vector, VectorStore
 
 __all__ = ["BlockBuilder"]
 
@@ -70,7 +70,7 @@ class BlockBuilder:
     def __init__(
         self,
         *,
-        records: RecordStore,
+        records: RecordReads,
         queue: BlockQueue,
         blocks: VectorStore,
         embedder: Embedder,

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from cpersona.model.records import StoreKind
     from cpersona.model.scope import ReadScope
     from cpersona.stores.cue_store import CueStore
-    from cpersona.stores.protocols import Embedder, RecordStore, Vector, VectorStore
+    from cpersona.stores.protocols import Embedder, RecallReads, Vector, VectorStore
     from cpersona.stores.record_values import Period
 
 __all__ = ["ArmList", "CueArmName", "QueryPorts", "run_arms"]
@@ -48,7 +48,7 @@ CueArmName = Literal["lexical", "vector", "emotion", "temporal"]
 class QueryPorts:
     """What a cue query reads: the record store, the cue store, the vectors and the embedder."""
 
-    records: RecordStore
+    records: RecallReads
     cues: CueStore
     vectors: VectorStore | None
     embedder: Embedder | None

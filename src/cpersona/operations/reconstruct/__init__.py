@@ -21,7 +21,7 @@ item's content and every excerpt is a contiguous span of a stored record it cite
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cpersona.model.reconstruct_response import ReconstructResult
 from cpersona.model.scope import ReadScope
@@ -37,7 +37,8 @@ from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
 from cpersona.operations.reconstruct.response import Quoted, build_result
 from cpersona.operations.reconstruct.structure import structure
 from cpersona.operations.reconstruct.trace import Allocated, trace_of
-from cpersona.operations.reconstruct.walk import relation_walk
+from cpersona.operations.reconstruct.walk import WalkReads, relation_walk
+from cpersona.stores.record_reads import RecordReads
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -53,9 +54,12 @@ if TYPE_CHECKING:
     from cpersona.operations.reconstruct.trace import Ledger
     from cpersona.settings import ReconstructSequence, Settings
     from cpersona.stores.association_values import RecordLinks
-    from cpersona.stores.protocols import RecordStore
 
-__all__ = ["reconstruct"]
+__all__ = ["ReconstructReads", "reconstruct"]
+
+
+class ReconstructReads(WalkReads, RecordReads, Protocol):
+    """The roles reconstruct reads: the walk's (associations, hydration) and its candidates' records."""
 
 
 def _scope(req: ReconstructRequest) -> ReadScope:
@@ -63,7 +67,7 @@ def _scope(req: ReconstructRequest) -> ReadScope:
 
 
 async def reconstruct(
-    recall: RecallPort, records: RecordStore, settings: Settings, req: ReconstructRequest, ledger: Ledger
+    recall: RecallPort, records: ReconstructReads, settings: Settings, req: ReconstructRequest, ledger: Ledger
 ) -> ReconstructResult:
     """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``;
     ``ledger`` builds a traced call's coverage ledger."""
@@ -158,7 +162,7 @@ class _Audit:
 
 
 async def _quoted(
-    records: RecordStore,
+    records: ReconstructReads,
     scope: ReadScope,
     query: str,
     limits: Limits,

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from cpersona.model.reconstruct_request import ReconstructRequest
     from cpersona.model.trace import RecallTrace, RecallTraceFailure
-    from cpersona.stores.protocols import RecordStore
+    from cpersona.stores.protocols import RecordReads
 
 __all__ = [
     "KEYWORD_SEAT",
@@ -111,7 +111,7 @@ def _recall_body(req: ReconstructRequest, top_k: int) -> dict[str, Any]:
 
 async def recall_candidates(
     recall: RecallPort,
-    records: RecordStore,
+    records: RecordReads,
     req: ReconstructRequest,
     top_k: int,
     lexical_terms: tuple[str, ...],
@@ -159,7 +159,7 @@ def _candidate(row: RecalledRow, record: MemoryRecord | EpisodeRecord, rank: int
     )
 
 
-async def _read_all(records: RecordStore, refs: list[str]) -> dict[str, MemoryRecord | EpisodeRecord]:
+async def _read_all(records: RecordReads, refs: list[str]) -> dict[str, MemoryRecord | EpisodeRecord]:
     found: dict[str, MemoryRecord | EpisodeRecord] = {}
     limiter = anyio.CapacityLimiter(_READS)
 

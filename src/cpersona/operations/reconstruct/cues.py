@@ -13,7 +13,7 @@ from cpersona.operations.associations import match_entities
 if TYPE_CHECKING:
     from cpersona.model.entity_match import EntityMatch
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.protocols import RecordStore
+    from cpersona.stores.protocols import AssociationStore
 
 __all__ = ["MAX_TERMS", "Cues", "associative_cues"]
 
@@ -33,7 +33,7 @@ class Cues:
         return out
 
 
-async def associative_cues(records: RecordStore, scope: ReadScope, query: str) -> Cues:
+async def associative_cues(records: AssociationStore, scope: ReadScope, query: str) -> Cues:
     """Each matched entity's name and aliases that the query does not already hold, at most 32."""
     matches = tuple(await match_entities(records, scope, query))
     folded = name_key(query)

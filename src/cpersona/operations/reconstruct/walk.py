@@ -8,18 +8,25 @@ across items; ``max_hops = 0`` walks nothing."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cpersona.model.association_results import Reached
 from cpersona.operations.associations import Walk
+from cpersona.stores.association_store import AssociationStore
+from cpersona.stores.recall_reads import RecallReads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.protocols import HydratedRecord, RecordStore
+    from cpersona.stores.protocols import HydratedRecord
 
-__all__ = ["Walked", "WalkOutcome", "relation_walk"]
+__all__ = ["WalkReads", "Walked", "WalkOutcome", "relation_walk"]
+
+
+class WalkReads(RecallReads, AssociationStore, Protocol):
+    """The roles the walk reads: the entity graph it follows, and the records it reaches (hydrated as a
+    recall shows them)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,7 +60,7 @@ async def _walk_one(walk: Walk, start: Sequence[str], max_hops: int) -> bool:
 
 
 async def relation_walk(
-    records: RecordStore,
+    records: WalkReads,
     scope: ReadScope,
     item_entities: Sequence[Sequence[str]],
     pool: set[str],

@@ -9,7 +9,7 @@ Up to four lists are searched at once, each ``depth`` rows deep, and merged by r
 
 1. memory vector — memories of the scope whose ``timestamp`` payload lies in the period, nearest first,
    kept while the cosine is at or above ``floor``;
-2. memory keyword — :meth:`~cpersona.stores.protocols.RecordStore.memory_keyword` with the period;
+2. memory keyword — :meth:`~cpersona.stores.protocols.RecallReads.memory_keyword` with the period;
 3. episode vector and 4. episode full text — the same for episodes, when the caller asks for them.
 
 An episode's time is its start time, else the time it was recorded: that is what
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.protocols import PointKind, RecordStore, Vector, VectorStore
+    from cpersona.stores.protocols import PointKind, RecallReads, Vector, VectorStore
 
 __all__ = ["CUE_MERGE_K", "cue_arm", "merge_lists", "scope_span"]
 
@@ -78,17 +78,17 @@ ListName = Literal["memory_vector", "memory_keyword", "episode_vector", "episode
 _ORDER: tuple[ListName, ...] = ("memory_vector", "memory_keyword", "episode_vector", "episode_keyword")
 
 
-async def scope_span(records: RecordStore, scope: ReadScope) -> tuple[float, float] | None:
+async def scope_span(records: RecallReads, scope: ReadScope) -> tuple[float, float] | None:
     """``(oldest, newest)`` record time of the memories ``scope`` sees (source filter included), or
     ``None`` when it sees none. Both ends are read from one state of the store, exactly (see
-    :meth:`~cpersona.stores.protocols.RecordStore.time_span`), so a period that starts at the oldest
+    :meth:`~cpersona.stores.protocols.RecallReads.time_span`), so a period that starts at the oldest
     record holds it."""
     return await records.time_span(scope)
 
 
 async def cue_arm(
     *,
-    records: RecordStore,
+    records: RecallReads,
     vectors: VectorStore | None,
     vector: Vector | None,
     scope: ReadScope,
@@ -142,7 +142,7 @@ def _check(period: tuple[float, float], depth: int, merge_k: int) -> None:
 
 
 def _halves(
-    records: RecordStore,
+    records: RecallReads,
     vectors: VectorStore | None,
     vector: Vector | None,
     scope: ReadScope,
@@ -227,7 +227,7 @@ async def _vector_rows(
 
 async def _memory_vector_in_source(
     search: Callable[[PointKind, int], Awaitable[tuple[ArmRow, ...]]],
-    records: RecordStore,
+    records: RecallReads,
     scope: ReadScope,
     depth: int,
 ) -> tuple[ArmRow, ...]:

@@ -24,7 +24,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import scope_filter
 
 if TYPE_CHECKING:
-    from cpersona.stores.protocols import PointKind, RecordStore, SearchedKind, Vector, VectorHit, VectorStore
+    from cpersona.stores.protocols import PointKind, RecallReads, SearchedKind, Vector, VectorHit, VectorStore
 
 __all__ = ["ScopeStats", "ScopeStatsCache", "ranked_hits", "vector_far", "vector_near"]
 
@@ -56,7 +56,7 @@ class ScopeStatsCache:
         self._ttl = ttl
         self._entries: dict[tuple[object, ...], tuple[float, ScopeStats]] = {}
 
-    async def get(self, records: RecordStore, scope: ReadScope, window: int, reach: int) -> ScopeStats:
+    async def get(self, records: RecallReads, scope: ReadScope, window: int, reach: int) -> ScopeStats:
         unsourced = ReadScope(scope.agent_id, scope.project_id, scope.channel)
         key = (unsourced, window, reach)
         now = time.monotonic()
@@ -78,7 +78,7 @@ class ScopeStatsCache:
 
 
 async def _kind_stats(
-    records: RecordStore, kind: SearchedKind, scope: ReadScope, window: int, reach: int
+    records: RecallReads, kind: SearchedKind, scope: ReadScope, window: int, reach: int
 ) -> KindStats:
     near = await records.seq_at(kind, scope, max(0, window - 1))
     window_start = near.seq if near.total > window else None

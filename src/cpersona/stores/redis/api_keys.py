@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from cpersona.model.api_keys import ApiKey, parse_token
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.durable import commit, transaction
 from cpersona.stores.redis.rate_limit import RateLimiter
 
@@ -56,32 +55,29 @@ class ApiKeyStore:
         token = f"cpk_{key_id}_{secrets.token_urlsafe(32)}"
         info = ApiKey(key_id=key_id, name=name, agents=tuple(agents), admin=admin, created_at=time.time())
         doc = orjson.dumps({**info.model_dump(), "digest": token_digest(token)})
-        async with redis_errors("cannot store the API key"):
-            pipe = transaction(self._redis)
-            # NX: 48 random bits make a clash unlikely, never silent.
-            pipe.set(self._keys.api_key(key_id), doc, nx=True)
-            pipe.sadd(self._keys.api_key_ids, key_id)
-            replies = await commit(pipe, self._redis)
+        pipe = transaction(self._redis)
+        # NX: 48 random bits make a clash unlikely, never silent.
+        pipe.set(self._keys.api_key(key_id), doc, nx=True)
+        pipe.sadd(self._keys.api_key_ids, key_id)
+        replies = await commit(pipe, self._redis)
         if not replies[0]:  # pragma: no cover - a 1-in-2**48 clash: try again with a new id
             return await self.create(agents, admin=admin, name=name)
         return token, info
 
     async def list(self) -> list[ApiKey]:
         """Every key (without secrets), oldest first."""
-        async with redis_errors("cannot read the API keys"):
-            ids = sorted(m.decode() for m in await self._redis.smembers(self._keys.api_key_ids))
-            docs = await self._redis.mget([self._keys.api_key(i) for i in ids]) if ids else []
+        ids = sorted(m.decode() for m in await self._redis.smembers(self._keys.api_key_ids))
+        docs = await self._redis.mget([self._keys.api_key(i) for i in ids]) if ids else []
         found = [_info(doc) for doc in docs if doc is not None]
         return sorted(found, key=lambda k: (k.created_at, k.key_id))
 
     async def revoke(self, key_id: str) -> bool:
         """Delete the key; ``False`` when there was none of that id."""
-        async with redis_errors("cannot revoke the API key"):
-            pipe = transaction(self._redis)
-            pipe.delete(self._keys.api_key(key_id))
-            pipe.srem(self._keys.api_key_ids, key_id)
-            pipe.delete(self._keys.rate_limit(key_id))
-            replies = await commit(pipe, self._redis)
+        pipe = transaction(self._redis)
+        pipe.delete(self._keys.api_key(key_id))
+        pipe.srem(self._keys.api_key_ids, key_id)
+        pipe.delete(self._keys.rate_limit(key_id))
+        replies = await commit(pipe, self._redis)
         return bool(replies[0])
 
     async def verify(self, token: str) -> ApiKey | None:
@@ -89,8 +85,7 @@ class ApiKeyStore:
         key_id = parse_token(token)
         if key_id is None:
             return None
-        async with redis_errors("cannot check the API key"):
-            doc = await self._redis.get(self._keys.api_key(key_id))
+        doc = await self._redis.get(self._keys.api_key(key_id))
         return None if doc is None else checked_key(doc, token)
 
 

@@ -16,13 +16,11 @@ from typing import TYPE_CHECKING
 
 from cpersona.stores.association_values import AssociationGraph
 from cpersona.stores.redis import durable
-from cpersona.stores.redis.connection import redis_errors
+from cpersona.stores.redis.record_space import RecordRole
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisAssociationArchive"]
 
@@ -41,11 +39,8 @@ def _member(*parts: str) -> str:
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
-class RedisAssociationArchive:
+class RedisAssociationArchive(RecordRole):
     """A whole graph read and written for an archive (a base of :class:`.associations.RedisAssociations`)."""
-
-    client: RedisClient
-    keys: Keys
 
     async def _record_sets(self, agent_id: str) -> dict[str, list[list[str]]]:
         """Each record's ``rec`` set (its mentions and record relations), by the record's ref."""
@@ -64,25 +59,24 @@ class RedisAssociationArchive:
     async def association_graphs(self, agent_id: str) -> list[AssociationGraph]:
         """Every scope's declarations of ``agent_id`` (scopes in order, each part sorted)."""
         a, k = agent_id, self.keys
-        async with redis_errors():
-            scopes = sorted(tuple(_parts(m)) for m in await self.client.smembers(k.assoc_scopes(a)))
-            records = await self._record_sets(a)
-            graphs = []
-            for p, c in scopes:
-                found = await self.client.hgetall(k.assoc_entities(a, p, c))
-                entities = {_text(key): _text(name) for key, name in found.items()}
-                aliases = await self.client.hgetall(k.assoc_aliases(a, p, c))
-                pipe = self.client.pipeline(transaction=False)
-                for key in sorted(entities):
-                    pipe.smembers(k.assoc_relations(a, p, c, key))
-                replies = await pipe.execute() if entities else []
-                relations = [
-                    (key, pred, other)
-                    for key, members in zip(sorted(entities), replies, strict=True)
-                    for direction, pred, other in (_parts(m) for m in members)
-                    if direction == "out"
-                ]
-                graphs.append(_graph(p, c, entities, aliases, relations, records))
+        scopes = sorted(tuple(_parts(m)) for m in await self.client.smembers(k.assoc_scopes(a)))
+        records = await self._record_sets(a)
+        graphs = []
+        for p, c in scopes:
+            found = await self.client.hgetall(k.assoc_entities(a, p, c))
+            entities = {_text(key): _text(name) for key, name in found.items()}
+            aliases = await self.client.hgetall(k.assoc_aliases(a, p, c))
+            pipe = self.client.pipeline(transaction=False)
+            for key in sorted(entities):
+                pipe.smembers(k.assoc_relations(a, p, c, key))
+            replies = await pipe.execute() if entities else []
+            relations = [
+                (key, pred, other)
+                for key, members in zip(sorted(entities), replies, strict=True)
+                for direction, pred, other in (_parts(m) for m in members)
+                if direction == "out"
+            ]
+            graphs.append(_graph(p, c, entities, aliases, relations, records))
         return graphs
 
     async def restore_association_graphs(self, agent_id: str, graphs: Sequence[AssociationGraph]) -> None:
@@ -90,25 +84,24 @@ class RedisAssociationArchive:
         if not graphs:
             return
         a, k = agent_id, self.keys
-        async with redis_errors():
-            pipe = durable.transaction(self.client)
-            for g in graphs:
-                p, c = g.project_id, g.channel
-                pipe.sadd(k.assoc_scopes(a), _member(p, c))
-                for key, name in g.entities:
-                    pipe.hsetnx(k.assoc_entities(a, p, c), key, name)
-                for alias_key, entity, alias in g.aliases:
-                    pipe.hsetnx(k.assoc_aliases(a, p, c), _member(alias_key, entity), alias)
-                for subject, pred, obj in g.relations:
-                    pipe.sadd(k.assoc_relations(a, p, c, subject), _member("out", pred, obj))
-                    pipe.sadd(k.assoc_relations(a, p, c, obj), _member("in", pred, subject))
-                for entity, ref in g.mentions:
-                    pipe.sadd(k.assoc_mentions(a, p, c, entity), ref)
-                    pipe.sadd(k.assoc_record(a, ref), _member("m", p, c, entity))
-                for subject, pred, obj in g.record_relations:
-                    pipe.sadd(k.assoc_record(a, subject), _member("r", p, c, "out", pred, obj))
-                    pipe.sadd(k.assoc_record(a, obj), _member("r", p, c, "in", pred, subject))
-            await durable.commit(pipe, self.client)
+        pipe = durable.transaction(self.client)
+        for g in graphs:
+            p, c = g.project_id, g.channel
+            pipe.sadd(k.assoc_scopes(a), _member(p, c))
+            for key, name in g.entities:
+                pipe.hsetnx(k.assoc_entities(a, p, c), key, name)
+            for alias_key, entity, alias in g.aliases:
+                pipe.hsetnx(k.assoc_aliases(a, p, c), _member(alias_key, entity), alias)
+            for subject, pred, obj in g.relations:
+                pipe.sadd(k.assoc_relations(a, p, c, subject), _member("out", pred, obj))
+                pipe.sadd(k.assoc_relations(a, p, c, obj), _member("in", pred, subject))
+            for entity, ref in g.mentions:
+                pipe.sadd(k.assoc_mentions(a, p, c, entity), ref)
+                pipe.sadd(k.assoc_record(a, ref), _member("m", p, c, entity))
+            for subject, pred, obj in g.record_relations:
+                pipe.sadd(k.assoc_record(a, subject), _member("r", p, c, "out", pred, obj))
+                pipe.sadd(k.assoc_record(a, obj), _member("r", p, c, "in", pred, subject))
+        await durable.commit(pipe, self.client)
 
 
 def _alias(field: bytes, alias: bytes) -> tuple[str, str, str]:

@@ -31,14 +31,13 @@ from cpersona.model.scope import ReadScope
 from cpersona.stores.association_values import DeclareCounts, EntityLinks, IndexedEntity, Link, RecordLinks
 from cpersona.stores.redis import durable
 from cpersona.stores.redis.association_archive import RedisAssociationArchive
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.refs import key_of_ref
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from cpersona.keys import Keys
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisAssociations", "queue_declaration"]
 
@@ -110,19 +109,15 @@ class RedisAssociations(RedisAssociationArchive):
     """The association operations of :class:`~cpersona.stores.redis.store.RedisRecordStore` (a base);
     the archive's reading and writing of a whole graph are its own base's."""
 
-    client: RedisClient
-    keys: Keys
-
     async def declare_associations(
         self, scope: Scope, declared: Declaration, *, anchor_ref: str | None, retract: bool
     ) -> DeclareCounts:
-        async with redis_errors():
-            if retract:
-                return await self._retract(scope, declared, anchor_ref)
-            # One transaction, acknowledged once on disk like every other write (stores.redis.durable).
-            pipe = durable.transaction(self.client)
-            labels = queue_declaration(pipe, self.keys, scope, declared, anchor_ref)
-            return _counts(labels, await durable.commit(pipe, self.client))
+        if retract:
+            return await self._retract(scope, declared, anchor_ref)
+        # One transaction, acknowledged once on disk like every other write (stores.redis.durable).
+        pipe = durable.transaction(self.client)
+        labels = queue_declaration(pipe, self.keys, scope, declared, anchor_ref)
+        return _counts(labels, await durable.commit(pipe, self.client))
 
     async def _retract(self, scope: Scope, declared: Declaration, anchor_ref: str | None) -> DeclareCounts:
         # A bare entity (no anchor, no alias named) is removed whole, with what hangs from it: read that
@@ -214,14 +209,13 @@ class RedisAssociations(RedisAssociationArchive):
         return [(p, c) for p, c in pairs if graph.sees(Scope(scope.agent_id, p, c))]
 
     async def entity_index(self, scope: ReadScope) -> list[IndexedEntity]:
-        async with redis_errors():
-            a = scope.agent_id
-            visible = await self._visible_scopes(scope)
-            pipe = self.client.pipeline(transaction=False)
-            for p, c in visible:
-                pipe.hgetall(self.keys.assoc_entities(a, p, c))
-                pipe.hgetall(self.keys.assoc_aliases(a, p, c))
-            replies = await pipe.execute()
+        a = scope.agent_id
+        visible = await self._visible_scopes(scope)
+        pipe = self.client.pipeline(transaction=False)
+        for p, c in visible:
+            pipe.hgetall(self.keys.assoc_entities(a, p, c))
+            pipe.hgetall(self.keys.assoc_aliases(a, p, c))
+        replies = await pipe.execute()
         names: dict[str, str] = {}
         aliases: dict[str, dict[str, str]] = {}
         for found, found_aliases in zip(replies[::2], replies[1::2], strict=True):
@@ -236,15 +230,14 @@ class RedisAssociations(RedisAssociationArchive):
         ]
 
     async def entity_links(self, scope: ReadScope, entities: Sequence[str]) -> dict[str, EntityLinks]:
-        async with redis_errors():
-            a = scope.agent_id
-            visible = await self._visible_scopes(scope)
-            pipe = self.client.pipeline(transaction=False)
-            for key in entities:
-                for p, c in visible:
-                    pipe.smembers(self.keys.assoc_mentions(a, p, c, key))
-                    pipe.smembers(self.keys.assoc_relations(a, p, c, key))
-            replies = iter(await pipe.execute())
+        a = scope.agent_id
+        visible = await self._visible_scopes(scope)
+        pipe = self.client.pipeline(transaction=False)
+        for key in entities:
+            for p, c in visible:
+                pipe.smembers(self.keys.assoc_mentions(a, p, c, key))
+                pipe.smembers(self.keys.assoc_relations(a, p, c, key))
+        replies = iter(await pipe.execute())
         out: dict[str, EntityLinks] = {}
         for key in entities:
             mentions: set[str] = set()
@@ -256,12 +249,11 @@ class RedisAssociations(RedisAssociationArchive):
         return out
 
     async def record_links(self, scope: ReadScope, refs: Sequence[str]) -> dict[str, RecordLinks]:
-        async with redis_errors():
-            visible = set(await self._visible_scopes(scope))
-            pipe = self.client.pipeline(transaction=False)
-            for ref in refs:
-                pipe.smembers(self.keys.assoc_record(scope.agent_id, ref))
-            replies = await pipe.execute()
+        visible = set(await self._visible_scopes(scope))
+        pipe = self.client.pipeline(transaction=False)
+        for ref in refs:
+            pipe.smembers(self.keys.assoc_record(scope.agent_id, ref))
+        replies = await pipe.execute()
         out: dict[str, RecordLinks] = {}
         for ref, members in zip(refs, replies, strict=True):
             entities: set[str] = set()
@@ -277,45 +269,42 @@ class RedisAssociations(RedisAssociationArchive):
         return out
 
     async def visible_refs(self, scope: ReadScope, refs: Sequence[str]) -> list[str]:
-        async with redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for ref in refs:
-                json_ops(pipe).get(
-                    key_of_ref(self.keys, ref), "$.agent_id", "$.project_id", "$.channel", "$.source"
-                )
-            replies = await pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        for ref in refs:
+            json_ops(pipe).get(
+                key_of_ref(self.keys, ref), "$.agent_id", "$.project_id", "$.channel", "$.source"
+            )
+        replies = await pipe.execute()
         return [ref for ref, doc in zip(refs, replies, strict=True) if doc and _sees(scope, ref, doc)]
 
     # ------------------------------------------------------------------ deletes
 
     async def forget_record_associations(self, agent_id: str, ref: str) -> None:
         key = self.keys.assoc_record(agent_id, ref)
-        async with redis_errors():
-            for _ in range(_WATCH_TRIES):
-                async with self.client.pipeline(transaction=True) as pipe:
-                    try:
-                        await pipe.watch(key)
-                        members = [_parts(m) for m in await pipe.smembers(key)]
-                        pipe.multi()
-                        _queue_forget(pipe, self.keys, agent_id, ref, members)
-                        pipe.delete(key)
-                        await pipe.execute()
-                        return
-                    except redis.exceptions.WatchError:
-                        continue
-            raise redis.exceptions.WatchError(f"the associations of {ref} kept changing while it was deleted")
+        for _ in range(_WATCH_TRIES):
+            async with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(key)
+                    members = [_parts(m) for m in await pipe.smembers(key)]
+                    pipe.multi()
+                    _queue_forget(pipe, self.keys, agent_id, ref, members)
+                    pipe.delete(key)
+                    await pipe.execute()
+                    return
+                except redis.exceptions.WatchError:
+                    continue
+        raise redis.exceptions.WatchError(f"the associations of {ref} kept changing while it was deleted")
 
     async def delete_agent_associations(self, agent_id: str) -> int:
         deleted = 0
-        async with redis_errors():
-            batch: list[bytes] = []
-            async for key in self.client.scan_iter(match=self.keys.assoc_of_agent(agent_id), count=1000):
-                batch.append(key)
-                if len(batch) >= _DELETE_PAGE:
-                    deleted += await self.client.delete(*batch)
-                    batch = []
-            if batch:
+        batch: list[bytes] = []
+        async for key in self.client.scan_iter(match=self.keys.assoc_of_agent(agent_id), count=1000):
+            batch.append(key)
+            if len(batch) >= _DELETE_PAGE:
                 deleted += await self.client.delete(*batch)
+                batch = []
+        if batch:
+            deleted += await self.client.delete(*batch)
         return deleted
 
 

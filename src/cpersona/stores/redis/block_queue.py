@@ -18,7 +18,7 @@ import anyio
 import redis.exceptions
 
 from cpersona.stores.block_queue import BlockEvent, QueueLost, event_order
-from cpersona.stores.redis.connection import command, redis_errors
+from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
 
 if TYPE_CHECKING:
@@ -59,8 +59,7 @@ class RedisBlockQueue:
         """Create the consumer group (and the stream) if absent; from the stream's start, so events
         written before any worker existed are delivered too."""
         try:
-            async with redis_errors("cannot create the block consumer group"):
-                await self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+            await self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
         except redis.exceptions.ResponseError as exc:
             if _GROUP_EXISTS not in str(exc):
                 raise
@@ -131,22 +130,23 @@ class RedisBlockQueue:
         so another worker can claim them). Bounded, shielded, and never raises."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout_secs):
             try:
-                async with redis_errors():
-                    pending = await self.client.xpending_range(
-                        self.stream, self.group, min="-", max="+", count=1, consumername=self.consumer
+                pending = await self.client.xpending_range(
+                    self.stream, self.group, min="-", max="+", count=1, consumername=self.consumer
+                )
+                if not pending:
+                    await command(
+                        self.client, "XGROUP", "DELCONSUMER", self.stream, self.group, self.consumer
                     )
-                    if not pending:
-                        await command(
-                            self.client, "XGROUP", "DELCONSUMER", self.stream, self.group, self.consumer
-                        )
             except Exception as exc:
                 log.warning("could not leave the block consumer group: %s", exc)
 
 
-class _GroupCalls(redis_errors):
-    """:class:`redis_errors`, and a missing group or stream raised as :class:`QueueLost`."""
+class _GroupCalls:
+    """A missing group or stream, raised as :class:`QueueLost` (the client maps an outage itself)."""
 
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if isinstance(exc, redis.exceptions.ResponseError) and _NO_GROUP in str(exc):
             raise QueueLost(str(exc)) from exc
-        super().__exit__(exc_type, exc, tb)  # type: ignore[arg-type]

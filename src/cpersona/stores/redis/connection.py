@@ -12,10 +12,12 @@ shapes, e.g. ``FT.SEARCH`` gives ``[total, key, fields, key, fields, ...]``. It 
 as ``bytes`` and callers decode text with ``.decode()``; RedisJSON replies read through ``client.json()``
 are parsed into Python objects either way. Bytes were chosen so that no reply can fail to decode.
 
-Wrap every Redis call made outside this module in :func:`redis_errors` (``with`` or ``async with``) so a
-dropped connection, a missed deadline or a reply in which Redis refuses to serve now (``MISCONF``, ``OOM``,
-``READONLY``, ``LOADING``, ``BUSY``...) surfaces as :class:`~cpersona.RedisUnavailable`;
-:func:`as_unavailable` is the same mapping as a function.
+The client maps redis-py's errors itself, once, as httpx maps its transport's: every command it runs
+and every pipeline it executes turns a dropped connection, a missed deadline or a reply in which Redis
+refuses to serve now (``MISCONF``, ``OOM``, ``READONLY``, ``LOADING``, ``BUSY``...) into
+:class:`~cpersona.RedisUnavailable` (:class:`MappedRedis`), so the adapters built on it call Redis without
+wrapping each call. What the client does not run (a pub/sub connection's reads) is wrapped in
+:func:`redis_errors` where it is called; :func:`as_unavailable` is the same mapping as a function.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
 
 import anyio
 import redis.asyncio
+import redis.asyncio.client
 import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REFUSAL_CODES",
     "REQUIRED_MODULES",
+    "MappedRedis",
     "RedisClient",
     "RedisInfo",
     "as_unavailable",
@@ -166,13 +170,60 @@ def _refusal_code(exc: BaseException) -> str | None:
     return REFUSAL_CODES.get(word)
 
 
-def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:
+if TYPE_CHECKING:
+    _Redis = redis.asyncio.Redis[bytes]
+    _Pipeline = redis.asyncio.client.Pipeline[bytes]
+else:  # redis-py's classes are not generic at run time; its type stubs' are
+    _Redis = redis.asyncio.Redis
+    _Pipeline = redis.asyncio.client.Pipeline
+
+
+class MappedRedis(_Redis):
+    """A redis-py client whose commands and pipelines raise :class:`RedisUnavailable` for an outage.
+
+    Everything above it runs through :meth:`execute_command` (the command methods, ``client.json()``,
+    ``client.ft()``, scripts and the redis-om models bound to the client) or through a pipeline's
+    :meth:`~_MappedPipeline.execute`, so these two are where the mapping happens. redis-py's own retry of a
+    dropped connection runs inside them, on its own error types, before anything is mapped.
+    """
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        with redis_errors(_failed(args)):
+            # The stubs leave it untyped.
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> _MappedPipeline:
+        return _MappedPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class _MappedPipeline(_Pipeline):
+    """A pipeline of :class:`MappedRedis`: queuing runs nothing; what runs is mapped."""
+
+    async def execute(self, raise_on_error: bool = True) -> Any:
+        with redis_errors("redis transaction failed" if self.is_transaction else "redis pipeline failed"):
+            return await super().execute(raise_on_error)
+
+    async def immediate_execute_command(self, *args: Any, **options: Any) -> Any:
+        # WATCH, and the reads between a WATCH and its MULTI, run at once rather than being queued.
+        with redis_errors(_failed(args)):
+            return await super().immediate_execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def _failed(args: tuple[Any, ...]) -> str:
+    """What a failed command's error says it was doing: ``redis FT.SEARCH failed``."""
+    name = args[0] if args else "call"
+    return f"redis {name.decode() if isinstance(name, bytes) else name} failed"
+
+
+def new_client(url: str, *, timeout: float, retries: int = 1, map_errors: bool = True) -> RedisClient:
     """Build a client for ``url`` without touching the network.
 
     ``timeout`` bounds connecting and every reply. ``retries`` is how many times a call is repeated
     after a dropped connection (never after a timeout: a write that timed out may have been applied,
-    and repeating it would multiply the caller's deadline). Raises :class:`InvalidSetting` for a URL
-    that is not a Redis URL.
+    and repeating it would multiply the caller's deadline). With ``map_errors`` (the default) the client
+    is a :class:`MappedRedis`; without, a plain redis-py client, for the code that watches a server
+    process rather than its data and tells redis-py's error types apart. Raises :class:`InvalidSetting`
+    for a URL that is not a Redis URL.
     """
     if retries > 0:
         retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries, (redis.exceptions.ConnectionError,))
@@ -196,7 +247,8 @@ def new_client(url: str, *, timeout: float, retries: int = 1) -> RedisClient:
             **pinned,
         )
         # from_pool (the client owns and closes the pool) is missing from the type stubs.
-        return cast("RedisClient", cast("Any", redis.asyncio.Redis).from_pool(pool))
+        kind = MappedRedis if map_errors else redis.asyncio.Redis
+        return cast("RedisClient", cast("Any", kind).from_pool(pool))
     except ValueError as exc:
         raise InvalidSetting("CPERSONA_REDIS_URL", f"is not a usable Redis URL ({exc})") from None
 
@@ -226,10 +278,12 @@ async def connect_redis(settings: Settings, url: str, *, writes: bool = True) ->
                 await client.ping()
                 modules = await module_versions(client)
                 persistence = await _persistence(client) if writes else None
-        except (*_UNAVAILABLE, redis.exceptions.RedisError) as exc:
+        except (*_UNAVAILABLE, redis.exceptions.RedisError, RedisUnavailable) as exc:
             # At connect time any failure (refused, timeout, NOAUTH, MODULE LIST denied) means this
-            # Redis cannot be used, so all of them become the one typed error.
-            raise RedisUnavailable(f"cannot use Redis at {where}: {describe_error(exc)}") from exc
+            # Redis cannot be used, so all of them become the one typed error, described by what
+            # redis-py raised (the client maps an outage before it gets here).
+            cause = exc.__cause__ if isinstance(exc, RedisUnavailable) and exc.__cause__ else exc
+            raise RedisUnavailable(f"cannot use Redis at {where}: {describe_error(cause)}") from cause
         missing = [name for name in REQUIRED_MODULES if name not in modules]
         if missing:
             raise RedisUnavailable(
@@ -317,11 +371,11 @@ async def module_versions(client: RedisClient) -> dict[str, str]:
 async def redis_info(client: RedisClient) -> RedisInfo:
     """The server version and the versions of the required modules, for ``/health``.
 
-    Bounded by the client's socket timeout; raises :class:`RedisUnavailable` when Redis does not answer.
+    Bounded by the client's socket timeout; raises :class:`RedisUnavailable` (mapped by the client) when
+    Redis does not answer.
     """
-    with redis_errors("cannot read Redis info"):
-        server = await client.info("server")
-        modules = await module_versions(client)
+    server = await client.info("server")
+    modules = await module_versions(client)
     return {
         "version": _text(server.get("redis_version", "unknown")),
         "modules": {name: modules[name] for name in REQUIRED_MODULES if name in modules},

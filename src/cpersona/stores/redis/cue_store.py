@@ -23,7 +23,7 @@ import pydantic
 
 from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import memory_from_doc
 from cpersona.stores.redis.durable import flushed
 from cpersona.stores.redis.scope import scope_query
@@ -80,8 +80,7 @@ class RedisCueStore:
     async def memories(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         if not ids:
             return {}
-        async with redis_errors():
-            docs = await json_ops(self.client).mget([self.keys.memory(i) for i in ids], "$")
+        docs = await json_ops(self.client).mget([self.keys.memory(i) for i in ids], "$")
         out: dict[str, MemoryRecord] = {}
         for found in docs:
             if not found:
@@ -105,8 +104,7 @@ class RedisCueStore:
     ) -> list[tuple[str, float]]:
         vector = np.asarray(axes, dtype=np.float32).tobytes()
         query = _filters(scope, stores, period)
-        async with redis_errors("emotion search failed"):
-            hits = await search.nearest(self.client, self.keys.memory_index, query, "emotion", vector, fetch)
+        hits = await search.nearest(self.client, self.keys.memory_index, query, "emotion", vector, fetch)
         # Cosine distance is 1 - cosine: a distance of 1 or more shares no direction with the cue.
         return [(_id_of(key), 1.0 - distance) for key, distance in hits if distance < 1.0]
 
@@ -114,13 +112,11 @@ class RedisCueStore:
         self, scope: ReadScope, period: Period, fetch: int, *, stores: Sequence[StoreKind]
     ) -> list[str]:
         query = _filters(scope, stores, period)
-        async with redis_errors("time range search failed"):
-            keys = await search.newest_by_time(self.client, self.keys.memory_index, query, fetch)
+        keys = await search.newest_by_time(self.client, self.keys.memory_index, query, fetch)
         return [_id_of(key) for key in keys]
 
     async def stored_fidelity(self, record_id: str) -> Mapping[str, float] | None:
-        async with redis_errors():
-            raw = await cast("Any", self.client).eval(_READ, 1, self.keys.memory(record_id))
+        raw = await cast("Any", self.client).eval(_READ, 1, self.keys.memory(record_id))
         if raw is None:
             return None
         found = orjson.loads(raw)
@@ -134,13 +130,12 @@ class RedisCueStore:
         for _ in range(_RETRIES):
             if not pending:
                 break
-            async with redis_errors("reconsolidation failed"):
-                read = await self._read(pending)
-                wrote.update({rid: False for rid in pending if rid not in read})
-                batch = [
-                    (rid, raw, _strengthened(raw, emotion, rule, now)) for rid, (raw, emotion) in read.items()
-                ]
-                applied = await self._cas(batch, request_id, ttl_secs)
+            read = await self._read(pending)
+            wrote.update({rid: False for rid in pending if rid not in read})
+            batch = [
+                (rid, raw, _strengthened(raw, emotion, rule, now)) for rid, (raw, emotion) in read.items()
+            ]
+            applied = await self._cas(batch, request_id, ttl_secs)
             wrote.update(
                 {rid: result == 1 for (rid, _, _), result in zip(batch, applied, strict=True) if result != -1}
             )

@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cpersona.errors import AgentBeingDeleted
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.durable import applied, flushed
+from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.write_scripts import queue_script
 
 if TYPE_CHECKING:
@@ -127,18 +127,14 @@ async def commit_fenced(pipe: Any, client: RedisClient, agents: Mapping[str, int
     return applied(result)
 
 
-class RedisFences:
+class RedisFences(RecordRole):
     """The fence operations of :class:`~cpersona.stores.redis.store.RedisRecordStore`."""
-
-    client: RedisClient
-    keys: Keys
 
     async def raise_fence(self, agent_id: str, *, fence_secs: float, bound_secs: float) -> None:
         await self._run(RAISE, agent_id, [_ms(fence_secs), _ms(bound_secs)])
 
     async def renew_fence(self, agent_id: str, *, fence_secs: float) -> None:
-        async with redis_errors():
-            await self.client.pexpire(self.keys.agent_fence(agent_id), int(_ms(fence_secs)))
+        await self.client.pexpire(self.keys.agent_fence(agent_id), int(_ms(fence_secs)))
 
     async def lower_fence(self, agent_id: str, *, bound_secs: float) -> None:
         await self._run(LOWER, agent_id, [_ms(bound_secs)])
@@ -147,8 +143,7 @@ class RedisFences:
         keys = [self.keys.agent_fence(agent_id), self.keys.agent_fence_seq(agent_id), self.keys.sequence]
         pipe = self.client.pipeline(transaction=False)
         queue_script(pipe, script, keys, args)
-        async with redis_errors():
-            await flushed(pipe, self.client)
+        await flushed(pipe, self.client)
 
 
 def _ms(secs: float) -> str:

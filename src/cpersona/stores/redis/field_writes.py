@@ -11,25 +11,21 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
+from cpersona.stores.redis.record_space import RecordRole
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.records import Association, Fidelity
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisFieldWrites"]
 
 
-class RedisFieldWrites:
+class RedisFieldWrites(RecordRole):
     """:meth:`~cpersona.stores.protocols.RecordStore.set_fidelities` and ``set_associations`` over the
     memory documents."""
-
-    client: RedisClient
-    keys: Keys
 
     async def set_fidelities(self, updates: Sequence[tuple[str, Fidelity]]) -> int:
         return await self._set("$.fidelity", [(i, dataclasses.asdict(f)) for i, f in updates])
@@ -45,6 +41,5 @@ class RedisFieldWrites:
         pipe = transaction(self.client)
         for record_id, value in updates:
             json_ops(pipe).set(self.keys.memory(record_id), path, value, xx=True)
-        async with redis_errors():
-            applied = await commit(pipe, self.client)
+        applied = await commit(pipe, self.client)
         return sum(1 for reply in applied if reply is not None)

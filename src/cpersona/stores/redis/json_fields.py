@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -26,8 +26,7 @@ async def read_fields(
     own fields instead), or ``None`` when the key holds no document (deleted since it was listed)."""
     if not keys:
         return []
-    async with redis_errors():
-        replies = await json_ops(client).mget(keys, _union_path(fields))
+    replies = await json_ops(client).mget(keys, _union_path(fields))
     docs: list[Mapping[str, Any] | None] = []
     partial: list[int] = []
     for i, values in enumerate(replies):
@@ -38,8 +37,7 @@ async def read_fields(
         if values is not None:
             partial.append(i)
     if partial:
-        async with redis_errors():
-            whole = await json_ops(client).mget([keys[i] for i in partial], "$")
+        whole = await json_ops(client).mget([keys[i] for i in partial], "$")
         for i, doc in zip(partial, whole, strict=True):
             docs[i] = doc[0] if doc else None
     return docs

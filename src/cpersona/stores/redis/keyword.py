@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Literal
 
 from cpersona.model.candidates import ArmResult
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.lexical import SCORER, clauses, fts_terms, period_clause, ranked_query, unscored
 from cpersona.stores.redis.scope import scope_query, tag
 from cpersona.stores.redis.sole_agent import AGENT_FIELD, agent_only
@@ -61,8 +60,7 @@ async def memory_keyword(
     with ``start <= ts < end``, in the fallback too.
     """
     began = time.perf_counter()
-    async with redis_errors("memory keyword search failed"):
-        rows = await _memory_rows(indexes, scope, query, fetch, extra_terms, period)
+    rows = await _memory_rows(indexes, scope, query, fetch, extra_terms, period)
     return ArmResult.ranked("memory_keyword", rows, (time.perf_counter() - began) * 1000)
 
 
@@ -84,8 +82,7 @@ async def episode_fts(
     began = time.perf_counter()
     rows: Rows = []
     if not (scope.source_id and not scope.channel):
-        async with redis_errors("episode full-text search failed"):
-            rows = await _episode_rows(indexes, scope, query, fetch, extra_terms, period)
+        rows = await _episode_rows(indexes, scope, query, fetch, extra_terms, period)
     return ArmResult.ranked("episode_fts", rows, (time.perf_counter() - began) * 1000)
 
 

@@ -1,9 +1,6 @@
-"""The Redis side of :class:`~cpersona.stores.memory_reads.MemoryReadStore`: a range of the memory
+"""The Redis adapter of :class:`~cpersona.stores.memory_reads.MemoryReadStore`: a range of the memory
 index's ``ts`` field (the memory's own timestamp, ``NUMERIC SORTABLE``) and ``JSON.MGET`` by id, of
-whole documents or of their emotion and fidelity alone.
-
-It extends :class:`~.memory_states.RedisMemoryStates` (every memory's state, for the statistics): the
-memory documents read in parts are one base of the record store, which stays within its size."""
+whole documents or of their emotion and fidelity alone."""
 
 from __future__ import annotations
 
@@ -11,39 +8,33 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.stores.memory_reads import TimeRangeIds
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.documents import memory_from_doc
-from cpersona.stores.redis.memory_states import RedisMemoryStates
+from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.replies import search_page
 from cpersona.stores.redis.scope import scope_query
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.keys import Keys
     from cpersona.model.records import MemoryRecord
     from cpersona.model.scope import ReadScope
-    from cpersona.stores.redis.connection import RedisClient
 
 __all__ = ["RedisMemoryReads"]
 
 _MGET_PAGE = 500
 
 
-class RedisMemoryReads(RedisMemoryStates):
-    """Memories by time and by id, and their states (a base of :class:`~.store.RedisRecordStore`)."""
-
-    client: RedisClient
-    keys: Keys
+class RedisMemoryReads(RecordRole):
+    """Memories by time and by id, on one record space."""
 
     async def memory_ids_in_time(self, scope: ReadScope, start: float, end: float, most: int) -> TimeRangeIds:
         # repr() of a float reads back as the same double, so the range's ends are exactly the caller's.
         query = f"{scope_query(scope, with_source=True)} @ts:[{start!r} {end!r}]"
         args = ("NOCONTENT", "SORTBY", "ts", "ASC", "LIMIT", "0", str(most), "DIALECT", "2")
-        async with redis_errors("reading the memories of a time range failed"):
-            reply = await cast("Any", self.client).execute_command(
-                "FT.SEARCH", self.keys.memory_index, query, *args
-            )
+        reply = await cast("Any", self.client).execute_command(
+            "FT.SEARCH", self.keys.memory_index, query, *args
+        )
         page = search_page(reply, content=False)
         prefix = self.keys.memory_prefix
         return TimeRangeIds(tuple(key.removeprefix(prefix) for key in page.keys), page.total)
@@ -53,8 +44,7 @@ class RedisMemoryReads(RedisMemoryStates):
         unique = list(dict.fromkeys(ids))
         for at in range(0, len(unique), _MGET_PAGE):
             names = [self.keys.memory(record_id) for record_id in unique[at : at + _MGET_PAGE]]
-            async with redis_errors("reading memories by id failed"):
-                found = await json_ops(self.client).mget(names, "$")
+            found = await json_ops(self.client).mget(names, "$")
             for values in found:
                 if not values:
                     continue
@@ -66,11 +56,10 @@ class RedisMemoryReads(RedisMemoryStates):
 
     async def memory_vitals(self, ids: Sequence[str]) -> list[tuple[EmotionVector, Fidelity] | None]:
         names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors("reading the emotion and fidelity of memories failed"):
-            pipe = self.client.pipeline(transaction=False)
-            json_ops(pipe).mget(names, "$.emotion")
-            json_ops(pipe).mget(names, "$.fidelity")
-            emotions, fidelities = await pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        json_ops(pipe).mget(names, "$.emotion")
+        json_ops(pipe).mget(names, "$.fidelity")
+        emotions, fidelities = await pipe.execute()
         return [
             (EmotionVector(**e[0]), Fidelity(**f[0])) if e and f else None
             for e, f in zip(emotions, fidelities, strict=True)

@@ -13,7 +13,6 @@ from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.model.scope import ReadScope
 from cpersona.stores.record_values import MemoryState
 from cpersona.stores.redis import search
-from cpersona.stores.redis.connection import redis_errors
 from cpersona.stores.redis.json_fields import read_fields
 from cpersona.stores.redis.scope import scope_query
 
@@ -21,44 +20,39 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["RedisMemoryStates"]
+__all__ = ["memory_states"]
 
 _PAGE = 1_000
 _FIELDS = ("store", "ts", "fidelity", "emotion", "associations")
 _NEEDED = ("store", "ts", "fidelity")
 
 
-class RedisMemoryStates:
-    """:meth:`~cpersona.stores.protocols.RecordStore.memory_states` over the memory index."""
+async def memory_states(client: RedisClient, keys: Keys, agent_id: str | None) -> list[MemoryState]:
+    """The state of every memory of the agent (of all, with ``None``), in insertion order."""
+    query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
+    out: list[MemoryState] = []
+    async for names in search.key_pages_in_order(client, keys.memory_index, query, _PAGE):
+        out.extend(await _states(client, names))
+    return out
 
-    client: RedisClient
-    keys: Keys
 
-    async def memory_states(self, agent_id: str | None) -> list[MemoryState]:
-        query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
-        out: list[MemoryState] = []
-        async with redis_errors():
-            async for keys in search.key_pages_in_order(self.client, self.keys.memory_index, query, _PAGE):
-                out.extend(await self._states(keys))
-        return out
-
-    async def _states(self, names: list[str]) -> list[MemoryState]:
-        out: list[MemoryState] = []
-        for doc in await read_fields(self.client, names, _FIELDS):
-            # A memory deleted between the page and its read answers nothing; it is no longer counted.
-            if doc is None or not all(doc.get(field) is not None for field in _NEEDED):
-                continue
-            edges = doc.get("associations")
-            out.append(
-                MemoryState(
-                    store=str(doc["store"]),
-                    timestamp=float(doc["ts"]),
-                    fidelity=Fidelity(**_known(doc["fidelity"], Fidelity)),
-                    emotion=EmotionVector(**_known(doc.get("emotion") or {}, EmotionVector)),
-                    associations=len(edges) if isinstance(edges, list) else 0,
-                )
+async def _states(client: RedisClient, names: list[str]) -> list[MemoryState]:
+    out: list[MemoryState] = []
+    for doc in await read_fields(client, names, _FIELDS):
+        # A memory deleted between the page and its read answers nothing; it is no longer counted.
+        if doc is None or not all(doc.get(field) is not None for field in _NEEDED):
+            continue
+        edges = doc.get("associations")
+        out.append(
+            MemoryState(
+                store=str(doc["store"]),
+                timestamp=float(doc["ts"]),
+                fidelity=Fidelity(**_known(doc["fidelity"], Fidelity)),
+                emotion=EmotionVector(**_known(doc.get("emotion") or {}, EmotionVector)),
+                associations=len(edges) if isinstance(edges, list) else 0,
             )
-        return out
+        )
+    return out
 
 
 def _known(doc: Any, kind: type) -> dict[str, Any]:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from cpersona.stores.redis.connection import redis_errors
-
 if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
@@ -74,9 +72,8 @@ class RateLimiter:
         return await self._run([self._keys.rate_limit(subject), doc_key], [digest])
 
     async def _run(self, keys: list[str], extra: list[str]) -> tuple[bytes | None, float]:
-        async with redis_errors("cannot check the rate limit"):
-            doc, wait = await self._script(
-                keys=keys, args=[repr(self._interval_ms), repr(self._tolerance_ms), *extra]
-            )
+        doc, wait = await self._script(
+            keys=keys, args=[repr(self._interval_ms), repr(self._tolerance_ms), *extra]
+        )
         text = wait.decode() if isinstance(wait, bytes) else str(wait)
         return doc, max(0.0, float(text)) / 1000.0

@@ -26,12 +26,14 @@ import redis.exceptions
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.raw_query import SEALED_SCAN_MAX, RawPage
-from cpersona.stores.redis.connection import json_ops, redis_errors
+from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
 from cpersona.stores.redis.lexical import cjk_runs, doc_stems
 from cpersona.stores.redis.raw_docs import raw_from_doc, raw_to_doc
+from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.scope import scope_query, tag
 from cpersona.stores.redis.sealing import SealedUnreadable
+from cpersona.stores.redis.writes import Writer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,8 +42,8 @@ if TYPE_CHECKING:
     from cpersona.model.raw_query import RawFilter
     from cpersona.model.records import RawRecord
     from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.record_space import RecordSpace
     from cpersona.stores.redis.sealing import Sealer
-    from cpersona.stores.redis.writes import Writer
 
 __all__ = ["RedisRawJournal", "seal_plain_entries", "unsealed"]
 
@@ -111,32 +113,20 @@ def _order(record: RawRecord) -> tuple[float, str]:
     return record.created_at, record.id
 
 
-class RedisRawJournal:
-    """The raw query of :class:`~cpersona.stores.redis.store.RedisRecordStore`."""
+class RedisRawJournal(RecordRole):
+    """The Redis adapter of :class:`~cpersona.stores.raw_journal_store.RawJournalStore`, on one record
+    space (raw entries are written by :class:`~.record_writes.RedisRecordWrites`)."""
 
-    client: RedisClient
-    keys: Keys
-    sealer: Sealer | None
-    _writer: Writer
-
-    async def put_raw(self, records: Sequence[RawRecord]) -> None:
-        async with redis_errors():
-            await self._writer.put_raw(records, self.sealer)
-
-    async def seal_plain_entries(self) -> None:
-        """Seal what an older version stored in the clear (:func:`seal_plain_entries`), before the index
-        is brought up to date."""
-        sealed = await seal_plain_entries(self.client, self.keys, self.sealer)
-        if sealed:
-            log.info("sealed %d raw entries an older version stored in the clear", sealed)
+    def __init__(self, space: RecordSpace) -> None:
+        super().__init__(space)
+        self._writer = Writer(space.client, space.keys)
 
     async def delete_sealed(self, agent_id: str, record_id: str) -> bool:
         key = self.keys.raw(record_id)
-        async with redis_errors():
-            found = await json_ops(self.client).get(key, "$.agent_id", "$.visibility") or {}
-            if (found.get("$.agent_id"), found.get("$.visibility")) != ([agent_id], ["sealed"]):
-                return False
-            await self._writer.delete(key, record_id, ())
+        found = await json_ops(self.client).get(key, "$.agent_id", "$.visibility") or {}
+        if (found.get("$.agent_id"), found.get("$.visibility")) != ([agent_id], ["sealed"]):
+            return False
+        await self._writer.delete(key, record_id, ())
         return True
 
     async def raw_query(self, flt: RawFilter) -> RawPage:
@@ -144,13 +134,12 @@ class RedisRawJournal:
         base = _filters(flt)
         query = " ".join([*base, _visibility(flt.visibilities), *needs.clauses()])
         try:
-            async with redis_errors("the raw query failed"):
-                keys, total = await self._first(query, flt.limit)
-                docs = await _documents(self.client, keys)
-                sealed: list[RawRecord] = []
-                scanned = 0
-                if flt.include_sealed:
-                    sealed, scanned = await self._sealed(" ".join([*base, _visibility(["sealed"])]), needs)
+            keys, total = await self._first(query, flt.limit)
+            docs = await _documents(self.client, keys)
+            sealed: list[RawRecord] = []
+            scanned = 0
+            if flt.include_sealed:
+                sealed, scanned = await self._sealed(" ".join([*base, _visibility(["sealed"])]), needs)
         except redis.exceptions.ResponseError as exc:
             if "syntax error" not in str(exc).lower():
                 raise
@@ -221,9 +210,10 @@ class RedisRawJournal:
         blob = doc.get("sealed") or ""
         if not blob:
             return record  # written in the clear by an older version and not sealed since (no key then)
-        if self.sealer is None:
+        sealer = self.space.sealer
+        if sealer is None:
             raise SealedUnreadable(record.id)
-        return dataclasses.replace(record, content=self.sealer.open(record.id, blob))
+        return dataclasses.replace(record, content=sealer.open(record.id, blob))
 
 
 def _loaded_keys(rows: Sequence[Any]) -> list[str]:

@@ -270,7 +270,7 @@ class EmbeddedRedis:
 
     async def _wait_ready(self, process: anyio.abc.Process, url: str) -> int | None:
         """Poll until the server answers as itself with both modules; its exit code if it died first."""
-        client = new_client(url, timeout=self._settings.redis_timeout_secs, retries=0)
+        client = new_client(url, timeout=self._settings.redis_timeout_secs, retries=0, map_errors=False)
         try:
             while True:
                 if process.returncode is not None:

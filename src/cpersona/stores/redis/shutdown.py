@@ -88,7 +88,7 @@ async def retire_leftover(layout: ServerLayout, settings: Settings) -> None:
 
 async def request_shutdown(url: str, wait_secs: float, *, expect_pid: int) -> bool:
     """Send ``SHUTDOWN`` to the server at ``url`` if it is the process ``expect_pid``; True if it went."""
-    client = new_client(url, timeout=wait_secs, retries=0)
+    client = new_client(url, timeout=wait_secs, retries=0, map_errors=False)
     try:
         with anyio.fail_after(wait_secs):
             info = await client.info("server")

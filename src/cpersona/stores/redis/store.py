@@ -1,397 +1,135 @@
-"""The Redis adapter of :class:`~cpersona.stores.protocols.RecordStore`.
+"""The Redis adapters of the record roles, one per role over one record space, and their union, the
+:class:`~cpersona.stores.protocols.RecordStore` an engine holds.
 
-Records are RedisJSON documents laid out by :mod:`.documents` from each record kind's schema (which
-reads every document back, validating it on the way), searched through the indexes of :mod:`.indexes`;
-the searches are :mod:`.search`'s and :mod:`.keyword`'s, built with redis-py's search API (they need
-tags held in hex, ``BM25STD``, ``VERBATIM``, a scope filter repeated inside each alternative, an
-aggregation sorted by two fields), the write transactions :mod:`.writes`'. Every call runs inside
-:func:`~.connection.redis_errors`, so an outage surfaces as :class:`~cpersona.RedisUnavailable` whatever
-the caller.
+Each role has its own adapter class (:mod:`.recall_reads`, :mod:`.memory_reads`, :mod:`.record_reads`,
+:mod:`.record_writes`, :mod:`.write_journal`, :mod:`.field_writes`, :mod:`.raw_search`,
+:mod:`.associations`, :mod:`.fences`, :mod:`.store_admin`), built on the same
+:class:`~.record_space.RecordSpace`; :class:`RedisRoles` holds one of each, typed as its role, so each is
+checked against its protocol. :class:`RedisRecordStore` adds nothing of its own: each member of the
+union is the member of the role that declares it. The client maps redis-py's errors
+(:class:`~.connection.MappedRedis`), so no adapter wraps its calls.
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
-import pydantic
-import redis.exceptions
-
-from cpersona.errors import BackendUnavailable
-from cpersona.model.scope import ReadScope
-from cpersona.stores.protocols import BlockParent, ClaimHolder, RecordCounts, SeqAt, StoredProfile
-from cpersona.stores.redis import keyword, search
+from cpersona.stores.association_store import AssociationStore
+from cpersona.stores.fence_store import FenceStore
+from cpersona.stores.field_store import MemoryFieldStore
+from cpersona.stores.memory_reads import MemoryReadStore
+from cpersona.stores.raw_journal_store import RawJournalStore
+from cpersona.stores.recall_reads import RecallReads
+from cpersona.stores.record_reads import RecordReads
+from cpersona.stores.record_writes import RecordWrites
 from cpersona.stores.redis.associations import RedisAssociations
-from cpersona.stores.redis.connection import command, json_ops, redis_errors
-from cpersona.stores.redis.documents import (
-    block_parent_of,
-    episode_from_doc,
-    memory_from_doc,
-    profile_from_doc,
-)
 from cpersona.stores.redis.fences import RedisFences
 from cpersona.stores.redis.field_writes import RedisFieldWrites
-from cpersona.stores.redis.hydrate import hydrate
-from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_reads import RedisMemoryReads
-from cpersona.stores.redis.raw_docs import raw_from_doc
-from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
-from cpersona.stores.redis.refs import key_of_ref, ref_of_key
-from cpersona.stores.redis.scope import scope_query
-from cpersona.stores.redis.sole_agent import SoleAgents
-from cpersona.stores.redis.writes import Writer
+from cpersona.stores.redis.raw_search import RedisRawJournal
+from cpersona.stores.redis.recall_reads import RedisRecallReads
+from cpersona.stores.redis.record_reads import RedisRecordReads
+from cpersona.stores.redis.record_space import RecordSpace
+from cpersona.stores.redis.record_writes import RedisRecordWrites
+from cpersona.stores.redis.store_admin import RedisStoreAdmin
+from cpersona.stores.redis.write_journal import RedisWriteJournal
+from cpersona.stores.store_admin import StoreAdmin
+from cpersona.stores.write_journal import WriteJournal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Mapping
 
     from cpersona.keys import Keys
-    from cpersona.model.candidates import ArmResult
-    from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
-    from cpersona.stores.protocols import (
-        HydratedRecord,
-        InFlightWrite,
-        MemoryWrite,
-        RecordKind,
-        SearchedKind,
-    )
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.redis.sealing import Sealer
 
-__all__ = ["RedisRecordStore"]
-
-log = logging.getLogger("cpersona")
-
-_SAMPLE_PAGE = 5_000
+__all__ = ["ROLES", "RedisRecordStore", "RedisRoles", "role_members"]
 
 
-class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, RedisMemoryReads, RedisFences):
-    """The record store of one engine: one client, one key prefix; the mixins it extends are its parts."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class RedisRoles:
+    """One Redis adapter per record role, over one record space."""
+
+    recall_reads: RecallReads
+    memory_reads: MemoryReadStore
+    record_reads: RecordReads
+    record_writes: RecordWrites
+    write_journal: WriteJournal
+    field_writes: MemoryFieldStore
+    raw_journal: RawJournalStore
+    associations: AssociationStore
+    fences: FenceStore
+    admin: StoreAdmin
+
+    @classmethod
+    def open(cls, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> RedisRoles:
+        """The adapters on ``client`` under ``keys``; nothing is sent to Redis."""
+        space = RecordSpace.bind(client, keys, sealer)
+        return cls(
+            recall_reads=RedisRecallReads(space),
+            memory_reads=RedisMemoryReads(space),
+            record_reads=RedisRecordReads(space),
+            record_writes=RedisRecordWrites(space),
+            write_journal=RedisWriteJournal(space),
+            field_writes=RedisFieldWrites(space),
+            raw_journal=RedisRawJournal(space),
+            associations=RedisAssociations(space),
+            fences=RedisFences(space),
+            admin=RedisStoreAdmin(space),
+        )
+
+
+ROLES: Mapping[str, type] = {
+    "recall_reads": RecallReads,
+    "memory_reads": MemoryReadStore,
+    "record_reads": RecordReads,
+    "record_writes": RecordWrites,
+    "write_journal": WriteJournal,
+    "field_writes": MemoryFieldStore,
+    "raw_journal": RawJournalStore,
+    "associations": AssociationStore,
+    "fences": FenceStore,
+    "admin": StoreAdmin,
+}
+"""The protocol of each field of :class:`RedisRoles`."""
+
+
+def role_members(protocol: type) -> frozenset[str]:
+    """The methods a role protocol declares (each role declares its own; none extends another)."""
+    return frozenset(
+        name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")
+    )
+
+
+def _serving() -> dict[str, str]:
+    """Each member of the union, and the field of :class:`RedisRoles` whose role declares it."""
+    out: dict[str, str] = {}
+    for field, protocol in ROLES.items():
+        for name in role_members(protocol):
+            if name in out:
+                raise TypeError(f"{name} is declared by two roles: {out[name]} and {field}")
+            out[name] = field
+    return out
+
+
+_SERVING = _serving()
+
+
+class RedisRecordStore:
+    """The :class:`~cpersona.stores.protocols.RecordStore` of one engine in Redis: its roles' adapters.
+
+    A member is looked up on the adapter of the role that declares it, so a call costs one attribute
+    lookup more than calling that adapter, and nothing else.
+    """
+
+    __slots__ = ("roles",)
 
     def __init__(self, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> None:
-        self.client = client
-        self.keys = keys
-        self.sealer = sealer
-        self._writer = Writer(client, keys)
-        self._lexical = keyword.LexicalIndexes(client, keys, SoleAgents(client))
+        self.roles = RedisRoles.open(client, keys, sealer)
 
-    def key(self, kind: RecordKind, record_id: str) -> str:
-        """The Redis key of a record's document."""
-        named = {"memory": self.keys.memory, "episode": self.keys.episode, "raw": self.keys.raw}
-        return named[kind](record_id)
-
-    # ------------------------------------------------------------------ lifecycle
-
-    async def ensure_indexes(self) -> None:
-        async with redis_errors():
-            await self.seal_plain_entries()
-            await ensure_indexes(self.client, self.keys)
-
-    async def ping(self) -> None:
-        async with redis_errors():
-            await self.client.ping()
-
-    async def collect_garbage(self) -> None:
-        """Run the search module's garbage collector on every index now.
-
-        A Redis that reloads its append-only file replays every write, and the search module then keeps
-        the index entries of each superseded document version until its collector next runs; until
-        then BM25 counts those entries too (measured on a reopened LoCoMo conversation: every score rose
-        about tenfold). Best effort: a server that refuses the debug command (a managed Redis) only
-        loses this repair.
-        """
-        for name in (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index):
-            try:
-                await command(self.client, "FT.DEBUG", "GC_FORCEINVOKE", name)
-            except (redis.exceptions.ResponseError, BackendUnavailable) as exc:
-                log.warning("could not run the search index collector on %s: %s", name, exc)
-                return
-
-    # ------------------------------------------------------------------ searches of the recall arms
-
-    async def memory_keyword(
-        self,
-        scope: ReadScope,
-        query: str,
-        fetch: int,
-        *,
-        extra_terms: Sequence[str] = (),
-        period: tuple[float, float] | None = None,
-    ) -> ArmResult:
-        return await keyword.memory_keyword(
-            self._lexical, scope, query, fetch, extra_terms=extra_terms, period=period
-        )
-
-    async def episode_fts(
-        self,
-        scope: ReadScope,
-        query: str,
-        fetch: int,
-        *,
-        extra_terms: Sequence[str] = (),
-        period: tuple[float, float] | None = None,
-    ) -> ArmResult:
-        return await keyword.episode_fts(
-            self._lexical, scope, query, fetch, extra_terms=extra_terms, period=period
-        )
-
-    async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
-        index = self.keys.memory_index if kind == "memory" else self.keys.episode_index
-        async with redis_errors():
-            total, seq = await search.seq_at(self.client, index, _unsourced(scope), rank)
-        return SeqAt(total, seq)
-
-    async def time_span(self, scope: ReadScope) -> tuple[float, float] | None:
-        async with redis_errors("reading the scope's time span failed"):
-            return await search.time_span(
-                self.client, self.keys.memory_index, scope_query(scope, with_source=True)
-            )
-
-    async def memory_sources(self, ids: Sequence[str]) -> list[str | None]:
-        names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors("reading the sources of the cue arm's vector hits failed"):
-            found = await json_ops(self.client).mget(names, "$.source.id")
-        return [values[0] if values and isinstance(values[0], str) else None for values in found]
-
-    # ------------------------------------------------------------------ what a recall reads besides its arms
-
-    async def hydrate(self, refs: Iterable[str]) -> dict[str, HydratedRecord]:
-        return await hydrate(self.client, self.keys, refs)
-
-    async def recall_profile(self, agent_id: str) -> StoredProfile | None:
-        # Read as plain JSON, not through the model: a recall renders the content and nothing else.
-        async with redis_errors():
-            doc = await json_ops(self.client).get(self.keys.profile(agent_id))
-        # A profile document without text (written by hand) is no profile, rather than a failed recall.
-        content = doc.get("content") if isinstance(doc, dict) else None
-        return StoredProfile(content) if isinstance(content, str) else None
-
-    async def calibrated_gate(self, agent_id: str) -> float | None:
-        doc = await self.calibration(agent_id)
-        if not doc or not doc.get("selected"):
-            return None
-        value = doc.get("threshold")
-        return float(value) if isinstance(value, int | float) else None
-
-    async def newest_episode_time(self, scope: ReadScope) -> float | None:
-        async with redis_errors():
-            docs = await search.documents(self.client, self.keys.episode_index, _unsourced(scope), "seq", 1)
-        return float(docs[0].get("created_at", 0.0)) if docs else None
-
-    async def newest_memory_time(self, scope: ReadScope) -> float | None:
-        # The sortable field as the search engine prints it (12 significant digits), as the recall has
-        # always read it: the anchor of the age prior, where a centisecond moves nothing.
-        async with redis_errors():
-            value = await search.newest_field(
-                self.client, self.keys.memory_index, _unsourced(scope), "ts", "ts"
-            )
-        return None if value is None else float(value)
-
-    # ------------------------------------------------------------------ records
-
-    async def next_seq(self, count: int = 1) -> int:
-        async with redis_errors():
-            if count == 1:
-                return int(await self.client.incr(self.keys.sequence))
-            return int(await self.client.incrby(self.keys.sequence, count)) - count + 1
-
-    async def live_claim(self, claims: Sequence[str]) -> ClaimHolder | None:
-        async with redis_errors():
-            holders = await self.client.mget(claims)
-            for claim, holder in zip(claims, holders, strict=True):
-                if holder is None:
-                    continue
-                record_id = holder.decode() if isinstance(holder, bytes) else str(holder)
-                if await self.client.exists(self.keys.memory(record_id)):
-                    return ClaimHolder(claim, record_id)
-        return None
-
-    async def reserve_writes(
-        self, writes: Sequence[InFlightWrite], *, ttl_secs: float
-    ) -> list[ClaimHolder | None]:
-        async with redis_errors():
-            return await self._writer.reserve_writes(writes, ttl_secs)
-
-    async def release_writes(self, writes: Sequence[InFlightWrite]) -> list[InFlightWrite]:
-        async with redis_errors():
-            return await self._writer.release_writes(writes)
-
-    async def forget_writes(self, writes: Sequence[InFlightWrite]) -> None:
-        async with redis_errors():
-            await self._writer.forget_writes(writes)
-
-    async def abandoned_writes(self, started_before: float) -> list[InFlightWrite]:
-        async with redis_errors():
-            return await self._writer.abandoned_writes(started_before)
-
-    async def put_memories(self, writes: Sequence[MemoryWrite], *, queue_blocks: bool) -> None:
-        async with redis_errors():
-            await self._writer.put_memories(writes, queue_blocks=queue_blocks)
-
-    async def replace_memory(
-        self,
-        record: MemoryRecord,
-        *,
-        drop_claims: Sequence[str],
-        add_claims: Sequence[str],
-        queue_blocks: bool,
-    ) -> None:
-        async with redis_errors():
-            await self._writer.replace_memory(
-                record, drop_claims=drop_claims, add_claims=add_claims, queue_blocks=queue_blocks
-            )
-
-    async def put_episode(self, record: EpisodeRecord, *, queue_blocks: bool) -> None:
-        async with redis_errors():
-            await self._writer.put_episode(record, queue_blocks=queue_blocks)
-
-    async def get(self, kind: RecordKind, record_id: str) -> MemoryRecord | EpisodeRecord | RawRecord | None:
-        key = {"memory": self.keys.memory, "episode": self.keys.episode, "raw": self.keys.raw}[kind](
-            record_id
-        )
-        async with redis_errors():
-            found = await json_ops(self.client).get(key)
-        if found is None:
-            return None
-        try:
-            record = _from_doc(kind, found)
-        except (KeyError, TypeError, pydantic.ValidationError) as exc:
-            # Not a record this engine wrote (every write goes through the schema): as good as absent.
-            log.warning("unreadable %s document %s: %s", kind, record_id, exc)
-            return None
-        if kind == "raw" and found.get("visibility") == "sealed":
-            return None  # read only by the raw query that asks for sealed entries (see .raw_search)
-        return record
-
-    async def newest(
-        self, kind: RecordKind, scope: ReadScope, limit: int
-    ) -> list[MemoryRecord | EpisodeRecord | RawRecord]:
-        if kind == "episode" and scope.source_id and not scope.channel:
-            return []  # episodes carry no source: a source filter excludes them unless a channel is set
-        index, sort = _LISTED[kind](self.keys)
-        query = scope_query(scope, with_source=kind == "memory")
-        query = unsealed(query) if kind == "raw" else query
-        async with redis_errors():
-            docs = await search.documents(self.client, index, query, sort, limit)
-        return [_from_doc(kind, doc) for doc in docs]
-
-    async def counts(self, agent_id: str | None) -> RecordCounts:
-        query = "*" if agent_id is None else scope_query(ReadScope(agent_id), with_source=False)
-        async with redis_errors():
-            indexes = (self.keys.memory_index, self.keys.episode_index, self.keys.raw_index)
-            queries = (query, query, unsealed(query))
-            found = [await search.count(self.client, i, q) for i, q in zip(indexes, queries, strict=True)]
-            pending = int(await self.client.scard(self.keys.vector_pending))
-        return RecordCounts(found[0], found[1], found[2], pending)
-
-    async def delete(self, kind: RecordKind, record_id: str, claims: Sequence[str]) -> None:
-        async with redis_errors():
-            await self._writer.delete(self.key(kind, record_id), record_id, claims)
-
-    async def delete_many(self, kind: RecordKind, records: Sequence[tuple[str, Sequence[str]]]) -> int:
-        async with redis_errors():
-            keyed = [(self.key(kind, record_id), record_id, claims) for record_id, claims in records]
-            return await self._writer.delete_many(keyed)
-
-    async def delete_agent(self, agent_id: str) -> int:
-        async with redis_errors():
-            return await self._writer.delete_agent(agent_id)
-
-    # ------------------------------------------------------------------ vectors still to write
-
-    async def pending_refs(self) -> list[str]:
-        async with redis_errors():
-            members = sorted(m.decode() for m in await self.client.smembers(self.keys.vector_pending))
-        return [ref for key in members if (ref := ref_of_key(self.keys, key)) is not None]
-
-    async def load_pending(self, refs: Sequence[str]) -> list[MemoryRecord | EpisodeRecord]:
-        async with redis_errors():
-            return await self._writer.load_pending([key_of_ref(self.keys, ref) for ref in refs])
-
-    async def mark_vectors_written(
-        self, records: Sequence[MemoryRecord | EpisodeRecord], model: str
-    ) -> list[str]:
-        async with redis_errors():
-            return await self._writer.mark_vectors_written(records, model)
-
-    # ------------------------------------------------------------------ blocks
-
-    async def block_parents(self, refs: Sequence[str]) -> list[BlockParent | None]:
-        if not refs:
-            return []
-        async with redis_errors():
-            docs = await json_ops(self.client).mget([key_of_ref(self.keys, ref) for ref in refs], "$")
-        return [
-            block_parent_of(ref, found[0]) if found else None for ref, found in zip(refs, docs, strict=True)
-        ]
-
-    async def block_texts(self, refs: Sequence[str]) -> list[str | None]:
-        out: dict[str, str | None] = {}
-        for prefix, path in (("mem:", "$.content"), ("ep:", "$.summary")):
-            group = [ref for ref in refs if ref.startswith(prefix)]
-            if group:
-                names = [key_of_ref(self.keys, ref) for ref in group]
-                async with redis_errors():
-                    found = await json_ops(self.client).mget(names, path)
-                out.update((ref, str(v[0]) if v else None) for ref, v in zip(group, found, strict=True))
-        return [out.get(ref) for ref in refs]
-
-    # ------------------------------------------------------------------ per-agent documents
-
-    async def memory_ids(self, agent_id: str) -> list[str]:
-        return await self.record_ids("memory", agent_id)
-
-    async def record_ids(self, kind: RecordKind, agent_id: str) -> list[str]:
-        query, index = scope_query(ReadScope(agent_id), with_source=False), _LISTED[kind](self.keys)[0]
-        async with redis_errors():
-            keys = await search.every_key(self.client, index, query, _SAMPLE_PAGE, oldest_first=kind != "raw")
-        ids = [key.rpartition(":")[2] for key in keys]  # a UUID holds no ':'
-        return ids if kind != "raw" else sorted(ids)
-
-    async def memory_samples(self, ids: Sequence[str]) -> list[tuple[str, float]]:
-        names = [self.keys.memory(record_id) for record_id in ids]
-        async with redis_errors():
-            contents = await json_ops(self.client).mget(names, "$.content")
-            stamps = await json_ops(self.client).mget(names, "$.ts")
-        return [(c[0], float(t[0])) for c, t in zip(contents, stamps, strict=True) if c and t]
-
-    async def profile(self, agent_id: str) -> ProfileRecord | None:
-        async with redis_errors():
-            found = await json_ops(self.client).get(self.keys.profile(agent_id))
-        return None if found is None else profile_from_doc(found)
-
-    async def put_profile(self, record: ProfileRecord) -> None:
-        async with redis_errors():
-            await self._writer.put_profile(record)
-
-    async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
-        async with redis_errors():
-            doc: dict[str, Any] | None = await json_ops(self.client).get(self.keys.calibration(agent_id))
-        return doc or None
-
-    async def put_calibration(self, agent_id: str, doc: Mapping[str, object]) -> None:
-        async with redis_errors():
-            await self._writer.set_json(self.keys.calibration(agent_id), "$", dict(doc))
-
-    async def select_calibration(self, agent_id: str, selected: bool) -> None:
-        async with redis_errors():
-            await self._writer.set_json(self.keys.calibration(agent_id), "$.selected", selected)
-
-
-_LISTED: Mapping[RecordKind, Callable[[Keys], tuple[str, search.SortField]]] = {
-    "memory": lambda keys: (keys.memory_index, "seq"),
-    "episode": lambda keys: (keys.episode_index, "seq"),
-    "raw": lambda keys: (keys.raw_index, "ts"),
-}
-
-
-def _unsourced(scope: ReadScope) -> str:
-    """The query of ``scope`` with its source filter left out (a count or a newest time of the scope)."""
-    return scope_query(ReadScope(scope.agent_id, scope.project_id, scope.channel), with_source=False)
-
-
-def _from_doc(kind: RecordKind, doc: Mapping[str, Any]) -> MemoryRecord | EpisodeRecord | RawRecord:
-    if kind == "memory":
-        return memory_from_doc(doc)
-    if kind == "episode":
-        return episode_from_doc(doc)
-    return raw_from_doc(doc)
+    def __getattr__(self, name: str) -> Any:
+        field = _SERVING.get(name)
+        if field is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(getattr(self.roles, field), name)

@@ -32,6 +32,6 @@ class RedisTraceSink:
         try:
             await self._client.publish(self._keys.trace_channel(agent_id), payload)
         except (redis.exceptions.RedisError, OSError) as exc:
-            # Every failure, not only an outage: a refused publish (an ACL, say) loses the trace just the
-            # same, and the publisher counts it rather than failing.
+            # Every failure, not only an outage (which the client maps itself): a refused publish (an ACL,
+            # say) loses the trace just the same, and the publisher counts it rather than failing.
             raise RedisUnavailable(f"publishing a trace failed: {describe_error(exc)}") from exc
