@@ -83,7 +83,7 @@ async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
     stream. A caller that hangs up stops the forget after the page under way (each page is deleted
     whole): what was counted so far is gone, the rest is not.
     """
-    progress = engine_of(request).forget_progress(req)
+    progress = engine_of(request).services.upkeep.forget_progress(req)
     await anext(progress)
     request_id = request.scope.get("state", {}).get("request_id")
 
