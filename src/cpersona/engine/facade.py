@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from cpersona.engine import lifecycle, readiness, reads, vector_writes
+from cpersona.engine.keywords import UNSET, Unset, given, given_set
 from cpersona.engine.lifecycle import Lifecycle, checked_policies
 from cpersona.engine.services import Services
 from cpersona.errors import EngineClosed
@@ -25,7 +26,7 @@ from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import UNSET, Unset, check, given, given_set, validate
+from cpersona.model.fields import check, validate
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,

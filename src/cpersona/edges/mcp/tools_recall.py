@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.cue_query import CueQueryRequest
-from cpersona.model.fields import arguments
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.timeline_request import TimelineRequest
 
@@ -32,11 +31,11 @@ async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.timeline(**arguments(req))).to_json()
+    return (await engine.services.recall.timeline(req)).to_json()
 
 
 async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.graph(**arguments(req))).to_json()
+    return (await engine.services.recall.graph(req)).to_json()
 
 
 RECALL_TOOLS: tuple[Tool, ...] = (
