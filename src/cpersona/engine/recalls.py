@@ -25,7 +25,7 @@ from cpersona.operations.query.associate import associate
 from cpersona.operations.query.reconsolidation import ReconsolidationJob
 from cpersona.operations.raw_query import raw_query
 from cpersona.operations.reconstruct import reconstruct
-from cpersona.operations.reconstruct.candidates import KEYWORD_SEAT, RecallAsks, RecalledRow, RecallView
+from cpersona.operations.reconstruct.candidates import RecalledRow, RecallView
 from cpersona.operations.timeline import timeline
 from cpersona.recall.request import recall_request
 from cpersona.recall.stages.chain import Retrieved
@@ -33,7 +33,6 @@ from cpersona.recall.trace.coverage import coverage
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Mapping
 
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.agent_requests import CalibrateRequest, GateRequest
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     from cpersona.model.cue_query_response import AssociateResult, CueQueryResult
     from cpersona.model.graph_request import GraphRequest
     from cpersona.model.graph_response import GraphResult
+    from cpersona.model.policy import PolicyOverlay
     from cpersona.model.raw_query import RawQueryRequest, RawQueryResult
     from cpersona.model.recall_query import RecallQuery
     from cpersona.model.reconstruct_request import ReconstructRequest
@@ -164,19 +164,12 @@ class _RecallPort:
     life: Lifecycle
 
     async def __call__(
-        self, body: Mapping[str, Any], lexical_terms: tuple[str, ...], asks: RecallAsks = KEYWORD_SEAT
+        self, query: RecallQuery, lexical_terms: tuple[str, ...], overlay: PolicyOverlay
     ) -> RecallView:
         life = self.life
-        req = recall_request(body, life.settings, life.policies, max_limit=MAX_TOP_K)
-        # One keyword seat, as the reference's reconstruct asks of its recall (§3.10); pro asks for more.
-        req = dataclasses.replace(
-            req,
-            lexical_terms=lexical_terms,
-            keyword_seats=asks.keyword_seats,
-            extra_block_seats=asks.extra_block_seats,
-            depth_places=asks.depth_places,
-        )
-        result = await life.recaller.recall(req)
+        req = recall_request(query, life.settings, life.policies, max_limit=MAX_TOP_K)
+        req = dataclasses.replace(req, lexical_terms=lexical_terms)
+        result = await life.recaller.recall(req, overlay=overlay)
         return RecallView(
             rows=tuple(RecalledRow(r.ref, r.kind, r.seated, r.timestamp) for r in result.rows),
             trace=result.trace,
