@@ -522,8 +522,10 @@ class Engine:
 
     async def store_batch(self, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
         """Store many memories: all are validated before any is written; one embedding call per chunk."""
-        batch = validate(BatchRequest, {"records": records}, self.settings)
-        return await self.services.writes.store_batch(batch)
+        # Handed on without a name here, so the service can drop the validated models before it writes.
+        return await self.services.writes.store_batch(
+            validate(BatchRequest, {"records": records}, self.settings)
+        )
 
     async def finish_pending(self) -> int:
         """Write the vectors of every record marked pending. Returns how many were finished."""
