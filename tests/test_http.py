@@ -19,7 +19,7 @@ import pytest
 from starlette.types import Message
 
 from cpersona.edges.http.app import create_app, openapi_document
-from cpersona.engine.facade import Engine
+from cpersona.engine.reads import ReadService
 from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
@@ -588,10 +588,10 @@ async def test_request_id_is_kept_or_made(client: httpx.AsyncClient) -> None:
 async def test_unexpected_errors_are_500_and_opaque(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def broken(self: Engine, agent_id: object | None = None) -> dict[str, Any]:
+    async def broken(self: ReadService, agent_id: object | None = None) -> dict[str, Any]:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(Engine, "stats", broken)
+    monkeypatch.setattr(ReadService, "stats", broken)
     response = await client.get("/v1/introspect/stats", headers={"x-request-id": "boom-1"})
     body = assert_error(response, 500, "INTERNAL_ERROR", None)
     assert "secret" not in response.text

@@ -16,6 +16,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from cpersona import InvalidSetting
+from cpersona.model.policy import NO_OVERLAY, PolicyOverlay
 from cpersona.recall.policy import CuePolicy, Policy, load_policies, policy_dir
 from cpersona.recall.stages.chain import build_chain
 
@@ -432,6 +433,42 @@ def test_a_fault_in_a_bases_chain_is_reported_against_the_base(tmp_path: Path) -
         "policy file z-base.toml",
         "chain[4] names cue_before_count, which needs a [cue] table",
     )
+
+
+# ------------------------------------------------------------------------------------------ the overlay
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "[seats]\nkeyword = 1\n",
+            "seats.keyword: Value error, is set by a recall's overlay, never by a policy file, got 1",
+        ),
+        (
+            "[seats]\nextra_block = 2\n",
+            "seats.extra_block: Value error, is set by a recall's overlay, never by a policy file, got 2",
+        ),
+        (
+            "[depth]\nplaces = 8\n",
+            "depth.places: Value error, is set by a recall's overlay, never by a policy file, got 8",
+        ),
+    ],
+)
+def test_a_file_cannot_set_what_an_overlay_sets(tmp_path: Path, text: str, problem: str) -> None:
+    err = refused(folder(tmp_path, child=f'name = "child"\nextends = "single-pass-v0"\n{text}'))
+    assert (err.name, err.problem) == ("policy file child.toml", problem)
+
+
+def test_an_overlay_changes_its_numbers_of_the_policy_and_nothing_else() -> None:
+    policy = load_policies()["single-pass-v1"]
+    assert NO_OVERLAY.over(policy) is policy
+    over = PolicyOverlay(keyword_seats=9, extra_block_seats=2, depth_places=8).over(policy)
+    assert (over.seats.keyword, over.seats.extra_block, over.depth.places) == (9, 2, 8)
+    assert over.model_copy(update={"seats": policy.seats, "depth": policy.depth}) == policy
+    # What a policy dumps is what its file says: the overlay's numbers are not among its values.
+    assert TypeAdapter(Policy).dump_python(over) == TypeAdapter(Policy).dump_python(policy)
+    assert (policy.seats.keyword, policy.seats.extra_block, policy.depth.places) == (0, 0, 0)
 
 
 # ------------------------------------------------------------------------------------ what they load to

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, RawQueryResult
 from cpersona.edges.cli.raw import render_raw
+from cpersona.model.fields import validate
+from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.records import RawRecord, Scope, new_id
-from cpersona.operations.raw_query import raw_query
 from serving import environment_without_settings
 
 if TYPE_CHECKING:
@@ -154,8 +155,9 @@ async def test_bad_requests_name_their_field(
 
 
 async def query_body(engine: cpersona.Engine, body: dict[str, Any]) -> RawQueryResult:
-    """The operation over a body as the HTTP edge hands it on (JSON values, no typed keywords)."""
-    return await raw_query(engine._life.backends.records, engine.settings, {"agent_id": AGENT, **body})
+    """The service over a body validated as the HTTP edge validates it (JSON values, no typed keywords)."""
+    request = validate(RawQueryRequest, {"agent_id": AGENT, **body}, engine.settings)
+    return await engine.services.recall.raw_query(request)
 
 
 # Text that is RediSearch syntax in every way a caller could write it: it is searched as words.

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import httpx
     from starlette.applications import Starlette
 
+    from cpersona.model.policy import PolicyOverlay
+
 _n = itertools.count()
 
 
@@ -396,15 +398,15 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
 ) -> None:
     who = agent()
     await fill(engine, who, [2, 3])
-    recaller = engine._life.recaller
-    asked: list[Any] = []
+    recaller = engine.recaller
+    asked: list[PolicyOverlay] = []
     real = recaller.recall
 
     depths: list[int] = []
 
-    async def spy(req: Any) -> Any:
-        asked.append(req)
-        result = await real(req)
+    async def spy(req: Any, *, overlay: PolicyOverlay) -> Any:
+        asked.append(overlay)
+        result = await real(req, overlay=overlay)
         depths.append(result.depth)
         return result
 
@@ -412,7 +414,7 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
     await engine.reconstruct("harbour boats", agent_id=who, mode="pro")
     await engine.reconstruct("harbour boats", agent_id=who, mode="lite")
     await engine.reconstruct("harbour boats", agent_id=who)
-    seats = [(r.keyword_seats, r.extra_block_seats, r.depth_places) for r in asked]
+    seats = [(o.keyword_seats, o.extra_block_seats, o.depth_places) for o in asked]
     assert seats == [(9, 2, 8), (1, 0, 0), (1, 0, 0)]
     assert depths[0] == depths[1] + 8 == depths[2] + 8  # the depth places reach the arms' depth
 

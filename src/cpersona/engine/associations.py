@@ -1,5 +1,5 @@
-"""The associative layer's operations: declare (or retract), traverse, match entities in a text, and
-read what is declared about records (for reconstruct).
+"""The associations service: declare (or retract), traverse, match entities in a text, and read what is
+declared about records (for reconstruct).
 
 Scope rules. A declaration is written in one scope (agent, project, channel; an omitted project or
 channel is ``''``). Its anchor, and both ends of a record relation, must be records that scope may
@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 from cpersona.engine.disk import check_free_space
 from cpersona.errors import InvalidRequest, RecordNotFound
 from cpersona.model.association_results import DeclareResult, TraverseResult
-from cpersona.model.associations import DeclareRequest, TraverseRequest, name_key
-from cpersona.model.fields import validate
+from cpersona.model.associations import name_key
 from cpersona.model.records import Scope, parse_ref
 from cpersona.model.scope import ReadScope
 from cpersona.operations.associations import (
@@ -38,22 +37,15 @@ from cpersona.operations.associations import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.model.associations import Declaration
+    from cpersona.model.associations import Declaration, DeclareRequest, TraverseRequest
     from cpersona.model.drafts import MemoryDraft
-    from cpersona.stores.protocols import AssociationStore, IndexedEntity
+    from cpersona.model.entity_match import EntityMatch
+    from cpersona.stores.protocols import AssociationStore, IndexedEntity, RecordLinks
 
-__all__ = [
-    "MAX_WALK_ENTITIES",
-    "MAX_WALK_REFS",
-    "check_declared_refs",
-    "declare",
-    "match_entities",
-    "record_links",
-    "traverse",
-]
+__all__ = ["MAX_WALK_ENTITIES", "MAX_WALK_REFS", "AssociationService", "check_declared_refs"]
 
 
 def _reader(scope: Scope) -> ReadScope:
@@ -83,47 +75,64 @@ async def check_declared_refs(records: AssociationStore, drafts: Sequence[Memory
             await _readable(records, d.scope, d.declared.record_refs(), field)
 
 
-async def declare(life: Lifecycle, body: Mapping[str, object]) -> DeclareResult:
-    records = life.backends.records
-    req = validate(DeclareRequest, body, life.settings)
-    if not req.retract:  # a retraction frees space, as a delete does: it is never refused for want of it
-        await check_free_space(life.settings)
-    scope = Scope(req.agent_id, req.project_id or "", req.channel or "")
-    declared: Declaration = req.associations.declaration()
-    anchor = None
-    if req.anchor_ref is not None:
-        (anchor,) = await _readable(records, scope, [req.anchor_ref], "anchor_ref")
-    if not req.retract and declared.record_refs():
-        # A retraction may name a record deleted since: its relations went with it, nothing to check.
-        await _readable(records, scope, declared.record_refs(), "associations.relations")
-    counts = await records.declare_associations(scope, declared, anchor_ref=anchor, retract=req.retract)
-    return DeclareResult(**dataclasses.asdict(counts), retract=req.retract)
-
-
 def _start(index: Sequence[IndexedEntity], key: str) -> list[str]:
     named = [e.key for e in index if e.key == key]
     return named or [e.key for e in index if any(alias == key for alias, _ in e.aliases)]
 
 
-async def traverse(life: Lifecycle, body: Mapping[str, object]) -> TraverseResult:
-    records = life.backends.records
-    req = validate(TraverseRequest, body, life.settings)
-    scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
-    index = await records.entity_index(scope)
-    start = _start(index, name_key(req.entity))
-    if not start:
-        return TraverseResult(None)
-    names = {e.key: e.name for e in index}
-    walk = Walk(records, scope, req.limit, names, set(start))
-    level: list[tuple[str, tuple[str, ...]]] = [(key, ()) for key in start]
-    for hops in range(req.max_hops + 1):
-        links = await records.entity_links(scope, [key for key, _ in level])
-        await walk.collect(level, links, hops)
-        following = walk.expand(level, links) if hops < req.max_hops else []
-        if len(walk.reached) >= req.limit or walk.checked >= MAX_WALK_REFS:
-            walk.truncated = walk.truncated or bool(following)
-            break
-        level = following
-        if not level:
-            break
-    return TraverseResult(names[start[0]], tuple(walk.reached.values()), walk.truncated)
+class AssociationService:
+    """Entities, aliases, relations and mentions: declare, traverse, match (see the module's docs)."""
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    async def declare(self, req: DeclareRequest) -> DeclareResult:
+        """Declare entities (with aliases) and relations in one scope (an omitted project or channel is
+        ``''``); ``anchor_ref``'s record gets the entities as its mentions. ``retract`` removes exactly
+        what is named instead (a bare entity without an anchor: the entity and all that hangs from it)."""
+        life = self._life
+        records = life.backends.records
+        if not req.retract:  # a retraction frees space, as a delete does: it is never refused for want of it
+            await check_free_space(life.settings)
+        scope = Scope(req.agent_id, req.project_id or "", req.channel or "")
+        declared: Declaration = req.associations.declaration()
+        anchor = None
+        if req.anchor_ref is not None:
+            (anchor,) = await _readable(records, scope, [req.anchor_ref], "anchor_ref")
+        if not req.retract and declared.record_refs():
+            # A retraction may name a record deleted since: its relations went with it, nothing to check.
+            await _readable(records, scope, declared.record_refs(), "associations.relations")
+        counts = await records.declare_associations(scope, declared, anchor_ref=anchor, retract=req.retract)
+        return DeclareResult(**dataclasses.asdict(counts), retract=req.retract)
+
+    async def traverse(self, req: TraverseRequest) -> TraverseResult:
+        """The records reached from ``entity`` (a name or alias) over entity relations in either
+        direction, breadth-first: ``max_hops`` 0-5, ``limit`` 1-100, each record once at its fewest hops."""
+        records = self._life.backends.records
+        scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
+        index = await records.entity_index(scope)
+        start = _start(index, name_key(req.entity))
+        if not start:
+            return TraverseResult(None)
+        names = {e.key: e.name for e in index}
+        walk = Walk(records, scope, req.limit, names, set(start))
+        level: list[tuple[str, tuple[str, ...]]] = [(key, ()) for key in start]
+        for hops in range(req.max_hops + 1):
+            links = await records.entity_links(scope, [key for key, _ in level])
+            await walk.collect(level, links, hops)
+            following = walk.expand(level, links) if hops < req.max_hops else []
+            if len(walk.reached) >= req.limit or walk.checked >= MAX_WALK_REFS:
+                walk.truncated = walk.truncated or bool(following)
+                break
+            level = following
+            if not level:
+                break
+        return TraverseResult(names[start[0]], tuple(walk.reached.values()), walk.truncated)
+
+    async def match_entities(self, scope: ReadScope, text: str) -> list[EntityMatch]:
+        """The entities ``scope`` sees that ``text`` names: longest first, not overlapping, at most 64."""
+        return await match_entities(self._life.backends.records, scope, text)
+
+    async def record_links(self, scope: ReadScope, refs: Sequence[str]) -> dict[str, RecordLinks]:
+        """What is declared about each record (its entities, its record relations) that ``scope`` sees."""
+        return await record_links(self._life.backends.records, scope, refs)

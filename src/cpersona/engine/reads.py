@@ -1,50 +1,40 @@
-"""The reads: a recall (and its trace), one record by ref, the newest records, counts, health, the profile."""
+"""The reads service: one record by ref, the newest records, every memory of an agent, counts, health and
+the profile. A recall is the recall service's (:mod:`~cpersona.engine.recalls`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from cpersona.errors import InvalidRequest, RecordNotFound
 from cpersona.model.cmp_stats import cmp_stats
 from cpersona.model.fidelity import as_read
-from cpersona.model.fields import AgentId, KeyText, check, validate
-from cpersona.model.record_queries import ListQuery, RecordKind
+from cpersona.model.fields import AgentId, KeyText, check
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
 from cpersona.model.scope import ReadScope
-from cpersona.recall.request import recall_request
 from cpersona.stores.protocols import scope_filter
 
 if TYPE_CHECKING:
-    import random
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.recall.request import RecallResult
+    from cpersona.model.record_queries import ListQuery, RecordKind
 
 __all__ = [
-    "AnyRecord", "get", "get_profile", "health", "newest", "read", "recall", "record_ref", "shown", "stats",
-]  # fmt: skip
+    "AnyRecord",
+    "ReadService",
+    "agent_memories",
+    "get",
+    "health",
+    "read_memories",
+    "record_ref",
+    "shown",
+]
 
 AnyRecord = MemoryRecord | EpisodeRecord | RawRecord
 _KINDS: Mapping[str, RecordKind] = {"mem": "memory", "ep": "episode", "raw": "raw"}
-
-
-async def recall(
-    life: Lifecycle, trace_rng: random.Random, body: Mapping[str, object], max_limit: int
-) -> RecallResult:
-    """Run one recall; publish its trace, and traced anyway at ``CPERSONA_TRACE_SAMPLE``'s rate."""
-    req = recall_request(body, life.settings, life.policies, max_limit=max_limit)
-    rate = life.settings.trace_sample
-    sampled = not req.trace and rate > 0 and trace_rng.random() < rate
-    result = await life.recaller.recall(req, want_trace=req.trace or sampled)
-    if result.trace is not None:
-        life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
-        if sampled:
-            # A sampled trace goes to the channel only: the caller's answer is what it asked for.
-            result = dataclasses.replace(result, trace=None)
-    return result
 
 
 def record_ref(ref: str) -> tuple[RecordKind, str]:
@@ -80,38 +70,30 @@ def shown(record: AnyRecord, now: float | None = None) -> AnyRecord:
     return record
 
 
-async def read(life: Lifecycle, ref: str, agent_id: str) -> AnyRecord:
-    """One record for a reader (:func:`get` is the one the write paths change and write back)."""
-    return shown(await get(life, ref, agent_id))
+_READ_BATCH = 64
 
 
-async def newest(life: Lifecycle, body: Mapping[str, object]) -> list[AnyRecord]:
-    req = validate(ListQuery, body, life.settings, strict=True)
-    scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
-    now = time.time()
-    return [shown(r, now) for r in await life.backends.records.newest(req.kind, scope, req.limit)]
+async def read_memories(life: Lifecycle, agent_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
+    """These memories of ``agent_id`` that exist, in order (read concurrently, one batch at a time)."""
+    found: list[MemoryRecord | None] = [None] * len(ids)
+
+    async def one(i: int, record_id: str) -> None:
+        record = await life.backends.records.get("memory", record_id)
+        if isinstance(record, MemoryRecord) and record.scope.agent_id == agent_id:
+            found[i] = record
+
+    async with anyio.create_task_group() as tg:
+        for i, record_id in enumerate(ids):
+            tg.start_soon(one, i, record_id)
+    return [r for r in found if r is not None]
 
 
-async def stats(life: Lifecycle, agent_id: str | None) -> dict[str, Any]:
-    b = life.backends
-    agent = None if agent_id is None else check(KeyText, agent_id, "agent_id", life.settings)
-    counts = await b.records.counts(agent)
-    vectors = None
-    if b.vectors is not None:
-        # The vectors of records (not of blocks, which live in their own collection). A store that died
-        # before its document can leave one more until the next start sweeps it.
-        vectors = await (
-            b.vectors.count_all() if agent is None else b.vectors.count(scope_filter(ReadScope(agent)))
-        )
-    return {
-        "ok": True,
-        "memories": counts.memories,
-        "episodes": counts.episodes,
-        "raw_entries": counts.raw_entries,
-        "vector_pending": counts.vector_pending,
-        "vectors": vectors,
-        **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time()),
-    }
+async def agent_memories(life: Lifecycle, agent_id: str) -> AsyncIterator[MemoryRecord]:
+    """Every memory of the agent in insertion order, read a batch at a time (never all at once)."""
+    ids = await life.backends.records.memory_ids(agent_id)
+    for start in range(0, len(ids), _READ_BATCH):
+        for record in await read_memories(life, agent_id, ids[start : start + _READ_BATCH]):
+            yield record
 
 
 async def health(life: Lifecycle) -> dict[str, Any]:
@@ -126,7 +108,47 @@ async def health(life: Lifecycle) -> dict[str, Any]:
     }
 
 
-async def get_profile(life: Lifecycle, agent_id: str) -> ProfileRecord | None:
-    b = life.backends
-    agent = check(AgentId, agent_id, "agent_id", life.settings)
-    return await b.records.profile(agent)
+class ReadService:
+    """Records as a reader sees them: by ref, the newest of a scope, the profile, and the counts."""
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    async def get(self, ref: str, agent_id: str) -> AnyRecord:
+        """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`), a
+        memory with its fidelity at the moment of reading."""
+        return shown(await get(self._life, ref, agent_id))
+
+    async def list(self, query: ListQuery) -> list[AnyRecord]:
+        """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
+        scope = ReadScope(query.agent_id, query.project_id, query.channel, query.source_id)
+        now = time.time()
+        found = await self._life.backends.records.newest(query.kind, scope, query.limit)
+        return [shown(r, now) for r in found]
+
+    async def get_profile(self, agent_id: str) -> ProfileRecord | None:
+        agent = check(AgentId, agent_id, "agent_id", self._life.settings)
+        return await self._life.backends.records.profile(agent)
+
+    async def stats(self, agent_id: str | None = None) -> dict[str, Any]:
+        """Record counts (of one agent, or all), pending vector writes, and CMP's stats (model/cmp_stats)."""
+        life = self._life
+        b = life.backends
+        agent = None if agent_id is None else check(KeyText, agent_id, "agent_id", life.settings)
+        counts = await b.records.counts(agent)
+        vectors = None
+        if b.vectors is not None:
+            # The vectors of records (not of blocks, which live in their own collection). A store that died
+            # before its document can leave one more until the next start sweeps it.
+            vectors = await (
+                b.vectors.count_all() if agent is None else b.vectors.count(scope_filter(ReadScope(agent)))
+            )
+        return {
+            "ok": True,
+            "memories": counts.memories,
+            "episodes": counts.episodes,
+            "raw_entries": counts.raw_entries,
+            "vector_pending": counts.vector_pending,
+            "vectors": vectors,
+            **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time()),
+        }

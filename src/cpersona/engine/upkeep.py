@@ -27,16 +27,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from cpersona.engine import upkeep_archive, upkeep_consolidate
 from cpersona.engine.deletes import delete_memories
 from cpersona.engine.disk import check_free_space
+from cpersona.engine.reads import agent_memories, read_memories
 from cpersona.errors import ForgetUnconfirmed, RecordNotFound
 from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, current_fidelity, emotional_modulation, is_decayed
-from cpersona.model.fields import validate
-from cpersona.model.lifecycle_requests import (
-    DecayForecastRequest,
-    DecayTickRequest,
-    ForgetRequest,
-)
 from cpersona.model.lifecycle_responses import (
     DecayForecast,
     DecayForecastResult,
@@ -47,73 +43,24 @@ from cpersona.model.records import Fidelity, MemoryRecord, parse_ref
 from cpersona.model.time_cue import MAX_TS
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 
     from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.model.lifecycle_requests import (
+        ConsolidateRequest,
+        DecayForecastRequest,
+        DecayTickRequest,
+        ExportRequest,
+        ForgetRequest,
+        ImportRequest,
+    )
+    from cpersona.model.lifecycle_responses import ConsolidateResult, ExportResult, ImportResult
 
-__all__ = ["agent_memories", "decay_forecast", "decay_tick", "forget", "threshold_time"]
+__all__ = ["UpkeepService", "threshold_time"]
 
 _READ_BATCH = 64
 # Memories deleted per batch by a forget: one Redis transaction and one vector delete each.
 _DELETE_PAGE = 256
-
-
-async def _read_memories(life: Lifecycle, agent_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
-    """These memories of ``agent_id`` that exist, in order (read concurrently, one batch at a time)."""
-    found: list[MemoryRecord | None] = [None] * len(ids)
-
-    async def one(i: int, record_id: str) -> None:
-        record = await life.backends.records.get("memory", record_id)
-        if isinstance(record, MemoryRecord) and record.scope.agent_id == agent_id:
-            found[i] = record
-
-    async with anyio.create_task_group() as tg:
-        for i, record_id in enumerate(ids):
-            tg.start_soon(one, i, record_id)
-    return [r for r in found if r is not None]
-
-
-async def agent_memories(life: Lifecycle, agent_id: str) -> AsyncIterator[MemoryRecord]:
-    """Every memory of the agent in insertion order, read a batch at a time (never all at once)."""
-    ids = await life.backends.records.memory_ids(agent_id)
-    for start in range(0, len(ids), _READ_BATCH):
-        for record in await _read_memories(life, agent_id, ids[start : start + _READ_BATCH]):
-            yield record
-
-
-async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickResult:
-    req = validate(DecayTickRequest, body, life.settings)
-    seconds = req.tick_duration_seconds or 0
-    pruning = life.settings.decay_prune
-    if seconds:
-        await check_free_space(life.settings)
-    now = time.time()
-    updated = decayed = pruned = 0
-    batch: list[tuple[str, Fidelity]] = []
-    # Pruned a page at a time as the scan finds them, so a large agent's decayed memories are never
-    # all held at once; the fidelities read so far are written first.
-    doomed: list[MemoryRecord] = []
-    async for record in agent_memories(life, req.agent_id):
-        if seconds:
-            fidelity = dataclasses.replace(aged(record.fidelity, seconds), last_decay_tick=now)
-            record = dataclasses.replace(record, fidelity=fidelity)
-            batch.append((record.id, fidelity))
-            if len(batch) >= _READ_BATCH:
-                await life.backends.records.set_fidelities(batch)
-                batch = []
-        updated += 1
-        if is_decayed(record, now):
-            decayed += 1
-            if pruning:
-                doomed.append(record)
-        if len(doomed) >= _DELETE_PAGE:
-            await life.backends.records.set_fidelities(batch)
-            batch = []
-            pruned += await delete_memories(life, doomed)
-            doomed = []
-    await life.backends.records.set_fidelities(batch)
-    pruned += await delete_memories(life, doomed)
-    return DecayTickResult(updated, decayed, pruned, pruning, seconds)
 
 
 def threshold_time(record: MemoryRecord) -> float | None:
@@ -130,26 +77,6 @@ def threshold_time(record: MemoryRecord) -> float | None:
         return None
     when = f.last_accessed_at + t
     return when if math.isfinite(when) and when <= MAX_TS else None
-
-
-async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> DecayForecastResult:
-    """Every named memory's fidelity now and at ``forecast_at``; one unknown id is a 404 for all."""
-    req = validate(DecayForecastRequest, body, life.settings)
-    ids = list(dict.fromkeys(req.record_ids))
-    records = {r.id: r for r in await _read_memories(life, req.agent_id, ids)}
-    missing = [i for i in ids if i not in records]
-    if missing:
-        raise RecordNotFound(f"mem:{missing[0]}")
-    now = time.time()
-    out = []
-    for record_id in req.record_ids:
-        r = records[record_id]
-        current = current_fidelity(r.fidelity, r.emotion, now)
-        later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
-        out.append(
-            DecayForecast(record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r))
-        )
-    return DecayForecastResult(tuple(out))
 
 
 def _memory_target(target: str) -> str | None:
@@ -179,11 +106,11 @@ async def _forget_pages(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[li
         return page
 
     if req.record_ids:
-        named = await _read_memories(life, req.agent_id, list(dict.fromkeys(req.record_ids)))
+        named = await read_memories(life, req.agent_id, list(dict.fromkeys(req.record_ids)))
         targets = [t for r in named for a in r.associations if (t := _memory_target(a.target_id))]
         if page := fresh(named):
             yield page
-        if req.cascade and (page := fresh(await _read_memories(life, req.agent_id, targets))):
+        if req.cascade and (page := fresh(await read_memories(life, req.agent_id, targets))):
             yield page
     if req.store is None and req.temporal_range is None and req.older_than_seconds is None:
         return
@@ -199,23 +126,120 @@ async def _forget_pages(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[li
         yield page
 
 
-async def forget_progress(life: Lifecycle, req: ForgetRequest) -> AsyncIterator[int]:
-    """Run the forget ``req``, yielding how many memories are gone so far: 0 once it is accepted
-    (confirmed), then the running total after each page deleted."""
-    if not req.confirm:
-        raise ForgetUnconfirmed("confirm", "must be true to forget; nothing was deleted")
-    deleted = 0
-    yield deleted
-    async for page in _forget_pages(life, req):
-        # A page is deleted whole even if the caller goes away meanwhile (a streamed forget's client
-        # hanging up): no memory is left without its vector, nor a vector without its memory.
-        with anyio.CancelScope(shield=True):
-            deleted += await delete_memories(life, page)
+class UpkeepService:
+    """Decay, forgetting, consolidation and archives of one agent's memories."""
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    async def decay_tick(self, req: DecayTickRequest) -> DecayTickResult:
+        """Sweep the agent's memories: count those decayed below the prune threshold (deleted only with
+        ``CPERSONA_DECAY_PRUNE``). ``tick_duration_seconds`` ages every memory that much beyond the wall
+        clock (default 0); ageing adds up, so N ticks of d/N equal one tick of d."""
+        life = self._life
+        seconds = req.tick_duration_seconds or 0
+        pruning = life.settings.decay_prune
+        if seconds:
+            await check_free_space(life.settings)
+        now = time.time()
+        updated = decayed = pruned = 0
+        batch: list[tuple[str, Fidelity]] = []
+        # Pruned a page at a time as the scan finds them, so a large agent's decayed memories are never
+        # all held at once; the fidelities read so far are written first.
+        doomed: list[MemoryRecord] = []
+        async for record in agent_memories(life, req.agent_id):
+            if seconds:
+                fidelity = dataclasses.replace(aged(record.fidelity, seconds), last_decay_tick=now)
+                record = dataclasses.replace(record, fidelity=fidelity)
+                batch.append((record.id, fidelity))
+                if len(batch) >= _READ_BATCH:
+                    await life.backends.records.set_fidelities(batch)
+                    batch = []
+            updated += 1
+            if is_decayed(record, now):
+                decayed += 1
+                if pruning:
+                    doomed.append(record)
+            if len(doomed) >= _DELETE_PAGE:
+                await life.backends.records.set_fidelities(batch)
+                batch = []
+                pruned += await delete_memories(life, doomed)
+                doomed = []
+        await life.backends.records.set_fidelities(batch)
+        pruned += await delete_memories(life, doomed)
+        return DecayTickResult(updated, decayed, pruned, pruning, seconds)
+
+    async def decay_forecast(self, req: DecayForecastRequest) -> DecayForecastResult:
+        """Every named memory's fidelity now and at ``forecast_at``; one unknown id is a 404 for all."""
+        life = self._life
+        ids = list(dict.fromkeys(req.record_ids))
+        records = {r.id: r for r in await read_memories(life, req.agent_id, ids)}
+        missing = [i for i in ids if i not in records]
+        if missing:
+            raise RecordNotFound(f"mem:{missing[0]}")
+        now = time.time()
+        out = []
+        for record_id in req.record_ids:
+            r = records[record_id]
+            current = current_fidelity(r.fidelity, r.emotion, now)
+            later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
+            out.append(
+                DecayForecast(
+                    record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r)
+                )
+            )
+        return DecayForecastResult(tuple(out))
+
+    async def forget(self, req: ForgetRequest) -> ForgetResult:
+        """Delete the agent's memories that any selector names (ids, with ``cascade`` their edges'
+        targets; a store; a period of their own timestamps; an age). ``confirm`` must be true."""
+        deleted = 0
+        async for so_far in self.forget_progress(req):
+            deleted = so_far
+        return ForgetResult(deleted)
+
+    async def forget_progress(self, req: ForgetRequest) -> AsyncIterator[int]:
+        """Run the forget ``req``, yielding how many memories are gone so far: 0 once it is accepted
+        (confirmed), then the running total after each page deleted."""
+        life = self._life
+        if not req.confirm:
+            raise ForgetUnconfirmed("confirm", "must be true to forget; nothing was deleted")
+        deleted = 0
         yield deleted
+        async for page in _forget_pages(life, req):
+            # A page is deleted whole even if the caller goes away meanwhile (a streamed forget's client
+            # hanging up): no memory is left without its vector, nor a vector without its memory.
+            with anyio.CancelScope(shield=True):
+                deleted += await delete_memories(life, page)
+            yield deleted
 
+    async def consolidate(self, req: ConsolidateRequest) -> ConsolidateResult:
+        """Merge near-duplicate episodic memories and give the rest a semantic copy, idempotently."""
+        return await upkeep_consolidate.consolidate(self._life, req)
 
-async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
-    deleted = 0
-    async for so_far in forget_progress(life, validate(ForgetRequest, body, life.settings)):
-        deleted = so_far
-    return ForgetResult(deleted)
+    def export_lines(self, req: ExportRequest) -> AsyncGenerator[bytes, None]:
+        """The agent's archive, one JSON line at a time (header, records, footer with its SHA-256)."""
+        return upkeep_archive.export_lines(self._life, req)
+
+    async def export(self, req: ExportRequest) -> ExportResult:
+        """The agent's archive whole, with its checksum and id (:meth:`export_lines` streams it); with
+        ``encryption_key``, encrypted (AES-256-GCM under a scrypt-stretched key)."""
+        return await upkeep_archive.export(self._life, req)
+
+    async def import_archive(
+        self, req: ImportRequest, progress: Callable[[int], None] | None = None
+    ) -> ImportResult:
+        """Import ``req.archive_data`` into ``req.agent_id`` (``decryption_key`` opens an encrypted one);
+        every line and the checksum are checked before anything is written. ``progress`` is told how many
+        records each written batch held."""
+        return await upkeep_archive.import_archive(self._life, req, progress)
+
+    async def import_lines(
+        self,
+        req: ImportRequest,
+        lines: Callable[[], Iterable[bytes]],
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportResult:
+        """:meth:`import_archive` of the lines ``lines()`` gives (called twice: check, then write), under
+        ``req``'s agent, strategy and conflict rule (its ``archive_data`` and key are not read)."""
+        return await upkeep_archive.import_lines(self._life, req, lines, progress)

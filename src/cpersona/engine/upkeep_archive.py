@@ -32,11 +32,9 @@ import anyio
 from cpersona.engine.claims import record_claims, reservation_secs
 from cpersona.engine.deletes import delete, delete_agent_data
 from cpersona.engine.disk import check_free_space
-from cpersona.engine.upkeep import agent_memories
+from cpersona.engine.reads import agent_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import ImportConflict, InvalidRequest
-from cpersona.model.fields import validate
-from cpersona.model.lifecycle_requests import ExportRequest, ImportRequest
 from cpersona.model.lifecycle_responses import ExportResult, ImportResult
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord
 from cpersona.operations.lifecycle.archive import (
@@ -54,10 +52,10 @@ from cpersona.stores.association_values import AssociationGraph
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 
     from cpersona.engine.lifecycle import Lifecycle
-    from cpersona.model.lifecycle_requests import ConflictRule
+    from cpersona.model.lifecycle_requests import ConflictRule, ExportRequest, ImportRequest
     from cpersona.operations.lifecycle.archive import ArchivedRecord
     from cpersona.stores.protocols import RecordKind
 
@@ -97,11 +95,10 @@ async def _lines(life: Lifecycle, req: ExportRequest, total: Checksum) -> AsyncG
     yield footer_line(total.records, total.hexdigest())
 
 
-async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGenerator[bytes, None]:
+async def export_lines(life: Lifecycle, req: ExportRequest) -> AsyncGenerator[bytes, None]:
     """The archive of one agent, one line at a time: header, memories (insertion order), episodes, raw
     entries (with ``include_raw_journal``), the profile, the footer. Never encrypted: a stream is sealed
     whole or not at all (:func:`export` seals)."""
-    req = validate(ExportRequest, body, life.settings)
     if req.encrypt:
         raise InvalidRequest("encrypt", "a streamed export is not encrypted; export it whole to encrypt it")
     async with contextlib.aclosing(_lines(life, req, Checksum())) as lines:
@@ -109,10 +106,9 @@ async def export_lines(life: Lifecycle, body: Mapping[str, object]) -> AsyncGene
             yield line
 
 
-async def export(life: Lifecycle, body: Mapping[str, object]) -> ExportResult:
+async def export(life: Lifecycle, req: ExportRequest) -> ExportResult:
     """The archive whole, encrypted when asked (AES-256-GCM, :mod:`~cpersona.operations.lifecycle.sealing`);
     the checksum is of the plain archive's lines either way."""
-    req = validate(ExportRequest, body, life.settings)
     total = Checksum()
     data = b"".join([line async for line in _lines(life, req, total)])
     if req.encryption_key is not None:
@@ -173,10 +169,9 @@ async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
 
 
 async def import_archive(
-    life: Lifecycle, body: Mapping[str, object], progress: Callable[[int], None] | None = None
+    life: Lifecycle, req: ImportRequest, progress: Callable[[int], None] | None = None
 ) -> ImportResult:
     """An archive's bytes, opened first when it is encrypted."""
-    req = validate(ImportRequest, body, life.settings)
     data = req.archive_data
     if is_sealed(data):
         if req.decryption_key is None:
@@ -184,30 +179,17 @@ async def import_archive(
         data = await anyio.to_thread.run_sync(open_sealed, data, req.decryption_key)
     elif req.decryption_key is not None:
         raise InvalidRequest("decryption_key", "is given, but the archive is not encrypted")
-    return await import_lines(
-        life,
-        req.agent_id,
-        lambda: data.splitlines(keepends=True),
-        req.strategy,
-        req.conflict_resolution,
-        progress,
-    )
+    return await import_lines(life, req, lambda: data.splitlines(keepends=True), progress)
 
 
 async def import_lines(
     life: Lifecycle,
-    agent_id: str,
+    req: ImportRequest,
     lines: Callable[[], Iterable[bytes]],
-    strategy: str = "merge",
-    conflict: ConflictRule = "keep_newer",
     progress: Callable[[int], None] | None = None,
 ) -> ImportResult:
-    """Import an archive whose lines ``lines()`` gives (it is called twice: check, then write)."""
-    req = validate(
-        ImportRequest,
-        {"agent_id": agent_id, "archive_data": b"", "strategy": strategy, "conflict_resolution": conflict},
-        life.settings,
-    )
+    """Import an archive whose lines ``lines()`` gives (it is called twice: check, then write), under
+    ``req``'s agent, strategy and conflict rule."""
     await _check(life, req.agent_id, lines())
     await check_free_space(life.settings)
     if req.strategy == "replace":

@@ -33,22 +33,21 @@ from typing import TYPE_CHECKING
 from cpersona.engine.claims import reservation_secs
 from cpersona.engine.deletes import delete
 from cpersona.engine.disk import check_free_space
-from cpersona.engine.upkeep import agent_memories
+from cpersona.engine.reads import agent_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import RecordNotFound
 from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.fidelity import current_fidelity
-from cpersona.model.fields import validate
-from cpersona.model.lifecycle_requests import ConsolidateRequest
 from cpersona.model.lifecycle_responses import ConsolidateResult
 from cpersona.model.records import Association, MemoryRecord
 from cpersona.operations.lifecycle.consolidation import Candidate, copy_id, duplicate_groups, survivor
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from cpersona.engine.lifecycle import Lifecycle
+    from cpersona.model.lifecycle_requests import ConsolidateRequest
 
 __all__ = ["consolidate"]
 
@@ -137,8 +136,7 @@ async def _migrate(life: Lifecycle, originals: list[MemoryRecord], now: float) -
     return len(copies)
 
 
-async def consolidate(life: Lifecycle, body: Mapping[str, object]) -> ConsolidateResult:
-    req = validate(ConsolidateRequest, body, life.settings)
+async def consolidate(life: Lifecycle, req: ConsolidateRequest) -> ConsolidateResult:
     if not req.dry_run:
         await check_free_space(life.settings)
     now = time.time()

@@ -1,4 +1,5 @@
-"""The write path: memories (with dedup), episodes, raw journal entries, updates and the profile.
+"""The writes service: memories (with dedup), episodes, raw journal entries, updates, the profile and
+deletes.
 
 Each write validates the whole request before anything is written, refuses to start while an
 embedded store's disk is under the free-space floor (:func:`~cpersona.engine.disk.check_free_space`),
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cpersona.engine import deletes, vector_writes
 from cpersona.engine.associations import check_declared_refs
 from cpersona.engine.claims import content_claim, dedup, follower_results, reservation_secs
 from cpersona.engine.disk import check_free_space
@@ -25,55 +27,29 @@ from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import AgentBeingDeleted, InvalidRequest
 from cpersona.model.agent_requests import ProfileText
 from cpersona.model.drafts import CALLER_EMBEDDING
-from cpersona.model.episode_request import EpisodeRequest
 from cpersona.model.fidelity import as_read
-from cpersona.model.fields import AgentId, check, validate
-from cpersona.model.memory_request import BatchRequest, StoreRequest
-from cpersona.model.raw_request import RawBatchRequest, RawRequest
+from cpersona.model.fields import AgentId, check
 from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
-from cpersona.model.update_request import UpdateRequest, updated_record
+from cpersona.model.update_request import updated_record
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 from cpersona.stores.vector_values import caller_vectors
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from cpersona.engine.backends import Backends
     from cpersona.engine.claims import Fresh
     from cpersona.engine.lifecycle import Lifecycle
     from cpersona.model.drafts import MemoryDraft, RawDraft
-    from cpersona.settings import Settings
+    from cpersona.model.episode_request import EpisodeRequest
+    from cpersona.model.memory_request import BatchRequest, StoreRequest
+    from cpersona.model.raw_request import RawBatchRequest, RawRequest
+    from cpersona.model.results import DeleteResult
+    from cpersona.model.update_request import UpdateRequest
     from cpersona.stores.protocols import Vector
 
-__all__ = [
-    "archive_episode",
-    "store",
-    "store_batch",
-    "store_raw",
-    "store_raw_batch",
-    "update",
-    "update_profile",
-]
-
-
-async def store(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
-    draft = validate(StoreRequest, body, life.settings).draft(life.settings)
-    (result,) = await _store_memories(life, [draft])
-    return result
-
-
-async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
-    return BatchResult(tuple(await _store_memories(life, _batch_drafts(life.settings, records))))
-
-
-def _batch_drafts(
-    settings: Settings, records: Sequence[Mapping[str, Any] | StoreRequest]
-) -> list[MemoryDraft]:
-    # The validated request is dropped on return, before the write's first wait: its models (and their
-    # lists of floats) are not kept alive, and walked by the collector, while the batch is written.
-    batch = validate(BatchRequest, {"records": records}, settings)
-    return [r.draft(settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
+__all__ = ["WriteService"]
 
 
 async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> list[StoreResult]:
@@ -145,48 +121,6 @@ def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecor
     )
 
 
-async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
-    b = life.backends
-    d = validate(EpisodeRequest, body, life.settings).draft(life.settings)
-    await check_free_space(life.settings)
-    now = time.time()
-    seq = await b.records.next_seq()
-    rec = EpisodeRecord(
-        id=new_id(),
-        scope=d.scope,
-        summary=d.summary,
-        seq=seq,
-        keywords=d.keywords,
-        start_time=d.start_time,
-        end_time=d.end_time,
-        resolved=d.resolved,
-        created_at=now,
-    )
-    in_flight = [InFlightWrite("episode", rec.id)]
-    await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
-    async with abandoned_on_failure(b, in_flight):
-        (rec,) = await with_vectors(b, [rec])
-        await b.records.put_episode(rec, queue_blocks=b.builder is not None)
-    return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
-
-
-async def store_raw(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
-    draft = validate(RawRequest, body, life.settings).draft(life.settings)
-    return (await _store_raw(life, [draft])).results[0]
-
-
-async def store_raw_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | RawRequest]) -> BatchResult:
-    batch = validate(RawBatchRequest, {"records": records}, life.settings)
-    prefix = len(batch.records) > 1
-    return await _store_raw(
-        life,
-        [
-            r.draft(life.settings, prefix=f"records[{i}]." if prefix else "")
-            for i, r in enumerate(batch.records)
-        ],
-    )
-
-
 async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult:
     b = life.backends
     await check_free_space(life.settings)
@@ -226,38 +160,6 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
     )
 
 
-async def update(life: Lifecycle, ref: str, agent_id: str, body: Mapping[str, object]) -> MemoryRecord:
-    b = life.backends
-    changes = validate(UpdateRequest, body, life.settings).changes()
-    await check_free_space(life.settings)
-    current = await get(life, ref, agent_id)
-    if not isinstance(current, MemoryRecord):
-        raise InvalidRequest("ref", "only memories can be updated")
-    if not changes:
-        raise InvalidRequest("body", "names no field to update")
-    new = updated_record(current, changes, life.settings, now=time.time(), reembed=b.embedder is not None)
-    content_changed = new.content != current.content
-    kept = await _kept_caller_vector(b, current, content_changed)
-    if new.embedding_model == CALLER_EMBEDDING and not kept:
-        new = dataclasses.replace(new, embedding_model="")  # until the model's vector of the text is in
-    (new,) = await with_vectors(b, [new], kept)
-    old_claim = content_claim(life.keys, current.scope, current.content)
-    new_claim = content_claim(life.keys, new.scope, new.content)
-    moved = (old_claim,), (new_claim,)
-    try:
-        await b.records.replace_memory(
-            new,
-            drop_claims=moved[0] if content_changed else (),
-            add_claims=moved[1] if content_changed else (),
-            # Blocks carry the text and the record's time; other fields do not reach them.
-            queue_blocks=b.builder is not None and (content_changed or new.timestamp != current.timestamp),
-        )
-    except AgentBeingDeleted:
-        await _drop_orphan_vector(b, new)
-        raise
-    return as_read(new, time.time())
-
-
 async def _drop_orphan_vector(b: Backends, record: MemoryRecord) -> None:
     """Delete the vector an update refused by its agent's delete wrote, once its record is gone: the
     delete may have deleted the agent's vectors before this one went in. A record still there keeps it
@@ -279,11 +181,122 @@ async def _kept_caller_vector(b: Backends, current: MemoryRecord, content_change
     return await b.vectors.vectors([current.id])
 
 
-async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> ProfileRecord:
-    b = life.backends
-    agent = check(AgentId, agent_id, "agent_id", life.settings)
-    content = check(ProfileText, profile, "profile", life.settings)
-    await check_free_space(life.settings)
-    rec = ProfileRecord(agent, content, time.time())
-    await b.records.put_profile(rec)
-    return rec
+class WriteService:
+    """Every write of one engine: each validated request is checked whole before anything is written."""
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    async def store(self, req: StoreRequest) -> StoreResult:
+        """Store one memory (``POST /v1/encode``)."""
+        (result,) = await _store_memories(self._life, [req.draft(self._life.settings)])
+        return result
+
+    async def store_batch(self, batch: BatchRequest) -> BatchResult:
+        """Store many memories: all are checked before any is written; one embedding call per chunk."""
+        settings = self._life.settings
+        drafts = [r.draft(settings, prefix=f"records[{i}].") for i, r in enumerate(batch.records)]
+        # Dropped before the write's first wait: the request's models (and their lists of floats) are not
+        # kept alive, and walked by the collector, while the batch is written.
+        del batch
+        return BatchResult(tuple(await _store_memories(self._life, drafts)))
+
+    async def archive_episode(self, req: EpisodeRequest) -> StoreResult:
+        """Archive a session summary (``POST /v1/encode/episode``)."""
+        life = self._life
+        b = life.backends
+        d = req.draft(life.settings)
+        await check_free_space(life.settings)
+        now = time.time()
+        seq = await b.records.next_seq()
+        rec = EpisodeRecord(
+            id=new_id(),
+            scope=d.scope,
+            summary=d.summary,
+            seq=seq,
+            keywords=d.keywords,
+            start_time=d.start_time,
+            end_time=d.end_time,
+            resolved=d.resolved,
+            created_at=now,
+        )
+        in_flight = [InFlightWrite("episode", rec.id)]
+        await b.records.reserve_writes(in_flight, ttl_secs=reservation_secs(life.settings))
+        async with abandoned_on_failure(b, in_flight):
+            (rec,) = await with_vectors(b, [rec])
+            await b.records.put_episode(rec, queue_blocks=b.builder is not None)
+        return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
+
+    async def store_raw(self, req: RawRequest) -> StoreResult:
+        """Append one verbatim journal entry (``POST /v1/encode/raw``)."""
+        return (await _store_raw(self._life, [req.draft(self._life.settings)])).results[0]
+
+    async def store_raw_batch(self, batch: RawBatchRequest) -> BatchResult:
+        """Append many journal entries: all are checked before any is written."""
+        settings = self._life.settings
+        prefix = len(batch.records) > 1
+        drafts = [
+            r.draft(settings, prefix=f"records[{i}]." if prefix else "") for i, r in enumerate(batch.records)
+        ]
+        return await _store_raw(self._life, drafts)
+
+    async def update(self, ref: str, req: UpdateRequest) -> MemoryRecord:
+        """Replace the given fields of the memory ``ref`` of ``req.agent_id`` wholesale. A content change
+        re-embeds the memory and moves its dedup claim; a field given as ``None`` is reset."""
+        life = self._life
+        b = life.backends
+        changes = req.changes()
+        await check_free_space(life.settings)
+        current = await get(life, ref, req.agent_id)
+        if not isinstance(current, MemoryRecord):
+            raise InvalidRequest("ref", "only memories can be updated")
+        if not changes:
+            raise InvalidRequest("body", "names no field to update")
+        new = updated_record(current, changes, life.settings, now=time.time(), reembed=b.embedder is not None)
+        content_changed = new.content != current.content
+        kept = await _kept_caller_vector(b, current, content_changed)
+        if new.embedding_model == CALLER_EMBEDDING and not kept:
+            new = dataclasses.replace(new, embedding_model="")  # until the model's vector of the text is in
+        (new,) = await with_vectors(b, [new], kept)
+        old_claim = content_claim(life.keys, current.scope, current.content)
+        new_claim = content_claim(life.keys, new.scope, new.content)
+        moved = (old_claim,), (new_claim,)
+        try:
+            await b.records.replace_memory(
+                new,
+                drop_claims=moved[0] if content_changed else (),
+                add_claims=moved[1] if content_changed else (),
+                # Blocks carry the text and the record's time; other fields do not reach them.
+                queue_blocks=b.builder is not None
+                and (content_changed or new.timestamp != current.timestamp),
+            )
+        except AgentBeingDeleted:
+            await _drop_orphan_vector(b, new)
+            raise
+        return as_read(new, time.time())
+
+    async def update_profile(self, agent_id: str, profile: str) -> ProfileRecord:
+        life = self._life
+        b = life.backends
+        agent = check(AgentId, agent_id, "agent_id", life.settings)
+        content = check(ProfileText, profile, "profile", life.settings)
+        await check_free_space(life.settings)
+        rec = ProfileRecord(agent, content, time.time())
+        await b.records.put_profile(rec)
+        return rec
+
+    async def delete(self, ref: str, agent_id: str) -> DeleteResult:
+        """Delete one record of ``agent_id`` (its document, dedup claims, pending mark and vector)."""
+        return await deletes.delete(self._life, ref, agent_id)
+
+    async def delete_agent_data(self, agent_id: str) -> DeleteResult:
+        """Delete every record, claim, profile and vector of one agent."""
+        return await deletes.delete_agent_data(self._life, agent_id)
+
+    async def finish_pending(self) -> int:
+        """Write the vectors of every record marked pending. Returns how many were finished."""
+        return await vector_writes.finish_pending(self._life.backends)
+
+    async def optimize(self, timeout_secs: float = vector_writes.OPTIMIZE_TIMEOUT_SECS) -> None:
+        """Build the vector indexes now (see :meth:`cpersona.Engine.optimize`)."""
+        await vector_writes.optimize(self._life.backends, timeout_secs)

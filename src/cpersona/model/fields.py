@@ -15,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import enum
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -64,16 +63,11 @@ __all__ = [
     "OWN",
     "QUERY_DIGITS",
     "QueryModel",
-    "UNSET",
     "WHOLE",
     "RequestModel",
-    "Unset",
     "Unit01",
-    "arguments",
     "check",
     "describe",
-    "given",
-    "given_set",
     "invalid",
     "json_size",
     "path",
@@ -310,32 +304,6 @@ def json_size(value: object, field: str, *, most: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------- reading
-
-
-def arguments(request: BaseModel) -> dict[str, Any]:
-    """The fields a caller sent, as keyword arguments of the engine's typed method (no header)."""
-    return {name: getattr(request, name) for name in request.model_fields_set if name != "header"}
-
-
-def given(**values: object) -> dict[str, object]:
-    """The keyword arguments a typed call was given: a ``None`` stands for one left out."""
-    return {name: value for name, value in values.items() if value is not None}
-
-
-class _Unset(enum.Enum):
-    UNSET = "UNSET"
-
-
-UNSET: Final = _Unset.UNSET
-"""The default of a keyword whose ``None`` means something (an update's null resets its field)."""
-
-Unset = Literal[_Unset.UNSET]
-
-
-def given_set(**values: object) -> dict[str, object]:
-    """The keyword arguments a typed call was given, where ``None`` is a value and :data:`UNSET` is
-    one left out."""
-    return {name: value for name, value in values.items() if value is not UNSET}
 
 
 def validate(

@@ -10,9 +10,11 @@ without an import cycle.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,7 +36,9 @@ __all__ = [
     "FusionPolicy",
     "GatePolicy",
     "LimitPolicy",
+    "NO_OVERLAY",
     "Policy",
+    "PolicyOverlay",
     "RenderPolicy",
     "ScoringPolicy",
     "SeatPolicy",
@@ -61,9 +65,23 @@ class ByConfidence(TypedDict, Generic[_T]):
     vague: _T
 
 
+def _overlay_only(value: int) -> int:
+    # Validation runs on a file's values only (an overlay's copy skips it): a file cannot set the number.
+    if value:
+        raise ValueError("is set by a recall's overlay, never by a policy file")
+    return value
+
+
+OverlayCount = Annotated[int, Field(default=0, exclude=True), AfterValidator(_overlay_only)]
+"""A number of a policy that only a :class:`PolicyOverlay` sets: 0 as every file loads, left out of the
+file's values (what a policy dumps is what its file says)."""
+
+
 class DepthPolicy(_Table):
     floor: int
     max: int
+    # Places added to each arm's depth after the floor, within ``max``.
+    places: OverlayCount = 0
 
 
 class LimitPolicy(_Table):
@@ -118,6 +136,10 @@ class SeatPolicy(_Table):
     block: int
     # Whether a seat must pass the gate floor of the arm that found its record (single-pass-v1 on).
     floor: bool
+    # Held keyword seats (reference §3.10).
+    keyword: OverlayCount = 0
+    # Block seats beyond ``block``, filled from the rows the block arm fetched for ``block`` alone.
+    extra_block: OverlayCount = 0
 
 
 class BlockPolicy(_Table):
@@ -176,3 +198,28 @@ class Policy(_Table):
     exclude: ExcludePolicy
     render: RenderPolicy
     cue: CuePolicy | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PolicyOverlay:
+    """What one recall changes of the policy it runs under, for an operation that recalls on its own behalf
+    (reconstruct holds keyword seats; its pro mode more block seats and a deeper fetch). Applied over the
+    policy the recall names (:meth:`over`), so the stages read every number from that one policy."""
+
+    keyword_seats: int = 0
+    extra_block_seats: int = 0
+    depth_places: int = 0
+
+    def over(self, policy: Policy) -> Policy:
+        """``policy`` with this overlay's numbers in place of its own (``policy`` itself when empty)."""
+        if self == NO_OVERLAY:
+            return policy
+        seats = policy.seats.model_copy(
+            update={"keyword": self.keyword_seats, "extra_block": self.extra_block_seats}
+        )
+        depth = policy.depth.model_copy(update={"places": self.depth_places})
+        return policy.model_copy(update={"seats": seats, "depth": depth})
+
+
+NO_OVERLAY = PolicyOverlay()
+"""The overlay of a recall a caller asked for: its policy as the file says."""

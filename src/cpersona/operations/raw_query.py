@@ -6,22 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cpersona.model.fields import validate
-from cpersona.model.raw_query import RawEntry, RawQueryRequest, RawQueryResult
+from cpersona.model.raw_query import RawEntry, RawQueryResult
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from cpersona.settings import Settings
+    from cpersona.model.raw_query import RawQueryRequest
     from cpersona.stores.protocols import RawJournalStore
 
 __all__ = ["raw_query"]
 
 
-async def raw_query(
-    records: RawJournalStore, settings: Settings, body: Mapping[str, object]
-) -> RawQueryResult:
-    req = validate(RawQueryRequest, body, settings)
+async def raw_query(records: RawJournalStore, req: RawQueryRequest) -> RawQueryResult:
     page = await records.raw_query(req.resolved())
     return RawQueryResult(
         records=[RawEntry.of(record) for record in page.records],

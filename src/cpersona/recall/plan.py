@@ -12,6 +12,7 @@ from cpersona.recall.stages.gate import gate_config
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cpersona.model.policy import PolicyOverlay
     from cpersona.model.scope import ReadScope
     from cpersona.model.time_cue import TimeCue
     from cpersona.recall.policy import CuePolicy, Policy
@@ -70,15 +71,20 @@ class ArmContext:
 
 
 def plan_recall(
-    req: RecallRequest, policies: Mapping[str, Policy], settings: Settings, *, started: float
+    req: RecallRequest,
+    policies: Mapping[str, Policy],
+    settings: Settings,
+    *,
+    started: float,
+    overlay: PolicyOverlay,
 ) -> ArmContext:
-    """Resolve the policy, the depth and what the arms fetch."""
-    policy = policies[req.policy]
+    """Resolve the policy (with ``overlay`` applied over it), the depth and what the arms fetch."""
+    policy = overlay.over(policies[req.policy])
     depth = req.limit
     if req.mode != "cascade" and not req.blank:
         floor = settings.recall_depth_floor
         depth = max(req.limit, policy.depth.floor if floor is None else floor)
-        depth = min(policy.depth.max, depth + req.depth_places)
+        depth = min(policy.depth.max, depth + policy.depth.places)
     filtering = bool(req.scope.source_id or req.exclude_contents)
     cue = None
     if req.time_cue is not None and policy.cue is not None:
@@ -126,7 +132,5 @@ def stage_plan(
         blank_query=ctx.blank,
         vector_threshold=vector_threshold,
         has_vector=has_vector,
-        keyword_seats=ctx.req.keyword_seats,
-        extra_block_seats=ctx.req.extra_block_seats,
         parts_covered={} if parts_covered is None else parts_covered,
     )

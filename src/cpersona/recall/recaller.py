@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from cpersona.model.policy import NO_OVERLAY
 from cpersona.model.trace import TRACE_VERSION, RecallTrace, RecallTraceFailure
 from cpersona.recall.arm_runner import ArmRunner
 from cpersona.recall.arms.vector import ScopeStatsCache
@@ -35,6 +36,7 @@ from cpersona.recall.trace.coverage import parts_covered
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cpersona.model.policy import PolicyOverlay
     from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.fanout import FanOut
     from cpersona.recall.plan import ArmContext
@@ -79,12 +81,15 @@ class Recaller:
         self.stats = ScopeStatsCache()
         self._runner = ArmRunner.of(settings, arm_wrapper)
 
-    async def recall(self, req: RecallRequest, *, want_trace: bool | None = None) -> RecallResult:
+    async def recall(
+        self, req: RecallRequest, *, want_trace: bool | None = None, overlay: PolicyOverlay = NO_OVERLAY
+    ) -> RecallResult:
         """Run one recall. A trace is built when ``want_trace`` is true (default: when the request asks
         for one); it goes into the response only if the request asked. ``want_trace=False`` builds none,
-        and a request that asked then gets ``trace: null``."""
+        and a request that asked then gets ``trace: null``. ``overlay`` is applied over the request's
+        policy (an operation's own recall: reconstruct's held seats)."""
         started = time.perf_counter()
-        ctx = plan_recall(req, self.policies, self.settings, started=started)
+        ctx = plan_recall(req, self.policies, self.settings, started=started, overlay=overlay)
         fan = await fan_out(ctx, self._backends(), self._runner)
         retrieved, docs = await retrieve(ctx, fan, self.records)
         threshold = fan.vector.threshold
@@ -94,7 +99,7 @@ class Recaller:
             calibrated=fan.calibrated,
             vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
             has_vector=fan.vector.vector is not None,
-            parts_covered=_parts(req, docs),
+            parts_covered=_parts(ctx, docs),
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)
@@ -169,11 +174,11 @@ class _TraceInputs:
     fan: FanOut
 
 
-def _parts(req: RecallRequest, docs: Mapping[str, HydratedRecord]) -> dict[str, int] | None:
+def _parts(ctx: ArmContext, docs: Mapping[str, HydratedRecord]) -> dict[str, int] | None:
     """The question parts each record holds, read only when keyword seats will be filled."""
-    if req.keyword_seats <= 0:
+    if ctx.policy.seats.keyword <= 0:
         return None
-    return parts_covered(req.query, ((ref, d.text) for ref, d in docs.items() if d.text is not None))
+    return parts_covered(ctx.query, ((ref, d.text) for ref, d in docs.items() if d.text is not None))
 
 
 def _degraded(fan: FanOut) -> tuple[Degraded, ...]:

@@ -40,12 +40,6 @@ class RecallRequest:
     # Extra OR-ed phrases for the two lexical arms only (reconstruct's associative cues); the vector arm,
     # scoring and the gate see ``query`` alone. Empty, the recall is the one it was before.
     lexical_terms: tuple[str, ...] = ()
-    # Held keyword seats (reference §3.10: reconstruct asks for 1); 0, the recall has none.
-    keyword_seats: int = 0
-    # reconstruct's pro mode: block seats beyond the policy's, and places added to each arm's depth; 0,
-    # the recall is the one it was.
-    extra_block_seats: int = 0
-    depth_places: int = 0
 
     @property
     def blank(self) -> bool:

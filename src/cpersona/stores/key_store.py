@@ -1,5 +1,5 @@
 """The keys-and-limits role: API keys bound to agents, and the rate limit each key's requests count
-against. The engine's key methods (:mod:`~cpersona.engine.keys_api`) and ``cpersona keys`` use it; the
+against. The engine's key methods (:mod:`~cpersona.engine.api_keys`) and ``cpersona keys`` use it; the
 Redis adapters are :class:`~cpersona.stores.redis.api_keys.ApiKeyStore` and
 :class:`~cpersona.stores.redis.api_keys.RedisRateLimits`. Every call raises
 :class:`~cpersona.BackendUnavailable` when the backend cannot serve.

@@ -16,7 +16,7 @@ import httpx
 
 from cpersona.edges.http.app import record_to_json
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest
-from cpersona.model.fields import arguments, validate
+from cpersona.model.fields import validate
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
@@ -89,26 +89,26 @@ class LocalService:
 
     async def store(self, body: Mapping[str, Any]) -> JSON:
         request = validate(StoreRequest, body, self.settings)
-        return (await self.engine.store(**arguments(request))).to_json()
+        return (await self.engine.services.writes.store(request)).to_json()
 
     async def store_batch(self, batch: Sequence[Validated]) -> JSON:
         return (await self.engine.store_batch([request for _, request in batch])).to_json()
 
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RecallQuery, body, self.settings)
-        return (await self.engine.recall(**arguments(request))).to_json()
+        return (await self.engine.services.recall.recall(request)).to_json()
 
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         request = validate(ReconstructRequest, body, self.settings)
-        return (await self.engine.reconstruct(**arguments(request))).to_json()
+        return (await self.engine.services.recall.reconstruct(request)).to_json()
 
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         request = validate(TimelineRequest, body, self.settings)
-        return (await self.engine.timeline(**arguments(request))).to_json()
+        return (await self.engine.services.recall.timeline(request)).to_json()
 
     async def raw_query(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RawQueryRequest, body, self.settings)
-        return (await self.engine.raw_query(**arguments(request))).to_json()
+        return (await self.engine.services.recall.raw_query(request)).to_json()
 
     async def stats(self, agent: str | None) -> JSON:
         return await self.engine.stats(agent)

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.reading import read_body, read_query
-from cpersona.edges.http.state import engine_of
+from cpersona.edges.http.state import engine_of, services_of
 from cpersona.errors import InvalidRequest
 from cpersona.model.api_keys import CreatedKey, CreateKeyRequest, KeyId, KeyListResponse, RevokedKey
-from cpersona.model.fields import arguments
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -30,13 +29,13 @@ class KeyNotFound(InvalidRequest):
 
 async def _create(request: Request) -> Response:
     req = await read_body(request, CreateKeyRequest)
-    created = await engine_of(request).create_key(**arguments(req))
+    created = await services_of(request).keys.create(req)
     return ORJSONResponse(created.model_dump(mode="json"))
 
 
 async def _list(request: Request) -> Response:
     read_query(request, NoQuery)
-    return ORJSONResponse((await engine_of(request).list_keys()).model_dump(mode="json"))
+    return ORJSONResponse((await services_of(request).keys.list()).model_dump(mode="json"))
 
 
 async def _revoke(request: Request) -> Response:

@@ -4,7 +4,7 @@ by :mod:`cpersona.edges.http.routes` (``*LIFECYCLE_OPERATIONS``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import orjson
 from starlette.responses import StreamingResponse
@@ -12,8 +12,7 @@ from starlette.responses import StreamingResponse
 from cpersona.edges.http.errors import ORJSONResponse, failure_response
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
-from cpersona.edges.http.state import engine_of
-from cpersona.model.fields import RequestModel, arguments
+from cpersona.edges.http.state import services_of
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
     DecayForecastRequest,
@@ -38,39 +37,27 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from cpersona.engine.facade import Engine
-
 __all__ = ["LIFECYCLE_OPERATIONS"]
-
-_M = TypeVar("_M", bound=RequestModel)
 
 # The forget's answer as it goes, when the caller accepts it (see _forget_streamed).
 _NDJSON: Final = "application/x-ndjson"
 
 
-async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, Any]]:
-    """The engine and the body's fields as the typed method's keywords: read (with the caller's agent,
-    :func:`~cpersona.edges.http.reading.read_body`) and validated once here, before the engine is asked."""
-    return engine_of(request), arguments(await read_body(request, model))
-
-
 async def _decay_tick(request: Request) -> Response:
-    engine, args = await _body(request, DecayTickRequest)
-    return ORJSONResponse((await engine.decay_tick(**args)).to_json())
+    req = await read_body(request, DecayTickRequest)
+    return ORJSONResponse((await services_of(request).upkeep.decay_tick(req)).to_json())
 
 
 async def _decay_forecast(request: Request) -> Response:
-    engine, args = await _body(request, DecayForecastRequest)
-    return ORJSONResponse((await engine.decay_forecast(**args)).to_json())
+    req = await read_body(request, DecayForecastRequest)
+    return ORJSONResponse((await services_of(request).upkeep.decay_forecast(req)).to_json())
 
 
 async def _forget(request: Request) -> Response:
+    req = await read_body(request, ForgetRequest)
     if _NDJSON in request.headers.get("accept", ""):
-        return await _forget_streamed(request, await read_body(request, ForgetRequest))
-    engine, args = await _body(request, ForgetRequest)
-    if args.get("temporal_range") is not None:
-        args["temporal_range"] = args["temporal_range"].model_dump()
-    return ORJSONResponse((await engine.forget(**args)).to_json())
+        return await _forget_streamed(request, req)
+    return ORJSONResponse((await services_of(request).upkeep.forget(req)).to_json())
 
 
 async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
@@ -83,7 +70,7 @@ async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
     stream. A caller that hangs up stops the forget after the page under way (each page is deleted
     whole): what was counted so far is gone, the rest is not.
     """
-    progress = engine_of(request).forget_progress(req)
+    progress = services_of(request).upkeep.forget_progress(req)
     await anext(progress)
     request_id = request.scope.get("state", {}).get("request_id")
 
@@ -102,25 +89,20 @@ async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
 
 
 async def _consolidate(request: Request) -> Response:
-    engine, args = await _body(request, ConsolidateRequest)
-    return ORJSONResponse((await engine.consolidate(**args)).to_json())
+    req = await read_body(request, ConsolidateRequest)
+    return ORJSONResponse((await services_of(request).upkeep.consolidate(req)).to_json())
 
 
 async def _export(request: Request) -> Response:
-    engine, args = await _body(request, ExportRequest)
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
-    picked = {
-        k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal", "encryption_key")
-    }
-    return ORJSONResponse((await engine.export(**picked)).to_json())
+    req = await read_body(request, ExportRequest)
+    return ORJSONResponse((await services_of(request).upkeep.export(req)).to_json())
 
 
 async def _import(request: Request) -> Response:
-    engine, args = await _body(request, ImportRequest)
-    agent, data = args.pop("agent_id"), args.pop("archive_data")
     # archive_id is informational.
-    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
-    return ORJSONResponse((await engine.import_archive(agent, data, **rules)).to_json())
+    req = await read_body(request, ImportRequest)
+    return ORJSONResponse((await services_of(request).upkeep.import_archive(req)).to_json())
 
 
 LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (

@@ -14,7 +14,7 @@ from pydantic import Field
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
-from cpersona.edges.http.state import engine_of
+from cpersona.edges.http.state import engine_of, services_of
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_associate import AssociateRequest
 from cpersona.model.cue_query_response import AssociateResult
@@ -36,14 +36,13 @@ async def cue_query(request: Request, raw: dict[str, Any]) -> Response:
     """``POST /v1/recall/query`` with a ``cue`` (the body already read)."""
     engine = engine_of(request)
     req = validate(CueQueryRequest, raw, engine.settings)
-    result = await engine.query_request(req, _request_id(request))
+    result = await engine.services.recall.query(req, _request_id(request))
     return ORJSONResponse(result.to_json())
 
 
 async def _associate(request: Request) -> Response:
-    engine = engine_of(request)
     req = await read_body(request, AssociateRequest)
-    result = await engine.associate_request(request.path_params["record_id"], req)
+    result = await services_of(request).recall.associate(request.path_params["record_id"], req)
     return ORJSONResponse(result.to_json())
 
 

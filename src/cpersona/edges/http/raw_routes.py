@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
-from cpersona.edges.http.state import engine_of
-from cpersona.model.fields import arguments
+from cpersona.edges.http.state import services_of
 from cpersona.model.raw_query import MAX_RAW_LIMIT, SEALED_SCAN_MAX, RawQueryRequest, RawQueryResult
 
 if TYPE_CHECKING:
@@ -20,9 +19,8 @@ __all__ = ["RAW_OPERATIONS"]
 
 
 async def _raw_query(request: Request) -> Response:
-    engine = engine_of(request)
     req = await read_body(request, RawQueryRequest)
-    return ORJSONResponse((await engine.raw_query(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).recall.raw_query(req)).to_json())
 
 
 RAW_OPERATIONS: tuple[Operation, ...] = (

@@ -1,7 +1,8 @@
 """Every route of the HTTP API in one table: its handler, and the models of what it reads and answers.
 
 A handler reads its body or query string into the route's request model (the one validation, shared
-with the Python API and the CLI), calls the engine's typed method, and answers with the result's JSON.
+with the Python API and the CLI), hands that model to the engine's service, and answers with the result's
+JSON.
 The OpenAPI document is generated from this table (:mod:`cpersona.edges.http.openapi`), so a route
 cannot exist without its description.
 """
@@ -23,7 +24,7 @@ from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
 from cpersona.edges.http.records import record_to_json
-from cpersona.edges.http.state import engine_of
+from cpersona.edges.http.state import engine_of, services_of
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.edges.http.trace_page import TRACE_OPERATIONS
 from cpersona.edges.mcp.http import MCP_OPERATIONS
@@ -34,7 +35,7 @@ from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_response import CueQueryResult
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import AgentId, KeyText, RequestModel, arguments, validate
+from cpersona.model.fields import AgentId, KeyText, RequestModel, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
 from cpersona.model.recall_query import RecallQuery
@@ -109,22 +110,22 @@ async def _health(request: Request) -> Response:
 
 async def _encode(request: Request) -> Response:
     req = await _body(request, StoreRequest)
-    return ORJSONResponse((await engine_of(request).store(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).writes.store(req)).to_json())
 
 
 async def _encode_batch(request: Request) -> Response:
     req = await _body(request, BatchRequest)
-    return ORJSONResponse((await engine_of(request).store_batch(req.records)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_batch(req)).to_json())
 
 
 async def _encode_raw(request: Request) -> Response:
     req = await _body(request, RawRequest)
-    return ORJSONResponse((await engine_of(request).store_raw(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_raw(req)).to_json())
 
 
 async def _encode_raw_batch(request: Request) -> Response:
     req = await _body(request, RawBatchRequest)
-    return ORJSONResponse((await engine_of(request).store_raw_batch(req.records)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_raw_batch(req)).to_json())
 
 
 async def _update(request: Request) -> Response:
@@ -134,49 +135,42 @@ async def _update(request: Request) -> Response:
     if _UUID.fullmatch(ref):
         ref = f"mem:{ref.lower()}"
     req = await _body(request, UpdateRequest)
-    record = await engine_of(request).update(ref, agent_id=req.agent_id, **req.changes())
+    record = await services_of(request).writes.update(ref, req)
     return _ok({"record": record_to_json(record)})
 
 
 async def _archive_episode(request: Request) -> Response:
     req = await _body(request, EpisodeRequest)
-    return ORJSONResponse((await engine_of(request).archive_episode(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).writes.archive_episode(req)).to_json())
 
 
 async def _put_profile(request: Request) -> Response:
     req = await _body(request, ProfileRequest)
-    record = await engine_of(request).update_profile(request.path_params["agent_id"], req.profile)
+    record = await services_of(request).writes.update_profile(request.path_params["agent_id"], req.profile)
     return _ok({"profile": record_to_json(record)})
 
 
 async def _get_profile(request: Request) -> Response:
     _query(request, NoQuery)
-    record = await engine_of(request).get_profile(request.path_params["agent_id"])
+    record = await services_of(request).reads.get_profile(request.path_params["agent_id"])
     return _ok({"profile": None if record is None else record_to_json(record)})
 
 
 async def _get_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
-    record = await engine_of(request).get(request.path_params["ref"], agent_id=query.agent_id)
+    record = await services_of(request).reads.get(request.path_params["ref"], query.agent_id)
     return _ok({"record": record_to_json(record)})
 
 
 async def _list_records(request: Request) -> Response:
     q = _query(request, ListQuery)
-    records = await engine_of(request).list(
-        q.kind,
-        agent_id=q.agent_id,
-        project_id=q.project_id,
-        channel=q.channel,
-        source_id=q.source_id,
-        limit=q.limit,
-    )
+    records = await services_of(request).reads.list(q)
     return _ok({"kind": q.kind, "count": len(records), "records": [record_to_json(r) for r in records]})
 
 
 async def _delete_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
-    result = await engine_of(request).delete(request.path_params["ref"], agent_id=query.agent_id)
+    result = await services_of(request).writes.delete(request.path_params["ref"], query.agent_id)
     return ORJSONResponse(result.to_json())
 
 
@@ -189,13 +183,13 @@ async def _delete_agent(request: Request) -> Response:
             raise
         message = f"deleting all data of agent {agent_id!r} needs ?confirm=true"
         raise ForgetUnconfirmed("confirm", message) from None
-    result = await engine_of(request).delete_agent_data(agent_id)
+    result = await services_of(request).writes.delete_agent_data(agent_id)
     return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
 
 
 async def _stats(request: Request) -> Response:
     query = _query(request, StatsQuery)
-    return ORJSONResponse(await engine_of(request).stats(query.agent_id))
+    return ORJSONResponse(await services_of(request).reads.stats(query.agent_id))
 
 
 async def _recall_query(request: Request) -> Response:
@@ -207,34 +201,34 @@ async def _recall_query(request: Request) -> Response:
         return await cue_query(request, raw)
     # Neither: the recall's own refusal names `query`, as it always has.
     req = validate(RecallQuery, raw, engine_of(request).settings)
-    result = await engine_of(request).recall(**arguments(req), limit_cap=HTTP_MAX_LIMIT)
+    result = await services_of(request).recall.recall(req, limit_cap=HTTP_MAX_LIMIT)
     return ORJSONResponse(result.to_json())
 
 
 async def _calibrate(request: Request) -> Response:
     req = await _body(request, CalibrateRequest)
-    doc = await engine_of(request).calibrate(req.agent_id, precision=req.precision)
+    doc = await services_of(request).recall.calibrate(req)
     return _ok({"calibration": doc})
 
 
 async def _select_gate(request: Request) -> Response:
     req = await _body(request, GateRequest)
-    return _ok(await engine_of(request).select_gate(req.agent_id, req.gate))
+    return _ok(await services_of(request).recall.select_gate(req))
 
 
 async def _declare_associations(request: Request) -> Response:
     req = await _body(request, DeclareRequest)
-    return ORJSONResponse((await engine_of(request).declare_associations(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).associations.declare(req)).to_json())
 
 
 async def _traverse(request: Request) -> Response:
     req = await _body(request, TraverseRequest)
-    return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).associations.traverse(req)).to_json())
 
 
 async def _reconstruct(request: Request) -> Response:
     req = await _body(request, ReconstructRequest)
-    return ORJSONResponse((await engine_of(request).reconstruct(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).recall.reconstruct(req)).to_json())
 
 
 # ---------------------------------------------------------------------------------------------- table

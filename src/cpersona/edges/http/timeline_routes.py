@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from cpersona.edges.http.errors import ORJSONResponse
 from cpersona.edges.http.operation import Operation
 from cpersona.edges.http.reading import read_body
-from cpersona.edges.http.state import engine_of
-from cpersona.model.fields import arguments
+from cpersona.edges.http.state import services_of
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
@@ -24,12 +23,12 @@ __all__ = ["TIMELINE_OPERATIONS"]
 
 async def _timeline(request: Request) -> Response:
     req = await read_body(request, TimelineRequest)
-    return ORJSONResponse((await engine_of(request).timeline(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).recall.timeline(req)).to_json())
 
 
 async def _graph(request: Request) -> Response:
     req = await read_body(request, GraphRequest)
-    return ORJSONResponse((await engine_of(request).graph(**arguments(req))).to_json())
+    return ORJSONResponse((await services_of(request).recall.graph(req)).to_json())
 
 
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (

@@ -1,8 +1,8 @@
 """The MCP server: the tool table (:data:`TOOLS`) served by the SDK's low-level ``Server``.
 
 A call reads its arguments into the tool's request model (the one validation every edge shares; errors
-name the field), asks the access seam whether the request may act for each agent it names, and calls the
-engine's typed method. Over streamable HTTP the engine is the one the app's routes use (the request's
+name the field), asks the access seam whether the request may act for each agent it names, and hands the
+model to the engine's service. Over streamable HTTP the engine is the one the app's routes use (the request's
 ``state.engine``) and the agents a key may act for are the request's (:mod:`cpersona.edges.http.access`);
 over stdio the engine is the server's own (its lifespan's) and no key is in force. Every answer is JSON,
 in the tool result's text and as its structured content; a failure is ``{ok: false, error}`` and marks

@@ -29,7 +29,7 @@ __all__ = ["Tool", "ToolCall", "acting_agents", "fixed", "input_schema", "route_
 _M = TypeVar("_M", bound=RequestModel)
 
 ToolCall = Callable[[Engine, Any, "str | None"], Awaitable[Mapping[str, Any]]]
-"""A tool's work: the engine's typed method on the validated request, answered as the route's JSON. The
+"""A tool's work: the engine's service given the validated request, answered as the route's JSON. The
 third argument is the call's request id (the HTTP request's ``x-request-id``, or the fresh one the app
 gave it; ``None`` over stdio), which only a tool that needs one reads."""
 

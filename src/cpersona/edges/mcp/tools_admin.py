@@ -9,7 +9,6 @@ from cpersona.edges.http.operation import NoQuery
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest
-from cpersona.model.fields import arguments
 from cpersona.model.lifecycle_requests import (
     ConsolidateRequest,
     DecayForecastRequest,
@@ -37,23 +36,24 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
 
 
 async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.delete(req.ref, agent_id=req.agent_id)).to_json()
+    return (await engine.services.writes.delete(req.ref, req.agent_id)).to_json()
 
 
 async def _delete_agent(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return {**(await engine.delete_agent_data(req.agent_id)).to_json(), "agent_id": req.agent_id}
+    result = await engine.services.writes.delete_agent_data(req.agent_id)
+    return {**result.to_json(), "agent_id": req.agent_id}
 
 
 async def _calibrate(engine: Engine, req: CalibrateRequest, _: str | None) -> dict[str, Any]:
-    return {"ok": True, "calibration": await engine.calibrate(req.agent_id, precision=req.precision)}
+    return {"ok": True, "calibration": await engine.services.recall.calibrate(req)}
 
 
 async def _select_gate(engine: Engine, req: GateRequest, _: str | None) -> dict[str, Any]:
-    return {"ok": True, **await engine.select_gate(req.agent_id, req.gate)}
+    return {"ok": True, **await engine.services.recall.select_gate(req)}
 
 
 async def _stats(engine: Engine, req: StatsQuery, _: str | None) -> dict[str, Any]:
-    return await engine.stats(req.agent_id)
+    return await engine.services.reads.stats(req.agent_id)
 
 
 async def _health(engine: Engine, req: NoQuery, _: str | None) -> dict[str, Any]:
@@ -61,36 +61,29 @@ async def _health(engine: Engine, req: NoQuery, _: str | None) -> dict[str, Any]
 
 
 async def _decay_tick(engine: Engine, req: DecayTickRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.decay_tick(**arguments(req))).to_json()
+    return (await engine.services.upkeep.decay_tick(req)).to_json()
 
 
 async def _decay_forecast(engine: Engine, req: DecayForecastRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.decay_forecast(**arguments(req))).to_json()
+    return (await engine.services.upkeep.decay_forecast(req)).to_json()
 
 
 async def _forget(engine: Engine, req: ForgetRequest, _: str | None) -> dict[str, Any]:
-    args = arguments(req)
-    if "temporal_range" in args:
-        args["temporal_range"] = args["temporal_range"].model_dump()
-    return (await engine.forget(**args)).to_json()
+    return (await engine.services.upkeep.forget(req)).to_json()
 
 
 async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.consolidate(**arguments(req))).to_json()
+    return (await engine.services.upkeep.consolidate(req)).to_json()
 
 
 async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
-    keep = ("agent_id", "stores", "include_raw_journal", "encryption_key")
-    return (await engine.export(**{k: v for k, v in arguments(req).items() if k in keep})).to_json()
+    return (await engine.services.upkeep.export(req)).to_json()
 
 
 async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
-    args = arguments(req)
-    agent, data = args.pop("agent_id"), args.pop("archive_data")
     # archive_id is informational.
-    rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
-    return (await engine.import_archive(agent, data, **rules)).to_json()
+    return (await engine.services.upkeep.import_archive(req)).to_json()
 
 
 ADMIN_TOOLS: tuple[Tool, ...] = (

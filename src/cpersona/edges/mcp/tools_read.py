@@ -12,7 +12,6 @@ from cpersona.edges.http.records import record_to_json
 from cpersona.edges.mcp.tool import Tool, fixed, route_arguments, with_fields
 from cpersona.errors import RecordNotFound
 from cpersona.model.associations import TraverseRequest
-from cpersona.model.fields import arguments
 from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
@@ -47,19 +46,19 @@ EpisodeList = fixed(ListQuery, "ListEpisodesArguments", "kind", "episode")
 
 
 async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, Any]:
-    return (await engine.recall(**arguments(req), limit_cap=_MAX_LIMIT)).to_json()
+    return (await engine.services.recall.recall(req, limit_cap=_MAX_LIMIT)).to_json()
 
 
 async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.reconstruct(**arguments(req))).to_json()
+    return (await engine.services.recall.reconstruct(req)).to_json()
 
 
 async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.traverse(**arguments(req))).to_json()
+    return (await engine.services.associations.traverse(req)).to_json()
 
 
 async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.raw_query(**arguments(req))).to_json()
+    return (await engine.services.recall.raw_query(req)).to_json()
 
 
 async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
@@ -68,26 +67,19 @@ async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, An
     # One ref that is not the agent's is reported, not the whole read refused.
     for ref in dict.fromkeys(req.refs):
         try:
-            records.append(record_to_json(await engine.get(ref, agent_id=req.agent_id)))
+            records.append(record_to_json(await engine.services.reads.get(ref, req.agent_id)))
         except RecordNotFound:
             missing.append(ref)
     return {"ok": True, "records": records, "not_found": missing}
 
 
 async def _get_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    record = await engine.get_profile(req.agent_id)
+    record = await engine.services.reads.get_profile(req.agent_id)
     return {"ok": True, "profile": None if record is None else record_to_json(record)}
 
 
 async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]:
-    records = await engine.list(
-        req.kind,
-        agent_id=req.agent_id,
-        project_id=req.project_id,
-        channel=req.channel,
-        source_id=req.source_id,
-        limit=req.limit,
-    )
+    records = await engine.services.reads.list(req)
     return {
         "ok": True,
         "kind": req.kind,

@@ -12,7 +12,6 @@ from cpersona.edges.http.records import record_to_json
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.associations import DeclareRequest
 from cpersona.model.episode_request import EpisodeRequest
-from cpersona.model.fields import arguments
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.raw_request import RawRequest
 
@@ -28,30 +27,30 @@ UpdateArguments = route_arguments("PATCH", "/v1/encode/{ref}", "UpdateMemoryArgu
 
 
 async def _store(engine: Engine, req: StoreRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.store(**arguments(req))).to_json()
+    return (await engine.services.writes.store(req)).to_json()
 
 
 async def _store_raw(engine: Engine, req: RawRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.store_raw(**arguments(req))).to_json()
+    return (await engine.services.writes.store_raw(req)).to_json()
 
 
 async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.archive_episode(**arguments(req))).to_json()
+    return (await engine.services.writes.archive_episode(req)).to_json()
 
 
 async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.declare_associations(**arguments(req))).to_json()
+    return (await engine.services.associations.declare(req)).to_json()
 
 
 async def _update_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    record = await engine.update_profile(req.agent_id, req.profile)
+    record = await engine.services.writes.update_profile(req.agent_id, req.profile)
     return {"ok": True, "profile": record_to_json(record)}
 
 
 async def _update_memory(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     # A bare UUID names a memory, as the route reads it (only memories are updated).
     ref = req.ref if req.ref.startswith("mem:") else f"mem:{req.ref.lower()}"
-    record = await engine.update(ref, agent_id=req.agent_id, **req.changes())
+    record = await engine.services.writes.update(ref, req)
     return {"ok": True, "record": record_to_json(record)}
 
 

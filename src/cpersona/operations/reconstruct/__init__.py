@@ -77,8 +77,8 @@ async def reconstruct(
         return _count_zero(limits, mode)
     scope = _scope(req)
     cues = await associative_cues(records, scope, req.query)
-    asks = KEYWORD_SEAT if mode is None else mode.asks
-    recalled = await recall_candidates(recall, records, req, limits.top_k, cues.terms, asks)
+    overlay = KEYWORD_SEAT if mode is None else mode.overlay
+    recalled = await recall_candidates(recall, records, settings, req, limits.top_k, cues.terms, overlay)
     pool = recalled.candidates
     links = dict(await record_links(records, scope, [c.ref for c in pool]))
     clusters = bundle(pool, links, limits.adjacency_seconds)

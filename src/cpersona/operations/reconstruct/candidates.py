@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from cpersona.model.fields import validate
+from cpersona.model.policy import PolicyOverlay
+from cpersona.model.recall_query import RecallQuery
 from cpersona.model.records import EpisodeRecord, MemoryRecord, parse_ref
 
 if TYPE_CHECKING:
@@ -16,12 +19,12 @@ if TYPE_CHECKING:
 
     from cpersona.model.reconstruct_request import ReconstructRequest
     from cpersona.model.trace import RecallTrace, RecallTraceFailure
+    from cpersona.settings import Settings
     from cpersona.stores.protocols import RecordReads
 
 __all__ = [
     "KEYWORD_SEAT",
     "Candidate",
-    "RecallAsks",
     "RecallPort",
     "RecallView",
     "Recalled",
@@ -55,25 +58,18 @@ class RecallView:
     block_chars: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecallAsks:
-    """The held seats and depth reconstruct asks of its recall (§4.2 stage 2): one keyword seat; pro
-    adds block and keyword seats and depth places."""
-
-    keyword_seats: int = 1
-    extra_block_seats: int = 0
-    depth_places: int = 0
-
-
-KEYWORD_SEAT = RecallAsks()  # what a reconstruct without a mode asks
+KEYWORD_SEAT = PolicyOverlay(keyword_seats=1)
+"""What reconstruct asks of its recall's policy (§4.2 stage 2): one held keyword seat, as the reference's
+reconstruct asks of its recall (§3.10); pro asks for more (:mod:`.modes`)."""
 
 
 class RecallPort(Protocol):
     """Runs the one recall: the engine's recaller, handed in, since operations sit beside recall and
-    import nothing of it. ``body`` is a recall request body; ``lexical_terms`` go to the lexical arms."""
+    import nothing of it. ``lexical_terms`` go to the lexical arms; ``overlay`` is applied over the
+    policy the recall runs under."""
 
     async def __call__(
-        self, body: Mapping[str, Any], lexical_terms: tuple[str, ...], asks: RecallAsks = ...
+        self, query: RecallQuery, lexical_terms: tuple[str, ...], overlay: PolicyOverlay
     ) -> RecallView: ...
 
 
@@ -100,25 +96,26 @@ class Recalled:
     candidates: tuple[Candidate, ...]
 
 
-def _recall_body(req: ReconstructRequest, top_k: int) -> dict[str, Any]:
+def _recall_query(req: ReconstructRequest, top_k: int, settings: Settings) -> RecallQuery:
     body: dict[str, Any] = {"agent_id": req.agent_id, "query": req.query, "limit": top_k, "deep": req.deep}
     body.update(source_id=req.source_id, trace=req.trace)
     for name in ("project_id", "channel", "time_cue"):
         if getattr(req, name) is not None:
             body[name] = getattr(req, name)
-    return body
+    return validate(RecallQuery, body, settings)
 
 
 async def recall_candidates(
     recall: RecallPort,
     records: RecordReads,
+    settings: Settings,
     req: ReconstructRequest,
     top_k: int,
     lexical_terms: tuple[str, ...],
-    asks: RecallAsks = KEYWORD_SEAT,
+    overlay: PolicyOverlay = KEYWORD_SEAT,
 ) -> Recalled:
     """Run the one recall and read its rows' records (a row deleted since is left out)."""
-    view = await recall(_recall_body(req, top_k), lexical_terms, asks)
+    view = await recall(_recall_query(req, top_k, settings), lexical_terms, overlay)
     rows = [row for row in view.rows if row.kind != "profile"]
     found = await _read_all(records, [row.ref for row in rows])
     kept = [row for row in rows if row.ref in found]

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Literal
 import orjson
 
 from cpersona.errors import InvalidRequest
-from cpersona.operations.reconstruct.candidates import RecallAsks
+from cpersona.model.policy import PolicyOverlay
+from cpersona.operations.reconstruct.candidates import KEYWORD_SEAT
 from cpersona.operations.reconstruct.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Mode:
     count: int | None  # the count's default and maximum; None: the settings'
     whole_floor: int | None  # items the whole-record floor covers; None: every item
     held_long_last: bool
-    asks: RecallAsks
+    overlay: PolicyOverlay  # what the mode asks of its recall's policy
     lite_flag: bool = False  # chosen by ``lite: true`` (echoed), not by ``mode: "lite"``
 
 
@@ -79,10 +80,10 @@ def mode_of(req: ReconstructRequest, settings: Settings) -> Mode | None:
     name = req.mode or ("lite" if req.lite else None)
     if name == "lite":
         flag = req.mode is None
-        return Mode("lite", settings.reconstruct_lite_cap, 2_800, None, None, False, RecallAsks(), flag)
+        return Mode("lite", settings.reconstruct_lite_cap, 2_800, None, None, False, KEYWORD_SEAT, flag)
     if name == "pro":
-        asks = RecallAsks(keyword_seats=1 + 8, extra_block_seats=2, depth_places=8)
-        return Mode("pro", settings.reconstruct_pro_cap, None, 15, 10, True, asks)
+        overlay = PolicyOverlay(keyword_seats=1 + 8, extra_block_seats=2, depth_places=8)
+        return Mode("pro", settings.reconstruct_pro_cap, None, 15, 10, True, overlay)
     return None
 
 

@@ -77,9 +77,7 @@ class RecallPlan:
     vector_threshold: float
     # Whether the query was embedded: without a vector every lexical row is single-arm, seats included.
     has_vector: bool = True
-    # Keyword seats (reconstruct asks for one; 0 leaves the recall as it was) and their order's key.
-    keyword_seats: int = 0
-    extra_block_seats: int = 0  # reconstruct's pro asks for 2 beyond the policy's
+    # The question parts each record holds: the order of the policy's keyword seats (``seats.keyword``).
     parts_covered: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
@@ -317,18 +315,18 @@ def _seats(data: Counted, plan: RecallPlan) -> Seated:
     gate = SeatGate(plan.gate, plan.policy.gate, has_vector=plan.has_vector, floor=seat_policy.floor)
     block = retrieved.arms.get("block")
     seats: list[Seat] = []
-    block_count = seat_policy.block + plan.extra_block_seats
+    block_count = seat_policy.block + seat_policy.extra_block
     if block is not None and block_count > 0 and not plan.blank_query:
         returned = {r.ref for r in data.rows}
         chosen = block_seats(block.rows, returned=returned, seats=block_count, gate=gate)
         seats.extend(Seat(row.ref, "block", row) for row in chosen)
-    if plan.keyword_seats > 0:
+    if seat_policy.keyword > 0:
         taken = {r.ref for r in data.rows} | {seat.ref for seat in seats}
         words = keyword_seats(
             data.source.source.rows,
             data.source.decisions,
             taken=taken,
-            seats=plan.keyword_seats,
+            seats=seat_policy.keyword,
             parts=plan.parts_covered,
         )
         seats.extend(Seat(c.ref, "keyword", ArmRow(c.ref, n, c.rrf)) for n, c in enumerate(words))

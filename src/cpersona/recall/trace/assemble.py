@@ -233,7 +233,7 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> Recall
         ),
         episode_penalty=rules.episode_penalty,
         time_cue=None if req.time_cue is None else TimeCueTrace.model_validate(req.time_cue.to_json()),
-        keyword_seats=req.keyword_seats,
+        keyword_seats=policy.seats.keyword,
         # How many extra lexical terms the arms got (reconstruct's cues list them in its own trace).
         lexical_terms=len(req.lexical_terms),
     )
