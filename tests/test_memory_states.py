@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cpersona.stores.redis import memory_states, store
+from cpersona.stores.redis import memory_states, record_reads
 
 if TYPE_CHECKING:
     import cpersona
@@ -42,6 +42,6 @@ async def test_every_memory_is_read_once_across_pages(
 async def test_an_agents_record_ids_are_every_one_in_insertion_order(
     engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
-    monkeypatch.setattr(store, "_SAMPLE_PAGE", page)
+    monkeypatch.setattr(record_reads, "_SAMPLE_PAGE", page)
     expected = await _kept_ids(engine, "lister", 9, 1, gone=2)
     assert await engine._b.records.memory_ids("lister") == expected

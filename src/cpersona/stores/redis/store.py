@@ -120,10 +120,9 @@ class RedisRecordStore:
     """The :class:`~cpersona.stores.protocols.RecordStore` of one engine in Redis: its roles' adapters.
 
     A member is looked up on the adapter of the role that declares it, so a call costs one attribute
-    lookup more than calling that adapter, and nothing else.
+    lookup more than calling that adapter, and nothing else. An attribute set on the store itself (a
+    test standing in for one member) is found before that lookup.
     """
-
-    __slots__ = ("roles",)
 
     def __init__(self, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> None:
         self.roles = RedisRoles.open(client, keys, sealer)
