@@ -64,7 +64,7 @@ async def store(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
 
 
 async def store_batch(life: Lifecycle, records: Sequence[Mapping[str, Any] | StoreRequest]) -> BatchResult:
-    return BatchResult(tuple(await _store_memories(life, _batch_drafts(life.settings, records))))
+    return BatchResult(results=tuple(await _store_memories(life, _batch_drafts(life.settings, records))))
 
 
 def _batch_drafts(
@@ -94,9 +94,9 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
             await b.records.put_memories(writes, queue_blocks=b.builder is not None)
         for rec, f in zip(records, fresh, strict=True):
             results[f.index] = StoreResult(
-                "stored",
-                rec.ref,
-                f.draft.msg_id,
+                result="stored",
+                ref=rec.ref,
+                msg_id=f.draft.msg_id,
                 embedded=rec.embedded,
                 vector_pending=rec.vector_pending,
                 warnings=f.draft.warnings,
@@ -167,7 +167,7 @@ async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreR
     async with abandoned_on_failure(b, in_flight):
         (rec,) = await with_vectors(b, [rec])
         await b.records.put_episode(rec, queue_blocks=b.builder is not None)
-    return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
+    return StoreResult(result="stored", ref=rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
 
 
 async def store_raw(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
@@ -213,10 +213,10 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
     ]
     await b.records.put_raw(recs)
     return BatchResult(
-        tuple(
+        results=tuple(
             StoreResult(
-                "stored",
-                r.ref,
+                result="stored",
+                ref=r.ref,
                 session_id=r.session_id,
                 visibility=r.visibility,
                 secrecy_level=r.secrecy_level,

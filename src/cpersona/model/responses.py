@@ -13,13 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
-from cpersona.model.records import RawVisibility, SecrecyLevel, StoreKind
 from cpersona.model.trace import RecallTrace, RecallTraceFailure
 
 __all__ = [
-    "BatchResponse",
     "CalibrationResponse",
-    "DeleteResponse",
     "ErrorDetail",
     "ErrorResponse",
     "GateResponse",
@@ -32,7 +29,6 @@ __all__ = [
     "RecordListResponse",
     "RecordResponse",
     "StatsResponse",
-    "StoreResponse",
 ]
 
 
@@ -70,44 +66,6 @@ class ErrorResponse(ResponseModel):
         "else null"
     )
     request_id: str | None = Field(description="Also in the `x-request-id` header")
-
-
-class StoreResponse(ResponseModel):
-    """The outcome of one store; ``skipped`` names the record that already holds it."""
-
-    model_config = ConfigDict(title="StoreResult")
-
-    ok: Literal[True]
-    result: Literal["stored", "skipped"]
-    ref: str = Field(description="mem:<uuid>, ep:<uuid> or raw:<uuid>")
-    record_id: str
-    embedded: bool
-    id: str | None = Field(default=None, description="The caller's message id, when given")
-    vector_pending: bool | None = Field(default=None, description="Saved; the vector is written later")
-    reason: Literal["duplicate_id", "duplicate_content", "duplicate"] | None = None
-    warnings: list[Literal["timestamp_ahead_of_clock"]] | None = None
-    store: StoreKind | None = Field(
-        default=None,
-        description="A memory's store (Cerememory's EncodeStoreResponse); for a skipped write, "
-        "the store it asked for",
-    )
-    initial_fidelity: float | None = Field(default=None, description="A memory's: always 1.0")
-    associations_created: int | None = Field(
-        default=None, description="A memory's outbound associations this write created (0 when skipped)"
-    )
-    session_id: str | None = Field(default=None, description="A raw entry's session")
-    visibility: RawVisibility | None = Field(default=None, description="A raw entry's visibility")
-    secrecy_level: SecrecyLevel | None = Field(default=None, description="A raw entry's secrecy level")
-
-
-class BatchResponse(ResponseModel):
-    model_config = ConfigDict(title="BatchResult")
-
-    ok: Literal[True]
-    stored: int
-    skipped: int
-    results: list[StoreResponse]
-    associations_inferred: int = Field(description="Edges inferred between the items: always 0 here")
 
 
 class RecordBody(BaseModel):
@@ -148,14 +106,6 @@ class ProfileBody(ResponseModel):
 class ProfileResponse(ResponseModel):
     ok: Literal[True]
     profile: ProfileBody | None
-
-
-class DeleteResponse(ResponseModel):
-    model_config = ConfigDict(title="DeleteResult")
-
-    ok: Literal[True]
-    deleted: int
-    agent_id: str | None = None
 
 
 class StatsResponse(ResponseModel):

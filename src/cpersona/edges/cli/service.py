@@ -89,10 +89,10 @@ class LocalService:
 
     async def store(self, body: Mapping[str, Any]) -> JSON:
         request = validate(StoreRequest, body, self.settings)
-        return (await self.engine.store(**arguments(request))).to_json()
+        return (await self.engine.store(**arguments(request))).model_dump(mode="json")
 
     async def store_batch(self, batch: Sequence[Validated]) -> JSON:
-        return (await self.engine.store_batch([request for _, request in batch])).to_json()
+        return (await self.engine.store_batch([request for _, request in batch])).model_dump(mode="json")
 
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RecallQuery, body, self.settings)
@@ -117,7 +117,7 @@ class LocalService:
         return record_to_json(await self.engine.get(ref, agent_id=agent))
 
     async def forget(self, agent: str) -> JSON:
-        return (await self.engine.delete_agent_data(agent)).to_json()
+        return (await self.engine.delete_agent_data(agent)).model_dump(mode="json")
 
     async def drain_blocks(self) -> int | None:
         # No worker runs in a one-shot command: the blocks of what it stored are built here.

@@ -50,9 +50,7 @@ from cpersona.model.record_queries import (
     StatsQuery,
 )
 from cpersona.model.responses import (
-    BatchResponse,
     CalibrationResponse,
-    DeleteResponse,
     GateResponse,
     HealthResponse,
     ProfileResponse,
@@ -60,8 +58,8 @@ from cpersona.model.responses import (
     RecordListResponse,
     RecordResponse,
     StatsResponse,
-    StoreResponse,
 )
+from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.update_request import UpdateRequest
 
 if TYPE_CHECKING:
@@ -109,22 +107,22 @@ async def _health(request: Request) -> Response:
 
 async def _encode(request: Request) -> Response:
     req = await _body(request, StoreRequest)
-    return ORJSONResponse((await engine_of(request).store(**arguments(req))).to_json())
+    return ORJSONResponse((await engine_of(request).store(**arguments(req))).model_dump(mode="json"))
 
 
 async def _encode_batch(request: Request) -> Response:
     req = await _body(request, BatchRequest)
-    return ORJSONResponse((await engine_of(request).store_batch(req.records)).to_json())
+    return ORJSONResponse((await engine_of(request).store_batch(req.records)).model_dump(mode="json"))
 
 
 async def _encode_raw(request: Request) -> Response:
     req = await _body(request, RawRequest)
-    return ORJSONResponse((await engine_of(request).store_raw(**arguments(req))).to_json())
+    return ORJSONResponse((await engine_of(request).store_raw(**arguments(req))).model_dump(mode="json"))
 
 
 async def _encode_raw_batch(request: Request) -> Response:
     req = await _body(request, RawBatchRequest)
-    return ORJSONResponse((await engine_of(request).store_raw_batch(req.records)).to_json())
+    return ORJSONResponse((await engine_of(request).store_raw_batch(req.records)).model_dump(mode="json"))
 
 
 async def _update(request: Request) -> Response:
@@ -140,7 +138,9 @@ async def _update(request: Request) -> Response:
 
 async def _archive_episode(request: Request) -> Response:
     req = await _body(request, EpisodeRequest)
-    return ORJSONResponse((await engine_of(request).archive_episode(**arguments(req))).to_json())
+    return ORJSONResponse(
+        (await engine_of(request).archive_episode(**arguments(req))).model_dump(mode="json")
+    )
 
 
 async def _put_profile(request: Request) -> Response:
@@ -177,7 +177,7 @@ async def _list_records(request: Request) -> Response:
 async def _delete_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
     result = await engine_of(request).delete(request.path_params["ref"], agent_id=query.agent_id)
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 async def _delete_agent(request: Request) -> Response:
@@ -190,7 +190,7 @@ async def _delete_agent(request: Request) -> Response:
         message = f"deleting all data of agent {agent_id!r} needs ?confirm=true"
         raise ForgetUnconfirmed("confirm", message) from None
     result = await engine_of(request).delete_agent_data(agent_id)
-    return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
+    return ORJSONResponse({**result.model_dump(mode="json"), "agent_id": agent_id})
 
 
 async def _stats(request: Request) -> Response:
@@ -262,7 +262,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode",
         _encode,
         "Store one memory (encode.store)",
-        StoreResponse,
+        StoreResult,
         body=StoreRequest,
         errors=_RELATING_WRITE_ERRORS,
         description="A repeat of the caller's `id` (within agent+project) or of identical content (within "
@@ -275,7 +275,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/batch",
         _encode_batch,
         "Store many memories (encode.batch)",
-        BatchResponse,
+        BatchResult,
         body=BatchRequest,
         errors=_RELATING_WRITE_ERRORS,
     ),
@@ -284,7 +284,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/raw",
         _encode_raw,
         "Append one raw journal entry (encode.store_raw)",
-        StoreResponse,
+        StoreResult,
         body=RawRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -293,7 +293,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/raw/batch",
         _encode_raw_batch,
         "Append many raw journal entries (encode.batch_raw)",
-        BatchResponse,
+        BatchResult,
         body=RawBatchRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -315,7 +315,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/episodes",
         _archive_episode,
         "Archive a session summary (archive_episode)",
-        StoreResponse,
+        StoreResult,
         body=EpisodeRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -362,7 +362,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/records/{ref}",
         _delete_record,
         "Delete one record (with its dedup claims and vector)",
-        DeleteResponse,
+        DeleteResult,
         query=RecordQuery,
         errors=(400, 404, 503),
         path_params=_REF,
@@ -372,7 +372,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/agents/{agent_id}",
         _delete_agent,
         "Delete every record, claim, profile and vector of an agent",
-        DeleteResponse,
+        DeleteResult,
         query=ForgetQuery,
         greedy=("agent_id",),
         path_params=_ANY_AGENT,

@@ -37,11 +37,14 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
 
 
 async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.delete(req.ref, agent_id=req.agent_id)).to_json()
+    return (await engine.delete(req.ref, agent_id=req.agent_id)).model_dump(mode="json")
 
 
 async def _delete_agent(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return {**(await engine.delete_agent_data(req.agent_id)).to_json(), "agent_id": req.agent_id}
+    return {
+        **(await engine.delete_agent_data(req.agent_id)).model_dump(mode="json"),
+        "agent_id": req.agent_id,
+    }
 
 
 async def _calibrate(engine: Engine, req: CalibrateRequest, _: str | None) -> dict[str, Any]:

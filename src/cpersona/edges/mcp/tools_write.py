@@ -28,15 +28,15 @@ UpdateArguments = route_arguments("PATCH", "/v1/encode/{ref}", "UpdateMemoryArgu
 
 
 async def _store(engine: Engine, req: StoreRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.store(**arguments(req))).to_json()
+    return (await engine.store(**arguments(req))).model_dump(mode="json")
 
 
 async def _store_raw(engine: Engine, req: RawRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.store_raw(**arguments(req))).to_json()
+    return (await engine.store_raw(**arguments(req))).model_dump(mode="json")
 
 
 async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.archive_episode(**arguments(req))).to_json()
+    return (await engine.archive_episode(**arguments(req))).model_dump(mode="json")
 
 
 async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
