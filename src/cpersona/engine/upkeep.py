@@ -113,7 +113,13 @@ async def decay_tick(life: Lifecycle, body: Mapping[str, object]) -> DecayTickRe
             doomed = []
     await life.backends.records.set_fidelities(batch)
     pruned += await delete_memories(life, doomed)
-    return DecayTickResult(updated, decayed, pruned, pruning, seconds)
+    return DecayTickResult(
+        records_updated=updated,
+        records_below_threshold=decayed,
+        records_pruned=pruned,
+        pruning=pruning,
+        aged_seconds=seconds,
+    )
 
 
 def threshold_time(record: MemoryRecord) -> float | None:
@@ -147,9 +153,14 @@ async def decay_forecast(life: Lifecycle, body: Mapping[str, object]) -> DecayFo
         current = current_fidelity(r.fidelity, r.emotion, now)
         later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
         out.append(
-            DecayForecast(record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r))
+            DecayForecast(
+                record_id=record_id,
+                current_fidelity=current,
+                forecasted_fidelity=later,
+                estimated_threshold_date=None if current < PRUNE_THRESHOLD else threshold_time(r),
+            )
         )
-    return DecayForecastResult(tuple(out))
+    return DecayForecastResult(forecasts=tuple(out))
 
 
 def _memory_target(target: str) -> str | None:
@@ -218,4 +229,4 @@ async def forget(life: Lifecycle, body: Mapping[str, object]) -> ForgetResult:
     deleted = 0
     async for so_far in forget_progress(life, validate(ForgetRequest, body, life.settings)):
         deleted = so_far
-    return ForgetResult(deleted)
+    return ForgetResult(records_deleted=deleted)

@@ -10,12 +10,13 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import WithJsonSchema
+from pydantic import PlainSerializer, WithJsonSchema
 
 from cpersona.model.fields import Before, refusal
+from cpersona.model.records import format_time
 from cpersona.model.time_cue import MAX_TS
 
-__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "renderable"]
+__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "ShownTime", "renderable"]
 
 MAX_TIME_TEXT = 64
 """The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
@@ -83,3 +84,6 @@ EPOCH_TIME_SCHEMA = {
 """The JSON schema of an :data:`EpochTime`."""
 
 EpochTime = Annotated[float, Before(_epoch), WithJsonSchema(EPOCH_TIME_SCHEMA)]
+
+ShownTime = Annotated[float, Before(_epoch), PlainSerializer(format_time, return_type=str)]
+"""A point in time of an answer: epoch seconds in Python, RFC 3339 text on the wire (read back as either)."""

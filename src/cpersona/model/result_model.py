@@ -37,6 +37,10 @@ def _sent_always(schema: dict[str, Any], model: type[BaseModel]) -> None:
         schema["required"] = required
     else:
         schema.pop("required", None)
+    # A key sent always has no default on the wire; the class's default only spares its builders.
+    properties = schema.get("properties", {})
+    for key in required:
+        properties.get(key, {}).pop("default", None)
 
 
 class ResultModel(BaseModel):

@@ -30,7 +30,7 @@ class StoreResult(ResultModel):
     ok: Literal[True] = True
     result: Literal["stored", "skipped"]
     ref: str = Field(description="mem:<uuid>, ep:<uuid> or raw:<uuid>")
-    record_id: str = Field(default="", description="The bare UUID of ref (filled from it)")
+    record_id: str = ""  # filled from ref
     embedded: bool = False
     msg_id: str = Field(
         default="",

@@ -23,13 +23,12 @@ from cpersona.model.lifecycle_requests import (
     ImportRequest,
 )
 from cpersona.model.lifecycle_responses import (
-    ConsolidateResponse,
-    DecayForecastResponse,
-    DecayTickResponse,
-    ExportResponse,
-    ForgetResponse,
+    ConsolidateResult,
+    DecayForecastResult,
+    DecayTickResult,
+    ExportResult,
     ForgetResult,
-    ImportResponse,
+    ImportResult,
 )
 
 if TYPE_CHECKING:
@@ -56,12 +55,12 @@ async def _body(request: Request, model: type[_M]) -> tuple[Engine, dict[str, An
 
 async def _decay_tick(request: Request) -> Response:
     engine, args = await _body(request, DecayTickRequest)
-    return ORJSONResponse((await engine.decay_tick(**args)).to_json())
+    return ORJSONResponse((await engine.decay_tick(**args)).model_dump(mode="json"))
 
 
 async def _decay_forecast(request: Request) -> Response:
     engine, args = await _body(request, DecayForecastRequest)
-    return ORJSONResponse((await engine.decay_forecast(**args)).to_json())
+    return ORJSONResponse((await engine.decay_forecast(**args)).model_dump(mode="json"))
 
 
 async def _forget(request: Request) -> Response:
@@ -70,7 +69,7 @@ async def _forget(request: Request) -> Response:
     engine, args = await _body(request, ForgetRequest)
     if args.get("temporal_range") is not None:
         args["temporal_range"] = args["temporal_range"].model_dump()
-    return ORJSONResponse((await engine.forget(**args)).to_json())
+    return ORJSONResponse((await engine.forget(**args)).model_dump(mode="json"))
 
 
 async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
@@ -96,14 +95,14 @@ async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
             failed = orjson.loads(failure_response(exc, request_id, "DELETE /v1/lifecycle/forget").body)
             yield orjson.dumps({**failed, "records_deleted": deleted}) + b"\n"
             return
-        yield orjson.dumps(ForgetResult(deleted).to_json()) + b"\n"
+        yield orjson.dumps(ForgetResult(records_deleted=deleted).model_dump(mode="json")) + b"\n"
 
     return StreamingResponse(lines(), media_type=_NDJSON)
 
 
 async def _consolidate(request: Request) -> Response:
     engine, args = await _body(request, ConsolidateRequest)
-    return ORJSONResponse((await engine.consolidate(**args)).to_json())
+    return ORJSONResponse((await engine.consolidate(**args)).model_dump(mode="json"))
 
 
 async def _export(request: Request) -> Response:
@@ -112,7 +111,7 @@ async def _export(request: Request) -> Response:
     picked = {
         k: v for k, v in args.items() if k in ("agent_id", "stores", "include_raw_journal", "encryption_key")
     }
-    return ORJSONResponse((await engine.export(**picked)).to_json())
+    return ORJSONResponse((await engine.export(**picked)).model_dump(mode="json"))
 
 
 async def _import(request: Request) -> Response:
@@ -120,7 +119,7 @@ async def _import(request: Request) -> Response:
     agent, data = args.pop("agent_id"), args.pop("archive_data")
     # archive_id is informational.
     rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
-    return ORJSONResponse((await engine.import_archive(agent, data, **rules)).to_json())
+    return ORJSONResponse((await engine.import_archive(agent, data, **rules)).model_dump(mode="json"))
 
 
 LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
@@ -129,7 +128,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/decay-tick",
         _decay_tick,
         "Sweep an agent's memories for decay (lifecycle.decay_tick)",
-        DecayTickResponse,
+        DecayTickResult,
         body=DecayTickRequest,
         errors=(400, 503, 507),
         description="Fidelity is a function of the time since each memory's baseline, never compounded "
@@ -143,7 +142,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/introspect/decay-forecast",
         _decay_forecast,
         "Each memory's fidelity now and at a later time (introspect.decay_forecast)",
-        DecayForecastResponse,
+        DecayForecastResult,
         body=DecayForecastRequest,
         errors=(400, 404, 503),
         description="`estimated_threshold_date` is computed in closed form; null when the memory is "
@@ -154,7 +153,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/forget",
         _forget,
         "Delete memories by id, store, period or age (lifecycle.forget)",
-        ForgetResponse,
+        ForgetResult,
         body=ForgetRequest,
         errors=(400, 503),
         description="A JSON body. The union of what each selector names, only the caller's memories, "
@@ -168,7 +167,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/consolidate",
         _consolidate,
         "Merge near-duplicate episodic memories and give the rest a semantic copy (lifecycle.consolidate)",
-        ConsolidateResponse,
+        ConsolidateResult,
         body=ConsolidateRequest,
         errors=(400, 409, 503, 507),
         description="Idempotent: a second call with the same arguments creates and deletes nothing. "
@@ -179,7 +178,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/export",
         _export,
         "An agent's memory as JSON Lines (lifecycle.export)",
-        ExportResponse,
+        ExportResult,
         body=ExportRequest,
         errors=(400, 503),
         description="Header line, one record per line, footer with the SHA-256 of the lines before it. "
@@ -192,7 +191,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/import",
         _import,
         "Import an archive into an agent (lifecycle.import)",
-        ImportResponse,
+        ImportResult,
         body=ImportRequest,
         errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "

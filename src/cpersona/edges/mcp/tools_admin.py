@@ -64,28 +64,30 @@ async def _health(engine: Engine, req: NoQuery, _: str | None) -> dict[str, Any]
 
 
 async def _decay_tick(engine: Engine, req: DecayTickRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.decay_tick(**arguments(req))).to_json()
+    return (await engine.decay_tick(**arguments(req))).model_dump(mode="json")
 
 
 async def _decay_forecast(engine: Engine, req: DecayForecastRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.decay_forecast(**arguments(req))).to_json()
+    return (await engine.decay_forecast(**arguments(req))).model_dump(mode="json")
 
 
 async def _forget(engine: Engine, req: ForgetRequest, _: str | None) -> dict[str, Any]:
     args = arguments(req)
     if "temporal_range" in args:
         args["temporal_range"] = args["temporal_range"].model_dump()
-    return (await engine.forget(**args)).to_json()
+    return (await engine.forget(**args)).model_dump(mode="json")
 
 
 async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.consolidate(**arguments(req))).to_json()
+    return (await engine.consolidate(**arguments(req))).model_dump(mode="json")
 
 
 async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
     keep = ("agent_id", "stores", "include_raw_journal", "encryption_key")
-    return (await engine.export(**{k: v for k, v in arguments(req).items() if k in keep})).to_json()
+    return (await engine.export(**{k: v for k, v in arguments(req).items() if k in keep})).model_dump(
+        mode="json"
+    )
 
 
 async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
@@ -93,7 +95,7 @@ async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str
     agent, data = args.pop("agent_id"), args.pop("archive_data")
     # archive_id is informational.
     rules = {k: v for k, v in args.items() if k in ("strategy", "conflict_resolution", "decryption_key")}
-    return (await engine.import_archive(agent, data, **rules)).to_json()
+    return (await engine.import_archive(agent, data, **rules)).model_dump(mode="json")
 
 
 ADMIN_TOOLS: tuple[Tool, ...] = (
