@@ -112,7 +112,7 @@ async def traverse(life: Lifecycle, body: Mapping[str, object]) -> TraverseResul
     index = await records.entity_index(scope)
     start = _start(index, name_key(req.entity))
     if not start:
-        return TraverseResult(None)
+        return TraverseResult(entity=None)
     names = {e.key: e.name for e in index}
     walk = Walk(records, scope, req.limit, names, set(start))
     level: list[tuple[str, tuple[str, ...]]] = [(key, ()) for key in start]
@@ -126,4 +126,6 @@ async def traverse(life: Lifecycle, body: Mapping[str, object]) -> TraverseResul
         level = following
         if not level:
             break
-    return TraverseResult(names[start[0]], tuple(walk.reached.values()), walk.truncated)
+    return TraverseResult(
+        entity=names[start[0]], records=tuple(walk.reached.values()), truncated=walk.truncated
+    )

@@ -29,7 +29,7 @@ from cpersona.edges.http.trace_page import TRACE_OPERATIONS
 from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
-from cpersona.model.association_responses import DeclareResponse, TraverseResponse
+from cpersona.model.association_results import DeclareResult, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_response import CueQueryResult
@@ -224,12 +224,14 @@ async def _select_gate(request: Request) -> Response:
 
 async def _declare_associations(request: Request) -> Response:
     req = await _body(request, DeclareRequest)
-    return ORJSONResponse((await engine_of(request).declare_associations(**arguments(req))).to_json())
+    return ORJSONResponse(
+        (await engine_of(request).declare_associations(**arguments(req))).model_dump(mode="json")
+    )
 
 
 async def _traverse(request: Request) -> Response:
     req = await _body(request, TraverseRequest)
-    return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).to_json())
+    return ORJSONResponse((await engine_of(request).traverse(**arguments(req))).model_dump(mode="json"))
 
 
 async def _reconstruct(request: Request) -> Response:
@@ -422,7 +424,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/associations",
         _declare_associations,
         "Declare entities, aliases and relations, or retract them (declare_associations)",
-        DeclareResponse,
+        DeclareResult,
         body=DeclareRequest,
         errors=(400, 404, 503, 507),
         description="Scoped like records (agent, project, channel). With `anchor_ref`, the entities become "
@@ -434,7 +436,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/traverse",
         _traverse,
         "The records reached from an entity over its relations (traverse)",
-        TraverseResponse,
+        TraverseResult,
         body=TraverseRequest,
         description="Breadth-first over entity relations in either direction: hop 0 is the records "
         "mentioning the entity, each record comes once at its fewest hops, at most `limit` of them.",

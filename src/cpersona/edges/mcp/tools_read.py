@@ -55,7 +55,7 @@ async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -
 
 
 async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.traverse(**arguments(req))).to_json()
+    return (await engine.traverse(**arguments(req))).model_dump(mode="json")
 
 
 async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -
 
 
 async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.declare_associations(**arguments(req))).to_json()
+    return (await engine.declare_associations(**arguments(req))).model_dump(mode="json")
 
 
 async def _update_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
