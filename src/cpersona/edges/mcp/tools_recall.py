@@ -24,11 +24,11 @@ AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}",
 async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
     # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
     # strengthens nothing twice (over stdio each call is its own).
-    return (await engine.query_request(req, request_id)).to_json()
+    return (await engine.query_request(req, request_id)).model_dump(mode="json")
 
 
 async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.associate_request(req.record_id, req)).to_json()
+    return (await engine.associate_request(req.record_id, req)).model_dump(mode="json")
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
