@@ -100,7 +100,7 @@ class LocalService:
 
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         request = validate(ReconstructRequest, body, self.settings)
-        return (await self.engine.reconstruct(**arguments(request))).to_json()
+        return (await self.engine.reconstruct(**arguments(request))).model_dump(mode="json")
 
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         request = validate(TimelineRequest, body, self.settings)

@@ -236,7 +236,7 @@ async def _traverse(request: Request) -> Response:
 
 async def _reconstruct(request: Request) -> Response:
     req = await _body(request, ReconstructRequest)
-    return ORJSONResponse((await engine_of(request).reconstruct(**arguments(req))).to_json())
+    return ORJSONResponse((await engine_of(request).reconstruct(**arguments(req))).model_dump(mode="json"))
 
 
 # ---------------------------------------------------------------------------------------------- table

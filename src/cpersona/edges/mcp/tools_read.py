@@ -51,7 +51,7 @@ async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, 
 
 
 async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.reconstruct(**arguments(req))).to_json()
+    return (await engine.reconstruct(**arguments(req))).model_dump(mode="json")
 
 
 async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
