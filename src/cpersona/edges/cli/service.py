@@ -22,6 +22,7 @@ from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
 from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import timeline_json
 from cpersona.stores.server_record import running_server_url
 
 if TYPE_CHECKING:
@@ -104,11 +105,11 @@ class LocalService:
 
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         request = validate(TimelineRequest, body, self.settings)
-        return (await self.engine.timeline(**arguments(request))).to_json()
+        return timeline_json(await self.engine.timeline(**arguments(request)))
 
     async def raw_query(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RawQueryRequest, body, self.settings)
-        return (await self.engine.raw_query(**arguments(request))).to_json()
+        return (await self.engine.raw_query(**arguments(request))).model_dump(mode="json")
 
     async def stats(self, agent: str | None) -> JSON:
         return await self.engine.stats(agent)

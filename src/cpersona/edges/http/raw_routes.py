@@ -22,7 +22,7 @@ __all__ = ["RAW_OPERATIONS"]
 async def _raw_query(request: Request) -> Response:
     engine = engine_of(request)
     req = await read_body(request, RawQueryRequest)
-    return ORJSONResponse((await engine.raw_query(**arguments(req))).to_json())
+    return ORJSONResponse((await engine.raw_query(**arguments(req))).model_dump(mode="json"))
 
 
 RAW_OPERATIONS: tuple[Operation, ...] = (

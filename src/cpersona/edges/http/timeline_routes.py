@@ -13,7 +13,7 @@ from cpersona.model.fields import arguments
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
-from cpersona.model.timeline_response import TimelineResult
+from cpersona.model.timeline_response import TimelineResult, timeline_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -24,12 +24,12 @@ __all__ = ["TIMELINE_OPERATIONS"]
 
 async def _timeline(request: Request) -> Response:
     req = await read_body(request, TimelineRequest)
-    return ORJSONResponse((await engine_of(request).timeline(**arguments(req))).to_json())
+    return ORJSONResponse(timeline_json(await engine_of(request).timeline(**arguments(req))))
 
 
 async def _graph(request: Request) -> Response:
     req = await read_body(request, GraphRequest)
-    return ORJSONResponse((await engine_of(request).graph(**arguments(req))).to_json())
+    return ORJSONResponse((await engine_of(request).graph(**arguments(req))).model_dump(mode="json"))
 
 
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (

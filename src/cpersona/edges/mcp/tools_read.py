@@ -59,7 +59,7 @@ async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict
 
 
 async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.raw_query(**arguments(req))).to_json()
+    return (await engine.raw_query(**arguments(req))).model_dump(mode="json")
 
 
 async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.fields import arguments
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import timeline_json
 
 if TYPE_CHECKING:
     from cpersona.engine.facade import Engine
@@ -32,11 +33,11 @@ async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.timeline(**arguments(req))).to_json()
+    return timeline_json(await engine.timeline(**arguments(req)))
 
 
 async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.graph(**arguments(req))).to_json()
+    return (await engine.graph(**arguments(req))).model_dump(mode="json")
 
 
 RECALL_TOOLS: tuple[Tool, ...] = (
