@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,7 @@ async def recall(
         life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
         if sampled:
             # A sampled trace goes to the channel only: the caller's answer is what it asked for.
-            result = dataclasses.replace(result, trace=None)
+            result = result.model_copy(update={"trace": None})
     return result
 
 
@@ -122,7 +121,7 @@ async def health(life: Lifecycle) -> dict[str, Any]:
         "redis": {**b.redis_info, "embedded": life.settings.embedded_redis},
         "vector_engine": None if b.vectors is None else b.vectors.engine_name,
         "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
-        "traces": b.trace_publisher.stats().to_json(),
+        "traces": b.trace_publisher.stats().model_dump(mode="json"),
     }
 
 

@@ -1,8 +1,9 @@
-"""The response bodies of the HTTP API, as models: the OpenAPI document is generated from them.
+"""The response bodies of the HTTP routes whose answer is not an operation's result (the error envelope,
+records, profiles, stats, health, calibration), as models: the OpenAPI document is generated from them.
 
-The engine's results build their JSON themselves (``to_json``, kept byte for byte); these models
-describe that JSON, and the HTTP tests validate every answer they get against them, so a description
-cannot drift from what is sent. Each model's ``title`` is its name in the document.
+An operation's result is its own response model (:mod:`cpersona.model.result_model`). The HTTP tests
+validate every answer they get against these, so a description cannot drift from what is sent. Each
+model's ``title`` is its name in the document.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
-from cpersona.model.trace import RecallTrace, RecallTraceFailure
 
 __all__ = [
     "CalibrationResponse",
@@ -23,8 +23,6 @@ __all__ = [
     "HealthResponse",
     "ProfileBody",
     "ProfileResponse",
-    "RecallResponse",
-    "RecallRowBody",
     "RecordBody",
     "RecordListResponse",
     "RecordResponse",
@@ -130,59 +128,6 @@ class StatsResponse(ResponseModel):
     newest_record: str | None = Field(description="The newest memory's own time, RFC 3339 (null when none)")
     total_recall_count: int = Field(description="Reconsolidating recalls of the memories, summed")
     raw_journal_records: int = Field(description="Raw journal entries (= raw_entries)")
-
-
-class RecallRowBody(ResponseModel):
-    model_config = ConfigDict(title="RecallRow")
-
-    ref: str = Field(description="mem:<uuid>, ep:<uuid>, or profile:<agent_id> for the profile row")
-    kind: Literal["memory", "episode", "profile"]
-    content: str
-    content_truncated: bool | None = None
-    content_len: int | None = None
-    id: str | None = Field(default=None, description="The caller's id of the memory")
-    timestamp: str | None
-    source: dict[str, str] | None = None
-    score: float | None = Field(default=None, description="The fused score")
-    match_reason: dict[str, Any] = Field(
-        description="Why the row is here, on every row: signal (cosine | rrf | rsf | keyword | recency | "
-        "profile for ranked rows; block | cue for seats, with admission 'reservation'), the score the gate "
-        "compared, and the scores the row carries"
-    )
-
-
-class DegradedArm(ResponseModel):
-    arm: str
-    status: str
-    detail: str
-
-
-class RecallResponse(ResponseModel):
-    """The rows that answer a question, best first unless ``order`` says otherwise: up to ``limit`` ranked
-    rows, then at most 2 block and 3 cue seats (rows whose match_reason has admission 'reservation')."""
-
-    model_config = ConfigDict(title="RecallResult")
-
-    ok: Literal[True]
-    policy: dict[str, str]
-    mode: str
-    order: str
-    limit: int = Field(description="The ranked rows asked for (the request's limit, or the policy's default)")
-    count: int = Field(description="Rows returned: at most limit ranked rows plus the seated ones")
-    seated: int = Field(description="How many of the rows hold a seat (block or cue) rather than a rank")
-    rows: list[RecallRowBody]
-    depth: int | None = Field(default=None, description="Rows per arm, when it differs from limit")
-    degraded: list[DegradedArm] | None = None
-    time_cue: dict[str, Any] | None = Field(
-        default=None,
-        description="Only with a cue: {policy, period: [start, end], confidence (the step searched), "
-        "revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
-    )
-    trace: RecallTrace | RecallTraceFailure | None = Field(
-        default=None,
-        description="Only when the request set trace: the recall trace (trace_version 1, or the error that "
-        "kept it from being built); no text",
-    )
 
 
 _KEYED = "; absent from the answer to a request without a key when keys are in force"

@@ -8,7 +8,7 @@ what is sent. A key the answer leaves out when it holds nothing says so on its f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,7 +30,7 @@ def _sent_always(schema: dict[str, Any], model: type[BaseModel]) -> None:
     optional = {
         field.serialization_alias or field.alias or name
         for name, field in model.model_fields.items()
-        if field.exclude_if is not None
+        if field.exclude_if is not None or name in getattr(model, "sometimes_sent", ())
     }
     required = [key for key in schema.get("required", ()) if key not in optional]
     if required:
@@ -45,7 +45,13 @@ def _sent_always(schema: dict[str, Any], model: type[BaseModel]) -> None:
 
 class ResultModel(BaseModel):
     """Frozen, closed to unknown keys (an answer read back validates against its own class), and sent by
-    its aliases, which are the names Cerememory's clients read."""
+    its aliases, which are the names Cerememory's clients read.
+
+    A key whose presence depends on another field is left out by the model's own serializer; the model
+    names it in ``sometimes_sent`` so the document does not call it required.
+    """
+
+    sometimes_sent: ClassVar[frozenset[str]] = frozenset()
 
     model_config = ConfigDict(
         extra="forbid",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httpx
 
-from cpersona.edges.http.app import record_to_json
+from cpersona.edges.http.app import record_json
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest
 from cpersona.model.fields import arguments, validate
 from cpersona.model.memory_request import StoreRequest
@@ -97,7 +97,7 @@ class LocalService:
 
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RecallQuery, body, self.settings)
-        return (await self.engine.recall(**arguments(request))).to_json()
+        return (await self.engine.recall(**arguments(request))).model_dump(mode="json")
 
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         request = validate(ReconstructRequest, body, self.settings)
@@ -115,7 +115,7 @@ class LocalService:
         return await self.engine.stats(agent)
 
     async def get(self, ref: str, agent: str) -> JSON:
-        return record_to_json(await self.engine.get(ref, agent_id=agent))
+        return record_json(await self.engine.get(ref, agent_id=agent))
 
     async def forget(self, agent: str) -> JSON:
         return (await self.engine.delete_agent_data(agent)).model_dump(mode="json")

@@ -15,7 +15,7 @@ from cpersona.model.records import (
     format_time,
 )
 
-__all__ = ["record_to_json"]
+__all__ = ["record_json"]
 
 
 def _plain(value: object) -> object:
@@ -40,7 +40,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def record_to_json(record: MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord) -> dict[str, Any]:
+def record_json(record: MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord) -> dict[str, Any]:
     """A record as the HTTP API and the CLI show it.
 
     Memories, episodes and raw entries get ``ref`` and ``kind`` first and their scope flattened to

@@ -22,7 +22,7 @@ from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.http.state import engine_of
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.edges.http.trace_page import TRACE_OPERATIONS
@@ -54,13 +54,13 @@ from cpersona.model.responses import (
     GateResponse,
     HealthResponse,
     ProfileResponse,
-    RecallResponse,
     RecordListResponse,
     RecordResponse,
     StatsResponse,
 )
 from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.update_request import UpdateRequest
+from cpersona.recall.request import RecallResult
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -133,7 +133,7 @@ async def _update(request: Request) -> Response:
         ref = f"mem:{ref.lower()}"
     req = await _body(request, UpdateRequest)
     record = await engine_of(request).update(ref, agent_id=req.agent_id, **req.changes())
-    return _ok({"record": record_to_json(record)})
+    return _ok({"record": record_json(record)})
 
 
 async def _archive_episode(request: Request) -> Response:
@@ -146,19 +146,19 @@ async def _archive_episode(request: Request) -> Response:
 async def _put_profile(request: Request) -> Response:
     req = await _body(request, ProfileRequest)
     record = await engine_of(request).update_profile(request.path_params["agent_id"], req.profile)
-    return _ok({"profile": record_to_json(record)})
+    return _ok({"profile": record_json(record)})
 
 
 async def _get_profile(request: Request) -> Response:
     _query(request, NoQuery)
     record = await engine_of(request).get_profile(request.path_params["agent_id"])
-    return _ok({"profile": None if record is None else record_to_json(record)})
+    return _ok({"profile": None if record is None else record_json(record)})
 
 
 async def _get_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
     record = await engine_of(request).get(request.path_params["ref"], agent_id=query.agent_id)
-    return _ok({"record": record_to_json(record)})
+    return _ok({"record": record_json(record)})
 
 
 async def _list_records(request: Request) -> Response:
@@ -171,7 +171,7 @@ async def _list_records(request: Request) -> Response:
         source_id=q.source_id,
         limit=q.limit,
     )
-    return _ok({"kind": q.kind, "count": len(records), "records": [record_to_json(r) for r in records]})
+    return _ok({"kind": q.kind, "count": len(records), "records": [record_json(r) for r in records]})
 
 
 async def _delete_record(request: Request) -> Response:
@@ -208,7 +208,7 @@ async def _recall_query(request: Request) -> Response:
     # Neither: the recall's own refusal names `query`, as it always has.
     req = validate(RecallQuery, raw, engine_of(request).settings)
     result = await engine_of(request).recall(**arguments(req), limit_cap=HTTP_MAX_LIMIT)
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 async def _calibrate(request: Request) -> Response:
@@ -393,7 +393,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/recall/query",
         _recall_query,
         "Recall the rows that answer a question (recall.query)",
-        RecallResponse,
+        RecallResult,
         body=RecallQuery,
         alternative=(CueQueryRequest, CueQueryResult),
         description="Rows come back best first (`order: best_last` gives CPersona's order, best row last). "

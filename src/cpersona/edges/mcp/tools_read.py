@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.mcp.tool import Tool, fixed, route_arguments, with_fields
 from cpersona.errors import RecordNotFound
 from cpersona.model.associations import TraverseRequest
@@ -47,7 +47,7 @@ EpisodeList = fixed(ListQuery, "ListEpisodesArguments", "kind", "episode")
 
 
 async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, Any]:
-    return (await engine.recall(**arguments(req), limit_cap=_MAX_LIMIT)).to_json()
+    return (await engine.recall(**arguments(req), limit_cap=_MAX_LIMIT)).model_dump(mode="json")
 
 
 async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
@@ -68,7 +68,7 @@ async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, An
     # One ref that is not the agent's is reported, not the whole read refused.
     for ref in dict.fromkeys(req.refs):
         try:
-            records.append(record_to_json(await engine.get(ref, agent_id=req.agent_id)))
+            records.append(record_json(await engine.get(ref, agent_id=req.agent_id)))
         except RecordNotFound:
             missing.append(ref)
     return {"ok": True, "records": records, "not_found": missing}
@@ -76,7 +76,7 @@ async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, An
 
 async def _get_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     record = await engine.get_profile(req.agent_id)
-    return {"ok": True, "profile": None if record is None else record_to_json(record)}
+    return {"ok": True, "profile": None if record is None else record_json(record)}
 
 
 async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]:
@@ -92,7 +92,7 @@ async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]
         "ok": True,
         "kind": req.kind,
         "count": len(records),
-        "records": [record_to_json(r) for r in records],
+        "records": [record_json(r) for r in records],
     }
 
 
