@@ -10,7 +10,7 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 from cpersona.model.fields import Before, refusal
 from cpersona.model.records import format_time
@@ -85,5 +85,14 @@ EPOCH_TIME_SCHEMA = {
 
 EpochTime = Annotated[float, Before(_epoch), WithJsonSchema(EPOCH_TIME_SCHEMA)]
 
-ShownTime = Annotated[float, Before(_epoch), PlainSerializer(format_time, return_type=str)]
+
+def _read_back(value: object) -> object:
+    # Text is an answer read back (format_time's own, so no range rule: a record stored before that rule
+    # may show a time outside it); a number is what the engine built, kept as it is.
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return value
+
+
+ShownTime = Annotated[float, BeforeValidator(_read_back), PlainSerializer(format_time, return_type=str)]
 """A point in time of an answer: epoch seconds in Python, RFC 3339 text on the wire (read back as either)."""
