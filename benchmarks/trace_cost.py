@@ -220,7 +220,7 @@ async def _measure_store(
         await wait_indexed(memory, size)
         await measure(memory, questions, warmup, offset=len(questions) // 2)
         samples = await measure(memory, questions, pairs)
-        return samples, memory.trace_stats().to_json()
+        return samples, memory.trace_stats().model_dump(mode="json")
 
 
 async def run(

@@ -36,14 +36,12 @@ def differences(got: Any, want: Any, where: str = "") -> list[str]:
 
 
 def assert_same_answer(got: Any, want: Any) -> None:
-    """``got`` is ``want`` up to the last bits of its floats (results by their JSON, models by dump)."""
+    """``got`` is ``want`` up to the last bits of its floats (results and models by their JSON)."""
     wrong = differences(_json(got), _json(want))
     assert not wrong, f"the answers differ at {wrong[:5]}"
 
 
 def _json(value: Any) -> Any:
-    if hasattr(value, "to_json"):
-        return value.to_json()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     return value

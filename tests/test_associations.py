@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, RecordNotFound, Settings
 from cpersona.edges.http.app import create_app, openapi_document
-from cpersona.model.association_responses import DeclareResponse, TraverseResponse
+from cpersona.model.association_results import DeclareResult, TraverseResult
 from cpersona.model.associations import name_key
 from cpersona.model.entity_match import match_terms
 from cpersona.model.scope import ReadScope
@@ -275,10 +275,10 @@ async def test_declare_and_traverse_over_http(
         body = {"agent_id": "h", "anchor_ref": ref, "associations": {"entities": [{"name": "Eve"}]}}
         declared = await client.post("/v1/associations", json=body)
         assert declared.status_code == 200, declared.text
-        assert DeclareResponse.model_validate(declared.json()).mentions == 1
+        assert DeclareResult.model_validate(declared.json()).mentions == 1
         walked = await client.post("/v1/traverse", json={"agent_id": "h", "entity": "eve"})
         assert walked.status_code == 200, walked.text
-        assert [r.ref for r in TraverseResponse.model_validate(walked.json()).records] == [ref]
+        assert [r.ref for r in TraverseResult.model_validate(walked.json()).records] == [ref]
         bad = await client.post("/v1/traverse", json={"agent_id": "h", "entity": "eve", "max_hops": 9})
         assert (bad.status_code, bad.json()["error"]["field"]) == (400, "max_hops")
         body["agent_id"] = "someone-else"

@@ -583,7 +583,7 @@ async def test_recall_holds_a_block_seat_for_a_record_the_arms_did_not_return(
     returned = [row.ref for row in result.rows if (row.match_reason or {}).get("signal") != "block"]
     seats = [row for row in result.rows if (row.match_reason or {}).get("signal") == "block"]
     assert len(returned) == 1
-    assert seats, result.to_json()
+    assert seats, result.model_dump(mode="json")
     seat = seats[0]
     assert seat.ref in {first.ref, second.ref} - set(returned)
     reason = dict(seat.match_reason or {})

@@ -212,6 +212,6 @@ async def test_a_failed_ledger_leaves_the_recall_as_it_was(
     # the rest of the trace is intact and the answer is the untraced one
     assert trace_json(traced)["trace_version"] == 1
     assert trace_json(traced)["order"]["before_cut"]
-    body = traced.to_json()
+    body = traced.model_dump(mode="json")
     assert body.pop("trace")["coverage"] == {"error": "RuntimeError"}
     assert_same_answer(body, plain)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic_core import to_jsonable_python
 
 from cpersona import InvalidRequest
 from cpersona.model.time_cue import (
@@ -51,7 +52,8 @@ def cue(**parts: object) -> TimeCue:
 def period(c: TimeCue, confidence: Confidence = "sure", span: tuple[float, float] | None = SPAN) -> list[str]:
     found = cue_period(c, confidence, span, NOW, MARGINS)
     assert found is not None
-    return found.to_json()
+    ends: list[str] = to_jsonable_python(found)
+    return ends
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -64,8 +66,8 @@ def test_no_cue(raw: object) -> None:
 
 def test_a_date_is_utc_midnight_and_a_date_in_before_includes_the_whole_day() -> None:
     c = cue(after="2026-08-01", before="2026-08-31")
-    assert c == TimeCue("sure", after=ts("2026-08-01T00:00:00"), before=ts("2026-09-01T00:00:00"))
-    assert c.to_json() == {
+    assert c == TimeCue(confidence="sure", after=ts("2026-08-01T00:00:00"), before=ts("2026-09-01T00:00:00"))
+    assert c.model_dump(mode="json") == {
         "confidence": "sure",
         "after": "2026-08-01T00:00:00Z",
         "before": "2026-09-01T00:00:00Z",
@@ -84,7 +86,10 @@ def test_timestamps_without_an_offset_are_utc_and_offsets_are_converted() -> Non
     # Nine hours east of UTC: 09:00 in Tokyo is midnight in UTC; a timestamp in before is not widened.
     c = cue(after="2026-08-01T09:00:00+09:00", before="2026-08-02T09:00:00+09:00")
     assert (c.after, c.before) == (ts("2026-08-01T00:00:00"), ts("2026-08-02T00:00:00"))
-    assert cue(before="2026-08-01T00:00:00.250").to_json()["before"] == "2026-08-01T00:00:00.250000Z"
+    assert (
+        cue(before="2026-08-01T00:00:00.250").model_dump(mode="json")["before"]
+        == "2026-08-01T00:00:00.250000Z"
+    )
 
 
 def test_python_callers_may_pass_dates_and_datetimes() -> None:
@@ -94,18 +99,18 @@ def test_python_callers_may_pass_dates_and_datetimes() -> None:
 
 def test_relative_cues() -> None:
     assert parse_time_cue({"confidence": "vague", "ago": {"unit": "weeks", "value": 2}}) == TimeCue(
-        "vague", ago=Ago("weeks", 2)
+        confidence="vague", ago=Ago(unit="weeks", value=2)
     )
-    assert cue(ago="long_ago") == TimeCue("sure", ago="long_ago")
-    assert cue(ago={"unit": "months", "value": 0}).to_json() == {
+    assert cue(ago="long_ago") == TimeCue(confidence="sure", ago="long_ago")
+    assert cue(ago={"unit": "months", "value": 0}).model_dump(mode="json") == {
         "confidence": "sure",
         "ago": {"unit": "months", "value": 0},
     }
-    assert cue(ago="long_ago").to_json() == {"confidence": "sure", "ago": "long_ago"}
+    assert cue(ago="long_ago").model_dump(mode="json") == {"confidence": "sure", "ago": "long_ago"}
 
 
 def test_a_null_part_counts_as_absent() -> None:
-    assert cue(after=None, before=None, ago="long_ago") == TimeCue("sure", ago="long_ago")
+    assert cue(after=None, before=None, ago="long_ago") == TimeCue(confidence="sure", ago="long_ago")
 
 
 @pytest.mark.parametrize(
@@ -188,7 +193,9 @@ def test_the_margin_follows_the_step_searched_not_the_cue() -> None:
     likely = parse_time_cue({"confidence": "likely", "after": "2026-08-01", "before": "2026-08-31"})
     assert likely is not None
     assert period(likely, "sure") == ["2026-08-01T00:00:00Z", "2026-09-01T00:00:00Z"]
-    assert own_period(likely, SPAN, NOW) == Period(ts("2026-08-01T00:00:00"), ts("2026-09-01T00:00:00"))
+    assert own_period(likely, SPAN, NOW) == Period(
+        start=ts("2026-08-01T00:00:00"), end=ts("2026-09-01T00:00:00")
+    )
 
 
 def test_open_ends_are_closed_by_the_oldest_record_and_by_now() -> None:
@@ -203,9 +210,9 @@ def test_a_degenerate_period_is_one_second_and_the_margin_widens_that_second() -
     # after lies in the future, so its open end (now) comes first.
     after = ts("2026-10-01T00:00:00")
     c = cue(after="2026-10-01")
-    assert own_period(c, SPAN, NOW) == Period(after, after + 1)
-    assert cue_period(c, "likely", SPAN, NOW, MARGINS) == Period(after - 0.5, after + 1.5)
-    assert cue_period(c, "vague", SPAN, NOW, MARGINS) == Period(after - 1, after + 2)
+    assert own_period(c, SPAN, NOW) == Period(start=after, end=after + 1)
+    assert cue_period(c, "likely", SPAN, NOW, MARGINS) == Period(start=after - 0.5, end=after + 1.5)
+    assert cue_period(c, "vague", SPAN, NOW, MARGINS) == Period(start=after - 1, end=after + 2)
 
 
 @pytest.mark.parametrize(
@@ -241,7 +248,7 @@ def test_long_ago_is_the_oldest_third_of_the_scope() -> None:
     assert period(c, "vague") == ["2025-10-12T00:00:00Z", "2026-06-12T00:00:00Z"]
     assert cue_period(c, "sure", None, NOW, MARGINS) is None
     one = ts("2026-05-05T05:05:05")
-    assert own_period(c, (one, one), NOW) == Period(one, one + 1)
+    assert own_period(c, (one, one), NOW) == Period(start=one, end=one + 1)
 
 
 def test_periods_are_clipped_to_what_a_datetime_can_show() -> None:
@@ -250,11 +257,11 @@ def test_periods_are_clipped_to_what_a_datetime_can_show() -> None:
     assert period(c, "vague") == ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]
     late = cue_period(cue(ago="long_ago"), "sure", (2.6e11, 2.6e11), NOW, MARGINS)
     assert late is not None
-    assert late.to_json() == ["9999-12-31T23:59:58Z", "9999-12-31T23:59:59Z"]
+    assert to_jsonable_python(late) == ["9999-12-31T23:59:58Z", "9999-12-31T23:59:59Z"]
 
 
 def test_a_period_holds_its_start_but_not_its_end() -> None:
-    p = Period(100.0, 200.0)
+    p = Period(start=100.0, end=200.0)
     assert (p.contains(99.999), p.contains(100.0), p.contains(199.999), p.contains(200.0)) == (
         False,
         True,
@@ -306,8 +313,13 @@ REFS = ("a", "b", "c", "d", "e", "f")
 def test_rank_zero_rises_exactly_l_and_every_changed_position_is_reported() -> None:
     order, moves = bounded_move(REFS, {"f": 0}, 3)
     assert order == ("a", "b", "f", "c", "d", "e")
-    assert moves == (Move("f", 5, 2), Move("c", 2, 3), Move("d", 3, 4), Move("e", 4, 5))
-    assert moves[0].to_json() == {"row": "f", "from": 5, "to": 2}
+    assert moves == (
+        Move(ref="f", from_=5, to=2),
+        Move(ref="c", from_=2, to=3),
+        Move(ref="d", from_=3, to=4),
+        Move(ref="e", from_=4, to=5),
+    )
+    assert moves[0].model_dump(mode="json") == {"row": "f", "from": 5, "to": 2}
 
 
 def test_a_lower_cue_rank_rises_less() -> None:
@@ -325,7 +337,7 @@ def test_a_tie_goes_to_the_cue_found_row() -> None:
 def test_a_row_near_the_top_stops_at_the_top() -> None:
     order, moves = bounded_move(REFS, {"b": 0}, 3)
     assert order == ("b", "a", "c", "d", "e", "f")
-    assert moves == (Move("b", 1, 0), Move("a", 0, 1))
+    assert moves == (Move(ref="b", from_=1, to=0), Move(ref="a", from_=0, to=1))
 
 
 def test_a_tie_between_two_cue_rows_keeps_their_order() -> None:
@@ -379,7 +391,9 @@ def test_the_move_is_a_bounded_permutation(case: tuple[tuple[str, ...], dict[str
         if ref not in ranks:
             assert after[ref] >= before[ref]
     assert [r for r in order if r not in ranks] == [r for r in refs if r not in ranks]
-    assert moves == tuple(Move(ref, before[ref], after[ref]) for ref in order if before[ref] != after[ref])
+    assert moves == tuple(
+        Move(ref=ref, from_=before[ref], to=after[ref]) for ref in order if before[ref] != after[ref]
+    )
 
 
 @given(

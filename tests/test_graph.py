@@ -16,6 +16,7 @@ import cpersona
 from cpersona import InvalidRequest, RecordNotFound
 from cpersona.model.graph_parts import node_summary
 from cpersona.model.graph_response import GraphResult
+from cpersona.model.timeline_response import timeline_json
 
 if TYPE_CHECKING:
     import httpx
@@ -288,10 +289,10 @@ async def test_answers_parse_into_the_cerememory_sdk_models(engine: cpersona.Eng
     who = agent()
     ids = await build(engine, who)
     drawn = await engine.graph(who, center_id=ids["A"], depth=2, include_meta=True)
-    parsed = sdk.RecallGraphResponse.model_validate(drawn.to_json())
+    parsed = sdk.RecallGraphResponse.model_validate(drawn.model_dump(mode="json"))
     assert [str(n.id) for n in parsed.nodes] == [n.id for n in drawn.nodes]
     laid_out = await engine.timeline(who, range={"start": 0, "end": 4_000_000_000}, granularity="month")
-    timeline = sdk.RecallTimelineResponse.model_validate(laid_out.to_json())
+    timeline = sdk.RecallTimelineResponse.model_validate(timeline_json(laid_out))
     assert sum(b.count for b in timeline.buckets) == 5
     assert {
         str(a.target_id) for b in timeline.buckets for m in b.memories for a in m.record.associations

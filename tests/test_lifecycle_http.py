@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cpersona.model.lifecycle_responses import (
-    ConsolidateResponse,
-    DecayForecastResponse,
-    DecayTickResponse,
-    ExportResponse,
-    ForgetResponse,
-    ImportResponse,
+    ConsolidateResult,
+    DecayForecastResult,
+    DecayTickResult,
+    ExportResult,
+    ForgetResult,
+    ImportResult,
 )
 
 if TYPE_CHECKING:
@@ -54,14 +54,14 @@ async def test_decay_tick_and_forecast(client: httpx.AsyncClient) -> None:
     record_id = await _store(client, "remember the milk")
     tick = await client.post("/v1/lifecycle/decay-tick", json={**AGENT, "tick_duration_seconds": 3600})
     assert tick.status_code == 200, tick.text
-    _parses(tick.json(), DecayTickResponse, "DecayTickResponse")
+    _parses(tick.json(), DecayTickResult, "DecayTickResponse")
     assert tick.json()["records_updated"] == 1
     later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     forecast = await client.post(
         "/v1/introspect/decay-forecast", json={**AGENT, "record_ids": [record_id], "forecast_at": later}
     )
     assert forecast.status_code == 200, forecast.text
-    _parses(forecast.json(), DecayForecastResponse, "DecayForecastResponse")
+    _parses(forecast.json(), DecayForecastResult, "DecayForecastResponse")
     (item,) = forecast.json()["forecasts"]
     assert item["record_id"] == record_id
     assert item["forecasted_fidelity"] < item["current_fidelity"] < 0.1
@@ -99,7 +99,7 @@ async def test_forget_needs_confirm_and_answers_the_count(client: httpx.AsyncCli
         "DELETE", "/v1/lifecycle/forget", json={**AGENT, "record_ids": [record_id], "confirm": True}
     )
     assert done.status_code == 200, done.text
-    _parses(done.json(), ForgetResponse, "ForgetResponse")
+    _parses(done.json(), ForgetResult, "ForgetResponse")
     assert done.json()["records_deleted"] == 1
 
 
@@ -132,7 +132,7 @@ async def test_a_forget_that_accepts_ndjson_reports_each_page_then_its_result(
     lines = [json.loads(line) for line in done.text.splitlines()]
     assert [line["records_deleted"] for line in lines] == [256, 300, 300]
     assert lines[-1] == {"ok": True, "records_deleted": 300}
-    _parses(lines[-1], ForgetResponse, "ForgetResponse")
+    _parses(lines[-1], ForgetResult, "ForgetResponse")
     listed = await client.get("/v1/records", params={"agent_id": "streamed"})
     assert listed.status_code == 200, listed.text
     assert listed.json()["records"] == []
@@ -143,7 +143,7 @@ async def test_consolidate(client: httpx.AsyncClient) -> None:
     body = {**AGENT, "strategy": "incremental", "min_age_hours": 0, "min_access_count": 0, "dry_run": False}
     first = await client.post("/v1/lifecycle/consolidate", json=body)
     assert first.status_code == 200, first.text
-    _parses(first.json(), ConsolidateResponse, "ConsolidateResponse")
+    _parses(first.json(), ConsolidateResult, "ConsolidateResponse")
     assert first.json()["semantic_nodes_created"] == 1
     second = await client.post("/v1/lifecycle/consolidate", json=body)
     assert second.json()["semantic_nodes_created"] == 0
@@ -157,7 +157,7 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
     )
     assert exported.status_code == 200, exported.text
     body = exported.json()
-    _parses(body, ExportResponse, "ExportArchiveResponse")
+    _parses(body, ExportResult, "ExportArchiveResponse")
     data = bytes(body["archive_data"])
     assert len(data) == body["size_bytes"]
     # Into the same agent: merge keeps what it holds (the same record, not newer).
@@ -173,7 +173,7 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
             },
         )
         assert again.status_code == 200, again.text
-        _parses(again.json(), ImportResponse, "ImportResponse")
+        _parses(again.json(), ImportResult, "ImportResponse")
         assert again.json()["records_skipped"] == 1
     foreign = await client.post(
         "/v1/lifecycle/import", json={"agent_id": "someone-else", "archive_data": body["archive_data"]}
@@ -190,7 +190,7 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
     key = {"encrypt": True, "encryption_key": "a long key"}
     sealed = await client.post("/v1/lifecycle/export", json={**AGENT, **key})
     assert sealed.status_code == 200, sealed.text
-    _parses(sealed.json(), ExportResponse, "ExportArchiveResponse")
+    _parses(sealed.json(), ExportResult, "ExportArchiveResponse")
     opened = await client.post(
         "/v1/lifecycle/import",
         json={

@@ -220,10 +220,10 @@ async def test_exactly_the_traced_recalls_are_published_in_order(
         for n, question in enumerate(["deploy key", "green build", "cafeteria", "deploy", "friday"]):
             untraced = await memory.recall(question, agent_id=AGENT, limit=3)
             assert untraced.trace is None
-            assert "trace" not in untraced.to_json()
+            assert "trace" not in untraced.model_dump(mode="json")
             result = await memory.recall(question, agent_id=AGENT, limit=3 + n, trace=True)
             assert result.trace is not None
-            assert result.to_json()["trace"] == result.trace.model_dump(mode="json")
+            assert result.model_dump(mode="json")["trace"] == result.trace.model_dump(mode="json")
             traced.append(result.trace)
         assert await memory.drain_traces() == len(traced)
         received = await listener.receive(len(traced))
@@ -231,7 +231,7 @@ async def test_exactly_the_traced_recalls_are_published_in_order(
             capacity=engine_settings.trace_queue_size, queued=0, published=5, dropped=0, failed=0
         )
         health = await memory.health()
-        assert health["traces"] == memory.trace_stats().to_json()
+        assert health["traces"] == memory.trace_stats().model_dump(mode="json")
     assert [channel for channel, _ in received] == [keys.trace_channel(AGENT)] * len(traced)
     assert [trace for _, trace in received] == [as_published(t) for t in traced]
     assert [trace["request"]["limit"] for _, trace in received] == [3, 4, 5, 6, 7]
@@ -265,7 +265,7 @@ async def test_sampling_everything_publishes_every_recall_and_returns_no_trace(
         for question in questions:
             result = await memory.recall(question, agent_id=AGENT)
             assert result.trace is None
-            assert "trace" not in result.to_json()
+            assert "trace" not in result.model_dump(mode="json")
         # A request that asks still gets its trace (and it is published once, not twice).
         asked = await memory.recall("deploy", agent_id=AGENT, trace=True)
         assert asked.trace is not None

@@ -106,7 +106,7 @@ async def keyword_engine(make_engine: EngineFactory) -> AsyncIterator[cpersona.E
 def checked(result: RecallResult) -> RecallResult:
     """Every response names its policy."""
     assert result.policy == POLICY
-    assert result.to_json()["policy"] == POLICY
+    assert result.model_dump(mode="json")["policy"] == POLICY
     return result
 
 
@@ -220,7 +220,7 @@ async def test_a_failing_arm_contributes_nothing_and_is_reported(
     assert [(d.arm, d.status, d.detail) for d in result.degraded] == [
         ("memory_keyword", "error", "RuntimeError: index gone")
     ]
-    assert result.to_json()["degraded"] == [
+    assert result.model_dump(mode="json")["degraded"] == [
         {"arm": "memory_keyword", "status": "error", "detail": "RuntimeError: index gone"}
     ]
     assert retrieved_of(result).arms["memory_keyword"].rows == ()
@@ -415,32 +415,34 @@ async def test_best_last_is_the_exact_reverse(keyword_engine: cpersona.Engine) -
         best_first = checked(await keyword_engine.recall(query, agent_id="a", deep=True))
         best_last = checked(await keyword_engine.recall(query, agent_id="a", deep=True, order="best_last"))
         assert len(best_first.rows) >= 2
-        assert [r.to_json() for r in best_last.rows] == [r.to_json() for r in reversed(best_first.rows)]
-        assert best_last.to_json()["order"] == "best_last"
+        assert [r.model_dump(mode="json") for r in best_last.rows] == [
+            r.model_dump(mode="json") for r in reversed(best_first.rows)
+        ]
+        assert best_last.model_dump(mode="json")["order"] == "best_last"
 
 
 async def test_depth_is_reported_only_when_it_differs_from_limit(make_engine: EngineFactory) -> None:
     async with make_engine(vectors=False, recall_depth_floor=20) as memory:
         await memory.store_batch([{"content": f"deploy note {i}", "agent_id": "a"} for i in range(25)])
         deep = checked(await memory.recall("deploy note", agent_id="a", limit=5))
-        assert (deep.depth, deep.to_json()["depth"]) == (20, 20)
+        assert (deep.depth, deep.model_dump(mode="json")["depth"]) == (20, 20)
         # each arm handed fusion 20 candidates, and the answer is still 5 rows at most
         assert len(retrieved_of(deep).arms["memory_keyword"].rows) == 20
         assert len(deep.rows) <= 5
         wide = checked(await memory.recall("deploy note", agent_id="a", limit=25))
         assert wide.depth == 25
-        assert "depth" not in wide.to_json()
+        assert "depth" not in wide.model_dump(mode="json")
         # a blank query and the cascade run at depth = limit
         for result in (
             await memory.recall("", agent_id="a", limit=5),
             await memory.recall("deploy note", agent_id="a", limit=5, mode="cascade"),
         ):
             assert checked(result).depth == 5
-            assert "depth" not in result.to_json()
+            assert "depth" not in result.model_dump(mode="json")
     async with make_engine(vectors=False) as memory:
         plain = checked(await memory.recall("deploy note", agent_id="a", limit=5))
         assert plain.depth == 5
-        assert "depth" not in plain.to_json()
+        assert "depth" not in plain.model_dump(mode="json")
 
 
 # ---------------------------------------------------------------------------------------- exclusions
@@ -513,17 +515,17 @@ async def test_preview_cut_and_full_content(keyword_engine: cpersona.Engine) -> 
     long_row = next(r for r in cut.rows if r.content_len == len(text))
     assert long_row.content == text[:500]
     assert long_row.content_truncated
-    as_json = long_row.to_json()
+    as_json = long_row.model_dump(mode="json")
     assert (as_json["content_truncated"], as_json["content_len"]) == (True, len(text))
     short = next(r for r in cut.rows if r.content == "a short note")
     assert not short.content_truncated
-    assert "content_truncated" not in short.to_json()
-    assert "content_len" not in short.to_json()
+    assert "content_truncated" not in short.model_dump(mode="json")
+    assert "content_len" not in short.model_dump(mode="json")
     whole = checked(await keyword_engine.recall("", agent_id="a", full_content=True))
     row = next(r for r in whole.rows if r.content_len == len(text))
     assert row.content == text
     assert not row.content_truncated
-    assert "content_truncated" not in row.to_json()
+    assert "content_truncated" not in row.model_dump(mode="json")
 
 
 async def test_a_record_missing_a_field_the_recall_reads_is_read_whole(
@@ -704,7 +706,7 @@ async def test_match_reason_follows_the_gate_signal(engine: cpersona.Engine, age
     gate = {d.ref: d for d in result.final.source.source.decisions}
     assert ticket_row.ref is not None
     assert gate[ticket_row.ref].threshold == 0.3244 * 3 / 61
-    assert result.to_json()["rows"][0]["match_reason"]["signal"] == "cosine"
+    assert result.model_dump(mode="json")["rows"][0]["match_reason"]["signal"] == "cosine"
     # every returned row's reason names the signal the gate used for it
     for row in result.rows:
         assert row.ref is not None

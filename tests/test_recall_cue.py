@@ -64,7 +64,7 @@ def _rows(result: cpersona.RecallResult) -> list[Any]:
     """The rows as a caller sees them, cosines to six places: the in-process vector engine computes a
     cosine over a filtered subset of its points, and two searches of one question may differ in the
     eighth digit (seen: 0.58132664 and 0.58132666)."""
-    return [_rounded(r.to_json()) for r in result.rows]
+    return [_rounded(r.model_dump(mode="json")) for r in result.rows]
 
 
 @pytest.fixture
@@ -158,8 +158,8 @@ async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
     empty = await engine.recall("cat", agent_id=AGENT, time_cue={})
     # Floats to six places, as _rows does: qdrant-client's in-memory mode re-normalises its stored vectors
     # in place on every search, so the second search may score a point one float32 ulp apart.
-    assert _rounded(empty.to_json()) == _rounded(plain.to_json())
-    assert "time_cue" not in empty.to_json()
+    assert _rounded(empty.model_dump(mode="json")) == _rounded(plain.model_dump(mode="json"))
+    assert "time_cue" not in empty.model_dump(mode="json")
     assert empty.policy["process"] == "single-pass-v1"
 
 
@@ -170,7 +170,7 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
     await _seed(engine)
     cue = {"after": _ts(45)[:10], "before": _ts(35)[:10], "confidence": "sure"}
     result = await engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
-    body = result.to_json()
+    body = result.model_dump(mode="json")
     assert result.policy["process"] == "cued-v0.4"
     tc = body["time_cue"]
     assert tc["policy"] == "cued-v0.4"
@@ -230,7 +230,7 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
         assert moved.index(last) == 4 - bound
         # Every other row keeps its order and steps down at most one place.
         assert [r for r in moved if r != last] == [r for r in order if r != last]
-        assert cued.to_json()["time_cue"]["moved"] == 1
+        assert cued.model_dump(mode="json")["time_cue"]["moved"] == 1
         assert trace_json(cued)["cue"]["lifted"] == [{"row": last, "from": 4, "to": 4 - bound}]
 
 
@@ -242,14 +242,14 @@ async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, trace=True
     )
     assert _rows(cued) == _rows(plain)
-    assert cued.to_json()["time_cue"]["ignored"] == "recent_only"
+    assert cued.model_dump(mode="json")["time_cue"]["ignored"] == "recent_only"
     assert cued.trace is not None
     assert trace_json(cued)["cue_ignored"]["reason"] == "recent_only"
     # cued-v0 predates the rule: the same cue is used there.
     old = await engine.recall(
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, policy="cued-v0"
     )
-    assert "ignored" not in old.to_json()["time_cue"]
+    assert "ignored" not in old.model_dump(mode="json")["time_cue"]
 
 
 async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
@@ -262,7 +262,7 @@ async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
     # still nothing, so the recall stops after one revision.
     cue = {"after": _ts(210)[:10], "before": _ts(201)[:10], "confidence": "likely"}
     result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
-    tc = result.to_json()["time_cue"]
+    tc = result.model_dump(mode="json")["time_cue"]
     assert tc["revised"] is True
     assert tc["confidence"] == "vague"
     assert calls.count("cue") == 2
@@ -286,7 +286,7 @@ async def test_a_vague_cue_over_an_empty_period_stops(engine: cpersona.Engine) -
     await _seed(engine)
     cue = {"after": _ts(230)[:10], "before": _ts(225)[:10], "confidence": "vague"}
     result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
-    assert result.to_json()["time_cue"]["revised"] is False
+    assert result.model_dump(mode="json")["time_cue"]["revised"] is False
     assert result.trace is not None
     assert trace_json(result)["budget"]["stop"] == "no_wider_step"
     assert trace_json(result)["stages"][-1]["next"] == "stop: no wider step"
@@ -419,7 +419,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     assert plain.trace is not None
     assert cued.trace is not None
 
-    tc = cued.to_json()["time_cue"]
+    tc = cued.model_dump(mode="json")["time_cue"]
     # What the examples exercised (shown by --hypothesis-show-statistics).
     event(
         f"ignored={bool(tc.get('ignored'))} moved={tc.get('moved', 0) > 0} seated={tc.get('seated', 0) > 0}"

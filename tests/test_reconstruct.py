@@ -63,7 +63,7 @@ async def test_count_zero_returns_nothing(engine: cpersona.Engine) -> None:
     who = agent()
     await put(engine, "something stored", who, 1_000.0)
     result = await engine.reconstruct("something", agent_id=who, count=0)
-    assert result.to_json() == {
+    assert result.model_dump(mode="json") == {
         "ok": True,
         "items": [],
         "effective_count": 0,
@@ -93,7 +93,7 @@ async def test_each_clamp_is_reported(engine: cpersona.Engine) -> None:
     assert narrow.bounds is not None
     assert narrow.bounds.reached == ["top_k"]
     assert narrow.shortfall_reason == "exhausted_candidates"
-    plain = (await engine.reconstruct("", agent_id=who)).to_json()
+    plain = (await engine.reconstruct("", agent_id=who)).model_dump(mode="json")
     assert not {"count_policy", "budget_policy", "effective_budget", "bounds"} & set(plain)
 
 

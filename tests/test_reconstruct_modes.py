@@ -51,7 +51,7 @@ def paragraph(i: int, words: int) -> str:
 
 
 def json_tokens(result: ReconstructResult) -> int:
-    return count_tokens(orjson.dumps(result.to_json()).decode())
+    return count_tokens(orjson.dumps(result.model_dump(mode="json")).decode())
 
 
 def pieces(result: ReconstructResult) -> list[tuple[str, str]]:
@@ -170,19 +170,19 @@ async def test_lite_and_pro_defaults(engine: cpersona.Engine) -> None:
     lite = await engine.reconstruct("", agent_id=who, mode="lite", top_k=1)
     assert (lite.mode, lite.cap, lite.effective_count) == ("lite", 3_000, 10)
     assert lite.used_tokens == json_tokens(lite)
-    body = lite.to_json()
+    body = lite.model_dump(mode="json")
     assert not {"bounds", "requested_budget", "budget_policy", "effective_budget", "used_budget"} & set(body)
     also = await engine.reconstruct("", agent_id=who, lite=True, top_k=1)
     # The same answer, echoing the spelling that chose it (and counting the echo's tokens).
     assert also.lite is True
     assert lite.lite is None
     assert also.used_tokens == json_tokens(also)
-    assert also.to_json() == {**body, "lite": True, "used_tokens": also.used_tokens}
+    assert also.model_dump(mode="json") == {**body, "lite": True, "used_tokens": also.used_tokens}
     pro = await engine.reconstruct("", agent_id=who, mode="pro")
     assert (pro.mode, pro.cap, pro.effective_count) == ("pro", 5_000, 15)
     many = await engine.reconstruct("", agent_id=who, mode="pro", count=20)
     assert (many.effective_count, many.requested_count) == (15, 20)
-    plain = (await engine.reconstruct("", agent_id=who)).to_json()
+    plain = (await engine.reconstruct("", agent_id=who)).model_dump(mode="json")
     assert not {"mode", "cap", "used_tokens"} & set(plain)
 
 
@@ -452,12 +452,12 @@ async def test_lite_true_is_echoed_and_mode_lite_is_not(engine: cpersona.Engine)
     await engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
     flag = await engine.reconstruct("", agent_id=who, lite=True)
     assert (flag.mode, flag.lite) == ("lite", True)
-    assert flag.to_json()["lite"] is True
+    assert flag.model_dump(mode="json")["lite"] is True
     named = await engine.reconstruct("", agent_id=who, mode="lite")
     assert (named.mode, named.lite) == ("lite", None)
-    assert "lite" not in named.to_json()
-    assert "lite" not in (await engine.reconstruct("", agent_id=who, mode="pro")).to_json()
-    assert "lite" not in (await engine.reconstruct("", agent_id=who)).to_json()
+    assert "lite" not in named.model_dump(mode="json")
+    assert "lite" not in (await engine.reconstruct("", agent_id=who, mode="pro")).model_dump(mode="json")
+    assert "lite" not in (await engine.reconstruct("", agent_id=who)).model_dump(mode="json")
     zero = await engine.reconstruct("", agent_id=who, lite=True, count=0)
     assert (zero.mode, zero.lite, zero.shortfall_reason) == ("lite", True, "count_zero")
     assert zero.used_tokens == json_tokens(zero)

@@ -409,7 +409,7 @@ async def seed_months(engine: cpersona.Engine, who: str, **scope: Any) -> None:
 
 
 def without_cue(result: ReconstructResult) -> dict[str, Any]:
-    body = result.to_json()
+    body = result.model_dump(mode="json")
     body.pop("time_cue", None)
     return body
 

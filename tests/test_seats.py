@@ -23,8 +23,8 @@ from cpersona import Settings
 from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.errors import InvalidRequest
 from cpersona.model.candidates import ArmResult, ArmRow
-from cpersona.model.responses import RecallResponse
 from cpersona.recall.policy import load_policies
+from cpersona.recall.request import RecallResult
 from cpersona.recall.stages.chain import CueFound, RecallPlan, Retrieved, build_chain
 from cpersona.recall.stages.fusion import Candidate, kind_of
 from cpersona.recall.stages.gate import decide, gate_config
@@ -264,9 +264,9 @@ async def test_limit_one_returns_one_ranked_row_and_says_how_many_seats(engine: 
     floors = {d.threshold for d in gated.decisions if d.signal == "cosine" and d.threshold is not None}
     for row in seated:
         assert row.match_reason["cosine"] >= min(floors), row
-    body = result.to_json()
+    body = result.model_dump(mode="json")
     assert (body["limit"], body["count"], body["seated"]) == (1, len(body["rows"]), len(seated))
-    RecallResponse.model_validate(body)
+    RecallResult.model_validate(body)
 
 
 async def test_the_trace_lists_the_same_seats_as_the_response(engine: cpersona.Engine) -> None:
@@ -297,7 +297,7 @@ async def test_every_row_says_why_it_is_there(engine: cpersona.Engine) -> None:
         assert result.rows, (query, fields)
         for row in result.rows:
             assert row.match_reason.get("signal"), (query, fields, row)
-            assert row.to_json()["match_reason"] == dict(row.match_reason)
+            assert row.model_dump(mode="json")["match_reason"] == dict(row.match_reason)
     blank = await engine.recall("", agent_id="g")
     assert {row.match_reason["signal"] for row in blank.rows} == {"recency", "profile"}
 
@@ -309,7 +309,7 @@ async def test_the_profile_row_has_a_ref_that_answers(engine: cpersona.Engine) -
     [profile] = [row for row in result.rows if row.kind == "profile"]
     assert profile.ref == "profile:p"
     assert profile.match_reason == {"signal": "profile"}
-    assert profile.to_json()["ref"] == "profile:p"
+    assert profile.model_dump(mode="json")["ref"] == "profile:p"
     # Copied into a get, the ref is answered with where the profile is read, not a generic refusal.
     with pytest.raises(InvalidRequest) as err:
         await engine.get(profile.ref, agent_id="p")
@@ -344,7 +344,7 @@ async def test_http_recall_says_limit_count_seated_and_the_profile_ref_is_answer
         assert (await client.put("/v1/profile/h", json={"profile": "terse"})).status_code == 200
         answer = await client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", "limit": 2})
         body = answer.json()
-        RecallResponse.model_validate(body)
+        RecallResult.model_validate(body)
         assert (body["limit"], body["count"], body["seated"]) == (2, len(body["rows"]), 0)
         default = (await client.post("/v1/recall/query", json={"agent_id": "h", "query": ""})).json()
         assert default["limit"] == PLAIN.limit.default

@@ -8,6 +8,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,7 @@ import cpersona
 from cpersona import InvalidRequest
 from cpersona.model.scope import ReadScope
 from cpersona.model.timeline_buckets import GRANULARITIES, Granularity, bucket_end, bucket_start
-from cpersona.model.timeline_response import TimelineResult
+from cpersona.model.timeline_response import TimelineResult, timeline_json
 from cpersona.operations.timeline import emotion_cosine, widened
 
 if TYPE_CHECKING:
@@ -135,6 +136,10 @@ async def test_buckets_are_hand_computed_and_the_range_includes_both_ends(engine
         who, range={"start": "2026-03-01T00:00:00Z", "end": "2026-04-30T00:00:00Z"}, granularity="month"
     )
     assert [(b.start, b.count) for b in months.buckets] == [("2026-03-01T00:00:00.000000Z", 7)]
+    # The edges' fast body is the model's own JSON, key for key and in order.
+    for laid_out in (result, months):
+        body = timeline_json(laid_out)
+        assert orjson.dumps(body) == orjson.dumps(laid_out.model_dump(mode="json"))
 
 
 async def test_a_record_stored_at_the_end_is_in_range(engine: cpersona.Engine) -> None:

@@ -262,7 +262,7 @@ def check_consistent(trace: dict[str, Any], result: RecallResult) -> None:
 @pytest.mark.parametrize("question", QUESTIONS)
 async def test_trace_shape_and_consistency(engine: cpersona.Engine, corpus: str, question: str) -> None:
     result = await engine.recall(question, agent_id=corpus, trace=True)
-    trace = result.to_json()["trace"]
+    trace = result.model_dump(mode="json")["trace"]
     assert trace == trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
@@ -351,9 +351,9 @@ async def test_no_trace_no_key_and_the_same_answer(
     plain = await engine.recall(question, agent_id=corpus)
     assert plain.trace is None
     assert not plain.trace_requested
-    assert "trace" not in plain.to_json()
+    assert "trace" not in plain.model_dump(mode="json")
     traced = await engine.recall(question, agent_id=corpus, trace=True)
-    body = traced.to_json()
+    body = traced.model_dump(mode="json")
     assert isinstance(body.pop("trace"), dict)
     assert_same_answer(body, plain)
 
@@ -370,14 +370,14 @@ async def test_want_trace_builds_it_without_changing_the_response(
     assert sampled.trace is not None
     assert trace_json(sampled)["trace_version"] == 1
     check_shape(trace_json(sampled), sampled)
-    assert "trace" not in sampled.to_json()
+    assert "trace" not in sampled.model_dump(mode="json")
     assert_same_answer(sampled, plain)
     # the trace's cost is reported with the recall's own times
     assert {"trace", "coverage"} <= set(sampled.timing_ms)
     # and a server may decline to build a requested trace: the response then says null
     declined = await engine.recaller.recall(request(trace=True), want_trace=False)
     assert declined.trace is None
-    assert declined.to_json()["trace"] is None
+    assert declined.model_dump(mode="json")["trace"] is None
 
 
 def test_trace_request_field() -> None:
@@ -483,6 +483,6 @@ async def test_a_trace_that_cannot_be_built_never_fails_the_recall(
 
     monkeypatch.setattr(recaller, "build_trace", broken)
     traced = await engine.recall("deploy key", agent_id=corpus, trace=True)
-    body = traced.to_json()
+    body = traced.model_dump(mode="json")
     assert body.pop("trace") == {"trace_version": 1, "error": "KeyError"}
     assert_same_answer(body, plain)

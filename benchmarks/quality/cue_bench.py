@@ -362,7 +362,7 @@ async def _ask(
     elapsed = (time.perf_counter() - started) * 1000.0
     rows = tuple(tuple(system.unit_ids(q.agent, row)) for row in result.rows)
     signals = tuple(str((row.match_reason or {}).get("signal", "")) for row in result.rows)
-    body = result.to_json()
+    body = result.model_dump(mode="json")
     degraded = tuple(f"{d.arm} {d.status}" for d in result.degraded)
     return Answer(rows, signals, elapsed, body.get("time_cue"), degraded)
 

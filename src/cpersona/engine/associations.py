@@ -113,7 +113,7 @@ class AssociationService:
         index = await records.entity_index(scope)
         start = _start(index, name_key(req.entity))
         if not start:
-            return TraverseResult(None)
+            return TraverseResult(entity=None)
         names = {e.key: e.name for e in index}
         walk = Walk(records, scope, req.limit, names, set(start))
         level: list[tuple[str, tuple[str, ...]]] = [(key, ()) for key in start]
@@ -127,7 +127,9 @@ class AssociationService:
             level = following
             if not level:
                 break
-        return TraverseResult(names[start[0]], tuple(walk.reached.values()), walk.truncated)
+        return TraverseResult(
+            entity=names[start[0]], records=tuple(walk.reached.values()), truncated=walk.truncated
+        )
 
     async def match_entities(self, scope: ReadScope, text: str) -> list[EntityMatch]:
         """The entities ``scope`` sees that ``text`` names: longest first, not overlapping, at most 64."""

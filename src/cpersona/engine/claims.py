@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cpersona.keys import Keys
     from cpersona.model.drafts import MemoryDraft
     from cpersona.model.records import MemoryRecord, Scope
+    from cpersona.model.results import SkipReason
     from cpersona.settings import Settings
     from cpersona.stores.protocols import WriteJournal
 
@@ -72,7 +73,7 @@ def reservation_secs(settings: Settings) -> float:
     )
 
 
-def _reason(claim: str) -> str:
+def _reason(claim: str) -> SkipReason:
     return "duplicate_id" if ":dedup:msg:" in claim else "duplicate_content"
 
 
@@ -124,9 +125,9 @@ async def dedup(
             fresh.append(leader)
         else:
             results[leader.index] = StoreResult(
-                "skipped",
-                f"mem:{holder.record_id}",
-                leader.draft.msg_id,
+                result="skipped",
+                ref=f"mem:{holder.record_id}",
+                msg_id=leader.draft.msg_id,
                 skipped_reason=_reason(holder.claim),
                 store=leader.draft.store,
             )
@@ -143,6 +144,10 @@ def follower_results(
         assert first is not None
         reason = first.skipped_reason if first.result == "skipped" else "duplicate"
         results[i] = StoreResult(
-            "skipped", first.ref, drafts[i].msg_id, skipped_reason=reason, store=drafts[i].store
+            result="skipped",
+            ref=first.ref,
+            msg_id=drafts[i].msg_id,
+            skipped_reason=reason,
+            store=drafts[i].store,
         )
     return [r for r in results if r is not None]

@@ -69,12 +69,12 @@ async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
     if kind == "raw" and await b.records.delete_sealed(
         check(KeyText, agent_id, "agent_id", life.settings), record_id
     ):
-        return DeleteResult(1)
+        return DeleteResult(deleted=1)
     record = await get(life, ref, agent_id)
     claims = record_claims(life.keys, record) if isinstance(record, MemoryRecord) else []
     if isinstance(record, RawRecord):
         await b.records.delete(kind, record_id, claims)
-        return DeleteResult(1)
+        return DeleteResult(deleted=1)
     parent: ParentKind = "memory" if isinstance(record, MemoryRecord) else "episode"
     deleting = [InFlightWrite(parent, record.id)] if b.vectors is not None else []
     await b.records.reserve_writes(deleting, ttl_secs=reservation_secs(life.settings))
@@ -83,7 +83,7 @@ async def delete(life: Lifecycle, ref: str, agent_id: str) -> DeleteResult:
     await b.records.forget_record_associations(record.scope.agent_id, record.ref)
     await _delete_vectors(b, parent, [record.id])
     await b.records.forget_writes(deleting)
-    return DeleteResult(1)
+    return DeleteResult(deleted=1)
 
 
 async def delete_memories(life: Lifecycle, records: Sequence[MemoryRecord]) -> int:
@@ -125,7 +125,7 @@ async def delete_agent_data(life: Lifecycle, agent_id: str) -> DeleteResult:
         if b.blocks is not None:
             await b.blocks.delete_where(block_filter(agent))
     life.recaller.stats.forget(agent)
-    return DeleteResult(deleted)
+    return DeleteResult(deleted=deleted)
 
 
 @contextlib.asynccontextmanager

@@ -167,7 +167,13 @@ class UpkeepService:
                 doomed = []
         await life.backends.records.set_fidelities(batch)
         pruned += await delete_memories(life, doomed)
-        return DecayTickResult(updated, decayed, pruned, pruning, seconds)
+        return DecayTickResult(
+            records_updated=updated,
+            records_below_threshold=decayed,
+            records_pruned=pruned,
+            pruning=pruning,
+            aged_seconds=seconds,
+        )
 
     async def decay_forecast(self, req: DecayForecastRequest) -> DecayForecastResult:
         """Every named memory's fidelity now and at ``forecast_at``; one unknown id is a 404 for all."""
@@ -185,10 +191,13 @@ class UpkeepService:
             later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
             out.append(
                 DecayForecast(
-                    record_id, current, later, None if current < PRUNE_THRESHOLD else threshold_time(r)
+                    record_id=record_id,
+                    current_fidelity=current,
+                    forecasted_fidelity=later,
+                    estimated_threshold_date=None if current < PRUNE_THRESHOLD else threshold_time(r),
                 )
             )
-        return DecayForecastResult(tuple(out))
+        return DecayForecastResult(forecasts=tuple(out))
 
     async def forget(self, req: ForgetRequest) -> ForgetResult:
         """Delete the agent's memories that any selector names (ids, with ``cascade`` their edges'
@@ -196,7 +205,7 @@ class UpkeepService:
         deleted = 0
         async for so_far in self.forget_progress(req):
             deleted = so_far
-        return ForgetResult(deleted)
+        return ForgetResult(records_deleted=deleted)
 
     async def forget_progress(self, req: ForgetRequest) -> AsyncIterator[int]:
         """Run the forget ``req``, yielding how many memories are gone so far: 0 once it is accepted

@@ -114,7 +114,13 @@ async def export(life: Lifecycle, req: ExportRequest) -> ExportResult:
     if req.encryption_key is not None:
         data = await anyio.to_thread.run_sync(seal, data, req.encryption_key)
     digest = total.hexdigest()
-    return ExportResult(archive_id(digest), len(data), total.records, digest, data)
+    return ExportResult(
+        archive_id=archive_id(digest),
+        size_bytes=len(data),
+        record_count=total.records,
+        checksum=digest,
+        archive_data=data,
+    )
 
 
 def _kind(record: MemoryRecord | EpisodeRecord | RawRecord) -> RecordKind:
@@ -214,7 +220,9 @@ async def import_lines(
         progress(len(batch))
     # After the records its mentions and relations name; added to what the agent declared.
     await life.backends.records.restore_association_graphs(req.agent_id, graphs)
-    return ImportResult(writer.imported, writer.skipped, req.strategy)
+    return ImportResult(
+        records_imported=writer.imported, records_skipped=writer.skipped, strategy=req.strategy
+    )
 
 
 def _stamp(record: ArchivedRecord) -> float:

@@ -151,7 +151,14 @@ async def consolidate(life: Lifecycle, req: ConsolidateRequest) -> ConsolidateRe
     made = {c.id for c in await _existing(life, [copy_id(m.id) for m in eligible])}
     to_copy = [m for m in eligible if copy_id(m.id) not in made]
     created = len(to_copy) if req.dry_run else await _migrate(life, to_copy, now)
-    return ConsolidateResult(len(episodic), created, compressed, 0, created, req.dry_run)
+    return ConsolidateResult(
+        records_processed=len(episodic),
+        records_migrated=created,
+        records_compressed=compressed,
+        records_pruned=0,
+        semantic_nodes_created=created,
+        dry_run=req.dry_run,
+    )
 
 
 async def _existing(life: Lifecycle, ids: Sequence[str]) -> list[MemoryRecord]:

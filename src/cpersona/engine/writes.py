@@ -70,9 +70,9 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
             await b.records.put_memories(writes, queue_blocks=b.builder is not None)
         for rec, f in zip(records, fresh, strict=True):
             results[f.index] = StoreResult(
-                "stored",
-                rec.ref,
-                f.draft.msg_id,
+                result="stored",
+                ref=rec.ref,
+                msg_id=f.draft.msg_id,
                 embedded=rec.embedded,
                 vector_pending=rec.vector_pending,
                 warnings=f.draft.warnings,
@@ -147,10 +147,10 @@ async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult
     ]
     await b.records.put_raw(recs)
     return BatchResult(
-        tuple(
+        results=tuple(
             StoreResult(
-                "stored",
-                r.ref,
+                result="stored",
+                ref=r.ref,
                 session_id=r.session_id,
                 visibility=r.visibility,
                 secrecy_level=r.secrecy_level,
@@ -199,7 +199,7 @@ class WriteService:
         # Dropped before the write's first wait: the request's models (and their lists of floats) are not
         # kept alive, and walked by the collector, while the batch is written.
         del batch
-        return BatchResult(tuple(await _store_memories(self._life, drafts)))
+        return BatchResult(results=tuple(await _store_memories(self._life, drafts)))
 
     async def archive_episode(self, req: EpisodeRequest) -> StoreResult:
         """Archive a session summary (``POST /v1/encode/episode``)."""
@@ -225,7 +225,9 @@ class WriteService:
         async with abandoned_on_failure(b, in_flight):
             (rec,) = await with_vectors(b, [rec])
             await b.records.put_episode(rec, queue_blocks=b.builder is not None)
-        return StoreResult("stored", rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending)
+        return StoreResult(
+            result="stored", ref=rec.ref, embedded=rec.embedded, vector_pending=rec.vector_pending
+        )
 
     async def store_raw(self, req: RawRequest) -> StoreResult:
         """Append one verbatim journal entry (``POST /v1/encode/raw``)."""

@@ -1,64 +1,58 @@
-"""What the associative layer's operations return: small frozen values with a ``to_json`` for the edges."""
+"""What the associative layer's operations return, each its own response schema
+(:mod:`cpersona.model.result_model`)."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from cpersona.model.result_model import ResultModel
 
 __all__ = ["DeclareResult", "Reached", "TraverseResult"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DeclareResult:
+class DeclareResult(ResultModel):
     """How many entities, aliases, mentions and relations a declaration added (or, with ``retract``,
     removed). Declaring the same thing again counts zero everywhere."""
 
+    ok: Literal[True] = True
     entities: int = 0
     aliases: int = 0
     mentions: int = 0
     relations: int = 0
     retract: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **dataclasses.asdict(self)}
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Reached:
+class Reached(ResultModel):
     """A record a traversal reached: after ``hops`` relations, along ``predicates`` (in path order),
     because it mentions ``entity`` (the entity's name)."""
 
-    ref: str
-    hops: int
-    predicates: tuple[str, ...]
-    entity: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "hops": self.hops,
-            "predicates": list(self.predicates),
-            "entity": self.entity,
-        }
+    ref: str = Field(description="mem:<uuid> or ep:<uuid>")
+    hops: int = Field(description="Entity relations between the entity asked for and the one it mentions")
+    predicates: tuple[str, ...] = Field(description="The relations' predicates along the path, in order")
+    entity: str = Field(description="The entity the record mentions (its name)")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TraverseResult:
-    """The records reached from ``entity`` (``None`` when no entity of that name or alias is visible).
+class TraverseResult(ResultModel):
+    """The records reached from ``entity`` (``None`` when no entity of that name or alias is visible),
+    breadth-first, each once at its fewest hops.
 
     ``truncated`` says the walk stopped at ``limit`` or at a work bound with mentions or related entities
     left unread.
     """
 
-    entity: str | None
+    ok: Literal[True] = True
+    entity: str | None = Field(description="The entity walked from; null when none of that name is visible")
+    count: int = 0  # counted from records
     records: tuple[Reached, ...] = ()
-    truncated: bool = False
+    truncated: bool = Field(
+        default=False, description="Stopped at limit or at a work bound with more left unread"
+    )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": True,
-            "entity": self.entity,
-            "count": len(self.records),
-            "records": [r.to_json() for r in self.records],
-            "truncated": self.truncated,
-        }
+    @model_validator(mode="before")
+    @classmethod
+    def _counted(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "count" not in data:
+            return {**data, "count": len(data.get("records", ()))}
+        return data

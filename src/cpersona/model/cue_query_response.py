@@ -10,12 +10,13 @@ as the recall mode shows it, text blocks whose ``data`` is the UTF-8 bytes as in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from cpersona.model.cmp_responses import CmpMemoryRecord
 from cpersona.model.records import AssociationType, StoreKind
+from cpersona.model.result_model import ResultModel, absent
 from cpersona.model.trace import CueQueryTrace
 
 __all__ = [
@@ -30,8 +31,8 @@ __all__ = [
 ]
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Out(ResultModel):
+    pass
 
 
 class CmpBlock(_Out):
@@ -88,13 +89,9 @@ class CueQueryResult(_Out):
     activation_trace: ActivationTrace | None
     total_candidates: int = Field(description="Memories that passed every filter, before the limit")
     query_metadata: QueryMetadata
-    trace: CueQueryTrace | None = Field(default=None, description="With `trace: true`: refs, ranks, scores")
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.model_dump(mode="json")
-        if out["trace"] is None:
-            del out["trace"]
-        return out
+    trace: CueQueryTrace | None = Field(
+        default=None, exclude_if=absent, description="With `trace: true`: refs, ranks, scores"
+    )
 
 
 class AssociateResult(_Out):
@@ -105,6 +102,3 @@ class AssociateResult(_Out):
     ok: Literal[True] = True
     memories: list[RecalledMemory]
     total_candidates: int = Field(description="Memories reached, before the limit")
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")

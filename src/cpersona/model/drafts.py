@@ -7,7 +7,7 @@ A draft is made by its request model (``StoreRequest.draft``, ``RawRequest.draft
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         StoreKind,
     )
 
-__all__ = ["CALLER_EMBEDDING", "EpisodeDraft", "MemoryDraft", "RawDraft"]
+__all__ = ["CALLER_EMBEDDING", "EpisodeDraft", "MemoryDraft", "RawDraft", "WriteWarning"]
 
 CALLER_EMBEDDING = "caller"
 """The ``embedding_model`` of a record whose vector the caller sent (a store's ``embedding``) rather than
@@ -37,6 +37,10 @@ the engine's embedder made. Nothing that embeds text may overwrite such a vector
 pending path never holds one (a store whose caller vector cannot be written fails instead), an update
 that keeps the text keeps the vector, and one that changes the text embeds the new text under the
 model's own name."""
+
+
+WriteWarning = Literal["timestamp_ahead_of_clock"]
+"""What a stored write may warn of (a timestamp ahead of the server clock, kept as sent)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)  # a write under way: equal only to itself
@@ -52,7 +56,7 @@ class MemoryDraft:
     meta: MetaMemory
     associations: tuple[Association, ...]
     locked: bool
-    warnings: tuple[str, ...]
+    warnings: tuple[WriteWarning, ...]
     # The associative layer's declaration made with the store (its entities become the record's mentions).
     declared: Declaration | None = None
     # The caller's vector (read-only, the numbers sent), its dimension not yet checked (the engine knows

@@ -10,12 +10,13 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 from cpersona.model.fields import Before, refusal
+from cpersona.model.records import format_time
 from cpersona.model.time_cue import MAX_TS
 
-__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "renderable"]
+__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "ShownTime", "renderable"]
 
 MAX_TIME_TEXT = 64
 """The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
@@ -83,3 +84,15 @@ EPOCH_TIME_SCHEMA = {
 """The JSON schema of an :data:`EpochTime`."""
 
 EpochTime = Annotated[float, Before(_epoch), WithJsonSchema(EPOCH_TIME_SCHEMA)]
+
+
+def _read_back(value: object) -> object:
+    # Text is an answer read back (format_time's own, so no range rule: a record stored before that rule
+    # may show a time outside it); a number is what the engine built, kept as it is.
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return value
+
+
+ShownTime = Annotated[float, BeforeValidator(_read_back), PlainSerializer(format_time, return_type=str)]
+"""A point in time of an answer: epoch seconds in Python, RFC 3339 text on the wire (read back as either)."""

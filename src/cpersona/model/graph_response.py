@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from cpersona.model.records import AssociationType, MetaRelation, StoreKind
+from cpersona.model.result_model import ResultModel, absent
 
 __all__ = ["GraphEdgeBody", "GraphNodeBody", "GraphResult", "GraphMetaEdgeBody"]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Body(ResultModel):
+    pass
 
 
 class GraphNodeBody(_Body):
@@ -32,7 +33,9 @@ class GraphNodeBody(_Body):
     summary: str = Field(description="The first 80 bytes of the memory's text, '...' when cut")
     fidelity: float = Field(description="The memory's fidelity now")
     depth: int = Field(description="Edges from the nearest start")
-    meta: dict[str, Any] | None = Field(default=None, description="The node's MetaMemory (include_meta)")
+    meta: dict[str, Any] | None = Field(
+        default=None, exclude_if=absent, description="The node's MetaMemory (include_meta)"
+    )
 
 
 class GraphEdgeBody(_Body):
@@ -42,7 +45,9 @@ class GraphEdgeBody(_Body):
     target: str
     edge_type: AssociationType
     weight: float
-    relation: str | None = Field(default=None, description="A declared record relation's predicate")
+    relation: str | None = Field(
+        default=None, exclude_if=absent, description="A declared record relation's predicate"
+    )
 
 
 class GraphMetaEdgeBody(_Body):
@@ -53,10 +58,10 @@ class GraphMetaEdgeBody(_Body):
     source_ref: str
     target_ref: str
     relation: MetaRelation
-    rationale: str | None = None
+    rationale: str | None = Field(default=None, exclude_if=absent)
     evidence: list[dict[str, Any]]
-    confidence: float | None = None
-    created_at: str | None = None
+    confidence: float | None = Field(default=None, exclude_if=absent)
+    created_at: str | None = Field(default=None, exclude_if=absent)
 
 
 class GraphResult(_Body):
@@ -70,6 +75,3 @@ class GraphResult(_Body):
     meta_edges: list[GraphMetaEdgeBody]
     total_nodes: int = Field(description="Nodes returned")
     truncated: bool = Field(description="More memories were reachable within depth than limit_nodes")
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)

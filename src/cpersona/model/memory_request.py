@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from cpersona.errors import InvalidRequest
 from cpersona.model.associations import StoreAssociations, store_declaration, store_edges
 from cpersona.model.cue_query import CallerEmbedding
-from cpersona.model.drafts import MemoryDraft
+from cpersona.model.drafts import MemoryDraft, WriteWarning
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
     AgentId,
@@ -88,7 +88,7 @@ class StoreRequest(RequestModel):
         """The validated write; ``prefix`` names its place in a batch (``records[3].``)."""
         content, summary = content_text(self.content, f"{prefix}content", settings)
         now = time.time()
-        warnings: list[str] = []
+        warnings: list[WriteWarning] = []
         timestamp = now if self.timestamp is None else self.timestamp
         ahead = timestamp - now
         if self.timestamp is not None and ahead > settings.future_timestamp_slack_secs:

@@ -27,12 +27,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import WHOLE, AgentId, Header, KeyText, RequestModel
 from cpersona.model.records import RawRecord, RawSource, RawSpeaker, RawVisibility, SecrecyLevel, format_time
+from cpersona.model.result_model import ResultModel, absent
 from cpersona.model.scope import ReadScope
 
 __all__ = [
@@ -154,8 +155,8 @@ class RawPage:
 # ------------------------------------------------------------------------------------------- answer
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Body(ResultModel):
+    pass
 
 
 class RawContentBlock(_Body):
@@ -228,7 +229,8 @@ class RawEntry(_Body):
 
 
 class RawQueryResult(_Body):
-    """The matching entries, oldest first, and how many matched before ``limit``."""
+    """The matching entries, oldest first, and how many matched before ``limit``. A record's nulls
+    (turn_id, topic_id, summary) are shown, as Cerememory shows them."""
 
     model_config = ConfigDict(title="RecallRawQueryResponse")
 
@@ -236,11 +238,7 @@ class RawQueryResult(_Body):
     records: list[RawEntry]
     total_candidates: int = Field(description="Entries that pass every filter, before limit")
     sealed_scanned: int | None = Field(
-        default=None, description="With include_sealed: the sealed entries decrypted to answer"
+        default=None,
+        exclude_if=absent,
+        description="With include_sealed: the sealed entries decrypted to answer",
     )
-
-    def to_json(self) -> dict[str, Any]:
-        # A record's nulls (turn_id, topic_id, summary) are shown, as Cerememory shows them.
-        return self.model_dump(
-            mode="json", exclude={"sealed_scanned"} if self.sealed_scanned is None else None
-        )

@@ -1,8 +1,9 @@
-"""The response bodies of the HTTP API, as models: the OpenAPI document is generated from them.
+"""The response bodies of the HTTP routes whose answer is not an operation's result (the error envelope,
+records, profiles, stats, health, calibration), as models: the OpenAPI document is generated from them.
 
-The engine's results build their JSON themselves (``to_json``, kept byte for byte); these models
-describe that JSON, and the HTTP tests validate every answer they get against them, so a description
-cannot drift from what is sent. Each model's ``title`` is its name in the document.
+An operation's result is its own response model (:mod:`cpersona.model.result_model`). The HTTP tests
+validate every answer they get against these, so a description cannot drift from what is sent. Each
+model's ``title`` is its name in the document.
 """
 
 from __future__ import annotations
@@ -13,26 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpersona.model.agent_requests import Gate
 from cpersona.model.record_queries import RecordKind
-from cpersona.model.records import RawVisibility, SecrecyLevel, StoreKind
-from cpersona.model.trace import RecallTrace, RecallTraceFailure
 
 __all__ = [
-    "BatchResponse",
     "CalibrationResponse",
-    "DeleteResponse",
     "ErrorDetail",
     "ErrorResponse",
     "GateResponse",
     "HealthResponse",
     "ProfileBody",
     "ProfileResponse",
-    "RecallResponse",
-    "RecallRowBody",
     "RecordBody",
     "RecordListResponse",
     "RecordResponse",
     "StatsResponse",
-    "StoreResponse",
 ]
 
 
@@ -70,44 +64,6 @@ class ErrorResponse(ResponseModel):
         "else null"
     )
     request_id: str | None = Field(description="Also in the `x-request-id` header")
-
-
-class StoreResponse(ResponseModel):
-    """The outcome of one store; ``skipped`` names the record that already holds it."""
-
-    model_config = ConfigDict(title="StoreResult")
-
-    ok: Literal[True]
-    result: Literal["stored", "skipped"]
-    ref: str = Field(description="mem:<uuid>, ep:<uuid> or raw:<uuid>")
-    record_id: str
-    embedded: bool
-    id: str | None = Field(default=None, description="The caller's message id, when given")
-    vector_pending: bool | None = Field(default=None, description="Saved; the vector is written later")
-    reason: Literal["duplicate_id", "duplicate_content", "duplicate"] | None = None
-    warnings: list[Literal["timestamp_ahead_of_clock"]] | None = None
-    store: StoreKind | None = Field(
-        default=None,
-        description="A memory's store (Cerememory's EncodeStoreResponse); for a skipped write, "
-        "the store it asked for",
-    )
-    initial_fidelity: float | None = Field(default=None, description="A memory's: always 1.0")
-    associations_created: int | None = Field(
-        default=None, description="A memory's outbound associations this write created (0 when skipped)"
-    )
-    session_id: str | None = Field(default=None, description="A raw entry's session")
-    visibility: RawVisibility | None = Field(default=None, description="A raw entry's visibility")
-    secrecy_level: SecrecyLevel | None = Field(default=None, description="A raw entry's secrecy level")
-
-
-class BatchResponse(ResponseModel):
-    model_config = ConfigDict(title="BatchResult")
-
-    ok: Literal[True]
-    stored: int
-    skipped: int
-    results: list[StoreResponse]
-    associations_inferred: int = Field(description="Edges inferred between the items: always 0 here")
 
 
 class RecordBody(BaseModel):
@@ -150,14 +106,6 @@ class ProfileResponse(ResponseModel):
     profile: ProfileBody | None
 
 
-class DeleteResponse(ResponseModel):
-    model_config = ConfigDict(title="DeleteResult")
-
-    ok: Literal[True]
-    deleted: int
-    agent_id: str | None = None
-
-
 class StatsResponse(ResponseModel):
     """Record counts (of one agent, or all) and pending vector writes, and beside them the fields of
     Cerememory's ``StatsResponse`` (CMP §7) of the same scope (:mod:`cpersona.model.cmp_stats`)."""
@@ -180,59 +128,6 @@ class StatsResponse(ResponseModel):
     newest_record: str | None = Field(description="The newest memory's own time, RFC 3339 (null when none)")
     total_recall_count: int = Field(description="Reconsolidating recalls of the memories, summed")
     raw_journal_records: int = Field(description="Raw journal entries (= raw_entries)")
-
-
-class RecallRowBody(ResponseModel):
-    model_config = ConfigDict(title="RecallRow")
-
-    ref: str = Field(description="mem:<uuid>, ep:<uuid>, or profile:<agent_id> for the profile row")
-    kind: Literal["memory", "episode", "profile"]
-    content: str
-    content_truncated: bool | None = None
-    content_len: int | None = None
-    id: str | None = Field(default=None, description="The caller's id of the memory")
-    timestamp: str | None
-    source: dict[str, str] | None = None
-    score: float | None = Field(default=None, description="The fused score")
-    match_reason: dict[str, Any] = Field(
-        description="Why the row is here, on every row: signal (cosine | rrf | rsf | keyword | recency | "
-        "profile for ranked rows; block | cue for seats, with admission 'reservation'), the score the gate "
-        "compared, and the scores the row carries"
-    )
-
-
-class DegradedArm(ResponseModel):
-    arm: str
-    status: str
-    detail: str
-
-
-class RecallResponse(ResponseModel):
-    """The rows that answer a question, best first unless ``order`` says otherwise: up to ``limit`` ranked
-    rows, then at most 2 block and 3 cue seats (rows whose match_reason has admission 'reservation')."""
-
-    model_config = ConfigDict(title="RecallResult")
-
-    ok: Literal[True]
-    policy: dict[str, str]
-    mode: str
-    order: str
-    limit: int = Field(description="The ranked rows asked for (the request's limit, or the policy's default)")
-    count: int = Field(description="Rows returned: at most limit ranked rows plus the seated ones")
-    seated: int = Field(description="How many of the rows hold a seat (block or cue) rather than a rank")
-    rows: list[RecallRowBody]
-    depth: int | None = Field(default=None, description="Rows per arm, when it differs from limit")
-    degraded: list[DegradedArm] | None = None
-    time_cue: dict[str, Any] | None = Field(
-        default=None,
-        description="Only with a cue: {policy, period: [start, end], confidence (the step searched), "
-        "revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
-    )
-    trace: RecallTrace | RecallTraceFailure | None = Field(
-        default=None,
-        description="Only when the request set trace: the recall trace (trace_version 1, or the error that "
-        "kept it from being built); no text",
-    )
 
 
 _KEYED = "; absent from the answer to a request without a key when keys are in force"

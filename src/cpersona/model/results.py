@@ -1,15 +1,21 @@
-"""What the write and read operations return: small frozen values with a ``to_json`` for the edges."""
+"""What the write operations return, each its own response schema (:mod:`cpersona.model.result_model`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Literal
 
-__all__ = ["BatchResult", "DeleteResult", "StoreResult"]
+from pydantic import AliasChoices, Field, model_validator
+
+from cpersona.model.drafts import WriteWarning
+from cpersona.model.records import RawVisibility, SecrecyLevel, StoreKind
+from cpersona.model.result_model import ResultModel, absent, empty
+
+__all__ = ["BatchResult", "DeleteResult", "SkipReason", "StoreResult"]
+
+SkipReason = Literal["duplicate_id", "duplicate_content", "duplicate"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoreResult:
+class StoreResult(ResultModel):
     """The outcome of one store.
 
     ``result`` is ``"stored"`` or ``"skipped"`` (a duplicate by caller id or identical content; ``ref``
@@ -21,75 +27,97 @@ class StoreResult:
     skipped); for a raw entry, its session and labels.
     """
 
+    ok: Literal[True] = True
     result: Literal["stored", "skipped"]
-    ref: str
-    msg_id: str = ""
+    ref: str = Field(description="mem:<uuid>, ep:<uuid> or raw:<uuid>")
+    record_id: str = ""  # filled from ref
     embedded: bool = False
-    vector_pending: bool = False
-    skipped_reason: str | None = None
-    warnings: tuple[str, ...] = ()
-    store: str | None = None
-    associations_created: int = 0
-    session_id: str | None = None
-    visibility: str | None = None
-    secrecy_level: str | None = None
+    msg_id: str = Field(
+        default="",
+        validation_alias=AliasChoices("id", "msg_id"),
+        serialization_alias="id",
+        exclude_if=empty,
+        description="The caller's message id, when given",
+    )
+    vector_pending: bool = Field(
+        default=False, exclude_if=empty, description="Saved; the vector is written later"
+    )
+    skipped_reason: SkipReason | None = Field(
+        default=None,
+        validation_alias=AliasChoices("reason", "skipped_reason"),
+        serialization_alias="reason",
+        exclude_if=absent,
+    )
+    warnings: tuple[WriteWarning, ...] = Field(default=(), exclude_if=empty)
+    store: StoreKind | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="A memory's store (Cerememory's EncodeStoreResponse); for a skipped write, "
+        "the store it asked for",
+    )
+    initial_fidelity: float | None = Field(
+        default=None, exclude_if=absent, description="A memory's: always 1.0"
+    )
+    associations_created: int | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="A memory's outbound associations this write created (0 when skipped)",
+    )
+    session_id: str | None = Field(default=None, exclude_if=absent, description="A raw entry's session")
+    visibility: RawVisibility | None = Field(
+        default=None, exclude_if=absent, description="A raw entry's visibility"
+    )
+    secrecy_level: SecrecyLevel | None = Field(
+        default=None, exclude_if=absent, description="A raw entry's secrecy level"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, data: Any) -> Any:
+        # The record id is the ref's; a memory's answer carries its starting fidelity (every memory
+        # starts whole, model/fidelity.py) and how many associations it made.
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        if "record_id" not in out and isinstance(out.get("ref"), str):
+            out["record_id"] = out["ref"].partition(":")[2]
+        if out.get("store") is not None:
+            out.setdefault("initial_fidelity", 1.0)
+            out.setdefault("associations_created", 0)
+        return out
 
     @property
     def id(self) -> str:
-        return self.ref.partition(":")[2]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ok": True,
-            "result": self.result,
-            "ref": self.ref,
-            "record_id": self.id,
-            "embedded": self.embedded,
-        }
-        if self.msg_id:
-            out["id"] = self.msg_id
-        if self.vector_pending:
-            out["vector_pending"] = True
-        if self.skipped_reason:
-            out["reason"] = self.skipped_reason
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
-        if self.store is not None:
-            # Every memory starts whole; its fidelity decays from there (model/fidelity.py).
-            out.update(store=self.store, initial_fidelity=1.0, associations_created=self.associations_created)
-        if self.session_id is not None:
-            out.update(
-                session_id=self.session_id, visibility=self.visibility, secrecy_level=self.secrecy_level
-            )
-        return out
+        """The record's bare UUID (``record_id``)."""
+        return self.record_id
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BatchResult:
+class BatchResult(ResultModel):
+    """Every item's outcome, in the order sent."""
+
+    ok: Literal[True] = True
+    # Counted from the results when built.
+    stored: int = 0
+    skipped: int = 0
     results: tuple[StoreResult, ...]
+    associations_inferred: int = Field(
+        default=0,
+        # Cerememory's count of the edges a batch inferred between its items; this engine infers none.
+        description="Edges inferred between the items: always 0 here",
+    )
 
-    @property
-    def stored(self) -> int:
-        return sum(1 for r in self.results if r.result == "stored")
-
-    @property
-    def skipped(self) -> int:
-        return sum(1 for r in self.results if r.result == "skipped")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": True,
-            "stored": self.stored,
-            "skipped": self.skipped,
-            "results": [r.to_json() for r in self.results],
-            # Cerememory's count of the edges a batch inferred between its items; this engine infers none.
-            "associations_inferred": 0,
-        }
+    @model_validator(mode="before")
+    @classmethod
+    def _counted(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "stored" in data:
+            return data
+        outcomes = [r.result for r in data.get("results", ())]
+        return {**data, "stored": outcomes.count("stored"), "skipped": outcomes.count("skipped")}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DeleteResult:
+class DeleteResult(ResultModel):
+    ok: Literal[True] = True
     deleted: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "deleted": self.deleted}
+    agent_id: str | None = Field(
+        default=None, exclude_if=absent, description="The agent whose data was deleted"
+    )

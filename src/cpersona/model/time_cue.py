@@ -17,10 +17,11 @@ A cue is a prior, never a filter: nothing here drops a row or touches a score.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_serializer
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -60,68 +61,61 @@ MIN_TS = -62_135_596_800.0
 MAX_TS = 253_402_300_799.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Ago:
+def _exact(ts: float) -> str:
+    return iso(ts, exact=True)
+
+
+# A cue's ends as the response and the trace show them: ISO times in UTC, a date in ``before`` as its end.
+_CueTime = Annotated[float, PlainSerializer(_exact, return_type=str)]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True, validate_by_name=True)
+
+
+class Ago(_Value):
     """A relative cue: the period one ``unit`` long, centred ``value`` units before now."""
 
     unit: Unit
     value: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {"unit": self.unit, "value": self.value}
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TimeCue:
+class TimeCue(_Value):
     """A read cue. Absolute ends are epoch seconds (UTC); ``before`` is exclusive.
 
     A cue is either absolute (``after`` and/or ``before``) or relative (``ago``), never both;
-    :class:`~cpersona.model.time_cue_request.TimeCueBody` guarantees it.
+    :class:`~cpersona.model.time_cue_request.TimeCueBody` guarantees it. As JSON it is the cue as read,
+    for responses and traces.
     """
 
     confidence: Confidence
-    after: float | None = None
-    before: float | None = None
-    ago: Ago | Literal["long_ago"] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The cue as read, for responses and traces: ISO times in UTC, a date in ``before`` as its end."""
-        out: dict[str, Any] = {"confidence": self.confidence}
-        if self.after is not None:
-            out["after"] = iso(self.after, exact=True)
-        if self.before is not None:
-            out["before"] = iso(self.before, exact=True)
-        if isinstance(self.ago, Ago):
-            out["ago"] = self.ago.to_json()
-        elif self.ago is not None:
-            out["ago"] = self.ago
-        return out
+    after: _CueTime | None = Field(default=None, exclude_if=lambda v: v is None)
+    before: _CueTime | None = Field(default=None, exclude_if=lambda v: v is None)
+    ago: Ago | Literal["long_ago"] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Period:
-    """The half-open span ``[start, end)`` of epoch seconds the cue arm searches."""
+class Period(_Value):
+    """The half-open span ``[start, end)`` of epoch seconds the cue arm searches; as JSON, its two ends
+    as ISO times."""
 
     start: float
     end: float
 
-    def to_json(self) -> list[str]:
+    @model_serializer(mode="plain", return_type=list[str])
+    def _as_ends(self) -> list[str]:
         return [iso(self.start), iso(self.end)]
 
     def contains(self, ts: float) -> bool:
         return self.start <= ts < self.end
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Move:
-    """A row whose position the bounded move changed (0-based positions among the returned rows)."""
+class Move(_Value):
+    """A row whose position the bounded move changed (0-based positions among the returned rows); as
+    JSON, ``{row, from, to}``."""
 
-    ref: str
-    from_: int
+    ref: str = Field(serialization_alias="row")
+    from_: int = Field(serialization_alias="from")
     to: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"row": self.ref, "from": self.from_, "to": self.to}
 
 
 # --------------------------------------------------------------------------------------------- periods
@@ -218,7 +212,7 @@ def bounded_move(
 
     ordered = sorted(enumerate(refs), key=key)
     order = tuple(ref for _, ref in ordered)
-    moves = tuple(Move(ref, from_=p, to=to) for to, (p, ref) in enumerate(ordered) if p != to)
+    moves = tuple(Move(ref=ref, from_=p, to=to) for to, (p, ref) in enumerate(ordered) if p != to)
     return order, moves
 
 

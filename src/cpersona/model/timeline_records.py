@@ -7,10 +7,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from cpersona.model.cmp_record import cmp_record, read_now
 from cpersona.model.records import parse_ref
+from cpersona.model.result_model import ResultModel
 
 if TYPE_CHECKING:
     from cpersona.model.records import MemoryRecord
@@ -18,24 +19,15 @@ if TYPE_CHECKING:
 __all__ = ["RecalledMemoryBody", "bare_id", "recalled", "recalled_json"]
 
 
-class RecalledMemoryBody(BaseModel):
+class RecalledMemoryBody(ResultModel):
     """A memory and its relevance: for a timeline, the relevance is the record's fidelity now."""
 
-    model_config = ConfigDict(title="TimelineMemory", extra="forbid")
+    model_config = ConfigDict(title="TimelineMemory")
 
     record: dict[str, Any] = Field(description="The memory as Cerememory's MemoryRecord (CmpMemoryRecord)")
     relevance_score: float
     activation_path: list[str] | None = None
     rendered_content: dict[str, Any] = Field(description="The content as stored (no noise)")
-
-    def to_json(self) -> dict[str, Any]:
-        # The record is JSON already (cmp_record): no second walk over its byte values.
-        return {
-            "record": self.record,
-            "relevance_score": self.relevance_score,
-            "activation_path": self.activation_path,
-            "rendered_content": self.rendered_content,
-        }
 
 
 def bare_id(target: str) -> str | None:

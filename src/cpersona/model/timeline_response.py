@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from cpersona.model.result_model import ResultModel
 from cpersona.model.timeline_buckets import Granularity
 from cpersona.model.timeline_records import RecalledMemoryBody
 
-__all__ = ["TimelineBucket", "TimelineResult"]
+__all__ = ["TimelineBucket", "TimelineResult", "timeline_json"]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Body(ResultModel):
+    pass
 
 
 class TimelineBucket(_Body):
@@ -43,21 +44,36 @@ class TimelineResult(_Body):
     truncated: bool = Field(description="More records matched than were returned (see `limit`)")
     total_in_range: int = Field(description="Records of the scope in the range, before the filters")
 
-    def to_json(self) -> dict[str, Any]:
-        # By hand rather than model_dump: the records are JSON already, and a timeline may hold 10,000.
-        return {
-            "ok": True,
-            "granularity": self.granularity,
-            "buckets": [
-                {
-                    "start": b.start,
-                    "end": b.end,
-                    "memories": [m.to_json() for m in b.memories],
-                    "count": b.count,
-                }
-                for b in self.buckets
-            ],
-            "count": self.count,
-            "truncated": self.truncated,
-            "total_in_range": self.total_in_range,
-        }
+
+def timeline_json(result: TimelineResult) -> dict[str, Any]:
+    """``result.model_dump(mode="json")``, built without walking the records again.
+
+    A timeline's records are JSON already (:func:`~cpersona.model.timeline_records.recalled_json`), and
+    a timeline may hold 10,000 of them: ``model_dump`` walks every byte value of every record's content
+    once more, measured at 278 ms for 10,000 records against 4 ms here, on the event loop. The edges send
+    this; a test holds it equal to ``model_dump``.
+    """
+    return {
+        "ok": True,
+        "granularity": result.granularity,
+        "buckets": [
+            {
+                "start": b.start,
+                "end": b.end,
+                "memories": [
+                    {
+                        "record": m.record,
+                        "relevance_score": m.relevance_score,
+                        "activation_path": m.activation_path,
+                        "rendered_content": m.rendered_content,
+                    }
+                    for m in b.memories
+                ],
+                "count": b.count,
+            }
+            for b in result.buckets
+        ],
+        "count": result.count,
+        "truncated": result.truncated,
+        "total_in_range": result.total_in_range,
+    }

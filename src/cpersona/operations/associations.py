@@ -90,7 +90,7 @@ class Walk:
         for key, path in level:
             for ref in links[key].mentions:
                 if ref not in self.reached and ref not in found:
-                    found[ref] = Reached(ref, hops, path, self.names.get(key, key))
+                    found[ref] = Reached(ref=ref, hops=hops, predicates=path, entity=self.names.get(key, key))
         pending = list(found.values())
         while pending and len(self.reached) < self.limit:
             room = MAX_WALK_REFS - self.checked

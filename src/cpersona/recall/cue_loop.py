@@ -87,12 +87,12 @@ class CueOutcome:
     def report(self, run: ChainRun, policy_name: str) -> dict[str, Any]:
         """The response's ``time_cue`` (the trace's account of the loop is ``recall.trace.assemble``'s)."""
         if self.recent_only:
-            period = None if self.ignored is None else self.ignored.to_json()
+            period = None if self.ignored is None else self.ignored.model_dump(mode="json")
             return {"policy": policy_name, "ignored": "recent_only", "period": period}
         moves = run.last(Counted).moves or run.last(Gated).moves
         return {
             "policy": policy_name,
-            "period": None if self.period is None else self.period.to_json(),
+            "period": None if self.period is None else self.period.model_dump(mode="json"),
             "confidence": self.confidence,
             "revised": self.revised,
             "moved": sum(1 for m in moves if m.to < m.from_),

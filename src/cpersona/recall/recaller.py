@@ -116,14 +116,15 @@ class Recaller:
             mode=req.mode,
             order=req.order,
             degraded=degraded,
-            final=final,
-            timing_ms={
+            trace_requested=req.trace,
+            time_cue=time_cue,
+        ).with_run(
+            final,
+            {
                 "retrieve": (fan.retrieved_at - started) * 1000,
                 **run.timing_ms,
                 "total": (done - started) * 1000,
             },
-            trace_requested=req.trace,
-            time_cue=time_cue,
         )
         if not (req.trace if want_trace is None else want_trace):
             return result
@@ -138,7 +139,7 @@ class Recaller:
         # The trace's own cost joins the recall's times; ``total`` stays the recall without it.
         cost: Mapping[str, float] = trace.timing_ms if isinstance(trace, RecallTrace) else {}
         timing = {**result.timing_ms, **{k: cost[k] for k in ("trace", "coverage") if k in cost}}
-        return dataclasses.replace(result, trace=trace, timing_ms=timing)
+        return result.model_copy(update={"trace": trace}).with_run(result.final, timing)
 
     def _trace(self, result: RecallResult, inputs: _TraceInputs) -> RecallTrace | RecallTraceFailure:
         """The trace of a finished recall. A failure to build it never fails the recall: the trace
@@ -183,7 +184,9 @@ def _parts(ctx: ArmContext, docs: Mapping[str, HydratedRecord]) -> dict[str, int
 
 def _degraded(fan: FanOut) -> tuple[Degraded, ...]:
     """The arms that failed or were late, in the order they finished; a failed embedding first."""
-    degraded = tuple(Degraded(r.arm, r.status, r.detail) for r in fan.arms.values() if r.status != "ok")
+    degraded = tuple(
+        Degraded(arm=r.arm, status=r.status, detail=r.detail) for r in fan.arms.values() if r.status != "ok"
+    )
     if fan.vector.embed_error is not None:
-        degraded = (Degraded("embedding", "error", fan.vector.embed_error), *degraded)
+        degraded = (Degraded(arm="embedding", status="error", detail=fan.vector.embed_error), *degraded)
     return degraded

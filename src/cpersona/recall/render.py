@@ -124,7 +124,7 @@ def _row(
         msg_id=msg_id,
         timestamp=doc.ts,
         source=source,
-        match_reason=reason,
+        match_reason=dict(reason),
         score=score,
     )
 

@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import (
+    AliasChoices,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from cpersona.errors import InvalidRequest
+from cpersona.model.epoch_time import ShownTime
 from cpersona.model.fields import validate
 from cpersona.model.recall_query import Order, RecallQuery
-from cpersona.model.records import Source, format_time
+from cpersona.model.records import Source
+from cpersona.model.result_model import ResultModel, absent, empty
 from cpersona.model.scope import ReadScope
+from cpersona.model.trace import RecallTrace, RecallTraceFailure
+from cpersona.recall.stages.chain import Seated
+from cpersona.settings import RecallMode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cpersona.model.time_cue import TimeCue
-    from cpersona.model.trace import RecallTrace, RecallTraceFailure
     from cpersona.recall.policy import Policy
-    from cpersona.recall.stages.chain import Seated
     from cpersona.recall.stages.fusion import FusionMode
     from cpersona.settings import Settings
 
@@ -97,8 +110,7 @@ def recall_request(
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecallRow:
+class RecallRow(ResultModel):
     """One returned row. ``content`` is cut to the policy's preview length unless ``full_content``.
 
     ``ref`` is ``mem:<id>``, ``ep:<id>``, or ``profile:<agent_id>`` for the profile row (read with
@@ -106,95 +118,144 @@ class RecallRow:
     ``admission: "reservation"``.
     """
 
-    ref: str
+    ref: str = Field(description="mem:<uuid>, ep:<uuid>, or profile:<agent_id> for the profile row")
     kind: Literal["memory", "episode", "profile"]
     content: str
+    content_truncated: bool = Field(default=False, exclude_if=empty)
+    # Sent only beside content_truncated (the serializer below).
     content_len: int
-    content_truncated: bool
-    msg_id: str
-    timestamp: float | None
-    source: Source | None
-    match_reason: Mapping[str, Any]
-    score: float | None
+    msg_id: str = Field(
+        default="",
+        validation_alias=AliasChoices("id", "msg_id"),
+        serialization_alias="id",
+        exclude_if=empty,
+        description="The caller's id of the memory",
+    )
+    timestamp: ShownTime | None
+    source: Source | None = Field(default=None, exclude_if=absent)
+    score: float | None = Field(default=None, exclude_if=absent, description="The fused score")
+    match_reason: dict[str, Any] = Field(
+        description="Why the row is here, on every row: signal (cosine | rrf | rsf | keyword | recency | "
+        "profile for ranked rows; block | cue for seats, with admission 'reservation'), the score the gate "
+        "compared, and the scores the row carries"
+    )
+
+    sometimes_sent: ClassVar[frozenset[str]] = frozenset({"content_len"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_back(cls, data: Any) -> Any:
+        # A row read back from its JSON without content_len was sent whole.
+        if isinstance(data, dict) and "content_len" not in data and isinstance(data.get("content"), str):
+            return {**data, "content_len": len(data["content"])}
+        return data
+
+    # No return annotation: pydantic then describes the row by its fields (``Any`` would describe nothing).
+    @model_serializer(mode="wrap")
+    def _shown(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out = handler(self)
+        if not self.content_truncated:
+            out.pop("content_len", None)
+        return out
 
     @property
     def seated(self) -> bool:
         """Whether the row holds a seat (appended after the ``limit`` ranked rows) rather than a rank."""
         return self.match_reason.get("admission") == "reservation"
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ref": self.ref, "kind": self.kind, "content": self.content}
-        if self.content_truncated:
-            out["content_truncated"] = True
-            out["content_len"] = self.content_len
-        if self.msg_id:
-            out["id"] = self.msg_id
-        out["timestamp"] = None if self.timestamp is None else format_time(self.timestamp)
-        if self.source is not None:
-            out["source"] = dataclasses.asdict(self.source)
-        if self.score is not None:
-            out["score"] = self.score
-        out["match_reason"] = dict(self.match_reason)
-        return out
 
+class Degraded(ResultModel):
+    """An arm that failed or missed its deadline, and why; the recall answered without it."""
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Degraded:
+    model_config = ConfigDict(title="DegradedArm")
+
     arm: str
     status: str
     detail: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecallResult:
-    """A recall's answer. ``final`` is the last stage set, from which the whole history can be read.
+class RecallResult(ResultModel):
+    """A recall's answer: the rows that answer a question, best first unless ``order`` says otherwise (up
+    to ``limit`` ranked rows, then at most 2 block and 3 cue seats, rows whose match_reason has admission
+    'reservation').
 
     ``trace`` is the recall trace when one was built (``recall.trace.assemble``); it is part of the
     response only when the request asked for it (``trace_requested``), so a trace built for the server's
     own use (a sampler) leaves the response as it was. ``time_cue`` is the response's account of a cue
-    (``None`` without one).
+    (``None`` without one). :attr:`final`, the last stage set, from which the whole history can be read,
+    and :attr:`timing_ms` are the run's, not the answer's: neither is sent.
     """
 
-    rows: tuple[RecallRow, ...]
-    policy: Mapping[str, str]
-    limit: int
-    depth: int
-    mode: FusionMode
+    ok: Literal[True] = True
+    policy: dict[str, str]
+    mode: RecallMode
     order: Order
-    degraded: tuple[Degraded, ...]
-    final: Seated
-    timing_ms: Mapping[str, float]
-    trace: RecallTrace | RecallTraceFailure | None = None
-    trace_requested: bool = False
-    time_cue: Mapping[str, Any] | None = None
+    limit: int = Field(description="The ranked rows asked for (the request's limit, or the policy's default)")
+    count: int = Field(default=0, description="Rows returned: at most limit ranked rows plus the seated ones")
+    seated: int = Field(
+        default=0, description="How many of the rows hold a seat (block or cue) rather than a rank"
+    )
+    rows: tuple[RecallRow, ...]
+    # Sent only when it differs from limit (the serializer below).
+    depth: int = Field(description="Rows per arm, when it differs from limit")
+    degraded: tuple[Degraded, ...] = Field(default=(), exclude_if=empty)
+    time_cue: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="Only with a cue: {policy, period: [start, end], confidence (the step searched), "
+        "revised, moved, seated}, or {policy, ignored: 'recent_only', period}",
+    )
+    # Sent when the request asked for it, then even as null (the serializer below).
+    trace: RecallTrace | RecallTraceFailure | None = Field(
+        default=None,
+        description="Only when the request set trace: the recall trace (trace_version 1, or the error that "
+        "kept it from being built); no text",
+    )
+    trace_requested: bool = Field(default=False, exclude=True)
 
-    @property
-    def count(self) -> int:
-        """How many rows came back: up to ``limit`` ranked rows plus the ``seated`` ones."""
-        return len(self.rows)
+    sometimes_sent: ClassVar[frozenset[str]] = frozenset({"depth", "trace"})
 
-    @property
-    def seated(self) -> int:
-        """How many of the rows hold a seat (at most 2 block and 3 cue seats), not a rank."""
-        return sum(1 for row in self.rows if row.seated)
+    _final: Seated | None = PrivateAttr(default=None)
+    _timing_ms: dict[str, float] = PrivateAttr(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ok": True,
-            "policy": dict(self.policy),
-            "mode": self.mode,
-            "order": self.order,
-            "limit": self.limit,
-            "count": self.count,
-            "seated": self.seated,
-            "rows": [r.to_json() for r in self.rows],
-        }
-        if self.depth != self.limit:
-            out["depth"] = self.depth
-        if self.degraded:
-            out["degraded"] = [dataclasses.asdict(d) for d in self.degraded]
-        if self.time_cue is not None:
-            out["time_cue"] = dict(self.time_cue)
-        if self.trace_requested:
-            out["trace"] = None if self.trace is None else self.trace.model_dump(mode="json")
+    @model_validator(mode="before")
+    @classmethod
+    def _counted(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "depth" not in data and "limit" in data:
+            # An answer read back from its JSON without depth searched limit rows per arm.
+            data = {**data, "depth": data["limit"]}
+        if "count" in data:
+            return data
+        rows = data.get("rows", ())
+        return {**data, "count": len(rows), "seated": sum(1 for row in rows if row.seated)}
+
+    # No return annotation: pydantic then describes the answer by its fields (``Any`` would describe nothing).
+    @model_serializer(mode="wrap")
+    def _shown(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out = handler(self)
+        if self.depth == self.limit:
+            out.pop("depth", None)
+        if not self.trace_requested:
+            out.pop("trace", None)
         return out
+
+    def with_run(self, final: Seated | None, timing_ms: Mapping[str, float]) -> RecallResult:
+        """This answer carrying the run behind it: its last stage set and its times."""
+        out = self.model_copy()
+        out._final = final
+        out._timing_ms = dict(timing_ms)
+        return out
+
+    @property
+    def final(self) -> Seated:
+        """The last stage set of the run (absent from an answer read back from its JSON)."""
+        if self._final is None:
+            raise LookupError("this recall result holds no run: it was read back from its JSON")
+        return self._final
+
+    @property
+    def timing_ms(self) -> Mapping[str, float]:
+        """Milliseconds per step of the run (retrieval, each stage, the total; the trace's, when built)."""
+        return self._timing_ms

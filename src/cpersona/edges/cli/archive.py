@@ -121,7 +121,7 @@ async def _import_archive(service: Service, args: argparse.Namespace) -> int:
                 await service.engine.import_archive(
                     args.agent, lambda: _file_lines(path), progress=_advance(bar), **rules
                 )
-            ).to_json()
+            ).model_dump(mode="json")
         elif isinstance(service, RemoteService):
             data = base64.b64encode(await anyio.Path(path).read_bytes()).decode()
             result = await service.call(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httpx
 
-from cpersona.edges.http.app import record_to_json
+from cpersona.edges.http.app import record_json
 from cpersona.errors import BackendUnavailable, CpersonaError, InvalidRequest
 from cpersona.model.fields import validate
 from cpersona.model.memory_request import StoreRequest
@@ -22,6 +22,7 @@ from cpersona.model.raw_query import RawQueryRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.reconstruct_request import ReconstructRequest
 from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import timeline_json
 from cpersona.stores.server_record import running_server_url
 
 if TYPE_CHECKING:
@@ -89,35 +90,35 @@ class LocalService:
 
     async def store(self, body: Mapping[str, Any]) -> JSON:
         request = validate(StoreRequest, body, self.settings)
-        return (await self.engine.services.writes.store(request)).to_json()
+        return (await self.engine.services.writes.store(request)).model_dump(mode="json")
 
     async def store_batch(self, batch: Sequence[Validated]) -> JSON:
-        return (await self.engine.store_batch([request for _, request in batch])).to_json()
+        return (await self.engine.store_batch([request for _, request in batch])).model_dump(mode="json")
 
     async def recall(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RecallQuery, body, self.settings)
-        return (await self.engine.services.recall.recall(request)).to_json()
+        return (await self.engine.services.recall.recall(request)).model_dump(mode="json")
 
     async def reconstruct(self, body: Mapping[str, Any]) -> JSON:
         request = validate(ReconstructRequest, body, self.settings)
-        return (await self.engine.services.recall.reconstruct(request)).to_json()
+        return (await self.engine.services.recall.reconstruct(request)).model_dump(mode="json")
 
     async def timeline(self, body: Mapping[str, Any]) -> JSON:
         request = validate(TimelineRequest, body, self.settings)
-        return (await self.engine.services.recall.timeline(request)).to_json()
+        return timeline_json(await self.engine.services.recall.timeline(request))
 
     async def raw_query(self, body: Mapping[str, Any]) -> JSON:
         request = validate(RawQueryRequest, body, self.settings)
-        return (await self.engine.services.recall.raw_query(request)).to_json()
+        return (await self.engine.services.recall.raw_query(request)).model_dump(mode="json")
 
     async def stats(self, agent: str | None) -> JSON:
         return await self.engine.stats(agent)
 
     async def get(self, ref: str, agent: str) -> JSON:
-        return record_to_json(await self.engine.get(ref, agent_id=agent))
+        return record_json(await self.engine.get(ref, agent_id=agent))
 
     async def forget(self, agent: str) -> JSON:
-        return (await self.engine.delete_agent_data(agent)).to_json()
+        return (await self.engine.delete_agent_data(agent)).model_dump(mode="json")
 
     async def drain_blocks(self) -> int | None:
         # No worker runs in a one-shot command: the blocks of what it stored are built here.

@@ -37,7 +37,7 @@ from cpersona.edges.http.errors import (
 from cpersona.edges.http.hosts import HostGuard
 from cpersona.edges.http.openapi import ROUTES, openapi_document
 from cpersona.edges.http.reading import declare_models
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.mcp.endpoint import McpEndpoint
 from cpersona.engine.facade import Engine
 from cpersona.errors import CpersonaError
@@ -58,7 +58,7 @@ __all__ = [
     "create_app",
     "error_envelope",
     "openapi_document",
-    "record_to_json",
+    "record_json",
     "serve",
     "single_error",
 ]

@@ -22,13 +22,12 @@ from cpersona.model.lifecycle_requests import (
     ImportRequest,
 )
 from cpersona.model.lifecycle_responses import (
-    ConsolidateResponse,
-    DecayForecastResponse,
-    DecayTickResponse,
-    ExportResponse,
-    ForgetResponse,
+    ConsolidateResult,
+    DecayForecastResult,
+    DecayTickResult,
+    ExportResult,
     ForgetResult,
-    ImportResponse,
+    ImportResult,
 )
 
 if TYPE_CHECKING:
@@ -45,19 +44,19 @@ _NDJSON: Final = "application/x-ndjson"
 
 async def _decay_tick(request: Request) -> Response:
     req = await read_body(request, DecayTickRequest)
-    return ORJSONResponse((await services_of(request).upkeep.decay_tick(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.decay_tick(req)).model_dump(mode="json"))
 
 
 async def _decay_forecast(request: Request) -> Response:
     req = await read_body(request, DecayForecastRequest)
-    return ORJSONResponse((await services_of(request).upkeep.decay_forecast(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.decay_forecast(req)).model_dump(mode="json"))
 
 
 async def _forget(request: Request) -> Response:
     req = await read_body(request, ForgetRequest)
     if _NDJSON in request.headers.get("accept", ""):
         return await _forget_streamed(request, req)
-    return ORJSONResponse((await services_of(request).upkeep.forget(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.forget(req)).model_dump(mode="json"))
 
 
 async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
@@ -83,26 +82,26 @@ async def _forget_streamed(request: Request, req: ForgetRequest) -> Response:
             failed = orjson.loads(failure_response(exc, request_id, "DELETE /v1/lifecycle/forget").body)
             yield orjson.dumps({**failed, "records_deleted": deleted}) + b"\n"
             return
-        yield orjson.dumps(ForgetResult(deleted).to_json()) + b"\n"
+        yield orjson.dumps(ForgetResult(records_deleted=deleted).model_dump(mode="json")) + b"\n"
 
     return StreamingResponse(lines(), media_type=_NDJSON)
 
 
 async def _consolidate(request: Request) -> Response:
     req = await read_body(request, ConsolidateRequest)
-    return ORJSONResponse((await services_of(request).upkeep.consolidate(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.consolidate(req)).model_dump(mode="json"))
 
 
 async def _export(request: Request) -> Response:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
     req = await read_body(request, ExportRequest)
-    return ORJSONResponse((await services_of(request).upkeep.export(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.export(req)).model_dump(mode="json"))
 
 
 async def _import(request: Request) -> Response:
     # archive_id is informational.
     req = await read_body(request, ImportRequest)
-    return ORJSONResponse((await services_of(request).upkeep.import_archive(req)).to_json())
+    return ORJSONResponse((await services_of(request).upkeep.import_archive(req)).model_dump(mode="json"))
 
 
 LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
@@ -111,7 +110,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/decay-tick",
         _decay_tick,
         "Sweep an agent's memories for decay (lifecycle.decay_tick)",
-        DecayTickResponse,
+        DecayTickResult,
         body=DecayTickRequest,
         errors=(400, 503, 507),
         description="Fidelity is a function of the time since each memory's baseline, never compounded "
@@ -125,7 +124,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/introspect/decay-forecast",
         _decay_forecast,
         "Each memory's fidelity now and at a later time (introspect.decay_forecast)",
-        DecayForecastResponse,
+        DecayForecastResult,
         body=DecayForecastRequest,
         errors=(400, 404, 503),
         description="`estimated_threshold_date` is computed in closed form; null when the memory is "
@@ -136,7 +135,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/forget",
         _forget,
         "Delete memories by id, store, period or age (lifecycle.forget)",
-        ForgetResponse,
+        ForgetResult,
         body=ForgetRequest,
         errors=(400, 503),
         description="A JSON body. The union of what each selector names, only the caller's memories, "
@@ -150,7 +149,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/consolidate",
         _consolidate,
         "Merge near-duplicate episodic memories and give the rest a semantic copy (lifecycle.consolidate)",
-        ConsolidateResponse,
+        ConsolidateResult,
         body=ConsolidateRequest,
         errors=(400, 409, 503, 507),
         description="Idempotent: a second call with the same arguments creates and deletes nothing. "
@@ -161,7 +160,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/export",
         _export,
         "An agent's memory as JSON Lines (lifecycle.export)",
-        ExportResponse,
+        ExportResult,
         body=ExportRequest,
         errors=(400, 503),
         description="Header line, one record per line, footer with the SHA-256 of the lines before it. "
@@ -174,7 +173,7 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         "/v1/lifecycle/import",
         _import,
         "Import an archive into an agent (lifecycle.import)",
-        ImportResponse,
+        ImportResult,
         body=ImportRequest,
         errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "

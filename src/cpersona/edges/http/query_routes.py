@@ -37,13 +37,13 @@ async def cue_query(request: Request, raw: dict[str, Any]) -> Response:
     engine = engine_of(request)
     req = validate(CueQueryRequest, raw, engine.settings)
     result = await engine.services.recall.query(req, _request_id(request))
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 async def _associate(request: Request) -> Response:
     req = await read_body(request, AssociateRequest)
     result = await services_of(request).recall.associate(request.path_params["record_id"], req)
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 _RECORD_ID = {

@@ -20,7 +20,7 @@ __all__ = ["RAW_OPERATIONS"]
 
 async def _raw_query(request: Request) -> Response:
     req = await read_body(request, RawQueryRequest)
-    return ORJSONResponse((await services_of(request).recall.raw_query(req)).to_json())
+    return ORJSONResponse((await services_of(request).recall.raw_query(req)).model_dump(mode="json"))
 
 
 RAW_OPERATIONS: tuple[Operation, ...] = (

@@ -17,10 +17,10 @@ from cpersona.model.records import (
     format_time,
 )
 
-__all__ = ["record_to_json"]
+__all__ = ["record_json"]
 
 
-def record_to_json(record: MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord) -> dict[str, Any]:
+def record_json(record: MemoryRecord | EpisodeRecord | RawRecord | ProfileRecord) -> dict[str, Any]:
     """A record as the HTTP API and the CLI show it: its schema's JSON form with times as text.
 
     Memories, episodes and raw entries get ``ref`` and ``kind`` first and their scope flattened to

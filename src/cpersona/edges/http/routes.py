@@ -23,14 +23,14 @@ from cpersona.edges.http.operation import NoQuery, Operation
 from cpersona.edges.http.query_routes import QUERY_OPERATIONS, cue_query
 from cpersona.edges.http.raw_routes import RAW_OPERATIONS
 from cpersona.edges.http.reading import json_object, read_body, read_query
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.http.state import engine_of, services_of
 from cpersona.edges.http.timeline_routes import TIMELINE_OPERATIONS
 from cpersona.edges.http.trace_page import TRACE_OPERATIONS
 from cpersona.edges.mcp.http import MCP_OPERATIONS
 from cpersona.errors import ForgetUnconfirmed, InvalidRequest
 from cpersona.model.agent_requests import CalibrateRequest, GateRequest, ProfileRequest
-from cpersona.model.association_responses import DeclareResponse, TraverseResponse
+from cpersona.model.association_results import DeclareResult, TraverseResult
 from cpersona.model.associations import DeclareRequest, TraverseRequest
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.cue_query_response import CueQueryResult
@@ -51,19 +51,17 @@ from cpersona.model.record_queries import (
     StatsQuery,
 )
 from cpersona.model.responses import (
-    BatchResponse,
     CalibrationResponse,
-    DeleteResponse,
     GateResponse,
     HealthResponse,
     ProfileResponse,
-    RecallResponse,
     RecordListResponse,
     RecordResponse,
     StatsResponse,
-    StoreResponse,
 )
+from cpersona.model.results import BatchResult, DeleteResult, StoreResult
 from cpersona.model.update_request import UpdateRequest
+from cpersona.recall.request import RecallResult
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -110,22 +108,22 @@ async def _health(request: Request) -> Response:
 
 async def _encode(request: Request) -> Response:
     req = await _body(request, StoreRequest)
-    return ORJSONResponse((await services_of(request).writes.store(req)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store(req)).model_dump(mode="json"))
 
 
 async def _encode_batch(request: Request) -> Response:
     req = await _body(request, BatchRequest)
-    return ORJSONResponse((await services_of(request).writes.store_batch(req)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_batch(req)).model_dump(mode="json"))
 
 
 async def _encode_raw(request: Request) -> Response:
     req = await _body(request, RawRequest)
-    return ORJSONResponse((await services_of(request).writes.store_raw(req)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_raw(req)).model_dump(mode="json"))
 
 
 async def _encode_raw_batch(request: Request) -> Response:
     req = await _body(request, RawBatchRequest)
-    return ORJSONResponse((await services_of(request).writes.store_raw_batch(req)).to_json())
+    return ORJSONResponse((await services_of(request).writes.store_raw_batch(req)).model_dump(mode="json"))
 
 
 async def _update(request: Request) -> Response:
@@ -136,42 +134,42 @@ async def _update(request: Request) -> Response:
         ref = f"mem:{ref.lower()}"
     req = await _body(request, UpdateRequest)
     record = await services_of(request).writes.update(ref, req)
-    return _ok({"record": record_to_json(record)})
+    return _ok({"record": record_json(record)})
 
 
 async def _archive_episode(request: Request) -> Response:
     req = await _body(request, EpisodeRequest)
-    return ORJSONResponse((await services_of(request).writes.archive_episode(req)).to_json())
+    return ORJSONResponse((await services_of(request).writes.archive_episode(req)).model_dump(mode="json"))
 
 
 async def _put_profile(request: Request) -> Response:
     req = await _body(request, ProfileRequest)
     record = await services_of(request).writes.update_profile(request.path_params["agent_id"], req.profile)
-    return _ok({"profile": record_to_json(record)})
+    return _ok({"profile": record_json(record)})
 
 
 async def _get_profile(request: Request) -> Response:
     _query(request, NoQuery)
     record = await services_of(request).reads.get_profile(request.path_params["agent_id"])
-    return _ok({"profile": None if record is None else record_to_json(record)})
+    return _ok({"profile": None if record is None else record_json(record)})
 
 
 async def _get_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
     record = await services_of(request).reads.get(request.path_params["ref"], query.agent_id)
-    return _ok({"record": record_to_json(record)})
+    return _ok({"record": record_json(record)})
 
 
 async def _list_records(request: Request) -> Response:
     q = _query(request, ListQuery)
     records = await services_of(request).reads.list(q)
-    return _ok({"kind": q.kind, "count": len(records), "records": [record_to_json(r) for r in records]})
+    return _ok({"kind": q.kind, "count": len(records), "records": [record_json(r) for r in records]})
 
 
 async def _delete_record(request: Request) -> Response:
     query = _query(request, RecordQuery)
     result = await services_of(request).writes.delete(request.path_params["ref"], query.agent_id)
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 async def _delete_agent(request: Request) -> Response:
@@ -184,7 +182,7 @@ async def _delete_agent(request: Request) -> Response:
         message = f"deleting all data of agent {agent_id!r} needs ?confirm=true"
         raise ForgetUnconfirmed("confirm", message) from None
     result = await services_of(request).writes.delete_agent_data(agent_id)
-    return ORJSONResponse({**result.to_json(), "agent_id": agent_id})
+    return ORJSONResponse({**result.model_dump(mode="json"), "agent_id": agent_id})
 
 
 async def _stats(request: Request) -> Response:
@@ -202,7 +200,7 @@ async def _recall_query(request: Request) -> Response:
     # Neither: the recall's own refusal names `query`, as it always has.
     req = validate(RecallQuery, raw, engine_of(request).settings)
     result = await services_of(request).recall.recall(req, limit_cap=HTTP_MAX_LIMIT)
-    return ORJSONResponse(result.to_json())
+    return ORJSONResponse(result.model_dump(mode="json"))
 
 
 async def _calibrate(request: Request) -> Response:
@@ -218,17 +216,17 @@ async def _select_gate(request: Request) -> Response:
 
 async def _declare_associations(request: Request) -> Response:
     req = await _body(request, DeclareRequest)
-    return ORJSONResponse((await services_of(request).associations.declare(req)).to_json())
+    return ORJSONResponse((await services_of(request).associations.declare(req)).model_dump(mode="json"))
 
 
 async def _traverse(request: Request) -> Response:
     req = await _body(request, TraverseRequest)
-    return ORJSONResponse((await services_of(request).associations.traverse(req)).to_json())
+    return ORJSONResponse((await services_of(request).associations.traverse(req)).model_dump(mode="json"))
 
 
 async def _reconstruct(request: Request) -> Response:
     req = await _body(request, ReconstructRequest)
-    return ORJSONResponse((await services_of(request).recall.reconstruct(req)).to_json())
+    return ORJSONResponse((await services_of(request).recall.reconstruct(req)).model_dump(mode="json"))
 
 
 # ---------------------------------------------------------------------------------------------- table
@@ -256,7 +254,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode",
         _encode,
         "Store one memory (encode.store)",
-        StoreResponse,
+        StoreResult,
         body=StoreRequest,
         errors=_RELATING_WRITE_ERRORS,
         description="A repeat of the caller's `id` (within agent+project) or of identical content (within "
@@ -269,7 +267,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/batch",
         _encode_batch,
         "Store many memories (encode.batch)",
-        BatchResponse,
+        BatchResult,
         body=BatchRequest,
         errors=_RELATING_WRITE_ERRORS,
     ),
@@ -278,7 +276,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/raw",
         _encode_raw,
         "Append one raw journal entry (encode.store_raw)",
-        StoreResponse,
+        StoreResult,
         body=RawRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -287,7 +285,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/encode/raw/batch",
         _encode_raw_batch,
         "Append many raw journal entries (encode.batch_raw)",
-        BatchResponse,
+        BatchResult,
         body=RawBatchRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -309,7 +307,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/episodes",
         _archive_episode,
         "Archive a session summary (archive_episode)",
-        StoreResponse,
+        StoreResult,
         body=EpisodeRequest,
         errors=_WRITE_ERRORS,
     ),
@@ -356,7 +354,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/records/{ref}",
         _delete_record,
         "Delete one record (with its dedup claims and vector)",
-        DeleteResponse,
+        DeleteResult,
         query=RecordQuery,
         errors=(400, 404, 503),
         path_params=_REF,
@@ -366,7 +364,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/agents/{agent_id}",
         _delete_agent,
         "Delete every record, claim, profile and vector of an agent",
-        DeleteResponse,
+        DeleteResult,
         query=ForgetQuery,
         greedy=("agent_id",),
         path_params=_ANY_AGENT,
@@ -385,7 +383,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/recall/query",
         _recall_query,
         "Recall the rows that answer a question (recall.query)",
-        RecallResponse,
+        RecallResult,
         body=RecallQuery,
         alternative=(CueQueryRequest, CueQueryResult),
         description="Rows come back best first (`order: best_last` gives CPersona's order, best row last). "
@@ -416,7 +414,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/associations",
         _declare_associations,
         "Declare entities, aliases and relations, or retract them (declare_associations)",
-        DeclareResponse,
+        DeclareResult,
         body=DeclareRequest,
         errors=(400, 404, 503, 507),
         description="Scoped like records (agent, project, channel). With `anchor_ref`, the entities become "
@@ -428,7 +426,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/traverse",
         _traverse,
         "The records reached from an entity over its relations (traverse)",
-        TraverseResponse,
+        TraverseResult,
         body=TraverseRequest,
         description="Breadth-first over entity relations in either direction: hop 0 is the records "
         "mentioning the entity, each record comes once at its fewest hops, at most `limit` of them.",

@@ -12,7 +12,7 @@ from cpersona.edges.http.state import services_of
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.graph_response import GraphResult
 from cpersona.model.timeline_request import TimelineRequest
-from cpersona.model.timeline_response import TimelineResult
+from cpersona.model.timeline_response import TimelineResult, timeline_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -23,12 +23,12 @@ __all__ = ["TIMELINE_OPERATIONS"]
 
 async def _timeline(request: Request) -> Response:
     req = await read_body(request, TimelineRequest)
-    return ORJSONResponse((await services_of(request).recall.timeline(req)).to_json())
+    return ORJSONResponse(timeline_json(await services_of(request).recall.timeline(req)))
 
 
 async def _graph(request: Request) -> Response:
     req = await read_body(request, GraphRequest)
-    return ORJSONResponse((await services_of(request).recall.graph(req)).to_json())
+    return ORJSONResponse((await services_of(request).recall.graph(req)).model_dump(mode="json"))
 
 
 TIMELINE_OPERATIONS: tuple[Operation, ...] = (

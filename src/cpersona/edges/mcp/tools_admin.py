@@ -36,12 +36,12 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
 
 
 async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.services.writes.delete(req.ref, req.agent_id)).to_json()
+    return (await engine.services.writes.delete(req.ref, req.agent_id)).model_dump(mode="json")
 
 
 async def _delete_agent(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     result = await engine.services.writes.delete_agent_data(req.agent_id)
-    return {**result.to_json(), "agent_id": req.agent_id}
+    return {**result.model_dump(mode="json"), "agent_id": req.agent_id}
 
 
 async def _calibrate(engine: Engine, req: CalibrateRequest, _: str | None) -> dict[str, Any]:
@@ -61,29 +61,29 @@ async def _health(engine: Engine, req: NoQuery, _: str | None) -> dict[str, Any]
 
 
 async def _decay_tick(engine: Engine, req: DecayTickRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.upkeep.decay_tick(req)).to_json()
+    return (await engine.services.upkeep.decay_tick(req)).model_dump(mode="json")
 
 
 async def _decay_forecast(engine: Engine, req: DecayForecastRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.upkeep.decay_forecast(req)).to_json()
+    return (await engine.services.upkeep.decay_forecast(req)).model_dump(mode="json")
 
 
 async def _forget(engine: Engine, req: ForgetRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.upkeep.forget(req)).to_json()
+    return (await engine.services.upkeep.forget(req)).model_dump(mode="json")
 
 
 async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.upkeep.consolidate(req)).to_json()
+    return (await engine.services.upkeep.consolidate(req)).model_dump(mode="json")
 
 
 async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
-    return (await engine.services.upkeep.export(req)).to_json()
+    return (await engine.services.upkeep.export(req)).model_dump(mode="json")
 
 
 async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
     # archive_id is informational.
-    return (await engine.services.upkeep.import_archive(req)).to_json()
+    return (await engine.services.upkeep.import_archive(req)).model_dump(mode="json")
 
 
 ADMIN_TOOLS: tuple[Tool, ...] = (

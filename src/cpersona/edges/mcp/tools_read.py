@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.mcp.tool import Tool, fixed, route_arguments, with_fields
 from cpersona.errors import RecordNotFound
 from cpersona.model.associations import TraverseRequest
@@ -46,19 +46,19 @@ EpisodeList = fixed(ListQuery, "ListEpisodesArguments", "kind", "episode")
 
 
 async def _recall(engine: Engine, req: RecallQuery, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.recall(req, limit_cap=_MAX_LIMIT)).to_json()
+    return (await engine.services.recall.recall(req, limit_cap=_MAX_LIMIT)).model_dump(mode="json")
 
 
 async def _reconstruct(engine: Engine, req: ReconstructRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.reconstruct(req)).to_json()
+    return (await engine.services.recall.reconstruct(req)).model_dump(mode="json")
 
 
 async def _traverse(engine: Engine, req: TraverseRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.associations.traverse(req)).to_json()
+    return (await engine.services.associations.traverse(req)).model_dump(mode="json")
 
 
 async def _raw_query(engine: Engine, req: RawQueryRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.raw_query(req)).to_json()
+    return (await engine.services.recall.raw_query(req)).model_dump(mode="json")
 
 
 async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
@@ -67,7 +67,7 @@ async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, An
     # One ref that is not the agent's is reported, not the whole read refused.
     for ref in dict.fromkeys(req.refs):
         try:
-            records.append(record_to_json(await engine.services.reads.get(ref, req.agent_id)))
+            records.append(record_json(await engine.services.reads.get(ref, req.agent_id)))
         except RecordNotFound:
             missing.append(ref)
     return {"ok": True, "records": records, "not_found": missing}
@@ -75,7 +75,7 @@ async def _get_contents(engine: Engine, req: Any, _: str | None) -> dict[str, An
 
 async def _get_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     record = await engine.services.reads.get_profile(req.agent_id)
-    return {"ok": True, "profile": None if record is None else record_to_json(record)}
+    return {"ok": True, "profile": None if record is None else record_json(record)}
 
 
 async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]:
@@ -84,7 +84,7 @@ async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]
         "ok": True,
         "kind": req.kind,
         "count": len(records),
-        "records": [record_to_json(r) for r in records],
+        "records": [record_json(r) for r in records],
     }
 
 

@@ -10,6 +10,7 @@ from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.graph_request import GraphRequest
 from cpersona.model.timeline_request import TimelineRequest
+from cpersona.model.timeline_response import timeline_json
 
 if TYPE_CHECKING:
     from cpersona.engine.facade import Engine
@@ -23,19 +24,19 @@ AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}",
 async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
     # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
     # strengthens nothing twice (over stdio each call is its own).
-    return (await engine.services.recall.query(req, request_id)).to_json()
+    return (await engine.services.recall.query(req, request_id)).model_dump(mode="json")
 
 
 async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.associate(req.record_id, req)).to_json()
+    return (await engine.services.recall.associate(req.record_id, req)).model_dump(mode="json")
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.timeline(req)).to_json()
+    return timeline_json(await engine.services.recall.timeline(req))
 
 
 async def _graph(engine: Engine, req: GraphRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.graph(req)).to_json()
+    return (await engine.services.recall.graph(req)).model_dump(mode="json")
 
 
 RECALL_TOOLS: tuple[Tool, ...] = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cpersona.edges.http.records import record_to_json
+from cpersona.edges.http.records import record_json
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.associations import DeclareRequest
 from cpersona.model.episode_request import EpisodeRequest
@@ -27,31 +27,31 @@ UpdateArguments = route_arguments("PATCH", "/v1/encode/{ref}", "UpdateMemoryArgu
 
 
 async def _store(engine: Engine, req: StoreRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.writes.store(req)).to_json()
+    return (await engine.services.writes.store(req)).model_dump(mode="json")
 
 
 async def _store_raw(engine: Engine, req: RawRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.writes.store_raw(req)).to_json()
+    return (await engine.services.writes.store_raw(req)).model_dump(mode="json")
 
 
 async def _archive_episode(engine: Engine, req: EpisodeRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.writes.archive_episode(req)).to_json()
+    return (await engine.services.writes.archive_episode(req)).model_dump(mode="json")
 
 
 async def _declare(engine: Engine, req: DeclareRequest, _: str | None) -> dict[str, Any]:
-    return (await engine.services.associations.declare(req)).to_json()
+    return (await engine.services.associations.declare(req)).model_dump(mode="json")
 
 
 async def _update_profile(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     record = await engine.services.writes.update_profile(req.agent_id, req.profile)
-    return {"ok": True, "profile": record_to_json(record)}
+    return {"ok": True, "profile": record_json(record)}
 
 
 async def _update_memory(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
     # A bare UUID names a memory, as the route reads it (only memories are updated).
     ref = req.ref if req.ref.startswith("mem:") else f"mem:{req.ref.lower()}"
     record = await engine.services.writes.update(ref, req)
-    return {"ok": True, "record": record_to_json(record)}
+    return {"ok": True, "record": record_json(record)}
 
 
 WRITE_TOOLS: tuple[Tool, ...] = (

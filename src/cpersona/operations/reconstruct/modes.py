@@ -88,7 +88,7 @@ def mode_of(req: ReconstructRequest, settings: Settings) -> Mode | None:
 
 
 def _json_tokens(result: ReconstructResult) -> int:
-    return count_tokens(orjson.dumps(result.to_json()).decode())
+    return count_tokens(orjson.dumps(result.model_dump(mode="json")).decode())
 
 
 def tokens_of(result: ReconstructResult, mode: Mode) -> ReconstructResult:

@@ -79,7 +79,7 @@ async def relation_walk(
             found.append([])
             continue
         # The pool and earlier items' evidence are marked reached up front, so the walk passes them by.
-        blocked = {ref: Reached(ref, 0, (), "") for ref in taken}
+        blocked = {ref: Reached(ref=ref, hops=0, predicates=(), entity="") for ref in taken}
         walk = Walk(records, scope, max_evidence + len(blocked), names, set(start), dict(blocked))
         beyond = await _walk_one(walk, sorted(set(start)), max_hops) or beyond
         new = [hit for ref, hit in walk.reached.items() if ref not in blocked][:max_evidence]

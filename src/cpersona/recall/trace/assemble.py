@@ -41,6 +41,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from cpersona.model.time_cue import iso
 from cpersona.model.trace import (
     TRACE_VERSION,
     ArmRowTrace,
@@ -204,8 +205,7 @@ def _ends(period: Period | None) -> tuple[str, str] | None:
     """A period as its ISO ends."""
     if period is None:
         return None
-    start, end = period.to_json()
-    return start, end
+    return iso(period.start), iso(period.end)
 
 
 def _scope(req: RecallRequest) -> ScopeTrace:
@@ -232,7 +232,9 @@ def _request(req: RecallRequest, result: RecallResult, policy: Policy) -> Recall
             age_anchor=rules.prior_age_anchor,
         ),
         episode_penalty=rules.episode_penalty,
-        time_cue=None if req.time_cue is None else TimeCueTrace.model_validate(req.time_cue.to_json()),
+        time_cue=None
+        if req.time_cue is None
+        else TimeCueTrace.model_validate(req.time_cue.model_dump(mode="json")),
         keyword_seats=policy.seats.keyword,
         # How many extra lexical terms the arms got (reconstruct's cues list them in its own trace).
         lexical_terms=len(req.lexical_terms),

@@ -17,7 +17,6 @@ cost off the recall's path.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ import anyio
 from pydantic_core import PydanticSerializationError
 
 from cpersona.errors import BackendUnavailable
+from cpersona.model.result_model import ResultModel
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -46,8 +46,7 @@ _FLUSH_SECS = 1.0
 _Item = tuple[str, "AnyTrace"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TraceStats:
+class TraceStats(ResultModel):
     """The publisher's counters at one moment.
 
     ``published``: traces the sink accepted; ``dropped``: traces refused because the queue was full (or
@@ -60,9 +59,6 @@ class TraceStats:
     published: int
     dropped: int
     failed: int
-
-    def to_json(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 def encode_trace(trace: AnyTrace) -> bytes:
