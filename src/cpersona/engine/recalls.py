@@ -86,7 +86,7 @@ class RecallService:
             life.backends.trace_publisher.offer(req.scope.agent_id, result.trace)
             if sampled:
                 # A sampled trace goes to the channel only: the caller's answer is what it asked for.
-                result = dataclasses.replace(result, trace=None)
+                result = result.model_copy(update={"trace": None})
         return result
 
     async def reconstruct(self, req: ReconstructRequest) -> ReconstructResult:
