@@ -307,7 +307,7 @@ async def test_delete_agent_removes_everything_of_that_agent_only(store: RecordS
     await put(store, memory("a1", 1, pending=True), memory("a2", 2), claims=[])
     await put(store, memory("b1", 3, agent="b"))
     await store.put_episode(episode("ae", 4), queue_blocks=False)
-    await store.put_profile(ProfileRecord("a", "Terse.", BASE))
+    await store.put_profile(ProfileRecord(agent_id="a", content="Terse.", updated_at=BASE))
     await store.put_calibration("a", {"threshold": 0.4, "selected": True})
     assert await store.delete_agent("a") == 3
     assert await store.counts("a") == RecordCounts(0, 0, 0, 0)
@@ -318,8 +318,8 @@ async def test_delete_agent_removes_everything_of_that_agent_only(store: RecordS
 
 async def test_profiles_and_calibrations_round_trip(store: RecordStore) -> None:
     assert await store.profile("a") is None
-    await store.put_profile(ProfileRecord("a", "Prefers YAML.", BASE))
-    assert await store.profile("a") == ProfileRecord("a", "Prefers YAML.", BASE)
+    await store.put_profile(ProfileRecord(agent_id="a", content="Prefers YAML.", updated_at=BASE))
+    assert await store.profile("a") == ProfileRecord(agent_id="a", content="Prefers YAML.", updated_at=BASE)
     assert await store.calibration("a") is None
     await store.put_calibration("a", {"threshold": 0.42, "selected": True})
     await store.select_calibration("a", False)
@@ -348,7 +348,7 @@ async def test_hydration_reads_what_a_recall_shows_of_each_live_record(store: Re
 
 async def test_the_profile_and_the_gate_a_recall_reads(store: RecordStore) -> None:
     assert await store.recall_profile("a") is None
-    await store.put_profile(ProfileRecord("a", "Prefers YAML.", BASE))
+    await store.put_profile(ProfileRecord(agent_id="a", content="Prefers YAML.", updated_at=BASE))
     assert await store.recall_profile("a") == StoredProfile("Prefers YAML.")
     assert await store.calibrated_gate("a") is None
     await store.put_calibration("a", {"threshold": 0.42, "selected": True})

@@ -284,6 +284,6 @@ async def update_profile(life: Lifecycle, agent_id: str, profile: str) -> Profil
     agent = check(AgentId, agent_id, "agent_id", life.settings)
     content = check(ProfileText, profile, "profile", life.settings)
     await check_free_space(life.settings)
-    rec = ProfileRecord(agent, content, time.time())
+    rec = ProfileRecord(agent_id=agent, content=content, updated_at=time.time())
     await b.records.put_profile(rec)
     return rec

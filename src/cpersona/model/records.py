@@ -26,7 +26,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BaseModel,
     BeforeValidator,
+    ConfigDict,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
@@ -342,9 +344,14 @@ class RawRecord:
         return f"raw:{self.id}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ProfileRecord:
-    """The agent's profile text (at most one per agent)."""
+class ProfileRecord(BaseModel):
+    """The agent's profile text (at most one per agent).
+
+    A pydantic model, where the other kinds are dataclasses: its Redis document is redis-om's JSON model
+    of it (:class:`~cpersona.stores.redis.documents.ProfileDocument`), which a dataclass cannot be.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     agent_id: str
     content: str

@@ -1,7 +1,8 @@
 """The Redis adapter of :class:`~cpersona.stores.protocols.RecordStore`.
 
 Records are RedisJSON documents laid out by :mod:`.documents` from each record kind's schema (which
-reads every document back, validating it on the way), searched through the indexes of :mod:`.indexes`;
+reads every document back, validating it on the way; a profile is read and written by redis-om, its
+document being a redis-om model), searched through the indexes of :mod:`.indexes`;
 the searches are :mod:`.search`'s and :mod:`.keyword`'s, built with redis-py's search API (they need
 tags held in hex, ``BM25STD``, ``VERBATIM``, a scope filter repeated inside each alternative, an
 aggregation sorted by two fields), the write transactions :mod:`.writes`'. Every call runs inside
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 import redis.exceptions
+from aredis_om import NotFoundError
 
 from cpersona.errors import BackendUnavailable
 from cpersona.model.scope import ReadScope
@@ -24,16 +26,17 @@ from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.associations import RedisAssociations
 from cpersona.stores.redis.connection import command, json_ops, redis_errors
 from cpersona.stores.redis.documents import (
+    ProfileDocument,
     block_parent_of,
     episode_from_doc,
     memory_from_doc,
-    profile_from_doc,
 )
 from cpersona.stores.redis.fences import RedisFences
 from cpersona.stores.redis.field_writes import RedisFieldWrites
 from cpersona.stores.redis.hydrate import hydrate
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.memory_reads import RedisMemoryReads
+from cpersona.stores.redis.om_models import bind
 from cpersona.stores.redis.raw_docs import raw_from_doc
 from cpersona.stores.redis.raw_search import RedisRawJournal, unsealed
 from cpersona.stores.redis.refs import key_of_ref, ref_of_key
@@ -72,6 +75,7 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
         self.keys = keys
         self.sealer = sealer
         self._writer = Writer(client, keys)
+        self._profiles = bind(ProfileDocument, client, keys.profile)
         self._lexical = keyword.LexicalIndexes(client, keys, SoleAgents(client))
 
     def key(self, kind: RecordKind, record_id: str) -> str:
@@ -356,12 +360,15 @@ class RedisRecordStore(RedisAssociations, RedisRawJournal, RedisFieldWrites, Red
 
     async def profile(self, agent_id: str) -> ProfileRecord | None:
         async with redis_errors():
-            found = await json_ops(self.client).get(self.keys.profile(agent_id))
-        return None if found is None else profile_from_doc(found)
+            try:
+                found = await self._profiles.get(agent_id)
+            except NotFoundError:
+                return None
+        return found.record()
 
     async def put_profile(self, record: ProfileRecord) -> None:
         async with redis_errors():
-            await self._writer.put_profile(record)
+            await self._writer.put_profile(self._profiles, record)
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         async with redis_errors():
