@@ -9,7 +9,6 @@ Real Redis.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import orjson
@@ -112,7 +111,7 @@ async def test_a_model_is_unusable_until_bound_and_bound_models_are_not_migrated
     assert bound.make_primary_key("x") == f"{key_prefix}:profile:x"
     assert not any(model is bound for model in model_registry.values())
     # Made with model_validate, as the stores make them: JsonModel.__init__ would start its probe.
-    doc = bound.model_validate({"pk": "x", "agent_id": "x", "content": "c", "updated_at": time.time()})
+    doc = bound.model_validate({"pk": "x", "agent_id": "x", "content": "c", "updated_at": BASE})
     assert await doc.save() is doc
     assert await json_ops(redis).get(f"{key_prefix}:profile:x") == {"pk": "x", **doc.record().model_dump()}
     assert await bound.delete("x") == 1
