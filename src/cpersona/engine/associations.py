@@ -80,7 +80,7 @@ async def check_declared_refs(records: RecordStore, drafts: Sequence[MemoryDraft
     for i, d in enumerate(drafts):
         if d.declared is not None and d.declared.record_refs():
             field = "associations.relations" if len(drafts) == 1 else f"records[{i}].associations.relations"
-            await _readable(records, d.scope, d.declared.record_refs(), field)
+            await _readable(records, d.record.scope, d.declared.record_refs(), field)
 
 
 async def declare(life: Lifecycle, body: Mapping[str, object]) -> DeclareResult:

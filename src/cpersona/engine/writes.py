@@ -30,7 +30,7 @@ from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, check, validate
 from cpersona.model.memory_request import BatchRequest, StoreRequest
 from cpersona.model.raw_request import RawBatchRequest, RawRequest
-from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
+from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import UpdateRequest, updated_record
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
@@ -96,7 +96,7 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
             results[f.index] = StoreResult(
                 "stored",
                 rec.ref,
-                f.draft.msg_id,
+                f.draft.record.msg_id,
                 embedded=rec.embedded,
                 vector_pending=rec.vector_pending,
                 warnings=f.draft.warnings,
@@ -117,32 +117,7 @@ async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecor
     """The fresh drafts as records, numbered in order from one reserved run of sequence numbers."""
     now = time.time()
     first_seq = await b.records.next_seq(len(fresh))
-    return [_memory(f.record_id, f.draft, first_seq + n, now) for n, f in enumerate(fresh)]
-
-
-def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecord:
-    return MemoryRecord(
-        id=record_id,
-        scope=d.scope,
-        source=d.source,
-        content=d.content,
-        timestamp=d.timestamp,
-        seq=seq,
-        msg_id=d.msg_id,
-        metadata=d.metadata,
-        store=d.store,
-        emotion=d.emotion,
-        fidelity=Fidelity(last_accessed_at=now, last_decay_tick=now),
-        meta=d.meta,
-        associations=d.associations,
-        created_at=now,
-        updated_at=now,
-        locked=d.locked,
-        # Said now, so that with_vectors need not copy the record to say it: a caller's vector is written
-        # or the whole store fails (it is never left pending).
-        embedded=d.embedding is not None,
-        embedding_model=CALLER_EMBEDDING if d.embedding is not None else "",
-    )
+    return [f.draft.written(f.record_id, first_seq + n, now) for n, f in enumerate(fresh)]
 
 
 async def archive_episode(life: Lifecycle, body: Mapping[str, object]) -> StoreResult:
