@@ -296,6 +296,11 @@ class MetaEdgeBody(RequestModel):
 class MetaBody(RequestModel):
     """MetaMemory, the 'why' plane of a record."""
 
+    # Unlike an emotion's (EmotionBody), these limits are not the record's: they are this deployment's
+    # settings (CPERSONA_MAX_METADATA_LENGTH, _MAX_KEY_LENGTH) and the text rules of a request, while a
+    # stored record must read back under any settings (one written under a larger limit, or imported).
+    # The record (MetaMemory) declares the fields' types; this body declares what a request may send.
+
     capture_status: CaptureStatus = "provided"
     intent: _MetaText | None = None
     rationale: _MetaText | None = None
