@@ -116,8 +116,9 @@ def reference_doc(rec: MemoryRecord) -> dict[str, Any]:
         "seq": rec.seq,
         "metadata": dict(rec.metadata),
         "store": rec.store,
-        "emotion": dataclasses.asdict(rec.emotion),
-        "emotion_axes": stored_emotion_axes(dataclasses.asdict(rec.emotion)),
+        # The emotion was a dataclass then; its model's dump is the dict asdict gave.
+        "emotion": rec.emotion.model_dump(),
+        "emotion_axes": stored_emotion_axes(rec.emotion.model_dump()),
         "fidelity": dataclasses.asdict(rec.fidelity),
         "meta": meta,
         "associations": [dataclasses.asdict(a) for a in rec.associations],

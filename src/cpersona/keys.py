@@ -135,7 +135,7 @@ class Keys:
 
     # API keys and rate limits (edges/http/auth.py).
     def api_key(self, key_id: str) -> str:
-        """One API key: its SHA-256 digest, agents, name and admin flag (a JSON string)."""
+        """One API key: its SHA-256 digest, agents, name and admin flag (a JSON document, redis-om's)."""
         return f"{self.prefix}:apikey:{key_id}"
 
     @property

@@ -27,7 +27,7 @@ async def test_a_fenced_agent_writes_nothing_and_other_agents_write_on(
     with pytest.raises(AgentBeingDeleted):
         await record_writes.put_raw([raw("during the delete", 1.0)])
     with pytest.raises(AgentBeingDeleted):
-        await record_writes.put_profile(ProfileRecord("a", "Terse.", 1.0))
+        await record_writes.put_profile(ProfileRecord(agent_id="a", content="Terse.", updated_at=1.0))
     assert await record_reads.get("memory", refused.id) is None
     theirs = memory("another agent", seq + 2, agent="b")
     await put(record_writes, theirs)

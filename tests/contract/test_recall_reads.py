@@ -127,7 +127,7 @@ async def test_the_profile_and_the_gate_a_recall_reads(
     recall_reads: RecallReads, record_writes: RecordWrites
 ) -> None:
     assert await recall_reads.recall_profile("a") is None
-    await record_writes.put_profile(ProfileRecord("a", "Prefers YAML.", BASE))
+    await record_writes.put_profile(ProfileRecord(agent_id="a", content="Prefers YAML.", updated_at=BASE))
     assert await recall_reads.recall_profile("a") == StoredProfile("Prefers YAML.")
     assert await recall_reads.recall_profile("b") is None
     assert await recall_reads.calibrated_gate("a") is None

@@ -133,11 +133,15 @@ async def test_a_replaced_memory_takes_free_claims_and_gives_up_its_own(record_w
 async def test_profiles_and_calibrations_round_trip_per_agent(
     record_writes: RecordWrites, record_reads: RecordReads
 ) -> None:
-    await record_writes.put_profile(ProfileRecord("a", "Prefers YAML.", BASE))
-    assert await record_reads.profile("a") == ProfileRecord("a", "Prefers YAML.", BASE)
+    await record_writes.put_profile(ProfileRecord(agent_id="a", content="Prefers YAML.", updated_at=BASE))
+    assert await record_reads.profile("a") == ProfileRecord(
+        agent_id="a", content="Prefers YAML.", updated_at=BASE
+    )
     assert await record_reads.profile("b") is None
-    await record_writes.put_profile(ProfileRecord("a", "Prefers TOML.", BASE + 1))
-    assert await record_reads.profile("a") == ProfileRecord("a", "Prefers TOML.", BASE + 1)
+    await record_writes.put_profile(ProfileRecord(agent_id="a", content="Prefers TOML.", updated_at=BASE + 1))
+    assert await record_reads.profile("a") == ProfileRecord(
+        agent_id="a", content="Prefers TOML.", updated_at=BASE + 1
+    )
     await record_writes.put_calibration("a", {"threshold": 0.42, "selected": True})
     await record_writes.select_calibration("a", False)
     assert await record_reads.calibration("a") == {"threshold": 0.42, "selected": False}

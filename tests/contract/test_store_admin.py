@@ -39,14 +39,14 @@ async def test_delete_agent_removes_everything_of_that_agent_only(
     theirs = memory("b1", 3, agent="b")
     await put(record_writes, theirs)
     await record_writes.put_episode(episode("ae", 4), queue_blocks=False)
-    await record_writes.put_profile(ProfileRecord("a", "Terse.", BASE))
-    await record_writes.put_profile(ProfileRecord("b", "Wordy.", BASE))
+    await record_writes.put_profile(ProfileRecord(agent_id="a", content="Terse.", updated_at=BASE))
+    await record_writes.put_profile(ProfileRecord(agent_id="b", content="Wordy.", updated_at=BASE))
     await record_writes.put_calibration("a", {"threshold": 0.4, "selected": True})
     assert await admin.delete_agent("a") == 3
     assert await record_reads.counts("a") == RecordCounts(0, 0, 0, 0)
     assert await record_reads.get("memory", theirs.id) == theirs
     assert await record_reads.profile("a") is None
-    assert await record_reads.profile("b") == ProfileRecord("b", "Wordy.", BASE)
+    assert await record_reads.profile("b") == ProfileRecord(agent_id="b", content="Wordy.", updated_at=BASE)
     assert await record_reads.calibration("a") is None
     assert await admin.delete_agent("a") == 0  # a second time: nothing left
 

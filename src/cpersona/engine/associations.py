@@ -72,7 +72,7 @@ async def check_declared_refs(records: AssociationStore, drafts: Sequence[Memory
     for i, d in enumerate(drafts):
         if d.declared is not None and d.declared.record_refs():
             field = "associations.relations" if len(drafts) == 1 else f"records[{i}].associations.relations"
-            await _readable(records, d.scope, d.declared.record_refs(), field)
+            await _readable(records, d.record.scope, d.declared.record_refs(), field)
 
 
 def _start(index: Sequence[IndexedEntity], key: str) -> list[str]:

@@ -47,11 +47,11 @@ def content_claim(keys: Keys, scope: Scope, content: str) -> str:
 
 
 def claim_keys(keys: Keys, draft: MemoryDraft) -> list[str]:
-    scope = draft.scope
+    rec = draft.record
     claims = []
-    if draft.msg_id:
-        claims.append(keys.msg_id_claim(scope.agent_id, scope.project_id, draft.msg_id))
-    claims.append(content_claim(keys, scope, draft.content))
+    if rec.msg_id:
+        claims.append(keys.msg_id_claim(rec.scope.agent_id, rec.scope.project_id, rec.msg_id))
+    claims.append(content_claim(keys, rec.scope, rec.content))
     return claims
 
 
@@ -127,9 +127,9 @@ async def dedup(
             results[leader.index] = StoreResult(
                 result="skipped",
                 ref=f"mem:{holder.record_id}",
-                msg_id=leader.draft.msg_id,
+                msg_id=leader.draft.record.msg_id,
                 skipped_reason=_reason(holder.claim),
-                store=leader.draft.store,
+                store=leader.draft.record.store,
             )
     return results, fresh, follows
 
@@ -143,11 +143,12 @@ def follower_results(
         first = results[leader]
         assert first is not None
         reason = first.skipped_reason if first.result == "skipped" else "duplicate"
+        repeat = drafts[i].record
         results[i] = StoreResult(
             result="skipped",
             ref=first.ref,
-            msg_id=drafts[i].msg_id,
+            msg_id=repeat.msg_id,
             skipped_reason=reason,
-            store=drafts[i].store,
+            store=repeat.store,
         )
     return [r for r in results if r is not None]

@@ -152,6 +152,8 @@ class Lifecycle:
         records = RedisRecordStore(client, self.keys, sealer)
         await records.ensure_indexes()
         await records.collect_garbage()
+        api_keys = ApiKeyStore(client, self.keys)
+        await api_keys.upgrade()
         embedder = await open_embedder(self.settings)
         vectors: VectorStore | None = None
         if embedder is not None:
@@ -181,7 +183,7 @@ class Lifecycle:
             server=server,
             cues=cues,
             reconsolidation=reconsolidation,
-            api_keys=ApiKeyStore(client, self.keys),
+            api_keys=api_keys,
             rate_limits=self._rate_limits(client),
         )
         self._recaller = Recaller(

@@ -29,7 +29,7 @@ from cpersona.model.agent_requests import ProfileText
 from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.model.fidelity import as_read
 from cpersona.model.fields import AgentId, check
-from cpersona.model.records import EpisodeRecord, Fidelity, MemoryRecord, ProfileRecord, RawRecord, new_id
+from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, new_id
 from cpersona.model.results import BatchResult, StoreResult
 from cpersona.model.update_request import updated_record
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
@@ -72,7 +72,7 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
             results[f.index] = StoreResult(
                 result="stored",
                 ref=rec.ref,
-                msg_id=f.draft.msg_id,
+                msg_id=f.draft.record.msg_id,
                 embedded=rec.embedded,
                 vector_pending=rec.vector_pending,
                 warnings=f.draft.warnings,
@@ -93,32 +93,7 @@ async def _new_memories(b: Backends, fresh: Sequence[Fresh]) -> list[MemoryRecor
     """The fresh drafts as records, numbered in order from one reserved run of sequence numbers."""
     now = time.time()
     first_seq = await b.records.next_seq(len(fresh))
-    return [_memory(f.record_id, f.draft, first_seq + n, now) for n, f in enumerate(fresh)]
-
-
-def _memory(record_id: str, d: MemoryDraft, seq: int, now: float) -> MemoryRecord:
-    return MemoryRecord(
-        id=record_id,
-        scope=d.scope,
-        source=d.source,
-        content=d.content,
-        timestamp=d.timestamp,
-        seq=seq,
-        msg_id=d.msg_id,
-        metadata=d.metadata,
-        store=d.store,
-        emotion=d.emotion,
-        fidelity=Fidelity(last_accessed_at=now, last_decay_tick=now),
-        meta=d.meta,
-        associations=d.associations,
-        created_at=now,
-        updated_at=now,
-        locked=d.locked,
-        # Said now, so that with_vectors need not copy the record to say it: a caller's vector is written
-        # or the whole store fails (it is never left pending).
-        embedded=d.embedding is not None,
-        embedding_model=CALLER_EMBEDDING if d.embedding is not None else "",
-    )
+    return [f.draft.written(f.record_id, first_seq + n, now) for n, f in enumerate(fresh)]
 
 
 async def _store_raw(life: Lifecycle, drafts: Sequence[RawDraft]) -> BatchResult:
@@ -283,7 +258,7 @@ class WriteService:
         agent = check(AgentId, agent_id, "agent_id", life.settings)
         content = check(ProfileText, profile, "profile", life.settings)
         await check_free_space(life.settings)
-        rec = ProfileRecord(agent, content, time.time())
+        rec = ProfileRecord(agent_id=agent, content=content, updated_at=time.time())
         await b.records.put_profile(rec)
         return rec
 

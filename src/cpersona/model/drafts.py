@@ -17,16 +17,13 @@ if TYPE_CHECKING:
 
     from cpersona.model.associations import Declaration
     from cpersona.model.records import (
-        Association,
-        EmotionVector,
+        MemoryRecord,
         MetaMemory,
         RawSource,
         RawSpeaker,
         RawVisibility,
         Scope,
         SecrecyLevel,
-        Source,
-        StoreKind,
     )
 
 __all__ = ["CALLER_EMBEDDING", "EpisodeDraft", "MemoryDraft", "RawDraft", "WriteWarning"]
@@ -45,17 +42,11 @@ WriteWarning = Literal["timestamp_ahead_of_clock"]
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)  # a write under way: equal only to itself
 class MemoryDraft:
-    scope: Scope
-    source: Source
-    content: str
-    timestamp: float
-    msg_id: str
-    metadata: Mapping[str, Any]
-    store: StoreKind
-    emotion: EmotionVector
-    meta: MetaMemory
-    associations: tuple[Association, ...]
-    locked: bool
+    """A memory to store: the record as its request made it, and what its write needs besides."""
+
+    record: MemoryRecord
+    """The memory as it will be stored, but for what its write gives it (:meth:`written`): its id, its
+    sequence number and its write time, which hold ``""``, ``0`` and ``0.0`` until then."""
     warnings: tuple[WriteWarning, ...]
     # The associative layer's declaration made with the store (its entities become the record's mentions).
     declared: Declaration | None = None
@@ -63,6 +54,18 @@ class MemoryDraft:
     # the index's), and the request field that named it, for the 400 (``records[3].embedding`` in a batch).
     embedding: npt.NDArray[np.float64] | None = None
     embedding_field: str = "embedding"
+
+    def written(self, record_id: str, seq: int, now: float) -> MemoryRecord:
+        """The record as the write stores it: given its id, its number, and ``now`` as its write time
+        (when it was made, updated, last accessed and last decayed)."""
+        return dataclasses.replace(
+            self.record,
+            id=record_id,
+            seq=seq,
+            fidelity=dataclasses.replace(self.record.fidelity, last_accessed_at=now, last_decay_tick=now),
+            created_at=now,
+            updated_at=now,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from cpersona.model.fields import (
 from cpersona.model.json_values import json_length
 from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import (
+    NO_EMOTION,
     Association,
     AssociationType,
     CaptureStatus,
@@ -194,19 +195,10 @@ class SourceBody(RequestModel):
         return Source(self.type, agent_id if self.id is None else self.id, self.name)
 
 
-class EmotionBody(RequestModel):
+class EmotionBody(RequestModel, EmotionVector):
     """Plutchik's eight axes and intensity (0..1), and valence (-1..1)."""
 
-    joy: Unit01 = 0.0
-    trust: Unit01 = 0.0
-    fear: Unit01 = 0.0
-    surprise: Unit01 = 0.0
-    sadness: Unit01 = 0.0
-    disgust: Unit01 = 0.0
-    anger: Unit01 = 0.0
-    anticipation: Unit01 = 0.0
-    intensity: Unit01 = 0.0
-    valence: Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)] = 0.0
+    # The record's fields and their limits (EmotionVector), checked as a request is: strict, closed.
 
 
 def _emotion_branch(value: Any) -> str:
@@ -243,17 +235,13 @@ Emotion = Annotated[
 ]
 
 
-_NO_EMOTION = EmotionVector()
-"""The emotion of a memory that names none: one frozen instance, not one built per record."""
-
-
 def emotion_vector(value: str | EmotionBody | None) -> EmotionVector:
     if value is None:
-        return _NO_EMOTION
+        return NO_EMOTION
     if isinstance(value, str):
         axis, valence = _EMOTION_LABELS[value.strip().lower()]
         return EmotionVector(**{axis: 1.0, "intensity": 1.0, "valence": valence})
-    return EmotionVector(**value.model_dump())
+    return EmotionVector.model_validate(value.model_dump())
 
 
 _NIL_UUID = "00000000-0000-0000-0000-000000000000"
@@ -307,6 +295,11 @@ class MetaEdgeBody(RequestModel):
 
 class MetaBody(RequestModel):
     """MetaMemory, the 'why' plane of a record."""
+
+    # Unlike an emotion's (EmotionBody), these limits are not the record's: they are this deployment's
+    # settings (CPERSONA_MAX_METADATA_LENGTH, _MAX_KEY_LENGTH) and the text rules of a request, while a
+    # stored record must read back under any settings (one written under a larger limit, or imported).
+    # The record (MetaMemory) declares the fields' types; this body declares what a request may send.
 
     capture_status: CaptureStatus = "provided"
     intent: _MetaText | None = None

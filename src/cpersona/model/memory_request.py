@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from cpersona.errors import InvalidRequest
 from cpersona.model.associations import StoreAssociations, store_declaration, store_edges
 from cpersona.model.cue_query import CallerEmbedding
-from cpersona.model.drafts import MemoryDraft, WriteWarning
+from cpersona.model.drafts import CALLER_EMBEDDING, MemoryDraft, WriteWarning
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import (
     AgentId,
@@ -41,7 +41,7 @@ from cpersona.model.memory_parts import (
     check_meta_size,
     emotion_vector,
 )
-from cpersona.model.records import Scope, StoreKind
+from cpersona.model.records import MemoryRecord, Scope, StoreKind
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -98,11 +98,13 @@ class StoreRequest(RequestModel):
                 warnings.append("timestamp_ahead_of_clock")
         scope = Scope(self.agent_id, self.project_id, self.channel)
         msg_id = self.msg_id if self.msg_id is not None else self.id
-        return MemoryDraft(
+        record = MemoryRecord(
+            id="",
             scope=scope,
             source=(self.source or _AGENT_SOURCE).source(scope.agent_id),
             content=content,
             timestamp=timestamp,
+            seq=0,
             msg_id=msg_id or "",
             metadata=caller_metadata(self.metadata, self.context, settings, f"{prefix}metadata"),
             store=self.store or ("semantic" if summary else "episodic"),
@@ -111,8 +113,15 @@ class StoreRequest(RequestModel):
             if self.meta is None
             else self.meta.meta("encode.store", now),
             associations=store_edges(self.associations, now),
-            declared=store_declaration(self.associations),
             locked=self.lock,
+            # Said now, so that with_vectors need not copy the record to say it: a caller's vector is
+            # written or the whole store fails (it is never left pending).
+            embedded=self.embedding is not None,
+            embedding_model=CALLER_EMBEDDING if self.embedding is not None else "",
+        )
+        return MemoryDraft(
+            record=record,
+            declared=store_declaration(self.associations),
             warnings=tuple(warnings),
             embedding=None if self.embedding is None else _frozen_array(self.embedding),
             embedding_field=f"{prefix}embedding",

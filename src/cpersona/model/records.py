@@ -26,13 +26,17 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BaseModel,
     BeforeValidator,
+    ConfigDict,
+    Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     WrapSerializer,
 )
 
+from cpersona.model.fields import Unit01
 from cpersona.model.time_cue import MAX_TS, MIN_TS
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
     "MetaEdge",
     "MetaMemory",
     "Moment",
+    "NO_EMOTION",
     "ProfileRecord",
     "RawRecord",
     "Ref",
@@ -181,20 +186,33 @@ class Scope:
     channel: str = ""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class EmotionVector:
-    """Plutchik's eight axes (nominally 0..1), intensity (0..1) and valence (-1..1)."""
+Valence = Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
 
-    joy: float = 0.0
-    trust: float = 0.0
-    fear: float = 0.0
-    surprise: float = 0.0
-    sadness: float = 0.0
-    disgust: float = 0.0
-    anger: float = 0.0
-    anticipation: float = 0.0
-    intensity: float = 0.0
-    valence: float = 0.0
+
+class EmotionVector(BaseModel):
+    """Plutchik's eight axes and intensity (0..1), and valence (-1..1).
+
+    Each field is declared here with its limit, once: the request body of an emotion
+    (:class:`~cpersona.model.memory_parts.EmotionBody`) is this model under the rules of a request. A
+    pydantic model, where the other parts of a record are dataclasses, so that the body can inherit it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    joy: Unit01 = 0.0
+    trust: Unit01 = 0.0
+    fear: Unit01 = 0.0
+    surprise: Unit01 = 0.0
+    sadness: Unit01 = 0.0
+    disgust: Unit01 = 0.0
+    anger: Unit01 = 0.0
+    anticipation: Unit01 = 0.0
+    intensity: Unit01 = 0.0
+    valence: Valence = 0.0
+
+
+NO_EMOTION = EmotionVector()
+"""The emotion of a memory that names none: one frozen instance, not one built per record."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -275,7 +293,7 @@ class MemoryRecord:
     msg_id: str = ""
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     store: StoreKind = "episodic"
-    emotion: EmotionVector = EmotionVector()
+    emotion: EmotionVector = NO_EMOTION
     fidelity: Fidelity = Fidelity()
     meta: MetaMemory = MetaMemory()
     associations: tuple[Association, ...] = ()
@@ -342,9 +360,14 @@ class RawRecord:
         return f"raw:{self.id}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ProfileRecord:
-    """The agent's profile text (at most one per agent)."""
+class ProfileRecord(BaseModel):
+    """The agent's profile text (at most one per agent).
+
+    A pydantic model, where the other kinds are dataclasses: its Redis document is redis-om's JSON model
+    of it (:class:`~cpersona.stores.redis.documents.ProfileDocument`), which a dataclass cannot be.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     agent_id: str
     content: str

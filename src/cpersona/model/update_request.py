@@ -100,7 +100,7 @@ def updated_record(
     for name in ("emotion", "meta"):
         if name in changes:
             base[name] = changes[name]
-    draft = validate(StoreRequest, base, settings).draft(settings)
+    draft = validate(StoreRequest, base, settings).draft(settings).record
     return dataclasses.replace(
         current,
         content=draft.content,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from cpersona.settings import Settings
     from cpersona.stores.key_store import KeyStore
+    from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.trace_subscription import TraceSubscription
 
 __all__ = ["key_store", "running_redis_url", "shown_redis_address", "subscribe_traces"]
@@ -78,16 +79,22 @@ async def key_store(settings: Settings) -> AsyncIterator[KeyStore]:
     keys = Keys(settings.key_prefix)
     if client is not None:
         try:
-            yield ApiKeyStore(client, keys)
+            yield await _opened_keys(client, keys)
         finally:
             await close_redis(client)
         return
     async with EmbeddedRedis(settings) as server:
         client = await connect_redis(settings, server.url)
         try:
-            yield ApiKeyStore(client, keys)
+            yield await _opened_keys(client, keys)
         finally:
             await close_redis(client)
+
+
+async def _opened_keys(client: RedisClient, keys: Keys) -> ApiKeyStore:
+    store = ApiKeyStore(client, keys)
+    await store.upgrade()  # keys an earlier engine stored as strings, before redis-om reads them
+    return store
 
 
 async def subscribe_traces(

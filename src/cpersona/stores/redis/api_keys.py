@@ -1,9 +1,20 @@
-"""API keys in Redis: one JSON string per key (``Keys.api_key``) holding the SHA-256 of its token, and a
-set of every key id (``Keys.api_key_ids``), so that listing never scans.
+"""API keys in Redis: one JSON document per key (``Keys.api_key``), redis-om's model of the key
+(:class:`ApiKeyDocument`) holding the SHA-256 of its token, and a set of every key id
+(``Keys.api_key_ids``), so that listing never scans.
 
 The token is ``cpk_<id>_<secret>`` with 256 random bits of secret; a digest of it needs no salt or slow
-hash (nothing about it can be guessed), and it is compared in constant time. A lookup is one ``GET``: a
-revoked key is refused by the next request, on every worker.
+hash (nothing about it can be guessed), and it is compared in constant time. A lookup is one
+``JSON.GET``: a revoked key is refused by the next request, on every worker.
+
+redis-om writes, reads and deletes a key's document (``save``, ``get``, ``delete``), in the store's own
+transactions where the key's id set and rate limit change with it. Two reads go around it: a listing
+reads every document in one ``JSON.MGET`` (redis-om's ``get`` is one round trip per key, and it has no
+read of several), and the rate limiter's script reads the document of the key it counts for, in the
+same round trip (:mod:`.rate_limit`). Both read what they find through the same model.
+
+An engine before redis-om carried these documents stored each key as a JSON *string* (``SET``);
+:meth:`ApiKeyStore.upgrade`, run where a key store is opened, turns each such string into the same
+document in place (its key and text unchanged), since redis-om reads only JSON documents.
 """
 
 from __future__ import annotations
@@ -12,21 +23,34 @@ import hashlib
 import hmac
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
+from aredis_om import JsonModel, NotFoundError
 
 from cpersona.model.api_keys import ApiKey, parse_token
-from cpersona.stores.redis.durable import commit, transaction
+from cpersona.stores.redis.connection import json_ops
+from cpersona.stores.redis.durable import commit, flushed, transaction
+from cpersona.stores.redis.om_models import UNBOUND, bind
 from cpersona.stores.redis.rate_limit import RateLimiter
+from cpersona.stores.redis.write_scripts import queue_script
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from cpersona.keys import Keys
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["ApiKeyStore", "RedisRateLimits", "checked_key", "token_digest"]
+__all__ = ["ApiKeyDocument", "ApiKeyStore", "RedisRateLimits", "token_digest"]
+
+# KEYS[1] one API key: a JSON string becomes the JSON document of the same text; anything else is left.
+_UPGRADE = """
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then return 0 end
+local text = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('JSON.SET', KEYS[1], '$', text)
+return 1
+"""
 
 
 def token_digest(token: str) -> str:
@@ -34,12 +58,28 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def checked_key(doc: bytes, token: str) -> ApiKey | None:
-    """The key stored as ``doc`` if ``token`` is its token (compared in constant time), else ``None``."""
-    stored = orjson.loads(doc)
-    if not hmac.compare_digest(str(stored.get("digest", "")), token_digest(token)):
-        return None
-    return _info(doc)
+class ApiKeyDocument(ApiKey, JsonModel):
+    """A key's document: what is known of the key (:class:`~cpersona.model.api_keys.ApiKey`, its one
+    declaration), the digest of its token, and redis-om's primary key ``pk``, the key's id, under
+    ``keys.api_key(key_id)`` (the key of the bound model, :func:`~.om_models.bind`). A document of an
+    earlier engine has no ``pk``; it is read with its id, as redis-om's ``get`` reads every document."""
+
+    class Meta:
+        database = UNBOUND
+
+    digest: str
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any], key_id: str) -> Self:
+        return cls.model_validate({**stored, "pk": key_id})
+
+    def proves(self, token: str) -> bool:
+        """Whether ``token`` is this key's token (compared in constant time)."""
+        return hmac.compare_digest(self.digest, token_digest(token))
+
+    def info(self) -> ApiKey:
+        """What is known of the key, without its digest."""
+        return ApiKey.model_validate(self.model_dump(exclude={"pk", "digest"}))
 
 
 class ApiKeyStore:
@@ -48,33 +88,55 @@ class ApiKeyStore:
     def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
+        self._documents = bind(ApiKeyDocument, client, keys.api_key)
+
+    async def upgrade(self) -> int:
+        """Turn the keys an earlier engine stored as JSON strings into JSON documents (durably); how
+        many were. Each key is turned in one script, so engines opening at once do it once."""
+        ids = await self._redis.smembers(self._keys.api_key_ids)
+        if not ids:
+            return 0
+        pipe = self._redis.pipeline(transaction=False)
+        for key_id in ids:
+            queue_script(pipe, _UPGRADE, [self._keys.api_key(key_id.decode())], [])
+        replies = await flushed(pipe, self._redis)
+        return sum(int(turned) for turned in replies)
 
     async def create(self, agents: Sequence[str], *, admin: bool, name: str | None) -> tuple[str, ApiKey]:
         """A new key: its token (shown once, never stored) and what is stored of it."""
         key_id = secrets.token_hex(6)
         token = f"cpk_{key_id}_{secrets.token_urlsafe(32)}"
-        info = ApiKey(key_id=key_id, name=name, agents=tuple(agents), admin=admin, created_at=time.time())
-        doc = orjson.dumps({**info.model_dump(), "digest": token_digest(token)})
+        doc = self._documents.model_validate(
+            {
+                "pk": key_id,
+                "key_id": key_id,
+                "name": name,
+                "agents": tuple(agents),
+                "admin": admin,
+                "created_at": time.time(),
+                "digest": token_digest(token),
+            }
+        )
         pipe = transaction(self._redis)
         # NX: 48 random bits make a clash unlikely, never silent.
-        pipe.set(self._keys.api_key(key_id), doc, nx=True)
+        await doc.save(pipeline=pipe, nx=True)
         pipe.sadd(self._keys.api_key_ids, key_id)
         replies = await commit(pipe, self._redis)
         if not replies[0]:  # pragma: no cover - a 1-in-2**48 clash: try again with a new id
             return await self.create(agents, admin=admin, name=name)
-        return token, info
+        return token, doc.info()
 
     async def list(self) -> list[ApiKey]:
         """Every key (without secrets), oldest first."""
         ids = sorted(m.decode() for m in await self._redis.smembers(self._keys.api_key_ids))
-        docs = await self._redis.mget([self._keys.api_key(i) for i in ids]) if ids else []
-        found = [_info(doc) for doc in docs if doc is not None]
+        docs = await json_ops(self._redis).mget([self._keys.api_key(i) for i in ids], "$") if ids else []
+        found = [ApiKeyDocument.read(doc[0], i).info() for i, doc in zip(ids, docs, strict=True) if doc]
         return sorted(found, key=lambda k: (k.created_at, k.key_id))
 
     async def revoke(self, key_id: str) -> bool:
         """Delete the key; ``False`` when there was none of that id."""
         pipe = transaction(self._redis)
-        pipe.delete(self._keys.api_key(key_id))
+        await self._documents.delete(key_id, pipeline=pipe)
         pipe.srem(self._keys.api_key_ids, key_id)
         pipe.delete(self._keys.rate_limit(key_id))
         replies = await commit(pipe, self._redis)
@@ -85,8 +147,11 @@ class ApiKeyStore:
         key_id = parse_token(token)
         if key_id is None:
             return None
-        doc = await self._redis.get(self._keys.api_key(key_id))
-        return None if doc is None else checked_key(doc, token)
+        try:
+            doc = await self._documents.get(key_id)
+        except NotFoundError:
+            return None
+        return doc.info() if doc.proves(token) else None
 
 
 class RedisRateLimits:
@@ -104,12 +169,8 @@ class RedisRateLimits:
         key_id = parse_token(token)
         if key_id is None:
             return None, 0.0
-        doc, wait = await self._limiter.admit(key_id, self._keys.api_key(key_id), token_digest(token))
-        key = None if doc is None else checked_key(doc, token)
-        return key, wait if key is not None else 0.0
-
-
-def _info(doc: bytes) -> ApiKey:
-    stored = orjson.loads(doc)
-    stored.pop("digest", None)
-    return ApiKey.model_validate(stored)
+        text, wait = await self._limiter.admit(key_id, self._keys.api_key(key_id), token_digest(token))
+        doc = None if text is None else ApiKeyDocument.read(orjson.loads(text), key_id)
+        if doc is None or not doc.proves(token):
+            return None, 0.0
+        return doc.info(), wait

@@ -12,32 +12,37 @@ trigrams, glued words) and ``stems`` (the engine's own word stems), and memories
 CJK substrings (``tag_short_grams``); see :mod:`.lexical`. The key order of each document is the one it
 has always had, so a document written today is byte for byte what an older engine wrote.
 
-redis-om (``JsonModel``) declared these documents until the records had one schema; it was removed
-rather than kept beside it, because here it can serve none of its parts:
+A profile is one plain document under one key, so redis-om carries it: :class:`ProfileDocument` is
+redis-om's JSON model of the record (``JsonModel``, bound to an engine's client by
+:func:`~.om_models.bind`), and the store reads, writes and deletes it through redis-om. Memories,
+episodes and raw entries are not redis-om models, for reasons of its own parts:
 
-- its models are mutable pydantic models with their own fields, so they would declare every record a
-  second time (the schema they would mirror is a frozen dataclass, which a ``JsonModel`` cannot be);
-- its indexes cannot be declared as recall needs them (see :mod:`.indexes`), so its queries, which run
-  on those indexes, cannot be used either;
-- its ``save`` is one ``JSON.SET`` of one model, while every record write here is a fenced transaction
-  with its claims, its pending mark and its block event, and a batch is one ``JSON.MSET``
-  (:mod:`.writes`); its ``get`` is one ``JSON.GET`` and a validation, which the schema does itself;
-- ``JsonModel.__init__`` starts an un-awaited "is RedisJSON loaded" probe per instance (a warning each),
-  and the connection lives on the class, so each engine had to subclass every model to hold its own.
+- its ``save`` is one ``JSON.SET`` of one model; a memory, episode or raw write here is a fenced
+  transaction with its claims, its pending mark and its block event, decided by scripts
+  (:mod:`.write_scripts`), and a batch of memories is one ``JSON.MSET`` of their JSON text
+  (:mod:`.memory_json`): a batch of 500 written model by model cost more in Python than Redis spent on it;
+- its search indexes cannot be declared as recall needs them (:mod:`.indexes` says which attributes), so
+  its queries, which run on those indexes, cannot serve recall either; the documents carry index fields
+  (grams, stems, tags) computed here that are no part of the record;
+- their documents are not the record under its own names (``pk`` for ``id``, ``ts``, the scope flattened,
+  the index fields), so a ``JsonModel`` of them would declare each record a second time, in the
+  document's layout, where :func:`memory_to_doc` and :func:`record_form` derive that layout from the one
+  schema; reads of them by id are one ``JSON.GET`` or ``JSON.MGET`` read through that schema.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
+
+from aredis_om import JsonModel
 
 from cpersona.model.cue_query import stored_emotion_axes
 from cpersona.model.json_values import NOT_FINITE, non_finite
 from cpersona.model.records import (
     EPISODE,
     MEMORY,
-    PROFILE,
     EpisodeRecord,
     MemoryRecord,
     MetaMemory,
@@ -46,20 +51,20 @@ from cpersona.model.records import (
 )
 from cpersona.stores.record_values import BlockParent
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.om_models import UNBOUND
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "ProfileDocument",
     "block_parent_of",
     "check_finite",
     "episode_from_doc",
     "episode_to_doc",
     "memory_from_doc",
     "memory_to_doc",
-    "profile_from_doc",
-    "profile_to_doc",
     "record_form",
     "scope_doc",
     "tag",
@@ -185,13 +190,19 @@ def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
     return EPISODE.validate_python(record_form(doc))
 
 
-def profile_to_doc(rec: ProfileRecord) -> dict[str, Any]:
-    """A profile's document (``keys.profile(agent_id)``): the record, keyed by its agent."""
-    return {"pk": rec.agent_id, **PROFILE.dump_python(rec, mode="json")}
+class ProfileDocument(ProfileRecord, JsonModel):
+    """A profile's document: the record and redis-om's primary key ``pk``, the agent's id, under
+    ``keys.profile(agent_id)`` (the key of the bound model, :func:`~.om_models.bind`)."""
 
+    class Meta:
+        database = UNBOUND
 
-def profile_from_doc(doc: Mapping[str, Any]) -> ProfileRecord:
-    return PROFILE.validate_python(doc)
+    @classmethod
+    def of(cls, rec: ProfileRecord) -> Self:
+        return cls.model_validate({"pk": rec.agent_id, **rec.model_dump()})
+
+    def record(self) -> ProfileRecord:
+        return ProfileRecord.model_validate(self.model_dump(exclude={"pk"}))
 
 
 def block_parent_of(ref: str, doc: Mapping[str, Any]) -> BlockParent | None:

@@ -48,7 +48,7 @@ async def _states(client: RedisClient, names: list[str]) -> list[MemoryState]:
                 store=str(doc["store"]),
                 timestamp=float(doc["ts"]),
                 fidelity=Fidelity(**_known(doc["fidelity"], Fidelity)),
-                emotion=EmotionVector(**_known(doc.get("emotion") or {}, EmotionVector)),
+                emotion=EmotionVector.model_validate(doc.get("emotion") or {}),
                 associations=len(edges) if isinstance(edges, list) else 0,
             )
         )

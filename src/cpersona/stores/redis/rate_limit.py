@@ -25,15 +25,15 @@ if TYPE_CHECKING:
 __all__ = ["RateLimiter"]
 
 # KEYS[1] the subject's TAT (ms, as text); ARGV[1] the emission interval (ms), ARGV[2] the tolerance
-# (ms: burst - 1 intervals ahead of now). With KEYS[2] (a JSON document) and ARGV[3], the request is
+# (ms: burst - 1 intervals ahead of now). With KEYS[2] (a RedisJSON document) and ARGV[3], the request is
 # counted only when the document is there and its ``digest`` is ARGV[3] (a key that proves itself, so
 # that a stranger who knows a key's id cannot spend its limit), in the same round trip. Returns the
-# document (or nil) and the wait in ms as text ("0": allowed; Lua numbers come back as integers).
+# document's JSON text (or nil) and the wait in ms as text ("0": allowed; Lua numbers come back as integers).
 _GCRA = """
 redis.set_repl(redis.REPL_NONE)
 local doc = false
 if #KEYS > 1 then
-  doc = redis.call('GET', KEYS[2])
+  doc = redis.call('JSON.GET', KEYS[2])
   if not doc or cjson.decode(doc)['digest'] ~= ARGV[3] then return {false, '0'} end
 end
 local now_parts = redis.call('TIME')

@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import pydantic
+from aredis_om import NotFoundError
 
 from cpersona.model.scope import ReadScope
 from cpersona.stores.record_values import BlockParent, RecordCounts
@@ -18,7 +19,6 @@ from cpersona.stores.redis.documents import (
     block_parent_of,
     episode_from_doc,
     memory_from_doc,
-    profile_from_doc,
 )
 from cpersona.stores.redis.memory_states import memory_states
 from cpersona.stores.redis.raw_docs import raw_from_doc
@@ -117,8 +117,11 @@ class RedisRecordReads(RecordRole):
         return [out.get(ref) for ref in refs]
 
     async def profile(self, agent_id: str) -> ProfileRecord | None:
-        found = await json_ops(self.client).get(self.keys.profile(agent_id))
-        return None if found is None else profile_from_doc(found)
+        try:
+            found = await self.space.profiles.get(agent_id)
+        except NotFoundError:
+            return None
+        return found.record()
 
     async def calibration(self, agent_id: str) -> Mapping[str, object] | None:
         doc: dict[str, Any] | None = await json_ops(self.client).get(self.keys.calibration(agent_id))

@@ -1,7 +1,8 @@
-"""What every role adapter of the records shares: one client, one key prefix, and the sealer of raw
-entries.
+"""What every role adapter of the records shares: one client, one key prefix, the redis-om model of the
+profile documents bound to them (:mod:`.om_models`), and the sealer of raw entries.
 
-Built once per engine (:meth:`RecordSpace.bind`) and handed to each adapter. The write transactions
+Built once per engine (:meth:`RecordSpace.bind`) and handed to each adapter, so the adapters share one
+bound model. The write transactions
 (:class:`~.writes.Writer`, stateless) are built by the adapters that write.
 """
 
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
+
+from cpersona.stores.redis.documents import ProfileDocument
+from cpersona.stores.redis.om_models import bind
 
 if TYPE_CHECKING:
     from cpersona.keys import Keys
@@ -24,11 +28,12 @@ class RecordSpace:
 
     client: RedisClient
     keys: Keys
+    profiles: type[ProfileDocument]
     sealer: Sealer | None = None
 
     @classmethod
     def bind(cls, client: RedisClient, keys: Keys, sealer: Sealer | None = None) -> RecordSpace:
-        return cls(client, keys, sealer)
+        return cls(client, keys, bind(ProfileDocument, client, keys.profile), sealer)
 
 
 class RecordRole:

@@ -68,7 +68,7 @@ class RedisRecordWrites(RecordRole):
         await self._writer.put_raw(records, self.space.sealer)
 
     async def put_profile(self, record: ProfileRecord) -> None:
-        await self._writer.put_profile(record)
+        await self._writer.put_profile(self.space.profiles, record)
 
     async def put_calibration(self, agent_id: str, doc: Mapping[str, object]) -> None:
         await self._writer.set_json(self.keys.calibration(agent_id), "$", dict(doc))

@@ -9,8 +9,8 @@ Documents are made from their record's schema (:mod:`.documents`) and written wi
 transaction with their claims and stream event; a batch of memories as one ``JSON.MSET`` of their JSON
 text (:func:`~.memory_json.memory_json`), with one ``ZREM`` of its in-flight entries and one script for
 its stream events, since a command per record cost more to pack and parse than the server spent on it.
-A profile, one document alone, is written in a transaction of its own (:meth:`Writer.put_profile`) so
-that it too waits for the WAITAOF.
+A profile, one document alone, is written by redis-om (its document is a redis-om model) in a fenced
+transaction of its own (:meth:`Writer.put_profile`), so that it too waits for the WAITAOF.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from cpersona.stores.redis.documents import (
     episode_to_doc,
     memory_from_doc,
     memory_to_doc,
-    profile_to_doc,
 )
 from cpersona.stores.redis.durable import commit, flushed, transaction
 from cpersona.stores.redis.fences import commit_fenced, fenced_transaction, lowest
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from cpersona.model.records import ProfileRecord, RawRecord
     from cpersona.stores.protocols import MemoryWrite
     from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.redis.documents import ProfileDocument
     from cpersona.stores.redis.sealing import Sealer
 
 __all__ = ["Writer"]
@@ -153,11 +153,12 @@ class Writer:
             json_ops(pipe).set(self.keys.raw(rec.id), "$", doc)
         await commit_fenced(pipe, self.client, agents)
 
-    async def put_profile(self, rec: ProfileRecord) -> None:
-        """Write an agent's profile durably, checked against its agent's fence."""
+    async def put_profile(self, profiles: type[ProfileDocument], rec: ProfileRecord) -> None:
+        """Write an agent's profile durably, checked against its agent's fence: redis-om's ``save`` of
+        its document (the engine's bound model, ``profiles``) queued in the fenced transaction."""
         agents: dict[str, int | None] = {rec.agent_id: None}
         pipe = fenced_transaction(self.client, self.keys, agents)
-        json_ops(pipe).set(self.keys.profile(rec.agent_id), "$", profile_to_doc(rec))
+        await profiles.of(rec).save(pipeline=pipe)
         await commit_fenced(pipe, self.client, agents)
 
     async def set_json(self, key: str, path: str, value: object) -> None:
