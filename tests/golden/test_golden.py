@@ -3,7 +3,7 @@
 Changes that must not alter recall (a trace not requested, a cue not given, a refactor) are proven not to
 by this file. A deliberate change of behaviour regenerates it, reviewed like code::
 
-    CPERSONA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_golden.py
+    CPERSONA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/golden/test_golden.py
 
 Rows are named by the caller ids of the corpus (episodes by their position in it), so the golden does not
 depend on the random record ids; scores are rounded to 4 decimals.
@@ -30,7 +30,7 @@ from cpersona import Settings
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-HERE = Path(__file__).parent / "golden"
+HERE = Path(__file__).parent
 CORPUS = orjson.loads((HERE / "corpus.json").read_bytes())
 # One golden per policy without a cue; each cued policy must match the one it is built on when no cue
 # is given. The default policy is single-pass-v1.

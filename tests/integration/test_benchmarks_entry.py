@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from benchmarks.harness import header, percentile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ The server has no agent of its own for the SDK (its protocol has no scopes): the
 ``X-Cpersona-Agent`` header with ``headers=``, as the README's "Cerememory clients" says. One call goes
 through the sync high-level ``cerememory.Client`` as well.
 
-Run as a script (``python tests/test_cmp_sdk.py``) it starts a server and prints the table.
+Run as a script (``python tests/integration/test_cmp_sdk.py``) it starts a server and prints the table.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from cerememory import errors as cmp_errors
 from cerememory import types as cmp
 from cerememory._async_client import AsyncCerememoryClient
 
-# Run as a script, tests/ is not on the path that pytest puts it on.
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
+# Run as a script, tests/ (where the shared helpers live) is not on the path that pytest puts it on.
+if str(Path(__file__).parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from serving import free_port, start_serve, wait_healthy
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import yaml
 from cpersona.settings import PREFIX, Settings
 from cpersona.stores.redis.binaries import redis_binary
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.cue import CUE_MERGE_K, cue_arm, merge_lists, scope_span
 from cpersona.stores.redis.connection import close_redis, new_client
 from cpersona.stores.redis.store import RedisRecordStore
-from test_isolation import record_st, scope_st, visible
+from scopes import record_st, scope_st, visible
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence

@@ -108,7 +108,7 @@ async def test_http_answers_507_for_a_write_and_serves_reads(
 async def test_a_floor_of_zero_turns_the_check_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with cpersona.open(data_dir=tmp_path, embedding_mode="none", background=False, min_free_mb=0) as m:
         # The disk fills under an engine that started with room (one that starts on a full disk is
-        # read-only at any floor: tests/test_tight_disk_start.py).
+        # read-only at any floor: tests/integration/test_tight_disk_start.py).
         monkeypatch.setattr(disk, "_measure", lambda directory: 0)
         disk._readings.clear()
         assert (await m.store("on a full disk", agent_id=AGENT)).result == "stored"

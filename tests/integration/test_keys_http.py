@@ -38,7 +38,7 @@ AGENTLESS = {
     ("DELETE", "/v1/keys/{key_id}"),
     # The trace page's HTML: its agent_id only fills in the page's form; the data comes by its stream.
     ("GET", "/traces"),
-    # The MCP transport: each tool checks the agents it names (tests/test_keys_mcp.py).
+    # The MCP transport: each tool checks the agents it names (tests/integration/test_keys_mcp.py).
     ("POST", "/mcp"),
 }
 ADMIN_ONLY = {("DELETE", "/v1/agents/{agent_id}"), ("POST", "/v1/keys"), ("GET", "/v1/keys")}

@@ -2,7 +2,7 @@
 
 The app is the one ``cpersona serve`` runs (REST routes and ``/mcp`` side by side); the client is the
 SDK's ``Client`` over its streamable HTTP transport, on an ``httpx2`` client that calls the app in this
-process. tests/test_mcp_transports.py runs the same session over a real server and over stdio.
+process. tests/integration/test_mcp_transports.py runs the same session over a real server and over stdio.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import pytest
 from cpersona.settings import Settings
 
 # The harness lives in the repository's benchmarks/ package, which is not installed with cpersona.
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 

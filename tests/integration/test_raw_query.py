@@ -1,6 +1,6 @@
 """The forensic raw query (``Engine.raw_query``, ``POST /v1/recall/raw``, ``cpersona raw``): what it
 matches, in which order, what it filters, what it refuses, and that its answer is the Cerememory SDK's
-``RecallRawQueryResponse``. Sealing is tests/test_raw_sealing.py's."""
+``RecallRawQueryResponse``. Sealing is tests/integration/test_raw_sealing.py's."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from cpersona.recall.request import RecallResult, recall_request
 from cpersona.recall.stages.chain import Retrieved
 from cpersona.stores.redis.connection import close_redis, new_client
 from cpersona.stores.redis.store import RedisRecordStore
-from test_isolation import record_st, scope_st, visible
+from scopes import record_st, scope_st, visible
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -114,13 +114,14 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, object, str] | Non
     ("DELETE", "/v1/keys/{key_id}"): ({}, None),
 }
 # MCP's transport speaks JSON-RPC, not the envelope; its tools' arguments (each a route's model) are
-# refused by name in tests/test_mcp.py.
+# refused by name in tests/integration/test_mcp.py.
 NOT_REST = {("POST", "/mcp")}
 # Calibration needs an embedder and data, which this fast app has not; its answer is checked in
-# tests/test_calibrate.py, its refusals here. The Cerememory operations this engine does not offer answer
-# 501 (tests/test_cmp_sdk.py). The forecast's success needs the id of a stored memory; it is checked in
-# tests/test_lifecycle_http.py. The trace stream's success never ends (it is read as it comes in
-# tests/test_trace_page_stream.py). A revoke needs the id of a key that exists (tests/test_keys_http.py).
+# tests/integration/test_calibrate.py, its refusals here. The Cerememory operations this engine does not
+# offer answer 501 (tests/integration/test_cmp_sdk.py). The forecast's success needs the id of a stored
+# memory; it is checked in tests/integration/test_lifecycle_http.py. The trace stream's success never ends
+# (it is read as it comes in tests/integration/test_trace_page_stream.py). A revoke needs the id of a key
+# that exists (tests/integration/test_keys_http.py).
 NO_SUCCESS = {
     ("DELETE", "/v1/keys/{key_id}"),
     ("GET", "/v1/traces/stream"),

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from cpersona.model.trace import AnyTrace
 
-CORPUS = orjson.loads((Path(__file__).parent / "golden" / "corpus.json").read_bytes())
+CORPUS = orjson.loads((Path(__file__).parents[1] / "golden" / "corpus.json").read_bytes())
 AGENT = CORPUS["agent_id"]
 # Cues over the corpus's days (one holding a single note, so a row is lifted), and one for today, which
 # the cued policies ignore (recent_only).

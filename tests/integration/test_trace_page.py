@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTEFACT = ROOT / "build" / "test-artefacts" / "trace-page.png"
 COMMITTED = ROOT / "docs" / "trace-page.png"
 AGENT = "ops-agent"

@@ -171,7 +171,7 @@ async def test_bad_input_names_the_field(
     content = body.pop("content")
     if "agent_id" not in body or "colour" in body:
         # ... and a typed call cannot even be written without agent_id or with a made-up keyword: mypy
-        # refuses it (tests/test_typed_api.py) and Python raises TypeError before anything is read.
+        # refuses it (tests/unit/test_typed_api.py) and Python raises TypeError before anything is read.
         with pytest.raises(TypeError):
             await keyword_engine.store(content, **body)  # type: ignore[arg-type]
         return

@@ -128,7 +128,7 @@ def test_every_shipped_file_says_what_it_extends_and_names_its_own_stem() -> Non
 
 
 def test_the_wheel_ships_the_policy_directory() -> None:
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
     include = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert include["stages"] == "cpersona/stages"
 
@@ -473,7 +473,7 @@ def test_an_overlay_changes_its_numbers_of_the_policy_and_nothing_else() -> None
 
 # ------------------------------------------------------------------------------------ what they load to
 
-SHIPPED_VALUES = Path(__file__).parent / "golden" / "policy-values.json"
+SHIPPED_VALUES = Path(__file__).parents[1] / "golden" / "policy-values.json"
 
 
 def shipped_values() -> str:
