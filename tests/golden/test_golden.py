@@ -45,7 +45,7 @@ CUED_ON = {
 
 
 @pytest.fixture
-async def engine(
+async def golden_engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path
 ) -> AsyncIterator[tuple[cpersona.Engine, dict[str, str]]]:
     settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
@@ -154,9 +154,9 @@ def test_the_golden_comparison_allows_rounding_and_near_ties_and_nothing_more() 
 
 @pytest.mark.parametrize("policy", [None, *GOLDENS])
 async def test_recall_matches_the_golden(
-    engine: tuple[cpersona.Engine, dict[str, str]], policy: str | None
+    golden_engine: tuple[cpersona.Engine, dict[str, str]], policy: str | None
 ) -> None:
-    memory, names = engine
+    memory, names = golden_engine
     golden = GOLDENS[policy or "single-pass-v1"]
     observed = []
     for question in CORPUS["questions"]:
@@ -174,11 +174,11 @@ async def test_recall_matches_the_golden(
 
 @pytest.mark.parametrize("policy", CUED_ON)
 async def test_a_cued_policy_without_a_cue_matches_the_golden(
-    engine: tuple[cpersona.Engine, dict[str, str]], policy: str
+    golden_engine: tuple[cpersona.Engine, dict[str, str]], policy: str
 ) -> None:
     # Every cued policy is a single-pass policy plus a [cue] table: with no cue given, not one row may
     # differ from that policy's golden.
-    memory, names = engine
+    memory, names = golden_engine
     expected = orjson.loads(await anyio.Path(GOLDENS[CUED_ON[policy]]).read_bytes())
     for want in expected:
         question = want["question"]
@@ -228,9 +228,9 @@ def _reconstructed(result: cpersona.ReconstructResult, names: dict[str, str]) ->
     }
 
 
-async def test_reconstruct_matches_its_golden(engine: tuple[cpersona.Engine, dict[str, str]]) -> None:
+async def test_reconstruct_matches_its_golden(golden_engine: tuple[cpersona.Engine, dict[str, str]]) -> None:
     # reconstruct's own behaviour golden, over the recall golden's corpus and questions.
-    memory, names = engine
+    memory, names = golden_engine
     observed = []
     for question in CORPUS["questions"]:
         result = await memory.reconstruct(question["query"], agent_id=CORPUS["agent_id"])

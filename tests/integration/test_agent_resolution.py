@@ -40,7 +40,7 @@ def _app(settings: Settings, **changes: Any) -> Starlette:
 
 
 @pytest.fixture
-async def client(
+async def undefaulted(
     settings: Settings,
     redis: object,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
@@ -70,35 +70,39 @@ async def _owner(client: httpx.AsyncClient, ref: str) -> str | None:
     return None
 
 
-async def test_the_body_names_the_agent_even_beside_the_header(client: httpx.AsyncClient) -> None:
-    stored = await client.post(
+async def test_the_body_names_the_agent_even_beside_the_header(undefaulted: httpx.AsyncClient) -> None:
+    stored = await undefaulted.post(
         "/v1/encode", json={"agent_id": BODY, "content": "named in the body"}, headers={AGENT_HEADER: HEADER}
     )
     assert stored.status_code == 200, stored.text
-    assert await _owner(client, stored.json()["ref"]) == BODY
+    assert await _owner(undefaulted, stored.json()["ref"]) == BODY
 
 
-async def test_the_header_names_the_agent_of_bodies_and_query_strings(client: httpx.AsyncClient) -> None:
+async def test_the_header_names_the_agent_of_bodies_and_query_strings(undefaulted: httpx.AsyncClient) -> None:
     headers = {AGENT_HEADER: HEADER}
-    stored = await client.post("/v1/encode", json={"content": "named by the header"}, headers=headers)
+    stored = await undefaulted.post("/v1/encode", json={"content": "named by the header"}, headers=headers)
     assert stored.status_code == 200, stored.text
     ref = stored.json()["ref"]
-    assert await _owner(client, ref) == HEADER
+    assert await _owner(undefaulted, ref) == HEADER
     # A query string without agent_id reads as the header's agent too.
-    got = await client.get(f"/v1/records/{ref}", headers=headers)
+    got = await undefaulted.get(f"/v1/records/{ref}", headers=headers)
     assert got.status_code == 200, got.text
-    stats = await client.get("/v1/introspect/stats", headers=headers)
+    stats = await undefaulted.get("/v1/introspect/stats", headers=headers)
     assert (stats.json()["memories"], stats.json()["total_records"]) == (1, 1)
-    elsewhere = await client.get("/v1/introspect/stats", headers={AGENT_HEADER: "nobody"})
+    elsewhere = await undefaulted.get("/v1/introspect/stats", headers={AGENT_HEADER: "nobody"})
     assert elsewhere.json()["total_records"] == 0
 
 
-async def test_each_record_of_a_batch_without_an_agent_gets_the_header(client: httpx.AsyncClient) -> None:
+async def test_each_record_of_a_batch_without_an_agent_gets_the_header(
+    undefaulted: httpx.AsyncClient,
+) -> None:
     records = [{"content": "the header's"}, {"content": "the body's", "agent_id": BODY}]
-    stored = await client.post("/v1/encode/batch", json={"records": records}, headers={AGENT_HEADER: HEADER})
+    stored = await undefaulted.post(
+        "/v1/encode/batch", json={"records": records}, headers={AGENT_HEADER: HEADER}
+    )
     assert stored.status_code == 200, stored.text
     refs = [r["ref"] for r in stored.json()["results"]]
-    assert [await _owner(client, ref) for ref in refs] == [HEADER, BODY]
+    assert [await _owner(undefaulted, ref) for ref in refs] == [HEADER, BODY]
 
 
 async def test_without_body_agent_or_header_the_default_agent_owns_it(defaulted: httpx.AsyncClient) -> None:
@@ -113,23 +117,25 @@ async def test_without_body_agent_or_header_the_default_agent_owns_it(defaulted:
 
 
 async def test_with_no_agent_anywhere_the_request_is_refused_naming_agent_id(
-    client: httpx.AsyncClient,
+    undefaulted: httpx.AsyncClient,
 ) -> None:
     for refused in (
-        await client.post("/v1/encode", json={"content": "whose?"}),
-        await client.get("/v1/records/mem:01900000-0000-7000-8000-000000000000"),
+        await undefaulted.post("/v1/encode", json={"content": "whose?"}),
+        await undefaulted.get("/v1/records/mem:01900000-0000-7000-8000-000000000000"),
     ):
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["field"] == "agent_id"
-    missing = (await client.post("/v1/encode", json={"content": "whose?"})).json()["message"]
+    missing = (await undefaulted.post("/v1/encode", json={"content": "whose?"})).json()["message"]
     assert AGENT_HEADER in missing
     assert "CPERSONA_DEFAULT_AGENT" in missing
     # Nothing was stored for anyone.
-    assert (await client.get("/v1/introspect/stats")).json()["total_records"] == 0
+    assert (await undefaulted.get("/v1/introspect/stats")).json()["total_records"] == 0
 
 
-async def test_a_route_whose_agent_is_in_its_path_ignores_the_header(client: httpx.AsyncClient) -> None:
-    put = await client.put(f"/v1/profile/{BODY}", json={"profile": "Terse."}, headers={AGENT_HEADER: HEADER})
+async def test_a_route_whose_agent_is_in_its_path_ignores_the_header(undefaulted: httpx.AsyncClient) -> None:
+    put = await undefaulted.put(
+        f"/v1/profile/{BODY}", json={"profile": "Terse."}, headers={AGENT_HEADER: HEADER}
+    )
     assert put.status_code == 200, put.text
     assert put.json()["profile"]["agent_id"] == BODY
 
@@ -174,18 +180,18 @@ def test_the_agent_is_the_first_named_of_body_header_and_default(
     assert [r.get("agent_id") for r in batch["records"]] == [expected, fallback]
 
 
-async def test_a_header_beyond_ascii_is_refused_not_read_as_latin_1(client: httpx.AsyncClient) -> None:
+async def test_a_header_beyond_ascii_is_refused_not_read_as_latin_1(undefaulted: httpx.AsyncClient) -> None:
     utf8 = "Jürgen".encode()
-    refused = await client.post(
+    refused = await undefaulted.post(
         "/v1/encode", json={"content": "whose?"}, headers={AGENT_HEADER.encode(): utf8}
     )
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["field"] == AGENT_HEADER.lower()
     # The same agent named in the body is fine.
-    stored = await client.post("/v1/encode", json={"content": "mine", "agent_id": "Jürgen"})
+    stored = await undefaulted.post("/v1/encode", json={"content": "mine", "agent_id": "Jürgen"})
     assert stored.status_code == 200, stored.text
     # A route that takes no agent from the request never reads the header.
-    profile = await client.put(
+    profile = await undefaulted.put(
         "/v1/profile/ann", json={"profile": "Terse."}, headers={AGENT_HEADER.encode(): utf8}
     )
     assert profile.status_code == 200, profile.text
@@ -263,14 +269,14 @@ async def test_a_route_reading_its_body_by_hand_gets_the_agent_too() -> None:
     ],
 )
 async def test_a_header_the_schema_refuses_is_refused_even_beside_a_body_agent(
-    client: httpx.AsyncClient, header: str, why: str
+    undefaulted: httpx.AsyncClient, header: str, why: str
 ) -> None:
     # The body names the agent, so the header would not be used: it is still the caller's mistake.
-    answer = await client.post(
+    answer = await undefaulted.post(
         "/v1/encode", json={"agent_id": BODY, "content": "x"}, headers={AGENT_HEADER: header}
     )
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["field"] == AGENT_HEADER.lower()
     assert why in answer.json()["error"]["message"]
-    listed = await client.get("/v1/records", params={"agent_id": BODY}, headers={AGENT_HEADER: header})
+    listed = await undefaulted.get("/v1/records", params={"agent_id": BODY}, headers={AGENT_HEADER: header})
     assert listed.status_code == 400

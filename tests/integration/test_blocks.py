@@ -471,12 +471,6 @@ def engine_settings(redis: object, redis_url: str, key_prefix: str, model_dir: P
     return Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
 
 
-@pytest.fixture
-async def engine(engine_settings: Settings) -> AsyncIterator[cpersona.Engine]:
-    async with cpersona.open(engine_settings, background=False) as memory:
-        yield memory
-
-
 def _ids(kind: str, text: str, parent: str) -> list[str]:
     return [block_id(kind, parent, i) for i in range(len(split_blocks(text)))]  # type: ignore[arg-type]
 
@@ -486,82 +480,86 @@ async def _block_count(engine: cpersona.Engine, agent: str) -> int:
     return await engine.blocks.count(VectorFilter(agent_id=agent, kinds=("block",)))
 
 
-async def test_store_queues_and_drain_builds_every_block(engine: cpersona.Engine) -> None:
-    stored = await engine.store(LONG, agent_id="a", project_id="p", channel="c")
-    episode = await engine.archive_episode("We fixed the badge printer. Then we went home.", agent_id="a")
-    assert await engine.redis.xlen(engine.keys.block_stream) == 2
-    assert await engine.drain_blocks() == 2
-    assert await engine.redis.xlen(engine.keys.block_stream) == 0
-    assert await engine.drain_blocks() == 0
-    assert engine.blocks is not None
+async def test_store_queues_and_drain_builds_every_block(vector_engine: cpersona.Engine) -> None:
+    stored = await vector_engine.store(LONG, agent_id="a", project_id="p", channel="c")
+    episode = await vector_engine.archive_episode(
+        "We fixed the badge printer. Then we went home.", agent_id="a"
+    )
+    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 2
+    assert await vector_engine.drain_blocks() == 2
+    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0
+    assert await vector_engine.drain_blocks() == 0
+    assert vector_engine.blocks is not None
     wanted = _ids("memory", LONG, stored.id)
     assert len(wanted) == 8
-    assert await engine.blocks.existing(wanted) == set(wanted)
+    assert await vector_engine.blocks.existing(wanted) == set(wanted)
     ep_ids = _ids("episode", "We fixed the badge printer. Then we went home.", episode.ref[3:])
-    assert await engine.blocks.existing(ep_ids) == set(ep_ids)
-    assert await _block_count(engine, "a") == len(wanted) + len(ep_ids)
+    assert await vector_engine.blocks.existing(ep_ids) == set(ep_ids)
+    assert await _block_count(vector_engine, "a") == len(wanted) + len(ep_ids)
     # Blocks carry the parent's scope: a project the record is not in does not see them.
     flt = VectorFilter(agent_id="a", project_ids=("other", ""), kinds=("block",))
-    assert await engine.blocks.count(flt) == len(ep_ids)
+    assert await vector_engine.blocks.count(flt) == len(ep_ids)
     # Draining again (an event processed twice) rewrites the same points.
-    await engine.redis.xadd(engine.keys.block_stream, {"key": engine.keys.memory(stored.id)})
-    assert await engine.drain_blocks() == 1
-    assert await _block_count(engine, "a") == len(wanted) + len(ep_ids)
+    await vector_engine.redis.xadd(
+        vector_engine.keys.block_stream, {"key": vector_engine.keys.memory(stored.id)}
+    )
+    assert await vector_engine.drain_blocks() == 1
+    assert await _block_count(vector_engine, "a") == len(wanted) + len(ep_ids)
 
 
-async def test_a_short_record_gets_one_block(engine: cpersona.Engine) -> None:
-    stored = await engine.store("The wifi password is on the fridge", agent_id="a")
-    await engine.drain_blocks()
-    assert engine.blocks is not None
-    assert await engine.blocks.existing([block_id("memory", stored.id, 0)]) == {
+async def test_a_short_record_gets_one_block(vector_engine: cpersona.Engine) -> None:
+    stored = await vector_engine.store("The wifi password is on the fridge", agent_id="a")
+    await vector_engine.drain_blocks()
+    assert vector_engine.blocks is not None
+    assert await vector_engine.blocks.existing([block_id("memory", stored.id, 0)]) == {
         block_id("memory", stored.id, 0)
     }
-    assert await _block_count(engine, "a") == 1
+    assert await _block_count(vector_engine, "a") == 1
 
 
-async def test_update_rebuilds_and_delete_removes(engine: cpersona.Engine) -> None:
-    assert engine.blocks is not None
-    stored = await engine.store("One. Two. Three. Four. Five.", agent_id="a")
-    await engine.drain_blocks()
-    assert await _block_count(engine, "a") == 5
-    await engine.update(stored.ref, agent_id="a", metadata={"k": "v"})
-    assert await engine.redis.xlen(engine.keys.block_stream) == 0  # no text change, no rebuild
-    await engine.update(stored.ref, agent_id="a", content="Only one. And two.")
-    assert await engine.drain_blocks() == 1
-    assert await _block_count(engine, "a") == 2
+async def test_update_rebuilds_and_delete_removes(vector_engine: cpersona.Engine) -> None:
+    assert vector_engine.blocks is not None
+    stored = await vector_engine.store("One. Two. Three. Four. Five.", agent_id="a")
+    await vector_engine.drain_blocks()
+    assert await _block_count(vector_engine, "a") == 5
+    await vector_engine.update(stored.ref, agent_id="a", metadata={"k": "v"})
+    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0  # no text change, no rebuild
+    await vector_engine.update(stored.ref, agent_id="a", content="Only one. And two.")
+    assert await vector_engine.drain_blocks() == 1
+    assert await _block_count(vector_engine, "a") == 2
     old = block_ids("memory", stored.id, 5)
-    assert await engine.blocks.existing(old) == set(old[:2])
-    await engine.delete(stored.ref, agent_id="a")
-    assert await _block_count(engine, "a") == 0
+    assert await vector_engine.blocks.existing(old) == set(old[:2])
+    await vector_engine.delete(stored.ref, agent_id="a")
+    assert await _block_count(vector_engine, "a") == 0
     # An event left for a record deleted before it was built is acknowledged and builds nothing.
-    gone = await engine.store("Stored and deleted. Before any build.", agent_id="a")
-    await engine.delete(gone.ref, agent_id="a")
-    assert await engine.drain_blocks() == 1
-    assert await _block_count(engine, "a") == 0
-    assert await engine.redis.xlen(engine.keys.block_stream) == 0
+    gone = await vector_engine.store("Stored and deleted. Before any build.", agent_id="a")
+    await vector_engine.delete(gone.ref, agent_id="a")
+    assert await vector_engine.drain_blocks() == 1
+    assert await _block_count(vector_engine, "a") == 0
+    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0
 
 
-async def test_delete_agent_data_removes_the_agents_blocks_only(engine: cpersona.Engine) -> None:
-    await engine.store("Alpha fact. Beta fact.", agent_id="a")
-    await engine.store("Gamma fact. Delta fact.", agent_id="b")
-    await engine.drain_blocks()
-    await engine.delete_agent_data("a")
-    assert await _block_count(engine, "a") == 0
-    assert await _block_count(engine, "b") == 2
+async def test_delete_agent_data_removes_the_agents_blocks_only(vector_engine: cpersona.Engine) -> None:
+    await vector_engine.store("Alpha fact. Beta fact.", agent_id="a")
+    await vector_engine.store("Gamma fact. Delta fact.", agent_id="b")
+    await vector_engine.drain_blocks()
+    await vector_engine.delete_agent_data("a")
+    assert await _block_count(vector_engine, "a") == 0
+    assert await _block_count(vector_engine, "b") == 2
 
 
 QUESTION = "What is the name of Marta's cat?"
 
 
-async def test_the_block_arm_finds_the_paragraph_that_answers(engine: cpersona.Engine) -> None:
-    stored = await engine.store(LONG, agent_id="a")
+async def test_the_block_arm_finds_the_paragraph_that_answers(vector_engine: cpersona.Engine) -> None:
+    stored = await vector_engine.store(LONG, agent_id="a")
     for i, filler in enumerate(("The quarterly report is due on Friday.", "Lunch is served at noon.")):
-        await engine.store(filler, agent_id="a", id=f"f{i}")
-    await engine.drain_blocks()
-    assert engine.blocks is not None
-    assert engine.embedder is not None
-    vector = await engine.embedder.embed_query(QUESTION)
-    result = await block_arm(engine.blocks, vector, ReadScope("a"), limit=3, max_hits=HITS)
+        await vector_engine.store(filler, agent_id="a", id=f"f{i}")
+    await vector_engine.drain_blocks()
+    assert vector_engine.blocks is not None
+    assert vector_engine.embedder is not None
+    vector = await vector_engine.embedder.embed_query(QUESTION)
+    result = await block_arm(vector_engine.blocks, vector, ReadScope("a"), limit=3, max_hits=HITS)
     top = result.rows[0]
     assert top.ref == stored.ref
     spans = split_blocks(LONG)
@@ -570,16 +568,16 @@ async def test_the_block_arm_finds_the_paragraph_that_answers(engine: cpersona.E
 
 
 async def test_recall_holds_a_block_seat_for_a_record_the_arms_did_not_return(
-    engine: cpersona.Engine,
+    vector_engine: cpersona.Engine,
 ) -> None:
     # Two long records answer; with limit=1 only one can be returned, and the other gets a block seat.
-    first = await engine.store(LONG, agent_id="a")
+    first = await vector_engine.store(LONG, agent_id="a")
     second_text = LONG.replace(
         "Marta's cat, a grey tabby called Pixel", "Marta's other cat, a black one called Ink"
     )
-    second = await engine.store(second_text, agent_id="a")
-    await engine.drain_blocks()
-    result = await engine.recall(QUESTION, agent_id="a", limit=1)
+    second = await vector_engine.store(second_text, agent_id="a")
+    await vector_engine.drain_blocks()
+    result = await vector_engine.recall(QUESTION, agent_id="a", limit=1)
     returned = [row.ref for row in result.rows if (row.match_reason or {}).get("signal") != "block"]
     seats = [row for row in result.rows if (row.match_reason or {}).get("signal") == "block"]
     assert len(returned) == 1
@@ -596,21 +594,23 @@ async def test_recall_holds_a_block_seat_for_a_record_the_arms_did_not_return(
     assert len(result.rows) <= 1 + 2
 
 
-async def test_no_other_agents_blocks_ever_appear(engine: cpersona.Engine) -> None:
-    mine = await engine.store("The launch code word is marmalade. Keep it quiet.", agent_id="a")
-    theirs = await engine.store(LONG, agent_id="b")
-    await engine.store(LONG, agent_id="a", project_id="secret")
-    await engine.drain_blocks()
-    assert engine.blocks is not None
-    assert engine.embedder is not None
-    vector = await engine.embedder.embed_query(QUESTION)
+async def test_no_other_agents_blocks_ever_appear(vector_engine: cpersona.Engine) -> None:
+    mine = await vector_engine.store("The launch code word is marmalade. Keep it quiet.", agent_id="a")
+    theirs = await vector_engine.store(LONG, agent_id="b")
+    await vector_engine.store(LONG, agent_id="a", project_id="secret")
+    await vector_engine.drain_blocks()
+    assert vector_engine.blocks is not None
+    assert vector_engine.embedder is not None
+    vector = await vector_engine.embedder.embed_query(QUESTION)
     rows = (
-        await block_arm(engine.blocks, vector, ReadScope("a", project_id=""), limit=10, max_hits=HITS)
+        await block_arm(vector_engine.blocks, vector, ReadScope("a", project_id=""), limit=10, max_hits=HITS)
     ).rows
     assert [r.ref for r in rows] == [mine.ref]
-    result = await engine.recall(QUESTION, agent_id="a", project_id="", limit=5)
+    result = await vector_engine.recall(QUESTION, agent_id="a", project_id="", limit=5)
     assert {row.ref for row in result.rows} <= {mine.ref}
-    assert theirs.ref not in {row.ref for row in (await engine.recall(QUESTION, agent_id="a", limit=5)).rows}
+    assert theirs.ref not in {
+        row.ref for row in (await vector_engine.recall(QUESTION, agent_id="a", limit=5)).rows
+    }
 
 
 async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_settings: Settings) -> None:
@@ -633,25 +633,27 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
             assert await second.blocks.existing([block_id("memory", ref[4:], 0)])  # type: ignore[union-attr]
 
 
-async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: cpersona.Engine) -> None:
+async def test_events_that_keep_failing_are_dropped_not_retried_forever(
+    vector_engine: cpersona.Engine,
+) -> None:
     builder = BlockBuilder(
-        records=engine.records,
-        queue=RedisBlockQueue(engine.redis, engine.keys, consumer="flaky"),
-        blocks=engine.blocks,  # type: ignore[arg-type]
-        embedder=engine.embedder,  # type: ignore[arg-type]
+        records=vector_engine.records,
+        queue=RedisBlockQueue(vector_engine.redis, vector_engine.keys, consumer="flaky"),
+        blocks=vector_engine.blocks,  # type: ignore[arg-type]
+        embedder=vector_engine.embedder,  # type: ignore[arg-type]
         max_per_record=64,
         max_chars=739,
         redis_timeout_secs=5.0,
     )
-    await engine.store("A record whose build keeps failing.", agent_id="a")
-    stream, group = engine.keys.block_stream, engine.keys.block_group
-    await engine.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
+    await vector_engine.store("A record whose build keeps failing.", agent_id="a")
+    stream, group = vector_engine.keys.block_stream, vector_engine.keys.block_group
+    await vector_engine.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
     for _ in range(11):  # each read of the pending entry is one more delivery
-        await engine.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
+        await vector_engine.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
     assert await builder.drain() == 0
-    pending = await engine.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
+    pending = await vector_engine.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
     assert pending["pending"] == 0
-    assert await _block_count(engine, "a") == 0
+    assert await _block_count(vector_engine, "a") == 0
 
 
 async def test_without_an_embedder_no_blocks_are_queued(

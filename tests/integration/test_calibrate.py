@@ -10,7 +10,6 @@ import cpersona
 from cpersona import InvalidRequest, Settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from pathlib import Path
 
 TOPICS = {
@@ -38,39 +37,35 @@ def _corpus() -> list[dict[str, object]]:
 
 
 @pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        await memory.store_batch(_corpus())
-        yield memory
+async def corpus_engine(vector_engine: cpersona.Engine) -> cpersona.Engine:
+    await vector_engine.store_batch(_corpus())
+    return vector_engine
 
 
-async def test_calibration_is_deterministic_and_selected(engine: cpersona.Engine) -> None:
-    first = await engine.calibrate("cal")
-    second = await engine.calibrate("cal")
+async def test_calibration_is_deterministic_and_selected(corpus_engine: cpersona.Engine) -> None:
+    first = await corpus_engine.calibrate("cal")
+    second = await corpus_engine.calibrate("cal")
     assert first["threshold"] == second["threshold"]
     assert first["sample"] == second["sample"] == len(_corpus())
     assert first["positives"] == "temporal"
     assert first["selected"] is True
     assert 0.05 <= first["threshold"] <= 1.0
-    strict = await engine.calibrate("cal", precision="strict")
-    lenient = await engine.calibrate("cal", precision="lenient")
+    strict = await corpus_engine.calibrate("cal", precision="strict")
+    lenient = await corpus_engine.calibrate("cal", precision="lenient")
     # A higher beta rewards rejecting random pairs, so the threshold can only rise with strictness.
     assert strict["threshold"] >= lenient["threshold"]
 
 
-async def test_recall_gates_vector_rows_on_the_calibrated_threshold(engine: cpersona.Engine) -> None:
-    calibration = await engine.calibrate("cal")
-    result = await engine.recall("when is the car service?", agent_id="cal", limit=5)
+async def test_recall_gates_vector_rows_on_the_calibrated_threshold(corpus_engine: cpersona.Engine) -> None:
+    calibration = await corpus_engine.calibrate("cal")
+    result = await corpus_engine.recall("when is the car service?", agent_id="cal", limit=5)
     decisions = result.final.source.source.decisions
     cosine = [d for d in decisions if d.signal == "cosine"]
     assert cosine
     assert all(d.threshold == pytest.approx(calibration["threshold"]) for d in cosine)
 
-    await engine.select_gate("cal", "heuristic")
-    heuristic = await engine.recall("when is the car service?", agent_id="cal", limit=5)
+    await corpus_engine.select_gate("cal", "heuristic")
+    heuristic = await corpus_engine.recall("when is the car service?", agent_id="cal", limit=5)
     h_cosine = [d for d in heuristic.final.source.source.decisions if d.signal == "cosine"]
     # 36 memories: min_score = round(0.5 - 0.3 * ln(37) / ln(500), 4)
     assert all(d.threshold == pytest.approx(0.3257) for d in h_cosine)

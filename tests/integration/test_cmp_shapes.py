@@ -24,7 +24,7 @@ from cpersona.settings import Settings
 from cpersona.stores.redis.server import EmbeddedRedis
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
@@ -35,17 +35,6 @@ AGENT = "shapes-agent"
 HEADERS = {"X-Cpersona-Agent": AGENT}
 NOW = 1_750_000_000.0
 UUID_A = "01900000-0000-7000-8000-00000000000a"
-
-
-@pytest.fixture
-async def client(
-    settings: Settings,
-    redis: object,
-    serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with serve_asgi(app) as c:
-        yield c
 
 
 def _blocks(text: str) -> dict[str, Any]:

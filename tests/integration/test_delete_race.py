@@ -20,9 +20,8 @@ from cpersona.engine.deletes import FENCE_SECS
 from cpersona.keys import Keys
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
-    from pathlib import Path
 
     import httpx
     from starlette.applications import Starlette
@@ -41,15 +40,6 @@ _RAW = {
     "visibility": "normal",
     "secrecy_level": "public",
 }
-
-
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        yield memory
 
 
 async def _half_stored(engine: cpersona.Engine, agent: str) -> list[str]:
@@ -128,99 +118,101 @@ async def _assert_lost_or_whole(engine: cpersona.Engine, outcome: object, refs: 
 
 @pytest.mark.parametrize("kind", ["single", "batch", "episode"])
 async def test_a_write_held_after_its_vector_loses_to_the_delete(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, kind: str
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """The write's vector is in before the delete begins and its document would land after the delete
     ended: the delete removed the vector, so the document must not be written."""
-    assert engine.vectors is not None
-    await engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldAfter(engine.vectors.upsert)
-    monkeypatch.setattr(engine.vectors, "upsert", held)
+    assert vector_engine.vectors is not None
+    await vector_engine.store("a note the victim had before", agent_id=VICTIM)
+    held = _HeldAfter(vector_engine.vectors.upsert)
+    monkeypatch.setattr(vector_engine.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def write() -> None:
-        outcome.append(await _outcome(_write(engine, kind, "written while the agent was deleted")))
+        outcome.append(await _outcome(_write(vector_engine, kind, "written while the agent was deleted")))
 
     with anyio.fail_after(_WAIT_SECS):
         async with anyio.create_task_group() as tg:
             tg.start_soon(write)
             await held.reached.wait()
-            await engine.delete_agent_data(VICTIM)
+            await vector_engine.delete_agent_data(VICTIM)
             held.release.set()
     monkeypatch.undo()
-    assert await _half_stored(engine, VICTIM) == []
+    assert await _half_stored(vector_engine, VICTIM) == []
     assert isinstance(outcome[0], cpersona.AgentBeingDeleted), outcome
-    stats = await engine.stats(VICTIM)
+    stats = await vector_engine.stats(VICTIM)
     assert (stats["memories"], stats["episodes"], stats["vectors"]) == (0, 0, 0)
     # Its claims went with it: the same write is stored afresh.
-    refs = await _write(engine, kind, "written while the agent was deleted")
-    assert await _half_stored(engine, VICTIM) == []
-    assert (await engine.stats(VICTIM))["vectors"] == len(refs)
+    refs = await _write(vector_engine, kind, "written while the agent was deleted")
+    assert await _half_stored(vector_engine, VICTIM) == []
+    assert (await vector_engine.stats(VICTIM))["vectors"] == len(refs)
 
 
 @pytest.mark.parametrize("kind", ["single", "batch", "episode"])
 async def test_a_write_while_the_delete_runs_is_refused(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, kind: str
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """The delete has swept Redis and not yet deleted the vectors: a whole write meanwhile would leave a
     document whose vector the delete then removes."""
-    assert engine.vectors is not None
-    await engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldBefore(engine.vectors.delete_where)
-    monkeypatch.setattr(engine.vectors, "delete_where", held)
+    assert vector_engine.vectors is not None
+    await vector_engine.store("a note the victim had before", agent_id=VICTIM)
+    held = _HeldBefore(vector_engine.vectors.delete_where)
+    monkeypatch.setattr(vector_engine.vectors, "delete_where", held)
     outcome: list[object] = []
 
     with anyio.fail_after(_WAIT_SECS):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(engine.delete_agent_data, VICTIM)
+            tg.start_soon(vector_engine.delete_agent_data, VICTIM)
             await held.reached.wait()
-            outcome.append(await _outcome(_write(engine, kind, "written while the agent was deleted")))
+            outcome.append(await _outcome(_write(vector_engine, kind, "written while the agent was deleted")))
             held.release.set()
     monkeypatch.undo()
-    assert await _half_stored(engine, VICTIM) == []
+    assert await _half_stored(vector_engine, VICTIM) == []
     assert isinstance(outcome[0], cpersona.AgentBeingDeleted), outcome
     assert outcome[0].code == "AGENT_BEING_DELETED"
-    assert (await engine.stats(VICTIM))["vectors"] == 0
+    assert (await vector_engine.stats(VICTIM))["vectors"] == 0
     # The fence is down once the delete has returned.
-    assert (await engine.store("after the delete", agent_id=VICTIM)).result == "stored"
+    assert (await vector_engine.store("after the delete", agent_id=VICTIM)).result == "stored"
 
 
 async def test_an_update_held_after_its_vector_does_not_bring_the_record_back(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert engine.vectors is not None
-    stored = await engine.store("the text before the update", agent_id=VICTIM)
-    held = _HeldAfter(engine.vectors.upsert)
-    monkeypatch.setattr(engine.vectors, "upsert", held)
+    assert vector_engine.vectors is not None
+    stored = await vector_engine.store("the text before the update", agent_id=VICTIM)
+    held = _HeldAfter(vector_engine.vectors.upsert)
+    monkeypatch.setattr(vector_engine.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def update() -> None:
-        outcome.append(await _outcome(engine.update(stored.ref, agent_id=VICTIM, content="the new text")))
+        outcome.append(
+            await _outcome(vector_engine.update(stored.ref, agent_id=VICTIM, content="the new text"))
+        )
 
     with anyio.fail_after(_WAIT_SECS):
         async with anyio.create_task_group() as tg:
             tg.start_soon(update)
             await held.reached.wait()
-            await engine.delete_agent_data(VICTIM)
+            await vector_engine.delete_agent_data(VICTIM)
             held.release.set()
     monkeypatch.undo()
-    assert await _half_stored(engine, VICTIM) == []
+    assert await _half_stored(vector_engine, VICTIM) == []
     assert isinstance(outcome[0], cpersona.AgentBeingDeleted), outcome
-    assert await engine.records.get("memory", stored.id) is None
-    assert await engine.vectors.existing([stored.id]) == set()
+    assert await vector_engine.records.get("memory", stored.id) is None
+    assert await vector_engine.vectors.existing([stored.id]) == set()
 
 
-async def test_writers_racing_deletes_leave_no_record_half_stored(engine: cpersona.Engine) -> None:
+async def test_writers_racing_deletes_leave_no_record_half_stored(vector_engine: cpersona.Engine) -> None:
     """Single, batch and episode writers store for the victim while its data is deleted, round after
     round. Every record of the agent has its vector or a pending mark; every write that failed failed
     as one to an agent being deleted, and left nothing; every one that succeeded is whole or gone."""
     for round_ in range(5):
-        race = _Race(engine, round_)
+        race = _Race(vector_engine, round_)
         with anyio.fail_after(_WAIT_SECS * 4):
             await race.run()
-        assert await _half_stored(engine, VICTIM) == [], f"round {round_}"
+        assert await _half_stored(vector_engine, VICTIM) == [], f"round {round_}"
         for outcome, refs in race.results:
-            await _assert_lost_or_whole(engine, outcome, refs)
+            await _assert_lost_or_whole(vector_engine, outcome, refs)
 
 
 class _Race:
@@ -286,29 +278,29 @@ async def test_http_answers_409_while_the_agent_is_being_deleted(
         assert after.status_code == 200, after.text
 
 
-async def test_a_fence_left_by_a_delete_that_died_lapses(engine: cpersona.Engine) -> None:
+async def test_a_fence_left_by_a_delete_that_died_lapses(vector_engine: cpersona.Engine) -> None:
     """A delete killed with its fence up cannot lower it: the fence has a lifetime of its own."""
-    fence = engine.keys.agent_fence(VICTIM)
-    await engine.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
-    assert 0 < await engine.redis.pttl(fence) <= FENCE_SECS * 1000
-    assert 0 < await engine.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
+    fence = vector_engine.keys.agent_fence(VICTIM)
+    await vector_engine.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
+    assert 0 < await vector_engine.redis.pttl(fence) <= FENCE_SECS * 1000
+    assert 0 < await vector_engine.redis.pttl(vector_engine.keys.agent_fence_seq(VICTIM)) <= 60_000
     with pytest.raises(cpersona.AgentBeingDeleted):
-        await engine.store("refused while the fence stands", agent_id=VICTIM)
-    await engine.redis.delete(fence)  # as Redis does once its lifetime has run out
-    assert (await engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
+        await vector_engine.store("refused while the fence stands", agent_id=VICTIM)
+    await vector_engine.redis.delete(fence)  # as Redis does once its lifetime has run out
+    assert (await vector_engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
 
 
 async def test_a_delete_that_fails_lowers_its_fence(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def refused(*args: object, **kwargs: object) -> None:
         raise cpersona.VectorStoreUnavailable("the vector store is down")
 
-    assert engine.vectors is not None
-    await engine.store("stored before the delete", agent_id=VICTIM)
-    monkeypatch.setattr(engine.vectors, "delete_where", refused)
+    assert vector_engine.vectors is not None
+    await vector_engine.store("stored before the delete", agent_id=VICTIM)
+    monkeypatch.setattr(vector_engine.vectors, "delete_where", refused)
     with pytest.raises(cpersona.VectorStoreUnavailable):
-        await engine.delete_agent_data(VICTIM)
+        await vector_engine.delete_agent_data(VICTIM)
     monkeypatch.undo()
-    assert not await engine.redis.exists(engine.keys.agent_fence(VICTIM))
-    assert (await engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"
+    assert not await vector_engine.redis.exists(vector_engine.keys.agent_fence(VICTIM))
+    assert (await vector_engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"

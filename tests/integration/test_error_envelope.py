@@ -40,7 +40,7 @@ MISSING = "mem:01900000-0000-7000-8000-000000000000"
 
 
 @pytest.fixture
-async def client(
+async def capped_client(
     settings: Settings,
     redis: object,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
@@ -92,38 +92,43 @@ def test_the_envelope_always_says_the_same_in_both_shapes(
 
 # Each refusal the HTTP edge answers, and the exception the SDK makes of it: a CMP code its subclass, one
 # CMP has not its base class with our code (never InternalError, which says the server failed).
-async def test_every_refusal_becomes_the_sdk_exception_of_its_code(client: httpx.AsyncClient) -> None:
+async def test_every_refusal_becomes_the_sdk_exception_of_its_code(capped_client: httpx.AsyncClient) -> None:
     base, validation = cmp_errors.CerememoryError, cmp_errors.ValidationError
     cases: list[tuple[httpx.Response, int, str, type[cmp_errors.CerememoryError]]] = [
-        (await client.post("/v1/encode", json={"content": "x"}), 400, "VALIDATION_ERROR", validation),
+        (await capped_client.post("/v1/encode", json={"content": "x"}), 400, "VALIDATION_ERROR", validation),
         (
-            await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x" * 5000}),
+            await capped_client.post("/v1/encode", json={"agent_id": AGENT, "content": "x" * 5000}),
             413,
             "CONTENT_TOO_LARGE",
             cmp_errors.ContentTooLargeError,
         ),
         (
-            await client.get(f"/v1/introspect/record/{MISSING}", params={"agent_id": AGENT}),
+            await capped_client.get(f"/v1/introspect/record/{MISSING}", params={"agent_id": AGENT}),
             404,
             "RECORD_NOT_FOUND",
             cmp_errors.RecordNotFoundError,
         ),
         (
-            await client.delete(f"/v1/agents/{AGENT}"),
+            await capped_client.delete(f"/v1/agents/{AGENT}"),
             400,
             "FORGET_UNCONFIRMED",
             cmp_errors.ForgetUnconfirmedError,
         ),
-        (await client.get("/v1/no-such-route"), 404, "NOT_FOUND", base),
-        (await client.put("/v1/encode", json={}), 405, "METHOD_NOT_ALLOWED", base),
+        (await capped_client.get("/v1/no-such-route"), 404, "NOT_FOUND", base),
+        (await capped_client.put("/v1/encode", json={}), 405, "METHOD_NOT_ALLOWED", base),
         (
-            await client.post("/v1/encode", content=b"{}", headers={"content-type": "text/plain"}),
+            await capped_client.post("/v1/encode", content=b"{}", headers={"content-type": "text/plain"}),
             415,
             "UNSUPPORTED_MEDIA_TYPE",
             base,
         ),
-        (await client.get("/v1/introspect/evolution"), 501, "NOT_IMPLEMENTED", base),
-        (await client.put("/v1/lifecycle/mode", json={"mode": "perfect"}), 501, "NOT_IMPLEMENTED", base),
+        (await capped_client.get("/v1/introspect/evolution"), 501, "NOT_IMPLEMENTED", base),
+        (
+            await capped_client.put("/v1/lifecycle/mode", json={"mode": "perfect"}),
+            501,
+            "NOT_IMPLEMENTED",
+            base,
+        ),
     ]
     for response, status, code, kind in cases:
         assert response.status_code == status, response.text
@@ -135,14 +140,14 @@ async def test_every_refusal_becomes_the_sdk_exception_of_its_code(client: httpx
         assert raised.message == response.json()["error"]["message"]
 
 
-async def test_a_request_id_the_caller_sent_is_the_one_in_the_error(client: httpx.AsyncClient) -> None:
+async def test_a_request_id_the_caller_sent_is_the_one_in_the_error(capped_client: httpx.AsyncClient) -> None:
     mine = "req-1234"
-    refused = await client.post("/v1/encode", json={"content": "x"}, headers={"x-request-id": mine})
+    refused = await capped_client.post("/v1/encode", json={"content": "x"}, headers={"x-request-id": mine})
     assert refused.headers["x-request-id"] == mine
     assert _both_shapes_agree(refused)["request_id"] == mine
     assert _sdk_error(refused).request_id == mine
     # Without one, every answer (a success too) gets a fresh id.
-    first, second = await client.get("/readiness"), await client.get("/readiness")
+    first, second = await capped_client.get("/readiness"), await capped_client.get("/readiness")
     assert first.status_code == 200, first.text
     assert first.headers["x-request-id"] != second.headers["x-request-id"]
 

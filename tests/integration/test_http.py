@@ -74,7 +74,7 @@ def http_settings(settings: Settings, redis: RedisClient) -> Settings:
 
 
 @pytest.fixture
-async def client(
+async def http_client(
     http_settings: Settings,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> AsyncIterator[httpx.AsyncClient]:
@@ -114,8 +114,8 @@ async def encode(
 # ------------------------------------------------------------------------------------ health and docs
 
 
-async def test_health_names_redis_version_and_modules(client: httpx.AsyncClient) -> None:
-    response = await client.get("/health")
+async def test_health_names_redis_version_and_modules(http_client: httpx.AsyncClient) -> None:
+    response = await http_client.get("/health")
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     body = response.json()
@@ -180,8 +180,8 @@ async def test_openapi_describes_every_route(http_settings: Settings) -> None:
     assert refs <= set(document["components"]["schemas"])
 
 
-async def test_openapi_is_served(client: httpx.AsyncClient, http_settings: Settings) -> None:
-    response = await client.get("/openapi.json")
+async def test_openapi_is_served(http_client: httpx.AsyncClient, http_settings: Settings) -> None:
+    response = await http_client.get("/openapi.json")
     assert response.status_code == 200
     # The served document shows the server's own limits (this app's content limit is 200).
     assert response.json() == openapi_document(http_settings)
@@ -192,15 +192,15 @@ async def test_openapi_is_served(client: httpx.AsyncClient, http_settings: Setti
 # ------------------------------------------------------------------------------------------- encode
 
 
-async def test_encode_plain_text_then_read_it_back(client: httpx.AsyncClient) -> None:
-    stored = await encode(client, project_id="p1", channel="c1", metadata={"timestamp": 5}, id="m-1")
+async def test_encode_plain_text_then_read_it_back(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client, project_id="p1", channel="c1", metadata={"timestamp": 5}, id="m-1")
     assert stored["ok"] is True
     assert stored["result"] == "stored"
     assert stored["embedded"] is False
     assert stored["ref"] == f"mem:{stored['record_id']}"
     assert stored["id"] == "m-1"
 
-    response = await client.get(f"/v1/records/{stored['ref']}", params={"agent_id": AGENT})
+    response = await http_client.get(f"/v1/records/{stored['ref']}", params={"agent_id": AGENT})
     assert response.status_code == 200
     record = response.json()["record"]
     assert record["ref"] == stored["ref"]
@@ -214,69 +214,71 @@ async def test_encode_plain_text_then_read_it_back(client: httpx.AsyncClient) ->
     # Caller metadata is returned as given, never reinterpreted as a time.
     assert record["metadata"] == {"timestamp": 5}
 
-    listed = (await client.get("/v1/records", params={"agent_id": AGENT, "project_id": "p1"})).json()
+    listed = (await http_client.get("/v1/records", params={"agent_id": AGENT, "project_id": "p1"})).json()
     assert listed["ok"] is True
     assert [r["ref"] for r in listed["records"]] == [stored["ref"]]
     assert listed["count"] == 1
-    stats = (await client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
+    stats = (await http_client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
     assert stats["ok"] is True
     assert stats["memories"] == 1
 
 
-async def test_encode_accepts_cerememory_memory_content(client: httpx.AsyncClient) -> None:
+async def test_encode_accepts_cerememory_memory_content(http_client: httpx.AsyncClient) -> None:
     content = {"blocks": [{"modality": "text", "format": "text/plain", "data": list(b"Hello, blocks")}]}
-    stored = await encode(client, content)
-    record = (await client.get(f"/v1/records/{stored['ref']}", params={"agent_id": AGENT})).json()["record"]
+    stored = await encode(http_client, content)
+    record = (await http_client.get(f"/v1/records/{stored['ref']}", params={"agent_id": AGENT})).json()[
+        "record"
+    ]
     assert record["content"] == "Hello, blocks"
 
 
-async def test_dedup_by_id_and_by_content_returns_the_first_ref(client: httpx.AsyncClient) -> None:
-    first = await encode(client, "first text", id="msg-7")
-    again_by_id = await encode(client, "different text, same id", id="msg-7")
+async def test_dedup_by_id_and_by_content_returns_the_first_ref(http_client: httpx.AsyncClient) -> None:
+    first = await encode(http_client, "first text", id="msg-7")
+    again_by_id = await encode(http_client, "different text, same id", id="msg-7")
     assert again_by_id["result"] == "skipped"
     assert again_by_id["ref"] == first["ref"]
     assert again_by_id["reason"] == "duplicate_id"
-    again_by_content = await encode(client, "first text")
+    again_by_content = await encode(http_client, "first text")
     assert again_by_content["result"] == "skipped"
     assert again_by_content["ref"] == first["ref"]
     assert again_by_content["reason"] == "duplicate_content"
-    stats = (await client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
+    stats = (await http_client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
     assert stats["memories"] == 1
 
 
-async def test_future_timestamp_is_stored_with_a_warning(client: httpx.AsyncClient) -> None:
-    stored = await encode(client, timestamp=time.time() + 3600)
+async def test_future_timestamp_is_stored_with_a_warning(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client, timestamp=time.time() + 3600)
     assert stored["result"] == "stored"
     assert stored["warnings"] == ["timestamp_ahead_of_clock"]
-    assert "warnings" not in await encode(client, "on time", timestamp="2024-05-01T10:00:00Z")
+    assert "warnings" not in await encode(http_client, "on time", timestamp="2024-05-01T10:00:00Z")
 
 
-async def test_encode_batch(client: httpx.AsyncClient) -> None:
+async def test_encode_batch(http_client: httpx.AsyncClient) -> None:
     records = [{"content": f"batch item {i}", "agent_id": AGENT} for i in range(3)]
     records.append({"content": "batch item 0", "agent_id": AGENT})
-    response = await client.post("/v1/encode/batch", json={"records": records})
+    response = await http_client.post("/v1/encode/batch", json={"records": records})
     assert response.status_code == 200
     body = response.json()
     assert (body["ok"], body["stored"], body["skipped"]) == (True, 3, 1)
     assert body["results"][3]["ref"] == body["results"][0]["ref"]
 
 
-async def test_encode_batch_is_validated_before_anything_is_written(client: httpx.AsyncClient) -> None:
+async def test_encode_batch_is_validated_before_anything_is_written(http_client: httpx.AsyncClient) -> None:
     records = [{"content": "fine", "agent_id": AGENT}, {"content": "no agent"}]
-    response = await client.post("/v1/encode/batch", json={"records": records})
+    response = await http_client.post("/v1/encode/batch", json={"records": records})
     assert_error(response, 400, "VALIDATION_ERROR", "records[1].agent_id")
-    assert_error(await client.post("/v1/encode/batch", json={}), 400, "VALIDATION_ERROR", "records")
+    assert_error(await http_client.post("/v1/encode/batch", json={}), 400, "VALIDATION_ERROR", "records")
     assert_error(
-        await client.post("/v1/encode/batch", json={"records": [], "extra": 1}),
+        await http_client.post("/v1/encode/batch", json={"records": [], "extra": 1}),
         400,
         "VALIDATION_ERROR",
         "extra",
     )
-    stats = (await client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
+    stats = (await http_client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
     assert stats["memories"] == 0
 
 
-async def test_raw_entries_single_and_batch(client: httpx.AsyncClient) -> None:
+async def test_raw_entries_single_and_batch(http_client: httpx.AsyncClient) -> None:
     entry = {
         "content": "user: where is the key?",
         "agent_id": AGENT,
@@ -286,24 +288,26 @@ async def test_raw_entries_single_and_batch(client: httpx.AsyncClient) -> None:
         "visibility": "normal",
         "secrecy_level": "public",
     }
-    one = await client.post("/v1/encode/raw", json=entry)
+    one = await http_client.post("/v1/encode/raw", json=entry)
     assert one.status_code == 200, one.text
     ref = one.json()["ref"]
     assert ref.startswith("raw:")
-    many = await client.post("/v1/encode/raw/batch", json={"records": [entry, {**entry, "turn_id": "2"}]})
+    many = await http_client.post(
+        "/v1/encode/raw/batch", json={"records": [entry, {**entry, "turn_id": "2"}]}
+    )
     assert many.status_code == 200
     assert many.json()["stored"] == 2
-    record = (await client.get(f"/v1/records/{ref}", params={"agent_id": AGENT})).json()["record"]
+    record = (await http_client.get(f"/v1/records/{ref}", params={"agent_id": AGENT})).json()["record"]
     assert (record["kind"], record["session_id"], record["speaker"]) == ("raw", "s1", "user")
-    listed = (await client.get("/v1/records", params={"agent_id": AGENT, "kind": "raw"})).json()
+    listed = (await http_client.get("/v1/records", params={"agent_id": AGENT, "kind": "raw"})).json()
     assert listed["count"] == 3
     missing = {k: v for k, v in entry.items() if k != "speaker"}
-    assert_error(await client.post("/v1/encode/raw", json=missing), 400, "VALIDATION_ERROR", "speaker")
+    assert_error(await http_client.post("/v1/encode/raw", json=missing), 400, "VALIDATION_ERROR", "speaker")
 
 
-async def test_update_answers_with_the_updated_record(client: httpx.AsyncClient) -> None:
-    stored = await encode(client, "old text")
-    response = await client.patch(
+async def test_update_answers_with_the_updated_record(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client, "old text")
+    response = await http_client.patch(
         f"/v1/encode/{stored['ref']}", json={"agent_id": AGENT, "content": "new text", "metadata": {"k": 1}}
     )
     assert response.status_code == 200, response.text
@@ -316,7 +320,7 @@ async def test_update_answers_with_the_updated_record(client: httpx.AsyncClient)
         2,
     )
     # Cerememory sends the bare record id (and repeats it in the body).
-    bare = await client.patch(
+    bare = await http_client.patch(
         f"/v1/encode/{stored['record_id']}",
         json={"agent_id": AGENT, "record_id": stored["record_id"], "store": "semantic"},
     )
@@ -325,30 +329,33 @@ async def test_update_answers_with_the_updated_record(client: httpx.AsyncClient)
     assert bare.json()["record"]["content"] == "new text"
 
     url = f"/v1/encode/{stored['ref']}"
-    assert_error(await client.patch(url, json={"content": "x"}), 400, "VALIDATION_ERROR", "agent_id")
-    assert_error(await client.patch(url, json={"agent_id": AGENT}), 400, "VALIDATION_ERROR", "body")
+    assert_error(await http_client.patch(url, json={"content": "x"}), 400, "VALIDATION_ERROR", "agent_id")
+    assert_error(await http_client.patch(url, json={"agent_id": AGENT}), 400, "VALIDATION_ERROR", "body")
     assert_error(
-        await client.patch(url, json={"agent_id": AGENT, "channel": "c"}), 400, "VALIDATION_ERROR", "channel"
+        await http_client.patch(url, json={"agent_id": AGENT, "channel": "c"}),
+        400,
+        "VALIDATION_ERROR",
+        "channel",
     )
     assert_error(
-        await client.patch(url, json={"agent_id": AGENT, "ref": "x"}), 400, "VALIDATION_ERROR", "ref"
+        await http_client.patch(url, json={"agent_id": AGENT, "ref": "x"}), 400, "VALIDATION_ERROR", "ref"
     )
     assert_error(
-        await client.patch(url, json={"agent_id": "someone-else", "content": "hijack"}),
+        await http_client.patch(url, json={"agent_id": "someone-else", "content": "hijack"}),
         404,
         "RECORD_NOT_FOUND",
         "ref",
     )
     assert_error(
-        await client.patch("/v1/encode/not-a-ref", json={"agent_id": AGENT, "content": "x"}),
+        await http_client.patch("/v1/encode/not-a-ref", json={"agent_id": AGENT, "content": "x"}),
         400,
         "VALIDATION_ERROR",
         "ref",
     )
 
 
-async def test_episodes(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_episodes(http_client: httpx.AsyncClient) -> None:
+    response = await http_client.post(
         "/v1/episodes",
         json={
             "summary": "We rotated the deploy key",
@@ -360,83 +367,86 @@ async def test_episodes(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     ref = response.json()["ref"]
     assert ref.startswith("ep:")
-    record = (await client.get(f"/v1/records/{ref}", params={"agent_id": AGENT})).json()["record"]
+    record = (await http_client.get(f"/v1/records/{ref}", params={"agent_id": AGENT})).json()["record"]
     assert record["kind"] == "episode"
     assert record["summary"] == "We rotated the deploy key"
     assert record["keywords"] == ["deploy", "key"]
     assert record["start_time"] == "2024-05-01T10:00:00.000000Z"
     assert record["end_time"] == "2024-05-01T11:00:00.000000Z"
     assert record["timestamp"] == record["start_time"]
-    listed = (await client.get("/v1/records", params={"agent_id": AGENT, "kind": "episode"})).json()
+    listed = (await http_client.get("/v1/records", params={"agent_id": AGENT, "kind": "episode"})).json()
     assert [r["ref"] for r in listed["records"]] == [ref]
     assert_error(
-        await client.post("/v1/episodes", json={"agent_id": AGENT}), 400, "VALIDATION_ERROR", "summary"
+        await http_client.post("/v1/episodes", json={"agent_id": AGENT}), 400, "VALIDATION_ERROR", "summary"
     )
 
 
-async def test_profile(client: httpx.AsyncClient) -> None:
-    empty = await client.get(f"/v1/profile/{AGENT}")
+async def test_profile(http_client: httpx.AsyncClient) -> None:
+    empty = await http_client.get(f"/v1/profile/{AGENT}")
     assert empty.status_code == 200
     assert empty.json() == {"ok": True, "profile": None}
-    put = await client.put(f"/v1/profile/{AGENT}", json={"profile": "Terse. Prefers YAML."})
+    put = await http_client.put(f"/v1/profile/{AGENT}", json={"profile": "Terse. Prefers YAML."})
     assert put.status_code == 200, put.text
     assert put.json()["profile"]["content"] == "Terse. Prefers YAML."
-    got = (await client.get(f"/v1/profile/{AGENT}")).json()["profile"]
+    got = (await http_client.get(f"/v1/profile/{AGENT}")).json()["profile"]
     assert got["agent_id"] == AGENT
     assert got["content"] == "Terse. Prefers YAML."
     assert got["updated_at"].endswith("Z")
     # Agent ids are caller text: a '/' in one still addresses that agent.
-    slashed = await client.put("/v1/profile/team/bot", json={"profile": "slashed"})
+    slashed = await http_client.put("/v1/profile/team/bot", json={"profile": "slashed"})
     assert slashed.json()["profile"]["agent_id"] == "team/bot"
-    assert_error(await client.put(f"/v1/profile/{AGENT}", json={}), 400, "VALIDATION_ERROR", "profile")
+    assert_error(await http_client.put(f"/v1/profile/{AGENT}", json={}), 400, "VALIDATION_ERROR", "profile")
     assert_error(
-        await client.put(f"/v1/profile/{AGENT}", json={"profile": "p", "x": 1}), 400, "VALIDATION_ERROR", "x"
+        await http_client.put(f"/v1/profile/{AGENT}", json={"profile": "p", "x": 1}),
+        400,
+        "VALIDATION_ERROR",
+        "x",
     )
 
 
-async def test_list_query_validation(client: httpx.AsyncClient) -> None:
+async def test_list_query_validation(http_client: httpx.AsyncClient) -> None:
     for i in range(3):
-        await encode(client, f"memory {i}")
-    newest = (await client.get("/v1/records", params={"agent_id": AGENT, "limit": "2"})).json()
+        await encode(http_client, f"memory {i}")
+    newest = (await http_client.get("/v1/records", params={"agent_id": AGENT, "limit": "2"})).json()
     assert [r["content"] for r in newest["records"]] == ["memory 2", "memory 1"]
-    assert_error(await client.get("/v1/records"), 400, "VALIDATION_ERROR", "agent_id")
-    bad_kind = await client.get("/v1/records", params={"agent_id": AGENT, "kind": "dream"})
+    assert_error(await http_client.get("/v1/records"), 400, "VALIDATION_ERROR", "agent_id")
+    bad_kind = await http_client.get("/v1/records", params={"agent_id": AGENT, "kind": "dream"})
     assert_error(bad_kind, 400, "VALIDATION_ERROR", "kind")
-    bad_limit = await client.get("/v1/records", params={"agent_id": AGENT, "limit": "ten"})
+    bad_limit = await http_client.get("/v1/records", params={"agent_id": AGENT, "limit": "ten"})
     assert_error(bad_limit, 400, "VALIDATION_ERROR", "limit")
-    huge_limit = await client.get("/v1/records", params={"agent_id": AGENT, "limit": "100000"})
+    huge_limit = await http_client.get("/v1/records", params={"agent_id": AGENT, "limit": "100000"})
     assert_error(huge_limit, 400, "VALIDATION_ERROR", "limit")
-    unknown = await client.get("/v1/records", params={"agent_id": AGENT, "agent": "x"})
+    unknown = await http_client.get("/v1/records", params={"agent_id": AGENT, "agent": "x"})
     assert_error(unknown, 400, "VALIDATION_ERROR", "agent")
-    twice = await client.get("/v1/records?agent_id=a&agent_id=b")
+    twice = await http_client.get("/v1/records?agent_id=a&agent_id=b")
     assert_error(twice, 400, "VALIDATION_ERROR", "agent_id")
 
 
-async def test_delete_record(client: httpx.AsyncClient) -> None:
-    stored = await encode(client)
+async def test_delete_record(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client)
     url = f"/v1/records/{stored['ref']}"
-    assert_error(await client.delete(url, params={"agent_id": "other"}), 404, "RECORD_NOT_FOUND", "ref")
-    response = await client.delete(url, params={"agent_id": AGENT})
+    assert_error(await http_client.delete(url, params={"agent_id": "other"}), 404, "RECORD_NOT_FOUND", "ref")
+    response = await http_client.delete(url, params={"agent_id": AGENT})
     assert response.status_code == 200
     assert response.json() == {"ok": True, "deleted": 1}
-    assert_error(await client.delete(url, params={"agent_id": AGENT}), 404, "RECORD_NOT_FOUND", "ref")
+    assert_error(await http_client.delete(url, params={"agent_id": AGENT}), 404, "RECORD_NOT_FOUND", "ref")
     # The content claim went with the record, so the same text can be stored again.
-    assert (await encode(client))["result"] == "stored"
+    assert (await encode(http_client))["result"] == "stored"
 
 
-async def test_delete_agent_needs_confirmation(client: httpx.AsyncClient) -> None:
-    await encode(client, "one")
-    await encode(client, "two")
-    await client.put(f"/v1/profile/{AGENT}", json={"profile": "p"})
-    assert_error(await client.delete(f"/v1/agents/{AGENT}"), 400, "FORGET_UNCONFIRMED", "confirm")
-    refused = await client.delete(f"/v1/agents/{AGENT}", params={"confirm": "false"})
+async def test_delete_agent_needs_confirmation(http_client: httpx.AsyncClient) -> None:
+    await encode(http_client, "one")
+    await encode(http_client, "two")
+    await http_client.put(f"/v1/profile/{AGENT}", json={"profile": "p"})
+    assert_error(await http_client.delete(f"/v1/agents/{AGENT}"), 400, "FORGET_UNCONFIRMED", "confirm")
+    refused = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": "false"})
     assert_error(refused, 400, "FORGET_UNCONFIRMED", "confirm")
-    response = await client.delete(f"/v1/agents/{AGENT}", params={"confirm": "true"})
+    response = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": "true"})
     assert response.status_code == 200
     assert response.json() == {"ok": True, "deleted": 2, "agent_id": AGENT}
-    stats = (await client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
+    stats = (await http_client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()
     assert stats["memories"] == 0
-    assert (await client.get(f"/v1/profile/{AGENT}")).json()["profile"] is None
+    assert (await http_client.get(f"/v1/profile/{AGENT}")).json()["profile"] is None
 
 
 # ------------------------------------------------------------------------------------------- errors
@@ -493,9 +503,9 @@ async def test_delete_agent_needs_confirmation(client: httpx.AsyncClient) -> Non
     ],
 )
 async def test_encode_errors_name_the_field(
-    client: httpx.AsyncClient, body: dict[str, Any], status: int, code: str, field: str
+    http_client: httpx.AsyncClient, body: dict[str, Any], status: int, code: str, field: str
 ) -> None:
-    assert_error(await client.post("/v1/encode", json=body), status, code, field)
+    assert_error(await http_client.post("/v1/encode", json=body), status, code, field)
 
 
 @pytest.mark.parametrize(
@@ -509,16 +519,20 @@ async def test_encode_errors_name_the_field(
     ],
 )
 async def test_malformed_bodies_are_400_naming_body(
-    client: httpx.AsyncClient, content: bytes, problem: str
+    http_client: httpx.AsyncClient, content: bytes, problem: str
 ) -> None:
-    response = await client.post("/v1/encode", content=content, headers={"content-type": "application/json"})
+    response = await http_client.post(
+        "/v1/encode", content=content, headers={"content-type": "application/json"}
+    )
     body = assert_error(response, 400, "VALIDATION_ERROR", "body")
     assert problem in body["error"]["message"]
 
 
-async def test_body_over_the_cap_is_413(client: httpx.AsyncClient) -> None:
+async def test_body_over_the_cap_is_413(http_client: httpx.AsyncClient) -> None:
     json_type = {"content-type": "application/json"}
-    response = await client.post("/v1/encode/batch", content=b"[" + b" " * 5000 + b"]", headers=json_type)
+    response = await http_client.post(
+        "/v1/encode/batch", content=b"[" + b" " * 5000 + b"]", headers=json_type
+    )
     assert_error(response, 413, "CONTENT_TOO_LARGE", "body")
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -526,30 +540,33 @@ async def test_body_over_the_cap_is_413(client: httpx.AsyncClient) -> None:
             yield b" " * 1000
 
     # Without a content-length the app counts what it reads.
-    streamed = await client.post("/v1/encode/batch", content=chunks(), headers=json_type)
+    streamed = await http_client.post("/v1/encode/batch", content=chunks(), headers=json_type)
     assert_error(streamed, 413, "CONTENT_TOO_LARGE", "body")
 
 
-async def test_refs_and_scopes_on_reads(client: httpx.AsyncClient) -> None:
-    stored = await encode(client)
+async def test_refs_and_scopes_on_reads(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client)
     assert_error(
-        await client.get("/v1/records/mem:nope", params={"agent_id": AGENT}), 400, "VALIDATION_ERROR", "ref"
+        await http_client.get("/v1/records/mem:nope", params={"agent_id": AGENT}),
+        400,
+        "VALIDATION_ERROR",
+        "ref",
     )
     assert_error(
-        await client.get(f"/v1/records/{MISSING_REF}", params={"agent_id": AGENT}),
+        await http_client.get(f"/v1/records/{MISSING_REF}", params={"agent_id": AGENT}),
         404,
         "RECORD_NOT_FOUND",
         "ref",
     )
-    other = await client.get(f"/v1/records/{stored['ref']}", params={"agent_id": "agent-b"})
+    other = await http_client.get(f"/v1/records/{stored['ref']}", params={"agent_id": "agent-b"})
     body = assert_error(other, 404, "RECORD_NOT_FOUND", "ref")
     assert "deploy" not in body["error"]["message"]
-    assert_error(await client.get(f"/v1/records/{stored['ref']}"), 400, "VALIDATION_ERROR", "agent_id")
+    assert_error(await http_client.get(f"/v1/records/{stored['ref']}"), 400, "VALIDATION_ERROR", "agent_id")
 
 
-async def test_unknown_route_and_method_use_the_envelope(client: httpx.AsyncClient) -> None:
-    assert_error(await client.get("/v2/nothing"), 404, "NOT_FOUND", None)
-    assert_error(await client.get("/v1/encode"), 405, "METHOD_NOT_ALLOWED", None)
+async def test_unknown_route_and_method_use_the_envelope(http_client: httpx.AsyncClient) -> None:
+    assert_error(await http_client.get("/v2/nothing"), 404, "NOT_FOUND", None)
+    assert_error(await http_client.get("/v1/encode"), 405, "METHOD_NOT_ALLOWED", None)
 
 
 @pytest.mark.parametrize(
@@ -562,37 +579,37 @@ async def test_unknown_route_and_method_use_the_envelope(client: httpx.AsyncClie
     ],
 )
 async def test_a_405_allows_every_method_the_path_has(
-    client: httpx.AsyncClient, method: str, path: str, allowed: set[str]
+    http_client: httpx.AsyncClient, method: str, path: str, allowed: set[str]
 ) -> None:
     # One path with two operations is one route: its 405 names both, not only the first route tried.
-    refused = await client.request(method, path)
+    refused = await http_client.request(method, path)
     assert_error(refused, 405, "METHOD_NOT_ALLOWED", None)
     assert set(refused.headers["allow"].replace(" ", "").split(",")) == allowed
 
 
-async def test_request_id_is_kept_or_made(client: httpx.AsyncClient) -> None:
-    mine = await client.get("/health", headers={"x-request-id": "trace-123"})
+async def test_request_id_is_kept_or_made(http_client: httpx.AsyncClient) -> None:
+    mine = await http_client.get("/health", headers={"x-request-id": "trace-123"})
     assert mine.headers["x-request-id"] == "trace-123"
-    failed = await client.post("/v1/encode", json={}, headers={"x-request-id": "trace-456"})
+    failed = await http_client.post("/v1/encode", json={}, headers={"x-request-id": "trace-456"})
     assert failed.headers["x-request-id"] == "trace-456"
     assert failed.json()["request_id"] == "trace-456"
-    made = await client.get("/health")
+    made = await http_client.get("/health")
     uuid.UUID(made.headers["x-request-id"])
     # An id that could not be safely echoed (too long, spaces) is replaced.
-    replaced = await client.get("/health", headers={"x-request-id": "x" * 500})
+    replaced = await http_client.get("/health", headers={"x-request-id": "x" * 500})
     uuid.UUID(replaced.headers["x-request-id"])
-    missing = await client.get("/nowhere", headers={"x-request-id": "trace-789"})
+    missing = await http_client.get("/nowhere", headers={"x-request-id": "trace-789"})
     assert missing.json()["request_id"] == "trace-789"
 
 
 async def test_unexpected_errors_are_500_and_opaque(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    http_client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def broken(self: ReadService, agent_id: object | None = None) -> dict[str, Any]:
         raise RuntimeError("secret internals")
 
     monkeypatch.setattr(ReadService, "stats", broken)
-    response = await client.get("/v1/introspect/stats", headers={"x-request-id": "boom-1"})
+    response = await http_client.get("/v1/introspect/stats", headers={"x-request-id": "boom-1"})
     body = assert_error(response, 500, "INTERNAL_ERROR", None)
     assert "secret" not in response.text
     assert body["request_id"] == "boom-1"
@@ -622,8 +639,8 @@ async def test_onnx_embedder_embeds_what_the_api_stores(settings: Settings, redi
         assert (stats["memories"], stats["vectors"], stats["vector_pending"]) == (2, 2, 0)
 
 
-async def test_recall_over_http(client: httpx.AsyncClient) -> None:
-    stored = await client.post(
+async def test_recall_over_http(http_client: httpx.AsyncClient) -> None:
+    stored = await http_client.post(
         "/v1/encode",
         json={
             "content": "The staging database moved to eu-west-1.",
@@ -632,7 +649,7 @@ async def test_recall_over_http(client: httpx.AsyncClient) -> None:
         },
     )
     assert stored.status_code == 200, stored.text
-    response = await client.post(
+    response = await http_client.post(
         "/v1/recall/query", json={"agent_id": "h", "query": "staging database region"}
     )
     assert response.status_code == 200, response.text
@@ -643,15 +660,15 @@ async def test_recall_over_http(client: httpx.AsyncClient) -> None:
     assert "time_cue" not in body
 
 
-async def test_recall_over_http_with_a_time_cue(client: httpx.AsyncClient) -> None:
+async def test_recall_over_http_with_a_time_cue(http_client: httpx.AsyncClient) -> None:
     for day in ("2026-03-02", "2026-06-15"):
-        stored = await client.post(
+        stored = await http_client.post(
             "/v1/encode",
             json={"content": f"Deploy notes written on {day}.", "agent_id": "h", "timestamp": day},
         )
         assert stored.status_code == 200, stored.text
     cue = {"after": "2026-06-01", "before": "2026-06-30", "confidence": "sure"}
-    response = await client.post(
+    response = await http_client.post(
         "/v1/recall/query", json={"agent_id": "h", "query": "deploy notes", "time_cue": cue, "trace": True}
     )
     assert response.status_code == 200, response.text
@@ -673,20 +690,23 @@ async def test_recall_over_http_with_a_time_cue(client: httpx.AsyncClient) -> No
     ],
 )
 async def test_recall_over_http_refuses_bad_input(
-    client: httpx.AsyncClient, body: dict[str, Any], field: str
+    http_client: httpx.AsyncClient, body: dict[str, Any], field: str
 ) -> None:
-    response = await client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", **body})
+    response = await http_client.post("/v1/recall/query", json={"agent_id": "h", "query": "deploy", **body})
     assert_error(response, 400, "VALIDATION_ERROR", field)
 
 
-async def test_update_with_a_null_resets_the_field(client: httpx.AsyncClient) -> None:
-    stored = await encode(client, "with metadata", metadata={"k": 1}, emotion="joy")
+async def test_update_with_a_null_resets_the_field(http_client: httpx.AsyncClient) -> None:
+    stored = await encode(http_client, "with metadata", metadata={"k": 1}, emotion="joy")
     url = f"/v1/encode/{stored['ref']}"
-    response = await client.patch(url, json={"agent_id": AGENT, "metadata": None, "emotion": None})
+    response = await http_client.patch(url, json={"agent_id": AGENT, "metadata": None, "emotion": None})
     assert response.status_code == 200, response.text
     record = response.json()["record"]
     assert record["metadata"] == {}
     assert record["emotion"]["joy"] == 0.0
     assert_error(
-        await client.patch(url, json={"agent_id": AGENT, "content": None}), 400, "VALIDATION_ERROR", "content"
+        await http_client.patch(url, json={"agent_id": AGENT, "content": None}),
+        400,
+        "VALIDATION_ERROR",
+        "content",
     )

@@ -35,7 +35,7 @@ def input_settings(settings: Settings, redis: RedisClient) -> Settings:
 
 
 @pytest.fixture
-async def client(
+async def input_client(
     input_settings: Settings,
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> AsyncIterator[httpx.AsyncClient]:
@@ -57,23 +57,23 @@ def assert_error(response: httpx.Response, status: int, code: str, field: str | 
     [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "json"],
 )
 async def test_a_body_that_is_not_application_json_is_415(
-    client: httpx.AsyncClient, content_type: str | None
+    input_client: httpx.AsyncClient, content_type: str | None
 ) -> None:
     headers = {} if content_type is None else {"content-type": content_type}
     body = b'{"agent_id": "a", "content": "x"}'
-    response = await client.post("/v1/encode", content=body, headers=headers)
+    response = await input_client.post("/v1/encode", content=body, headers=headers)
     message = assert_error(response, 415, "UNSUPPORTED_MEDIA_TYPE", "content-type")
     assert "application/json" in message
-    listed = await client.get("/v1/records", params={"agent_id": "a"})
+    listed = await input_client.get("/v1/records", params={"agent_id": "a"})
     assert listed.json()["records"] == []
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "Application/JSON; charset=utf-8"])
 async def test_application_json_with_or_without_parameters_is_read(
-    client: httpx.AsyncClient, content_type: str
+    input_client: httpx.AsyncClient, content_type: str
 ) -> None:
     body = b'{"agent_id": "a", "content": "x"}'
-    response = await client.post("/v1/encode", content=body, headers={"content-type": content_type})
+    response = await input_client.post("/v1/encode", content=body, headers={"content-type": content_type})
     assert response.status_code == 200, response.text
 
 
@@ -147,22 +147,24 @@ async def test_any_host_is_served_when_bound_to_every_interface(
     ],
 )
 async def test_a_key_given_twice_is_refused_naming_it(
-    client: httpx.AsyncClient, body: bytes, key: str
+    input_client: httpx.AsyncClient, body: bytes, key: str
 ) -> None:
     url = "/v1/encode/batch" if body.startswith(b'{"records"') else "/v1/encode"
-    response = await client.post(url, content=body, headers={"content-type": "application/json"})
+    response = await input_client.post(url, content=body, headers={"content-type": "application/json"})
     message = assert_error(response, 400, "VALIDATION_ERROR", key)
     assert "more than once" in message
     for agent in ("bi", "bob"):
-        assert (await client.get("/v1/records", params={"agent_id": agent})).json()["records"] == []
+        assert (await input_client.get("/v1/records", params={"agent_id": agent})).json()["records"] == []
 
 
 @pytest.mark.parametrize("depth", [1000, 1023])
 async def test_a_body_nested_too_deeply_for_the_repeat_check_is_400(
-    client: httpx.AsyncClient, depth: int
+    input_client: httpx.AsyncClient, depth: int
 ) -> None:
     body = b'{"agent_id": "a", "content": "x", "metadata": {"k": ' + b"[" * depth + b"]" * depth + b"}}"
-    response = await client.post("/v1/encode", content=body, headers={"content-type": "application/json"})
+    response = await input_client.post(
+        "/v1/encode", content=body, headers={"content-type": "application/json"}
+    )
     assert_error(response, 400, "VALIDATION_ERROR", "body")
 
 
@@ -172,11 +174,11 @@ async def test_a_body_nested_too_deeply_for_the_repeat_check_is_400(
 @pytest.mark.parametrize("bad", ["a\x00b", "a\nb", "a\tb", "a\x1bb", "a\x7fb", "a\x85b"])
 @pytest.mark.parametrize("field", ["agent_id", "project_id", "channel", "id", "msg_id", "source.id"])
 async def test_a_control_character_in_an_id_is_refused(
-    client: httpx.AsyncClient, bad: str, field: str
+    input_client: httpx.AsyncClient, bad: str, field: str
 ) -> None:
     outer, _, inner = field.partition(".")
     value: object = {inner: bad} if inner else bad
-    response = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x", outer: value})
+    response = await input_client.post("/v1/encode", json={"agent_id": AGENT, "content": "x", outer: value})
     message = assert_error(response, 400, "VALIDATION_ERROR", field)
     assert "control character" in message
 
@@ -189,20 +191,20 @@ async def test_a_control_character_in_an_id_is_refused(
     ],
 )
 async def test_a_control_character_in_another_write_is_refused(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], field: str
+    input_client: httpx.AsyncClient, url: str, body: dict[str, Any], field: str
 ) -> None:
     raw = {"content": "user: hi", "session_id": "s1", "source": "conversation", "speaker": "user"}
     base = {"agent_id": AGENT, **(raw if url.endswith("raw") else {})}
-    response = await client.post(url, json={**base, **body})
+    response = await input_client.post(url, json={**base, **body})
     assert_error(response, 400, "VALIDATION_ERROR", field)
 
 
-async def test_a_control_character_in_an_id_on_a_read_is_refused(client: httpx.AsyncClient) -> None:
-    read = await client.get("/v1/records", params={"agent_id": "a\x00b"})
+async def test_a_control_character_in_an_id_on_a_read_is_refused(input_client: httpx.AsyncClient) -> None:
+    read = await input_client.get("/v1/records", params={"agent_id": "a\x00b"})
     assert_error(read, 400, "VALIDATION_ERROR", "agent_id")
-    recall = await client.post("/v1/recall/query", json={"agent_id": "a\x00b", "query": "x"})
+    recall = await input_client.post("/v1/recall/query", json={"agent_id": "a\x00b", "query": "x"})
     assert_error(recall, 400, "VALIDATION_ERROR", "agent_id")
-    profile = await client.put("/v1/profile/a%00b", json={"profile": "x"})
+    profile = await input_client.put("/v1/profile/a%00b", json={"profile": "x"})
     assert_error(profile, 400, "VALIDATION_ERROR", "agent_id")
 
 
@@ -219,17 +221,17 @@ async def test_the_schema_says_ids_hold_no_control_character(input_settings: Set
 # -------------------------------------------------------------------------------------- body limit
 
 
-async def test_the_body_limit_is_the_setting(client: httpx.AsyncClient) -> None:
-    small = await client.post("/v1/encode", json={"agent_id": AGENT, "content": "x" * 100})
+async def test_the_body_limit_is_the_setting(input_client: httpx.AsyncClient) -> None:
+    small = await input_client.post("/v1/encode", json={"agent_id": AGENT, "content": "x" * 100})
     assert small.status_code == 200, small.text
-    big = await client.post(
+    big = await input_client.post(
         "/v1/encode/batch", json={"records": [{"agent_id": AGENT, "content": "x" * 5000}]}
     )
     message = assert_error(big, 413, "CONTENT_TOO_LARGE", "body")
     assert "4096" in message
 
 
-async def test_nothing_past_the_limit_is_read(client: httpx.AsyncClient) -> None:
+async def test_nothing_past_the_limit_is_read(input_client: httpx.AsyncClient) -> None:
     sent = 0
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -239,7 +241,7 @@ async def test_nothing_past_the_limit_is_read(client: httpx.AsyncClient) -> None
             sent += 1
             yield b" " * 1000
 
-    response = await client.post(
+    response = await input_client.post(
         "/v1/encode/batch", content=chunks(), headers={"content-type": "application/json"}
     )
     assert_error(response, 413, "CONTENT_TOO_LARGE", "body")
@@ -250,13 +252,13 @@ async def test_nothing_past_the_limit_is_read(client: httpx.AsyncClient) -> None
 
 
 @pytest.mark.parametrize("limit", [" 5", "5 ", "+5", "\u0665", "\uff15", "5_0", "0x5", "5.0", ""])
-async def test_a_query_integer_is_ascii_digits_only(client: httpx.AsyncClient, limit: str) -> None:
-    response = await client.get("/v1/records", params={"agent_id": AGENT, "limit": limit})
+async def test_a_query_integer_is_ascii_digits_only(input_client: httpx.AsyncClient, limit: str) -> None:
+    response = await input_client.get("/v1/records", params={"agent_id": AGENT, "limit": limit})
     assert_error(response, 400, "VALIDATION_ERROR", "limit")
 
 
-async def test_a_query_integer_in_digits_is_read(client: httpx.AsyncClient) -> None:
-    response = await client.get("/v1/records", params={"agent_id": AGENT, "limit": "007"})
+async def test_a_query_integer_in_digits_is_read(input_client: httpx.AsyncClient) -> None:
+    response = await input_client.get("/v1/records", params={"agent_id": AGENT, "limit": "007"})
     assert response.status_code == 200, response.text
 
 
@@ -265,9 +267,9 @@ async def test_a_query_integer_in_digits_is_read(client: httpx.AsyncClient) -> N
 
 @pytest.mark.parametrize("content", [42, 4.5, True, None, ["x"]])
 async def test_content_of_another_type_says_string_or_object(
-    client: httpx.AsyncClient, content: object
+    input_client: httpx.AsyncClient, content: object
 ) -> None:
-    response = await client.post("/v1/encode", json={"agent_id": AGENT, "content": content})
+    response = await input_client.post("/v1/encode", json={"agent_id": AGENT, "content": content})
     message = assert_error(response, 400, "VALIDATION_ERROR", "content")
     assert "must be a string or an object" in message
 

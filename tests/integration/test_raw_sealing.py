@@ -51,7 +51,7 @@ def sealed_settings(redis: object, redis_url: str, key_prefix: str, tmp_path: Pa
 
 
 @pytest.fixture
-async def engine(sealed_settings: Settings) -> AsyncIterator[cpersona.Engine]:
+async def sealed_engine(sealed_settings: Settings) -> AsyncIterator[cpersona.Engine]:
     async with cpersona.open(sealed_settings, background=False) as memory:
         yield memory
 
@@ -60,12 +60,12 @@ def marker() -> str:
     return "zq" + uuid.uuid4().hex[:12]
 
 
-async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(engine: cpersona.Engine) -> None:
+async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(sealed_engine: cpersona.Engine) -> None:
     secret = marker()
     normal, sealed = (
         r.ref
         for r in (
-            await engine.store_raw_batch(
+            await sealed_engine.store_raw_batch(
                 [
                     entry(f"the door code is {secret}"),
                     entry(f"the vault code is {secret}", visibility="sealed"),
@@ -73,60 +73,66 @@ async def test_a_sealed_entry_is_read_only_by_a_raw_query_that_asks(engine: cper
             )
         ).results
     )
-    plain = await engine.raw_query(secret, agent_id=AGENT)
+    plain = await sealed_engine.raw_query(secret, agent_id=AGENT)
     assert ([r.ref for r in plain.records], plain.total_candidates, plain.sealed_scanned) == (
         [normal],
         1,
         None,
     )
-    assert (await engine.raw_query(agent_id=AGENT)).total_candidates == 1
+    assert (await sealed_engine.raw_query(agent_id=AGENT)).total_candidates == 1
     # Nor counted, listed or read by ref: nothing a caller can diff shows it exists.
-    assert (await engine.stats(AGENT))["raw_entries"] == 1
-    assert (await engine.stats(None))["raw_entries"] == 1
-    assert [r.ref for r in await engine.list("raw", agent_id=AGENT)] == [normal]
+    assert (await sealed_engine.stats(AGENT))["raw_entries"] == 1
+    assert (await sealed_engine.stats(None))["raw_entries"] == 1
+    assert [r.ref for r in await sealed_engine.list("raw", agent_id=AGENT)] == [normal]
     with pytest.raises(RecordNotFound):
-        await engine.get(sealed, agent_id=AGENT)
-    opened = await engine.raw_query(secret, agent_id=AGENT, include_sealed=True)
+        await sealed_engine.get(sealed, agent_id=AGENT)
+    opened = await sealed_engine.raw_query(secret, agent_id=AGENT, include_sealed=True)
     assert [r.ref for r in opened.records] == [normal, sealed]
     assert (opened.total_candidates, opened.sealed_scanned) == (2, 1)
     assert opened.records[1].text == f"the vault code is {secret}"
     assert opened.records[1].visibility == "sealed"
     with pytest.raises(RecordNotFound):  # another agent cannot erase it either
-        await engine.delete(sealed, agent_id="other")
-    vault_only = await engine.raw_query("vault", agent_id=AGENT, include_sealed=True)
+        await sealed_engine.delete(sealed, agent_id="other")
+    vault_only = await sealed_engine.raw_query("vault", agent_id=AGENT, include_sealed=True)
     assert [r.ref for r in vault_only.records] == [sealed]
-    assert (await engine.raw_query("vault", agent_id=AGENT)).total_candidates == 0
-    assert (await engine.raw_query("nowhere", agent_id=AGENT, include_sealed=True)).total_candidates == 0
-    # The sealed path keeps the other filters: another agent, session or secrecy level sees nothing.
-    assert (await engine.raw_query(agent_id="other", include_sealed=True)).total_candidates == 0
+    assert (await sealed_engine.raw_query("vault", agent_id=AGENT)).total_candidates == 0
     assert (
-        await engine.raw_query(agent_id=AGENT, session_id="s2", include_sealed=True)
+        await sealed_engine.raw_query("nowhere", agent_id=AGENT, include_sealed=True)
     ).total_candidates == 0
-    only_secret = await engine.raw_query(agent_id=AGENT, include_sealed=True, secrecy_levels=["secret"])
+    # The sealed path keeps the other filters: another agent, session or secrecy level sees nothing.
+    assert (await sealed_engine.raw_query(agent_id="other", include_sealed=True)).total_candidates == 0
+    assert (
+        await sealed_engine.raw_query(agent_id=AGENT, session_id="s2", include_sealed=True)
+    ).total_candidates == 0
+    only_secret = await sealed_engine.raw_query(
+        agent_id=AGENT, include_sealed=True, secrecy_levels=["secret"]
+    )
     assert only_secret.total_candidates == 0
     # Its agent erases it by its ref, like any record; then it is gone from the sealed path too.
-    assert (await engine.delete(sealed, agent_id=AGENT)).deleted == 1
-    assert [r.ref for r in (await engine.raw_query(agent_id=AGENT, include_sealed=True)).records] == [normal]
+    assert (await sealed_engine.delete(sealed, agent_id=AGENT)).deleted == 1
+    assert [r.ref for r in (await sealed_engine.raw_query(agent_id=AGENT, include_sealed=True)).records] == [
+        normal
+    ]
     with pytest.raises(RecordNotFound):
-        await engine.delete(sealed, agent_id=AGENT)
-    await engine.store_raw("sealed again", **_fields(visibility="sealed"))
-    await engine.delete_agent_data(AGENT)
-    assert (await engine.raw_query(agent_id=AGENT, include_sealed=True)).sealed_scanned == 0
+        await sealed_engine.delete(sealed, agent_id=AGENT)
+    await sealed_engine.store_raw("sealed again", **_fields(visibility="sealed"))
+    await sealed_engine.delete_agent_data(AGENT)
+    assert (await sealed_engine.raw_query(agent_id=AGENT, include_sealed=True)).sealed_scanned == 0
 
 
 async def test_a_sealed_entrys_plaintext_is_in_no_redis_key(
-    engine: cpersona.Engine, redis: RedisClient
+    sealed_engine: cpersona.Engine, redis: RedisClient
 ) -> None:
     secret, clear = marker(), marker()
-    await engine.store_raw(f"launch phrase {secret}", **_fields(visibility="sealed"))
-    await engine.store_raw(f"a normal entry beside it {clear}", **_fields())
+    await sealed_engine.store_raw(f"launch phrase {secret}", **_fields(visibility="sealed"))
+    await sealed_engine.store_raw(f"a normal entry beside it {clear}", **_fields())
     # Every key's DUMP, and its value read by its type (a DUMP may compress a long string).
     seen = [await _everything(redis, key) async for key in redis.scan_iter(match="*", count=1000)]
     # The check can see text: the normal entry's is there, in the clear.
     assert any(clear.encode() in value for value in seen)
     assert not any(secret.encode() in value for value in seen)
     # Nor in the search index: its words were never given to it.
-    index = engine.keys.raw_index
+    index = sealed_engine.keys.raw_index
     for clause in (f"@content:{secret}", f"@stems:_{secret}", secret):
         reply = await redis.execute_command("FT.SEARCH", index, clause, "NOCONTENT")  # type: ignore[no-untyped-call]
         assert reply[0] == 0, clause
@@ -359,18 +365,18 @@ def _expected(journal: list[tuple[str, str, str, str, str]], ask: dict[str, Any]
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(journal=_JOURNAL, ask=_ASK)
 async def test_a_raw_query_returns_exactly_what_its_filters_allow(
-    engine: cpersona.Engine, journal: list[tuple[str, str, str, str, str]], ask: dict[str, Any]
+    sealed_engine: cpersona.Engine, journal: list[tuple[str, str, str, str, str]], ask: dict[str, Any]
 ) -> None:
     run = next(_RUNS)
     names = {"mine": f"me-{run}", "theirs": f"them-{run}"}
-    written = await engine.store_raw_batch(
+    written = await sealed_engine.store_raw_batch(
         [
             entry(text, names[who], visibility=visibility, secrecy_level=secrecy, session_id=session)
             for visibility, secrecy, session, who, text in journal
         ]
     )
     refs = [r.ref for r in written.results]
-    found = await engine.raw_query(agent_id=names["mine"], **ask)
+    found = await sealed_engine.raw_query(agent_id=names["mine"], **ask)
     expected = [refs[i] for i in _expected(journal, ask, "mine")]
     assert found.total_candidates == len(expected)
     assert [r.ref for r in found.records] == expected[: ask.get("limit", 10)]

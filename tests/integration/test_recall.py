@@ -93,11 +93,6 @@ def agent() -> str:
 
 
 @pytest.fixture
-def engine(shared_engine: cpersona.Engine) -> cpersona.Engine:
-    return shared_engine
-
-
-@pytest.fixture
 async def keyword_engine(make_engine: EngineFactory) -> AsyncIterator[cpersona.Engine]:
     async with make_engine(vectors=False) as memory:
         yield memory
@@ -467,14 +462,16 @@ async def test_exclude_contents_rules(keyword_engine: cpersona.Engine) -> None:
     assert len(nothing.rows) == 5
 
 
-async def test_exclude_contents_applies_to_the_vector_arm(engine: cpersona.Engine, agent: str) -> None:
+async def test_exclude_contents_applies_to_the_vector_arm(shared_engine: cpersona.Engine, agent: str) -> None:
     lemon = "I bought fresh lemonade at the summer fair"
-    await engine.store(lemon, agent_id=agent)
-    await engine.store("Fresh lemonade stand opens at the park on Sunday", agent_id=agent)
-    before = checked(await engine.recall("lemonade at the fair", agent_id=agent, deep=True))
+    await shared_engine.store(lemon, agent_id=agent)
+    await shared_engine.store("Fresh lemonade stand opens at the park on Sunday", agent_id=agent)
+    before = checked(await shared_engine.recall("lemonade at the fair", agent_id=agent, deep=True))
     assert lemon in contents(before)
     after = checked(
-        await engine.recall("lemonade at the fair", agent_id=agent, deep=True, exclude_contents=[lemon])
+        await shared_engine.recall(
+            "lemonade at the fair", agent_id=agent, deep=True, exclude_contents=[lemon]
+        )
     )
     assert lemon not in contents(after)
     lemon_ref = before.rows[contents(before).index(lemon)].ref
@@ -596,20 +593,22 @@ async def test_source_filter_exact_and_prefix(keyword_engine: cpersona.Engine) -
         assert all(r.source is not None and r.source.id in sources for r in result.rows)
 
 
-async def test_source_filter_on_the_vector_arm_and_episodes(engine: cpersona.Engine, agent: str) -> None:
-    texts = await _sourced(engine, agent)
+async def test_source_filter_on_the_vector_arm_and_episodes(
+    shared_engine: cpersona.Engine, agent: str
+) -> None:
+    texts = await _sourced(shared_engine, agent)
     retro = "[Episode] standup retrospective: the release went out on time"
-    await engine.archive_episode(retro.removeprefix("[Episode] "), agent_id=agent, channel="c")
+    await shared_engine.archive_episode(retro.removeprefix("[Episode] "), agent_id=agent, channel="c")
     query = "standup notes about the release"
-    everything = checked(await engine.recall(query, agent_id=agent, deep=True))
+    everything = checked(await shared_engine.recall(query, agent_id=agent, deep=True))
     # without a source filter the vector arm finds rows of every source, and the episode
     assert set(contents(everything)) == {*texts.values(), retro}
-    prefixed = checked(await engine.recall(query, agent_id=agent, deep=True, source_id="discord:"))
+    prefixed = checked(await shared_engine.recall(query, agent_id=agent, deep=True, source_id="discord:"))
     # episodes have no source: a source filter without a channel leaves them out, from every arm
     assert sorted(contents(prefixed)) == sorted([texts["discord:1"], texts["discord:12"]])
     assert not any(r.ref.startswith("ep:") for arm in retrieved_of(prefixed).arms.values() for r in arm.rows)
     with_channel = checked(
-        await engine.recall(query, agent_id=agent, deep=True, source_id="discord:", channel="c")
+        await shared_engine.recall(query, agent_id=agent, deep=True, source_id="discord:", channel="c")
     )
     assert sorted(contents(with_channel)) == sorted([texts["discord:1"], texts["discord:12"], retro])
 
@@ -670,7 +669,7 @@ async def test_blank_query_lists_the_newest_memories(keyword_engine: cpersona.En
 # ---------------------------------------------------------------------------------------- match_reason
 
 
-async def test_match_reason_follows_the_gate_signal(engine: cpersona.Engine, agent: str) -> None:
+async def test_match_reason_follows_the_gate_signal(shared_engine: cpersona.Engine, agent: str) -> None:
     fair = "I bought fresh lemonade at the summer fair"
     # the word is there, but the text is about something else: cosine to "lemonade" is far below the
     # vector floor (0.15), so only the keyword arm finds it
@@ -679,10 +678,10 @@ async def test_match_reason_follows_the_gate_signal(engine: cpersona.Engine, age
         "seconds, the connection pool was resized to forty, and the nightly backup job now writes snapshots "
         "to the new bucket. Ticket lemonade."
     )
-    await fillers(engine, agent, 35)
-    await engine.store(fair, agent_id=agent)
-    await engine.store(ticket, agent_id=agent)
-    result = checked(await engine.recall("lemonade", agent_id=agent))
+    await fillers(shared_engine, agent, 35)
+    await shared_engine.store(fair, agent_id=agent)
+    await shared_engine.store(ticket, agent_id=agent)
+    result = checked(await shared_engine.recall("lemonade", agent_id=agent))
     arms = retrieved_of(result).arms
     near = {r.ref: r.raw for r in arms["vector_near"].rows}
     keyword = [r.ref for r in arms["memory_keyword"].rows]
@@ -715,15 +714,15 @@ async def test_match_reason_follows_the_gate_signal(engine: cpersona.Engine, age
         assert row.match_reason["score"] == gate[row.ref].score
 
 
-async def test_match_reason_under_rsf_and_cascade(engine: cpersona.Engine, agent: str) -> None:
-    await engine.store("I bought fresh lemonade at the summer fair", agent_id=agent)
-    rsf = checked(await engine.recall("lemonade at the fair", agent_id=agent, mode="rsf", deep=True))
+async def test_match_reason_under_rsf_and_cascade(shared_engine: cpersona.Engine, agent: str) -> None:
+    await shared_engine.store("I bought fresh lemonade at the summer fair", agent_id=agent)
+    rsf = checked(await shared_engine.recall("lemonade at the fair", agent_id=agent, mode="rsf", deep=True))
     assert rsf.rows
     for row in rsf.rows:
         assert row.match_reason is not None
         assert row.match_reason["signal"] == "rsf"
         assert row.match_reason["score"] == row.score
-    cascade = checked(await engine.recall("lemonade at the fair", agent_id=agent, mode="cascade"))
+    cascade = checked(await shared_engine.recall("lemonade at the fair", agent_id=agent, mode="cascade"))
     (row,) = cascade.rows
     # found by the vector arm at the full threshold: gated and reported on its cosine
     assert row.match_reason is not None
@@ -743,14 +742,16 @@ kind_st = st.sampled_from(["memory", "episode"])
     reads=st.lists(scope_st, min_size=1, max_size=3),
 )
 async def test_recall_never_crosses_a_scope(
-    engine: cpersona.Engine, records: list[tuple[tuple[str, str, str, str], str]], reads: list[ReadScope]
+    shared_engine: cpersona.Engine,
+    records: list[tuple[tuple[str, str, str, str], str]],
+    reads: list[ReadScope],
 ) -> None:
     # fresh agent names per example, so examples never see each other's data
     run = f"r{next(_run)}-"
     refs: list[str] = []
     for n, ((agent, project, channel, source), kind) in enumerate(records):
         if kind == "memory":
-            stored = await engine.store(
+            stored = await shared_engine.store(
                 f"note {n} on the shared topic",
                 agent_id=run + agent,
                 project_id=project,
@@ -758,7 +759,7 @@ async def test_recall_never_crosses_a_scope(
                 source={"id": source},
             )
         else:
-            stored = await engine.archive_episode(
+            stored = await shared_engine.archive_episode(
                 f"note {n} on the shared topic", agent_id=run + agent, project_id=project, channel=channel
             )
         refs.append(stored.ref)
@@ -784,10 +785,10 @@ async def test_recall_never_crosses_a_scope(
             for n in range(len(records))
             if seen(read, n) and records[n][1] == "memory"
         }
-        blank = checked(await engine.recall("", **fields))
+        blank = checked(await shared_engine.recall("", **fields))
         # the blank listing is exactly the visible memories
         assert sorted(contents(blank)) == sorted(allowed_memories)
-        asked = checked(await engine.recall("note on the shared topic", deep=True, **fields))
+        asked = checked(await shared_engine.recall("note on the shared topic", deep=True, **fields))
         got = [c.removeprefix("[Episode] ") for c in contents(asked)]
         assert set(got) <= allowed
         # and no arm handed fusion a row outside the scope

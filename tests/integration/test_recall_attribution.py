@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="module")
-async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     async with open_test_engine("ra") as memory:
         yield memory
 
@@ -81,61 +81,65 @@ OTHER_NOTES = [
 ]
 
 
-async def test_a_gold_no_arm_reaches_is_a_candidate_miss_on_both_paths(engine: cpersona.Engine) -> None:
+async def test_a_gold_no_arm_reaches_is_a_candidate_miss_on_both_paths(
+    shared_engine: cpersona.Engine,
+) -> None:
     agent = new_agent()
-    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     gold = refs[len(DEPLOY_NOTES)]  # the tea note: nothing in it answers the question
-    got = await attribute(engine, agent, QUESTION, [gold], limit=2)
+    got = await attribute(shared_engine, agent, QUESTION, [gold], limit=2)
     assert got.failed
     assert got.replayed
     assert got.manual_code == got.trace_code == CANDIDATE_MISS
     assert got.manual_by_gold == got.trace_by_gold == {gold: CANDIDATE_MISS}
     assert got.manual_lost_at == {gold: "no arm"}
-    seen = await replay(engine, agent, QUESTION, limit=2)
+    seen = await replay(shared_engine, agent, QUESTION, limit=2)
     assert not seen.reached(gold)
     assert seen.arms["vector_near"]
     assert seen.arms["block"]
 
 
 async def test_a_gold_the_calibrated_gate_refuses_is_a_filter_drop_on_both_paths(
-    engine: cpersona.Engine,
+    shared_engine: cpersona.Engine,
 ) -> None:
     agent = new_agent()
     # Block seats admit records whatever the gate said, so they would hide the drop; they are off here.
-    policy = add_policy(engine, "attr-no-seats", seats={"block": 0})
-    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    policy = add_policy(shared_engine, "attr-no-seats", seats={"block": 0})
+    refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     gold = refs[0]
-    before = await attribute(engine, agent, QUESTION, [gold], limit=3, policy=policy)
+    before = await attribute(shared_engine, agent, QUESTION, [gold], limit=3, policy=policy)
     assert not before.failed
     assert before.manual_by_gold == before.trace_by_gold == {gold: RETURNED}
 
     # The agent's selected calibration is the gate for every row a vector list found; forced far above
     # any cosine the gold reaches, while its vector floor (half of it) still lets the gold be found.
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
-    got = await attribute(engine, agent, QUESTION, [gold], limit=3, policy=policy)
+    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
+    got = await attribute(shared_engine, agent, QUESTION, [gold], limit=3, policy=policy)
     assert got.failed
     assert got.replayed
     assert got.manual_code == got.trace_code == FILTER_DROP
     assert got.manual_by_gold == got.trace_by_gold == {gold: FILTER_DROP}
     assert got.manual_lost_at == {gold: "gate"}
-    seen = await replay(engine, agent, QUESTION, limit=3, policy=policy)
+    seen = await replay(shared_engine, agent, QUESTION, limit=3, policy=policy)
     assert gold in seen.arms["vector_near"]
     assert gold in seen.refused
     trace = json.loads(got.trace_bytes)
     assert trace["gate"]["origin"] == "calibrated"
 
 
-async def test_a_gold_below_the_count_cut_is_a_ranking_miss_on_both_paths(engine: cpersona.Engine) -> None:
+async def test_a_gold_below_the_count_cut_is_a_ranking_miss_on_both_paths(
+    shared_engine: cpersona.Engine,
+) -> None:
     agent = new_agent()
     # The arms look ten deep while one row is returned, so relevant rows pass the gate and are cut.
-    policy = add_policy(engine, "attr-deep-no-seats", seats={"block": 0}, depth={"floor": 10})
-    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
-    seen = await replay(engine, agent, QUESTION, limit=1, policy=policy)
+    policy = add_policy(shared_engine, "attr-deep-no-seats", seats={"block": 0}, depth={"floor": 10})
+    refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    seen = await replay(shared_engine, agent, QUESTION, limit=1, policy=policy)
     assert len(seen.cut_by_count) >= 2
     gold = seen.cut_by_count[1]
     assert gold in refs[: len(DEPLOY_NOTES)]
-    got = await attribute(engine, agent, QUESTION, [gold, seen.kept[0]], limit=1, policy=policy)
+    got = await attribute(shared_engine, agent, QUESTION, [gold, seen.kept[0]], limit=1, policy=policy)
     assert got.failed
     assert got.replayed
     assert got.missing == (gold,)
@@ -145,25 +149,25 @@ async def test_a_gold_below_the_count_cut_is_a_ranking_miss_on_both_paths(engine
 
 
 async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_miss(
-    engine: cpersona.Engine,
+    shared_engine: cpersona.Engine,
 ) -> None:
     agent = new_agent()
     # The calibrated gate refuses every vector-found row and the opened heuristic gate lets the keyword
     # arm's lexical-only row through, so the one returned row is not on the block list. The block seats
     # stay empty (no block clears the calibrated cosine floor either), and every block-arm row is left
     # below them.
-    policy = add_policy(engine, "attr-open-heuristic", gate={"start": 0.0, "span": 0.0})
-    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    policy = add_policy(shared_engine, "attr-open-heuristic", gate={"start": 0.0, "span": 0.0})
+    refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
-    seen = await replay(engine, agent, QUESTION, limit=1, policy=policy)
+    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
+    seen = await replay(shared_engine, agent, QUESTION, limit=1, policy=policy)
     fused = {ref for name, arm in seen.arms.items() if name != "block" for ref in arm}
     below = [ref for ref in seen.arms["block"] if ref not in seen.returned and ref not in fused]
     assert seen.seated == ()
     assert below
     gold = below[0]
     assert gold in refs[: len(DEPLOY_NOTES)]
-    got = await attribute(engine, agent, QUESTION, [gold], limit=1, policy=policy)
+    got = await attribute(shared_engine, agent, QUESTION, [gold], limit=1, policy=policy)
     assert got.replayed
     assert got.manual_code == got.trace_code == RANKING_MISS
     assert got.manual_lost_at == {gold: "below the block seats"}
@@ -171,14 +175,14 @@ async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_mi
 
 
 async def test_a_bug_in_the_trace_shows_as_a_disagreement(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = new_agent()
-    policy = add_policy(engine, "attr-no-seats", seats={"block": 0})
-    refs = await store(engine, agent, DEPLOY_NOTES + OTHER_NOTES)
+    policy = add_policy(shared_engine, "attr-no-seats", seats={"block": 0})
+    refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     gold = refs[0]
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(engine.redis).set(engine.keys.calibration(agent), "$", calibration)
+    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
     real_gate = cpersona.recall.trace.assemble._gate
 
     def lenient(*args: Any, **kwargs: Any) -> GateTrace:
@@ -188,7 +192,7 @@ async def test_a_bug_in_the_trace_shows_as_a_disagreement(
         return section.model_copy(update={"decisions": passed})
 
     monkeypatch.setattr(cpersona.recall.trace.assemble, "_gate", lenient)
-    got = await attribute(engine, agent, QUESTION, [gold], limit=3, policy=policy)
+    got = await attribute(shared_engine, agent, QUESTION, [gold], limit=3, policy=policy)
     assert got.replayed
     assert got.manual_code == FILTER_DROP
     assert got.trace_code != FILTER_DROP

@@ -74,7 +74,7 @@ def arm_calls() -> list[str]:
 
 
 @pytest.fixture
-async def engine(
+async def counted_engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path, arm_calls: list[str]
 ) -> AsyncIterator[cpersona.Engine]:
     settings_ = Settings(
@@ -133,29 +133,29 @@ def _gate_passed(trace: Mapping[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------------- the request
 
 
-async def test_a_cue_needs_a_cued_policy(engine: cpersona.Engine) -> None:
+async def test_a_cue_needs_a_cued_policy(counted_engine: cpersona.Engine) -> None:
     cue = {"ago": {"unit": "weeks", "value": 2}, "confidence": "likely"}
     with pytest.raises(InvalidRequest) as caught:
-        await engine.recall("cat", agent_id=AGENT, time_cue=cue, policy="single-pass-v0")
+        await counted_engine.recall("cat", agent_id=AGENT, time_cue=cue, policy="single-pass-v0")
     assert caught.value.field == "time_cue"
     assert "cued-v0.4" in str(caught.value)
 
 
-async def test_a_bad_cue_is_refused_naming_its_part(engine: cpersona.Engine) -> None:
+async def test_a_bad_cue_is_refused_naming_its_part(counted_engine: cpersona.Engine) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        await engine.recall(
+        await counted_engine.recall(
             "cat", agent_id=AGENT, time_cue={"ago": {"unit": "years", "value": 2}, "confidence": "sure"}
         )
     assert caught.value.field == "time_cue.ago.unit"
     with pytest.raises(InvalidRequest) as caught:
-        await engine.recall("cat", agent_id=AGENT, time_cue={"after": "2026-01-01"})
+        await counted_engine.recall("cat", agent_id=AGENT, time_cue={"after": "2026-01-01"})
     assert caught.value.field == "time_cue.confidence"
 
 
-async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
-    await _seed(engine)
-    plain = await engine.recall("cat", agent_id=AGENT)
-    empty = await engine.recall("cat", agent_id=AGENT, time_cue={})
+async def test_an_empty_cue_is_no_cue(counted_engine: cpersona.Engine) -> None:
+    await _seed(counted_engine)
+    plain = await counted_engine.recall("cat", agent_id=AGENT)
+    empty = await counted_engine.recall("cat", agent_id=AGENT, time_cue={})
     # Floats to six places, as _rows does: qdrant-client's in-memory mode re-normalises its stored vectors
     # in place on every search, so the second search may score a point one float32 ulp apart.
     assert _rounded(empty.model_dump(mode="json")) == _rounded(plain.model_dump(mode="json"))
@@ -166,10 +166,10 @@ async def test_an_empty_cue_is_no_cue(engine: cpersona.Engine) -> None:
 # --------------------------------------------------------------------------------- what a cue does
 
 
-async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpersona.Engine) -> None:
-    await _seed(engine)
+async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(counted_engine: cpersona.Engine) -> None:
+    await _seed(counted_engine)
     cue = {"after": _ts(45)[:10], "before": _ts(35)[:10], "confidence": "sure"}
-    result = await engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
+    result = await counted_engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
     body = result.model_dump(mode="json")
     assert result.policy["process"] == "cued-v0.4"
     tc = body["time_cue"]
@@ -183,7 +183,7 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(engine: cpe
     cue_refs = [r["ref"] for r in trace["arms"]["cue"]]
     assert cue_refs
     for ref in cue_refs:
-        doc = await engine.get(ref, agent_id=AGENT)
+        doc = await counted_engine.get(ref, agent_id=AGENT)
         assert isinstance(doc, cpersona.MemoryRecord)  # the store holds notes only
         assert start <= doc.timestamp < end
     ranked = {row.ref: (row.match_reason or {}).get("cue_rank") for row in result.rows}
@@ -206,22 +206,24 @@ def _next_day(day: str) -> str:
     return (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat() + "T00:00:00Z"
 
 
-async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cpersona.Engine) -> None:
+async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(counted_engine: cpersona.Engine) -> None:
     # Five near-identical notes on five days, and other topics on other days.
     days = (300, 200, 100, 50, 20)
-    await _seed(engine, notes=[(5, d) for d in days] + [(n, d + 1) for n, d in enumerate(days)])
-    plain = await engine.recall("Tom learning the violin", agent_id=AGENT, limit=5, policy="cued-v0.4")
+    await _seed(counted_engine, notes=[(5, d) for d in days] + [(n, d + 1) for n, d in enumerate(days)])
+    plain = await counted_engine.recall(
+        "Tom learning the violin", agent_id=AGENT, limit=5, policy="cued-v0.4"
+    )
     order = _plain_rows(plain)
     assert len(order) == 5
     last = order[-1]
     assert last is not None
-    record = await engine.get(last, agent_id=AGENT)
+    record = await counted_engine.get(last, agent_id=AGENT)
     assert isinstance(record, cpersona.MemoryRecord)
     day = datetime.datetime.fromtimestamp(record.timestamp, datetime.UTC).date().isoformat()
     for confidence, bound in (("sure", 3), ("likely", 2), ("vague", 1)):
         # The day holds that note alone (the margins of likely and vague stay within a day or two).
         cue = {"after": day, "before": day, "confidence": confidence}
-        cued = await engine.recall(
+        cued = await counted_engine.recall(
             "Tom learning the violin", agent_id=AGENT, limit=5, time_cue=cue, trace=True
         )
         assert cued.trace is not None
@@ -234,11 +236,11 @@ async def test_the_row_the_cue_ranks_first_rises_exactly_l_places(engine: cperso
         assert trace_json(cued)["cue"]["lifted"] == [{"row": last, "from": 4, "to": 4 - bound}]
 
 
-async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
-    await _seed(engine)
+async def test_a_cue_for_today_is_not_used(counted_engine: cpersona.Engine) -> None:
+    await _seed(counted_engine)
     today = datetime.datetime.fromtimestamp(NOW, datetime.UTC).date().isoformat()
-    plain = await engine.recall("cat", agent_id=AGENT, policy="cued-v0.4")
-    cued = await engine.recall(
+    plain = await counted_engine.recall("cat", agent_id=AGENT, policy="cued-v0.4")
+    cued = await counted_engine.recall(
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, trace=True
     )
     assert _rows(cued) == _rows(plain)
@@ -246,22 +248,22 @@ async def test_a_cue_for_today_is_not_used(engine: cpersona.Engine) -> None:
     assert cued.trace is not None
     assert trace_json(cued)["cue_ignored"]["reason"] == "recent_only"
     # cued-v0 predates the rule: the same cue is used there.
-    old = await engine.recall(
+    old = await counted_engine.recall(
         "cat", agent_id=AGENT, time_cue={"after": today, "confidence": "sure"}, policy="cued-v0"
     )
     assert "ignored" not in old.model_dump(mode="json")["time_cue"]
 
 
 async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
-    engine: cpersona.Engine, arm_calls: list[str]
+    counted_engine: cpersona.Engine, arm_calls: list[str]
 ) -> None:
-    await _seed(engine)
+    await _seed(counted_engine)
     calls = arm_calls
     calls.clear()
     # Nothing was stored 200-210 days ago; 'likely' widens by half the length on each side (195-215):
     # still nothing, so the recall stops after one revision.
     cue = {"after": _ts(210)[:10], "before": _ts(201)[:10], "confidence": "likely"}
-    result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
+    result = await counted_engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
     tc = result.model_dump(mode="json")["time_cue"]
     assert tc["revised"] is True
     assert tc["confidence"] == "vague"
@@ -278,14 +280,14 @@ async def test_an_empty_period_widens_once_and_runs_only_the_cue_arm(
     ]
     assert trace["budget"]["stop"] == "no_wider_step"
     # The revision ran the cue arm only: every ordinary arm's list is the uncued recall's.
-    plain = await engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.4")
+    plain = await counted_engine.recall("garden fence", agent_id=AGENT, policy="cued-v0.4")
     assert _plain_rows(result) == _plain_rows(plain)
 
 
-async def test_a_vague_cue_over_an_empty_period_stops(engine: cpersona.Engine) -> None:
-    await _seed(engine)
+async def test_a_vague_cue_over_an_empty_period_stops(counted_engine: cpersona.Engine) -> None:
+    await _seed(counted_engine)
     cue = {"after": _ts(230)[:10], "before": _ts(225)[:10], "confidence": "vague"}
-    result = await engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
+    result = await counted_engine.recall("garden fence", agent_id=AGENT, time_cue=cue, trace=True)
     assert result.model_dump(mode="json")["time_cue"]["revised"] is False
     assert result.trace is not None
     assert trace_json(result)["budget"]["stop"] == "no_wider_step"
@@ -379,7 +381,7 @@ LIFT = {"sure": 3, "likely": 2, "vague": 1}
     other_project=st.booleans(),
 )
 async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
-    engine: cpersona.Engine,
+    counted_engine: cpersona.Engine,
     arm_calls: list[str],
     notes: list[tuple[int, int]],
     cue: dict[str, Any],
@@ -389,28 +391,28 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     other_project: bool,
 ) -> None:
     agent = f"{AGENT}-{next(_runs)}"
-    await _seed(engine, agent, notes)
+    await _seed(counted_engine, agent, notes)
     # A neighbour in the same period who must never be seen: another agent, and (sometimes) another
     # project of the same agent.
-    await engine.store_batch(
+    await counted_engine.store_batch(
         [
             {"content": f"{topic} (neighbour)", "agent_id": agent + "-other", "timestamp": _ts(40)}
             for topic in TOPICS
         ]
     )
     if other_project:
-        await engine.store_batch(
+        await counted_engine.store_batch(
             [
                 {"content": f"{t} (project)", "agent_id": agent, "project_id": "p2", "timestamp": _ts(40)}
                 for t in TOPICS
             ]
         )
-    plain = await engine.recall(
+    plain = await counted_engine.recall(
         query, agent_id=agent, project_id="p1", limit=limit, policy=policy, trace=True
     )
     calls = arm_calls
     calls.clear()
-    cued = await engine.recall(
+    cued = await counted_engine.recall(
         query, agent_id=agent, project_id="p1", limit=limit, policy=policy, trace=True, time_cue=cue
     )
     # A revision re-runs the cue arm only: every ordinary arm ran once at most.
@@ -450,7 +452,7 @@ async def test_a_cue_only_reorders_and_adds_at_most_l_seats(
     for row in cued.rows:
         if row.kind == "profile":
             continue
-        record = await engine.get(row.ref, agent_id=agent)
+        record = await counted_engine.get(row.ref, agent_id=agent)
         assert record is not None
         assert record.scope.project_id in ("", "p1")
 

@@ -77,7 +77,7 @@ async def open_modes(
 
 
 @pytest.fixture
-async def engine(
+async def modes_engine(
     open_modes: Callable[..., AbstractAsyncContextManager[cpersona.Engine]],
 ) -> AsyncIterator[cpersona.Engine]:
     async with open_modes() as memory:
@@ -164,35 +164,35 @@ def test_the_count_needs_no_network_and_no_cache(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ defaults
 
 
-async def test_lite_and_pro_defaults(engine: cpersona.Engine) -> None:
+async def test_lite_and_pro_defaults(modes_engine: cpersona.Engine) -> None:
     who = agent()
-    await fill(engine, who, [2] * 3)
-    lite = await engine.reconstruct("", agent_id=who, mode="lite", top_k=1)
+    await fill(modes_engine, who, [2] * 3)
+    lite = await modes_engine.reconstruct("", agent_id=who, mode="lite", top_k=1)
     assert (lite.mode, lite.cap, lite.effective_count) == ("lite", 3_000, 10)
     assert lite.used_tokens == json_tokens(lite)
     body = lite.model_dump(mode="json")
     assert not {"bounds", "requested_budget", "budget_policy", "effective_budget", "used_budget"} & set(body)
-    also = await engine.reconstruct("", agent_id=who, lite=True, top_k=1)
+    also = await modes_engine.reconstruct("", agent_id=who, lite=True, top_k=1)
     # The same answer, echoing the spelling that chose it (and counting the echo's tokens).
     assert also.lite is True
     assert lite.lite is None
     assert also.used_tokens == json_tokens(also)
     assert also.model_dump(mode="json") == {**body, "lite": True, "used_tokens": also.used_tokens}
-    pro = await engine.reconstruct("", agent_id=who, mode="pro")
+    pro = await modes_engine.reconstruct("", agent_id=who, mode="pro")
     assert (pro.mode, pro.cap, pro.effective_count) == ("pro", 5_000, 15)
-    many = await engine.reconstruct("", agent_id=who, mode="pro", count=20)
+    many = await modes_engine.reconstruct("", agent_id=who, mode="pro", count=20)
     assert (many.effective_count, many.requested_count) == (15, 20)
-    plain = (await engine.reconstruct("", agent_id=who)).model_dump(mode="json")
+    plain = (await modes_engine.reconstruct("", agent_id=who)).model_dump(mode="json")
     assert not {"mode", "cap", "used_tokens"} & set(plain)
 
 
-async def test_lites_budget_is_2800_characters_and_pros_is_none(engine: cpersona.Engine) -> None:
+async def test_lites_budget_is_2800_characters_and_pros_is_none(modes_engine: cpersona.Engine) -> None:
     who = agent()
-    texts = await fill(engine, who, [14] * 12)  # 12 records of ~800 characters
-    lite = await engine.reconstruct("", agent_id=who, mode="lite")
+    texts = await fill(modes_engine, who, [14] * 12)  # 12 records of ~800 characters
+    lite = await modes_engine.reconstruct("", agent_id=who, mode="lite")
     quoted = sum(len(c) for _, c in pieces(lite))
     assert 0 < quoted <= 2_800
-    pro = await engine.reconstruct("", agent_id=who, mode="pro")
+    pro = await modes_engine.reconstruct("", agent_id=who, mode="pro")
     assert pro.used_tokens is not None
     assert pro.used_tokens <= 5_000
     assert sum(len(c) for _, c in pieces(pro)) > 4_000  # beyond the default 4,000 character budget
@@ -200,16 +200,16 @@ async def test_lites_budget_is_2800_characters_and_pros_is_none(engine: cpersona
         assert content in texts[ref]
 
 
-async def test_a_mode_never_walks_relations(engine: cpersona.Engine) -> None:
+async def test_a_mode_never_walks_relations(modes_engine: cpersona.Engine) -> None:
     who = agent()
-    await engine.store("Ann sails", agent_id=who, associations={"entities": [{"name": "Ann"}]})
-    await engine.store("Cy fishes", agent_id=who, associations={"entities": [{"name": "Cy"}]})
-    await engine.declare_associations(
+    await modes_engine.store("Ann sails", agent_id=who, associations={"entities": [{"name": "Ann"}]})
+    await modes_engine.store("Cy fishes", agent_id=who, associations={"entities": [{"name": "Cy"}]})
+    await modes_engine.declare_associations(
         who, {"relations": [{"subject": "Ann", "predicate": "knows", "object": "Cy"}]}
     )
-    walked = await engine.reconstruct("Ann", agent_id=who, count=1, max_hops=2)
+    walked = await modes_engine.reconstruct("Ann", agent_id=who, count=1, max_hops=2)
     assert any(c.why == "relation:knows" for i in walked.items for c in i.claims)
-    lite = await engine.reconstruct("Ann", agent_id=who, count=1, max_hops=2, mode="lite")
+    lite = await modes_engine.reconstruct("Ann", agent_id=who, count=1, max_hops=2, mode="lite")
     assert not any((c.why or "").startswith("relation:") for i in lite.items for c in i.claims)
 
 
@@ -322,13 +322,13 @@ _PROPS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthC
 @_PROPS
 @given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=8), cap=st.integers(250, 2_500))
 async def test_the_modes_answer_is_a_prefix_of_the_unbounded_sequence(
-    engine: cpersona.Engine, builds: list[Any], sizes: list[int], cap: int
+    modes_engine: cpersona.Engine, builds: list[Any], sizes: list[int], cap: int
 ) -> None:
     who = agent()
-    texts = await fill(engine, who, sizes)
+    texts = await fill(modes_engine, who, sizes)
     builds.clear()
     try:
-        result = await engine.reconstruct("", agent_id=who, mode="pro")
+        result = await modes_engine.reconstruct("", agent_id=who, mode="pro")
     except CapBelowMinimum:
         return
     [(build, mode)] = builds
@@ -378,11 +378,11 @@ def test_held_long_last_moves_a_held_items_later_passages_to_the_end() -> None:
 
 
 async def test_pros_whole_record_floor_covers_its_first_10_items_only(
-    engine: cpersona.Engine, builds: list[Any]
+    modes_engine: cpersona.Engine, builds: list[Any]
 ) -> None:
     who = agent()
-    texts = await fill(engine, who, [2, 30, *[2] * 9])  # newest first: item 9 is long, item 10 short
-    result = await engine.reconstruct("", agent_id=who, mode="pro")
+    texts = await fill(modes_engine, who, [2, 30, *[2] * 9])  # newest first: item 9 is long, item 10 short
+    result = await modes_engine.reconstruct("", agent_id=who, mode="pro")
     refs = [i.head_ref for i in result.items]
     assert len(refs) == 11
     assert len(texts[refs[9]]) > 800 >= len(texts[refs[10]])
@@ -394,11 +394,11 @@ async def test_pros_whole_record_floor_covers_its_first_10_items_only(
 
 
 async def test_pro_asks_the_recall_for_its_extra_seats(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    modes_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     who = agent()
-    await fill(engine, who, [2, 3])
-    recaller = engine.recaller
+    await fill(modes_engine, who, [2, 3])
+    recaller = modes_engine.recaller
     asked: list[PolicyOverlay] = []
     real = recaller.recall
 
@@ -411,9 +411,9 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
         return result
 
     monkeypatch.setattr(recaller, "recall", spy)
-    await engine.reconstruct("harbour boats", agent_id=who, mode="pro")
-    await engine.reconstruct("harbour boats", agent_id=who, mode="lite")
-    await engine.reconstruct("harbour boats", agent_id=who)
+    await modes_engine.reconstruct("harbour boats", agent_id=who, mode="pro")
+    await modes_engine.reconstruct("harbour boats", agent_id=who, mode="lite")
+    await modes_engine.reconstruct("harbour boats", agent_id=who)
     seats = [(o.keyword_seats, o.extra_block_seats, o.depth_places) for o in asked]
     assert seats == [(9, 2, 8), (1, 0, 0), (1, 0, 0)]
     assert depths[0] == depths[1] + 8 == depths[2] + 8  # the depth places reach the arms' depth
@@ -422,14 +422,14 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
 # ------------------------------------------------------------------------- the compact item, the echo
 
 
-async def test_a_mode_gives_a_lone_head_claim_as_the_items_as_of(engine: cpersona.Engine) -> None:
+async def test_a_mode_gives_a_lone_head_claim_as_the_items_as_of(modes_engine: cpersona.Engine) -> None:
     who = agent()
-    far = await engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
+    far = await modes_engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
     for i in range(2):  # one adjacency burst, far from the first row: one item of two claims
-        await engine.store(f"the boat got new sails {i}", agent_id=who, timestamp=90_000.0 + i)
-    plain = await engine.reconstruct("", agent_id=who)
+        await modes_engine.store(f"the boat got new sails {i}", agent_id=who, timestamp=90_000.0 + i)
+    plain = await modes_engine.reconstruct("", agent_id=who)
     for mode in ("lite", "pro"):
-        result = await engine.reconstruct("", agent_id=who, mode=mode)
+        result = await modes_engine.reconstruct("", agent_id=who, mode=mode)
         assert [i.head_ref for i in result.items] == [i.head_ref for i in plain.items]
         for compact, full in zip(result.items, plain.items, strict=True):
             if len(full.claims) == 1:
@@ -447,18 +447,20 @@ async def test_a_mode_gives_a_lone_head_claim_as_the_items_as_of(engine: cperson
     assert all(i.claims and i.as_of is None for i in plain.items)
 
 
-async def test_lite_true_is_echoed_and_mode_lite_is_not(engine: cpersona.Engine) -> None:
+async def test_lite_true_is_echoed_and_mode_lite_is_not(modes_engine: cpersona.Engine) -> None:
     who = agent()
-    await engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
-    flag = await engine.reconstruct("", agent_id=who, lite=True)
+    await modes_engine.store("the crane was painted red", agent_id=who, timestamp=1_000.0)
+    flag = await modes_engine.reconstruct("", agent_id=who, lite=True)
     assert (flag.mode, flag.lite) == ("lite", True)
     assert flag.model_dump(mode="json")["lite"] is True
-    named = await engine.reconstruct("", agent_id=who, mode="lite")
+    named = await modes_engine.reconstruct("", agent_id=who, mode="lite")
     assert (named.mode, named.lite) == ("lite", None)
     assert "lite" not in named.model_dump(mode="json")
-    assert "lite" not in (await engine.reconstruct("", agent_id=who, mode="pro")).model_dump(mode="json")
-    assert "lite" not in (await engine.reconstruct("", agent_id=who)).model_dump(mode="json")
-    zero = await engine.reconstruct("", agent_id=who, lite=True, count=0)
+    assert "lite" not in (await modes_engine.reconstruct("", agent_id=who, mode="pro")).model_dump(
+        mode="json"
+    )
+    assert "lite" not in (await modes_engine.reconstruct("", agent_id=who)).model_dump(mode="json")
+    zero = await modes_engine.reconstruct("", agent_id=who, lite=True, count=0)
     assert (zero.mode, zero.lite, zero.shortfall_reason) == ("lite", True, "count_zero")
     assert zero.used_tokens == json_tokens(zero)
 
@@ -506,9 +508,9 @@ def test_the_cli_shows_a_compact_items_time_as_its_claim() -> None:
     assert "     mem:1  2026-01-01T00:00:00Z" in lines
 
 
-async def test_lite_beside_mode_pro_is_refused_naming_lite(engine: cpersona.Engine) -> None:
+async def test_lite_beside_mode_pro_is_refused_naming_lite(modes_engine: cpersona.Engine) -> None:
     with pytest.raises(cpersona.InvalidRequest) as caught:
-        await engine.reconstruct("q", agent_id="a", mode="pro", lite=True)
+        await modes_engine.reconstruct("q", agent_id="a", mode="pro", lite=True)
     assert "lite" in str(caught.value)
-    both = await engine.reconstruct("", agent_id="a", mode="lite", lite=True, top_k=1)
+    both = await modes_engine.reconstruct("", agent_id="a", mode="lite", lite=True, top_k=1)
     assert both.mode == "lite"

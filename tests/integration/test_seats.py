@@ -18,8 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cpersona
-from cpersona import Settings
 from cpersona.edges.http.app import create_app, openapi_document
 from cpersona.errors import InvalidRequest
 from cpersona.model.candidates import ArmResult, ArmRow
@@ -32,13 +30,15 @@ from serving import environment_without_settings
 from traced import trace_json
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
     import httpx
     from starlette.applications import Starlette
 
+    import cpersona
+    from cpersona import Settings
     from cpersona.model.time_cue import Confidence
     from cpersona.recall.stages.chain import Seated
 
@@ -230,17 +230,6 @@ def test_no_seat_holds_a_record_below_its_arms_floor(case: tuple[Retrieved, Reca
 # ---------------------------------------------------------------------------------- through the engine
 
 
-@pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(
-        data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:"
-    )
-    async with cpersona.open(settings_, background=False) as memory:
-        yield memory
-
-
 OFFICE = [
     "The office moves to the fourth floor of the Lindqvist building in March.",
     "Movers pack the office desks on the last Friday of February.",
@@ -249,11 +238,15 @@ OFFICE = [
 ]
 
 
-async def test_limit_one_returns_one_ranked_row_and_says_how_many_seats(engine: cpersona.Engine) -> None:
+async def test_limit_one_returns_one_ranked_row_and_says_how_many_seats(
+    vector_engine: cpersona.Engine,
+) -> None:
     for text in OFFICE:
-        await engine.store(text, agent_id="a")
-    await engine.drain_blocks()
-    result = await engine.recall("When does the office move to the new building?", agent_id="a", limit=1)
+        await vector_engine.store(text, agent_id="a")
+    await vector_engine.drain_blocks()
+    result = await vector_engine.recall(
+        "When does the office move to the new building?", agent_id="a", limit=1
+    )
     seated = [row for row in result.rows if row.match_reason.get("admission") == "reservation"]
     assert len(result.rows) - len(seated) == 1
     assert (result.limit, result.count, result.seated) == (1, len(result.rows), len(seated))
@@ -269,11 +262,11 @@ async def test_limit_one_returns_one_ranked_row_and_says_how_many_seats(engine: 
     RecallResult.model_validate(body)
 
 
-async def test_the_trace_lists_the_same_seats_as_the_response(engine: cpersona.Engine) -> None:
+async def test_the_trace_lists_the_same_seats_as_the_response(vector_engine: cpersona.Engine) -> None:
     for text in OFFICE:
-        await engine.store(text, agent_id="t")
-    await engine.drain_blocks()
-    result = await engine.recall("When does the office move?", agent_id="t", limit=1, trace=True)
+        await vector_engine.store(text, agent_id="t")
+    await vector_engine.drain_blocks()
+    result = await vector_engine.recall("When does the office move?", agent_id="t", limit=1, trace=True)
     assert result.trace is not None
     seats = [row.ref for row in result.rows if row.seated]
     assert [entry["ref"] for entry in trace_json(result)["reservation"]] == seats
@@ -281,42 +274,44 @@ async def test_the_trace_lists_the_same_seats_as_the_response(engine: cpersona.E
     assert result.seated == len(seats) <= MAX_BLOCK_SEATS
 
 
-async def test_every_row_says_why_it_is_there(engine: cpersona.Engine) -> None:
-    await engine.store_batch(
+async def test_every_row_says_why_it_is_there(vector_engine: cpersona.Engine) -> None:
+    await vector_engine.store_batch(
         [{"content": f"garden note {i}: the tomatoes need water", "agent_id": "g"} for i in range(50)]
     )
-    await engine.update_profile("g", "likes tomatoes")
-    await engine.drain_blocks()
+    await vector_engine.update_profile("g", "likes tomatoes")
+    await vector_engine.drain_blocks()
     for query, fields in (
         ("tomatoes", {}),
         ("tomatoes", {"mode": "cascade"}),
         ("", {}),
         ("   ", {"limit": 3}),
     ):
-        result = await engine.recall(query, agent_id="g", **fields)
+        result = await vector_engine.recall(query, agent_id="g", **fields)
         assert result.rows, (query, fields)
         for row in result.rows:
             assert row.match_reason.get("signal"), (query, fields, row)
             assert row.model_dump(mode="json")["match_reason"] == dict(row.match_reason)
-    blank = await engine.recall("", agent_id="g")
+    blank = await vector_engine.recall("", agent_id="g")
     assert {row.match_reason["signal"] for row in blank.rows} == {"recency", "profile"}
 
 
-async def test_the_profile_row_has_a_ref_that_answers(engine: cpersona.Engine) -> None:
-    await engine.store_batch([{"content": f"note {i} about the deploy", "agent_id": "p"} for i in range(50)])
-    await engine.update_profile("p", "terse; prefers YAML")
-    result = await engine.recall("deploy", agent_id="p", limit=100)
+async def test_the_profile_row_has_a_ref_that_answers(vector_engine: cpersona.Engine) -> None:
+    await vector_engine.store_batch(
+        [{"content": f"note {i} about the deploy", "agent_id": "p"} for i in range(50)]
+    )
+    await vector_engine.update_profile("p", "terse; prefers YAML")
+    result = await vector_engine.recall("deploy", agent_id="p", limit=100)
     [profile] = [row for row in result.rows if row.kind == "profile"]
     assert profile.ref == "profile:p"
     assert profile.match_reason == {"signal": "profile"}
     assert profile.model_dump(mode="json")["ref"] == "profile:p"
     # Copied into a get, the ref is answered with where the profile is read, not a generic refusal.
     with pytest.raises(InvalidRequest) as err:
-        await engine.get(profile.ref, agent_id="p")
+        await vector_engine.get(profile.ref, agent_id="p")
     assert err.value.field == "ref"
     assert "get_profile" in str(err.value)
     assert "/v1/profile/" in str(err.value)
-    stored = await engine.get_profile("p")
+    stored = await vector_engine.get_profile("p")
     assert stored is not None
     assert stored.content == "terse; prefers YAML"
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="module")
-async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     async with open_test_engine("se") as memory:
         yield memory
 
@@ -88,45 +88,47 @@ async def _record(engine: cpersona.Engine, ref: str, agent: str) -> MemoryRecord
 
 
 async def test_a_caller_vector_is_stored_without_embedding(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
+    agent, dim = _agent(), _embedder(shared_engine).dim
     given_vector = [3.0 * x for x in _direction(1, dim)]  # not unit length: stored at unit length
-    with _counted(_embedder(engine), monkeypatch) as calls:
-        stored = await engine.store(
+    with _counted(_embedder(shared_engine), monkeypatch) as calls:
+        stored = await shared_engine.store(
             "a fleet's note with its own vector", agent_id=agent, embedding=given_vector
         )
     assert calls == []
     assert (stored.result, stored.embedded, stored.vector_pending) == ("stored", True, False)
-    record = await _record(engine, stored.ref, agent)
+    record = await _record(shared_engine, stored.ref, agent)
     assert (record.embedded, record.embedding_model, record.vector_pending) == (True, "caller", False)
-    kept = (await _vectors(engine).vectors([stored.id]))[stored.id]
+    kept = (await _vectors(shared_engine).vectors([stored.id]))[stored.id]
     np.testing.assert_allclose(kept, _unit(given_vector), atol=1e-6)
     # A cue of the same vector finds it first, at cosine 1.
-    found = await engine.query({"embedding": given_vector}, agent_id=agent, activation_depth=0, trace=True)
+    found = await shared_engine.query(
+        {"embedding": given_vector}, agent_id=agent, activation_depth=0, trace=True
+    )
     assert found.memories[0].record.ref == stored.ref
     assert found.trace is not None
     assert trace_json(found)["arms"]["vector"]["rows"][0]["raw"] == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_a_mixed_batch_embeds_only_the_others_in_one_call(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
+    agent, dim = _agent(), _embedder(shared_engine).dim
     texts = [f"batch line {n} about harbour {n}" for n in range(5)]
     own = {1: _direction(11, dim), 3: _direction(13, dim)}
     records = [
         {"content": t, "agent_id": agent, **({"embedding": own[n]} if n in own else {})}
         for n, t in enumerate(texts)
     ]
-    with _counted(_embedder(engine), monkeypatch) as calls:
-        batch = await engine.store_batch(records)
+    with _counted(_embedder(shared_engine), monkeypatch) as calls:
+        batch = await shared_engine.store_batch(records)
     assert calls == [[texts[0], texts[2], texts[4]]]
-    model = _embedder(engine).name
-    kept = await _vectors(engine).vectors([r.id for r in batch.results])
-    made = await _embedder(engine).embed([texts[0], texts[2], texts[4]])
+    model = _embedder(shared_engine).name
+    kept = await _vectors(shared_engine).vectors([r.id for r in batch.results])
+    made = await _embedder(shared_engine).embed([texts[0], texts[2], texts[4]])
     for n, result in enumerate(batch.results):
-        record = await _record(engine, result.ref, agent)
+        record = await _record(shared_engine, result.ref, agent)
         assert record.embedding_model == ("caller" if n in own else model)
         expected = _unit(own[n]) if n in own else made[[0, 2, 4].index(n)]
         np.testing.assert_allclose(kept[result.id], expected, atol=1e-5)
@@ -138,11 +140,11 @@ async def test_a_mixed_batch_embeds_only_the_others_in_one_call(
     scale=st.floats(1e-3, 1e3),
 )
 async def test_any_nonzero_vector_is_kept_as_its_direction(
-    engine: cpersona.Engine, values: list[float], scale: float
+    shared_engine: cpersona.Engine, values: list[float], scale: float
 ) -> None:
     """Whatever the caller's vector (its length, its sign pattern, mostly zeros), the collection holds
     its direction at unit length, and the record says the caller made it."""
-    dim = _embedder(engine).dim
+    dim = _embedder(shared_engine).dim
     vector = [0.0] * dim
     for n, x in enumerate(values):
         vector[(n * 37) % dim] = x * scale
@@ -150,26 +152,26 @@ async def test_any_nonzero_vector_is_kept_as_its_direction(
     if not as_float32.any():
         return  # every component rounds to zero in float32: refused as all zeros (tested below)
     agent = _agent()
-    stored = await engine.store(f"direction {uuid.uuid4().hex}", agent_id=agent, embedding=vector)
-    kept = (await _vectors(engine).vectors([stored.id]))[stored.id]
+    stored = await shared_engine.store(f"direction {uuid.uuid4().hex}", agent_id=agent, embedding=vector)
+    kept = (await _vectors(shared_engine).vectors([stored.id]))[stored.id]
     # The direction of the vector as the index stores numbers (float32), whatever its length.
     np.testing.assert_allclose(kept, _unit(as_float32.tolist()), atol=1e-5)
     assert float(np.linalg.norm(kept)) == pytest.approx(1.0, abs=1e-5)
-    assert (await _record(engine, stored.ref, agent)).embedding_model == "caller"
+    assert (await _record(shared_engine, stored.ref, agent)).embedding_model == "caller"
 
 
 @pytest.mark.parametrize("extreme", [1e20, 3e38, 1e-30, 1e-44])
 async def test_a_vector_whose_float32_length_would_overflow_or_vanish_keeps_its_direction(
-    engine: cpersona.Engine, extreme: float
+    shared_engine: cpersona.Engine, extreme: float
 ) -> None:
     """Squared in float32 these components overflow to infinity or vanish to zero; the length is taken
     in float64, so the direction is kept (and the HTTP edge never sees a bare ValueError)."""
-    dim = _embedder(engine).dim
+    dim = _embedder(shared_engine).dim
     vector = [0.0] * dim
     vector[3], vector[5] = extreme, -extreme
     agent = _agent()
-    stored = await engine.store(f"extreme {extreme}", agent_id=agent, embedding=vector)
-    kept = (await _vectors(engine).vectors([stored.id]))[stored.id]
+    stored = await shared_engine.store(f"extreme {extreme}", agent_id=agent, embedding=vector)
+    kept = (await _vectors(shared_engine).vectors([stored.id]))[stored.id]
     expected = np.zeros(dim, dtype=np.float32)
     expected[3], expected[5] = math.sqrt(0.5), -math.sqrt(0.5)
     np.testing.assert_allclose(kept, expected, atol=1e-5)
@@ -191,22 +193,22 @@ async def test_a_vector_whose_float32_length_would_overflow_or_vanish_keeps_its_
     ],
 )
 async def test_a_bad_vector_is_refused_naming_the_field_and_nothing_is_written(
-    engine: cpersona.Engine, bad: Callable[[int], list[float]], why: str
+    shared_engine: cpersona.Engine, bad: Callable[[int], list[float]], why: str
 ) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
+    agent, dim = _agent(), _embedder(shared_engine).dim
     with pytest.raises(InvalidRequest) as single:
-        await engine.store("refused with its vector", agent_id=agent, embedding=bad(dim))
+        await shared_engine.store("refused with its vector", agent_id=agent, embedding=bad(dim))
     # A number that is not finite is named where it stands (``embedding[0]``).
     assert single.value.field in ("embedding", "embedding[0]")
     assert why in str(single.value)
     good = {"content": "a good neighbour", "agent_id": agent, "embedding": _direction(2, dim)}
     with pytest.raises(InvalidRequest) as batch:
-        await engine.store_batch(
+        await shared_engine.store_batch(
             [good, {"content": "refused in a batch", "agent_id": agent, "embedding": bad(dim)}]
         )
     assert batch.value.field in ("records[1].embedding", "records[1].embedding[0]")
     # Nothing of either was written, the good record of the batch neither.
-    assert (await engine.stats(agent))["memories"] == 0
+    assert (await shared_engine.stats(agent))["memories"] == 0
 
 
 async def test_a_lexical_engine_refuses_an_embedding_rather_than_dropping_it(
@@ -225,11 +227,11 @@ async def test_a_lexical_engine_refuses_an_embedding_rather_than_dropping_it(
 
 
 async def test_a_caller_vector_that_cannot_be_written_fails_the_store_whole(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not left pending: the pending path could only embed the text, replacing the caller's vector."""
-    agent, dim = _agent(), _embedder(engine).dim
-    vectors = _vectors(engine)
+    agent, dim = _agent(), _embedder(shared_engine).dim
+    vectors = _vectors(shared_engine)
 
     async def refused(*args: object, **kwargs: object) -> None:
         raise VectorStoreUnavailable("the vector store is away")
@@ -240,12 +242,12 @@ async def test_a_caller_vector_that_cannot_be_written_fails_the_store_whole(
         {"content": "the model's to embed", "agent_id": agent, "id": "m2"},
     ]
     with pytest.raises(VectorStoreUnavailable):
-        await engine.store_batch(records)
+        await shared_engine.store_batch(records)
     monkeypatch.undo()
-    assert (await engine.stats(agent))["memories"] == 0
-    assert await engine.redis.scard(engine.keys.vector_pending) == 0
+    assert (await shared_engine.stats(agent))["memories"] == 0
+    assert await shared_engine.redis.scard(shared_engine.keys.vector_pending) == 0
     # Its claims were given up: the same batch, sent again, is stored.
-    again = await engine.store_batch(records)
+    again = await shared_engine.store_batch(records)
     assert [r.result for r in again.results] == ["stored", "stored"]
     assert [r.vector_pending for r in again.results] == [False, False]
 
@@ -253,56 +255,67 @@ async def test_a_caller_vector_that_cannot_be_written_fails_the_store_whole(
 # ------------------------------------------------------------------------------------------- updates
 
 
-async def test_an_update_keeps_a_caller_vector_unless_the_text_changes(engine: cpersona.Engine) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
+async def test_an_update_keeps_a_caller_vector_unless_the_text_changes(
+    shared_engine: cpersona.Engine,
+) -> None:
+    agent, dim = _agent(), _embedder(shared_engine).dim
     mine = _direction(4, dim)
-    stored = await engine.store(
+    stored = await shared_engine.store(
         "kept while the text stays", agent_id=agent, embedding=mine, timestamp=1_000.0
     )
-    await engine.update(stored.ref, agent_id=agent, metadata={"tag": "new"}, timestamp=2_000.0)
-    record = await _record(engine, stored.ref, agent)
+    await shared_engine.update(stored.ref, agent_id=agent, metadata={"tag": "new"}, timestamp=2_000.0)
+    record = await _record(shared_engine, stored.ref, agent)
     assert (record.embedding_model, record.embedded) == ("caller", True)
     np.testing.assert_allclose(
-        (await _vectors(engine).vectors([stored.id]))[stored.id], _unit(mine), atol=1e-6
+        (await _vectors(shared_engine).vectors([stored.id]))[stored.id], _unit(mine), atol=1e-6
     )
     # The point moved with the record's time (a time-filtered vector search sees the new one).
-    hits = await engine.query(
+    hits = await shared_engine.query(
         {"embedding": mine, "temporal": {"start": 1_500.0, "end": 2_500.0}},
         agent_id=agent,
         activation_depth=0,
     )
     assert [m.record.ref for m in hits.memories] == [stored.ref]
     # New text: the caller's vector described the old one, so the model embeds the new, under its name.
-    await engine.update(stored.ref, agent_id=agent, content="different words now")
-    record = await _record(engine, stored.ref, agent)
-    assert record.embedding_model == _embedder(engine).name
-    (made,) = await _embedder(engine).embed(["different words now"])
-    np.testing.assert_allclose((await _vectors(engine).vectors([stored.id]))[stored.id], made, atol=1e-5)
+    await shared_engine.update(stored.ref, agent_id=agent, content="different words now")
+    record = await _record(shared_engine, stored.ref, agent)
+    assert record.embedding_model == _embedder(shared_engine).name
+    (made,) = await _embedder(shared_engine).embed(["different words now"])
+    np.testing.assert_allclose(
+        (await _vectors(shared_engine).vectors([stored.id]))[stored.id], made, atol=1e-5
+    )
 
 
-async def test_an_update_does_not_call_a_lost_caller_vector_the_callers(engine: cpersona.Engine) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
-    stored = await engine.store("its vector is lost", agent_id=agent, embedding=_direction(9, dim))
-    await _vectors(engine).delete([stored.id])
-    await engine.update(stored.ref, agent_id=agent, metadata={"after": "the loss"})
-    record = await _record(engine, stored.ref, agent)
-    assert record.embedding_model == _embedder(engine).name
-    (made,) = await _embedder(engine).embed(["its vector is lost"])
-    np.testing.assert_allclose((await _vectors(engine).vectors([stored.id]))[stored.id], made, atol=1e-5)
+async def test_an_update_does_not_call_a_lost_caller_vector_the_callers(
+    shared_engine: cpersona.Engine,
+) -> None:
+    agent, dim = _agent(), _embedder(shared_engine).dim
+    stored = await shared_engine.store("its vector is lost", agent_id=agent, embedding=_direction(9, dim))
+    await _vectors(shared_engine).delete([stored.id])
+    await shared_engine.update(stored.ref, agent_id=agent, metadata={"after": "the loss"})
+    record = await _record(shared_engine, stored.ref, agent)
+    assert record.embedding_model == _embedder(shared_engine).name
+    (made,) = await _embedder(shared_engine).embed(["its vector is lost"])
+    np.testing.assert_allclose(
+        (await _vectors(shared_engine).vectors([stored.id]))[stored.id], made, atol=1e-5
+    )
 
 
-async def test_a_consolidated_copy_keeps_its_originals_caller_vector(engine: cpersona.Engine) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
+async def test_a_consolidated_copy_keeps_its_originals_caller_vector(shared_engine: cpersona.Engine) -> None:
+    agent, dim = _agent(), _embedder(shared_engine).dim
     mine = _direction(8, dim)
-    sent = await engine.store("an episode the fleet embedded itself", agent_id=agent, embedding=mine)
-    by_model = await engine.store("an episode the model embeds for us", agent_id=agent)
-    result = await engine.consolidate(agent)
+    sent = await shared_engine.store("an episode the fleet embedded itself", agent_id=agent, embedding=mine)
+    by_model = await shared_engine.store("an episode the model embeds for us", agent_id=agent)
+    result = await shared_engine.consolidate(agent)
     assert result.records_migrated == 2
-    listed = [m for m in await engine.list("memory", agent_id=agent) if isinstance(m, MemoryRecord)]
+    listed = [m for m in await shared_engine.list("memory", agent_id=agent) if isinstance(m, MemoryRecord)]
     copies = {m.metadata["_consolidated_from"]: m for m in listed if m.store == "semantic"}
     caller_copy, model_copy = copies[sent.ref], copies[by_model.ref]
-    assert (caller_copy.embedding_model, model_copy.embedding_model) == ("caller", _embedder(engine).name)
-    kept = await _vectors(engine).vectors([caller_copy.id, model_copy.id, by_model.id])
+    assert (caller_copy.embedding_model, model_copy.embedding_model) == (
+        "caller",
+        _embedder(shared_engine).name,
+    )
+    kept = await _vectors(shared_engine).vectors([caller_copy.id, model_copy.id, by_model.id])
     np.testing.assert_allclose(kept[caller_copy.id], _unit(mine), atol=1e-6)
     np.testing.assert_allclose(kept[model_copy.id], kept[by_model.id], atol=1e-5)
 
@@ -318,59 +331,61 @@ async def _block_vector(engine: cpersona.Engine, record_id: str, index: int = 0)
 
 
 async def test_a_one_block_record_reuses_its_vector_whatever_made_it(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
-    await engine.drain_blocks()  # what other tests queued
+    agent, dim = _agent(), _embedder(shared_engine).dim
+    await shared_engine.drain_blocks()  # what other tests queued
     mine = _direction(5, dim)
-    by_caller = await engine.store("  one block, the caller's vector  ", agent_id=agent, embedding=mine)
-    by_model = await engine.store("one block, the model's vector", agent_id=agent)
-    with _counted(_embedder(engine), monkeypatch) as calls:
-        assert await engine.drain_blocks() == 2
+    by_caller = await shared_engine.store(
+        "  one block, the caller's vector  ", agent_id=agent, embedding=mine
+    )
+    by_model = await shared_engine.store("one block, the model's vector", agent_id=agent)
+    with _counted(_embedder(shared_engine), monkeypatch) as calls:
+        assert await shared_engine.drain_blocks() == 2
     assert calls == []
-    np.testing.assert_allclose(await _block_vector(engine, by_caller.id), _unit(mine), atol=1e-6)
-    record_vectors = await _vectors(engine).vectors([by_model.id])
+    np.testing.assert_allclose(await _block_vector(shared_engine, by_caller.id), _unit(mine), atol=1e-6)
+    record_vectors = await _vectors(shared_engine).vectors([by_model.id])
     np.testing.assert_allclose(
-        await _block_vector(engine, by_model.id), record_vectors[by_model.id], atol=1e-6
+        await _block_vector(shared_engine, by_model.id), record_vectors[by_model.id], atol=1e-6
     )
 
 
 async def test_a_multi_block_record_embeds_its_blocks(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent, dim = _agent(), _embedder(engine).dim
-    await engine.drain_blocks()
+    agent, dim = _agent(), _embedder(shared_engine).dim
+    await shared_engine.drain_blocks()
     text = "The first sentence is here. The second one follows it."
-    stored = await engine.store(text, agent_id=agent, embedding=_direction(6, dim))
-    with _counted(_embedder(engine), monkeypatch) as calls:
-        assert await engine.drain_blocks() == 1
+    stored = await shared_engine.store(text, agent_id=agent, embedding=_direction(6, dim))
+    with _counted(_embedder(shared_engine), monkeypatch) as calls:
+        assert await shared_engine.drain_blocks() == 1
     assert calls == [["The first sentence is here.", "The second one follows it."]]
-    made = await _embedder(engine).embed(calls[0])
+    made = await _embedder(shared_engine).embed(calls[0])
     for index, vector in enumerate(made):
-        np.testing.assert_allclose(await _block_vector(engine, stored.id, index), vector, atol=1e-5)
+        np.testing.assert_allclose(await _block_vector(shared_engine, stored.id, index), vector, atol=1e-5)
 
 
 async def test_a_pending_record_vector_is_not_reused(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The record collection may hold an older vector while the document waits for its new one."""
     agent = _agent()
-    await engine.drain_blocks()
-    stored = await engine.store("the old words of the record", agent_id=agent)
-    await engine.drain_blocks()
-    vectors = _vectors(engine)
+    await shared_engine.drain_blocks()
+    stored = await shared_engine.store("the old words of the record", agent_id=agent)
+    await shared_engine.drain_blocks()
+    vectors = _vectors(shared_engine)
 
     async def refused(*args: object, **kwargs: object) -> None:
         raise VectorStoreUnavailable("the vector store is away")
 
     monkeypatch.setattr(vectors, "upsert", refused)
-    await engine.update(stored.ref, agent_id=agent, content="the new words of the record")
+    await shared_engine.update(stored.ref, agent_id=agent, content="the new words of the record")
     monkeypatch.undo()
-    assert (await _record(engine, stored.ref, agent)).vector_pending
-    with _counted(_embedder(engine), monkeypatch) as calls:
-        await engine.drain_blocks()
+    assert (await _record(shared_engine, stored.ref, agent)).vector_pending
+    with _counted(_embedder(shared_engine), monkeypatch) as calls:
+        await shared_engine.drain_blocks()
     assert calls == [["the new words of the record"]]
-    await engine.finish_pending()
+    await shared_engine.finish_pending()
 
 
 # ---------------------------------------------------------------------------------------------- HTTP

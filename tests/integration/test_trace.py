@@ -92,23 +92,25 @@ def agent_id() -> str:
 
 
 @pytest.fixture(scope="module")
-async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     """One ONNX engine for the module; each test or example works under its own agent id."""
     async with open_test_engine("tr") as memory:
         yield memory
 
 
 @pytest.fixture(scope="module")
-async def corpus(engine: cpersona.Engine) -> str:
+async def corpus(shared_engine: cpersona.Engine) -> str:
     """A bilingual store with episodes, a long memory and a profile, large enough (pool ≥ 50) that the
     profile row is admitted by the gate."""
     agent = agent_id()
     fillers = [f"Weather log {i}: light rain in the morning, clear skies by noon" for i in range(50)]
-    await engine.store_batch([{"content": text, "agent_id": agent} for text in [*NOTES, LONG, *fillers]])
+    await shared_engine.store_batch(
+        [{"content": text, "agent_id": agent} for text in [*NOTES, LONG, *fillers]]
+    )
     for summary in EPISODES:
-        await engine.archive_episode(summary, agent_id=agent)
-    await engine.update_profile(agent, "Works on the staging cluster; drinks green tea")
-    await engine.drain_blocks()
+        await shared_engine.archive_episode(summary, agent_id=agent)
+    await shared_engine.update_profile(agent, "Works on the staging cluster; drinks green tea")
+    await shared_engine.drain_blocks()
     return agent
 
 
@@ -260,8 +262,10 @@ def check_consistent(trace: dict[str, Any], result: RecallResult) -> None:
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
-async def test_trace_shape_and_consistency(engine: cpersona.Engine, corpus: str, question: str) -> None:
-    result = await engine.recall(question, agent_id=corpus, trace=True)
+async def test_trace_shape_and_consistency(
+    shared_engine: cpersona.Engine, corpus: str, question: str
+) -> None:
+    result = await shared_engine.recall(question, agent_id=corpus, trace=True)
     trace = result.model_dump(mode="json")["trace"]
     assert trace == trace_json(result)
     check_shape(trace, result)
@@ -284,9 +288,11 @@ async def test_trace_shape_and_consistency(engine: cpersona.Engine, corpus: str,
     ],
 )
 async def test_trace_under_each_mode_and_order(
-    engine: cpersona.Engine, corpus: str, fields: dict[str, Any]
+    shared_engine: cpersona.Engine, corpus: str, fields: dict[str, Any]
 ) -> None:
-    result = await engine.recall("deploy key rotation on Friday", agent_id=corpus, trace=True, **fields)
+    result = await shared_engine.recall(
+        "deploy key rotation on Friday", agent_id=corpus, trace=True, **fields
+    )
     assert result.trace is not None
     trace = trace_json(result)
     check_shape(trace, result)
@@ -298,7 +304,7 @@ async def test_trace_under_each_mode_and_order(
         assert all(entry["score"] is None for entry in trace["fusion"])
     if fields.get("deep"):
         assert trace["request"]["deep"] is True
-        shallow = await engine.recall("deploy key rotation on Friday", agent_id=corpus, trace=True)
+        shallow = await shared_engine.recall("deploy key rotation on Friday", agent_id=corpus, trace=True)
         assert shallow.trace is not None
         # the minimum is reported as applied: deep halves it
         assert trace["gate"]["heuristic_min"] == pytest.approx(
@@ -306,9 +312,9 @@ async def test_trace_under_each_mode_and_order(
         )
 
 
-async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus: str) -> None:
+async def test_the_profile_row_is_named_profile(shared_engine: cpersona.Engine, corpus: str) -> None:
     # a wide limit returns every admitted row, the profile (admitted at pool ≥ 50, sorted last) included
-    result = await engine.recall("staging cluster", agent_id=corpus, trace=True, limit=100)
+    result = await shared_engine.recall("staging cluster", agent_id=corpus, trace=True, limit=100)
     assert f"profile:{corpus}" in [row.ref for row in result.rows]
     assert result.trace is not None
     trace = trace_json(result)
@@ -322,18 +328,18 @@ async def test_the_profile_row_is_named_profile(engine: cpersona.Engine, corpus:
     assert "profile" in trace["coverage"]["covered_by"][0]
 
 
-async def test_blank_query_trace(engine: cpersona.Engine, corpus: str) -> None:
-    result = await engine.recall("", agent_id=corpus, trace=True, limit=5)
+async def test_blank_query_trace(shared_engine: cpersona.Engine, corpus: str) -> None:
+    result = await shared_engine.recall("", agent_id=corpus, trace=True, limit=5)
     assert result.trace is not None
     check_shape(trace_json(result), result)
     check_consistent(trace_json(result), result)
     assert trace_json(result)["coverage"]["parts"] == []
 
 
-async def test_the_block_seats_are_in_the_reservation(engine: cpersona.Engine, corpus: str) -> None:
+async def test_the_block_seats_are_in_the_reservation(shared_engine: cpersona.Engine, corpus: str) -> None:
     seen_seat = False
     for question in QUESTIONS:
-        result = await engine.recall(question, agent_id=corpus, trace=True, limit=2)
+        result = await shared_engine.recall(question, agent_id=corpus, trace=True, limit=2)
         assert result.trace is not None
         seats = seat_rows(result)
         assert [s["ref"] for s in trace_json(result)["reservation"]] == seats
@@ -346,27 +352,27 @@ async def test_the_block_seats_are_in_the_reservation(engine: cpersona.Engine, c
 
 @pytest.mark.parametrize("question", [*QUESTIONS, ""])
 async def test_no_trace_no_key_and_the_same_answer(
-    engine: cpersona.Engine, corpus: str, question: str
+    shared_engine: cpersona.Engine, corpus: str, question: str
 ) -> None:
-    plain = await engine.recall(question, agent_id=corpus)
+    plain = await shared_engine.recall(question, agent_id=corpus)
     assert plain.trace is None
     assert not plain.trace_requested
     assert "trace" not in plain.model_dump(mode="json")
-    traced = await engine.recall(question, agent_id=corpus, trace=True)
+    traced = await shared_engine.recall(question, agent_id=corpus, trace=True)
     body = traced.model_dump(mode="json")
     assert isinstance(body.pop("trace"), dict)
     assert_same_answer(body, plain)
 
 
 async def test_want_trace_builds_it_without_changing_the_response(
-    engine: cpersona.Engine, corpus: str
+    shared_engine: cpersona.Engine, corpus: str
 ) -> None:
     def request(**fields: Any) -> Any:
         body = {"agent_id": corpus, "query": "When does the deploy key rotate?", **fields}
-        return recall_request(body, engine.settings, engine.policies, max_limit=100)
+        return recall_request(body, shared_engine.settings, shared_engine.policies, max_limit=100)
 
-    plain = await engine.recaller.recall(request())
-    sampled = await engine.recaller.recall(request(trace=False), want_trace=True)
+    plain = await shared_engine.recaller.recall(request())
+    sampled = await shared_engine.recaller.recall(request(trace=False), want_trace=True)
     assert sampled.trace is not None
     assert trace_json(sampled)["trace_version"] == 1
     check_shape(trace_json(sampled), sampled)
@@ -375,7 +381,7 @@ async def test_want_trace_builds_it_without_changing_the_response(
     # the trace's cost is reported with the recall's own times
     assert {"trace", "coverage"} <= set(sampled.timing_ms)
     # and a server may decline to build a requested trace: the response then says null
-    declined = await engine.recaller.recall(request(trace=True), want_trace=False)
+    declined = await shared_engine.recaller.recall(request(trace=True), want_trace=False)
     assert declined.trace is None
     assert declined.model_dump(mode="json")["trace"] is None
 
@@ -443,26 +449,26 @@ def test_the_leak_check_would_see_text() -> None:
     data=st.data(),
 )
 async def test_a_trace_carries_no_stored_text(
-    engine: cpersona.Engine,
+    shared_engine: cpersona.Engine,
     memories: list[str],
     episodes: list[str],
     profile: str | None,
     data: st.DataObject,
 ) -> None:
     agent = f"x{next(_run)}{uuid.uuid4().hex[:6]}"
-    await engine.store_batch([{"content": text, "agent_id": agent} for text in memories])
+    await shared_engine.store_batch([{"content": text, "agent_id": agent} for text in memories])
     for summary in episodes:
-        await engine.archive_episode(summary, agent_id=agent)
+        await shared_engine.archive_episode(summary, agent_id=agent)
     if profile is not None:
-        await engine.update_profile(agent, profile)
-    await engine.drain_blocks()
+        await shared_engine.update_profile(agent, profile)
+    await shared_engine.drain_blocks()
     contents = [*memories, *episodes, *([profile] if profile else [])]
     # The question shares words with the store: a stretch of one stored text, and some other words.
     source = data.draw(st.sampled_from(contents))
     start = data.draw(st.integers(0, max(0, len(source) - 8)))
     question = source[start : start + data.draw(st.integers(8, 40))] + " " + data.draw(content_st)
     for fields in ({}, {"deep": True, "limit": 50}, {"mode": "rsf"}, {"mode": "cascade"}):
-        result = await engine.recall(question, agent_id=agent, trace=True, **fields)
+        result = await shared_engine.recall(question, agent_id=agent, trace=True, **fields)
         assert result.trace is not None
         serialised = orjson.dumps(trace_json(result)).decode()
         assert leaked(serialised, contents) == []
@@ -474,15 +480,15 @@ async def test_a_trace_carries_no_stored_text(
 
 
 async def test_a_trace_that_cannot_be_built_never_fails_the_recall(
-    engine: cpersona.Engine, corpus: str, monkeypatch: pytest.MonkeyPatch
+    shared_engine: cpersona.Engine, corpus: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plain = await engine.recall("deploy key", agent_id=corpus)
+    plain = await shared_engine.recall("deploy key", agent_id=corpus)
 
     def broken(*args: object, **kwargs: object) -> dict[str, Any]:
         raise KeyError("injected")
 
     monkeypatch.setattr(recaller, "build_trace", broken)
-    traced = await engine.recall("deploy key", agent_id=corpus, trace=True)
+    traced = await shared_engine.recall("deploy key", agent_id=corpus, trace=True)
     body = traced.model_dump(mode="json")
     assert body.pop("trace") == {"trace_version": 1, "error": "KeyError"}
     assert_same_answer(body, plain)

@@ -217,7 +217,7 @@ def test_command_counts_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 @pytest.fixture(scope="module")
-async def engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
+async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[cpersona.Engine]:
     async with open_test_engine("tc") as memory:
         yield memory
 
@@ -301,10 +301,10 @@ async def _keyword_only_gold_turns_into_a_candidate_miss(
     assert confirm(trace_json(off), [gold]) == CANDIDATE_MISS
 
 
-async def test_forcing_the_gate_high_is_a_filter_drop(engine: cpersona.Engine) -> None:
+async def test_forcing_the_gate_high_is_a_filter_drop(shared_engine: cpersona.Engine) -> None:
     agent = agent_id()
-    base = add_policy(engine, "confirm-no-seats")
-    high = add_policy(engine, "confirm-gate-high", gate={"start": 0.99, "span": 0.0})
+    base = add_policy(shared_engine, "confirm-no-seats")
+    high = add_policy(shared_engine, "confirm-gate-high", gate={"start": 0.99, "span": 0.0})
     notes = [
         "The deploy key for the staging cluster rotates every Friday at noon",
         "Lunch with Aiko is moved to Thursday because of the offsite",
@@ -312,18 +312,18 @@ async def test_forcing_the_gate_high_is_a_filter_drop(engine: cpersona.Engine) -
         "The quarterly report is due on the last business day of March",
         "Aiko prefers green tea over coffee in the afternoon",
     ]
-    stored = await engine.store_batch([{"content": t, "agent_id": agent} for t in notes])
+    stored = await shared_engine.store_batch([{"content": t, "agent_id": agent} for t in notes])
     gold = stored.results[0].ref
-    await engine.drain_blocks()
+    await shared_engine.drain_blocks()
     question = "When does the staging deploy key rotate?"
 
-    before = await engine.recall(question, agent_id=agent, trace=True, limit=3, policy=base)
+    before = await shared_engine.recall(question, agent_id=agent, trace=True, limit=3, policy=base)
     assert before.trace is not None
     assert gold in returned(before)
     assert any(d["ref"] == gold and d["passed"] for d in trace_json(before)["gate"]["decisions"])
     assert confirm(trace_json(before), [gold]) is None
 
-    after = await engine.recall(question, agent_id=agent, trace=True, limit=3, policy=high)
+    after = await shared_engine.recall(question, agent_id=agent, trace=True, limit=3, policy=high)
     assert after.trace is not None
     assert trace_json(after)["gate"]["heuristic_min"] >= 0.99
     assert gold not in returned(after)
@@ -374,32 +374,32 @@ QUESTIONS = [
 ]
 
 
-async def test_the_episode_penalty_raises_ranking_misses(engine: cpersona.Engine) -> None:
+async def test_the_episode_penalty_raises_ranking_misses(shared_engine: cpersona.Engine) -> None:
     agent = agent_id()
     # Everything here is stored within a second, so the penalty's decay is made steep enough that
     # being older than the newest episode at all takes a memory to the floor. The gate and autocut are
     # opened wide in both policies so that the only thing the penalty can change is the order.
     wide = {"gate": {"start": 0.0, "span": 0.0}, "autocut": {"enabled": False}, "depth": {"floor": 30}}
-    off_policy = add_policy(engine, "confirm-penalty-off", **wide)
+    off_policy = add_policy(shared_engine, "confirm-penalty-off", **wide)
     on_policy = add_policy(
-        engine,
+        shared_engine,
         "confirm-penalty-on",
         **wide,
         score_adjust={"episode_penalty": True, "episode_decay_rate": 1e9, "episode_decay_floor": 0.1},
     )
     golds: dict[tuple[int, int], str] = {}
     for s, (memories, summary) in enumerate(SESSIONS):
-        stored = await engine.store_batch([{"content": t, "agent_id": agent} for t in memories])
+        stored = await shared_engine.store_batch([{"content": t, "agent_id": agent} for t in memories])
         for m, res in enumerate(stored.results):
             golds[s, m] = res.ref
-        await engine.archive_episode(summary, agent_id=agent)
-    await engine.store_batch([{"content": t, "agent_id": agent} for t in CURRENT])
-    await engine.drain_blocks()
+        await shared_engine.archive_episode(summary, agent_id=agent)
+    await shared_engine.store_batch([{"content": t, "agent_id": agent} for t in CURRENT])
+    await shared_engine.drain_blocks()
 
     async def codes(policy: str) -> list[str | None]:
         out: list[str | None] = []
         for question, s, m in QUESTIONS:
-            result = await engine.recall(question, agent_id=agent, trace=True, limit=2, policy=policy)
+            result = await shared_engine.recall(question, agent_id=agent, trace=True, limit=2, policy=policy)
             assert result.trace is not None
             out.append(confirm(trace_json(result), [golds[s, m]]))
         return out

@@ -25,15 +25,6 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-async def engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as memory:
-        yield memory
-
-
-@pytest.fixture
 async def keyword_engine(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path
 ) -> AsyncIterator[cpersona.Engine]:
@@ -43,8 +34,8 @@ async def keyword_engine(
         yield memory
 
 
-async def test_store_then_get_round_trips_every_field(engine: cpersona.Engine) -> None:
-    result = await engine.store(
+async def test_store_then_get_round_trips_every_field(vector_engine: cpersona.Engine) -> None:
+    result = await vector_engine.store(
         "The staging database moved to eu-west-2",
         agent_id="ops",
         project_id="infra",
@@ -59,7 +50,7 @@ async def test_store_then_get_round_trips_every_field(engine: cpersona.Engine) -
     assert result.result == "stored"
     assert result.embedded
     assert not result.vector_pending
-    record = await engine.get(result.ref, agent_id="ops")
+    record = await vector_engine.get(result.ref, agent_id="ops")
     assert isinstance(record, MemoryRecord)
     assert record.content == "The staging database moved to eu-west-2"
     assert record.scope == cpersona.Scope("ops", "infra", "deploys")
@@ -74,7 +65,7 @@ async def test_store_then_get_round_trips_every_field(engine: cpersona.Engine) -
     assert record.embedded
     assert not record.vector_pending
     assert record.embedding_model == "onnx:all-MiniLM-L6-v2"
-    vectors = engine.vectors
+    vectors = vector_engine.vectors
     assert vectors is not None
     assert await vectors.existing([record.id]) == {record.id}
 
@@ -237,17 +228,17 @@ async def test_get_refuses_other_agents(keyword_engine: cpersona.Engine) -> None
     assert err.value.field == "ref"
 
 
-async def test_update_replaces_and_reembeds(engine: cpersona.Engine) -> None:
-    stored = await engine.store("the meeting is on Monday", agent_id="a")
-    updated = await engine.update(stored.ref, agent_id="a", content="the meeting moved to Tuesday")
+async def test_update_replaces_and_reembeds(vector_engine: cpersona.Engine) -> None:
+    stored = await vector_engine.store("the meeting is on Monday", agent_id="a")
+    updated = await vector_engine.update(stored.ref, agent_id="a", content="the meeting moved to Tuesday")
     assert updated.version == 2
     assert updated.embedded
-    fetched = await engine.get(stored.ref, agent_id="a")
+    fetched = await vector_engine.get(stored.ref, agent_id="a")
     assert isinstance(fetched, MemoryRecord)
     assert fetched.content == "the meeting moved to Tuesday"
     # The old content's claim is released and the new one taken.
-    assert (await engine.store("the meeting is on Monday", agent_id="a")).result == "stored"
-    assert (await engine.store("the meeting moved to Tuesday", agent_id="a")).result == "skipped"
+    assert (await vector_engine.store("the meeting is on Monday", agent_id="a")).result == "stored"
+    assert (await vector_engine.store("the meeting moved to Tuesday", agent_id="a")).result == "skipped"
 
 
 async def test_a_python_update_resets_a_field_given_as_none(keyword_engine: cpersona.Engine) -> None:
@@ -304,18 +295,18 @@ async def test_episode_raw_and_profile(keyword_engine: cpersona.Engine) -> None:
     assert profile.content == "Prefers short answers"
 
 
-async def test_delete_agent_data_removes_only_that_agent(engine: cpersona.Engine) -> None:
-    await engine.store("a's note", agent_id="a", id="n1")
-    await engine.archive_episode("a's session", agent_id="a")
-    await engine.update_profile("a", "profile")
-    kept = await engine.store("b's note", agent_id="b", id="n1")
-    result = await engine.delete_agent_data("a")
+async def test_delete_agent_data_removes_only_that_agent(vector_engine: cpersona.Engine) -> None:
+    await vector_engine.store("a's note", agent_id="a", id="n1")
+    await vector_engine.archive_episode("a's session", agent_id="a")
+    await vector_engine.update_profile("a", "profile")
+    kept = await vector_engine.store("b's note", agent_id="b", id="n1")
+    result = await vector_engine.delete_agent_data("a")
     assert result.deleted == 2
-    assert (await engine.stats("a"))["memories"] == 0
-    assert await engine.get_profile("a") is None
-    assert (await engine.store("a's note", agent_id="a", id="n1")).result == "stored"
-    assert (await engine.get(kept.ref, agent_id="b")).id == kept.id
-    stats = await engine.stats("b")
+    assert (await vector_engine.stats("a"))["memories"] == 0
+    assert await vector_engine.get_profile("a") is None
+    assert (await vector_engine.store("a's note", agent_id="a", id="n1")).result == "stored"
+    assert (await vector_engine.get(kept.ref, agent_id="b")).id == kept.id
+    stats = await vector_engine.stats("b")
     assert stats["vectors"] == 1
 
 
@@ -348,16 +339,18 @@ async def test_engine_refuses_use_when_closed(redis_url: str, key_prefix: str, t
 
 
 @pytest.mark.parametrize("same", ["msg_id", "content"])
-async def test_concurrent_identical_stores_store_exactly_one(engine: cpersona.Engine, same: str) -> None:
+async def test_concurrent_identical_stores_store_exactly_one(
+    vector_engine: cpersona.Engine, same: str
+) -> None:
     """Agents that retry after a timeout send the same store again while the first is still running
     (embedding its text: the window in which every copy used to find the claim free)."""
     results: list[cpersona.StoreResult] = []
 
     async def one(n: int) -> None:
         if same == "msg_id":
-            results.append(await engine.store(f"retry number {n}", agent_id="a", id="retried"))
+            results.append(await vector_engine.store(f"retry number {n}", agent_id="a", id="retried"))
         else:
-            results.append(await engine.store("the same words, sent again", agent_id="a"))
+            results.append(await vector_engine.store("the same words, sent again", agent_id="a"))
 
     async with anyio.create_task_group() as tg:
         for n in range(16):
@@ -366,7 +359,7 @@ async def test_concurrent_identical_stores_store_exactly_one(engine: cpersona.En
     assert len(stored) == 1
     reason = "duplicate_id" if same == "msg_id" else "duplicate_content"
     assert {(r.ref, r.skipped_reason) for r in results if r.result == "skipped"} == {(stored[0].ref, reason)}
-    assert (await engine.stats("a"))["memories"] == 1
+    assert (await vector_engine.stats("a"))["memories"] == 1
 
 
 async def test_concurrent_identical_batches_store_each_record_once(keyword_engine: cpersona.Engine) -> None:
@@ -388,47 +381,47 @@ async def test_concurrent_identical_batches_store_each_record_once(keyword_engin
 
 
 async def test_a_failed_store_leaves_no_vector_and_frees_its_claims(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def refused(*args: object, **kwargs: object) -> None:
         raise cpersona.RedisUnavailable("the write transaction failed")
 
-    monkeypatch.setattr(engine.records, "put_memories", refused)
+    monkeypatch.setattr(vector_engine.records, "put_memories", refused)
     with pytest.raises(cpersona.RedisUnavailable):
-        await engine.store("lost to a failing Redis", agent_id="a", id="m1")
+        await vector_engine.store("lost to a failing Redis", agent_id="a", id="m1")
     monkeypatch.undo()
-    assert (await engine.stats("a"))["vectors"] == 0
-    again = await engine.store("lost to a failing Redis", agent_id="a", id="m1")
+    assert (await vector_engine.stats("a"))["vectors"] == 0
+    again = await vector_engine.store("lost to a failing Redis", agent_id="a", id="m1")
     assert again.result == "stored"
-    assert (await engine.stats("a"))["vectors"] == 1
+    assert (await vector_engine.stats("a"))["vectors"] == 1
 
 
 async def test_a_store_whose_reply_was_lost_keeps_its_record_whole(
-    engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
+    vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The transaction ran but its caller did not hear (a timeout): giving up must not undo it."""
-    written = engine.records.put_memories
+    written = vector_engine.records.put_memories
 
     async def unheard(*args: Any, **kwargs: Any) -> None:
         await written(*args, **kwargs)
         raise cpersona.RedisUnavailable("the reply timed out")
 
-    monkeypatch.setattr(engine.records, "put_memories", unheard)
+    monkeypatch.setattr(vector_engine.records, "put_memories", unheard)
     with pytest.raises(cpersona.RedisUnavailable):
-        await engine.store("written, though nobody heard", agent_id="a")
+        await vector_engine.store("written, though nobody heard", agent_id="a")
     monkeypatch.undo()
-    stats = await engine.stats("a")
+    stats = await vector_engine.stats("a")
     assert (stats["memories"], stats["vectors"]) == (1, 1)
-    assert (await engine.store("written, though nobody heard", agent_id="a")).result == "skipped"
+    assert (await vector_engine.store("written, though nobody heard", agent_id="a")).result == "skipped"
 
 
-async def test_stats_counts_the_vectors_of_one_agent_and_of_all(engine: cpersona.Engine) -> None:
-    await engine.store("one of a", agent_id="a", project_id="p")
-    await engine.store("another of a", agent_id="a", channel="c")
-    await engine.archive_episode("an episode of b", agent_id="b")
-    assert (await engine.stats("a"))["vectors"] == 2
-    assert (await engine.stats("b"))["vectors"] == 1
-    everyone = await engine.stats(None)
+async def test_stats_counts_the_vectors_of_one_agent_and_of_all(vector_engine: cpersona.Engine) -> None:
+    await vector_engine.store("one of a", agent_id="a", project_id="p")
+    await vector_engine.store("another of a", agent_id="a", channel="c")
+    await vector_engine.archive_episode("an episode of b", agent_id="b")
+    assert (await vector_engine.stats("a"))["vectors"] == 2
+    assert (await vector_engine.stats("b"))["vectors"] == 1
+    everyone = await vector_engine.stats(None)
     assert (everyone["memories"], everyone["episodes"], everyone["vectors"]) == (2, 1, 3)
 
 
