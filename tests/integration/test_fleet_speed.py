@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from benchmarks import fleet_growth, fleet_probe, fleet_speed, fleet_tenancy
+from benchmarks import fleet_probe, fleet_report, fleet_speed, fleet_tenancy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,14 +72,14 @@ def test_growth_reads_only_the_one_caller_rows(tmp_path: Path) -> None:
         "| 1,000 | 8 | 400 | 148.1 / 185.8 / 210.5 | 169.7 / 221.1 / 245.5 | 152.0 | **1.15** |\n"
     )
     raw = tmp_path / "absent.json"
-    found = fleet_growth._recall_speed_points(raw, ours)
+    found = fleet_report._recall_speed_points(raw, ours)
     assert {n: (p.p50_ms, p.p95_ms) for n, p in found.items()} == {10_000: (26.4, 32.4)}
-    theirs = fleet_growth._peer_points(peers)
+    theirs = fleet_report._peer_points(peers)
     assert {n: (p.p50_ms, p.p95_ms) for n, p in theirs.items()} == {1_000: (28.4, 33.4)}
     # The committed table wins over the local raw file; the raw file fills only sizes the table lacks.
     level = {"callers": 1, "p50_ms": 8.0, "p95_ms": 9.0}
     raw.write_text(json.dumps({str(n): {"build": {}, "levels": [level]} for n in (10_000, 100_000)}))
-    both = fleet_growth._recall_speed_points(raw, ours)
+    both = fleet_report._recall_speed_points(raw, ours)
     assert (both[10_000].p50_ms, both[10_000].source) == (26.4, "recall_speed.md")
     assert both[100_000].p50_ms == 8.0
 
