@@ -14,7 +14,7 @@ One run measures, on the engine's embedded defaults (embedded Redis, the embedde
    same way, both open at once, each question asked of both in alternating order (paired), before and
    after ``Engine.optimize()``; the filtered vector search alone is timed the same way. Then shard
    configurations for a fleet are compared (:mod:`benchmarks.fleet_tenancy`).
-4. **Cost growth** by store size, beside CPersona 2.6.14 (:mod:`benchmarks.fleet_growth`).
+4. **Cost growth** by store size, beside CPersona 2.6.14 (:mod:`benchmarks.fleet_report`).
 
 Both engines open without background tasks, so no block worker runs: a store's block events stay queued
 in Redis and the block collections empty in both alike (embedding a million records' clauses would take
@@ -48,7 +48,6 @@ import anyio.to_thread
 from tqdm import tqdm
 
 import cpersona
-from benchmarks import fleet_growth as growth
 from benchmarks import fleet_probe as probe
 from benchmarks import fleet_report as report
 from benchmarks import fleet_tenancy as tenancy
@@ -436,8 +435,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     raw.write_text(json.dumps(result, indent=2, default=str))
     growth_chart = out.parent / ("cost_growth_quick.png" if args.quick else "cost_growth.png")
     fleet_chart = out.with_suffix(".png")
-    points = growth.cost_growth(result)
-    growth.write_chart(points, growth_chart)
+    points = report.cost_growth(result)
+    report.write_growth_chart(points, growth_chart)
     report.write_fleet_chart(result, fleet_chart)
     text = report.render(
         result,

