@@ -45,6 +45,10 @@ class Adapter(Protocol):
         """One worker's view of the block queue, as the consumer ``consumer``."""
         ...
 
+    async def lose_block_queue(self, client: RedisClient, key_prefix: str) -> None:
+        """Delete the block queue under its workers, as a flush or a key cleanup would."""
+        ...
+
     def trace_sink(self, client: RedisClient, key_prefix: str) -> TraceSink: ...
 
     async def subscribe_traces(
@@ -71,6 +75,9 @@ class RedisAdapter:
 
     def block_queue(self, client: RedisClient, key_prefix: str, *, consumer: str) -> BlockQueue:
         return RedisBlockQueue(client, Keys(key_prefix), consumer=consumer)
+
+    async def lose_block_queue(self, client: RedisClient, key_prefix: str) -> None:
+        await client.delete(Keys(key_prefix).block_stream)
 
     def trace_sink(self, client: RedisClient, key_prefix: str) -> TraceSink:
         return RedisTraceSink(client, Keys(key_prefix))
