@@ -7,7 +7,9 @@ adapter joins every contract suite with one entry in :data:`ADAPTERS`. ``unreach
 store's roles on a backend that does not answer, and ``gone`` that backend's client, for the outage
 promises. The role fixtures (``recall_reads``, ``record_writes``, ``cues``, ``key_store``...) are what the
 suites are written against: each is typed as its protocol alone; a role opened with arguments
-(``open_rate_limits``, ``open_block_queue``, ``subscribe``) is a factory.
+(``open_rate_limits``, ``open_block_queue``, ``subscribe``) is a factory. The vector store is no Redis
+role: its suite (``test_vector_store.py``) is parametrised the same way over its own adapters, through its
+``opener`` fixture.
 """
 
 from __future__ import annotations
