@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from cpersona.model.records import EpisodeRecord, MemoryRecord, RawRecord, Scope, Source, new_id
+from cpersona.model.records import (
+    NO_EMOTION,
+    EmotionVector,
+    EpisodeRecord,
+    MemoryRecord,
+    RawRecord,
+    Scope,
+    Source,
+    StoreKind,
+    new_id,
+)
 from cpersona.stores.record_values import MemoryWrite
 
 if TYPE_CHECKING:
@@ -60,6 +70,8 @@ def memory(
     source: str = "",
     ts: float | None = None,
     pending: bool = False,
+    store: StoreKind = "episodic",
+    emotion: EmotionVector = NO_EMOTION,
 ) -> MemoryRecord:
     return MemoryRecord(
         id=new_id(),
@@ -69,6 +81,8 @@ def memory(
         timestamp=BASE + seq if ts is None else ts,
         seq=seq,
         vector_pending=pending,
+        store=store,
+        emotion=emotion,
     )
 
 

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from cpersona.stores.record_writes import RecordWrites
     from cpersona.stores.write_journal import WriteJournal
 
+# A reservation lapses by the backend's own expiry (Redis's PX, on Redis's clock), which no fake clock
+# reaches: the shortest lifetime the store keeps (1 ms), then a wait ten times as long.
+_LAPSE_SECS = 0.001
+_PAST_THE_LAPSE_SECS = 0.01
+
 
 async def test_pending_vectors_are_listed_loaded_and_cleared(
     write_journal: WriteJournal, record_writes: RecordWrites, record_reads: RecordReads
@@ -86,14 +91,14 @@ async def test_a_reservation_lapses_and_a_written_claim_does_not(
 ) -> None:
     c1, c2 = (f"claim:{new_id()}" for _ in range(2))  # names no other test holds
     rec = memory("written", 1)
-    assert await write_journal.reserve_writes([InFlightWrite("memory", rec.id, (c1,))], ttl_secs=0.05) == [
-        None
-    ]
+    assert await write_journal.reserve_writes(
+        [InFlightWrite("memory", rec.id, (c1,))], ttl_secs=_LAPSE_SECS
+    ) == [None]
     await put(record_writes, rec, claims=[c1])
-    assert await write_journal.reserve_writes([InFlightWrite("memory", new_id(), (c2,))], ttl_secs=0.05) == [
-        None
-    ]
-    await anyio.sleep(0.2)
+    assert await write_journal.reserve_writes(
+        [InFlightWrite("memory", new_id(), (c2,))], ttl_secs=_LAPSE_SECS
+    ) == [None]
+    await anyio.sleep(_PAST_THE_LAPSE_SECS)
     assert await write_journal.reserve_writes([InFlightWrite("memory", new_id(), (c1,))], ttl_secs=60) == [
         ClaimHolder(c1, rec.id)
     ]
@@ -136,9 +141,9 @@ async def test_a_store_that_outlasted_its_reservation_leaves_the_claim(
     claim = f"claim:{new_id()}"  # a name no other test holds
     slow, quick = memory("the same text", 1), memory("the same text", 2)
     assert await write_journal.reserve_writes(
-        [InFlightWrite("memory", slow.id, (claim,))], ttl_secs=0.05
+        [InFlightWrite("memory", slow.id, (claim,))], ttl_secs=_LAPSE_SECS
     ) == [None]
-    await anyio.sleep(0.2)
+    await anyio.sleep(_PAST_THE_LAPSE_SECS)
     assert await write_journal.reserve_writes([InFlightWrite("memory", quick.id, (claim,))], ttl_secs=60) == [
         None
     ]

@@ -1,7 +1,7 @@
 """The embedded shard in its child process: what the pipe does when callers give up, and when the child
 goes away.
 
-The contract suite (tests/integration/test_vector_contract.py) runs every protocol test against this mode
+The contract suite (tests/contract/test_vector_store.py) runs every protocol test against this mode
 too; these are the failures only a second process has.
 """
 
