@@ -68,8 +68,8 @@ async def remember(engine: cpersona.Engine, agent: str, content: str, ts: float,
 
 
 async def embedded(engine: cpersona.Engine, text: str) -> Vector:
-    assert engine.embedder is not None
-    return await engine.embedder.embed_query(text)
+    assert engine.backends.embedder is not None
+    return await engine.backends.embedder.embed_query(text)
 
 
 async def cue(
@@ -86,8 +86,8 @@ async def cue(
     redis: RedisClient | None = None,
 ) -> ArmResult:
     return await cue_arm(
-        records=engine.records if redis is None else RedisRecordStore(redis, engine.keys),
-        vectors=engine.vectors if vectors is True else (vectors or None),
+        records=engine.backends.records if redis is None else RedisRecordStore(redis, engine.keys),
+        vectors=engine.backends.vectors if vectors is True else (vectors or None),
         vector=vector,
         scope=ReadScope(scope) if isinstance(scope, str) else scope,
         query=query,
@@ -150,7 +150,7 @@ async def test_arguments_that_are_bugs_raise(engine: cpersona.Engine, agent: str
         await cue(engine, agent, "x", depth=-1)
     with pytest.raises(ValueError, match="merge_k"):
         await cue_arm(
-            records=engine.records,
+            records=engine.backends.records,
             vectors=None,
             vector=None,
             scope=ReadScope(agent),
@@ -194,7 +194,7 @@ async def test_merge_by_hand_on_a_small_store(engine: cpersona.Engine, agent: st
     vector = await embedded(engine, text)
     # The halves on their own, read from the real indexes: the vector finds only `slope` above 0.99;
     # BM25 ranks the short record holding the word three times above the long one holding it once.
-    words = await engine.records.memory_keyword(ReadScope(agent), "kiwi", 50, period=PERIOD)
+    words = await engine.backends.records.memory_keyword(ReadScope(agent), "kiwi", 50, period=PERIOD)
     assert refs(words) == [kiwi, slope]
     assert refs(await cue(engine, agent, "zyxwv", vector=vector, floor=0.99)) == [slope]
     # slope: vector rank 0 + keyword rank 1 = 1/61 + 1/62; kiwi: keyword rank 0 = 1/61
@@ -258,7 +258,7 @@ async def test_whole_query_fallback_inside_a_period(engine: cpersona.Engine, age
     result = await cue(engine, agent, "Go")
     assert [(r.ref, r.raw) for r in result.rows] == [(late, vote(0)), (early, vote(1))]
     # without a period the fallback keeps its order by insertion (the ordinary arm, unchanged)
-    plain = await engine.records.memory_keyword(ReadScope(agent), "Go", 10)
+    plain = await engine.backends.records.memory_keyword(ReadScope(agent), "Go", 10)
     assert refs(plain) == [outside, early, late]
 
 
@@ -346,7 +346,7 @@ async def test_no_scope_sees_another_scopes_records(
         ):
             assert set(refs(result)) == want
             assert len(result.rows) == len(want)
-        span = await scope_span(engine.records, scope)
+        span = await scope_span(engine.backends.records, scope)
         if want:
             times = [BASE + by_ref[ref] * 3600 for ref in want]
             assert span == (min(times), PERIOD[1])
@@ -358,7 +358,7 @@ async def test_no_scope_sees_another_scopes_records(
 
 
 async def test_scope_span(engine: cpersona.Engine, agent: str) -> None:
-    assert await scope_span(engine.records, ReadScope(agent)) is None
+    assert await scope_span(engine.backends.records, ReadScope(agent)) is None
     # microsecond times survive exactly (the search engine alone would print 12 significant digits)
     oldest, newest = BASE + 0.123457, BASE + 40 * DAY + 0.987654
     await remember(engine, agent, "first", BASE + DAY, source={"id": "slack:1"})
@@ -367,20 +367,20 @@ async def test_scope_span(engine: cpersona.Engine, agent: str) -> None:
     await remember(engine, agent, "elsewhere", BASE - DAY, project_id="p")
     await remember(engine, "other" + agent, "another agent", BASE - 9 * DAY)
     await engine.archive_episode("an episode is not a memory", agent_id=agent, start_time=BASE - 5 * DAY)
-    span = await scope_span(engine.records, ReadScope(agent, project_id=""))
+    span = await scope_span(engine.backends.records, ReadScope(agent, project_id=""))
     assert span == (oldest, newest)
-    assert await scope_span(engine.records, ReadScope(agent)) == (BASE - DAY, newest)
+    assert await scope_span(engine.backends.records, ReadScope(agent)) == (BASE - DAY, newest)
     # the source filter, exact and by prefix
-    assert await scope_span(engine.records, ReadScope(agent, source_id="slack:1")) == (
+    assert await scope_span(engine.backends.records, ReadScope(agent, source_id="slack:1")) == (
         BASE + DAY,
         BASE + DAY,
     )
-    assert await scope_span(engine.records, ReadScope(agent, source_id="discord:")) == (
+    assert await scope_span(engine.backends.records, ReadScope(agent, source_id="discord:")) == (
         oldest,
         newest,
     )
-    assert await scope_span(engine.records, ReadScope(agent, source_id="telegram:1")) is None
-    assert await scope_span(engine.records, ReadScope(agent, project_id="q")) == (oldest, newest)
+    assert await scope_span(engine.backends.records, ReadScope(agent, source_id="telegram:1")) is None
+    assert await scope_span(engine.backends.records, ReadScope(agent, project_id="q")) == (oldest, newest)
 
 
 # ------------------------------------------------------------------------------ failure and cancel

@@ -70,4 +70,4 @@ async def test_a_wrong_dimension_is_refused(engine: cpersona.Engine) -> None:
 
 
 def embedder_of(engine: cpersona.Engine) -> Any:
-    return engine.embedder
+    return engine.backends.embedder

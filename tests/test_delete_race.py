@@ -54,12 +54,12 @@ async def engine(
 
 async def _half_stored(engine: cpersona.Engine, agent: str) -> list[str]:
     """The refs of the agent's records in Redis that have neither a vector nor a pending mark."""
-    assert engine.vectors is not None
-    pending = set(await engine.records.pending_refs())
+    assert engine.backends.vectors is not None
+    pending = set(await engine.backends.records.pending_refs())
     half: list[str] = []
     for kind, tag in (("memory", "mem"), ("episode", "ep")):
-        ids = await engine.records.record_ids(kind, agent)  # type: ignore[arg-type]
-        with_vector = await engine.vectors.existing(ids)
+        ids = await engine.backends.records.record_ids(kind, agent)  # type: ignore[arg-type]
+        with_vector = await engine.backends.vectors.existing(ids)
         half += [f"{tag}:{i}" for i in ids if i not in with_vector and f"{tag}:{i}" not in pending]
     return half
 
@@ -115,14 +115,16 @@ async def _outcome(write: Awaitable[Any]) -> Any:
 async def _assert_lost_or_whole(engine: cpersona.Engine, outcome: object, refs: Sequence[str]) -> None:
     """Lost: refused as a write to an agent being deleted, nothing of it left. Whole: every ref it stored
     is in Redis with its vector, or gone with the agent (record and vector)."""
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     ids = [ref.partition(":")[2] for ref in refs]
     if isinstance(outcome, Exception):
         assert isinstance(outcome, cpersona.AgentBeingDeleted), repr(outcome)
         assert outcome.status == 409
     for ref, record_id in zip(refs, ids, strict=True):
-        found = await engine.records.get("memory" if ref.startswith("mem:") else "episode", record_id)
-        vector = await engine.vectors.existing([record_id])
+        found = await engine.backends.records.get(
+            "memory" if ref.startswith("mem:") else "episode", record_id
+        )
+        vector = await engine.backends.vectors.existing([record_id])
         assert (found is None) == (not vector), (ref, found, vector)
 
 
@@ -132,10 +134,10 @@ async def test_a_write_held_after_its_vector_loses_to_the_delete(
 ) -> None:
     """The write's vector is in before the delete begins and its document would land after the delete
     ended: the delete removed the vector, so the document must not be written."""
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     await engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldAfter(engine.vectors.upsert)
-    monkeypatch.setattr(engine.vectors, "upsert", held)
+    held = _HeldAfter(engine.backends.vectors.upsert)
+    monkeypatch.setattr(engine.backends.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def write() -> None:
@@ -164,10 +166,10 @@ async def test_a_write_while_the_delete_runs_is_refused(
 ) -> None:
     """The delete has swept Redis and not yet deleted the vectors: a whole write meanwhile would leave a
     document whose vector the delete then removes."""
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     await engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldBefore(engine.vectors.delete_where)
-    monkeypatch.setattr(engine.vectors, "delete_where", held)
+    held = _HeldBefore(engine.backends.vectors.delete_where)
+    monkeypatch.setattr(engine.backends.vectors, "delete_where", held)
     outcome: list[object] = []
 
     with anyio.fail_after(_WAIT_SECS):
@@ -188,10 +190,10 @@ async def test_a_write_while_the_delete_runs_is_refused(
 async def test_an_update_held_after_its_vector_does_not_bring_the_record_back(
     engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     stored = await engine.store("the text before the update", agent_id=VICTIM)
-    held = _HeldAfter(engine.vectors.upsert)
-    monkeypatch.setattr(engine.vectors, "upsert", held)
+    held = _HeldAfter(engine.backends.vectors.upsert)
+    monkeypatch.setattr(engine.backends.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def update() -> None:
@@ -206,8 +208,8 @@ async def test_an_update_held_after_its_vector_does_not_bring_the_record_back(
     monkeypatch.undo()
     assert await _half_stored(engine, VICTIM) == []
     assert isinstance(outcome[0], cpersona.AgentBeingDeleted), outcome
-    assert await engine.records.get("memory", stored.id) is None
-    assert await engine.vectors.existing([stored.id]) == set()
+    assert await engine.backends.records.get("memory", stored.id) is None
+    assert await engine.backends.vectors.existing([stored.id]) == set()
 
 
 async def test_writers_racing_deletes_leave_no_record_half_stored(engine: cpersona.Engine) -> None:
@@ -289,12 +291,12 @@ async def test_http_answers_409_while_the_agent_is_being_deleted(
 async def test_a_fence_left_by_a_delete_that_died_lapses(engine: cpersona.Engine) -> None:
     """A delete killed with its fence up cannot lower it: the fence has a lifetime of its own."""
     fence = engine.keys.agent_fence(VICTIM)
-    await engine.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
-    assert 0 < await engine.redis.pttl(fence) <= FENCE_SECS * 1000
-    assert 0 < await engine.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
+    await engine.backends.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
+    assert 0 < await engine.backends.redis.pttl(fence) <= FENCE_SECS * 1000
+    assert 0 < await engine.backends.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
     with pytest.raises(cpersona.AgentBeingDeleted):
         await engine.store("refused while the fence stands", agent_id=VICTIM)
-    await engine.redis.delete(fence)  # as Redis does once its lifetime has run out
+    await engine.backends.redis.delete(fence)  # as Redis does once its lifetime has run out
     assert (await engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
 
 
@@ -304,11 +306,11 @@ async def test_a_delete_that_fails_lowers_its_fence(
     async def refused(*args: object, **kwargs: object) -> None:
         raise cpersona.VectorStoreUnavailable("the vector store is down")
 
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     await engine.store("stored before the delete", agent_id=VICTIM)
-    monkeypatch.setattr(engine.vectors, "delete_where", refused)
+    monkeypatch.setattr(engine.backends.vectors, "delete_where", refused)
     with pytest.raises(cpersona.VectorStoreUnavailable):
         await engine.delete_agent_data(VICTIM)
     monkeypatch.undo()
-    assert not await engine.redis.exists(engine.keys.agent_fence(VICTIM))
+    assert not await engine.backends.redis.exists(engine.keys.agent_fence(VICTIM))
     assert (await engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"

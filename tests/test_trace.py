@@ -365,8 +365,8 @@ async def test_want_trace_builds_it_without_changing_the_response(
         body = {"agent_id": corpus, "query": "When does the deploy key rotate?", **fields}
         return recall_request(body, engine.settings, engine.policies, max_limit=100)
 
-    plain = await engine.recaller.recall(request())
-    sampled = await engine.recaller.recall(request(trace=False), want_trace=True)
+    plain = await engine.backends.recaller.recall(request())
+    sampled = await engine.backends.recaller.recall(request(trace=False), want_trace=True)
     assert sampled.trace is not None
     assert trace_json(sampled)["trace_version"] == 1
     check_shape(trace_json(sampled), sampled)
@@ -375,7 +375,7 @@ async def test_want_trace_builds_it_without_changing_the_response(
     # the trace's cost is reported with the recall's own times
     assert {"trace", "coverage"} <= set(sampled.timing_ms)
     # and a server may decline to build a requested trace: the response then says null
-    declined = await engine.recaller.recall(request(trace=True), want_trace=False)
+    declined = await engine.backends.recaller.recall(request(trace=True), want_trace=False)
     assert declined.trace is None
     assert declined.model_dump(mode="json")["trace"] is None
 

@@ -1,4 +1,4 @@
-"""What an open engine holds: the clients and workers its steps run on."""
+"""What an open engine holds: the clients and workers its steps run on, and the recaller over them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
     from cpersona.engine.workers.blocks import BlockBuilder
     from cpersona.operations.query.reconsolidation import ReconsolidationQueue
+    from cpersona.recall.recaller import Recaller
     from cpersona.recall.trace.publisher import TracePublisher
     from cpersona.stores.cue_store import CueStore
     from cpersona.stores.key_store import KeyStore, RateLimits
@@ -29,6 +30,8 @@ class Backends:
     vectors: VectorStore | None
     embedder: Embedder | None
     redis_info: Mapping[str, Any]
+    recaller: Recaller
+    """Runs every recall over the stores above (its policies are the engine's own dict)."""
     blocks: VectorStore | None = None
     builder: BlockBuilder | None = None
     publisher: TracePublisher | None = None

@@ -90,7 +90,6 @@ class Lifecycle:
         self._arm_wrapper = arm_wrapper
         self._backends: Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._recaller: Recaller | None = None
 
     @property
     def backends(self) -> Backends:
@@ -100,9 +99,7 @@ class Lifecycle:
 
     @property
     def recaller(self) -> Recaller:
-        self.backends  # noqa: B018 - raises EngineClosed when closed
-        assert self._recaller is not None
-        return self._recaller
+        return self.backends.recaller
 
     async def open(self) -> None:
         if self._stack is not None:
@@ -115,7 +112,6 @@ class Lifecycle:
             await self._repair()
         except BaseException:
             self._backends = None
-            self._recaller = None
             self._stack = None
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
@@ -138,13 +134,13 @@ class Lifecycle:
         return 0.0 if self.settings.embedded_redis else reservation_secs(self.settings)
 
     async def close(self) -> None:
-        stack, self._stack, self._backends, self._recaller = self._stack, None, None, None
+        stack, self._stack, self._backends = self._stack, None, None
         if stack is not None:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
 
     async def _open_backends(self, stack: contextlib.AsyncExitStack) -> None:
-        """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
+        """Open every backend on ``stack`` and set ``_backends`` (the recaller among them)."""
         client, server = await self._connect(stack)
         info = await redis_info(client)
         # The sealer may read, or first write, its key file in the data dir: in a worker thread.
@@ -171,12 +167,22 @@ class Lifecycle:
         cues = RedisCueStore(client, self.keys)
         reconsolidation = ReconsolidationQueue(cues, timeout_secs=self.settings.redis_timeout_secs)
         stack.callback(reconsolidation.close)
+        recaller = Recaller(
+            settings=self.settings,
+            policies=self.policies,
+            records=records,
+            vectors=vectors,
+            embedder=embedder,
+            blocks=blocks,
+            arm_wrapper=self._arm_wrapper,
+        )
         self._backends = Backends(
             client,
             records,
             vectors,
             embedder,
             info,
+            recaller,
             blocks,
             builder,
             publisher=publisher,
@@ -185,15 +191,6 @@ class Lifecycle:
             reconsolidation=reconsolidation,
             api_keys=api_keys,
             rate_limits=self._rate_limits(client),
-        )
-        self._recaller = Recaller(
-            settings=self.settings,
-            policies=self.policies,
-            records=records,
-            vectors=vectors,
-            embedder=embedder,
-            blocks=blocks,
-            arm_wrapper=self._arm_wrapper,
         )
 
     def _rate_limits(self, client: RedisClient) -> RedisRateLimits | None:
