@@ -110,11 +110,11 @@ def _ft_sizes(raw: Sequence[Any]) -> dict[str, float]:
 
 async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
     """What the store holds and costs now: Redis memory and indexes, Qdrant on disk, both processes' RSS."""
-    info = await memory.backends.redis.info("memory")
-    server = await memory.backends.redis.info("server")
+    info = await memory.backends.stores.redis.info("memory")
+    server = await memory.backends.stores.redis.info("server")
     keys = memory.keys
     indexes = {
-        kind: _ft_sizes(await command(memory.backends.redis, "FT.INFO", name))
+        kind: _ft_sizes(await command(memory.backends.stores.redis, "FT.INFO", name))
         for kind, name in (
             ("memory", keys.memory_index),
             ("episode", keys.episode_index),
@@ -130,7 +130,7 @@ async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
         "redis_rss_kb": _rss_kb(int(server["process_id"])),
         "redis_dir_bytes": await anyio.to_thread.run_sync(_dir_bytes, data_dir / "redis"),
         "indexes": indexes,
-        "block_events_queued": int(await memory.backends.redis.xlen(keys.block_stream)),
+        "block_events_queued": int(await memory.backends.stores.redis.xlen(keys.block_stream)),
         "qdrant_bytes": on_disk,
         "engine_rss_kb": _rss_kb("self"),
         "vector_rss_kb": sum(_rss_kb(pid) for pid in vector_process_ids(memory)),
@@ -151,7 +151,7 @@ async def block_state(*engines: cpersona.Engine) -> list[dict[str, int]]:
     out = []
     for memory in engines:
         built = await memory.backends.blocks.count_all() if memory.backends.blocks is not None else 0
-        queued = int(await memory.backends.redis.xlen(memory.keys.block_stream))
+        queued = int(await memory.backends.stores.redis.xlen(memory.keys.block_stream))
         out.append({"built": built, "queued": queued})
     return out
 
@@ -250,7 +250,7 @@ async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records
 
 async def command_usec(memory: cpersona.Engine) -> dict[str, tuple[int, int]]:
     """Redis's own count of calls and microseconds per command so far (``INFO commandstats``)."""
-    stats = await memory.backends.redis.info("commandstats")
+    stats = await memory.backends.stores.redis.info("commandstats")
     return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for name, v in stats.items()}
 
 

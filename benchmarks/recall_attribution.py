@@ -261,7 +261,7 @@ async def _documents(memory: cpersona.Engine, refs: Iterable[str]) -> dict[str, 
         return {}
     keys = memory.keys
     names = [keys.memory(ref[4:]) if ref.startswith("mem:") else keys.episode(ref[3:]) for ref in wanted]
-    docs = await json_ops(memory.backends.redis).mget(names, "$")
+    docs = await json_ops(memory.backends.stores.redis).mget(names, "$")
     return {ref: doc[0] for ref, doc in zip(wanted, docs, strict=True) if doc}
 
 

@@ -489,9 +489,9 @@ async def _block_count(engine: cpersona.Engine, agent: str) -> int:
 async def test_store_queues_and_drain_builds_every_block(engine: cpersona.Engine) -> None:
     stored = await engine.store(LONG, agent_id="a", project_id="p", channel="c")
     episode = await engine.archive_episode("We fixed the badge printer. Then we went home.", agent_id="a")
-    assert await engine.backends.redis.xlen(engine.keys.block_stream) == 2
+    assert await engine.backends.stores.redis.xlen(engine.keys.block_stream) == 2
     assert await engine.drain_blocks() == 2
-    assert await engine.backends.redis.xlen(engine.keys.block_stream) == 0
+    assert await engine.backends.stores.redis.xlen(engine.keys.block_stream) == 0
     assert await engine.drain_blocks() == 0
     assert engine.backends.blocks is not None
     wanted = _ids("memory", LONG, stored.id)
@@ -504,7 +504,7 @@ async def test_store_queues_and_drain_builds_every_block(engine: cpersona.Engine
     flt = VectorFilter(agent_id="a", project_ids=("other", ""), kinds=("block",))
     assert await engine.backends.blocks.count(flt) == len(ep_ids)
     # Draining again (an event processed twice) rewrites the same points.
-    await engine.backends.redis.xadd(engine.keys.block_stream, {"key": engine.keys.memory(stored.id)})
+    await engine.backends.stores.redis.xadd(engine.keys.block_stream, {"key": engine.keys.memory(stored.id)})
     assert await engine.drain_blocks() == 1
     assert await _block_count(engine, "a") == len(wanted) + len(ep_ids)
 
@@ -525,7 +525,9 @@ async def test_update_rebuilds_and_delete_removes(engine: cpersona.Engine) -> No
     await engine.drain_blocks()
     assert await _block_count(engine, "a") == 5
     await engine.update(stored.ref, agent_id="a", metadata={"k": "v"})
-    assert await engine.backends.redis.xlen(engine.keys.block_stream) == 0  # no text change, no rebuild
+    assert (
+        await engine.backends.stores.redis.xlen(engine.keys.block_stream) == 0
+    )  # no text change, no rebuild
     await engine.update(stored.ref, agent_id="a", content="Only one. And two.")
     assert await engine.drain_blocks() == 1
     assert await _block_count(engine, "a") == 2
@@ -538,7 +540,7 @@ async def test_update_rebuilds_and_delete_removes(engine: cpersona.Engine) -> No
     await engine.delete(gone.ref, agent_id="a")
     assert await engine.drain_blocks() == 1
     assert await _block_count(engine, "a") == 0
-    assert await engine.backends.redis.xlen(engine.keys.block_stream) == 0
+    assert await engine.backends.stores.redis.xlen(engine.keys.block_stream) == 0
 
 
 async def test_delete_agent_data_removes_the_agents_blocks_only(engine: cpersona.Engine) -> None:
@@ -619,7 +621,7 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
     async with cpersona.open(engine_settings, background=False) as first:
         refs = [(await first.store(f"Fact number {i}. It matters.", agent_id="a")).ref for i in range(3)]
         # A worker reads the events and dies before acknowledging them.
-        read = await first.backends.redis.xreadgroup(
+        read = await first.backends.stores.redis.xreadgroup(
             first.keys.block_group, "dead-worker", {first.keys.block_stream: ">"}, count=10
         )
         assert len(read[0][1]) == 3
@@ -628,9 +630,11 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
         assert await second.drain_blocks() == 3
         assert await _block_count(second, "a") == 6
         # types-redis (which redis-om installs) leaves the stream commands unannotated.
-        pending = await second.backends.redis.xpending(second.keys.block_stream, second.keys.block_group)  # type: ignore[no-untyped-call]
+        pending = await second.backends.stores.redis.xpending(  # type: ignore[no-untyped-call]
+            second.keys.block_stream, second.keys.block_group
+        )
         assert pending["pending"] == 0
-        assert await second.backends.redis.xlen(second.keys.block_stream) == 0
+        assert await second.backends.stores.redis.xlen(second.keys.block_stream) == 0
         for ref in refs:
             assert await second.backends.blocks.existing([block_id("memory", ref[4:], 0)])  # type: ignore[union-attr]
 
@@ -638,7 +642,7 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
 async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: cpersona.Engine) -> None:
     builder = BlockBuilder(
         records=engine.backends.records,
-        queue=RedisBlockQueue(engine.backends.redis, engine.keys, consumer="flaky"),
+        queue=RedisBlockQueue(engine.backends.stores.redis, engine.keys, consumer="flaky"),
         blocks=engine.backends.blocks,  # type: ignore[arg-type]
         embedder=engine.backends.embedder,  # type: ignore[arg-type]
         max_per_record=64,
@@ -647,11 +651,11 @@ async def test_events_that_keep_failing_are_dropped_not_retried_forever(engine: 
     )
     await engine.store("A record whose build keeps failing.", agent_id="a")
     stream, group = engine.keys.block_stream, engine.keys.block_group
-    await engine.backends.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
+    await engine.backends.stores.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
     for _ in range(11):  # each read of the pending entry is one more delivery
-        await engine.backends.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
+        await engine.backends.stores.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
     assert await builder.drain() == 0
-    pending = await engine.backends.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
+    pending = await engine.backends.stores.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
     assert pending["pending"] == 0
     assert await _block_count(engine, "a") == 0
 
@@ -663,7 +667,7 @@ async def test_without_an_embedder_no_blocks_are_queued(
     async with cpersona.open(settings_) as memory:
         await memory.store("No vectors. No blocks.", agent_id="a")
         assert memory.backends.blocks is None
-        assert await memory.backends.redis.exists(memory.keys.block_stream) == 0
+        assert await memory.backends.stores.redis.exists(memory.keys.block_stream) == 0
         assert await memory.drain_blocks() == 0
         result = await memory.recall("vectors", agent_id="a", limit=3)
         assert not any((row.match_reason or {}).get("signal") == "block" for row in result.rows)
@@ -675,7 +679,7 @@ async def _wait_for_blocks(memory: cpersona.Engine, agent: str, count: int) -> N
         for _ in itertools.count():
             if (
                 await _block_count(memory, agent) >= count
-                and await memory.backends.redis.xlen(memory.keys.block_stream) == 0
+                and await memory.backends.stores.redis.xlen(memory.keys.block_stream) == 0
             ):
                 return
             await anyio.sleep(0.05)
@@ -686,7 +690,7 @@ async def test_open_runs_the_worker_in_the_background(engine_settings: Settings)
         await memory.store("Built in the background. Without a drain.", agent_id="a")
         await _wait_for_blocks(memory, "a", 2)
         # The stream and its group vanish (a flush, say): the worker recreates them and carries on.
-        await memory.backends.redis.delete(memory.keys.block_stream)
+        await memory.backends.stores.redis.delete(memory.keys.block_stream)
         await memory.store("Stored after the flush. Still built.", agent_id="a")
         await _wait_for_blocks(memory, "a", 4)
 

@@ -99,7 +99,7 @@ async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path,
         assert memory.backends.vectors is not None
         ids = [ref.partition(":")[2] for ref in acknowledged]
         assert await memory.backends.vectors.existing(ids) == set(ids)
-        assert await memory.backends.redis.scard(memory.keys.vector_pending) == 0
+        assert await memory.backends.stores.redis.scard(memory.keys.vector_pending) == 0
         # The batches in flight when the server died wrote vectors of records never written: the start
         # swept them, so every vector has its record.
         stats = await memory.stats(None)

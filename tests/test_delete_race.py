@@ -292,11 +292,11 @@ async def test_a_fence_left_by_a_delete_that_died_lapses(engine: cpersona.Engine
     """A delete killed with its fence up cannot lower it: the fence has a lifetime of its own."""
     fence = engine.keys.agent_fence(VICTIM)
     await engine.backends.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
-    assert 0 < await engine.backends.redis.pttl(fence) <= FENCE_SECS * 1000
-    assert 0 < await engine.backends.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
+    assert 0 < await engine.backends.stores.redis.pttl(fence) <= FENCE_SECS * 1000
+    assert 0 < await engine.backends.stores.redis.pttl(engine.keys.agent_fence_seq(VICTIM)) <= 60_000
     with pytest.raises(cpersona.AgentBeingDeleted):
         await engine.store("refused while the fence stands", agent_id=VICTIM)
-    await engine.backends.redis.delete(fence)  # as Redis does once its lifetime has run out
+    await engine.backends.stores.redis.delete(fence)  # as Redis does once its lifetime has run out
     assert (await engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
 
 
@@ -312,5 +312,5 @@ async def test_a_delete_that_fails_lowers_its_fence(
     with pytest.raises(cpersona.VectorStoreUnavailable):
         await engine.delete_agent_data(VICTIM)
     monkeypatch.undo()
-    assert not await engine.backends.redis.exists(engine.keys.agent_fence(VICTIM))
+    assert not await engine.backends.stores.redis.exists(engine.keys.agent_fence(VICTIM))
     assert (await engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"

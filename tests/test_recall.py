@@ -549,7 +549,7 @@ async def test_a_record_missing_a_field_the_recall_reads_is_read_whole(
 
     before = await shown()
     assert {ref for ref, *_ in before} == {a.ref, b.ref, ep.ref}
-    client = keyword_engine.backends.redis.json()
+    client = keyword_engine.backends.stores.redis.json()
     # types-redis leaves JSON.DEL's signature unannotated.
     await client.delete(keyword_engine.keys.memory(a.id), "$.msg_id")  # type: ignore[no-untyped-call]
     await client.delete(keyword_engine.keys.episode(ep.id), "$.embedded")  # type: ignore[no-untyped-call]

@@ -443,7 +443,7 @@ _PROPS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthC
 
 
 async def _snapshot(engine: cpersona.Engine, refs: list[str]) -> tuple[Any, ...]:
-    client = engine.backends.redis
+    client = engine.backends.stores.redis
     prefix = engine.settings.key_prefix
     keys = sorted([k async for k in client.scan_iter(match=f"{prefix}*", count=1_000)])
     dumps = [await client.dump(k) for k in keys]

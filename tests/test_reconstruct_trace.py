@@ -311,7 +311,7 @@ async def test_one_message_per_reconstruct_with_its_recall_inside(engine: cperso
     who = agent()
     await burst(engine, who)
     await engine.drain_traces()
-    listener = Listener(engine.backends.redis)
+    listener = Listener(engine.backends.stores.redis)
     try:
         await listener.subscribe(channel=engine.keys.trace_channel(who))
         await engine.reconstruct("harbour crane", agent_id=who)  # untraced: nothing

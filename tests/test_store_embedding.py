@@ -243,7 +243,7 @@ async def test_a_caller_vector_that_cannot_be_written_fails_the_store_whole(
         await engine.store_batch(records)
     monkeypatch.undo()
     assert (await engine.stats(agent))["memories"] == 0
-    assert await engine.backends.redis.scard(engine.keys.vector_pending) == 0
+    assert await engine.backends.stores.redis.scard(engine.keys.vector_pending) == 0
     # Its claims were given up: the same batch, sent again, is stored.
     again = await engine.store_batch(records)
     assert [r.result for r in again.results] == ["stored", "stored"]

@@ -327,14 +327,14 @@ async def test_pending_marks_are_finished_on_start(redis_url: str, key_prefix: s
         # Simulate the crash window: the document is in Redis with its mark, the vector never arrived.
         key = writer.keys.memory(stored.id)
         # redis-py's stubs lack JSON.MERGE, which the client has.
-        await writer.backends.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
-        await writer.backends.redis.sadd(writer.keys.vector_pending, key)
+        await writer.backends.stores.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
+        await writer.backends.stores.redis.sadd(writer.keys.vector_pending, key)
     async with cpersona.open(settings) as memory:
         record = await memory.get(stored.ref, agent_id="a")
         assert isinstance(record, MemoryRecord)
         assert record.embedded
         assert not record.vector_pending
-        assert await memory.backends.redis.scard(memory.keys.vector_pending) == 0
+        assert await memory.backends.stores.redis.scard(memory.keys.vector_pending) == 0
         assert memory.backends.vectors is not None
         assert await memory.backends.vectors.existing([stored.id]) == {stored.id}
 
@@ -458,8 +458,8 @@ async def test_a_store_that_died_before_its_document_is_swept_on_start(
         assert (await memory.stats("a"))["vectors"] == 2
         # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
         in_flight = memory.keys.writes_in_flight
-        await memory.backends.redis.zadd(
-            in_flight, dict.fromkeys(await memory.backends.redis.zrange(in_flight, 0, -1), 0)
+        await memory.backends.stores.redis.zadd(
+            in_flight, dict.fromkeys(await memory.backends.stores.redis.zrange(in_flight, 0, -1), 0)
         )
     async with cpersona.open(settings, background=False) as memory:
         stats = await memory.stats("a")
@@ -495,8 +495,8 @@ async def test_a_delete_whose_vector_delete_failed_is_finished_on_start(
         assert (stats["memories"], stats["episodes"], stats["vectors"]) == (1, 0, 3)
         # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
         in_flight = memory.keys.writes_in_flight
-        if marks := await memory.backends.redis.zrange(in_flight, 0, -1):
-            await memory.backends.redis.zadd(in_flight, dict.fromkeys(marks, 0))
+        if marks := await memory.backends.stores.redis.zrange(in_flight, 0, -1):
+            await memory.backends.stores.redis.zadd(in_flight, dict.fromkeys(marks, 0))
     async with cpersona.open(settings, background=False) as memory:
         stats = await memory.stats("a")
         assert (stats["memories"], stats["vectors"]) == (1, 1)

@@ -144,10 +144,10 @@ class Engine:
     def backends(self) -> Backends:
         """What the open engine runs on: its stores, vector collections, embedder, recaller and workers.
 
-        The one seam for tools, benchmarks and tests that look underneath the engine (at a record's
-        document, a collection's vectors, the recaller's stages). It is not part of the stable API: its
-        fields follow the stores and change with them. Raises :class:`~cpersona.EngineClosed` when the
-        engine is not open.
+        The one seam for tools, benchmarks and tests that look underneath the engine: a role's store
+        (``backends.records``, ``backends.stores.cues``), the raw Redis client (``backends.stores.redis``),
+        a collection's vectors, the recaller. It is not part of the stable API: its fields follow the
+        stores and change with them. Raises :class:`~cpersona.EngineClosed` when the engine is not open.
         """
         return self._life.backends
 
