@@ -50,7 +50,7 @@ def machine_shares(ticks: MachineTicks) -> dict[str, float]:
 def vector_process_ids(engine: Any) -> list[int]:
     """The child processes that hold an engine's vector shards (none in thread mode or with a Qdrant
     server)."""
-    stores = (engine._b.vectors, engine._b.blocks)
+    stores = (engine.backends.vectors, engine.backends.blocks)
     return [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
 
 

@@ -223,17 +223,17 @@ async def race(data_dir: Path, log: Path, rounds: int) -> list[Round]:
 async def check(data_dir: Path, rounds: list[Round]) -> None:
     """Each round's agent read record by record in the engine the server left, once it has stopped."""
     async with cpersona.open(cpersona.Settings(data_dir=data_dir), background=False) as engine:
-        assert engine.vectors is not None, "the server ran with vectors"
-        pending = set(await engine.records.pending_refs())
+        assert engine.backends.vectors is not None, "the server ran with vectors"
+        pending = set(await engine.backends.records.pending_refs())
         for r in rounds:
             present: set[str] = set()
             for kind, tag in (("memory", "mem"), ("episode", "ep")):
-                ids = await engine.records.record_ids(kind, r.agent)  # type: ignore[arg-type]
-                with_vector = await engine.vectors.existing(ids)
+                ids = await engine.backends.records.record_ids(kind, r.agent)  # type: ignore[arg-type]
+                with_vector = await engine.backends.vectors.existing(ids)
                 present.update(f"{tag}:{i}" for i in ids)
                 r.half += [f"{tag}:{i}" for i in ids if i not in with_vector and f"{tag}:{i}" not in pending]
             acked_ids = {ref: ref.partition(":")[2] for ref in r.acknowledged}
-            acked_vectors = await engine.vectors.existing(list(acked_ids.values()))
+            acked_vectors = await engine.backends.vectors.existing(list(acked_ids.values()))
             for ref, record_id in acked_ids.items():
                 if ref in present and record_id in acked_vectors:
                     r.whole += 1

@@ -45,13 +45,13 @@ class PartTimer:
 
     def __init__(self, memory: cpersona.Engine) -> None:
         self.secs: dict[str, float] = defaultdict(float)
-        self._wrap(memory.records, "reserve_writes", "dedup claims (Redis)")
-        self._wrap(memory.records, "next_seq", "sequence numbers (Redis)")
-        self._wrap(memory.records, "put_memories", "document write (Redis transaction, durable)")
-        if memory.embedder is not None:
-            self._wrap(memory.embedder, "embed", "embedding")
-        if memory.vectors is not None and hasattr(memory.vectors, "_run"):
-            self._wrap_runs(memory.vectors)
+        self._wrap(memory.backends.records, "reserve_writes", "dedup claims (Redis)")
+        self._wrap(memory.backends.records, "next_seq", "sequence numbers (Redis)")
+        self._wrap(memory.backends.records, "put_memories", "document write (Redis transaction, durable)")
+        if memory.backends.embedder is not None:
+            self._wrap(memory.backends.embedder, "embed", "embedding")
+        if memory.backends.vectors is not None and hasattr(memory.backends.vectors, "_run"):
+            self._wrap_runs(memory.backends.vectors)
 
     def _wrap(self, owner: object, name: str, label: str) -> None:
         original = getattr(owner, name)
@@ -110,11 +110,11 @@ def _ft_sizes(raw: Sequence[Any]) -> dict[str, float]:
 
 async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
     """What the store holds and costs now: Redis memory and indexes, Qdrant on disk, both processes' RSS."""
-    info = await memory.redis.info("memory")
-    server = await memory.redis.info("server")
+    info = await memory.backends.stores.redis.info("memory")
+    server = await memory.backends.stores.redis.info("server")
     keys = memory.keys
     indexes = {
-        kind: _ft_sizes(await command(memory.redis, "FT.INFO", name))
+        kind: _ft_sizes(await command(memory.backends.stores.redis, "FT.INFO", name))
         for kind, name in (
             ("memory", keys.memory_index),
             ("episode", keys.episode_index),
@@ -130,7 +130,7 @@ async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
         "redis_rss_kb": _rss_kb(int(server["process_id"])),
         "redis_dir_bytes": await anyio.to_thread.run_sync(_dir_bytes, data_dir / "redis"),
         "indexes": indexes,
-        "block_events_queued": int(await memory.redis.xlen(keys.block_stream)),
+        "block_events_queued": int(await memory.backends.stores.redis.xlen(keys.block_stream)),
         "qdrant_bytes": on_disk,
         "engine_rss_kb": _rss_kb("self"),
         "vector_rss_kb": sum(_rss_kb(pid) for pid in vector_process_ids(memory)),
@@ -140,7 +140,7 @@ async def footprint(memory: cpersona.Engine, data_dir: Path) -> dict[str, Any]:
 async def shard_info(memory: cpersona.Engine) -> dict[str, dict[str, int]]:
     """What each embedded shard reports of itself (it gives counts, not sizes)."""
     out = {}
-    for name, store in (("memories", memory.vectors), ("blocks", memory.blocks)):
+    for name, store in (("memories", memory.backends.vectors), ("blocks", memory.backends.blocks)):
         if store is not None and hasattr(store, "shard_info"):
             out[name] = await store.shard_info()
     return out
@@ -150,8 +150,8 @@ async def block_state(*engines: cpersona.Engine) -> list[dict[str, int]]:
     """Block points built and block events waiting, per engine (no worker runs in this benchmark)."""
     out = []
     for memory in engines:
-        built = await memory.blocks.count_all() if memory.blocks is not None else 0
-        queued = int(await memory.redis.xlen(memory.keys.block_stream))
+        built = await memory.backends.blocks.count_all() if memory.backends.blocks is not None else 0
+        queued = int(await memory.backends.stores.redis.xlen(memory.keys.block_stream))
         out.append({"built": built, "queued": queued})
     return out
 
@@ -187,8 +187,8 @@ async def paired_round(
     arms: dict[str, dict[str, list[float]]] = {"fleet": defaultdict(list), "lone": defaultdict(list)}
     degraded: dict[str, int] = defaultdict(int)
     same_rows = 0
-    assert big.embedder is not None
-    vectors = await big.embedder.embed([questions[n % len(questions)] for n in range(pairs)])
+    assert big.backends.embedder is not None
+    vectors = await big.backends.embedder.embed([questions[n % len(questions)] for n in range(pairs)])
     flt = VectorFilter(agent_id=scope)
     for question in questions[:WARMUP]:
         for memory in (big, lone):
@@ -203,8 +203,10 @@ async def paired_round(
                 degraded[f"{name} {arm}"] += 1
         same_rows += rows["fleet"] == rows["lone"]
         for name, memory in order:
-            assert memory.vectors is not None
-            times[f"{name}_search"].append(await _timed(memory.vectors.search(vectors[n], flt, LIMIT)))
+            assert memory.backends.vectors is not None
+            times[f"{name}_search"].append(
+                await _timed(memory.backends.vectors.search(vectors[n], flt, LIMIT))
+            )
     summary = {
         name: {
             "p50_ms": percentile(ms, 0.5),
@@ -238,7 +240,7 @@ async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records
     deadline = time.monotonic() + REOPEN_SECS
     while True:
         stats = await memory.stats(scope)
-        total = await memory.vectors.count_all() if memory.vectors is not None else 0
+        total = await memory.backends.vectors.count_all() if memory.backends.vectors is not None else 0
         if stats["memories"] == memories and stats["vectors"] == memories and total == records:
             return
         if time.monotonic() > deadline:
@@ -248,7 +250,7 @@ async def wait_ready(memory: cpersona.Engine, scope: str, memories: int, records
 
 async def command_usec(memory: cpersona.Engine) -> dict[str, tuple[int, int]]:
     """Redis's own count of calls and microseconds per command so far (``INFO commandstats``)."""
-    stats = await memory.redis.info("commandstats")
+    stats = await memory.backends.stores.redis.info("commandstats")
     return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for name, v in stats.items()}
 
 

@@ -79,8 +79,8 @@ class BuildSampler:
 
     async def _snapshot(self, stored: int) -> _Snapshot:
         commands = await probe.command_usec(self._memory)
-        persistence = await self._memory.redis.info("persistence")
-        server = self._memory._b.server
+        persistence = await self._memory.backends.stores.redis.info("persistence")
+        server = self._memory.backends.stores.server
         return _Snapshot(
             at=time.perf_counter(),
             stored=stored,

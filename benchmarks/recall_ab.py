@@ -213,7 +213,7 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
 
 def redis_cpu_ms(engine: Any) -> float:
     """CPU time the engine's embedded redis-server has used so far, in ms."""
-    return process_cpu_ms(engine._b.server.pid)
+    return process_cpu_ms(engine.backends.stores.server.pid)
 
 
 def settings(package: Any, data_dir: Path, overrides: list[str] | None = None) -> Any:

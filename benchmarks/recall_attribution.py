@@ -157,7 +157,7 @@ async def replay(
     memory: cpersona.Engine, agent: str, query: str, *, limit: int, policy: str | None = None
 ) -> Replay:
     """Re-run one recall of ``query`` in ``agent``'s scope step by step, without the stage chain."""
-    pieces = memory.recaller
+    pieces = memory.backends.recaller
     settings = memory.settings
     rules = memory.policies[policy or settings.recall_policy]
     adjust = rules.score_adjust
@@ -170,7 +170,7 @@ async def replay(
         floor = rules.depth.floor if settings.recall_depth_floor is None else settings.recall_depth_floor
         depth = min(rules.depth.max, max(limit, floor))
     scope = ReadScope(agent)
-    records = memory.records
+    records = memory.backends.records
     window = settings.max_memories or rules.vector.scan_window
     stats = await ScopeStatsCache().get(records, scope, window, rules.vector.reach)
     calibrated = await records.calibrated_gate(agent)
@@ -261,7 +261,7 @@ async def _documents(memory: cpersona.Engine, refs: Iterable[str]) -> dict[str, 
         return {}
     keys = memory.keys
     names = [keys.memory(ref[4:]) if ref.startswith("mem:") else keys.episode(ref[3:]) for ref in wanted]
-    docs = await json_ops(memory.redis).mget(names, "$")
+    docs = await json_ops(memory.backends.stores.redis).mget(names, "$")
     return {ref: doc[0] for ref, doc in zip(wanted, docs, strict=True) if doc}
 
 

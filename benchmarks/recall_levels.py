@@ -108,7 +108,7 @@ async def run_level(
             for degraded in result.degraded:
                 level.degraded[f"{degraded.arm} {degraded.status}"] += 1
 
-    server = memory._b.server
+    server = memory.backends.stores.server
     redis_began = process_cpu_ms(server.pid) if server is not None else 0.0
     children_began = vector_processes_cpu_ms(memory)
     cpu_began, started = time.process_time(), time.perf_counter()

@@ -88,7 +88,7 @@ def _means(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 
 async def embed_alone(memory: cpersona.Engine, questions: Sequence[str], count: int) -> dict[str, float]:
     """The query embedding on its own, sequential, same questions, cache off."""
-    embedder = memory.embedder
+    embedder = memory.backends.embedder
     assert embedder is not None
     samples = []
     for n in range(count):

@@ -58,7 +58,7 @@ class Run:
 
 
 def _records_shard(memory: Engine) -> EdgeVectorStore:
-    store = memory.vectors
+    store = memory.backends.vectors
     if not isinstance(store, EdgeVectorStore) or store.process_id is None:
         raise SystemExit("the records collection is not an embedded shard in a child process")
     return store

@@ -104,7 +104,7 @@ async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> Round:
 
 
 def redis_cpu_ms(engine: Any) -> float:
-    return process_cpu_ms(engine._b.server.pid)
+    return process_cpu_ms(engine.backends.stores.server.pid)
 
 
 async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
@@ -177,8 +177,8 @@ async def same_documents(engines: dict[str, Any]) -> bool:
         (result,) = (
             await engine.store_batch([{"agent_id": AGENT, "content": _PROBE, "embedding": _VEC}])
         ).results
-        key = engine._life.keys.memory(str(result.ref).split(":")[-1])
-        got = await engine._b.redis.execute_command("JSON.GET", key, "$")
+        key = engine.keys.memory(str(result.ref).split(":")[-1])
+        got = await engine.backends.stores.redis.execute_command("JSON.GET", key, "$")
         doc = json.loads(got)[0] if isinstance(got, (str, bytes)) else got[0]
         docs.append(_masked(doc, str(result.ref).split(":")[-1]))
     if docs[0] != docs[1]:

@@ -56,7 +56,7 @@ _FSYNC = {"durable": "always", "everysec": "everysec"}
 
 def _fix_embedder(memory: Engine) -> None:
     """Replace the model by a fixed unit vector per text (seeded by its digest): no model time."""
-    embedder = memory.embedder
+    embedder = memory.backends.embedder
     assert embedder is not None
     dim = embedder.dim
 
@@ -131,7 +131,10 @@ async def _claim_script_us(memory: Engine, agent: str, n: int, claims: int) -> f
         keys, args = reservation_args(f"{prefix}:bench:{agent}:inflight", [write])
         t0 = time.perf_counter()
         await run_script(
-            memory.redis, CLAIM, keys, [f"{prefix}:bench:mem:", "60000", repr(time.time()), *args]
+            memory.backends.stores.redis,
+            CLAIM,
+            keys,
+            [f"{prefix}:bench:mem:", "60000", repr(time.time()), *args],
         )
         samples.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(samples)
@@ -139,7 +142,7 @@ async def _claim_script_us(memory: Engine, agent: str, n: int, claims: int) -> f
 
 async def _measure(memory: Engine, path: str, measure: str, tag: str, args: argparse.Namespace) -> float:
     """One measure on one path (its fsync policy set, its WAITAOF on or off), on a fresh agent."""
-    await cast("Any", memory.redis).config_set("appendfsync", _FSYNC[path])
+    await cast("Any", memory.backends.stores.redis).config_set("appendfsync", _FSYNC[path])
     agent = f"{tag}{measure}"
     with _without_waitaof(path):
         if measure == "concurrent":
@@ -187,7 +190,7 @@ async def _ping_us(memory: Engine, n: int) -> float:
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
-        await memory.redis.ping()
+        await memory.backends.stores.redis.ping()
         samples.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(samples)
 
@@ -276,7 +279,7 @@ async def _alternative() -> dict[str, float]:
     """The path not taken, on Redis alone: fsync once a second and a WAITAOF after each write."""
     async with contextlib.AsyncExitStack() as stack:
         memory = await _open(stack, "alternative", vectors=False)
-        await cast("Any", memory.redis).config_set("appendfsync", "everysec")
+        await cast("Any", memory.backends.stores.redis).config_set("appendfsync", "everysec")
         return {
             "single": await _singles(memory, "alt-s", 5),
             "concurrent": await _concurrent(memory, "alt-c", 16, 2),

@@ -51,8 +51,8 @@ async def _run(settings: Settings, records: int, singles: int) -> dict[str, floa
             latencies.append((time.perf_counter() - t0) * 1000)
         out["single_p50_ms"] = statistics.median(latencies)
         out["single_p95_ms"] = percentile(latencies, 0.95)
-        if memory.embedder is not None:
-            embedder = memory.embedder
+        if memory.backends.embedder is not None:
+            embedder = memory.backends.embedder
             queries = [f"what about item {n}?" for n in range(200)]
             q_lat = []
             for q in queries:

@@ -215,7 +215,7 @@ def open_test_engine(
                 yield memory
             finally:
                 with anyio.fail_after(_CLEANUP_SECS):
-                    await _drop_prefix(memory.redis, prefix)
+                    await _drop_prefix(memory.backends.stores.redis, prefix)
 
     return open_engine
 

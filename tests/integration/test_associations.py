@@ -245,7 +245,7 @@ async def test_record_relations_are_read_per_record_and_go_with_a_delete(engine:
     assert (await engine.record_links(ReadScope(who), [new]))[new].relations == ()
     await engine.delete(new, agent_id=who)
     assert refs_of(await engine.traverse(who, "plan")) == []
-    keys = [k async for k in engine.redis.scan_iter(match=engine.keys.assoc_record(who, "*"))]
+    keys = [k async for k in engine.backends.stores.redis.scan_iter(match=engine.keys.assoc_record(who, "*"))]
     assert keys == []
 
 
@@ -254,7 +254,9 @@ async def test_delete_agent_data_removes_the_graph(engine: cpersona.Engine) -> N
     await remember(engine, "x", who, associations={"entities": [{"name": "Dana"}]})
     kept = await remember(engine, "y", other, associations={"entities": [{"name": "Dana"}]})
     await engine.delete_agent_data(who)
-    assert [k async for k in engine.redis.scan_iter(match=engine.keys.assoc_of_agent(who))] == []
+    assert [
+        k async for k in engine.backends.stores.redis.scan_iter(match=engine.keys.assoc_of_agent(who))
+    ] == []
     assert refs_of(await engine.traverse(other, "dana")) == [kept]
 
 

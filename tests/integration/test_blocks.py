@@ -476,8 +476,8 @@ def _ids(kind: str, text: str, parent: str) -> list[str]:
 
 
 async def _block_count(engine: cpersona.Engine, agent: str) -> int:
-    assert engine.blocks is not None
-    return await engine.blocks.count(VectorFilter(agent_id=agent, kinds=("block",)))
+    assert engine.backends.blocks is not None
+    return await engine.backends.blocks.count(VectorFilter(agent_id=agent, kinds=("block",)))
 
 
 async def test_store_queues_and_drain_builds_every_block(vector_engine: cpersona.Engine) -> None:
@@ -485,22 +485,22 @@ async def test_store_queues_and_drain_builds_every_block(vector_engine: cpersona
     episode = await vector_engine.archive_episode(
         "We fixed the badge printer. Then we went home.", agent_id="a"
     )
-    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 2
+    assert await vector_engine.backends.stores.redis.xlen(vector_engine.keys.block_stream) == 2
     assert await vector_engine.drain_blocks() == 2
-    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0
+    assert await vector_engine.backends.stores.redis.xlen(vector_engine.keys.block_stream) == 0
     assert await vector_engine.drain_blocks() == 0
-    assert vector_engine.blocks is not None
+    assert vector_engine.backends.blocks is not None
     wanted = _ids("memory", LONG, stored.id)
     assert len(wanted) == 8
-    assert await vector_engine.blocks.existing(wanted) == set(wanted)
+    assert await vector_engine.backends.blocks.existing(wanted) == set(wanted)
     ep_ids = _ids("episode", "We fixed the badge printer. Then we went home.", episode.ref[3:])
-    assert await vector_engine.blocks.existing(ep_ids) == set(ep_ids)
+    assert await vector_engine.backends.blocks.existing(ep_ids) == set(ep_ids)
     assert await _block_count(vector_engine, "a") == len(wanted) + len(ep_ids)
     # Blocks carry the parent's scope: a project the record is not in does not see them.
     flt = VectorFilter(agent_id="a", project_ids=("other", ""), kinds=("block",))
-    assert await vector_engine.blocks.count(flt) == len(ep_ids)
+    assert await vector_engine.backends.blocks.count(flt) == len(ep_ids)
     # Draining again (an event processed twice) rewrites the same points.
-    await vector_engine.redis.xadd(
+    await vector_engine.backends.stores.redis.xadd(
         vector_engine.keys.block_stream, {"key": vector_engine.keys.memory(stored.id)}
     )
     assert await vector_engine.drain_blocks() == 1
@@ -510,25 +510,27 @@ async def test_store_queues_and_drain_builds_every_block(vector_engine: cpersona
 async def test_a_short_record_gets_one_block(vector_engine: cpersona.Engine) -> None:
     stored = await vector_engine.store("The wifi password is on the fridge", agent_id="a")
     await vector_engine.drain_blocks()
-    assert vector_engine.blocks is not None
-    assert await vector_engine.blocks.existing([block_id("memory", stored.id, 0)]) == {
+    assert vector_engine.backends.blocks is not None
+    assert await vector_engine.backends.blocks.existing([block_id("memory", stored.id, 0)]) == {
         block_id("memory", stored.id, 0)
     }
     assert await _block_count(vector_engine, "a") == 1
 
 
 async def test_update_rebuilds_and_delete_removes(vector_engine: cpersona.Engine) -> None:
-    assert vector_engine.blocks is not None
+    assert vector_engine.backends.blocks is not None
     stored = await vector_engine.store("One. Two. Three. Four. Five.", agent_id="a")
     await vector_engine.drain_blocks()
     assert await _block_count(vector_engine, "a") == 5
     await vector_engine.update(stored.ref, agent_id="a", metadata={"k": "v"})
-    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0  # no text change, no rebuild
+    assert (
+        await vector_engine.backends.stores.redis.xlen(vector_engine.keys.block_stream) == 0
+    )  # no text change, no rebuild
     await vector_engine.update(stored.ref, agent_id="a", content="Only one. And two.")
     assert await vector_engine.drain_blocks() == 1
     assert await _block_count(vector_engine, "a") == 2
     old = block_ids("memory", stored.id, 5)
-    assert await vector_engine.blocks.existing(old) == set(old[:2])
+    assert await vector_engine.backends.blocks.existing(old) == set(old[:2])
     await vector_engine.delete(stored.ref, agent_id="a")
     assert await _block_count(vector_engine, "a") == 0
     # An event left for a record deleted before it was built is acknowledged and builds nothing.
@@ -536,7 +538,7 @@ async def test_update_rebuilds_and_delete_removes(vector_engine: cpersona.Engine
     await vector_engine.delete(gone.ref, agent_id="a")
     assert await vector_engine.drain_blocks() == 1
     assert await _block_count(vector_engine, "a") == 0
-    assert await vector_engine.redis.xlen(vector_engine.keys.block_stream) == 0
+    assert await vector_engine.backends.stores.redis.xlen(vector_engine.keys.block_stream) == 0
 
 
 async def test_delete_agent_data_removes_the_agents_blocks_only(vector_engine: cpersona.Engine) -> None:
@@ -556,10 +558,10 @@ async def test_the_block_arm_finds_the_paragraph_that_answers(vector_engine: cpe
     for i, filler in enumerate(("The quarterly report is due on Friday.", "Lunch is served at noon.")):
         await vector_engine.store(filler, agent_id="a", id=f"f{i}")
     await vector_engine.drain_blocks()
-    assert vector_engine.blocks is not None
-    assert vector_engine.embedder is not None
-    vector = await vector_engine.embedder.embed_query(QUESTION)
-    result = await block_arm(vector_engine.blocks, vector, ReadScope("a"), limit=3, max_hits=HITS)
+    assert vector_engine.backends.blocks is not None
+    assert vector_engine.backends.embedder is not None
+    vector = await vector_engine.backends.embedder.embed_query(QUESTION)
+    result = await block_arm(vector_engine.backends.blocks, vector, ReadScope("a"), limit=3, max_hits=HITS)
     top = result.rows[0]
     assert top.ref == stored.ref
     spans = split_blocks(LONG)
@@ -599,11 +601,13 @@ async def test_no_other_agents_blocks_ever_appear(vector_engine: cpersona.Engine
     theirs = await vector_engine.store(LONG, agent_id="b")
     await vector_engine.store(LONG, agent_id="a", project_id="secret")
     await vector_engine.drain_blocks()
-    assert vector_engine.blocks is not None
-    assert vector_engine.embedder is not None
-    vector = await vector_engine.embedder.embed_query(QUESTION)
+    assert vector_engine.backends.blocks is not None
+    assert vector_engine.backends.embedder is not None
+    vector = await vector_engine.backends.embedder.embed_query(QUESTION)
     rows = (
-        await block_arm(vector_engine.blocks, vector, ReadScope("a", project_id=""), limit=10, max_hits=HITS)
+        await block_arm(
+            vector_engine.backends.blocks, vector, ReadScope("a", project_id=""), limit=10, max_hits=HITS
+        )
     ).rows
     assert [r.ref for r in rows] == [mine.ref]
     result = await vector_engine.recall(QUESTION, agent_id="a", project_id="", limit=5)
@@ -617,7 +621,7 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
     async with cpersona.open(engine_settings, background=False) as first:
         refs = [(await first.store(f"Fact number {i}. It matters.", agent_id="a")).ref for i in range(3)]
         # A worker reads the events and dies before acknowledging them.
-        read = await first.redis.xreadgroup(
+        read = await first.backends.stores.redis.xreadgroup(
             first.keys.block_group, "dead-worker", {first.keys.block_stream: ">"}, count=10
         )
         assert len(read[0][1]) == 3
@@ -626,32 +630,34 @@ async def test_pending_events_of_a_dead_consumer_are_built_after_restart(engine_
         assert await second.drain_blocks() == 3
         assert await _block_count(second, "a") == 6
         # types-redis (which redis-om installs) leaves the stream commands unannotated.
-        pending = await second.redis.xpending(second.keys.block_stream, second.keys.block_group)  # type: ignore[no-untyped-call]
+        pending = await second.backends.stores.redis.xpending(  # type: ignore[no-untyped-call]
+            second.keys.block_stream, second.keys.block_group
+        )
         assert pending["pending"] == 0
-        assert await second.redis.xlen(second.keys.block_stream) == 0
+        assert await second.backends.stores.redis.xlen(second.keys.block_stream) == 0
         for ref in refs:
-            assert await second.blocks.existing([block_id("memory", ref[4:], 0)])  # type: ignore[union-attr]
+            assert await second.backends.blocks.existing([block_id("memory", ref[4:], 0)])  # type: ignore[union-attr]
 
 
 async def test_events_that_keep_failing_are_dropped_not_retried_forever(
     vector_engine: cpersona.Engine,
 ) -> None:
     builder = BlockBuilder(
-        records=vector_engine.records,
-        queue=RedisBlockQueue(vector_engine.redis, vector_engine.keys, consumer="flaky"),
-        blocks=vector_engine.blocks,  # type: ignore[arg-type]
-        embedder=vector_engine.embedder,  # type: ignore[arg-type]
+        records=vector_engine.backends.records,
+        queue=RedisBlockQueue(vector_engine.backends.stores.redis, vector_engine.keys, consumer="flaky"),
+        blocks=vector_engine.backends.blocks,  # type: ignore[arg-type]
+        embedder=vector_engine.backends.embedder,  # type: ignore[arg-type]
         max_per_record=64,
         max_chars=739,
         redis_timeout_secs=5.0,
     )
     await vector_engine.store("A record whose build keeps failing.", agent_id="a")
     stream, group = vector_engine.keys.block_stream, vector_engine.keys.block_group
-    await vector_engine.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
+    await vector_engine.backends.stores.redis.xreadgroup(group, "flaky", {stream: ">"}, count=10)
     for _ in range(11):  # each read of the pending entry is one more delivery
-        await vector_engine.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
+        await vector_engine.backends.stores.redis.xreadgroup(group, "flaky", {stream: "0"}, count=10)
     assert await builder.drain() == 0
-    pending = await vector_engine.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
+    pending = await vector_engine.backends.stores.redis.xpending(stream, group)  # type: ignore[no-untyped-call]  # types-redis: XPENDING unannotated
     assert pending["pending"] == 0
     assert await _block_count(vector_engine, "a") == 0
 
@@ -662,8 +668,8 @@ async def test_without_an_embedder_no_blocks_are_queued(
     settings_ = Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, embedding_mode="none")
     async with cpersona.open(settings_) as memory:
         await memory.store("No vectors. No blocks.", agent_id="a")
-        assert memory.blocks is None
-        assert await memory.redis.exists(memory.keys.block_stream) == 0
+        assert memory.backends.blocks is None
+        assert await memory.backends.stores.redis.exists(memory.keys.block_stream) == 0
         assert await memory.drain_blocks() == 0
         result = await memory.recall("vectors", agent_id="a", limit=3)
         assert not any((row.match_reason or {}).get("signal") == "block" for row in result.rows)
@@ -675,7 +681,7 @@ async def _wait_for_blocks(memory: cpersona.Engine, agent: str, count: int) -> N
         for _ in itertools.count():
             if (
                 await _block_count(memory, agent) >= count
-                and await memory.redis.xlen(memory.keys.block_stream) == 0
+                and await memory.backends.stores.redis.xlen(memory.keys.block_stream) == 0
             ):
                 return
             await anyio.sleep(0.05)
@@ -686,7 +692,7 @@ async def test_open_runs_the_worker_in_the_background(engine_settings: Settings)
         await memory.store("Built in the background. Without a drain.", agent_id="a")
         await _wait_for_blocks(memory, "a", 2)
         # The stream and its group vanish (a flush, say): the worker recreates them and carries on.
-        await memory.redis.delete(memory.keys.block_stream)
+        await memory.backends.stores.redis.delete(memory.keys.block_stream)
         await memory.store("Stored after the flush. Still built.", agent_id="a")
         await _wait_for_blocks(memory, "a", 4)
 

@@ -96,10 +96,10 @@ async def test_sigkill_mid_import_loses_no_acknowledged_record(server_dir: Path,
 
     # The server is down: open the same data dir in-process and look at the Qdrant shard itself.
     async with cpersona.open(data_dir=server_dir) as memory:
-        assert memory.vectors is not None
+        assert memory.backends.vectors is not None
         ids = [ref.partition(":")[2] for ref in acknowledged]
-        assert await memory.vectors.existing(ids) == set(ids)
-        assert await memory.redis.scard(memory.keys.vector_pending) == 0
+        assert await memory.backends.vectors.existing(ids) == set(ids)
+        assert await memory.backends.stores.redis.scard(memory.keys.vector_pending) == 0
         # The batches in flight when the server died wrote vectors of records never written: the start
         # swept them, so every vector has its record.
         stats = await memory.stats(None)

@@ -63,8 +63,8 @@ async def remember(engine: cpersona.Engine, agent: str, content: str, ts: float,
 
 
 async def embedded(engine: cpersona.Engine, text: str) -> Vector:
-    assert engine.embedder is not None
-    return await engine.embedder.embed_query(text)
+    assert engine.backends.embedder is not None
+    return await engine.backends.embedder.embed_query(text)
 
 
 async def cue(
@@ -81,8 +81,8 @@ async def cue(
     redis: RedisClient | None = None,
 ) -> ArmResult:
     return await cue_arm(
-        records=engine.records if redis is None else RedisRecordStore(redis, engine.keys),
-        vectors=engine.vectors if vectors is True else (vectors or None),
+        records=engine.backends.records if redis is None else RedisRecordStore(redis, engine.keys),
+        vectors=engine.backends.vectors if vectors is True else (vectors or None),
         vector=vector,
         scope=ReadScope(scope) if isinstance(scope, str) else scope,
         query=query,
@@ -155,7 +155,7 @@ async def test_arguments_that_are_bugs_raise(shared_engine: cpersona.Engine, age
         await cue(shared_engine, agent, "x", depth=-1)
     with pytest.raises(ValueError, match="merge_k"):
         await cue_arm(
-            records=shared_engine.records,
+            records=shared_engine.backends.records,
             vectors=None,
             vector=None,
             scope=ReadScope(agent),
@@ -203,7 +203,7 @@ async def test_merge_by_hand_on_a_small_store(shared_engine: cpersona.Engine, ag
     vector = await embedded(shared_engine, text)
     # The halves on their own, read from the real indexes: the vector finds only `slope` above 0.99;
     # BM25 ranks the short record holding the word three times above the long one holding it once.
-    words = await shared_engine.records.memory_keyword(ReadScope(agent), "kiwi", 50, period=PERIOD)
+    words = await shared_engine.backends.records.memory_keyword(ReadScope(agent), "kiwi", 50, period=PERIOD)
     assert refs(words) == [kiwi, slope]
     assert refs(await cue(shared_engine, agent, "zyxwv", vector=vector, floor=0.99)) == [slope]
     # slope: vector rank 0 + keyword rank 1 = 1/61 + 1/62; kiwi: keyword rank 0 = 1/61
@@ -269,7 +269,7 @@ async def test_whole_query_fallback_inside_a_period(shared_engine: cpersona.Engi
     result = await cue(shared_engine, agent, "Go")
     assert [(r.ref, r.raw) for r in result.rows] == [(late, vote(0)), (early, vote(1))]
     # without a period the fallback keeps its order by insertion (the ordinary arm, unchanged)
-    plain = await shared_engine.records.memory_keyword(ReadScope(agent), "Go", 10)
+    plain = await shared_engine.backends.records.memory_keyword(ReadScope(agent), "Go", 10)
     assert refs(plain) == [outside, early, late]
 
 
@@ -365,7 +365,7 @@ async def test_no_scope_sees_another_scopes_records(
         ):
             assert set(refs(result)) == want
             assert len(result.rows) == len(want)
-        span = await scope_span(shared_engine.records, scope)
+        span = await scope_span(shared_engine.backends.records, scope)
         if want:
             times = [BASE + by_ref[ref] * 3600 for ref in want]
             assert span == (min(times), PERIOD[1])
@@ -377,7 +377,7 @@ async def test_no_scope_sees_another_scopes_records(
 
 
 async def test_scope_span(shared_engine: cpersona.Engine, agent: str) -> None:
-    assert await scope_span(shared_engine.records, ReadScope(agent)) is None
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent)) is None
     # microsecond times survive exactly (the search engine alone would print 12 significant digits)
     oldest, newest = BASE + 0.123457, BASE + 40 * DAY + 0.987654
     await remember(shared_engine, agent, "first", BASE + DAY, source={"id": "slack:1"})
@@ -388,20 +388,23 @@ async def test_scope_span(shared_engine: cpersona.Engine, agent: str) -> None:
     await shared_engine.archive_episode(
         "an episode is not a memory", agent_id=agent, start_time=BASE - 5 * DAY
     )
-    span = await scope_span(shared_engine.records, ReadScope(agent, project_id=""))
+    span = await scope_span(shared_engine.backends.records, ReadScope(agent, project_id=""))
     assert span == (oldest, newest)
-    assert await scope_span(shared_engine.records, ReadScope(agent)) == (BASE - DAY, newest)
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent)) == (BASE - DAY, newest)
     # the source filter, exact and by prefix
-    assert await scope_span(shared_engine.records, ReadScope(agent, source_id="slack:1")) == (
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent, source_id="slack:1")) == (
         BASE + DAY,
         BASE + DAY,
     )
-    assert await scope_span(shared_engine.records, ReadScope(agent, source_id="discord:")) == (
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent, source_id="discord:")) == (
         oldest,
         newest,
     )
-    assert await scope_span(shared_engine.records, ReadScope(agent, source_id="telegram:1")) is None
-    assert await scope_span(shared_engine.records, ReadScope(agent, project_id="q")) == (oldest, newest)
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent, source_id="telegram:1")) is None
+    assert await scope_span(shared_engine.backends.records, ReadScope(agent, project_id="q")) == (
+        oldest,
+        newest,
+    )
 
 
 # ------------------------------------------------------------------------------ failure and cancel

@@ -136,8 +136,8 @@ async def test_fidelity_filters_count_what_they_leave_out(engine: cpersona.Engin
     # Age the second memory's baseline a long way back, as if it had not been recalled for ages.
     faded = next(r for r in await engine.list(agent_id=agent) if r.ref != fresh.ref)
     key = engine.keys.memory(faded.id)
-    await engine.redis.json().set(key, "$.fidelity.last_accessed_at", time.time() - 10**12)
-    await engine.redis.json().set(key, "$.fidelity.score", 0.05)
+    await engine.backends.stores.redis.json().set(key, "$.fidelity.last_accessed_at", time.time() - 10**12)
+    await engine.backends.stores.redis.json().set(key, "$.fidelity.score", 0.05)
     hidden = await engine.query({"text": "tea"}, agent_id=agent)
     assert _texts(hidden) == ["tea fresh"]
     assert hidden.query_metadata.fidelity_filtered == 1
@@ -286,17 +286,17 @@ async def test_a_store_from_before_the_emotion_index_is_brought_up_to_date(tmp_p
     async with cpersona.open(settings, background=False) as memory:
         await memory.store("a joyful lake", agent_id="a", emotion="joy")
         await memory.store("a plain lake", agent_id="a")
-        scores = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)
+        scores = await memory.backends.records.memory_keyword(ReadScope("a"), "lake", 10)
         # What the engine before the emotion index left: documents without the axes, an index without it.
         index, prefix = memory.keys.memory_index, memory.keys.memory_prefix
-        await command(memory.redis, "FT.DROPINDEX", index)
-        async for key in memory.redis.scan_iter(match=f"{prefix}*"):
-            await memory.redis.json().delete(key, "$.emotion_axes")  # type: ignore[no-untyped-call]
+        await command(memory.backends.stores.redis, "FT.DROPINDEX", index)
+        async for key in memory.backends.stores.redis.scan_iter(match=f"{prefix}*"):
+            await memory.backends.stores.redis.json().delete(key, "$.emotion_axes")  # type: ignore[no-untyped-call]
         schema = [field for field in SCHEMAS["memory"] if field.name != "$.emotion_axes"]
-        await create_index(memory.redis, index, prefix, schema)
+        await create_index(memory.backends.stores.redis, index, prefix, schema)
     async with cpersona.open(settings, background=False) as memory:
         assert _texts(await memory.query({"emotion": "joy"}, agent_id="a")) == ["a joyful lake"]
-        again = await memory.records.memory_keyword(ReadScope("a"), "lake", 10)
+        again = await memory.backends.records.memory_keyword(ReadScope("a"), "lake", 10)
         assert [(r.ref, r.raw) for r in again.rows] == [(r.ref, r.raw) for r in scores.rows]
 
 

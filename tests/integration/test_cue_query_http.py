@@ -117,7 +117,7 @@ async def test_the_request_id_keys_reconsolidation(settings: Settings, redis: ob
                 )
                 assert answer.status_code == 200
             assert await engine.drain_reconsolidations() == 3
-            found = await engine._life.backends.cues.stored_fidelity(ref[4:])
+            found = await engine.backends.stores.cues.stored_fidelity(ref[4:])
             assert found is not None
             assert found["reinforcement_count"] == 2  # the retry counted once
 

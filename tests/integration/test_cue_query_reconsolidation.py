@@ -25,7 +25,7 @@ def _agent() -> str:
 
 
 async def _stored(engine: cpersona.Engine, ref: str) -> dict[str, float]:
-    found = await engine._life.backends.cues.stored_fidelity(ref[4:])  # type: ignore[union-attr]
+    found = await engine.backends.stores.cues.stored_fidelity(ref[4:])
     assert found is not None
     return dict(found)
 

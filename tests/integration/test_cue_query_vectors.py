@@ -65,4 +65,4 @@ async def test_a_wrong_dimension_is_refused(shared_engine: cpersona.Engine) -> N
 
 
 def embedder_of(engine: cpersona.Engine) -> Any:
-    return engine.embedder
+    return engine.backends.embedder

@@ -44,12 +44,12 @@ _RAW = {
 
 async def _half_stored(engine: cpersona.Engine, agent: str) -> list[str]:
     """The refs of the agent's records in Redis that have neither a vector nor a pending mark."""
-    assert engine.vectors is not None
-    pending = set(await engine.records.pending_refs())
+    assert engine.backends.vectors is not None
+    pending = set(await engine.backends.records.pending_refs())
     half: list[str] = []
     for kind, tag in (("memory", "mem"), ("episode", "ep")):
-        ids = await engine.records.record_ids(kind, agent)  # type: ignore[arg-type]
-        with_vector = await engine.vectors.existing(ids)
+        ids = await engine.backends.records.record_ids(kind, agent)  # type: ignore[arg-type]
+        with_vector = await engine.backends.vectors.existing(ids)
         half += [f"{tag}:{i}" for i in ids if i not in with_vector and f"{tag}:{i}" not in pending]
     return half
 
@@ -105,14 +105,16 @@ async def _outcome(write: Awaitable[Any]) -> Any:
 async def _assert_lost_or_whole(engine: cpersona.Engine, outcome: object, refs: Sequence[str]) -> None:
     """Lost: refused as a write to an agent being deleted, nothing of it left. Whole: every ref it stored
     is in Redis with its vector, or gone with the agent (record and vector)."""
-    assert engine.vectors is not None
+    assert engine.backends.vectors is not None
     ids = [ref.partition(":")[2] for ref in refs]
     if isinstance(outcome, Exception):
         assert isinstance(outcome, cpersona.AgentBeingDeleted), repr(outcome)
         assert outcome.status == 409
     for ref, record_id in zip(refs, ids, strict=True):
-        found = await engine.records.get("memory" if ref.startswith("mem:") else "episode", record_id)
-        vector = await engine.vectors.existing([record_id])
+        found = await engine.backends.records.get(
+            "memory" if ref.startswith("mem:") else "episode", record_id
+        )
+        vector = await engine.backends.vectors.existing([record_id])
         assert (found is None) == (not vector), (ref, found, vector)
 
 
@@ -122,10 +124,10 @@ async def test_a_write_held_after_its_vector_loses_to_the_delete(
 ) -> None:
     """The write's vector is in before the delete begins and its document would land after the delete
     ended: the delete removed the vector, so the document must not be written."""
-    assert vector_engine.vectors is not None
+    assert vector_engine.backends.vectors is not None
     await vector_engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldAfter(vector_engine.vectors.upsert)
-    monkeypatch.setattr(vector_engine.vectors, "upsert", held)
+    held = _HeldAfter(vector_engine.backends.vectors.upsert)
+    monkeypatch.setattr(vector_engine.backends.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def write() -> None:
@@ -154,10 +156,10 @@ async def test_a_write_while_the_delete_runs_is_refused(
 ) -> None:
     """The delete has swept Redis and not yet deleted the vectors: a whole write meanwhile would leave a
     document whose vector the delete then removes."""
-    assert vector_engine.vectors is not None
+    assert vector_engine.backends.vectors is not None
     await vector_engine.store("a note the victim had before", agent_id=VICTIM)
-    held = _HeldBefore(vector_engine.vectors.delete_where)
-    monkeypatch.setattr(vector_engine.vectors, "delete_where", held)
+    held = _HeldBefore(vector_engine.backends.vectors.delete_where)
+    monkeypatch.setattr(vector_engine.backends.vectors, "delete_where", held)
     outcome: list[object] = []
 
     with anyio.fail_after(_WAIT_SECS):
@@ -178,10 +180,10 @@ async def test_a_write_while_the_delete_runs_is_refused(
 async def test_an_update_held_after_its_vector_does_not_bring_the_record_back(
     vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert vector_engine.vectors is not None
+    assert vector_engine.backends.vectors is not None
     stored = await vector_engine.store("the text before the update", agent_id=VICTIM)
-    held = _HeldAfter(vector_engine.vectors.upsert)
-    monkeypatch.setattr(vector_engine.vectors, "upsert", held)
+    held = _HeldAfter(vector_engine.backends.vectors.upsert)
+    monkeypatch.setattr(vector_engine.backends.vectors, "upsert", held)
     outcome: list[object] = []
 
     async def update() -> None:
@@ -198,8 +200,8 @@ async def test_an_update_held_after_its_vector_does_not_bring_the_record_back(
     monkeypatch.undo()
     assert await _half_stored(vector_engine, VICTIM) == []
     assert isinstance(outcome[0], cpersona.AgentBeingDeleted), outcome
-    assert await vector_engine.records.get("memory", stored.id) is None
-    assert await vector_engine.vectors.existing([stored.id]) == set()
+    assert await vector_engine.backends.records.get("memory", stored.id) is None
+    assert await vector_engine.backends.vectors.existing([stored.id]) == set()
 
 
 async def test_writers_racing_deletes_leave_no_record_half_stored(vector_engine: cpersona.Engine) -> None:
@@ -281,12 +283,16 @@ async def test_http_answers_409_while_the_agent_is_being_deleted(
 async def test_a_fence_left_by_a_delete_that_died_lapses(vector_engine: cpersona.Engine) -> None:
     """A delete killed with its fence up cannot lower it: the fence has a lifetime of its own."""
     fence = vector_engine.keys.agent_fence(VICTIM)
-    await vector_engine.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
-    assert 0 < await vector_engine.redis.pttl(fence) <= FENCE_SECS * 1000
-    assert 0 < await vector_engine.redis.pttl(vector_engine.keys.agent_fence_seq(VICTIM)) <= 60_000
+    await vector_engine.backends.records.raise_fence(VICTIM, fence_secs=FENCE_SECS, bound_secs=60.0)
+    assert 0 < await vector_engine.backends.stores.redis.pttl(fence) <= FENCE_SECS * 1000
+    assert (
+        0
+        < await vector_engine.backends.stores.redis.pttl(vector_engine.keys.agent_fence_seq(VICTIM))
+        <= 60_000
+    )
     with pytest.raises(cpersona.AgentBeingDeleted):
         await vector_engine.store("refused while the fence stands", agent_id=VICTIM)
-    await vector_engine.redis.delete(fence)  # as Redis does once its lifetime has run out
+    await vector_engine.backends.stores.redis.delete(fence)  # as Redis does once its lifetime has run out
     assert (await vector_engine.store("stored once it lapsed", agent_id=VICTIM)).result == "stored"
 
 
@@ -296,11 +302,11 @@ async def test_a_delete_that_fails_lowers_its_fence(
     async def refused(*args: object, **kwargs: object) -> None:
         raise cpersona.VectorStoreUnavailable("the vector store is down")
 
-    assert vector_engine.vectors is not None
+    assert vector_engine.backends.vectors is not None
     await vector_engine.store("stored before the delete", agent_id=VICTIM)
-    monkeypatch.setattr(vector_engine.vectors, "delete_where", refused)
+    monkeypatch.setattr(vector_engine.backends.vectors, "delete_where", refused)
     with pytest.raises(cpersona.VectorStoreUnavailable):
         await vector_engine.delete_agent_data(VICTIM)
     monkeypatch.undo()
-    assert not await vector_engine.redis.exists(vector_engine.keys.agent_fence(VICTIM))
+    assert not await vector_engine.backends.stores.redis.exists(vector_engine.keys.agent_fence(VICTIM))
     assert (await vector_engine.store("stored after the failed delete", agent_id=VICTIM)).result == "stored"

@@ -147,19 +147,19 @@ async def test_the_block_builder_holds_its_batch_under_the_floor(
     free = {"bytes": 10**12}
     monkeypatch.setattr(disk, "_measure", lambda directory: free["bytes"])
     async with cpersona.open(data_dir=tmp_path, background=False, min_free_mb=1) as memory:
-        assert memory.blocks is not None
+        assert memory.backends.blocks is not None
         blocks = VectorFilter(agent_id=AGENT, kinds=("block",))
         await memory.store("the office moves to Leeds in March", agent_id=AGENT)
         free["bytes"] = 0
         disk._readings.clear()
         with pytest.raises(cpersona.InsufficientStorage):
             await memory.drain_blocks()
-        assert await memory.blocks.count(blocks) == 0
+        assert await memory.backends.blocks.count(blocks) == 0
         free["bytes"] = 10**12
         disk._readings.clear()
         # The refused batch stayed queued: it is built once the disk has room again.
         assert await memory.drain_blocks() == 1
-        assert await memory.blocks.count(blocks) == 1
+        assert await memory.backends.blocks.count(blocks) == 1
 
 
 async def test_start_up_repairs_wait_while_the_disk_is_under_the_floor(

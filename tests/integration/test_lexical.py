@@ -52,7 +52,7 @@ async def keyword(
     extra_terms: Sequence[str] = (),
     period: tuple[float, float] | None = None,
 ) -> ArmResult:
-    return await engine.records.memory_keyword(
+    return await engine.backends.records.memory_keyword(
         scope or ReadScope("a"),
         query,
         fetch,
@@ -62,7 +62,7 @@ async def keyword(
 
 
 async def episodes(engine: cpersona.Engine, query: str, scope: ReadScope | None = None) -> ArmResult:
-    return await engine.records.episode_fts(scope or ReadScope("a"), query, 20)
+    return await engine.backends.records.episode_fts(scope or ReadScope("a"), query, 20)
 
 
 def refs(result: ArmResult) -> list[str]:
@@ -135,7 +135,15 @@ def test_scope_filter_is_rewritten_to_score_nothing() -> None:
 async def test_this_server_has_the_chosen_scorer(engine: cpersona.Engine) -> None:
     # BM25STD is the standard BM25 of RediSearch 2.10; the classic "BM25" is a different formula.
     reply = await command(
-        engine.redis, "FT.SEARCH", engine.keys.memory_index, "*", "SCORER", SCORER, "LIMIT", 0, 0
+        engine.backends.stores.redis,
+        "FT.SEARCH",
+        engine.keys.memory_index,
+        "*",
+        "SCORER",
+        SCORER,
+        "LIMIT",
+        0,
+        0,
     )
     assert reply[0] == 0
 
@@ -243,7 +251,7 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     query = "deployed paintings lemonade"
     terms = clauses(fts_terms(query), "content")
     reply = await command(
-        engine.redis,
+        engine.backends.stores.redis,
         "FT.SEARCH",
         engine.keys.memory_index,
         ranked_query("", terms),
@@ -276,7 +284,7 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     control = engine.keys.prefix + ":idx:control"
     copies = engine.keys.prefix + ":control:"
     await command(
-        engine.redis,
+        engine.backends.stores.redis,
         "FT.CREATE",
         control,
         "ON",
@@ -298,13 +306,13 @@ async def test_a_score_does_not_depend_on_the_scope_filter(engine: cpersona.Engi
     random.Random(0).shuffle(order)
     for n, ref in enumerate(order):
         document = await command(
-            engine.redis, "JSON.GET", engine.keys.memory_prefix + ref.removeprefix("mem:")
+            engine.backends.stores.redis, "JSON.GET", engine.keys.memory_prefix + ref.removeprefix("mem:")
         )
-        await command(engine.redis, "JSON.SET", f"{copies}{n:03d}", "$", json.dumps(document))
+        await command(engine.backends.stores.redis, "JSON.SET", f"{copies}{n:03d}", "$", json.dumps(document))
 
     async def scores(query: str) -> dict[bytes, float]:
         reply = await command(
-            engine.redis,
+            engine.backends.stores.redis,
             "FT.SEARCH",
             control,
             query,
@@ -566,5 +574,5 @@ async def test_any_query_is_safe_and_stays_in_scope(
 ) -> None:
     memories = await keyword(engine, query, read, extra_terms=extra)
     assert set(refs(memories)) <= _want(read, places, "mem:")
-    eps = await engine.records.episode_fts(read, query, 20, extra_terms=extra)
+    eps = await engine.backends.records.episode_fts(read, query, 20, extra_terms=extra)
     assert set(refs(eps)) <= _want(read, places, "ep:")

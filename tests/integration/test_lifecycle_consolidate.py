@@ -129,8 +129,8 @@ async def test_edges_are_written_alone_and_never_bring_a_memory_back(engine: cpe
     await engine.update(kept.ref, agent_id="a", content="updated after the read")
     await engine.delete(gone.ref, agent_id="a")
     edge = (Association(gone.id, "semantic", 1.0, 0.0),)
-    assert await engine.records.set_associations([(kept.id, edge), (gone.id, edge)]) == 1
-    assert await engine.records.get("memory", gone.id) is None
-    now = await engine.records.get("memory", kept.id)
+    assert await engine.backends.records.set_associations([(kept.id, edge), (gone.id, edge)]) == 1
+    assert await engine.backends.records.get("memory", gone.id) is None
+    now = await engine.backends.records.get("memory", kept.id)
     assert isinstance(now, MemoryRecord)
     assert (now.content, now.associations) == ("updated after the read", edge)

@@ -87,7 +87,7 @@ async def test_get_and_list_show_current_fidelity_and_the_store_keeps_the_anchor
     (listed,) = await engine.list(agent_id="a")
     assert isinstance(listed, MemoryRecord)
     assert listed.fidelity.score == pytest.approx(got.fidelity.score, abs=1e-4)
-    stored = await engine.records.get("memory", ref.removeprefix("mem:"))
+    stored = await engine.backends.records.get("memory", ref.removeprefix("mem:"))
     assert isinstance(stored, MemoryRecord)
     assert stored.fidelity.score == 1.0  # the anchor, never rewritten by a read
 
@@ -108,8 +108,8 @@ async def test_ticks_over_a_span_equal_one_tick_over_it(engine: cpersona.Engine)
     for _ in range(6):
         await engine.decay_tick("many", tick_duration_seconds=600)
     await engine.decay_tick("one", tick_duration_seconds=3600)
-    a = await engine.records.get("memory", first.removeprefix("mem:"))
-    b = await engine.records.get("memory", second.removeprefix("mem:"))
+    a = await engine.backends.records.get("memory", first.removeprefix("mem:"))
+    b = await engine.backends.records.get("memory", second.removeprefix("mem:"))
     assert isinstance(a, MemoryRecord)
     assert isinstance(b, MemoryRecord)
     lag_a = a.created_at - a.fidelity.last_accessed_at
@@ -135,10 +135,10 @@ async def test_pruning_is_opt_in_and_reported(pruning: cpersona.Engine) -> None:
     gone = (await pruning.store("fades", agent_id="a")).ref
     await pruning.decay_tick("a", tick_duration_seconds=1)  # ages both a second: both still well kept
     # Age only one: forget's sibling paths must not be needed to make one record old.
-    record = await pruning.records.get("memory", gone.removeprefix("mem:"))
+    record = await pruning.backends.records.get("memory", gone.removeprefix("mem:"))
     assert isinstance(record, MemoryRecord)
     old = dataclasses.replace(record, fidelity=aged(record.fidelity, 10 * 365 * 86400))
-    await pruning.records.replace_memory(old, drop_claims=(), add_claims=(), queue_blocks=False)
+    await pruning.backends.records.replace_memory(old, drop_claims=(), add_claims=(), queue_blocks=False)
     result = await pruning.decay_tick("a")
     assert (result.records_updated, result.records_below_threshold, result.records_pruned) == (2, 1, 1)
     assert result.pruning is True
@@ -154,7 +154,7 @@ async def test_forecast_gives_the_closed_form_threshold_date(engine: cpersona.En
     assert f.record_id == stored.id
     assert f.current_fidelity == pytest.approx(1.0, abs=0.2)
     assert f.forecasted_fidelity == pytest.approx(0.0184, abs=1e-3)  # a week, the reference's figure
-    record = await engine.records.get("memory", stored.id)
+    record = await engine.backends.records.get("memory", stored.id)
     assert isinstance(record, MemoryRecord)
     assert f.estimated_threshold_date is not None
     at = f.estimated_threshold_date
@@ -190,17 +190,17 @@ async def test_ageing_writes_the_fidelity_alone_and_never_brings_a_memory_back(
 ) -> None:
     kept = await engine.store("before the update", agent_id="a")
     gone = await engine.store("deleted meanwhile", agent_id="a")
-    read = await engine.records.get("memory", kept.id)
+    read = await engine.backends.records.get("memory", kept.id)
     assert isinstance(read, MemoryRecord)
     # What the tick read is older than what the store now holds: an update, and a delete.
     await engine.update(kept.ref, agent_id="a", content="after the update")
     await engine.delete(gone.ref, agent_id="a")
-    written = await engine.records.set_fidelities(
+    written = await engine.backends.records.set_fidelities(
         [(kept.id, aged(read.fidelity, 60)), (gone.id, aged(read.fidelity, 60))]
     )
     assert written == 1
-    assert await engine.records.get("memory", gone.id) is None
-    now = await engine.records.get("memory", kept.id)
+    assert await engine.backends.records.get("memory", gone.id) is None
+    now = await engine.backends.records.get("memory", kept.id)
     assert isinstance(now, MemoryRecord)
     assert now.content == "after the update"
     assert now.fidelity.last_accessed_at == read.fidelity.last_accessed_at - 60

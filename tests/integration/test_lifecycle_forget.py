@@ -119,11 +119,11 @@ async def embedded(
 
 async def test_vectors_go_with_the_memory(embedded: cpersona.Engine) -> None:
     stored = [await embedded.store(f"note number {n} about boats", agent_id="vec") for n in range(3)]
-    assert embedded.vectors is not None
+    assert embedded.backends.vectors is not None
     flt = scope_filter(ReadScope("vec"))
-    assert await embedded.vectors.count(flt) == 3
+    assert await embedded.backends.vectors.count(flt) == 3
     await embedded.forget("vec", confirm=True, record_ids=[s.id for s in stored[:2]])
-    assert await embedded.vectors.count(flt) == 1
+    assert await embedded.backends.vectors.count(flt) == 1
 
 
 async def test_a_forget_by_age_of_more_than_a_page_takes_every_memory_with_its_vectors_and_blocks(
@@ -131,7 +131,7 @@ async def test_a_forget_by_age_of_more_than_a_page_takes_every_memory_with_its_v
 ) -> None:
     # More memories than one delete page (256), an hour old by their own time; the forget deletes them
     # page by page and leaves a memory of the same agent from now, and another agent's.
-    vectors, blocks = embedded.vectors, embedded.blocks
+    vectors, blocks = embedded.backends.vectors, embedded.backends.blocks
     assert vectors is not None
     assert blocks is not None
     fresh = await embedded.store("a note from just now, about the lighthouse and its keeper", agent_id="aged")

@@ -276,7 +276,7 @@ async def test_a_querys_request_id_keys_its_reconsolidation(settings: Settings, 
                 body, failed = await call(client, "query", {"agent_id": "tea", "cue": {"text": "spare keys"}})
                 assert not failed, body
         assert await engine.drain_reconsolidations() == 3
-        cues = engine._life.backends.cues
+        cues = engine.backends.stores.cues
         assert cues is not None
         found = await cues.stored_fidelity(stored.ref[4:])
         assert found is not None

@@ -31,10 +31,10 @@ async def test_every_memory_is_read_once_across_pages(
 ) -> None:
     monkeypatch.setattr(memory_states, "_PAGE", page)
     await _kept_ids(engine, "pager", 15, 3, gone=4)
-    states = await engine._b.records.memory_states("pager")
+    states = await engine.backends.records.memory_states("pager")
     assert len(states) == 14
     assert [s.timestamp for s in states] == sorted(s.timestamp for s in states)
-    assert len(await engine._b.records.memory_states(None)) == 17
+    assert len(await engine.backends.records.memory_states(None)) == 17
     assert (await engine.stats("pager"))["memories"] == 14
 
 
@@ -44,4 +44,4 @@ async def test_an_agents_record_ids_are_every_one_in_insertion_order(
 ) -> None:
     monkeypatch.setattr(record_reads, "_SAMPLE_PAGE", page)
     expected = await _kept_ids(engine, "lister", 9, 1, gone=2)
-    assert await engine._b.records.memory_ids("lister") == expected
+    assert await engine.backends.records.memory_ids("lister") == expected

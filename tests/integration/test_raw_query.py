@@ -293,7 +293,7 @@ async def test_a_suppressed_entry_never_comes_back(engine: cpersona.Engine) -> N
         new_id(), Scope(AGENT), "s1", "conversation", "user", "normal", "public", "kept word", 5.0
     )
     hidden = dataclasses.replace(kept, id=new_id(), content="hidden word", suppressed=True)
-    await engine._life.backends.records.put_raw([kept, hidden])
+    await engine.backends.records.put_raw([kept, hidden])
     for ask in (
         {},
         {"query": "word"},

@@ -264,7 +264,7 @@ async def test_a_failing_vector_arm_leaves_the_keyword_rows(make_engine: EngineF
 
 
 async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cpersona.Engine) -> None:
-    recaller = keyword_engine.recaller
+    recaller = keyword_engine.backends.recaller
     live = recaller.records
     # a port nothing listens on (the connection is refused at once)
     dead = new_client("redis://127.0.0.1:1", timeout=1.0, retries=0)
@@ -546,7 +546,7 @@ async def test_a_record_missing_a_field_the_recall_reads_is_read_whole(
 
     before = await shown()
     assert {ref for ref, *_ in before} == {a.ref, b.ref, ep.ref}
-    client = keyword_engine.redis.json()
+    client = keyword_engine.backends.stores.redis.json()
     # types-redis leaves JSON.DEL's signature unannotated.
     await client.delete(keyword_engine.keys.memory(a.id), "$.msg_id")  # type: ignore[no-untyped-call]
     await client.delete(keyword_engine.keys.episode(ep.id), "$.embedded")  # type: ignore[no-untyped-call]

@@ -114,7 +114,9 @@ async def test_a_gold_the_calibrated_gate_refuses_is_a_filter_drop_on_both_paths
     # The agent's selected calibration is the gate for every row a vector list found; forced far above
     # any cosine the gold reaches, while its vector floor (half of it) still lets the gold be found.
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
+    await json_ops(shared_engine.backends.stores.redis).set(
+        shared_engine.keys.calibration(agent), "$", calibration
+    )
     got = await attribute(shared_engine, agent, QUESTION, [gold], limit=3, policy=policy)
     assert got.failed
     assert got.replayed
@@ -159,7 +161,9 @@ async def test_a_gold_only_the_block_arm_reached_below_the_seats_is_a_ranking_mi
     policy = add_policy(shared_engine, "attr-open-heuristic", gate={"start": 0.0, "span": 0.0})
     refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
+    await json_ops(shared_engine.backends.stores.redis).set(
+        shared_engine.keys.calibration(agent), "$", calibration
+    )
     seen = await replay(shared_engine, agent, QUESTION, limit=1, policy=policy)
     fused = {ref for name, arm in seen.arms.items() if name != "block" for ref in arm}
     below = [ref for ref in seen.arms["block"] if ref not in seen.returned and ref not in fused]
@@ -182,7 +186,9 @@ async def test_a_bug_in_the_trace_shows_as_a_disagreement(
     refs = await store(shared_engine, agent, DEPLOY_NOTES + OTHER_NOTES)
     gold = refs[0]
     calibration = {"threshold": 0.95, "selected": True, "signal": "cosine"}
-    await json_ops(shared_engine.redis).set(shared_engine.keys.calibration(agent), "$", calibration)
+    await json_ops(shared_engine.backends.stores.redis).set(
+        shared_engine.keys.calibration(agent), "$", calibration
+    )
     real_gate = cpersona.recall.trace.assemble._gate
 
     def lenient(*args: Any, **kwargs: Any) -> GateTrace:

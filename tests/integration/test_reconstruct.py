@@ -443,11 +443,11 @@ _PROPS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthC
 
 
 async def _snapshot(engine: cpersona.Engine, refs: list[str]) -> tuple[Any, ...]:
-    client = engine.redis
+    client = engine.backends.stores.redis
     prefix = engine.settings.key_prefix
     keys = sorted([k async for k in client.scan_iter(match=f"{prefix}*", count=1_000)])
     dumps = [await client.dump(k) for k in keys]
-    vectors = engine._life.backends.vectors
+    vectors = engine.backends.vectors
     ids = [r.partition(":")[2] for r in refs]
     counted = None if vectors is None else (await vectors.count_all(), sorted(await vectors.existing(ids)))
     return keys, dumps, counted

@@ -398,7 +398,7 @@ async def test_pro_asks_the_recall_for_its_extra_seats(
 ) -> None:
     who = agent()
     await fill(modes_engine, who, [2, 3])
-    recaller = modes_engine.recaller
+    recaller = modes_engine.backends.recaller
     asked: list[PolicyOverlay] = []
     real = recaller.recall
 

@@ -22,6 +22,7 @@ from cpersona import ReconstructResult, Settings
 from cpersona.edges.cli.trace_render import render_trace
 from cpersona.model.trace import ReconstructTrace
 from cpersona.recall.trace.coverage import coverage
+from test_publisher import Listener
 from test_trace import content_st, leaked
 from traced import recall_trace, trace_json
 
@@ -306,27 +307,20 @@ async def test_a_reconstruct_trace_carries_no_stored_text(
 # ------------------------------------------------------------------------------------------ the channel
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes]] = []
-
-    async def publish(self, agent_id: str, payload: bytes) -> None:
-        self.sent.append((agent_id, payload))
-
-
 async def test_one_message_per_reconstruct_with_its_recall_inside(engine: cpersona.Engine) -> None:
     who = agent()
     await burst(engine, who)
     await engine.drain_traces()
-    sink = _Sink()
-    engine._life.backends.trace_publisher._sink = sink  # a recording sink
-    await engine.reconstruct("harbour crane", agent_id=who)  # untraced: nothing
-    traced = await engine.reconstruct("harbour crane", agent_id=who, trace=True)
-    assert await engine.drain_traces() == 1
-    assert len(sink.sent) == 1
-    channel_agent, payload = sink.sent[0]
-    assert channel_agent == who
-    message = orjson.loads(payload)
+    listener = Listener(engine.backends.stores.redis)
+    try:
+        await listener.subscribe(channel=engine.keys.trace_channel(who))
+        await engine.reconstruct("harbour crane", agent_id=who)  # untraced: nothing
+        traced = await engine.reconstruct("harbour crane", agent_id=who, trace=True)
+        assert await engine.drain_traces() == 1
+        [(channel, message)] = await listener.receive(1)
+    finally:
+        await listener.aclose()
+    assert channel == engine.keys.trace_channel(who)
     assert message["kind"] == "reconstruct"
     assert message == orjson.loads(orjson.dumps(trace_json(traced)))
     assert message["recall"]["scope"]["agent_id"] == who

@@ -45,14 +45,14 @@ _ROUNDS = 3
 
 
 async def _redis_pid(memory: Engine) -> int:
-    return int((await memory.redis.info("server"))["process_id"])
+    return int((await memory.backends.stores.redis.info("server"))["process_id"])
 
 
 async def _busy_disk(memory: Engine) -> None:
     """Leave a large write for the disk to absorb; with a background fsync, wait until it is running."""
     # A background fsync follows a write at once only when the last fsync is a second old, and the one
     # after the last stores comes within a second of them: after two quiet seconds the ballast's is next.
-    raw = cast("Any", memory.redis)
+    raw = cast("Any", memory.backends.stores.redis)
     # Each round adds the ballast to the AOF again; a rewrite it set off would change the timing.
     await raw.config_set("auto-aof-rewrite-percentage", 0)
     await anyio.sleep(2.1)
@@ -60,7 +60,7 @@ async def _busy_disk(memory: Engine) -> None:
     # A server that fsyncs before it answers never shows one pending, and goes on after the wait.
     with anyio.move_on_after(0.3):
         while True:
-            if int((await memory.redis.info("persistence")).get("aof_pending_bio_fsync", 0)):
+            if int((await memory.backends.stores.redis.info("persistence")).get("aof_pending_bio_fsync", 0)):
                 return
 
 
@@ -165,7 +165,7 @@ async def test_a_write_not_confirmed_on_disk_fails_as_unavailable(
     settings = Settings(data_dir=tmp_path, embedding_mode="none", redis_timeout_secs=1.0)
     async with cpersona.open(settings, background=False) as memory:
         writes = await _all_writes(memory)
-        await cast("Any", memory.redis).config_set(*setting)
+        await cast("Any", memory.backends.stores.redis).config_set(*setting)
         for write in writes:
             with anyio.fail_after(60), pytest.raises(RedisUnavailable) as caught:  # a hang guard only
                 await write()
@@ -318,7 +318,7 @@ async def test_a_killed_serve_keeps_the_vector_of_every_acknowledged_store(
         assert (await memory.stats(AGENT))["vector_pending"] == 0
     settings = Settings(data_dir=data_dir, embedding_mode="onnx")
     async with cpersona.open(settings, background=False) as memory:
-        assert memory.vectors is not None
-        assert len(await memory.vectors.existing(ids)) == len(ids)
+        assert memory.backends.vectors is not None
+        assert len(await memory.backends.vectors.existing(ids)) == len(ids)
         stats = await memory.stats(AGENT)
         assert (stats["memories"], stats["vectors"], stats["vector_pending"]) == (len(ids), len(ids), 0)

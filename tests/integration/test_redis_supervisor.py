@@ -39,7 +39,7 @@ def test_restart_delay_starts_at_once_and_is_bounded() -> None:
 
 
 async def _redis_pid(memory: Engine) -> int:
-    return int((await memory.redis.info("server"))["process_id"])
+    return int((await memory.backends.stores.redis.info("server"))["process_id"])
 
 
 async def _wait_serving(memory: Engine, ref: str) -> None:

@@ -80,10 +80,12 @@ async def _write_and_reopen(
         for result in batch.results:
             key = memory.keys.memory(result.id)
             # types-redis (which redis-om installs) predates JSON.MERGE and shadows redis-py's own types.
-            await memory.redis.json().merge(key, "$", {"vector_pending": 0, "embedding_model": "test"})  # type: ignore[attr-defined]
+            await memory.backends.stores.redis.json().merge(  # type: ignore[attr-defined]
+                key, "$", {"vector_pending": 0, "embedding_model": "test"}
+            )
         # The live index holds the superseded versions too until the collector runs; collect, so that
         # "before" is the ranking of the documents as they are.
-        await memory.records.collect_garbage()
+        await memory.backends.records.collect_garbage()
         before = await _keyword_scores(memory, query)
     if not collect:
 
@@ -122,7 +124,7 @@ async def test_a_live_store_ranks_as_if_collected(
             assert (await memory.archive_episode(t, agent_id="a")).embedded
         live = await _keyword_scores(memory, query)
         live_episodes = await _keyword_scores(memory, query, "episode_fts")
-        await memory.records.collect_garbage()
+        await memory.backends.records.collect_garbage()
         assert live
         assert live_episodes
         assert await _keyword_scores(memory, query) == live
@@ -132,7 +134,9 @@ async def test_a_live_store_ranks_as_if_collected(
         # write avoids; collecting afterwards does not bring the scores back to these either).
         for result in batch.results:
             # types-redis (which redis-om installs) predates JSON.MERGE and shadows redis-py's own types.
-            await memory.redis.json().merge(memory.keys.memory(result.id), "$", {"embedding_model": "again"})  # type: ignore[attr-defined]
+            await memory.backends.stores.redis.json().merge(  # type: ignore[attr-defined]
+                memory.keys.memory(result.id), "$", {"embedding_model": "again"}
+            )
         assert await _keyword_scores(memory, query) != live
 
 
@@ -148,16 +152,18 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
             ("memory", memory.keys.memory_index, memory.keys.memory_prefix),
             ("episode", memory.keys.episode_index, memory.keys.episode_prefix),
         ):
-            await command(memory.redis, "FT.DROPINDEX", index)
-            async for key in memory.redis.scan_iter(match=f"{prefix}*"):
+            await command(memory.backends.stores.redis, "FT.DROPINDEX", index)
+            async for key in memory.backends.stores.redis.scan_iter(match=f"{prefix}*"):
                 # types-redis leaves JSON.DEL unannotated.
-                await memory.redis.json().delete(key, "$.stems")  # type: ignore[no-untyped-call]
-            await create_index(memory.redis, index, prefix, _schema_without(kind, ("$.stems",)))
+                await memory.backends.stores.redis.json().delete(key, "$.stems")  # type: ignore[no-untyped-call]
+            await create_index(
+                memory.backends.stores.redis, index, prefix, _schema_without(kind, ("$.stems",))
+            )
         assert (await _keyword_scores(memory, "painted lakes")) == []
     async with cpersona.open(settings, background=False) as memory:
         assert await _keyword_scores(memory, "painted lakes") == current
         assert await _keyword_scores(memory, "camp", "episode_fts")
-        doc = await memory.redis.json().get(memory.keys.memory(batch.results[0].id))
+        doc = await memory.backends.stores.redis.json().get(memory.keys.memory(batch.results[0].id))
         assert doc["stems"]
 
 
@@ -191,13 +197,13 @@ async def test_a_store_from_before_the_tag_fields_is_brought_up_to_date(
         assert scores
         # Rebuild what the previous engine left: memories without the fields, an index without them.
         index, prefix = memory.keys.memory_index, memory.keys.memory_prefix
-        await command(memory.redis, "FT.DROPINDEX", index)
-        async for key in memory.redis.scan_iter(match=f"{prefix}*"):
+        await command(memory.backends.stores.redis, "FT.DROPINDEX", index)
+        async for key in memory.backends.stores.redis.scan_iter(match=f"{prefix}*"):
             for field in fields:
                 # types-redis leaves JSON.DEL unannotated.
-                await memory.redis.json().delete(key, field)  # type: ignore[no-untyped-call]
+                await memory.backends.stores.redis.json().delete(key, field)  # type: ignore[no-untyped-call]
         schema = _schema_without("memory", tuple(f"{f}[*]" if f.startswith("$.tag_") else f for f in fields))
-        await create_index(memory.redis, index, prefix, schema)
+        await create_index(memory.backends.stores.redis, index, prefix, schema)
     async with cpersona.open(settings, background=False) as memory:
         for read, want in (("discord:", 60), ("discord:general/", 30), ("slack:", 30), ("disc", 0)):
             assert len(await memory.list("memory", agent_id="a", source_id=read, limit=200)) == want

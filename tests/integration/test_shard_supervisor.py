@@ -34,7 +34,7 @@ _GUARD_SECS = 120  # a hang guard, not a measurement
 
 
 def _records_shard(memory: Engine) -> EdgeVectorStore:
-    store = memory.vectors
+    store = memory.backends.vectors
     assert isinstance(store, EdgeVectorStore)
     assert store.process_id is not None
     return store
@@ -108,7 +108,7 @@ async def test_a_killed_shard_is_restarted_and_its_pending_vectors_finished(tmp_
             refs += [stored.ref for stored in during]
             assert [d.arm for d in (await memory.recall("parcel", agent_id=AGENT)).degraded]
             # (stats counts vectors too, so it answers 503 until the shard is back)
-            assert await memory.redis.scard(memory.keys.vector_pending) == 5
+            assert await memory.backends.stores.redis.scard(memory.keys.vector_pending) == 5
             fcntl.flock(wal, fcntl.LOCK_UN)
         await _until(memory, "recovered")
         second = shard.process_id

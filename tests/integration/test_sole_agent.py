@@ -38,7 +38,7 @@ async def _store_agent(engine: cpersona.Engine, agent: str, count: int) -> set[s
 
 
 def _indexes(engine: cpersona.Engine, sole: SoleAgents | None) -> LexicalIndexes:
-    return LexicalIndexes(engine.redis, engine.keys, sole)
+    return LexicalIndexes(engine.backends.stores.redis, engine.keys, sole)
 
 
 def test_only_an_agent_alone_is_a_filter_the_store_may_drop() -> None:
@@ -50,7 +50,7 @@ def test_only_an_agent_alone_is_a_filter_the_store_may_drop() -> None:
 
 async def test_the_sole_agent_of_an_index_is_read_and_kept_for_its_ttl(engine: cpersona.Engine) -> None:
     now = [0.0]
-    sole = SoleAgents(engine.redis, ttl=5.0, clock=lambda: now[0])
+    sole = SoleAgents(engine.backends.stores.redis, ttl=5.0, clock=lambda: now[0])
     index = engine.keys.memory_index
     assert await sole.of(index) is None  # an empty index has no agent
     await _store_agent(engine, "a", 3)
@@ -69,7 +69,7 @@ async def test_a_one_agent_store_gets_the_filtered_rows_and_scores_without_the_f
 ) -> None:
     if not (await engine.stats("solo"))["memories"]:
         await _store_agent(engine, "solo", 40)
-    sole = SoleAgents(engine.redis)
+    sole = SoleAgents(engine.backends.stores.redis)
     query = " ".join(words)
     scope = ReadScope("solo")
     fast = await memory_keyword(_indexes(engine, sole), scope, query, fetch)
@@ -81,7 +81,7 @@ async def test_a_one_agent_store_gets_the_filtered_rows_and_scores_without_the_f
 
 async def test_beside_another_agent_only_the_callers_rows_come_back(engine: cpersona.Engine) -> None:
     owned = {"a": await _store_agent(engine, "a", 20), "b": await _store_agent(engine, "b", 20)}
-    sole = SoleAgents(engine.redis)
+    sole = SoleAgents(engine.backends.stores.redis)
     for query, agent in itertools.product(["violin harbour", "garden lemonade ticket"], ["a", "b"]):
         fast = await memory_keyword(_indexes(engine, sole), ReadScope(agent), query, 100)
         filtered = await memory_keyword(_indexes(engine, None), ReadScope(agent), query, 100)
@@ -93,7 +93,7 @@ async def test_beside_another_agent_only_the_callers_rows_come_back(engine: cper
 async def test_a_stale_sole_agent_never_lets_another_agents_row_through(engine: cpersona.Engine) -> None:
     await _store_agent(engine, "a", 10)
     # Read once, then trusted for an hour: the store below makes that read wrong.
-    sole = SoleAgents(engine.redis, ttl=3600.0)
+    sole = SoleAgents(engine.backends.stores.redis, ttl=3600.0)
     assert await sole.of(engine.keys.memory_index) == tag("a")
     intruder = await engine.store("violin violin violin harbour", agent_id="b")
     fast = await memory_keyword(_indexes(engine, sole), ReadScope("a"), "violin harbour", 100)
@@ -106,7 +106,7 @@ async def test_a_stale_sole_agent_never_lets_another_agents_row_through(engine: 
 async def test_episodes_take_the_same_path(engine: cpersona.Engine) -> None:
     for n in range(6):
         await engine.archive_episode(f"the {WORDS[n]} and the {WORDS[n + 2]} were discussed", agent_id="a")
-    sole = SoleAgents(engine.redis)
+    sole = SoleAgents(engine.backends.stores.redis)
     fast = await episode_fts(_indexes(engine, sole), ReadScope("a"), "violin lemonade", 20)
     filtered = await episode_fts(_indexes(engine, None), ReadScope("a"), "violin lemonade", 20)
     assert await sole.of(engine.keys.episode_index) == tag("a")

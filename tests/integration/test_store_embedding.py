@@ -43,13 +43,13 @@ def _agent() -> str:
 
 
 def _embedder(engine: cpersona.Engine) -> Embedder:
-    assert engine.embedder is not None
-    return engine.embedder
+    assert engine.backends.embedder is not None
+    return engine.backends.embedder
 
 
 def _vectors(engine: cpersona.Engine) -> VectorStore:
-    assert engine.vectors is not None
-    return engine.vectors
+    assert engine.backends.vectors is not None
+    return engine.backends.vectors
 
 
 def _direction(seed: int, dim: int) -> list[float]:
@@ -245,7 +245,7 @@ async def test_a_caller_vector_that_cannot_be_written_fails_the_store_whole(
         await shared_engine.store_batch(records)
     monkeypatch.undo()
     assert (await shared_engine.stats(agent))["memories"] == 0
-    assert await shared_engine.redis.scard(shared_engine.keys.vector_pending) == 0
+    assert await shared_engine.backends.stores.redis.scard(shared_engine.keys.vector_pending) == 0
     # Its claims were given up: the same batch, sent again, is stored.
     again = await shared_engine.store_batch(records)
     assert [r.result for r in again.results] == ["stored", "stored"]
@@ -324,8 +324,8 @@ async def test_a_consolidated_copy_keeps_its_originals_caller_vector(shared_engi
 
 
 async def _block_vector(engine: cpersona.Engine, record_id: str, index: int = 0) -> Vector:
-    assert engine.blocks is not None
-    return (await engine.blocks.vectors([block_id("memory", record_id, index)]))[
+    assert engine.backends.blocks is not None
+    return (await engine.backends.blocks.vectors([block_id("memory", record_id, index)]))[
         block_id("memory", record_id, index)
     ]
 

@@ -371,8 +371,8 @@ async def test_want_trace_builds_it_without_changing_the_response(
         body = {"agent_id": corpus, "query": "When does the deploy key rotate?", **fields}
         return recall_request(body, shared_engine.settings, shared_engine.policies, max_limit=100)
 
-    plain = await shared_engine.recaller.recall(request())
-    sampled = await shared_engine.recaller.recall(request(trace=False), want_trace=True)
+    plain = await shared_engine.backends.recaller.recall(request())
+    sampled = await shared_engine.backends.recaller.recall(request(trace=False), want_trace=True)
     assert sampled.trace is not None
     assert trace_json(sampled)["trace_version"] == 1
     check_shape(trace_json(sampled), sampled)
@@ -381,7 +381,7 @@ async def test_want_trace_builds_it_without_changing_the_response(
     # the trace's cost is reported with the recall's own times
     assert {"trace", "coverage"} <= set(sampled.timing_ms)
     # and a server may decline to build a requested trace: the response then says null
-    declined = await shared_engine.recaller.recall(request(trace=True), want_trace=False)
+    declined = await shared_engine.backends.recaller.recall(request(trace=True), want_trace=False)
     assert declined.trace is None
     assert declined.model_dump(mode="json")["trace"] is None
 

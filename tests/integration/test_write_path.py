@@ -65,7 +65,7 @@ async def test_store_then_get_round_trips_every_field(vector_engine: cpersona.En
     assert record.embedded
     assert not record.vector_pending
     assert record.embedding_model == "onnx:all-MiniLM-L6-v2"
-    vectors = vector_engine.vectors
+    vectors = vector_engine.backends.vectors
     assert vectors is not None
     assert await vectors.existing([record.id]) == {record.id}
 
@@ -318,16 +318,16 @@ async def test_pending_marks_are_finished_on_start(redis_url: str, key_prefix: s
         # Simulate the crash window: the document is in Redis with its mark, the vector never arrived.
         key = writer.keys.memory(stored.id)
         # redis-py's stubs lack JSON.MERGE, which the client has.
-        await writer.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
-        await writer.redis.sadd(writer.keys.vector_pending, key)
+        await writer.backends.stores.redis.json().merge(key, "$", {"vector_pending": 1})  # type: ignore[attr-defined]
+        await writer.backends.stores.redis.sadd(writer.keys.vector_pending, key)
     async with cpersona.open(settings) as memory:
         record = await memory.get(stored.ref, agent_id="a")
         assert isinstance(record, MemoryRecord)
         assert record.embedded
         assert not record.vector_pending
-        assert await memory.redis.scard(memory.keys.vector_pending) == 0
-        assert memory.vectors is not None
-        assert await memory.vectors.existing([stored.id]) == {stored.id}
+        assert await memory.backends.stores.redis.scard(memory.keys.vector_pending) == 0
+        assert memory.backends.vectors is not None
+        assert await memory.backends.vectors.existing([stored.id]) == {stored.id}
 
 
 async def test_engine_refuses_use_when_closed(redis_url: str, key_prefix: str, tmp_path: Path) -> None:
@@ -386,7 +386,7 @@ async def test_a_failed_store_leaves_no_vector_and_frees_its_claims(
     async def refused(*args: object, **kwargs: object) -> None:
         raise cpersona.RedisUnavailable("the write transaction failed")
 
-    monkeypatch.setattr(vector_engine.records, "put_memories", refused)
+    monkeypatch.setattr(vector_engine.backends.records, "put_memories", refused)
     with pytest.raises(cpersona.RedisUnavailable):
         await vector_engine.store("lost to a failing Redis", agent_id="a", id="m1")
     monkeypatch.undo()
@@ -400,13 +400,13 @@ async def test_a_store_whose_reply_was_lost_keeps_its_record_whole(
     vector_engine: cpersona.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The transaction ran but its caller did not hear (a timeout): giving up must not undo it."""
-    written = vector_engine.records.put_memories
+    written = vector_engine.backends.records.put_memories
 
     async def unheard(*args: Any, **kwargs: Any) -> None:
         await written(*args, **kwargs)
         raise cpersona.RedisUnavailable("the reply timed out")
 
-    monkeypatch.setattr(vector_engine.records, "put_memories", unheard)
+    monkeypatch.setattr(vector_engine.backends.records, "put_memories", unheard)
     with pytest.raises(cpersona.RedisUnavailable):
         await vector_engine.store("written, though nobody heard", agent_id="a")
     monkeypatch.undo()
@@ -441,17 +441,19 @@ async def test_a_store_that_died_before_its_document_is_swept_on_start(
             raise cpersona.RedisUnavailable("the process died here")
 
         # Dead, not failed: nothing of it cleans up after it.
-        monkeypatch.setattr(memory.records, "put_memories", killed)
-        monkeypatch.setattr(memory.records, "release_writes", killed)
-        assert memory.vectors is not None
-        monkeypatch.setattr(memory.vectors, "delete", killed)
+        monkeypatch.setattr(memory.backends.records, "put_memories", killed)
+        monkeypatch.setattr(memory.backends.records, "release_writes", killed)
+        assert memory.backends.vectors is not None
+        monkeypatch.setattr(memory.backends.vectors, "delete", killed)
         with pytest.raises(cpersona.RedisUnavailable):
             await memory.store("the store that died", agent_id="a", id="m1")
         monkeypatch.undo()
         assert (await memory.stats("a"))["vectors"] == 2
         # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
         in_flight = memory.keys.writes_in_flight
-        await memory.redis.zadd(in_flight, dict.fromkeys(await memory.redis.zrange(in_flight, 0, -1), 0))
+        await memory.backends.stores.redis.zadd(
+            in_flight, dict.fromkeys(await memory.backends.stores.redis.zrange(in_flight, 0, -1), 0)
+        )
     async with cpersona.open(settings, background=False) as memory:
         stats = await memory.stats("a")
         assert (stats["memories"], stats["vectors"]) == (1, 1)
@@ -476,8 +478,8 @@ async def test_a_delete_whose_vector_delete_failed_is_finished_on_start(
         async def refused(*args: object, **kwargs: object) -> None:
             raise cpersona.VectorStoreUnavailable("the vector store is down")
 
-        assert memory.vectors is not None
-        monkeypatch.setattr(memory.vectors, "delete", refused)
+        assert memory.backends.vectors is not None
+        monkeypatch.setattr(memory.backends.vectors, "delete", refused)
         for ref in (gone.ref, episode.ref):
             with pytest.raises(cpersona.VectorStoreUnavailable):
                 await memory.delete(ref, agent_id="a")
@@ -486,8 +488,8 @@ async def test_a_delete_whose_vector_delete_failed_is_finished_on_start(
         assert (stats["memories"], stats["episodes"], stats["vectors"]) == (1, 0, 3)
         # A shared Redis may hold writes of running engines in flight: only old ones count as dead.
         in_flight = memory.keys.writes_in_flight
-        if marks := await memory.redis.zrange(in_flight, 0, -1):
-            await memory.redis.zadd(in_flight, dict.fromkeys(marks, 0))
+        if marks := await memory.backends.stores.redis.zrange(in_flight, 0, -1):
+            await memory.backends.stores.redis.zadd(in_flight, dict.fromkeys(marks, 0))
     async with cpersona.open(settings, background=False) as memory:
         stats = await memory.stats("a")
         assert (stats["memories"], stats["vectors"]) == (1, 1)

@@ -202,8 +202,8 @@ async def snapshot(
     keys += [engine.keys.raw(r.uuid) for r in items if r in world.raws]
     for agent in sorted(agents):
         pattern = engine.keys.assoc_of_agent(world.agents[agent])
-        keys += sorted([_text(k) async for k in engine.redis.scan_iter(match=pattern)])
-    return {key: await engine.redis.dump(key) for key in keys}
+        keys += sorted([_text(k) async for k in engine.backends.stores.redis.scan_iter(match=pattern)])
+    return {key: await engine.backends.stores.redis.dump(key) for key in keys}
 
 
 async def check_reads(engine: cpersona.Engine, world: World, agent: int, project: str | None) -> None:

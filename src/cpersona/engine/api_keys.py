@@ -24,7 +24,7 @@ class KeyService:
 
     @property
     def _store(self) -> KeyStore:
-        return self._life.backends.key_store
+        return self._life.backends.stores.api_keys
 
     async def create(self, req: CreateKeyRequest) -> CreatedKey:
         """A key bound to ``req.agents`` (or an ``admin`` key for every agent); its token is in the answer
@@ -48,13 +48,13 @@ class KeyService:
     async def rate_limit(self, key_id: str) -> float:
         """Count one request of the key: 0 when it may go, else the seconds until it may
         (``CPERSONA_RATE_LIMIT_PER_SEC`` and ``..._BURST``; a rate of 0 never limits)."""
-        limits = self._life.backends.rate_limits
+        limits = self._life.backends.stores.rate_limits
         return 0.0 if limits is None else await limits.acquire(key_id)
 
     async def admit(self, token: str) -> tuple[ApiKey | None, float]:
         """:meth:`verify` and :meth:`rate_limit` in one round trip: the key ``token`` is (``None`` when it
         is none, and then nothing is counted) and the seconds it must wait (0: it may go)."""
-        limits = self._life.backends.rate_limits
+        limits = self._life.backends.stores.rate_limits
         if limits is None:
             return await self.verify(token), 0.0
         return await limits.admit(token)

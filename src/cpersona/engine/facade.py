@@ -94,12 +94,10 @@ if TYPE_CHECKING:
     from cpersona.model.timeline_response import TimelineResult
     from cpersona.operations.query.reconsolidation import ReconsolidationStats
     from cpersona.recall.arm_runner import ArmWrapper
-    from cpersona.recall.recaller import Recaller
     from cpersona.recall.request import RecallResult
     from cpersona.recall.trace.publisher import TraceStats
     from cpersona.settings import RecallMode
-    from cpersona.stores.protocols import Embedder, RecordLinks, RecordStore, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.protocols import RecordLinks
 
 __all__ = ["Engine", "open"]
 
@@ -143,62 +141,46 @@ class Engine:
         return self._services
 
     @property
-    def _b(self) -> Backends:
+    def backends(self) -> Backends:
+        """What the open engine runs on: its stores, vector collections, embedder, recaller and workers.
+
+        The one seam for tools, benchmarks and tests that look underneath the engine: a role's store
+        (``backends.records``, ``backends.stores.cues``), the raw Redis client (``backends.stores.redis``),
+        a collection's vectors, the recaller. It is not part of the stable API: its fields follow the
+        stores and change with them. Raises :class:`~cpersona.EngineClosed` when the engine is not open.
+        """
         return self._life.backends
 
     async def run_block_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Build block vectors from the block stream until cancelled (start it in a task group); returns
         at once when the engine builds no blocks (``embedding_mode="none"``)."""
-        await lifecycle.run_block_worker(self._b, task_status)
+        await lifecycle.run_block_worker(self.backends, task_status)
 
     async def run_trace_publisher(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Publish queued recall traces to Redis until cancelled (start it in a task group)."""
-        await self._b.trace_publisher.run(task_status=task_status)
+        await self.backends.trace_publisher.run(task_status=task_status)
 
     async def run_background(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run every background task (block worker, trace publisher, reconsolidation) until cancelled.
         ``cpersona.open()`` and the HTTP lifespan start it in a task group; it is started once all are."""
-        await lifecycle.run_background(self._b, task_status)
+        await lifecycle.run_background(self.backends, task_status)
 
     async def drain_traces(self) -> int:
         """Publish every trace queued so far, then return how many were taken off the queue."""
-        return await self._b.trace_publisher.drain()
+        return await self.backends.trace_publisher.drain()
 
     def trace_stats(self) -> TraceStats:
         """The trace publisher's counters (published, dropped, failed, queued, capacity)."""
-        return self._b.trace_publisher.stats()
+        return self.backends.trace_publisher.stats()
 
     @property
     def builds_blocks(self) -> bool:
         """Whether stores queue block builds (they do unless ``embedding_mode="none"``)."""
-        return self._b.builder is not None
+        return self.backends.builder is not None
 
     async def drain_blocks(self) -> int:
         """Build the blocks of every record queued so far, then return how many events were processed."""
-        return await lifecycle.drain_blocks(self._b)
-
-    @property
-    def redis(self) -> RedisClient:
-        """The engine's Redis client (for tools and tests that need to look underneath)."""
-        return self._b.redis
-
-    @property
-    def records(self) -> RecordStore:
-        """The engine's record store (for tools and tests that call the store's searches directly)."""
-        return self._b.records
-
-    @property
-    def vectors(self) -> VectorStore | None:
-        return self._b.vectors
-
-    @property
-    def blocks(self) -> VectorStore | None:
-        """The block-vector collection (``None`` when the engine embeds nothing)."""
-        return self._b.blocks
-
-    @property
-    def embedder(self) -> Embedder | None:
-        return self._b.embedder
+        return await lifecycle.drain_blocks(self.backends)
 
     async def health(self) -> dict[str, Any]:
         return await reads.health(self._life)
@@ -208,11 +190,6 @@ class Engine:
         return await readiness.readiness(self._life)
 
     # ------------------------------------------------------------------ recall
-
-    @property
-    def recaller(self) -> Recaller:
-        """The engine's recall runner (for tools and tests that look underneath)."""
-        return self._life.recaller
 
     async def recall(
         self,

@@ -28,17 +28,9 @@ from cpersona.operations.query.reconsolidation import ReconsolidationQueue
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
 from cpersona.recall.trace.publisher import TracePublisher
+from cpersona.stores.backends import open_stores
 from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.embedding.embedders import open_embedder
-from cpersona.stores.redis.api_keys import ApiKeyStore, RedisRateLimits
-from cpersona.stores.redis.block_queue import RedisBlockQueue
-from cpersona.stores.redis.connection import close_redis, connect_redis, redis_info
-from cpersona.stores.redis.cue_store import RedisCueStore
-from cpersona.stores.redis.sealing import load_sealer
-from cpersona.stores.redis.server import EmbeddedRedis
-from cpersona.stores.redis.store import RedisRecordStore
-from cpersona.stores.redis.supervisor import supervise
-from cpersona.stores.redis.trace_sink import RedisTraceSink
 from cpersona.stores.supervision import supervise as supervise_child
 from cpersona.stores.vectors.edge import EdgeVectorStore
 from cpersona.stores.vectors.factory import open_vector_store
@@ -50,8 +42,8 @@ if TYPE_CHECKING:
     from cpersona.recall.arm_runner import ArmWrapper
     from cpersona.recall.policy import Policy
     from cpersona.settings import Settings
-    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
-    from cpersona.stores.redis.connection import RedisClient
+    from cpersona.stores.backends import Stores
+    from cpersona.stores.protocols import Embedder, VectorStore
 
 __all__ = ["Lifecycle", "checked_policies", "drain_blocks", "run_background", "run_block_worker"]
 
@@ -90,7 +82,6 @@ class Lifecycle:
         self._arm_wrapper = arm_wrapper
         self._backends: Backends | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._recaller: Recaller | None = None
 
     @property
     def backends(self) -> Backends:
@@ -100,9 +91,7 @@ class Lifecycle:
 
     @property
     def recaller(self) -> Recaller:
-        self.backends  # noqa: B018 - raises EngineClosed when closed
-        assert self._recaller is not None
-        return self._recaller
+        return self.backends.recaller
 
     async def open(self) -> None:
         if self._stack is not None:
@@ -115,7 +104,6 @@ class Lifecycle:
             await self._repair()
         except BaseException:
             self._backends = None
-            self._recaller = None
             self._stack = None
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
@@ -138,55 +126,32 @@ class Lifecycle:
         return 0.0 if self.settings.embedded_redis else reservation_secs(self.settings)
 
     async def close(self) -> None:
-        stack, self._stack, self._backends, self._recaller = self._stack, None, None, None
+        stack, self._stack, self._backends = self._stack, None, None
         if stack is not None:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
 
     async def _open_backends(self, stack: contextlib.AsyncExitStack) -> None:
-        """Open every backend on ``stack`` and set ``_backends`` and ``_recaller`` from them."""
-        client, server = await self._connect(stack)
-        info = await redis_info(client)
-        # The sealer may read, or first write, its key file in the data dir: in a worker thread.
-        sealer = await anyio.to_thread.run_sync(load_sealer, self.settings)
-        records = RedisRecordStore(client, self.keys, sealer)
-        await records.ensure_indexes()
-        await records.collect_garbage()
-        api_keys = ApiKeyStore(client, self.keys)
-        await api_keys.upgrade()
+        """Open every backend on ``stack`` and set ``_backends`` (the recaller among them)."""
+        stores = await self._open_stores(stack)
+        records = stores.records
         embedder = await open_embedder(self.settings)
         vectors: VectorStore | None = None
         if embedder is not None:
             stack.push_async_callback(embedder.aclose)
             vectors = await open_vector_store(self.settings, "records", embedder.dim)
             stack.push_async_callback(vectors.aclose)
-        blocks, builder = await self._open_blocks(stack, client, records, embedder, vectors)
+        blocks, builder = await self._open_blocks(stack, stores, embedder, vectors)
         publisher = TracePublisher(
-            RedisTraceSink(client, self.keys),
+            stores.trace_sink,
             capacity=self.settings.trace_queue_size,
             timeout_secs=self.settings.redis_timeout_secs,
         )
         # Closed before the client (exit callbacks run last-in, first-out).
         stack.callback(publisher.close)
-        cues = RedisCueStore(client, self.keys)
-        reconsolidation = ReconsolidationQueue(cues, timeout_secs=self.settings.redis_timeout_secs)
+        reconsolidation = ReconsolidationQueue(stores.cues, timeout_secs=self.settings.redis_timeout_secs)
         stack.callback(reconsolidation.close)
-        self._backends = Backends(
-            client,
-            records,
-            vectors,
-            embedder,
-            info,
-            blocks,
-            builder,
-            publisher=publisher,
-            server=server,
-            cues=cues,
-            reconsolidation=reconsolidation,
-            api_keys=api_keys,
-            rate_limits=self._rate_limits(client),
-        )
-        self._recaller = Recaller(
+        recaller = Recaller(
             settings=self.settings,
             policies=self.policies,
             records=records,
@@ -195,35 +160,35 @@ class Lifecycle:
             blocks=blocks,
             arm_wrapper=self._arm_wrapper,
         )
+        self._backends = Backends(
+            stores,
+            vectors,
+            embedder,
+            recaller,
+            blocks,
+            builder,
+            publisher=publisher,
+            reconsolidation=reconsolidation,
+        )
 
-    def _rate_limits(self, client: RedisClient) -> RedisRateLimits | None:
-        rate = self.settings.rate_limit_per_sec
-        if rate == 0:
-            return None
-        return RedisRateLimits(client, self.keys, rate=rate, burst=self.settings.rate_limit_burst)
-
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> tuple[RedisClient, EmbeddedRedis | None]:
-        """The Redis client, and the embedded server when it is ours (started here; else ``redis_url``)."""
-        url = self.settings.redis_url
-        server: EmbeddedRedis | None = None
+    async def _open_stores(self, stack: contextlib.AsyncExitStack) -> Stores:
+        """The stores on Redis (:func:`~cpersona.stores.backends.open_stores`), after the data dir is locked
+        and prepared when the engine keeps anything in it (its own Redis or its Qdrant shards)."""
+        lock: DataDirLock | None = None
         # The embedded Qdrant shard lives in the data dir too: one engine per data dir.
-        if url is None or (self.settings.embedded_qdrant and self.settings.embedding_mode != "none"):
+        if self.settings.redis_url is None or (
+            self.settings.embedded_qdrant and self.settings.embedding_mode != "none"
+        ):
             lock = await stack.enter_async_context(DataDirLock(self.settings.data_dir))
             # Locked first: the reserve of a data dir is its engine's to spend.
             stack.callback(end_start, self.settings)
             await prepare_start(self.settings)
-            if url is None:
-                server = await stack.enter_async_context(EmbeddedRedis(self.settings, lock=lock))
-                url = server.url
-        client = await connect_redis(self.settings, url)
-        stack.push_async_callback(close_redis, client)
-        return client, server
+        return await open_stores(stack, self.settings, self.keys, lock=lock)
 
     async def _open_blocks(
         self,
         stack: contextlib.AsyncExitStack,
-        client: RedisClient,
-        records: RecordStore,
+        stores: Stores,
         embedder: Embedder | None,
         vectors: VectorStore | None,
     ) -> tuple[VectorStore | None, BlockBuilder | None]:
@@ -234,8 +199,8 @@ class Lifecycle:
         stack.push_async_callback(blocks.aclose)
         rules = self.policies[self.settings.recall_policy].blocks
         builder = BlockBuilder(
-            records=records,
-            queue=RedisBlockQueue(client, self.keys),
+            records=stores.records,
+            queue=stores.block_queue,
             blocks=blocks,
             embedder=embedder,
             max_per_record=rules.max_per_record,
@@ -268,8 +233,7 @@ async def run_background(b: Backends, task_status: TaskStatus[None]) -> None:
     """The engine's workers (block builder, trace publisher, the supervisors of the embedded Redis and of
     the vector shards' child processes) in one task group, until cancelled."""
     async with anyio.create_task_group() as tg:
-        if b.server is not None:
-            await tg.start(supervise, b.server)
+        await tg.start(b.stores.supervise)
         for store, recover in ((b.vectors, functools.partial(_finish_pending, b)), (b.blocks, None)):
             # A block write that failed stays queued and the block worker retries it by itself.
             if isinstance(store, EdgeVectorStore) and store.process_id is not None:

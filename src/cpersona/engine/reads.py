@@ -101,7 +101,7 @@ async def health(life: Lifecycle) -> dict[str, Any]:
     await b.records.ping()
     return {
         "ok": True,
-        "redis": {**b.redis_info, "embedded": life.settings.embedded_redis},
+        "redis": {**b.stores.info, "embedded": life.settings.embedded_redis},
         "vector_engine": None if b.vectors is None else b.vectors.engine_name,
         "embedder": None if b.embedder is None else {"name": b.embedder.name, "dim": b.embedder.dim},
         "traces": b.trace_publisher.stats().model_dump(mode="json"),

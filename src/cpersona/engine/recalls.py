@@ -65,9 +65,7 @@ class RecallService:
 
     @property
     def _cues(self) -> CueStore:
-        cues = self._life.backends.cues
-        assert cues is not None
-        return cues
+        return self._life.backends.stores.cues
 
     async def recall(self, query: RecallQuery, *, limit_cap: int | None = None) -> RecallResult:
         """Recall the rows that answer ``query``; publish its trace, and trace it anyway at

@@ -20,13 +20,11 @@ from cpersona.stores.supervision import MAX_DELAY_SECS, restart_delay
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
-    from cpersona.stores.redis.server import EmbeddedRedis
+    from cpersona.stores.supervision import Child
 
 __all__ = ["MAX_DELAY_SECS", "restart_delay", "supervise"]
 
 
-async def supervise(
-    server: EmbeddedRedis, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
+async def supervise(server: Child, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Restart ``server`` each time it exits on its own, until its owner stops it or this is cancelled."""
     await supervision.supervise(server, "the embedded redis-server", task_status=task_status)
