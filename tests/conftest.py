@@ -30,6 +30,7 @@ import anyio
 import httpx
 import pytest
 from blockbuster import blockbuster_ctx
+from pytest_asyncio import is_async_test
 
 import cpersona
 from cpersona.edges.http.app import create_app
@@ -240,57 +241,17 @@ _MAY_BLOCK: tuple[tuple[str, frozenset[str], str], ...] = (
 )
 
 
-# The test files whose every test has run clean under blockbuster; the check reaches the rest file by
-# file, and becomes every test's once it holds them all.
-_LOOP_CHECKED = frozenset(
-    {
-        "test_associate.py",
-        "test_associations.py",
-        "test_blocks.py",
-        "test_cmp_shapes.py",
-        "test_cue.py",
-        "test_cue_query.py",
-        "test_golden.py",
-        "test_graph.py",
-        "test_http.py",
-        "test_keys_http.py",
-        "test_keys_mcp.py",
-        "test_lifecycle_archive.py",
-        "test_lifecycle_cli.py",
-        "test_lifecycle_consolidate.py",
-        "test_lifecycle_decay.py",
-        "test_lifecycle_forget.py",
-        "test_lifecycle_http.py",
-        "test_loop_guard.py",
-        "test_mcp.py",
-        "test_mcp_transports.py",
-        "test_publisher.py",
-        "test_query_coalescing.py",
-        "test_rate_limit.py",
-        "test_recall.py",
-        "test_reconstruct.py",
-        "test_slow_clients.py",
-        "test_timeline.py",
-        "test_trace.py",
-        "test_trace_page.py",
-        "test_trace_page_stream.py",
-        "test_trace_stream_revoked.py",
-        "test_trace_tail.py",
-        "test_write_path.py",
-    }
-)
-
-
 @pytest.fixture(autouse=True)
 def _no_blocking_on_loop(request: pytest.FixtureRequest) -> Iterator[None]:
-    """In the files of ``_LOOP_CHECKED`` (in every file with ``CPERSONA_TEST_LOOP_GUARD=all``), make a
-    blocking call (sleep, file or socket I/O, a stat) on the event loop's thread raise ``BlockingError``;
-    the same call in a worker thread is left alone, and so are the calls of ``_MAY_BLOCK``."""
-    everywhere = os.environ.get("CPERSONA_TEST_LOOP_GUARD") == "all"  # to find what the rest still block
-    if not everywhere and request.path.name not in _LOOP_CHECKED:
+    """In every async test, make a blocking call (sleep, file or socket I/O, a stat) that the package makes
+    on the event loop's thread raise ``BlockingError``; the same call in a worker thread is left alone,
+    and so are the calls of ``_MAY_BLOCK``. A test's own setup (a file it writes before it starts a
+    server, say) is not the product's and is not checked: only a call with a ``cpersona`` frame on its
+    stack is."""
+    if not is_async_test(request.node):
         yield
         return
-    with blockbuster_ctx() as buster:
+    with blockbuster_ctx("cpersona") as buster:
         for function in buster.functions.values():
             for filename, names, _why in _MAY_BLOCK:
                 function.can_block_in(filename, names)

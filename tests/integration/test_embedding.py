@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import numpy as np
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -258,7 +259,7 @@ async def test_onnx_reads_a_hugging_face_folder_of_float_weights(tmp_path: Path)
     default = ModelFiles.default()
     folder = tmp_path / "model"
     folder.mkdir()
-    save_file(default.load_weights(), str(folder / "model.safetensors"))
+    save_file(await anyio.to_thread.run_sync(default.load_weights), str(folder / "model.safetensors"))
     for name in ("config.json", "tokenizer.json"):
         (folder / name).write_bytes((BUNDLED_DIR / name).read_bytes())
     embedder = await OnnxEmbedder.open(Settings(data_dir=tmp_path / "data"), model_dir=folder)

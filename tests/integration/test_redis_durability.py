@@ -12,6 +12,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 
@@ -81,7 +82,7 @@ def _kill(pid: int) -> None:
 async def _gone(pid: int) -> None:
     with anyio.fail_after(10):
         while True:
-            if pid_gone(pid):
+            if await anyio.to_thread.run_sync(pid_gone, pid):
                 return
             await anyio.sleep(0.02)
 
@@ -205,10 +206,13 @@ async def test_http_answers_503_for_a_write_not_confirmed_on_disk(
 async def _plain_redis(tmp_path: Path, *options: str) -> AsyncIterator[str]:
     """A redis-server with search and JSON, started with ``options``; yields its URL."""
     sock = tmp_path / "own.sock"
-    modules = [arg for path in module_files() for arg in ("--loadmodule", str(path))]
+    modules = [
+        arg for path in await anyio.to_thread.run_sync(module_files) for arg in ("--loadmodule", str(path))
+    ]
+    binary = await anyio.to_thread.run_sync(redis_binary)
     process = await anyio.open_process(
         [
-            str(redis_binary()),
+            str(binary),
             "--port",
             "0",
             "--unixsocket",

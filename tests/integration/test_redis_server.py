@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import anyio.to_thread
 import pytest
 import redis.exceptions
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -214,8 +215,8 @@ async def test_server_is_gone_after_exit(tmp_path: Path) -> None:
     async with EmbeddedRedis(settings) as server:
         pid = server.pid
         url = server.url
-        assert not pid_gone(pid)
-    assert pid_gone(pid)
+        assert not await anyio.to_thread.run_sync(pid_gone, pid)
+    assert await anyio.to_thread.run_sync(pid_gone, pid)
     assert not await anyio.Path(f"/proc/{pid}").exists()
     assert not (tmp_path / "redis" / "redis.pid").exists()
     assert not (tmp_path / "redis" / "redis.sock").exists()
@@ -233,7 +234,7 @@ async def test_cancelled_owner_still_stops_its_server(tmp_path: Path) -> None:
             scope.cancel()
             await anyio.sleep_forever()
     assert pid is not None
-    assert pid_gone(pid)
+    assert await anyio.to_thread.run_sync(pid_gone, pid)
     assert "User requested shutdown" in (tmp_path / "redis" / "redis.log").read_text()
 
 
@@ -295,7 +296,7 @@ async def test_server_of_a_killed_engine_exits_with_it_without_loss(tmp_path: Pa
     # The engine died; the kernel told its server, which fsynced its AOF and exited too.
     with anyio.fail_after(30):
         while True:
-            if pid_gone(server_pid):
+            if await anyio.to_thread.run_sync(pid_gone, server_pid):
                 break
             await anyio.sleep(0.02)
     log = (tmp_path / "redis" / "redis.log").read_text()
@@ -338,7 +339,7 @@ async def test_leftover_server_is_retired_without_loss(tmp_path: Path) -> None:
     shutdowns = (redis_dir / "redis.log").read_text().count("User requested shutdown")
     async with EmbeddedRedis(settings) as server:
         assert server.pid != leftover_pid
-        assert pid_gone(leftover_pid)
+        assert await anyio.to_thread.run_sync(pid_gone, leftover_pid)
         client = await connect_redis(settings, server.url)
         try:
             assert await client.get("acked:999") == b"999"
@@ -385,7 +386,7 @@ async def test_leftover_that_does_not_answer_is_terminated(tmp_path: Path) -> No
     await _wait_for_pidfile(redis_dir / "redis.pid", stray_pid)
     (redis_dir / "redis.url").write_text("redis://127.0.0.1:1\n")
     async with EmbeddedRedis(settings) as server:
-        assert pid_gone(stray_pid)
+        assert await anyio.to_thread.run_sync(pid_gone, stray_pid)
         client = await connect_redis(settings, server.url)
         try:
             assert await client.get("k") == b"v"
@@ -440,7 +441,7 @@ async def test_failed_start_reports_the_log_and_releases_the_lock(tmp_path: Path
     assert "exited with code" in str(caught.value)
     assert "manifest" in str(caught.value).lower()
     lock = DataDirLock(tmp_path)
-    lock.acquire()
+    await anyio.to_thread.run_sync(lock.acquire)
     lock.release()
 
 
@@ -584,7 +585,7 @@ async def test_server_that_never_answers_is_stopped_at_the_deadline(
             pytest.fail("a server that never answers was reported ready")
     assert "pretending to start" in str(caught.value)
     lock = DataDirLock(data_dir)
-    lock.acquire()
+    await anyio.to_thread.run_sync(lock.acquire)
     lock.release()
 
 

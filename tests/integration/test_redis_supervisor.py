@@ -8,6 +8,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 
@@ -57,7 +58,7 @@ async def _wait_serving(memory: Engine, ref: str) -> None:
 async def _gone(pid: int, within_secs: float) -> None:
     with anyio.fail_after(within_secs):
         while True:
-            if pid_gone(pid):
+            if await anyio.to_thread.run_sync(pid_gone, pid):
                 return
             await anyio.sleep(0.02)
 
@@ -92,7 +93,7 @@ async def test_supervisor_ends_when_the_owner_stops_the_server(tmp_path: Path) -
             pid = server.pid
             await tg.start(supervise, server)
     # The group ended: the supervisor saw the server exit, knew it was asked to, and returned.
-    assert pid_gone(pid)
+    assert await anyio.to_thread.run_sync(pid_gone, pid)
     assert not (tmp_path / "redis" / "redis.pid").exists()
     assert (tmp_path / "redis" / "redis.log").read_text().count("Ready to accept connections") == 1
 
@@ -103,7 +104,7 @@ async def test_supervisor_passes_cancellation_through(tmp_path: Path) -> None:
         with anyio.move_on_after(0.5) as scope:
             await supervise(server)
         assert scope.cancelled_caught
-        assert not pid_gone(server.pid)
+        assert not await anyio.to_thread.run_sync(pid_gone, server.pid)
 
 
 async def test_engine_opened_without_background_tasks_is_not_supervised(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ async def test_a_killed_shard_is_restarted_and_its_pending_vectors_finished(tmp_
                 # Blocks until the killed child's lock is released, long before a new child could start.
                 tg.start_soon(lambda: anyio.to_thread.run_sync(fcntl.flock, wal, fcntl.LOCK_EX))
                 os.kill(first, signal.SIGKILL)
-            assert pid_gone(first)
+            assert await anyio.to_thread.run_sync(pid_gone, first)
             await _until(memory, "down")
             status, body = await _readiness(memory)
             assert status == 503, body
@@ -114,14 +114,14 @@ async def test_a_killed_shard_is_restarted_and_its_pending_vectors_finished(tmp_
         second = shard.process_id
         assert second is not None
         assert second != first
-        assert not pid_gone(second)
+        assert not await anyio.to_thread.run_sync(pid_gone, second)
         ids = [ref.partition(":")[2] for ref in refs]
         assert await shard.existing(ids) == set(ids)
         assert (await memory.stats(AGENT))["vectors"] == len(refs)
         status, body = await _readiness(memory)
         assert status == 200, body
         assert body["components"]["vectors.records"] == "up"
-    assert pid_gone(second)
+    assert await anyio.to_thread.run_sync(pid_gone, second)
 
 
 async def test_readiness_reports_an_engine_without_vectors(tmp_path: Path) -> None:

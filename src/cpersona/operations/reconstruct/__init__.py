@@ -36,6 +36,7 @@ from cpersona.operations.reconstruct.order import Ordered, order_items
 from cpersona.operations.reconstruct.quoting import passage_spans, quote_span
 from cpersona.operations.reconstruct.response import Quoted, build_result
 from cpersona.operations.reconstruct.structure import structure
+from cpersona.operations.reconstruct.tokens import load_vocabulary
 from cpersona.operations.reconstruct.trace import Allocated, trace_of
 from cpersona.operations.reconstruct.walk import WalkReads, relation_walk
 from cpersona.stores.record_reads import RecordReads
@@ -72,6 +73,8 @@ async def reconstruct(
     """Reconstruct over one recall run by ``recall`` (see :class:`RecallPort`), reading ``records``;
     ``ledger`` builds a traced call's coverage ledger."""
     mode = mode_of(req, settings)
+    if mode is not None:
+        await load_vocabulary()
     limits = limits_of(req, settings, mode)
     if limits.count == 0 and not req.trace:
         return _count_zero(limits, mode)

