@@ -47,10 +47,24 @@ def machine_shares(ticks: MachineTicks) -> dict[str, float]:
     return {"busy": busy / total, "idle": idle / total, "iowait": iowait / total}
 
 
+def backends_of(engine: Any) -> Any:
+    """What an engine opened: ``Engine.backends``, or, in the versions before that seam that the A/B
+    scripts load beside the working tree, its private ``_b``."""
+    return engine.backends if hasattr(type(engine), "backends") else engine._b
+
+
+def server_pid(engine: Any) -> int:
+    """The pid of an engine's embedded redis-server (in either version's layout)."""
+    backends = backends_of(engine)
+    server = backends.stores.server if hasattr(backends, "stores") else backends.server
+    return int(server.pid)
+
+
 def vector_process_ids(engine: Any) -> list[int]:
     """The child processes that hold an engine's vector shards (none in thread mode or with a Qdrant
     server)."""
-    stores = (engine.backends.vectors, engine.backends.blocks)
+    backends = backends_of(engine)
+    stores = (backends.vectors, backends.blocks)
     return [pid for store in stores if (pid := getattr(store, "process_id", None)) is not None]
 
 

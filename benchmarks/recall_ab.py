@@ -43,7 +43,7 @@ from typing import Any
 import anyio
 
 from benchmarks import harness
-from benchmarks.cpu import process_cpu_ms, vector_processes_cpu_ms
+from benchmarks.cpu import process_cpu_ms, server_pid, vector_processes_cpu_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -213,7 +213,7 @@ async def compare(packages: dict[str, Any], stores: dict[str, Path], asks: list[
 
 def redis_cpu_ms(engine: Any) -> float:
     """CPU time the engine's embedded redis-server has used so far, in ms."""
-    return process_cpu_ms(engine.backends.stores.server.pid)
+    return process_cpu_ms(server_pid(engine))
 
 
 def settings(package: Any, data_dir: Path, overrides: list[str] | None = None) -> Any:

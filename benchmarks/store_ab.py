@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.corpus import sentences
-from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, vector_processes_cpu_ms
+from benchmarks.cpu import machine_shares, machine_ticks, process_cpu_ms, server_pid, vector_processes_cpu_ms
 from benchmarks.recall_ab import add_setting_options, load_sides
 from cpersona.edges.heap import freeze_startup_heap
 
@@ -104,7 +104,7 @@ async def one_round(engine: Any, group: list[list[dict[str, Any]]]) -> Round:
 
 
 def redis_cpu_ms(engine: Any) -> float:
-    return process_cpu_ms(engine.backends.stores.server.pid)
+    return process_cpu_ms(server_pid(engine))
 
 
 async def compare(packages: dict[str, Any], work: Path, args: Any) -> None:
