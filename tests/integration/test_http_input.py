@@ -295,3 +295,9 @@ async def test_a_whole_number_too_large_to_read_exactly_is_not_echoed_rounded(
     message = assert_error(response, 400, "VALIDATION_ERROR", "limit")
     assert str(int(1e23)) not in response.text, message
 
+
+async def test_a_bad_record_id_is_refused_in_words(input_client: httpx.AsyncClient) -> None:
+    response = await input_client.post("/v1/recall/graph", json={"agent_id": "a", "center_id": "nope"})
+    message = assert_error(response, 400, "VALIDATION_ERROR", "center_id")
+    assert "UUID" in message
+    assert "[0-9a-fA-F]" not in message

@@ -20,6 +20,7 @@ from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import WHOLE, AgentId, Before, Count, Header, KeyText, RequestModel, refusal
 from cpersona.model.records import StoreKind
 from cpersona.model.time_cue import MAX_TS
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "MAX_AGE_SECONDS",
@@ -67,7 +68,10 @@ def _memory_id(value: object) -> object:
 
 
 _HEX = "[0-9A-Fa-f]"
-MEMORY_ID_PATTERN = f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$"
+MEMORY_ID_PATTERN = pattern_in_words(
+    f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$",
+    "a memory id: a UUID, or mem:<uuid>",
+)
 """What :func:`_memory_id` accepts, as the schema says it."""
 
 MemoryId = Annotated[
