@@ -217,8 +217,10 @@ def _archive_bytes(value: object) -> object:
         except (binascii.Error, ValueError):
             raise refusal("archive_base64", "is text but not base64") from None
     if isinstance(value, list):
-        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
-            raise refusal("archive_bytes", "must be an array of byte values 0-255")
+        for i, byte in enumerate(value):
+            if not (isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte <= 255):
+                # Named by its place, as the schema's items are (``archive_data[3]``).
+                raise InvalidRequest(f"archive_data[{i}]", "must be a byte value 0-255")
         return bytes(value)
     raise refusal("archive_type", "must be an array of byte values 0-255 or base64 text")
 
@@ -226,7 +228,21 @@ def _archive_bytes(value: object) -> object:
 ArchiveData = Annotated[
     bytes,
     Before(_archive_bytes),
-    Field(max_length=MAX_ARCHIVE_BYTES, description="The archive: an array of byte values, or base64 text"),
+    Field(max_length=MAX_ARCHIVE_BYTES),
+    # The schema says what a caller sends (pydantic would call it a binary string, which no JSON body holds).
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 255},
+                    "maxItems": MAX_ARCHIVE_BYTES,
+                },
+                {"type": "string", "contentEncoding": "base64", "maxLength": -(-MAX_ARCHIVE_BYTES // 3) * 4},
+            ],
+            "description": "The archive: an array of byte values (as export answers it), or base64 text",
+        }
+    ),
 ]
 
 
