@@ -112,13 +112,15 @@ class ImportConflict(InvalidRequest):
 
 
 class RecordNotFound(CpersonaError):
-    """No record with this ref is visible in the caller's scope."""
+    """No record with this ref is visible in the caller's scope. ``field`` is the request's name for it
+    (``center_id``, ``record_ids[2]``), so the error names what the caller sent."""
 
     code = "RECORD_NOT_FOUND"
     status = 404
 
-    def __init__(self, ref: str) -> None:
+    def __init__(self, ref: str, field: str = "ref") -> None:
         self.ref = ref
+        self.field = field
         super().__init__(f"record not found: {ref}")
 
 

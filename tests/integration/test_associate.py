@@ -145,6 +145,6 @@ async def test_http_and_the_sdk_model(client: httpx.AsyncClient) -> None:
     other = await client.post(f"/v1/recall/associate/{a[4:]}", json={**body, "record_id": b[4:]})
     assert (other.status_code, other.json()["error"]["field"]) == (400, "record_id")
     missing = await client.post(f"/v1/recall/associate/{a[4:]}", json={"agent_id": "nobody"})
-    assert missing.status_code == 404
+    assert (missing.status_code, missing.json()["error"]["field"]) == (404, "record_id")
     deep = await client.post(f"/v1/recall/associate/{a}", json={"agent_id": agent, "depth": 9})
     assert (deep.status_code, deep.json()["error"]["field"]) == (400, "depth")

@@ -229,7 +229,11 @@ async def test_the_route_answers_and_refuses(client: httpx.AsyncClient) -> None:
         "/v1/recall/graph", json={"agent_id": who, "center_id": "01916e3a-5678-7000-8000-00000000dead"}
     )
     assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "RECORD_NOT_FOUND"
+    # The field the request named, not the engine's word for it.
+    assert (missing.json()["error"]["code"], missing.json()["error"]["field"]) == (
+        "RECORD_NOT_FOUND",
+        "center_id",
+    )
     unknown = await client.post("/v1/recall/graph", json={"agent_id": who, "edge_types": ["friendly"]})
     assert unknown.status_code == 400
     assert unknown.json()["error"]["field"] == "edge_types[0]"

@@ -512,7 +512,8 @@ async def test_encode_errors_name_the_field(
     ("content", "problem"),
     [
         pytest.param(b'{"content": "x", "agent_id": ', "not valid JSON", id="truncated"),
-        pytest.param(b"\xff\xfe", "not valid JSON", id="not-utf8"),
+        pytest.param(b"\xff\xfe", "body: is not UTF-8 (at byte 0)", id="not-utf8"),
+        pytest.param(b'{"agent_id": "a", "content": "caf\xe9"}', "is not UTF-8 (at byte 33)", id="latin-1"),
         pytest.param(b"", "required", id="empty"),
         pytest.param(b'["content", "x"]', "an array", id="array"),
         pytest.param(b'"just text"', "a string", id="string"),

@@ -279,3 +279,25 @@ async def test_the_schema_documents_the_media_type_and_host_answers(input_settin
         for method, op in item.items():
             assert "421" in op["responses"], (method, path)
             assert ("415" in op["responses"]) == ("requestBody" in op), (method, path)
+
+
+# ---------------------------------------------------------------------------------- error wording
+
+
+async def test_a_whole_number_too_large_to_read_exactly_is_not_echoed_rounded(
+    input_client: httpx.AsyncClient,
+) -> None:
+    # 1e23 is a float: read as an integer it would be 99999999999999991611392, which the caller never sent.
+    body = b'{"agent_id": "a", "query": "x", "limit": 1e23}'
+    response = await input_client.post(
+        "/v1/recall/query", content=body, headers={"content-type": "application/json"}
+    )
+    message = assert_error(response, 400, "VALIDATION_ERROR", "limit")
+    assert str(int(1e23)) not in response.text, message
+
+
+async def test_a_bad_record_id_is_refused_in_words(input_client: httpx.AsyncClient) -> None:
+    response = await input_client.post("/v1/recall/graph", json={"agent_id": "a", "center_id": "nope"})
+    message = assert_error(response, 400, "VALIDATION_ERROR", "center_id")
+    assert "UUID" in message
+    assert "[0-9a-fA-F]" not in message

@@ -320,7 +320,7 @@ async def test_key_rules_and_bad_bytes_are_refused_by_name(source: cpersona.Engi
         (ExportRequest, {"agent_id": "a", "encrypt": True}, "encryption_key"),
         (ExportRequest, {"agent_id": "a", "encryption_key": "long enough"}, "encryption_key"),
         (ExportRequest, {"agent_id": "a", "encrypt": True, "encryption_key": "short"}, "encryption_key"),
-        (ImportRequest, {"agent_id": "a", "archive_data": [256]}, "archive_data"),
+        (ImportRequest, {"agent_id": "a", "archive_data": [1, 256]}, "archive_data[1]"),
         (ImportRequest, {"agent_id": "a", "archive_data": "not base64!"}, "archive_data"),
         (ImportRequest, {"agent_id": "a"}, "archive_data"),
     ]

@@ -71,7 +71,7 @@ async def test_decay_tick_and_forecast(client: httpx.AsyncClient) -> None:
         "/v1/introspect/decay-forecast",
         json={**AGENT, "record_ids": ["0190a0b0-0000-7000-8000-000000000000"], "forecast_at": later},
     )
-    assert missing.status_code == 404
+    assert (missing.status_code, missing.json()["error"]["field"]) == (404, "record_ids[0]")
 
 
 async def test_forget_needs_confirm_and_answers_the_count(client: httpx.AsyncClient) -> None:

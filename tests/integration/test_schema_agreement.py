@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from cpersona.edges.http.app import openapi_document
 from cpersona.model.agent_requests import ProfileRequest
 from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import AgentId, ContentText, KeyText, check, validate
+from cpersona.model.lifecycle_requests import ImportRequest
 from cpersona.model.memory_request import StoreRequest
 from cpersona.model.recall_query import RecallQuery
 from cpersona.model.record_queries import ListQuery
@@ -305,3 +307,19 @@ def test_an_update_names_a_field_to_change_in_the_document_too() -> None:
     assert changes == [[name] for name in ("content", "metadata", "emotion", "meta", "store", "timestamp")]
     link = DOC["paths"]["/v1/encode"]["post"]["responses"]["200"]["links"]["UpdateMemory"]
     assert link["requestBody"] == {"agent_id": "$request.body#/agent_id"}
+
+
+@pytest.mark.parametrize(
+    ("archive", "accepted"),
+    [([123, 10], True), ("ewo=", True), ([256], False), ([-1], False), (["a"], False), (7, False)],
+)
+def test_an_import_archive_is_documented_as_the_server_takes_it(archive: object, accepted: bool) -> None:
+    # Cerememory sends the archive as an array of byte values; base64 text is the other form read.
+    schema = SCHEMAS["ImportRequest"]["properties"]["archive_data"]
+    assert jsonschema.Draft202012Validator(schema).is_valid(archive) == accepted
+    try:
+        validate(ImportRequest, {"agent_id": AGENT, "archive_data": archive}, SETTINGS)
+    except InvalidRequest:
+        assert not accepted
+    else:
+        assert accepted

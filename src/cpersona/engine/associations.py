@@ -63,7 +63,7 @@ async def _readable(records: AssociationStore, scope: Scope, refs: Sequence[str]
     found = set(await records.visible_refs(_reader(scope), canonical))
     for ref in canonical:
         if ref not in found:
-            raise RecordNotFound(ref)
+            raise RecordNotFound(ref, field)
     return canonical
 
 

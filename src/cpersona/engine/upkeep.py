@@ -182,7 +182,7 @@ class UpkeepService:
         records = {r.id: r for r in await read_memories(life, req.agent_id, ids)}
         missing = [i for i in ids if i not in records]
         if missing:
-            raise RecordNotFound(f"mem:{missing[0]}")
+            raise RecordNotFound(f"mem:{missing[0]}", f"record_ids[{req.record_ids.index(missing[0])}]")
         now = time.time()
         out = []
         for record_id in req.record_ids:

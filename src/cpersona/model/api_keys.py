@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cpersona.errors import InvalidRequest
 from cpersona.model.fields import AgentId, KeyText, RequestModel
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "KEY_ID_PATTERN",
@@ -27,7 +28,7 @@ __all__ = [
     "parse_token",
 ]
 
-KEY_ID_PATTERN = "^[0-9a-f]{12}$"
+KEY_ID_PATTERN = pattern_in_words("^[0-9a-f]{12}$", "a key id: 12 lowercase hex digits")
 KeyId = Annotated[str, Field(pattern=KEY_ID_PATTERN, description="A key id: 12 hex digits")]
 _TOKEN = re.compile(r"cpk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 MAX_KEY_AGENTS = 1_000

@@ -31,6 +31,7 @@ from cpersona.model.fields import TAG, WHOLE, AgentId, Header, KeyText, Limit, R
 from cpersona.model.memory_parts import AssociationBody
 from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import Association, parse_ref
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "StoreAssociations",
@@ -124,7 +125,7 @@ def _end_kind(value: str) -> Literal["entity", "record"]:
 
 
 _ANY_REF = f"^(mem|ep|raw):{UUID_PATTERN}$"
-_RECORD_REF = f"^(mem|ep):{UUID_PATTERN}$"
+_RECORD_REF = pattern_in_words(f"^(mem|ep):{UUID_PATTERN}$", "a record ref: mem:<uuid> or ep:<uuid>")
 
 
 def _name_schema(schema: dict[str, Any]) -> None:

@@ -238,9 +238,18 @@ AgentId = Annotated[
 """The agent a write belongs to: a non-blank ``KeyText``."""
 
 
+MAX_COUNT: Final = 2**53 - 1
+"""The largest integer a request holds where nothing narrower applies: the last one every JSON reader
+(a JavaScript client, a 64-bit float) holds exactly, and far inside what a response can write back."""
+
+
 def _integral(value: object) -> object:
     # JSON has numbers, not integers and floats: 5.0 is the integer 5 (a JSON schema says so too).
     if isinstance(value, float) and value.is_integer():
+        # Past 2**53 a float is no longer the number the caller wrote (1e23 would read as
+        # 99999999999999991611392), so it is refused before anything could echo that rounding.
+        if abs(value) > MAX_COUNT:
+            raise refusal("int_too_large", f"is beyond {MAX_COUNT}, the largest whole number read exactly")
         return int(value)
     return value
 
@@ -248,9 +257,6 @@ def _integral(value: object) -> object:
 WHOLE = Before(_integral)
 """On an ``int`` of a body: a number with no fraction (``5.0``) is that integer; ``5.5`` is refused."""
 
-MAX_COUNT: Final = 2**53 - 1
-"""The largest integer a request holds where nothing narrower applies: the last one every JSON reader
-(a JavaScript client, a 64-bit float) holds exactly, and far inside what a response can write back."""
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT), WHOLE]
 """A whole number of a body with no limit of its own (one a setting clamps, a threshold): 0 to
 :data:`MAX_COUNT`, so that what a response echoes always fits its JSON."""

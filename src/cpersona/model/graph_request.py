@@ -17,6 +17,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 from cpersona.model.fields import WHOLE, Header, KeyText, RequestModel
 from cpersona.model.record_queries import UUID_PATTERN
 from cpersona.model.records import AssociationType
+from cpersona.model.wording import pattern_in_words
 
 __all__ = ["DEFAULT_LIMIT_NODES", "GraphRequest", "MAX_GRAPH_DEPTH", "MAX_LIMIT_NODES"]
 
@@ -32,7 +33,7 @@ def _bare(value: str) -> str:
 _CenterId = Annotated[
     str,
     Field(
-        pattern=f"^(mem:)?{UUID_PATTERN}$",
+        pattern=pattern_in_words(f"^(mem:)?{UUID_PATTERN}$", "a memory id: a UUID, or mem:<uuid>"),
         description="A memory: mem:<uuid>, or the bare <uuid> as Cerememory sends it",
     ),
     AfterValidator(_bare),

@@ -20,6 +20,7 @@ from cpersona.model.epoch_time import EpochTime
 from cpersona.model.fields import WHOLE, AgentId, Before, Count, Header, KeyText, RequestModel, refusal
 from cpersona.model.records import StoreKind
 from cpersona.model.time_cue import MAX_TS
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "MAX_AGE_SECONDS",
@@ -67,7 +68,10 @@ def _memory_id(value: object) -> object:
 
 
 _HEX = "[0-9A-Fa-f]"
-MEMORY_ID_PATTERN = f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$"
+MEMORY_ID_PATTERN = pattern_in_words(
+    f"^(mem:)?{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$",
+    "a memory id: a UUID, or mem:<uuid>",
+)
 """What :func:`_memory_id` accepts, as the schema says it."""
 
 MemoryId = Annotated[
@@ -213,8 +217,10 @@ def _archive_bytes(value: object) -> object:
         except (binascii.Error, ValueError):
             raise refusal("archive_base64", "is text but not base64") from None
     if isinstance(value, list):
-        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
-            raise refusal("archive_bytes", "must be an array of byte values 0-255")
+        for i, byte in enumerate(value):
+            if not (isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte <= 255):
+                # Named by its place, as the schema's items are (``archive_data[3]``).
+                raise InvalidRequest(f"archive_data[{i}]", "must be a byte value 0-255")
         return bytes(value)
     raise refusal("archive_type", "must be an array of byte values 0-255 or base64 text")
 
@@ -222,7 +228,21 @@ def _archive_bytes(value: object) -> object:
 ArchiveData = Annotated[
     bytes,
     Before(_archive_bytes),
-    Field(max_length=MAX_ARCHIVE_BYTES, description="The archive: an array of byte values, or base64 text"),
+    Field(max_length=MAX_ARCHIVE_BYTES),
+    # The schema says what a caller sends (pydantic would call it a binary string, which no JSON body holds).
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 255},
+                    "maxItems": MAX_ARCHIVE_BYTES,
+                },
+                {"type": "string", "contentEncoding": "base64", "maxLength": -(-MAX_ARCHIVE_BYTES // 3) * 4},
+            ],
+            "description": "The archive: an array of byte values (as export answers it), or base64 text",
+        }
+    ),
 ]
 
 

@@ -52,6 +52,7 @@ from cpersona.model.records import (
     Source,
 )
 from cpersona.model.text_rules import WHITESPACE_CLASS
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "NO_RATIONALE",
@@ -257,7 +258,7 @@ def _edge_end(value: str) -> str:
 _EDGE_END = f"((mem|ep|raw):)?{UUID_PATTERN}"
 _EdgeEnd = Annotated[
     str,
-    Field(pattern=f"^{_EDGE_END}$"),
+    Field(pattern=pattern_in_words(f"^{_EDGE_END}$", "a record id: a UUID, or mem:, ep: or raw: and a UUID")),
     AfterValidator(_edge_end),
     # The validator's regex engine has no look-ahead; the document's says "not the nil UUID" as well.
     WithJsonSchema(

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from cpersona.model.fields import QUERY_DIGITS, KeyText, QueryModel
+from cpersona.model.wording import pattern_in_words
 
 __all__ = [
     "CONFIRM_PATTERN",
@@ -29,18 +30,20 @@ UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9
 RecordRef = Annotated[
     str,
     Field(
-        pattern=f"^(mem|ep|raw):{UUID_PATTERN}$",
+        pattern=pattern_in_words(
+            f"^(mem|ep|raw):{UUID_PATTERN}$", "a record ref: mem:, ep: or raw: and a UUID"
+        ),
         description="A record ref: mem:<uuid>, ep:<uuid> or raw:<uuid>",
     ),
 ]
 MemoryRef = Annotated[
     str,
     Field(
-        pattern=f"^(mem:)?{UUID_PATTERN}$",
+        pattern=pattern_in_words(f"^(mem:)?{UUID_PATTERN}$", "a memory id: a UUID, or mem:<uuid>"),
         description="mem:<uuid>, or the bare <uuid> as Cerememory sends it (only memories are updated)",
     ),
 ]
-CONFIRM_PATTERN = "^[Tt][Rr][Uu][Ee]$"
+CONFIRM_PATTERN = pattern_in_words("^[Tt][Rr][Uu][Ee]$", "true (in any case)")
 
 
 class RecordQuery(QueryModel):

@@ -27,6 +27,7 @@ from pydantic import (
 from cpersona.model.epoch_time import MAX_TIME_TEXT, TIME_TEXT_PATTERN, renderable
 from cpersona.model.fields import TAG, WHOLE, Before, RequestModel, describe, invalid, refusal
 from cpersona.model.time_cue import MAX_TS, UNIT_DAYS, Ago, Confidence, TimeCue, Unit, iso
+from cpersona.model.wording import pattern_in_words
 
 if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
@@ -91,7 +92,10 @@ _CueTime = Annotated[
         description="A date (YYYY-MM-DD) or an ISO 8601 time (UTC without an offset); a date in before "
         "includes that day",
         max_length=MAX_TIME_TEXT,
-        pattern=f"^(?:{_DATE_PATTERN}|{TIME_TEXT_PATTERN.removeprefix('^').removesuffix('$')})$",
+        pattern=pattern_in_words(
+            f"^(?:{_DATE_PATTERN}|{TIME_TEXT_PATTERN.removeprefix('^').removesuffix('$')})$",
+            "a date (YYYY-MM-DD) or an ISO 8601 time",
+        ),
     ),
 ]
 

@@ -9,7 +9,7 @@ from cpersona.model.text_rules import OWN
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["describe", "problem"]
+__all__ = ["describe", "pattern_in_words", "problem"]
 
 _KINDS = {
     "string_type": "a string",
@@ -23,6 +23,15 @@ _KINDS = {
     "tuple_type": "a list",
     "sequence_str": "a list of strings",
 }
+
+# What each pattern of the request models asks for, said in words: a refusal never shows the regex.
+_PATTERN_WORDS: dict[str, str] = {}
+
+
+def pattern_in_words(pattern: str, words: str) -> str:
+    """``pattern``, remembered as what a refusal of it says (``"a record id: mem:<uuid> or <uuid>"``)."""
+    _PATTERN_WORDS[pattern] = words
+    return pattern
 
 
 def problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> str:
@@ -44,6 +53,9 @@ def problem(kind: str, ctx: Mapping[str, Any], given: object, message: str) -> s
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
         return f"must be {bounds[kind]} {limit}, got {given!r}"
+    if kind == "string_pattern_mismatch":
+        words = _PATTERN_WORDS.get(str(ctx.get("pattern", "")), "in the form the API schema gives")
+        return f"must be {words}"
     if kind == "string_too_short":
         return "must not be empty"
     if kind.startswith(OWN):

@@ -148,7 +148,7 @@ async def _start(records: GraphReads, scope: ReadScope, req: GraphRequest) -> li
         return [r for r in newest if isinstance(r, MemoryRecord)]
     found = await records.memories_by_id(scope, [req.center_id])
     if req.center_id not in found:
-        raise RecordNotFound(f"mem:{req.center_id}")
+        raise RecordNotFound(f"mem:{req.center_id}", "center_id")
     return [found[req.center_id]]
 
 

@@ -158,14 +158,10 @@ def _request_id(request: Request) -> str | None:
 
 
 def _error_response(exc: CpersonaError, request_id: str | None) -> ORJSONResponse:
-    if isinstance(exc, InvalidRequest):
+    if isinstance(exc, (InvalidRequest, RecordNotFound, AgentForbidden)):
         body = error_envelope(exc.code, str(exc), exc.field, request_id)
-    elif isinstance(exc, RecordNotFound):
-        body = error_envelope(exc.code, str(exc), "ref", request_id)
     elif isinstance(exc, NotImplementedHere):
         body = error_envelope(exc.code, str(exc), None, request_id)
-    elif isinstance(exc, AgentForbidden):
-        body = error_envelope(exc.code, str(exc), exc.field, request_id)
     elif isinstance(exc, BackendUnavailable):
         # The log keeps the whole detail for the operator; the caller gets it without file names. The
         # disk floor logs its refusals itself, once a minute, not once per refused request.

@@ -269,6 +269,13 @@ def _parse(raw: bytes) -> object:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        # orjson reports a byte that is not UTF-8 as a "surrogate", which tells a caller nothing.
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise InvalidRequest(
+                "body", f"is not UTF-8 (at byte {bad.start}); send the JSON encoded as UTF-8"
+            ) from None
         raise InvalidRequest("body", f"is not valid JSON ({exc})") from None
     refuse_repeated_keys(raw)
     return body

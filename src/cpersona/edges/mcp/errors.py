@@ -46,7 +46,7 @@ def failure(exc: Exception, tool: str) -> dict[str, Any]:
     if isinstance(inner, InvalidRequest):
         return tool_error(inner.code, str(inner), inner.field)
     if isinstance(inner, RecordNotFound):
-        return tool_error(inner.code, str(inner), "ref")
+        return tool_error(inner.code, str(inner), inner.field)
     if isinstance(inner, CpersonaError) and not isinstance(inner, BackendUnavailable) and inner.status < 500:
         # The caller's to fix (FORBIDDEN: a key that may not act for the agent): its words are for the caller.
         return tool_error(inner.code, str(inner), getattr(inner, "field", None))

@@ -45,7 +45,7 @@ async def associate(cues: CueStore, req: AssociateRequest, record_id: str, *, no
     load = scoped_loader(cues, scope, records)
     source = (await load([rid])).get(rid)
     if source is None:
-        raise RecordNotFound(f"mem:{rid}")
+        raise RecordNotFound(f"mem:{rid}", "record_id")
     types = None if req.association_types is None else tuple(req.association_types)
     activated = await spread([(source, 1.0)], load, depth=req.depth, min_weight=req.min_weight, types=types)
     order = sorted(activated.values(), key=lambda a: (-a.level, a.record_id))
