@@ -203,7 +203,10 @@ def test_the_walk_through_runs_as_written(tmp_path: Path, free_tcp_port: int) ->
             assert answer.status_code == 200, (url, answer.text)
     finally:
         stop_serve(server, timeout=30)
-        printed, errors = example.communicate(timeout=_COMMAND_SECS)
+        try:
+            printed, errors = example.communicate(timeout=_COMMAND_SECS)
+        finally:
+            example.kill()  # a no-op once it has ended; a hung example does not outlive the test
     assert example.returncode == 0, errors
     assert shown_matches(list(normalized(example_shown.lines)), normalized(printed)), printed
 
