@@ -66,7 +66,7 @@ document is written once, so stores built before hold BM25 statistics of twice-w
 STORE_LAYOUT_MODULES: Final = (
     "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.redis.scope", "stores.embedding.embedders", "stores.embedding.base", "keys",
-    "stores.embedding.onnx_graph",
+    "stores.embedding.onnx_graph", "stores.embedding.graph_file",
     "stores.embedding.model_files", "stores.embedding.quantized",
     "model.records", "stores.vectors.edge", "stores.vectors.edge_worker", "stores.vectors.common",
     "model.memory_request", "model.memory_parts", "model.fields", "model.text_rules", "model.epoch_time",

@@ -157,7 +157,7 @@ async def test_onnx_session_runs_on_the_configured_threads(
 
 
 # Embeds TEXTS in a fresh process with one intra-op thread, alone and as one batch, and prints the vectors
-# as JSON.
+# as JSON, with whether the process imported onnx (the graph builder's library).
 _ONE_THREAD = """
 import asyncio, json, sys
 from pathlib import Path
@@ -170,7 +170,7 @@ async def main() -> None:
     embedder = await OnnxEmbedder.open(settings)
     alone = [(await embedder.embed([text]))[0].tolist() for text in texts]
     batch = [vector.tolist() for vector in await embedder.embed(texts)]
-    print(json.dumps({"alone": alone, "batch": batch}))
+    print(json.dumps({"alone": alone, "batch": batch, "onnx_imported": "onnx" in sys.modules}))
     await embedder.aclose()
 
 asyncio.run(main())
@@ -200,6 +200,16 @@ async def test_onnx_vectors_agree_within_the_promise_in_another_process_on_one_t
     for mine, alone, batched in zip(here, there["alone"], there["batch"], strict=True):
         np.testing.assert_allclose(np.array(alone, dtype=np.float32), mine, rtol=0, atol=VECTOR_TOLERANCE)
         np.testing.assert_allclose(np.array(batched, dtype=np.float32), mine, rtol=0, atol=VECTOR_TOLERANCE)
+
+
+async def test_a_cached_graph_opens_without_importing_onnx(
+    onnx_embedder: OnnxEmbedder, onnx_data_dir: Path
+) -> None:
+    # onnx takes seconds to import and is needed only to build the graph: every command and server start
+    # after the first would pay for it otherwise.
+    assert onnx_embedder.intra_op_threads >= 1  # the fixture has built and cached the graph
+    there = await anyio.to_thread.run_sync(_vectors_in_another_process, SENTENCES[:1], onnx_data_dir)
+    assert there["onnx_imported"] is False
 
 
 async def test_onnx_empty_input_and_empty_text(onnx_embedder: OnnxEmbedder) -> None:

@@ -55,8 +55,8 @@ from cpersona.stores.embedding.base import (
     QueryCache,
     chunks,
 )
+from cpersona.stores.embedding.graph_file import INPUT_NAMES, OUTPUT_NAME, ensure_onnx_model
 from cpersona.stores.embedding.model_files import ModelFiles
-from cpersona.stores.embedding.onnx_graph import INPUT_NAMES, OUTPUT_NAME, ensure_onnx_model
 from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ ONNX_MAX_TOKENS: Final = 256
 class OnnxEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 run by onnxruntime: 384-dimensional float32 unit vectors.
 
-    Build it with :meth:`open`, which writes the encoder graph on first use (:mod:`.onnx_graph`, cached
+    Build it with :meth:`open`, which writes the encoder graph on first use (:mod:`.graph_file`, cached
     in the data directory's ``models`` folder) and loads it and the tokenizer in a worker thread.
     Inference is blocking too, so each batch runs in a worker thread behind a
     :class:`anyio.CapacityLimiter` of one, the session spreading it over ``embedding_threads`` intra-op

@@ -5,22 +5,16 @@ absolute position + token type, then LayerNorm), N post-norm transformer layers 
 then mean pooling over the attention mask and L2 normalisation, so a run returns finished sentence vectors,
 as sentence-transformers computes them.
 
-The built file is cached under a models folder, named by a hash of the weights, the config and
-:data:`BUILDER_VERSION`, and written to a temporary file that is renamed into place, so a reader in another
-process either finds the complete file or none.
-
-Everything here is blocking (hashing the weights, building, writing): callers run it in a worker thread.
+The graph's interface and the cache of built files live in :mod:`cpersona.stores.embedding.graph_file`,
+which imports this module only when it has a graph to build. Everything here is blocking: callers run it in a
+worker thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import json
 import math
-import os
-import tempfile
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,30 +26,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from cpersona.stores.embedding.model_files import ModelFiles
 
-__all__ = [
-    "BUILDER_VERSION",
-    "BertConfig",
-    "INPUT_NAMES",
-    "OPSET",
-    "OUTPUT_NAME",
-    "build_encoder_graph",
-    "cache_key",
-    "ensure_onnx_model",
-]
+from cpersona.stores.embedding.graph_file import BUILDER_VERSION, INPUT_NAMES, OPSET, OUTPUT_NAME
 
-BUILDER_VERSION = "1"
-"""Bump whenever the graph this module writes changes, so cached files from older builders are not reused."""
-
-OPSET = 17
-"""The lowest opset with ``LayerNormalization``; every onnxruntime release since 1.14 runs it."""
+__all__ = ["BertConfig", "build_encoder_graph"]
 
 _IR_VERSION = 8
 """The IR version that goes with opset 17, pinned so a newer ``onnx`` cannot stamp one the runtime refuses."""
-
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAME = "sentence_embedding"
 
 # HF BERT adds the float32 minimum to masked attention scores; any value that makes exp() underflow to
 # zero would do, and keeping the same one keeps us bit-close to the reference implementation.
@@ -288,43 +265,3 @@ def _mean_pooled(g: _Graph, hidden: str, mask_f: str) -> None:
     squares = g.op("ReduceSum", g.op("Mul", mean, mean), axis_seq, keepdims=1, hint="squares")
     norm = g.op("Max", g.op("Sqrt", squares), g.const(_MIN_NORM, f32), hint="norm")
     g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
-
-
-def cache_key(files: ModelFiles) -> str:
-    """A hex digest of the weights file, the config and the builder version."""
-    digest = hashlib.sha256()
-    digest.update(f"cpersona-onnx-bert/{BUILDER_VERSION}/opset{OPSET}\n".encode())
-    digest.update(files.config.read_bytes())
-    with files.weights.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def ensure_onnx_model(files: ModelFiles, cache_dir: Path, *, stem: str = "bert") -> Path:
-    """The path of the built ONNX file for the model in ``files``, building it into ``cache_dir`` first
-    if no file for these exact weights and this builder version is there yet."""
-    target = cache_dir / f"{stem}-{cache_key(files)[:24]}.onnx"
-    if target.is_file():
-        return target
-    config = BertConfig.from_file(files.config)
-    payload: bytes = build_encoder_graph(files.load_weights(), config).SerializeToString()
-    _write_atomically(target, payload)
-    return target
-
-
-def _write_atomically(target: Path, payload: bytes) -> None:
-    # Inside the data dir, which is its owner's alone (stores/owner_only.py): mkstemp's 0600 stays.
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # A concurrent builder may win the race; both wrote identical bytes, so replacing is harmless.
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
