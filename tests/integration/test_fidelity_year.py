@@ -111,6 +111,7 @@ async def test_a_memory_left_alone_for_a_year_is_recalled(
         stored = await engine.backends.stores.cues.stored_fidelity(record_id)
         assert stored is not None
         assert stored["reinforcement_count"] == 1
+        assert stored["score"] == 1.0  # read as fresh from the recall on
         assert stored["stability"] == pytest.approx(2.5)
         assert stored["last_accessed_at"] == pytest.approx(time.time() + clock.offset, abs=60)
 
@@ -129,3 +130,24 @@ async def test_on_the_reference_scale_the_memory_is_hidden_within_weeks(
         shown = await _recall(sdk, "spare key flowerpot", reconsolidate=False, include_decayed=True)
         assert [str(m.record.id) for m in shown.memories] == [record_id]
         assert shown.memories[0].record.fidelity.score < 0.01
+
+
+async def test_a_memory_recalled_every_few_months_keeps_better_than_one_left_alone(
+    settings: Settings, redis: object, clock: Clock
+) -> None:
+    async with _sdk(settings) as (sdk, engine):
+        recalled = await _store(sdk, "the boiler is serviced by Hanna from Lindqvist")
+        alone = await _store(sdk, "the boiler manual is in the cellar drawer")
+        # Every 112 days for two years, the SDK's recall (which strengthens what it returns) of one.
+        for at in range(112, 730, 112):
+            clock.offset = at * DAY
+            answer = await _recall(sdk, "Hanna Lindqvist")
+            assert [str(m.record.id) for m in answer.memories] == [recalled], at
+            assert await engine.drain_reconsolidations() == 1
+        clock.offset = 730 * DAY
+        both = await _recall(sdk, "boiler", reconsolidate=False)
+        scores = {str(m.record.id): m.record.fidelity.score for m in both.memories}
+        # Left alone: (1 + 730)^-0.3, about .14. Recalled: 58 days since the sixth recall, at stability
+        # 69.0 (1 -> 2.5 -> 5.6 -> 11.6 -> 22.3 -> 40.2 -> 69.0): (1 + 58/69.0)^-0.3, about .83.
+        assert scores[alone] == pytest.approx(731**-0.3, abs=1e-4)
+        assert scores[recalled] == pytest.approx((1 + 58 / 69.0) ** -0.3, abs=1e-3)

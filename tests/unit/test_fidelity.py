@@ -115,10 +115,12 @@ def test_successive_recalls_raise_stability_as_the_reference_lists() -> None:
 def test_a_recall_slows_the_fading_after_it() -> None:
     stored = Fidelity(last_accessed_at=T0)
     recalled = reconsolidated(stored, NEUTRAL, T0 + 30 * DAY, curve=DEFAULT)
-    # Anchored at its value then (31^-0.3) with stability 2.5: 30 days later it reads
-    # 31^-0.3·(1 + 30/2.5)^-0.3, more than with the stability it had before.
+    # Read as fresh from the recall, with stability 2.5: 30 days later it reads (1 + 30/2.5)^-0.3, more
+    # than with the stability it had before, and more than had it not been recalled.
+    assert current_fidelity(recalled, NEUTRAL, T0 + 30 * DAY, curve=DEFAULT) == 1.0
     later = current_fidelity(recalled, NEUTRAL, T0 + 60 * DAY, curve=DEFAULT)
-    assert later == pytest.approx(31**-0.3 * 13**-0.3, rel=1e-9)
+    assert later == pytest.approx(13**-0.3, rel=1e-9)
+    assert later > current_fidelity(stored, NEUTRAL, T0 + 60 * DAY, curve=DEFAULT)
     assert later > current_fidelity(
         dataclasses.replace(recalled, stability=1.0), NEUTRAL, T0 + 60 * DAY, curve=DEFAULT
     )
@@ -135,3 +137,20 @@ def test_reading_never_depends_on_reads_before_it(first: float, second: float, h
     )
     lo, hi = sorted((first, second))
     assert current_fidelity(f, NEUTRAL, hi, curve=curve) <= current_fidelity(f, NEUTRAL, lo, curve=curve)
+
+
+@given(st.lists(st.floats(0, 3 * YEAR), max_size=12), st.floats(0, 3 * YEAR), st.floats(0, 1))
+def test_a_recall_never_leaves_a_memory_fainter_than_no_recall(
+    recalls: list[float], end: float, intensity: float
+) -> None:
+    # Recalls at any times before `end`: the memory reads at `end` at least what it would had nobody
+    # recalled it (re-anchoring at the faded value made each recall a fresh decay from there, so a
+    # memory recalled every few months faded far below one left alone).
+    emotion = EmotionVector(intensity=intensity)
+    alone = Fidelity(last_accessed_at=T0)
+    f = alone
+    for at in sorted(r for r in recalls if r <= end):
+        f = reconsolidated(f, emotion, T0 + at, curve=DEFAULT)
+    assert current_fidelity(f, emotion, T0 + end, curve=DEFAULT) >= current_fidelity(
+        alone, emotion, T0 + end, curve=DEFAULT
+    )

@@ -15,7 +15,10 @@ shape of the curve is the reference's, stretched in time. Changing the setting r
 the new scale; nothing stored changes.
 
 Reconsolidation (a recall that strengthens what it returned) is the one event that moves the baseline:
-the score at that moment becomes the new anchor and the stability grows.
+the memory is read as fresh from the moment of the recall, at its anchored score, and its stability grows.
+Re-anchoring at the faded value instead (the reference's effect, where the tick has already written it)
+makes every recall start a new decay from there: a memory recalled every few months would fade far below
+one nobody recalled, and be hidden within two years. Here a recall never leaves a memory fainter later.
 """
 
 from __future__ import annotations
@@ -104,11 +107,11 @@ def current_noise(fidelity: Fidelity, emotion: EmotionVector, now: float, *, cur
 def reconsolidated(
     fidelity: Fidelity, emotion: EmotionVector, now: float, *, curve: FidelityCurve
 ) -> Fidelity:
-    """The fidelity after a recall at ``now``: anchored there, more stable, counted."""
+    """The fidelity after a recall at ``now``: its baseline moved there (the anchored score kept), more
+    stable, counted."""
     stability = fidelity.stability
     return dataclasses.replace(
         fidelity,
-        score=current_fidelity(fidelity, emotion, now, curve=curve),
         noise_level=current_noise(fidelity, emotion, now, curve=curve),
         emotional_anchor=emotional_modulation(emotion),
         stability=stability * (1.0 + RETRIEVAL_BOOST * math.pow(stability, -0.2)),
