@@ -17,7 +17,8 @@ words                                          period (UTC)                   co
 "two weeks before <date>", "... after <date>"  the date, the date included
 "by <date>"                                    open start to the date         likely      anchored
 "May 3, 2023", "3 June 2023", "Aug 15th",      that day                       sure        date
-"2023/09/11", "on July 3rd"
+"2023/09/11", "on July 3rd", "10/01/2024",
+"10.01.2024"
 "between August and November 2023"            first month to last month      likely      month_span
 "July 2023", "in October", "mid-August"        that calendar month            likely      month
 "summer 2022", "the summer of 2021"            Jun-Aug (Mar-May, Sep-Nov,     likely      season
@@ -38,6 +39,15 @@ week", "last weekend"                          Monday to today; Sat-Sun
 "in the past year"                             today; the 365 days to today
 "recently", "lately"                           the 30 days up to today        vague       recent
 =============================================  =============================  ==========  ===========
+
+**Numeric dates.** Year first ("2023/09/11", "2023-09-11", "2023.09.11") is always year, month, day. With
+the year last, a part above 12 is the day whatever its place ("13/01/2024", "01/13/2024"); otherwise
+slashes and dashes are read **month first** ("10/01/2024" is 1 October 2024) and dots **day first**
+("10.01.2024" is 10 January 2024). Month first is the sets' own order: every one of the 12,563 dates the
+TMD question wordings write with a month name puts the month first ("July 6th", "February 21, 2023").
+LoCoMo's questions mix both orders (93 day first, 48 month first) and, like TMD's, write no date in
+numbers with the year last, so they cannot contradict it; the dotted form is the day-first countries'
+own. Only a four-digit year makes a numeric date: "3/4" and "1.2.3" are no dates.
 
 A date or month written without a year is the latest one that is not after now ("May 8th" asked in
 October 2023 is 8 May 2023). "Last <weekday>" is the latest such day strictly before today. Calendar
@@ -225,10 +235,14 @@ _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + ")"
 _SEASON = "(?:" + "|".join(_SEASONS) + ")"
 
 # "Aug 15th, 2023", "May eighth", "Thursday July 27th"; "3 June, 2023", "8th of December 2023";
-# "2023/09/11", "2023-09-11". The year may be missing in the first two forms.
+# "2023/09/11", "2023-09-11", "2023.09.11"; "10/01/2024", "10.01.2024" (the order: the module's docstring,
+# "Numeric dates"). The year may be missing in the first two forms only.
 _DATE_MD = re.compile(rf"\b(?P<m>{_MONTH}|{_ABBR})\s+(?P<d>{_DAY})\b(?:\s*,?\s*(?P<y>{_YEAR}))?")
 _DATE_DM = re.compile(rf"\b(?P<d>{_DAY})(?:\s+of)?\s+(?P<m>{_MONTH}|{_ABBR})\b(?:\s*,?\s*(?P<y>{_YEAR}))?")
-_DATE_ISO = re.compile(rf"(?P<y>{_YEAR})[-/](?P<m>\d{{1,2}})[-/](?P<d>\d{{1,2}})(?!\d)")
+_DATE_ISO = re.compile(rf"(?P<y>{_YEAR})(?P<sep>[-/.])(?P<m>\d{{1,2}})(?P=sep)(?P<d>\d{{1,2}})(?!\d|\.\d)")
+_DATE_NUMERIC = re.compile(
+    rf"(?<![\d.])(?P<a>\d{{1,2}})(?P<sep>[-/.])(?P<b>\d{{1,2}})(?P=sep)(?P<y>{_YEAR})(?!\.\d)"
+)
 _SPAN_JOIN = re.compile(r"^\s*(?:and|to|through|thru|until|till|-)\s*$", re.IGNORECASE)
 _ANCHOR = re.compile(
     rf"(?:\b(?P<n>{_NUMBER})\s+weeks?|\bweek(?:end)?|\b(?P<wd>{_WEEKDAY}))\s+(?P<dir>before|after)\s*$",
@@ -335,17 +349,31 @@ class _Date:
     """(month, day, year or None) as written."""
 
 
+def _numeric_order(first: int, second: int, separator: str) -> tuple[int, int]:
+    """(month, day) of a numeric date written ``first``, ``second``, year: a part above 12 is the day;
+    otherwise dots are day first, slashes and dashes month first (the module's docstring)."""
+    if first > 12 or (separator == "." and second <= 12):
+        return second, first
+    return first, second
+
+
+def _month_and_day(pattern: re.Pattern[str], match: re.Match[str]) -> tuple[int, int]:
+    if pattern is _DATE_NUMERIC:
+        return _numeric_order(int(match.group("a")), int(match.group("b")), match.group("sep"))
+    if pattern is _DATE_ISO:
+        return int(match.group("m")), int(match.group("d"))
+    return _month_number(match.group("m")), _day_number(match.group("d"))
+
+
 def _dates(text: str, today: datetime.date) -> list[_Date]:
     """Every explicit date in ``text`` in order of position; overlapping matches keep the first."""
     found: list[_Date] = []
-    for pattern in (_DATE_ISO, _DATE_MD, _DATE_DM):
+    for pattern in (_DATE_ISO, _DATE_NUMERIC, _DATE_MD, _DATE_DM):
         for match in pattern.finditer(text):
             if any(match.start() < other.end and other.start < match.end() for other in found):
                 continue
             year_text = match.group("y")
-            month_text, day_text = match.group("m"), match.group("d")
-            month = int(month_text) if pattern is _DATE_ISO else _month_number(month_text)
-            day_number = int(day_text) if pattern is _DATE_ISO else _day_number(day_text)
+            month, day_number = _month_and_day(pattern, match)
             year = int(year_text) if year_text else None
             try:
                 day: datetime.date | None = (

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "FIDELITY_STABILITY_HOURS",
     "EmbeddingMode",
     "FutureTimestampMode",
     "KeysMode",
@@ -43,6 +44,7 @@ RecallMode = Literal["rrf", "rsf", "cascade"]
 ReconstructSequence = Literal["items", "evidence", "whole"]
 
 PREFIX = "CPERSONA_"
+FIDELITY_STABILITY_HOURS = 24.0
 # Variables of the repository's own tooling (the test suite's Redis, the golden refresh): they share the
 # prefix but configure no engine, so they are not typos.
 _TOOLING = ("CPERSONA_TEST_", "CPERSONA_UPDATE_GOLDEN")
@@ -175,6 +177,20 @@ class Settings(BaseSettings):
     # A decay tick deletes the memories it finds below the prune threshold only when this is on; off, they
     # are kept as *decayed* (hidden by the recall operations unless include_decayed).
     decay_prune: bool = False
+    # The reference counts stability in seconds (a fresh memory at .086 after an hour, hidden after weeks);
+    # here one unit of it lasts this long (model/fidelity.py).
+    fidelity_stability_hours: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        default=FIDELITY_STABILITY_HOURS,
+        description=(
+            "How long one unit of a memory's stability lasts, in hours. A memory of stability S (1 when "
+            "stored, about 2.5 after its first recall, 5.6 after its second) keeps (1 + t/(S*h))^-0.3 of "
+            "its fidelity t hours after it was stored or last recalled. At the default (24) a memory never "
+            "recalled reads 0.81 after a day, about 0.5 after nine days and 0.17 after a year, and falls "
+            "below the 0.01 at which the recall operations hide it only after thousands of years; a "
+            "smaller value makes memories fade faster (below 0.0019, about 7 seconds, one is hidden "
+            "within a year). The reference engine's value is one second (1/3600)."
+        ),
+    )
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -282,6 +298,8 @@ def _problem(kind: str, ctx: Mapping[str, object]) -> str:
         return "must be an integer"
     if kind in ("float_parsing", "float_type"):
         return "must be a number"
+    if kind == "finite_number":
+        return "must be a finite number"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}"
     bounds = {"greater_than": "more than", "greater_than_equal": "at least", "less_than_equal": "at most"}

@@ -19,6 +19,7 @@ from cpersona.edges.http.app import create_app
 from cpersona.edges.http.introspect_routes import memory_ref
 from cpersona.model.cmp_record import cmp_record, read_now
 from cpersona.model.cmp_stats import MemoryState, cmp_stats
+from cpersona.model.fidelity import FidelityCurve
 from cpersona.model.records import Association, EmotionVector, Fidelity, MemoryRecord, Scope, Source
 from cpersona.settings import Settings
 from cpersona.stores.redis.server import EmbeddedRedis
@@ -35,6 +36,9 @@ AGENT = "shapes-agent"
 HEADERS = {"X-Cpersona-Agent": AGENT}
 NOW = 1_750_000_000.0
 UUID_A = "01900000-0000-7000-8000-00000000000a"
+DAY = 86_400
+# The default curve: one unit of stability is a day.
+CURVE = FidelityCurve()
 
 
 def _blocks(text: str) -> dict[str, Any]:
@@ -48,12 +52,12 @@ def _state(store: str, *, ago: float, ts: float, recalls: int = 0, edges: int = 
 
 def test_stats_are_counted_and_fidelity_is_the_fidelity_now() -> None:
     states = [
-        _state("episodic", ago=3.0, ts=100.0, recalls=2, edges=1),
-        _state("episodic", ago=3.0, ts=300.0),
+        _state("episodic", ago=3 * DAY, ts=100.0, recalls=2, edges=1),
+        _state("episodic", ago=3 * DAY, ts=300.0),
         _state("semantic", ago=0.0, ts=200.0, recalls=1, edges=2),
     ]
-    stats = cmp_stats(states, raw_entries=4, now=NOW)
-    # (1 + t/S)^-d with S = 1 s, d = 0.3, three seconds on: 4^-0.3.
+    stats = cmp_stats(states, raw_entries=4, now=NOW, curve=CURVE)
+    # (1 + t/S)^-d with S = 1 (a day), d = 0.3, three days on: 4^-0.3.
     decayed = 4**-0.3
     assert decayed == pytest.approx(0.659754, abs=1e-6)
     assert stats["records_by_store"] == {"episodic": 2, "semantic": 1, "procedural": 0, "emotional": 0}
@@ -70,7 +74,7 @@ def test_stats_are_counted_and_fidelity_is_the_fidelity_now() -> None:
 
 
 def test_the_stats_of_nothing() -> None:
-    stats = cmp_stats([], raw_entries=0, now=NOW)
+    stats = cmp_stats([], raw_entries=0, now=NOW, curve=CURVE)
     assert (stats["total_records"], stats["avg_fidelity"], stats["avg_fidelity_by_store"]) == (0, 0.0, {})
     assert (stats["oldest_record"], stats["newest_record"]) == (None, None)
     cmp.StatsResponse.model_validate(stats)
@@ -88,7 +92,7 @@ def test_the_stats_of_nothing() -> None:
 )
 def test_the_counts_add_up_and_every_mean_is_a_fidelity(rows: list[tuple[str, float, float]]) -> None:
     states = [_state(store, ago=ago, ts=NOW) for store, ago, _ in rows]
-    stats = cmp_stats(states, raw_entries=0, now=NOW)
+    stats = cmp_stats(states, raw_entries=0, now=NOW, curve=CURVE)
     assert sum(stats["records_by_store"].values()) == stats["total_records"] == len(rows)
     assert 0.0 <= stats["avg_fidelity"] <= 1.0
     assert set(stats["avg_fidelity_by_store"]) == {store for store, _, _ in rows}
@@ -105,14 +109,14 @@ def _memory(text: str, **changes: Any) -> MemoryRecord:
         "seq": 1,
         "created_at": 2_000.0,
         "updated_at": 2_000.0,
-        "fidelity": Fidelity(last_accessed_at=NOW - 3.0, last_decay_tick=NOW - 3.0),
+        "fidelity": Fidelity(last_accessed_at=NOW - 3 * DAY, last_decay_tick=NOW - 3 * DAY),
     }
     return MemoryRecord(**{**fields, **changes})
 
 
 @given(st.text(min_size=1, max_size=200))
 def test_a_record_carries_its_text_as_bytes_the_sdk_reads_back(text: str) -> None:
-    parsed = cmp.MemoryRecord.model_validate(cmp_record(read_now(_memory(text), NOW)))
+    parsed = cmp.MemoryRecord.model_validate(cmp_record(read_now(_memory(text), NOW, CURVE)))
     assert bytes(parsed.content.blocks[0].data).decode("utf-8") == text
 
 
@@ -121,7 +125,9 @@ def test_a_record_in_cmp_shape() -> None:
         Association(f"mem:{UUID_A}", "causal", 0.5, 1_500.0),
         Association(UUID_A, "semantic", 1.0, 1_500.0),
     )
-    out = cmp_record(read_now(_memory("hello", associations=edges, emotion=EmotionVector(joy=1.0)), NOW))
+    out = cmp_record(
+        read_now(_memory("hello", associations=edges, emotion=EmotionVector(joy=1.0)), NOW, CURVE)
+    )
     parsed = cmp.MemoryRecord.model_validate(out)
     assert (str(parsed.id), out["ref"]) == (UUID_A, f"mem:{UUID_A}")
     assert out["content"]["blocks"][0]["data"] == [104, 101, 108, 108, 111]
@@ -130,7 +136,7 @@ def test_a_record_in_cmp_shape() -> None:
         "1970-01-01T00:16:40.000000Z",
         "1970-01-01T00:33:20.000000Z",
     )
-    # The fidelity now, three seconds after the baseline: 4^-0.3; noise 0.1·√3·(1 - that).
+    # The fidelity now, three days (units) after the baseline: 4^-0.3; noise 0.1·√3·(1 - that).
     assert parsed.fidelity.score == pytest.approx(4**-0.3)
     assert parsed.fidelity.noise_level == pytest.approx(0.1 * math.sqrt(3.0) * (1 - 4**-0.3))
     assert [str(a.target_id) for a in parsed.associations] == [UUID_A, UUID_A]
@@ -241,10 +247,10 @@ async def test_stats_and_record_over_http(client: httpx.AsyncClient) -> None:
 
 
 async def test_a_record_read_shows_its_fidelity_at_that_moment(client: httpx.AsyncClient) -> None:
-    stored = await client.post("/v1/encode", json={"content": _blocks("one second old")}, headers=HEADERS)
+    stored = await client.post("/v1/encode", json={"content": _blocks("one day old")}, headers=HEADERS)
     record_id = stored.json()["record_id"]
-    # A second older without waiting one: the tick moves the record's baseline a second back.
-    tick = await client.post("/v1/lifecycle/decay-tick", json={"tick_duration_seconds": 1}, headers=HEADERS)
+    # A day older without waiting one: the tick moves the record's baseline a day back.
+    tick = await client.post("/v1/lifecycle/decay-tick", json={"tick_duration_seconds": DAY}, headers=HEADERS)
     assert tick.status_code == 200, tick.text
     before = time.time()
     got = await client.get(f"/v1/introspect/record/{record_id}", headers=HEADERS)
@@ -253,10 +259,10 @@ async def test_a_record_read_shows_its_fidelity_at_that_moment(client: httpx.Asy
     baseline = record.last_accessed_at.timestamp()
 
     def at(moment: float) -> float:
-        return float((1.0 + (moment - baseline)) ** -0.3)  # S = 1 s, d = 0.3, no emotion
+        return float((1.0 + (moment - baseline) / DAY) ** -0.3)  # S = 1 (a day), d = 0.3, no emotion
 
     # Decayed once over the time since it was stored, between the two clocks around the read (decayed
-    # twice, ~0.66 after a second, would be far below).
+    # twice, ~0.66 after a day, would be far below).
     assert at(after) - 1e-9 <= record.fidelity.score <= at(before) + 1e-9
     assert record.fidelity.score < 0.9
 

@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cpersona
-from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, as_read, current_fidelity, is_decayed
+from cpersona.engine.upkeep import threshold_time
+from cpersona.model.fidelity import (
+    PRUNE_THRESHOLD,
+    FidelityCurve,
+    aged,
+    as_read,
+    current_fidelity,
+    is_decayed,
+)
 from cpersona.model.records import EmotionVector, Fidelity, MemoryRecord, Scope, Source
 
 if TYPE_CHECKING:
@@ -22,6 +30,10 @@ if TYPE_CHECKING:
     from cpersona.settings import Settings
 
 NEUTRAL = EmotionVector()
+DEFAULT = FidelityCurve()
+# The reference engine's time scale (one unit of stability is a second): a memory left alone is below the
+# threshold within weeks, so the tests of what happens then need not age one by millennia.
+REFERENCE_HOURS = 1 / 3600
 
 
 def _memory(fidelity: Fidelity, emotion: EmotionVector = NEUTRAL) -> MemoryRecord:
@@ -38,7 +50,12 @@ def _split_and_whole(
         many = aged(many, seconds)
     once = aged(start, sum(parts))
     now = baseline + 5.0
-    return current_fidelity(many, emotion, now), current_fidelity(once, emotion, now), many, once
+    return (
+        current_fidelity(many, emotion, now, curve=DEFAULT),
+        current_fidelity(once, emotion, now, curve=DEFAULT),
+        many,
+        once,
+    )
 
 
 @given(st.lists(st.integers(0, 10**7), min_size=1, max_size=20), st.floats(1e9, 4e9), st.floats(0, 1))
@@ -68,22 +85,25 @@ def test_a_record_as_read_shows_the_value_at_that_moment_and_keeps_its_anchor(
     elapsed: float, intensity: float
 ) -> None:
     stored = _memory(Fidelity(last_accessed_at=100.0), EmotionVector(intensity=intensity))
-    shown = as_read(stored, 100.0 + elapsed)
-    assert shown.fidelity.score == current_fidelity(stored.fidelity, stored.emotion, 100.0 + elapsed)
+    shown = as_read(stored, 100.0 + elapsed, curve=DEFAULT)
+    assert shown.fidelity.score == current_fidelity(
+        stored.fidelity, stored.emotion, 100.0 + elapsed, curve=DEFAULT
+    )
     assert shown.fidelity.last_accessed_at == stored.fidelity.last_accessed_at
     assert stored.fidelity.score == 1.0  # the value handed out is a copy
-    assert is_decayed(stored, 100.0 + elapsed) == (shown.fidelity.score < PRUNE_THRESHOLD)
+    assert is_decayed(stored, 100.0 + elapsed, curve=DEFAULT) == (shown.fidelity.score < PRUNE_THRESHOLD)
 
 
 async def test_get_and_list_show_current_fidelity_and_the_store_keeps_the_anchor(
     engine: cpersona.Engine,
 ) -> None:
     ref = (await engine.store("the blue door", agent_id="a")).ref
-    await engine.decay_tick("a", tick_duration_seconds=3600)
+    await engine.decay_tick("a", tick_duration_seconds=86400)
     got = await engine.get(ref, agent_id="a")
     assert isinstance(got, MemoryRecord)
-    assert got.fidelity.score == pytest.approx(0.0857, abs=5e-4)  # one hour, the reference's figure
-    assert got.fidelity.noise_level == 1.0
+    # A day at the default scale (a unit of stability is a day): 2^-0.3; noise 0.1·√1·(1 - that).
+    assert got.fidelity.score == pytest.approx(2**-0.3, abs=5e-4)
+    assert got.fidelity.noise_level == pytest.approx(0.1 * (1 - 2**-0.3), abs=5e-4)
     (listed,) = await engine.list(agent_id="a")
     assert isinstance(listed, MemoryRecord)
     assert listed.fidelity.score == pytest.approx(got.fidelity.score, abs=1e-4)
@@ -117,16 +137,35 @@ async def test_ticks_over_a_span_equal_one_tick_over_it(engine: cpersona.Engine)
     assert lag_a == lag_b == 3600
 
 
-async def test_below_the_threshold_is_decayed_not_deleted(engine: cpersona.Engine) -> None:
-    ref = (await engine.store("fades", agent_id="a")).ref
+@pytest.fixture
+async def fast(settings: Settings, redis: object) -> AsyncIterator[cpersona.Engine]:
+    fast = settings.with_(embedding_mode="none", fidelity_stability_hours=REFERENCE_HOURS)
+    async with cpersona.open(fast, background=False) as m:
+        yield m
+
+
+async def test_ten_years_leave_a_memory_kept_at_the_default_scale(engine: cpersona.Engine) -> None:
+    ref = (await engine.store("lasts", agent_id="a")).ref
     result = await engine.decay_tick("a", tick_duration_seconds=10 * 365 * 86400)
+    assert (result.records_below_threshold, result.records_pruned) == (0, 0)
+    got = await engine.get(ref, agent_id="a")
+    assert isinstance(got, MemoryRecord)
+    assert got.fidelity.score == pytest.approx(3651**-0.3, abs=1e-4)
+
+
+async def test_below_the_threshold_is_decayed_not_deleted(fast: cpersona.Engine) -> None:
+    ref = (await fast.store("fades", agent_id="a")).ref
+    result = await fast.decay_tick("a", tick_duration_seconds=10 * 365 * 86400)
     assert (result.records_below_threshold, result.records_pruned) == (1, 0)
-    assert (await engine.get(ref, agent_id="a")).fidelity.score < PRUNE_THRESHOLD  # type: ignore[union-attr]
+    assert (await fast.get(ref, agent_id="a")).fidelity.score < PRUNE_THRESHOLD  # type: ignore[union-attr]
 
 
 @pytest.fixture
 async def pruning(settings: Settings, redis: object) -> AsyncIterator[cpersona.Engine]:
-    async with cpersona.open(settings.with_(embedding_mode="none", decay_prune=True), background=False) as m:
+    pruning = settings.with_(
+        embedding_mode="none", decay_prune=True, fidelity_stability_hours=REFERENCE_HOURS
+    )
+    async with cpersona.open(pruning, background=False) as m:
         yield m
 
 
@@ -146,20 +185,29 @@ async def test_pruning_is_opt_in_and_reported(pruning: cpersona.Engine) -> None:
         await pruning.get(gone, agent_id="a")
 
 
-async def test_forecast_gives_the_closed_form_threshold_date(engine: cpersona.Engine) -> None:
-    stored = await engine.store("a fact", agent_id="a")
+async def test_forecast_gives_the_closed_form_threshold_date(fast: cpersona.Engine) -> None:
+    stored = await fast.store("a fact", agent_id="a")
     later = time.time() + 7 * 86400
-    result = await engine.decay_forecast("a", [stored.id], later)
+    result = await fast.decay_forecast("a", [stored.id], later)
     (f,) = result.forecasts
     assert f.record_id == stored.id
     assert f.current_fidelity == pytest.approx(1.0, abs=0.2)
     assert f.forecasted_fidelity == pytest.approx(0.0184, abs=1e-3)  # a week, the reference's figure
-    record = await engine.backends.records.get("memory", stored.id)
+    record = await fast.backends.records.get("memory", stored.id)
     assert isinstance(record, MemoryRecord)
     assert f.estimated_threshold_date is not None
     at = f.estimated_threshold_date
-    assert current_fidelity(record.fidelity, record.emotion, at - 1) > PRUNE_THRESHOLD
-    assert current_fidelity(record.fidelity, record.emotion, at + 1) < PRUNE_THRESHOLD
+    curve = FidelityCurve(REFERENCE_HOURS)
+    assert current_fidelity(record.fidelity, record.emotion, at - 1, curve=curve) > PRUNE_THRESHOLD
+    assert current_fidelity(record.fidelity, record.emotion, at + 1, curve=curve) < PRUNE_THRESHOLD
+
+
+async def test_forecast_at_the_default_scale_names_no_date_a_record_can_show(engine: cpersona.Engine) -> None:
+    stored = await engine.store("a fact", agent_id="a")
+    result = await engine.decay_forecast("a", [stored.id], time.time() + 7 * 86400)
+    (f,) = result.forecasts
+    assert f.forecasted_fidelity == pytest.approx(8**-0.3, abs=1e-3)  # a week of days: (1 + 7)^-0.3
+    assert f.estimated_threshold_date is None  # some 12,700 years on
 
 
 async def test_forecast_of_an_unknown_or_foreign_id_is_a_404(engine: cpersona.Engine) -> None:
@@ -170,19 +218,24 @@ async def test_forecast_of_an_unknown_or_foreign_id_is_a_404(engine: cpersona.En
 
 
 @settings(max_examples=200)
-@given(st.floats(0, 1), st.floats(0.05, 1.0), st.floats(0.5, 50.0), st.floats(0.01, 1.0))
+@given(
+    st.floats(0, 1),
+    st.floats(0.05, 1.0),
+    st.floats(0.5, 50.0),
+    st.floats(0.01, 1.0),
+    st.sampled_from([REFERENCE_HOURS, 1.0, 24.0]),
+)
 def test_the_closed_form_crossing_is_where_the_fidelity_crosses(
-    intensity: float, rate: float, stability: float, score: float
+    intensity: float, rate: float, stability: float, score: float, hours: float
 ) -> None:
-    from cpersona.engine.upkeep import threshold_time
-
+    curve = FidelityCurve(hours)
     f = Fidelity(score=score, decay_rate=rate, stability=stability, last_accessed_at=0.0)
     record = _memory(f, EmotionVector(intensity=intensity))
-    at = threshold_time(record)
+    at = threshold_time(record, curve)
     if at is None:
         return
-    assert current_fidelity(f, record.emotion, at * 0.999) >= PRUNE_THRESHOLD * 0.999
-    assert current_fidelity(f, record.emotion, at * 1.001 + 1e-6) <= PRUNE_THRESHOLD * 1.001
+    assert current_fidelity(f, record.emotion, at * 0.999, curve=curve) >= PRUNE_THRESHOLD * 0.999
+    assert current_fidelity(f, record.emotion, at * 1.001 + 1e-6, curve=curve) <= PRUNE_THRESHOLD * 1.001
 
 
 async def test_ageing_writes_the_fidelity_alone_and_never_brings_a_memory_back(

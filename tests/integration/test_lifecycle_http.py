@@ -64,7 +64,9 @@ async def test_decay_tick_and_forecast(client: httpx.AsyncClient) -> None:
     _parses(forecast.json(), DecayForecastResult, "DecayForecastResponse")
     (item,) = forecast.json()["forecasts"]
     assert item["record_id"] == record_id
-    assert item["forecasted_fidelity"] < item["current_fidelity"] < 0.1
+    # An hour older at the default scale (a unit of stability is a day): (1 + 1/24)^-0.3; a day on, less.
+    assert item["current_fidelity"] == pytest.approx((1 + 1 / 24) ** -0.3, abs=1e-3)
+    assert item["forecasted_fidelity"] == pytest.approx((1 + 25 / 24) ** -0.3, abs=1e-3)
     record = await client.get(f"/v1/records/mem:{record_id}", params=AGENT)
     assert record.json()["record"]["fidelity"]["score"] == pytest.approx(item["current_fidelity"], abs=1e-3)
     missing = await client.post(

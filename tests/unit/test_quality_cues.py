@@ -74,6 +74,57 @@ def test_explicit_dates_are_sure_and_name_their_day(question: str, first: str, l
     assert _days(cue) == (first, last)
 
 
+@pytest.mark.parametrize(
+    ("question", "day"),
+    [
+        # Slashes and dashes month first, as the sets write their dates ("July 6th, 2023").
+        ("What did we talk about on 10/01/2023?", "2023-10-01"),
+        ("What did we talk about on 10-01-2023?", "2023-10-01"),
+        ("What did we talk about on 3/7/2023?", "2023-03-07"),
+        # Dots day first, as the countries that write them do.
+        ("What did we talk about on 10.01.2023?", "2023-01-10"),
+        ("What did we talk about on 3.7.2023.", "2023-07-03"),
+        # A part above 12 can only be the day, in either place and with any separator.
+        ("What did we talk about on 13/01/2023?", "2023-01-13"),
+        ("What did we talk about on 01.13.2023?", "2023-01-13"),
+        ("What did we talk about on 31-12-2022?", "2022-12-31"),
+        # Year first is year, month, day with every separator.
+        ("What did Evan suggest on 2023.09.11?", "2023-09-11"),
+        ("What did Evan suggest on 2023-9-1?", "2023-09-01"),
+    ],
+)
+def test_numeric_dates_name_their_day(question: str, day: str) -> None:
+    cue = _cue(question)
+    assert (cue.kind, cue.confidence) == ("date", "sure")
+    assert _days(cue) == (day, day)
+    assert cue.phrase[0].isdigit()
+
+
+def test_numeric_dates_make_spans_and_anchors_like_written_ones() -> None:
+    span = _cue("What did we discuss between 05/08/2023 and 06/09/2023?")
+    assert (span.kind, _days(span)) == ("date_span", ("2023-05-08", "2023-06-09"))
+    dotted = _cue("What did we discuss from 08.05.2023 to 09.06.2023?")
+    assert (dotted.kind, _days(dotted)) == ("date_span", ("2023-05-08", "2023-06-09"))
+    anchored = _cue("What did John do the week before 08/03/2023?")
+    assert (anchored.kind, _days(anchored)) == ("anchored", ("2023-07-27", "2023-08-03"))
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        # No day both parts could be, a day the month lacks, no four-digit year, a version, a fraction.
+        "What did we talk about on 13/13/2023?",
+        "What did we talk about on 02/30/2023?",
+        "What did we talk about on 10/01/23?",
+        "Which release, 1.2.2023.4 or 1.3, fixed it?",
+        "Did he eat 3/4 of the pizza?",
+    ],
+)
+def test_numbers_that_make_no_date_are_no_date(question: str) -> None:
+    cue = read_cue(question, NOW)
+    assert cue is None or cue.kind not in ("date", "date_span", "anchored"), cue
+
+
 def test_a_date_without_a_year_is_the_latest_one_not_after_now() -> None:
     # 23 October has not come yet on 22 October 2023, so it is last year's.
     assert _days(_cue("What did we discuss on October 23rd?")) == ("2022-10-23", "2022-10-23")
@@ -350,7 +401,18 @@ _MONTH_NAMES = (
     day=st.dates(min_value=datetime.date(1990, 1, 1), max_value=datetime.date(2035, 12, 31)),
     later=st.integers(min_value=0, max_value=4_000),
     seconds=st.integers(min_value=0, max_value=86_399),
-    style=st.sampled_from(["{m} {d}, {y}", "{d} {m}, {y}", "{m} {d}th {y}", "{y}-{mm:02}-{dd:02}"]),
+    style=st.sampled_from(
+        [
+            "{m} {d}, {y}",
+            "{d} {m}, {y}",
+            "{m} {d}th {y}",
+            "{y}-{mm:02}-{dd:02}",
+            "{y}.{mm}.{dd}",
+            "{mm:02}/{dd:02}/{y}",
+            "{mm}-{dd}-{y}",
+            "{dd:02}.{mm:02}.{y}",
+        ]
+    ),
 )
 def test_a_written_date_is_read_back_as_that_day(
     day: datetime.date, later: int, seconds: int, style: str

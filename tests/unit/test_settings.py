@@ -100,3 +100,28 @@ def test_settings_are_frozen_and_copies_are_validated() -> None:
 def test_the_body_limit_is_a_setting_near_8_mib() -> None:
     assert Settings.from_env({}).max_body_bytes == 8 * 1024 * 1024
     assert Settings.from_env({"CPERSONA_MAX_BODY_BYTES": "1024"}).max_body_bytes == 1024
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("0", "must be more than 0"),
+        ("-24", "must be more than 0"),
+        ("a day", "must be a number"),
+        ("nan", "must be a finite number"),
+        ("inf", "must be a finite number"),
+    ],
+)
+def test_a_bad_fidelity_time_scale_is_named_with_what_it_must_be(value: str, problem: str) -> None:
+    with pytest.raises(InvalidSetting) as err:
+        Settings.from_env({"CPERSONA_FIDELITY_STABILITY_HOURS": value})
+    assert err.value.name == "CPERSONA_FIDELITY_STABILITY_HOURS"
+    assert problem in str(err.value)
+
+
+def test_the_fidelity_time_scale_is_read_in_hours_and_documented() -> None:
+    assert Settings.from_env({}).fidelity_stability_hours == 24.0
+    assert Settings.from_env({"CPERSONA_FIDELITY_STABILITY_HOURS": "0.5"}).fidelity_stability_hours == 0.5
+    description = Settings.model_fields["fidelity_stability_hours"].description
+    assert description is not None
+    assert "hours" in description

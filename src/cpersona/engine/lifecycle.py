@@ -24,6 +24,7 @@ from cpersona.engine.disk import check_free_space, end_start, prepare_start
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
+from cpersona.model.fidelity import FidelityCurve
 from cpersona.operations.query.reconsolidation import ReconsolidationQueue
 from cpersona.recall.policy import load_policies
 from cpersona.recall.recaller import Recaller
@@ -76,6 +77,8 @@ class Lifecycle:
         self, settings: Settings, keys: Keys, policies: dict[str, Policy], arm_wrapper: ArmWrapper | None
     ) -> None:
         self.settings = settings
+        # How every reading of a memory's fidelity counts time (CPERSONA_FIDELITY_STABILITY_HOURS).
+        self.curve = FidelityCurve.of(settings)
         self.keys = keys
         # The engine's own dict: a policy a tool adds to the engine reaches the recaller too.
         self.policies = policies
@@ -149,7 +152,9 @@ class Lifecycle:
         )
         # Closed before the client (exit callbacks run last-in, first-out).
         stack.callback(publisher.close)
-        reconsolidation = ReconsolidationQueue(stores.cues, timeout_secs=self.settings.redis_timeout_secs)
+        reconsolidation = ReconsolidationQueue(
+            stores.cues, self.curve, timeout_secs=self.settings.redis_timeout_secs
+        )
         stack.callback(reconsolidation.close)
         recaller = Recaller(
             settings=self.settings,

@@ -10,7 +10,7 @@ import anyio
 
 from cpersona.errors import InvalidRequest, RecordNotFound
 from cpersona.model.cmp_stats import cmp_stats
-from cpersona.model.fidelity import as_read
+from cpersona.model.fidelity import FidelityCurve, as_read
 from cpersona.model.fields import AgentId, KeyText, check
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
 from cpersona.model.scope import ReadScope
@@ -63,10 +63,10 @@ async def get(life: Lifecycle, ref: str, agent_id: str) -> AnyRecord:
     return record
 
 
-def shown(record: AnyRecord, now: float | None = None) -> AnyRecord:
+def shown(record: AnyRecord, curve: FidelityCurve, now: float | None = None) -> AnyRecord:
     """A record as it is handed to a reader: a memory with its fidelity at the moment of reading."""
     if isinstance(record, MemoryRecord):
-        return as_read(record, time.time() if now is None else now)
+        return as_read(record, time.time() if now is None else now, curve=curve)
     return record
 
 
@@ -117,14 +117,14 @@ class ReadService:
     async def get(self, ref: str, agent_id: str) -> AnyRecord:
         """One record by ref, if it belongs to ``agent_id`` (else :class:`~cpersona.RecordNotFound`), a
         memory with its fidelity at the moment of reading."""
-        return shown(await get(self._life, ref, agent_id))
+        return shown(await get(self._life, ref, agent_id), self._life.curve)
 
     async def list(self, query: ListQuery) -> list[AnyRecord]:
         """The newest records of one kind in a scope (by insertion order; raw entries by time)."""
         scope = ReadScope(query.agent_id, query.project_id, query.channel, query.source_id)
         now = time.time()
         found = await self._life.backends.records.newest(query.kind, scope, query.limit)
-        return [shown(r, now) for r in found]
+        return [shown(r, self._life.curve, now) for r in found]
 
     async def get_profile(self, agent_id: str) -> ProfileRecord | None:
         agent = check(AgentId, agent_id, "agent_id", self._life.settings)
@@ -150,5 +150,5 @@ class ReadService:
             "raw_entries": counts.raw_entries,
             "vector_pending": counts.vector_pending,
             "vectors": vectors,
-            **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time()),
+            **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time(), life.curve),
         }

@@ -108,7 +108,7 @@ class RecallService:
             b.records, self._cues, b.vectors, b.embedder, life.settings.recall_arm_timeout_ms / 1000
         )
         now = time.time()
-        outcome = await cue_query(ports, req, now=now)
+        outcome = await cue_query(ports, req, now=now, curve=life.curve)
         if req.reconsolidate and outcome.returned and b.reconsolidation is not None:
             job = ReconsolidationJob(request_id or str(uuid.uuid4()), outcome.returned, now)
             b.reconsolidation.offer(job)
@@ -117,7 +117,7 @@ class RecallService:
     async def associate(self, record_id: str, req: AssociateRequest) -> AssociateResult:
         """The memories reached from ``record_id`` (``mem:<uuid>`` or a bare UUID) over its associations,
         most activated first."""
-        return await associate(self._cues, req, record_id, now=time.time())
+        return await associate(self._cues, req, record_id, now=time.time(), curve=self._life.curve)
 
     async def drain_reconsolidations(self) -> int:
         """Apply every reconsolidation queued so far (for callers without a background task group)."""
@@ -133,12 +133,12 @@ class RecallService:
 
     async def timeline(self, req: TimelineRequest) -> TimelineResult:
         """The memories whose own ``timestamp`` lies in ``req.range``, oldest first, in UTC buckets."""
-        return await timeline(self._life.backends.records, req, time.time())
+        return await timeline(self._life.backends.records, req, time.time(), self._life.curve)
 
     async def graph(self, req: GraphRequest) -> GraphResult:
         """The memories reached from ``req.center_id`` (default: the scope's newest) over outbound
         associations and declared record relations, breadth-first."""
-        return await graph(self._life.backends.records, req, time.time())
+        return await graph(self._life.backends.records, req, time.time(), self._life.curve)
 
     async def raw_query(self, req: RawQueryRequest) -> RawQueryResult:
         """The agent's raw journal entries holding every word of ``req.query``, oldest first."""

@@ -32,7 +32,14 @@ from cpersona.engine.deletes import delete_memories
 from cpersona.engine.disk import check_free_space
 from cpersona.engine.reads import agent_memories, read_memories
 from cpersona.errors import ForgetUnconfirmed, RecordNotFound
-from cpersona.model.fidelity import PRUNE_THRESHOLD, aged, current_fidelity, emotional_modulation, is_decayed
+from cpersona.model.fidelity import (
+    PRUNE_THRESHOLD,
+    FidelityCurve,
+    aged,
+    current_fidelity,
+    emotional_modulation,
+    is_decayed,
+)
 from cpersona.model.lifecycle_responses import (
     DecayForecast,
     DecayForecastResult,
@@ -63,19 +70,19 @@ _READ_BATCH = 64
 _DELETE_PAGE = 256
 
 
-def threshold_time(record: MemoryRecord) -> float | None:
+def threshold_time(record: MemoryRecord, curve: FidelityCurve) -> float | None:
     """When the memory's fidelity falls below the prune threshold, in closed form: the time ``t`` after
-    its baseline where ``score · E · (1 + t/S)^-d`` equals the threshold. ``None`` when it never does
-    within the times a record can show (or when it does not decay at all)."""
+    its baseline where ``score · E · (1 + t/S)^-d`` equals the threshold (``t`` and ``S`` in the curve's
+    unit). ``None`` when it never does within the times a record can show (or when it does not decay)."""
     f = record.fidelity
     start = f.score * emotional_modulation(record.emotion)
     if f.decay_rate <= 0 or start < PRUNE_THRESHOLD:
         return None
     try:
-        t = max(f.stability, 1e-9) * (math.pow(start / PRUNE_THRESHOLD, 1.0 / f.decay_rate) - 1.0)
+        units = max(f.stability, 1e-9) * (math.pow(start / PRUNE_THRESHOLD, 1.0 / f.decay_rate) - 1.0)
+        when = f.last_accessed_at + units * curve.unit_secs
     except OverflowError:
         return None
-    when = f.last_accessed_at + t
     return when if math.isfinite(when) and when <= MAX_TS else None
 
 
@@ -156,7 +163,7 @@ class UpkeepService:
                     await life.backends.records.set_fidelities(batch)
                     batch = []
             updated += 1
-            if is_decayed(record, now):
+            if is_decayed(record, now, curve=life.curve):
                 decayed += 1
                 if pruning:
                     doomed.append(record)
@@ -187,14 +194,16 @@ class UpkeepService:
         out = []
         for record_id in req.record_ids:
             r = records[record_id]
-            current = current_fidelity(r.fidelity, r.emotion, now)
-            later = current_fidelity(r.fidelity, r.emotion, req.forecast_at)
+            current = current_fidelity(r.fidelity, r.emotion, now, curve=life.curve)
+            later = current_fidelity(r.fidelity, r.emotion, req.forecast_at, curve=life.curve)
             out.append(
                 DecayForecast(
                     record_id=record_id,
                     current_fidelity=current,
                     forecasted_fidelity=later,
-                    estimated_threshold_date=None if current < PRUNE_THRESHOLD else threshold_time(r),
+                    estimated_threshold_date=None
+                    if current < PRUNE_THRESHOLD
+                    else threshold_time(r, life.curve),
                 )
             )
         return DecayForecastResult(forecasts=tuple(out))

@@ -71,7 +71,8 @@ async def _merge(
     """Merge the near-duplicates; the episodic memories left, in order, and how many went."""
     b = life.backends
     items = [
-        Candidate(m.id, m.content, current_fidelity(m.fidelity, m.emotion, now), m.seq) for m in episodic
+        Candidate(m.id, m.content, current_fidelity(m.fidelity, m.emotion, now, curve=life.curve), m.seq)
+        for m in episodic
     ]
     vectors = (
         await b.embedder.embed([m.content for m in episodic]) if b.embedder is not None and episodic else None

@@ -250,7 +250,7 @@ class WriteService:
         except AgentBeingDeleted:
             await _drop_orphan_vector(b, new)
             raise
-        return as_read(new, time.time())
+        return as_read(new, time.time(), curve=life.curve)
 
     async def update_profile(self, agent_id: str, profile: str) -> ProfileRecord:
         life = self._life

@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from cpersona.model.fidelity import as_read
+from cpersona.model.fidelity import FidelityCurve, as_read
 from cpersona.model.records import (
     MEMORY,
     META,
@@ -70,13 +70,13 @@ def meta_json(meta: MetaMemory) -> dict[str, Any]:
     return out
 
 
-def read_now(rec: MemoryRecord, now: float) -> MemoryRecord:
+def read_now(rec: MemoryRecord, now: float, curve: FidelityCurve) -> MemoryRecord:
     """The stored record as read at ``now`` (:func:`~cpersona.model.fidelity.as_read`, the one reading).
 
     Apply it once, to a record as stored: applied to a record already read this way, it decays it twice.
     ``Engine.get`` and ``list`` already hand records out this way.
     """
-    return as_read(rec, now)
+    return as_read(rec, now, curve=curve)
 
 
 def cmp_record(rec: MemoryRecord) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING, Any, get_args
 
-from cpersona.model.fidelity import current_fidelity
+from cpersona.model.fidelity import FidelityCurve, current_fidelity
 from cpersona.model.records import EmotionVector, Fidelity, StoreKind, format_time
 
 if TYPE_CHECKING:
@@ -35,12 +35,14 @@ class MemoryState:
     associations: int
 
 
-def cmp_stats(states: Sequence[MemoryState], raw_entries: int, now: float) -> dict[str, Any]:
+def cmp_stats(
+    states: Sequence[MemoryState], raw_entries: int, now: float, curve: FidelityCurve
+) -> dict[str, Any]:
     """The CMP statistics of ``states`` (every memory of the scope) at ``now``."""
     by_store = Counter(s.store for s in states)
     fidelity_sum: dict[str, float] = dict.fromkeys(by_store, 0.0)
     for s in states:
-        fidelity_sum[s.store] += current_fidelity(s.fidelity, s.emotion, now)
+        fidelity_sum[s.store] += current_fidelity(s.fidelity, s.emotion, now, curve=curve)
     total = len(states)
     times = [s.timestamp for s in states]
     return {

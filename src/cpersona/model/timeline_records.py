@@ -14,6 +14,7 @@ from cpersona.model.records import parse_ref
 from cpersona.model.result_model import ResultModel
 
 if TYPE_CHECKING:
+    from cpersona.model.fidelity import FidelityCurve
     from cpersona.model.records import MemoryRecord
 
 __all__ = ["RecalledMemoryBody", "bare_id", "recalled", "recalled_json"]
@@ -41,9 +42,9 @@ def bare_id(target: str) -> str | None:
         return None
 
 
-def recalled_json(record: MemoryRecord, now: float) -> dict[str, Any]:
+def recalled_json(record: MemoryRecord, now: float, curve: FidelityCurve) -> dict[str, Any]:
     """``record`` read at ``now`` as a timeline's ``RecalledMemory``."""
-    body = cmp_record(read_now(record, now))
+    body = cmp_record(read_now(record, now, curve))
     return {
         "record": body,
         "relevance_score": body["fidelity"]["score"],
@@ -52,6 +53,6 @@ def recalled_json(record: MemoryRecord, now: float) -> dict[str, Any]:
     }
 
 
-def recalled(record: MemoryRecord, now: float) -> RecalledMemoryBody:
+def recalled(record: MemoryRecord, now: float, curve: FidelityCurve) -> RecalledMemoryBody:
     """:func:`recalled_json` as its model, built without validating again what was built here."""
-    return RecalledMemoryBody.model_construct(**recalled_json(record, now))
+    return RecalledMemoryBody.model_construct(**recalled_json(record, now, curve))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol, get_args
 
 from cpersona.errors import RecordNotFound
 from cpersona.model.cmp_record import meta_json
-from cpersona.model.fidelity import as_read
+from cpersona.model.fidelity import FidelityCurve, as_read
 from cpersona.model.graph_parts import meta_edges, node_summary
 from cpersona.model.graph_response import GraphEdgeBody, GraphNodeBody, GraphResult
 from cpersona.model.records import AssociationType, MemoryRecord, parse_ref
@@ -152,25 +152,27 @@ async def _start(records: GraphReads, scope: ReadScope, req: GraphRequest) -> li
     return [found[req.center_id]]
 
 
-def _node(record: MemoryRecord, depth: int, req: GraphRequest, now: float) -> GraphNodeBody:
+def _node(
+    record: MemoryRecord, depth: int, req: GraphRequest, now: float, curve: FidelityCurve
+) -> GraphNodeBody:
     return GraphNodeBody(
         id=record.id,
         ref=record.ref,
         store=record.store,
         summary=node_summary(record.content),
-        fidelity=as_read(record, now).fidelity.score,
+        fidelity=as_read(record, now, curve=curve).fidelity.score,
         depth=depth,
         meta=meta_json(record.meta) if req.include_meta else None,
     )
 
 
-async def graph(records: GraphReads, req: GraphRequest, now: float) -> GraphResult:
-    """The subgraph ``req`` asks for, with every fidelity read at ``now``."""
+async def graph(records: GraphReads, req: GraphRequest, now: float, curve: FidelityCurve) -> GraphResult:
+    """The subgraph ``req`` asks for, with every fidelity read at ``now`` on ``curve``."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
     types = frozenset(req.edge_types) if req.edge_types is not None else _ALL_TYPES
     walk = _Walk(records, scope, req, types)
     await walk.run(await _start(records, scope, req))
-    nodes = [_node(record, depth, req, now) for record, depth in walk.nodes.values()]
+    nodes = [_node(record, depth, req, now, curve) for record, depth in walk.nodes.values()]
     metas = [m for record, _ in walk.nodes.values() for m in meta_edges(record)] if req.include_meta else []
     return GraphResult(
         nodes=nodes, edges=_edges(walk), meta_edges=metas, total_nodes=len(nodes), truncated=walk.truncated

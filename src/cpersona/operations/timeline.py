@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from cpersona.model.fidelity import current_fidelity
+from cpersona.model.fidelity import FidelityCurve, current_fidelity
 from cpersona.model.records import format_time
 from cpersona.model.scope import ReadScope
 from cpersona.model.timeline_buckets import bucket_end, bucket_start
@@ -61,8 +61,13 @@ def widened(start: float, end: float) -> tuple[float, float]:
     return start - END_ULPS * math.ulp(start), end + END_ULPS * math.ulp(end)
 
 
-def _passes(emotion: EmotionVector, fidelity: Fidelity, req: TimelineRequest, now: float) -> bool:
-    if req.min_fidelity is not None and current_fidelity(fidelity, emotion, now) < req.min_fidelity:
+def _passes(
+    emotion: EmotionVector, fidelity: Fidelity, req: TimelineRequest, now: float, curve: FidelityCurve
+) -> bool:
+    if (
+        req.min_fidelity is not None
+        and current_fidelity(fidelity, emotion, now, curve=curve) < req.min_fidelity
+    ):
         return False
     if req.emotion_filter is not None:
         return emotion_cosine(emotion, req.emotion_filter) > EMOTION_SIMILARITY
@@ -80,17 +85,17 @@ def _scan(req: TimelineRequest) -> int:
 
 
 async def _passing(
-    records: MemoryReadStore, req: TimelineRequest, page: Sequence[str], now: float
+    records: MemoryReadStore, req: TimelineRequest, page: Sequence[str], now: float, curve: FidelityCurve
 ) -> list[str]:
     """The ids of ``page`` that pass the filters, read from their emotion and fidelity alone."""
     if not _filtered(req):
         return list(page)
     vitals = await records.memory_vitals(page)
-    return [i for i, v in zip(page, vitals, strict=True) if v is not None and _passes(*v, req, now)]
+    return [i for i, v in zip(page, vitals, strict=True) if v is not None and _passes(*v, req, now, curve)]
 
 
 async def _matching(
-    records: MemoryReadStore, req: TimelineRequest, now: float
+    records: MemoryReadStore, req: TimelineRequest, now: float, curve: FidelityCurve
 ) -> tuple[list[MemoryRecord], bool, int]:
     """The records that pass, oldest first, at most ``limit``; whether more were left; the range's total."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel, req.source_id)
@@ -98,7 +103,7 @@ async def _matching(
     found = await records.memory_ids_in_time(scope, low, high, _scan(req))
     kept: list[MemoryRecord] = []
     for at in range(0, len(found.ids), _PAGE):
-        passing = await _passing(records, req, found.ids[at : at + _PAGE], now)
+        passing = await _passing(records, req, found.ids[at : at + _PAGE], now, curve)
         loaded = await records.memories_by_id(scope, passing)
         for record_id in passing:
             record = loaded.get(record_id)  # None: deleted since the index was read
@@ -110,7 +115,9 @@ async def _matching(
     return kept, len(found.ids) < found.total, found.total
 
 
-def _buckets(kept: Sequence[MemoryRecord], req: TimelineRequest, now: float) -> list[TimelineBucket]:
+def _buckets(
+    kept: Sequence[MemoryRecord], req: TimelineRequest, now: float, curve: FidelityCurve
+) -> list[TimelineBucket]:
     grouped: dict[float, list[MemoryRecord]] = {}
     for record in sorted(kept, key=lambda r: (r.timestamp, r.seq)):
         grouped.setdefault(bucket_start(record.timestamp, req.granularity), []).append(record)
@@ -118,19 +125,21 @@ def _buckets(kept: Sequence[MemoryRecord], req: TimelineRequest, now: float) -> 
         TimelineBucket(
             start=format_time(start),
             end=format_time(bucket_end(start, req.granularity)),
-            memories=[recalled(record, now) for record in members],
+            memories=[recalled(record, now, curve) for record in members],
             count=len(members),
         )
         for start, members in grouped.items()
     ]
 
 
-async def timeline(records: MemoryReadStore, req: TimelineRequest, now: float) -> TimelineResult:
-    """The timeline ``req`` asks for, with every fidelity read at ``now``."""
-    kept, truncated, total = await _matching(records, req, now)
+async def timeline(
+    records: MemoryReadStore, req: TimelineRequest, now: float, curve: FidelityCurve
+) -> TimelineResult:
+    """The timeline ``req`` asks for, with every fidelity read at ``now`` on ``curve``."""
+    kept, truncated, total = await _matching(records, req, now, curve)
     return TimelineResult(
         granularity=req.granularity,
-        buckets=_buckets(kept, req, now),
+        buckets=_buckets(kept, req, now, curve),
         count=len(kept),
         truncated=truncated,
         total_in_range=total,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from cpersona.model.cue_query import CueQueryRequest
+    from cpersona.model.fidelity import FidelityCurve
     from cpersona.model.records import MemoryRecord
     from cpersona.operations.activation import Activation
     from cpersona.operations.query.fusion import Fused
@@ -66,39 +67,48 @@ def scoped_loader(
     return load
 
 
-def _verdict(record: MemoryRecord, req: CueQueryRequest, scope: ReadScope, now: float) -> Verdict:
+def _verdict(
+    record: MemoryRecord, req: CueQueryRequest, scope: ReadScope, now: float, curve: FidelityCurve
+) -> Verdict:
     if not scope.sees(record.scope, record.source) or record.store not in req.store_kinds:
         return "unseen"
     t = req.cue.temporal
     if t is not None and not t.start <= record.timestamp <= t.end:
         return "unseen"
-    if not req.include_decayed and is_decayed(record, now):
+    if not req.include_decayed and is_decayed(record, now, curve=curve):
         return "filtered"
-    if req.min_fidelity is not None and fidelity_now(record, now) < req.min_fidelity:
+    if req.min_fidelity is not None and fidelity_now(record, now, curve) < req.min_fidelity:
         return "filtered"
     return "ok"
 
 
 def _eligible(
-    records: Mapping[str, MemoryRecord], req: CueQueryRequest, scope: ReadScope, now: float
+    records: Mapping[str, MemoryRecord],
+    req: CueQueryRequest,
+    scope: ReadScope,
+    now: float,
+    curve: FidelityCurve,
 ) -> tuple[dict[str, MemoryRecord], int]:
     keep: dict[str, MemoryRecord] = {}
     filtered = 0
     for rid, record in records.items():
-        verdict = _verdict(record, req, scope, now)
+        verdict = _verdict(record, req, scope, now, curve)
         if verdict == "ok":
             keep[rid] = record
         filtered += verdict == "filtered"
     return keep, filtered
 
 
-async def cue_query(ports: QueryPorts, req: CueQueryRequest, *, now: float) -> QueryOutcome:
-    """Run one cue query (``req`` validated, its cue checked) at the moment ``now``."""
+async def cue_query(
+    ports: QueryPorts, req: CueQueryRequest, *, now: float, curve: FidelityCurve
+) -> QueryOutcome:
+    """Run one cue query (``req`` validated, its cue checked) at the moment ``now``, every fidelity read
+    on ``curve``."""
     scope = ReadScope(req.agent_id, req.project_id, req.channel)
     arms = await run_arms(req, scope, ports, max(3 * req.limit, 30))
     found = list(dict.fromkeys(rid for arm in arms for rid in arm.ids))
     records = await ports.cues.memories(found)
-    keep, filtered = _eligible(records, req, scope, now)
+    keep, filtered = _eligible(records, req, scope, now, curve)
     fused = fuse(arms, keep)
     activated: dict[str, Activation] = {}
     if req.activation_depth > 0 and fused:
@@ -106,7 +116,7 @@ async def cue_query(ports: QueryPorts, req: CueQueryRequest, *, now: float) -> Q
         load = scoped_loader(ports.cues, scope, records)
         activated = await spread(seeds, load, depth=req.activation_depth, min_weight=PRUNE)
         extra, more_filtered = _eligible(
-            {rid: records[rid] for rid in activated if rid not in keep}, req, scope, now
+            {rid: records[rid] for rid in activated if rid not in keep}, req, scope, now, curve
         )
         keep.update(extra)
         filtered += more_filtered
@@ -121,6 +131,7 @@ async def cue_query(ports: QueryPorts, req: CueQueryRequest, *, now: float) -> Q
             activated[rid].path if rid in activated else ((rid,) if spreading else None),
             req.recall_mode,
             now,
+            curve,
         )
         for rid in top
     ]

@@ -21,6 +21,7 @@ from cpersona.operations.query.records import recalled
 
 if TYPE_CHECKING:
     from cpersona.model.cue_query_associate import AssociateRequest
+    from cpersona.model.fidelity import FidelityCurve
     from cpersona.model.records import MemoryRecord
     from cpersona.stores.cue_store import CueStore
 
@@ -35,7 +36,9 @@ def memory_id(record_id: str) -> str:
     return found
 
 
-async def associate(cues: CueStore, req: AssociateRequest, record_id: str, *, now: float) -> AssociateResult:
+async def associate(
+    cues: CueStore, req: AssociateRequest, record_id: str, *, now: float, curve: FidelityCurve
+) -> AssociateResult:
     """The memories reached from ``record_id``, most activated first (404 outside the caller's scope)."""
     rid = memory_id(record_id)
     if req.record_id is not None and edge_target(req.record_id) != rid:
@@ -49,5 +52,7 @@ async def associate(cues: CueStore, req: AssociateRequest, record_id: str, *, no
     types = None if req.association_types is None else tuple(req.association_types)
     activated = await spread([(source, 1.0)], load, depth=req.depth, min_weight=req.min_weight, types=types)
     order = sorted(activated.values(), key=lambda a: (-a.level, a.record_id))
-    memories = [recalled(records[a.record_id], a.level, a.path, "perfect", now) for a in order[: req.limit]]
+    memories = [
+        recalled(records[a.record_id], a.level, a.path, "perfect", now, curve) for a in order[: req.limit]
+    ]
     return AssociateResult(memories=memories, total_candidates=len(order))

@@ -16,6 +16,7 @@ has long been sent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from cpersona.model.fidelity import reconsolidated
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
+    from cpersona.model.fidelity import FidelityCurve
     from cpersona.stores.cue_store import CueStore
 
 __all__ = ["MARKER_TTL_SECS", "ReconsolidationJob", "ReconsolidationQueue", "ReconsolidationStats"]
@@ -54,8 +56,11 @@ class ReconsolidationStats:
 class ReconsolidationQueue:
     """The jobs of one engine, and the worker that writes them."""
 
-    def __init__(self, cues: CueStore, *, capacity: int = 1024, timeout_secs: float = 5.0) -> None:
+    def __init__(
+        self, cues: CueStore, curve: FidelityCurve, *, capacity: int = 1024, timeout_secs: float = 5.0
+    ) -> None:
         self._cues = cues
+        self._strengthen = functools.partial(reconsolidated, curve=curve)
         self._timeout = timeout_secs
         self._send, self._receive = anyio.create_memory_object_stream[ReconsolidationJob](capacity)
         self._applied = self._repeated = self._dropped = self._failed = 0
@@ -102,7 +107,7 @@ class ReconsolidationQueue:
         try:
             with anyio.fail_after(self._timeout):
                 wrote = await self._cues.reconsolidate(
-                    job.record_ids, job.request_id, job.at, reconsolidated, ttl_secs=MARKER_TTL_SECS
+                    job.record_ids, job.request_id, job.at, self._strengthen, ttl_secs=MARKER_TTL_SECS
                 )
         except Exception as exc:
             self._failed += len(job.record_ids)

@@ -14,14 +14,15 @@ from cpersona.operations.query.render import render_text
 
 if TYPE_CHECKING:
     from cpersona.model.cue_query import RecallModeName
+    from cpersona.model.fidelity import FidelityCurve
     from cpersona.model.records import MemoryRecord
 
 __all__ = ["content_of", "fidelity_now", "recalled"]
 
 
-def fidelity_now(record: MemoryRecord, now: float) -> float:
+def fidelity_now(record: MemoryRecord, now: float, curve: FidelityCurve) -> float:
     """The stored memory's fidelity at ``now`` (:func:`~cpersona.model.fidelity.as_read`), for the filters."""
-    return as_read(record, now).fidelity.score
+    return as_read(record, now, curve=curve).fidelity.score
 
 
 def content_of(text: str) -> CmpContent:
@@ -34,10 +35,11 @@ def recalled(
     path: tuple[str, ...] | None,
     mode: RecallModeName,
     now: float,
+    curve: FidelityCurve,
 ) -> RecalledMemory:
     """One memory of an answer: the stored record read at ``now`` (once), rendered for ``mode`` from the
     fidelity it has then."""
-    shown = read_now(record, now)
+    shown = read_now(record, now, curve)
     return RecalledMemory(
         record=CmpMemoryRecord.model_validate(cmp_record(shown)),
         relevance_score=score,
