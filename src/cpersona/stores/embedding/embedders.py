@@ -146,7 +146,7 @@ class OnnxEmbedder(BaseEmbedder):
         def load() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
             files = ModelFiles.default() if model_dir is None else ModelFiles.in_folder(model_dir)
             session = onnxruntime.InferenceSession(
-                str(ensure_onnx_model(files, models)),
+                str(ensure_onnx_model(files, models, _built_graph)),
                 sess_options=_session_options(threads),
                 providers=["CPUExecutionProvider"],
             )
@@ -203,6 +203,13 @@ class OnnxEmbedder(BaseEmbedder):
     async def aclose(self) -> None:
         self._session = None
         self.cache.clear()
+
+
+def _built_graph(files: ModelFiles) -> bytes:
+    # onnx (and ml_dtypes under it) takes seconds to import; a cached graph needs neither.
+    from cpersona.stores.embedding.onnx_graph import encoder_graph_bytes
+
+    return encoder_graph_bytes(files)
 
 
 def _session_options(threads: int) -> onnxruntime.SessionOptions:

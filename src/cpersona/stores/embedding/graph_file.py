@@ -15,6 +15,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from cpersona.stores.embedding.model_files import ModelFiles
@@ -43,18 +44,13 @@ def cache_key(files: ModelFiles) -> str:
     return digest.hexdigest()
 
 
-def ensure_onnx_model(files: ModelFiles, cache_dir: Path, *, stem: str = "bert") -> Path:
-    """The path of the built ONNX file for the model in ``files``, building it into ``cache_dir`` first
-    if no file for these exact weights and this builder version is there yet."""
-    target = cache_dir / f"{stem}-{cache_key(files)[:24]}.onnx"
+def ensure_onnx_model(files: ModelFiles, cache_dir: Path, build: Callable[[ModelFiles], bytes]) -> Path:
+    """The path of the built ONNX file for the model in ``files``, calling ``build`` for its bytes and writing
+    them into ``cache_dir`` first if no file for these exact weights and this builder version is there yet."""
+    target = cache_dir / f"bert-{cache_key(files)[:24]}.onnx"
     if target.is_file():
         return target
-    # onnx (and ml_dtypes under it) takes seconds to import; a cached graph needs neither.
-    from cpersona.stores.embedding.onnx_graph import BertConfig, build_encoder_graph
-
-    config = BertConfig.from_file(files.config)
-    payload: bytes = build_encoder_graph(files.load_weights(), config).SerializeToString()
-    _write_atomically(target, payload)
+    _write_atomically(target, build(files))
     return target
 
 

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
+    from cpersona.stores.embedding.model_files import ModelFiles
+
 
 from cpersona.stores.embedding.graph_file import BUILDER_VERSION, INPUT_NAMES, OPSET, OUTPUT_NAME
 
-__all__ = ["BertConfig", "build_encoder_graph"]
+__all__ = ["BertConfig", "build_encoder_graph", "encoder_graph_bytes"]
 
 _IR_VERSION = 8
 """The IR version that goes with opset 17, pinned so a newer ``onnx`` cannot stamp one the runtime refuses."""
@@ -265,3 +267,10 @@ def _mean_pooled(g: _Graph, hidden: str, mask_f: str) -> None:
     squares = g.op("ReduceSum", g.op("Mul", mean, mean), axis_seq, keepdims=1, hint="squares")
     norm = g.op("Max", g.op("Sqrt", squares), g.const(_MIN_NORM, f32), hint="norm")
     g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT_NAME], name=OUTPUT_NAME))
+
+
+def encoder_graph_bytes(files: ModelFiles) -> bytes:
+    """The serialized graph of the model in ``files``, as :func:`.graph_file.ensure_onnx_model` caches it."""
+    graph = build_encoder_graph(files.load_weights(), BertConfig.from_file(files.config))
+    payload: bytes = graph.SerializeToString()
+    return payload
