@@ -98,7 +98,15 @@ def _number(value: float) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return _prose(text).replace("|", "\\|")
+
+
+def _prose(text: str) -> str:
+    """``text`` on one line, its angle brackets outside code spans escaped (``mem:<uuid>`` is no tag)."""
+    parts = " ".join(text.split()).split("`")
+    return "`".join(
+        part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts)
+    )
 
 
 def http_page(document: Mapping[str, Any] | None = None) -> str:
@@ -145,9 +153,9 @@ def _anchor(method: str, path: str) -> str:
 
 
 def _route(method: str, path: str, operation: Mapping[str, Any]) -> list[str]:
-    out = [f"## `{method} {path}` {{#{_anchor(method, path)}}}", "", operation["summary"] + ".", ""]
+    out = [f"## `{method} {path}` {{#{_anchor(method, path)}}}", "", _prose(operation["summary"]) + ".", ""]
     if operation.get("description"):
-        out += [" ".join(operation["description"].split()), ""]
+        out += [_prose(operation["description"]), ""]
     parameters = [p for p in operation.get("parameters", []) if p["name"] != "x-request-id"]
     if parameters:
         out += ["| parameter | in | required | meaning |", "|---|---|---|---|"]
