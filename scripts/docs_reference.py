@@ -39,7 +39,8 @@ def configuration_page(model: type[BaseSettings] = Settings) -> str:
         if not field.description:
             raise ValueError(f"{variable} has no description: give its field in settings.py a description=")
         default = "see meaning" if field.default_factory is not None else _value(field.default)
-        rows.append(f"| `{variable}` | {_type(properties[name])} | {default} | {_cell(field.description)} |")
+        kind = _type(properties[name])
+        rows.append(f"| `{variable}` | {default} | {_cell(field.description)} ({kind}) |")
     return "\n".join(
         [
             "# Configuration",
@@ -55,8 +56,8 @@ def configuration_page(model: type[BaseSettings] = Settings) -> str:
             'prefix, in lower case (`cpersona.open(data_dir="/tmp/mem", embedding_mode="none")`), '
             "and `cpersona.Settings` is the model itself.",
             "",
-            "| variable | type | default | meaning |",
-            "|---|---|---|---|",
+            "| variable | default | meaning (type) |",
+            "|---|---|---|",
             *rows,
             "",
         ]

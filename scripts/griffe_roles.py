@@ -1,8 +1,8 @@
-"""A griffe extension (mkdocs.yml, mkdocstrings' ``extensions``): the docstrings' Sphinx roles as code.
+"""A griffe extension (mkdocs.yml, mkdocstrings' ``extensions``): the docstrings' reST as Markdown.
 
-The package's docstrings cross-reference with Sphinx roles (:class:`~cpersona.InvalidRequest`), which
-Markdown would print as written; the reference shows the name as code instead (the short name where the
-role asks for it with ``~``).
+The package's docstrings cross-reference with Sphinx roles (:class:`~cpersona.InvalidRequest`) and open
+literal blocks with ``::``, which Markdown would print as written; the reference shows the name as code
+instead (the short name where the role asks for it with ``~``) and the block after a plain colon.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["SphinxRoles"]
 
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|exc|data|obj|const|ref):`(~?)([^`]+)`")
+# reST's "Use it as::" before an indented block; in Markdown the block is code already.
+_LITERAL = re.compile(r"::$", re.MULTILINE)
 
 
 def _as_code(match: re.Match[str]) -> str:
@@ -35,4 +37,4 @@ class SphinxRoles(griffe.Extension):
         **kwargs: Any,
     ) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = _ROLE.sub(_as_code, obj.docstring.value)
+            obj.docstring.value = _LITERAL.sub(":", _ROLE.sub(_as_code, obj.docstring.value))

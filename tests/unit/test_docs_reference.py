@@ -42,9 +42,8 @@ def test_a_described_setting_gets_its_type_default_and_meaning() -> None:
     class Grown(Settings):
         shiny_new_knob: int = Field(3, ge=1, description="How shiny")
 
-    assert "| `CPERSONA_SHINY_NEW_KNOB` | integer, at least 1 | `3` | How shiny |" in configuration_page(
-        Grown
-    )
+    line = "| `CPERSONA_SHINY_NEW_KNOB` | `3` | How shiny (integer, at least 1) |"
+    assert line in configuration_page(Grown)
 
 
 def test_the_http_page_has_a_section_for_every_route_of_the_document() -> None:
