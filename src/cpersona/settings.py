@@ -70,113 +70,268 @@ class Settings(BaseSettings):
         env_prefix=PREFIX, frozen=True, extra="forbid", env_ignore_empty=True, validate_default=True
     )
 
-    data_dir: Path = Field(default_factory=_default_data_dir)
-    redis_url: str | None = None
-    qdrant_url: str | None = None
-    qdrant_api_key: str | None = None
-    key_prefix: str = "cpersona"
-    host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65_535)] = 8077
-    # Server processes of ``cpersona serve`` on the one port; above 1 they need the shared engines
-    # (CPERSONA_REDIS_URL, and CPERSONA_QDRANT_URL unless the embedder is off).
-    workers: _Count = 1
-    # The running server the CLI talks to (the CLI also finds one that holds the data dir by itself).
-    url: str | None = None
-    # The agent of an HTTP request that names none (no agent_id, no X-Cpersona-Agent header): a server
-    # serving one agent to a client without scopes (the Cerememory SDK). Unset, such a request is a 400.
-    default_agent: Annotated[str, Field(min_length=1)] | None = None
-    # API keys (edges/http/auth.py): "auto" asks for a key whenever the server binds beyond loopback.
-    keys: Annotated[KeysMode, BeforeValidator(_choice)] = "auto"
-    # A server bound beyond loopback with keys off is refused at start unless this says it is meant
-    # (serve --insecure-no-keys); then it starts with a warning.
-    insecure_no_keys: bool = False
-    # Requests per second each key may make on average, and how many it may make at once (GCRA, kept in
-    # Redis so that it holds across workers); 0 turns the limit off. No key in force, no limit.
-    rate_limit_per_sec: Annotated[float, Field(ge=0)] = 50.0
-    rate_limit_burst: _Count = 100
-    # The key the CLI sends to a running server that asks for one (Authorization: Bearer).
-    api_key: SecretStr | None = None
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the embedded Redis and vector shards keep their data, beside the engine's lock "
+        "and the sealing key (default: the user data directory, `~/.local/share/cpersona` on Linux); "
+        "owner-only, repaired when an engine opens it",
+    )
+    redis_url: str | None = Field(
+        None,
+        description="An external Redis 7.2+ with the query engine and JSON (`redis://`, `rediss://`, "
+        "`unix://`) instead of the embedded one; it must fsync an append-only file",
+    )
+    qdrant_url: str | None = Field(
+        None,
+        description="A Qdrant server (`http://host:6333`) instead of the embedded engine; `:memory:` runs "
+        "qdrant-client's in-process engine",
+    )
+    qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server")
+    key_prefix: str = Field(
+        "cpersona", description="Prefix of every Redis key, index and channel (non-empty, no `:`)"
+    )
+    host: str = Field("127.0.0.1", description="HTTP listen address")
+    port: Annotated[int, Field(ge=0, le=65_535)] = Field(8077, description="HTTP listen port")
+    workers: _Count = Field(
+        1,
+        description="Server processes of `cpersona serve` on the one port (`--workers`); above 1 needs "
+        "`CPERSONA_REDIS_URL`, and `CPERSONA_QDRANT_URL` unless the embedder is off",
+    )
+    url: str | None = Field(
+        None,
+        description="The running server (`http://host:port`) the CLI commands talk to; unset, they find "
+        "the server that holds the data dir, else open the engine themselves",
+    )
+    default_agent: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="The agent of an HTTP request that names none and sends no `X-Cpersona-Agent` header "
+        "(a server for one agent, a client without scopes); unset, such a request is a 400",
+    )
+    keys: Annotated[KeysMode, BeforeValidator(_choice)] = Field(
+        "auto",
+        description="API keys: `on`, `off`, or `auto` (on whenever `CPERSONA_HOST` is not loopback)",
+    )
+    insecure_no_keys: bool = Field(
+        False,
+        description="Lets `cpersona serve` bind beyond loopback with keys off (`--insecure-no-keys`), with "
+        "a warning; otherwise that start is refused",
+    )
+    rate_limit_per_sec: Annotated[float, Field(ge=0)] = Field(
+        50.0,
+        description="Requests a second each key may make on average, across every worker on the Redis; "
+        "`0` turns the limit off (nothing is limited with keys off)",
+    )
+    rate_limit_burst: _Count = Field(
+        100, description="Requests a key may make at once before the rate applies"
+    )
+    api_key: SecretStr | None = Field(
+        None,
+        description="The key the CLI sends (`Authorization: Bearer`) to a running server with keys in force",
+    )
 
-    embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = "onnx"
-    embedding_url: str | None = None
-    embedding_api_url: str = "https://api.openai.com/v1/embeddings"
-    embedding_api_key: str | None = None
-    embedding_api_model: str = "text-embedding-3-small"
-    embedding_timeout_secs: _Positive = 30.0
-    embedding_cache_size: int = 256
-    embedding_cache_ttl_secs: float = 300.0
-    embedding_threads: int = 2
-    embedding_coalesce: bool = True
+    embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = Field(
+        "onnx",
+        description="The embedder: `onnx` (all-MiniLM-L6-v2 in-process), `none` (keyword search only), "
+        "`http` (a CPersona-style `/embed` service), `api` (an OpenAI-compatible endpoint)",
+    )
+    embedding_url: str | None = Field(
+        None, description="The `/embed` URL of the `http` embedder (required there)"
+    )
+    embedding_api_url: str = Field(
+        "https://api.openai.com/v1/embeddings", description="The endpoint of the `api` embedder"
+    )
+    embedding_api_key: str | None = Field(
+        None, description="Bearer key of the `api` embedder (required there)"
+    )
+    embedding_api_model: str = Field(
+        "text-embedding-3-small", description="Model name the `api` embedder asks for"
+    )
+    embedding_timeout_secs: _Positive = Field(30.0, description="Deadline of one embedding call, in seconds")
+    embedding_cache_size: int = Field(256, description="Query vectors kept in the in-process cache")
+    embedding_cache_ttl_secs: float = Field(
+        300.0, description="How long a cached query vector is reused, in seconds"
+    )
+    embedding_threads: int = Field(
+        2, description="onnxruntime's intra-op threads for the `onnx` embedder (they sleep between runs)"
+    )
+    embedding_coalesce: bool = Field(
+        True,
+        description="The `onnx` embedder embeds the questions of concurrent recalls together (a lone "
+        "question never waits); `false` embeds each in a call of its own",
+    )
 
-    max_content_length: _Count = 16_000
-    max_metadata_length: _Count = 8_000
-    max_key_length: _Count = 256
-    future_timestamp_mode: Annotated[FutureTimestampMode, BeforeValidator(_choice)] = "warn"
-    future_timestamp_slack_secs: float = 300.0
-    batch_max: _Count = 1_000
-    # One association declaration's bounds (entities, aliases per entity, relations).
-    max_association_entities: _Count = 64
-    max_association_aliases: _Count = 32
-    max_association_relations: _Count = 128
-    # The largest HTTP request body read; the server stops reading past it (413).
-    max_body_bytes: _Count = 8 * 1024 * 1024
-    # Slow clients (edges/http/connections.py, edges/http/body_deadline.py): a request's head must arrive
-    # within this of its connection opening or the previous response ending (else the connection is
-    # closed), and its body within this of its head (else 408); one worker holds at most this many
-    # connections (a request on one more is a 503).
-    http_header_timeout_secs: _Positive = 10.0
-    http_body_timeout_secs: _Positive = 30.0
-    http_max_connections: _Count = 512
+    max_content_length: _Count = Field(
+        16_000, description="Characters of content a record may hold; longer is refused (413)"
+    )
+    max_metadata_length: _Count = Field(8_000, description="Characters of serialised metadata or meta-memory")
+    max_key_length: _Count = Field(
+        256, description="Characters of an id, agent, project, channel or source field"
+    )
+    future_timestamp_mode: Annotated[FutureTimestampMode, BeforeValidator(_choice)] = Field(
+        "warn",
+        description="A timestamp ahead of the clock: `warn` (stored, with a warning), `reject` (400), "
+        "`off` (stored silently)",
+    )
+    future_timestamp_slack_secs: float = Field(
+        300.0, description="How far ahead, in seconds, a timestamp may be before that applies"
+    )
+    batch_max: _Count = Field(1_000, description="Records in one batch store")
+    max_association_entities: _Count = Field(64, description="Entities in one association declaration")
+    max_association_aliases: _Count = Field(32, description="Aliases of one declared entity")
+    max_association_relations: _Count = Field(128, description="Relations in one association declaration")
+    max_body_bytes: _Count = Field(
+        8 * 1024 * 1024,
+        description="Bytes of one HTTP request body; the server stops reading past it and answers 413",
+    )
+    # Slow clients (edges/http/connections.py, edges/http/body_deadline.py).
+    http_header_timeout_secs: _Positive = Field(
+        10.0,
+        description="Seconds a connection may take to send a request's head, from its opening or the "
+        "previous response; then it is closed",
+    )
+    http_body_timeout_secs: _Positive = Field(
+        30.0,
+        description="Seconds a request's body may take to arrive whole after its head; then it is a 408 "
+        "and the connection is closed",
+    )
+    http_max_connections: _Count = Field(
+        512, description="Connections one worker holds at once; a request on one more is answered 503"
+    )
 
-    redis_timeout_secs: _Positive = 5.0
-    redis_startup_timeout_secs: _Positive = 20.0
-    qdrant_timeout_secs: _Positive = 10.0
-    # The embedded vector engine's shards each run in a child process (their own interpreter lock);
-    # false keeps them in this process, in worker threads.
-    qdrant_process: bool = True
+    redis_timeout_secs: _Positive = Field(
+        5.0,
+        description="Deadline of one Redis call, in seconds; a write not confirmed on disk within half of "
+        "it fails (503)",
+    )
+    redis_startup_timeout_secs: _Positive = Field(
+        20.0, description="Seconds the embedded Redis may take to answer its first PING"
+    )
+    qdrant_timeout_secs: _Positive = Field(10.0, description="Deadline of one vector-store call, in seconds")
+    qdrant_process: bool = Field(
+        True,
+        description="Embedded engine only: each collection's shard runs in a child process of its own "
+        "(its own interpreter lock); `false` runs them in worker threads of this process",
+    )
 
-    max_memories: _Count | None = None
-    # Writes are refused while an embedded store's disk has less free space than this (0: no check).
-    min_free_mb: Annotated[int, Field(ge=0)] = 256
+    max_memories: _Count | None = Field(
+        None,
+        description="The recall's vector scan window: the newest memories (and, apart, episodes) by "
+        "insertion; unset, the policy's (10,000)",
+    )
+    min_free_mb: Annotated[int, Field(ge=0)] = Field(
+        256,
+        description="Free space (MB) an embedded store's disk must keep; under it every write is refused "
+        "(507) and reads go on; `0`: no check (a remote store is never checked)",
+    )
 
-    recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = "rrf"
-    recall_policy: str = "single-pass-v1"
-    recall_cue_policy: str = "cued-v0.4"
-    recall_cue_time_limit_ms: _Positive = 1_000.0
-    recall_depth_floor: Annotated[int, Field(ge=0)] | None = None
-    recall_arm_timeout_ms: _Positive = 2_000.0
-    recall_max_limit: _Count = 10_000
+    recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = Field(
+        "rrf", description="Fusion: `rrf`, `rsf` or `cascade` (a request's `mode` overrides it)"
+    )
+    recall_policy: str = Field(
+        "single-pass-v1",
+        description="The policy in `stages/` a recall runs under (a request's `policy` overrides it)",
+    )
+    recall_cue_policy: str = Field(
+        "cued-v0.4",
+        description="The policy a recall with a time cue runs under (a request's `policy` overrides it)",
+    )
+    recall_cue_time_limit_ms: _Positive = Field(
+        1_000.0,
+        description="The time cue's loop may run this long from the start of the recall: no widening "
+        "starts after it, and a cue arm still searching is stopped",
+    )
+    recall_depth_floor: Annotated[int, Field(ge=0)] | None = Field(
+        None,
+        description="Rows each arm hands to fusion: `max(limit, floor)` under rrf and rsf; unset, the "
+        "policy's (0)",
+    )
+    recall_arm_timeout_ms: _Positive = Field(
+        2_000.0,
+        description="Deadline of each retrieval arm; a late or failed arm is named in `degraded`",
+    )
+    recall_max_limit: _Count = Field(
+        10_000, description="The largest `limit` a library caller may ask for (HTTP allows 100)"
+    )
 
     # reconstruct's bounds (the reference's CPERSONA_RECONSTRUCT_* variables): defaults and the soft caps
     # a request is clamped to, with the clamp reported. The hard ranges live in its request model.
-    reconstruct_default_count: Annotated[int, Field(ge=0, le=100)] = 10
-    reconstruct_max_count: Annotated[int, Field(ge=1, le=100)] = 10
-    reconstruct_top_k: Annotated[int, Field(ge=1, le=10_000)] = 20
-    reconstruct_default_budget: Annotated[int, Field(ge=1, le=20_000)] = 4_000
-    reconstruct_max_budget: Annotated[int, Field(ge=1, le=20_000)] = 20_000
-    reconstruct_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 800
-    reconstruct_full_quotes: Annotated[int, Field(ge=0)] = 5
-    reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = 400
-    reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = 500
-    reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = 60.0
-    reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = "items"
-    # The modes' token caps (§4.1): cl100k tokens of the whole returned JSON.
-    reconstruct_lite_cap: Annotated[int, Field(ge=1)] = 3_000
-    reconstruct_pro_cap: Annotated[int, Field(ge=1)] = 5_000
+    reconstruct_default_count: Annotated[int, Field(ge=0, le=100)] = Field(
+        10, description="reconstruct's items when a request names no `count`"
+    )
+    reconstruct_max_count: Annotated[int, Field(ge=1, le=100)] = Field(
+        10, description="The most items a reconstruct returns; more is clamped and said in `count_policy`"
+    )
+    reconstruct_top_k: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        20, description="Rows of reconstruct's one recall when a request names no `top_k`"
+    )
+    reconstruct_default_budget: Annotated[int, Field(ge=1, le=20_000)] = Field(
+        4_000,
+        description="Characters of quoted text by default (or the window's head quotes, if more)",
+    )
+    reconstruct_max_budget: Annotated[int, Field(ge=1, le=20_000)] = Field(
+        20_000, description="The most characters of quoted text; more is clamped and said in `budget_policy`"
+    )
+    reconstruct_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = Field(
+        800, description="Characters of a head quote for the first `CPERSONA_RECONSTRUCT_FULL_QUOTES` items"
+    )
+    reconstruct_full_quotes: Annotated[int, Field(ge=0)] = Field(
+        5, description="How many items get the full head quote; the rest get the tail size"
+    )
+    reconstruct_tail_quote_chars: Annotated[int, Field(ge=1, le=20_000)] = Field(
+        400, description="Characters of a head quote after the first items"
+    )
+    reconstruct_excerpt_chars: Annotated[int, Field(ge=1, le=20_000)] = Field(
+        500, description="Characters of an excerpt of another claim"
+    )
+    reconstruct_adjacency_seconds: Annotated[float, Field(ge=0)] = Field(
+        60.0,
+        description="Rows of one source within this many seconds of their burst's first row bundle as "
+        "`cluster:adjacent`",
+    )
+    reconstruct_sequence: Annotated[ReconstructSequence, BeforeValidator(_choice)] = Field(
+        "items",
+        description="How quotes are cut to the budget: `items` (heads in item order, then excerpts in "
+        "turn), `evidence` (the heads' passages fused over item and passage rank), `whole` (heads that "
+        "fit whole first, then as `evidence`)",
+    )
+    reconstruct_lite_cap: Annotated[int, Field(ge=1)] = Field(
+        3_000, description="The `lite` mode's cap: cl100k tokens of the whole returned JSON"
+    )
+    reconstruct_pro_cap: Annotated[int, Field(ge=1)] = Field(
+        5_000, description="The `pro` mode's cap: cl100k tokens of the whole returned JSON"
+    )
 
-    # The AES-256-GCM key of sealed raw entries (64 hex digits or base64 of 32 bytes). Unset, an engine with
-    # an embedded Redis makes <data_dir>/sealed.key (0600) once; one on a shared Redis refuses sealed writes.
-    sealed_key: SecretStr | None = None
+    sealed_key: SecretStr | None = Field(
+        None,
+        description="The AES-256-GCM key of sealed raw entries: 32 bytes as 64 hex digits or base64. Unset, "
+        "an engine with the embedded Redis makes `<data_dir>/sealed.key` once; one on a shared Redis "
+        "refuses sealed writes",
+    )
 
-    trace_queue_size: _Count = 1_000
-    trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
-    trace_sample_seed: int | None = None
-    # Trace streams (GET /v1/traces/stream) one worker serves at once; each holds a Redis connection.
-    trace_streams_max: _Count = 64
+    trace_queue_size: _Count = Field(
+        1_000,
+        description="Traces waiting for the publisher; when full, a trace is dropped and counted "
+        "(`/health` → `traces`)",
+    )
+    trace_sample: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.0,
+        description="Fraction of untraced recalls that are traced and published anyway (their answers "
+        "carry no trace); `1` traces every recall",
+    )
+    trace_sample_seed: int | None = Field(
+        None, description="Seed of the trace sampler, to repeat which recalls a run samples; unset, random"
+    )
+    trace_streams_max: _Count = Field(
+        64,
+        description="Trace streams (`GET /v1/traces/stream`, the trace page) one worker serves at once, "
+        "each on its own Redis connection; one more is a 503",
+    )
 
-    # A decay tick deletes the memories it finds below the prune threshold only when this is on; off, they
-    # are kept as *decayed* (hidden by the recall operations unless include_decayed).
-    decay_prune: bool = False
+    decay_prune: bool = Field(
+        False,
+        description="Whether a decay tick deletes the memories it finds below the prune threshold (0.01); "
+        "off, they stay, as decayed (hidden by the recall operations unless `include_decayed`)",
+    )
     # The reference counts stability in seconds (a fresh memory at .086 after an hour, hidden after weeks);
     # here one unit of it lasts this long (model/fidelity.py).
     fidelity_stability_hours: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
