@@ -171,17 +171,18 @@ class _Held:
 
 
 async def _holders(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord], held: _Held) -> None:
-    """Who holds each record's id, and the id its copy would take (read concurrently)."""
+    """Who holds each record's id, and who the id its copy would take (all read concurrently)."""
     records = life.backends.records
 
-    async def one(record: MemoryRecord | EpisodeRecord | RawRecord) -> None:
-        kind = _kind(record)
-        found = await records.get(kind, record.id)
+    async def original(kind: RecordKind, record_id: str) -> None:
+        found = await records.get(kind, record_id)
         if found is not None and found.scope.agent_id != agent_id:
             held.foreign = True
-        copy = await records.get(kind, copied_id(agent_id, record.id))
-        if copy is not None:
-            if copy.scope.agent_id == agent_id:
+
+    async def copy(kind: RecordKind, record_id: str) -> None:
+        found = await records.get(kind, copied_id(agent_id, record_id))
+        if found is not None:
+            if found.scope.agent_id == agent_id:
                 held.copied = True
             else:
                 held.taken = True
@@ -189,7 +190,8 @@ async def _holders(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord], 
     async with anyio.create_task_group() as tg:
         for record in batch:
             if not isinstance(record, ProfileRecord):
-                tg.start_soon(one, record)
+                tg.start_soon(original, _kind(record), record.id)
+                tg.start_soon(copy, _kind(record), record.id)
 
 
 async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> tuple[int, bool]:
