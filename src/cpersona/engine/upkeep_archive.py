@@ -194,9 +194,9 @@ async def _holders(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord], 
                 tg.start_soon(copy, _kind(record), record.id)
 
 
-async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> tuple[int, bool]:
-    """Every line, the footer's checksum, and whose ids the archive's are, before any write: the number
-    of records, and whether the import is a copy (:mod:`~cpersona.operations.lifecycle.copying`)."""
+async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> bool:
+    """Every line, the footer's checksum, and whose ids the archive's are, before any write: whether
+    the import is a copy (:mod:`~cpersona.operations.lifecycle.copying`)."""
     reader = ArchiveReader(agent_id)
     held = _Held()
     batch: list[ArchivedRecord] = []
@@ -207,11 +207,11 @@ async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> tupl
         if len(batch) >= _BATCH:
             await _holders(life, agent_id, batch, held)
             batch = []
-    count = reader.finish()
+    reader.finish()
     await _holders(life, agent_id, batch, held)
     if held.copy and held.taken:
         raise _conflict()
-    return count, held.copy
+    return held.copy
 
 
 async def import_archive(
@@ -236,7 +236,7 @@ async def import_lines(
 ) -> ImportResult:
     """Import an archive whose lines ``lines()`` gives (it is called twice: check, then write), under
     ``req``'s agent, strategy and conflict rule."""
-    _, copy = await _check(life, req.agent_id, lines())
+    copy = await _check(life, req.agent_id, lines())
     await check_free_space(life.settings)
     if req.strategy == "replace":
         await delete_agent_data(life, req.agent_id)
