@@ -105,7 +105,8 @@ class ForgetUnconfirmed(InvalidRequest):
 
 
 class ImportConflict(InvalidRequest):
-    """An archive's record is held by a record of another agent: an import never touches another scope."""
+    """An id an import would write (the archive's, or its copy's) is held by another agent: an import
+    never touches another scope."""
 
     code = "IMPORT_CONFLICT"
     status = 409

@@ -178,6 +178,77 @@ async def test_encode_answers_parse_into_the_sdk_models(client: httpx.AsyncClien
     assert (len(parsed.results), parsed.associations_inferred) == (1, 0)
 
 
+async def test_a_duplicate_stored_through_the_sdk_says_it_was_not_stored_as_asked(
+    client: httpx.AsyncClient,
+) -> None:
+    """A store of content the agent holds already is skipped, and the answer names the record that holds
+    it. What tells the caller so depends on what it reads:
+
+    - The SDK (``cerememory`` 0.2.2) reads four fields into ``EncodeStoreResponse`` (``record_id``,
+      ``store``, ``initial_fidelity``, ``associations_created``) and drops the rest; it shows no HTTP status
+      or header (any status below 400 is parsed the same), so a status such as 201 against 200, or a
+      header, would reach no SDK caller, and would break the protocol's ``encode.store`` → 200 for every
+      other client. So the fields it reads must be true of the record it is given: ``store`` is the held
+      record's store, not the one the request asked for, and ``associations_created`` is 0. A caller
+      that asked for ``episodic`` and reads ``semantic`` sees that its store did not happen as asked.
+    - Every other Cerememory client reads the same JSON, in which ``result: "skipped"`` and ``reason``
+      say it outright (the protocol ignores fields it does not know, so they travel in the same answer).
+
+    Before, a skipped store answered the store the request asked for beside the earlier record's id,
+    so nothing the SDK reads told the caller that its record was another one.
+    """
+    client.headers.update(HEADERS)
+    sdk = AsyncCerememoryClient("http://cpersona.test", http_client=client)
+    content = cmp.MemoryContent(
+        blocks=[
+            cmp.ContentBlock(modality=cmp.Modality.TEXT, format="text/plain", data=b"the kiln fires at dawn")
+        ]
+    )
+    first = await sdk.encode_store(cmp.EncodeStoreRequest(content=content, store=cmp.StoreType.SEMANTIC))
+    assert first.store == cmp.StoreType.SEMANTIC
+    edge = cmp.ManualAssociation(
+        target_id=first.record_id, association_type=cmp.AssociationType.CAUSAL, weight=0.5
+    )
+    again = await sdk.encode_store(
+        cmp.EncodeStoreRequest(content=content, store=cmp.StoreType.EPISODIC, associations=[edge])
+    )
+    assert again.record_id == first.record_id
+    assert (again.store, again.associations_created) == (cmp.StoreType.SEMANTIC, 0)
+    raw = await client.post(
+        "/v1/encode", json={"content": _blocks("the kiln fires at dawn"), "store": "procedural"}
+    )
+    assert raw.status_code == 200, raw.text
+    assert {k: raw.json()[k] for k in ("result", "reason", "record_id", "store")} == {
+        "result": "skipped",
+        "reason": "duplicate_content",
+        "record_id": str(first.record_id),
+        "store": "semantic",
+    }
+    # In a batch too, a repeat of an earlier item or of a held record answers the holder's store.
+    batch = await sdk.encode_batch(
+        cmp.EncodeBatchRequest(
+            records=[
+                cmp.EncodeStoreRequest(content=content, store=cmp.StoreType.EMOTIONAL),
+                cmp.EncodeStoreRequest(content=_sdk_text("a new one"), store=cmp.StoreType.PROCEDURAL),
+                cmp.EncodeStoreRequest(content=_sdk_text("a new one"), store=cmp.StoreType.EMOTIONAL),
+            ]
+        )
+    )
+    assert [r.store for r in batch.results] == [
+        cmp.StoreType.SEMANTIC,
+        cmp.StoreType.PROCEDURAL,
+        cmp.StoreType.PROCEDURAL,
+    ]
+    assert batch.results[0].record_id == first.record_id
+    assert batch.results[2].record_id == batch.results[1].record_id
+
+
+def _sdk_text(text: str) -> cmp.MemoryContent:
+    return cmp.MemoryContent(
+        blocks=[cmp.ContentBlock(modality=cmp.Modality.TEXT, format="text/plain", data=text.encode())]
+    )
+
+
 async def test_a_batch_asking_for_inferred_associations_is_refused(client: httpx.AsyncClient) -> None:
     body = {"records": [{"content": "a"}, {"content": "b"}], "infer_associations": True}
     refused = await client.post("/v1/encode/batch", json=body, headers=HEADERS)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import cpersona
 from cpersona.model.records import MemoryRecord
+from cpersona.model.scope import ReadScope
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -261,9 +262,113 @@ async def test_merge_rules_and_replace(source: cpersona.Engine) -> None:
     assert extra.ref not in {r.ref for r in await source.list(agent_id="merge")}
 
 
-async def test_an_id_held_by_another_agent_is_a_conflict_and_nothing_is_written(
+async def _copy_source(engine: cpersona.Engine, agent: str) -> tuple[str, str, str]:
+    """An agent whose records refer to each other every way an archive carries: a Cerememory edge (a bare
+    UUID), a context edge of the meta (a ref), an entity mention and a record relation; an episode, a raw
+    entry, a profile. Its two memories' refs and its raw entry's."""
+    first = await engine.store("the harbour ferry leaves at seven", agent_id=agent, store="semantic")
+    second = await engine.store(
+        "so we book the ferry a day ahead",
+        agent_id=agent,
+        associations=[{"target_id": first.id, "association_type": "causal", "weight": 0.5}],
+        meta={
+            "rationale": "the timetable",
+            "context_edges": [{"target_id": first.ref, "relation": "derived_from"}],
+        },
+    )
+    await engine.archive_episode("planned the ferry trip", agent_id=agent, keywords=["ferry"])
+    raw = await engine.store_raw(
+        "user: book the ferry",
+        agent_id=agent,
+        session_id="s",
+        source="conversation",
+        speaker="user",
+        visibility="normal",
+        secrecy_level="public",
+        meta={"rationale": "asked", "context_edges": [{"target_id": second.ref, "relation": "motivated_by"}]},
+    )
+    await engine.update_profile(agent, "Plans ahead.")
+    await engine.declare_associations(agent, {"entities": [{"name": "Harbour ferry"}]}, anchor_ref=first.ref)
+    await engine.declare_associations(
+        agent, {"relations": [{"subject": second.ref, "predicate": "follows from", "object": first.ref}]}
+    )
+    return first.ref, second.ref, raw.ref
+
+
+def _ids(archive: bytes) -> set[str]:
+    kinds = {"memory", "episode", "raw"}
+    return {line["data"]["id"] for line in map(orjson.loads, archive.splitlines()) if line["kind"] in kinds}
+
+
+async def test_an_archive_imported_into_another_agent_of_its_store_is_a_copy_under_new_ids(
+    source: cpersona.Engine,
+) -> None:
+    from cpersona.operations.lifecycle.copying import copied_id
+
+    first, second, raw = await _copy_source(source, "ferry-a")
+    archive = await source.export("ferry-a", include_raw_journal=True)
+    copied = await source.import_archive("ferry-b", archive.archive_data)
+    assert (copied.copied, copied.records_imported, copied.records_skipped) == (True, archive.record_count, 0)
+
+    def in_b(ref: str) -> str:
+        kind, _, ident = ref.partition(":")
+        return f"{kind}:{copied_id('ferry-b', ident)}"
+
+    # Every record is B's under its new id, and every reference among them names B's records.
+    got = await source.get(in_b(second), agent_id="ferry-b")
+    assert isinstance(got, MemoryRecord)
+    assert got.content == "so we book the ferry a day ahead"
+    assert [a.target_id for a in got.associations] == [copied_id("ferry-b", first.removeprefix("mem:"))]
+    assert [e.target_id for e in got.meta.context_edges] == [in_b(first)]
+    got_raw = await source.get(in_b(raw), agent_id="ferry-b")
+    assert [e.target_id for e in got_raw.meta.context_edges] == [in_b(second)]  # type: ignore[union-attr]
+    reached = await source.associate(in_b(second), agent_id="ferry-b")
+    assert [m.record.ref for m in reached.memories] == [in_b(first)]
+    walked = await source.traverse("ferry-b", "harbour ferry")
+    assert [r.ref for r in walked.records] == [in_b(first)]
+    links = await source.record_links(ReadScope("ferry-b"), [in_b(second)])
+    assert [link.other for link in links[in_b(second)].relations] == [in_b(first)]
+    recalled = await source.recall("when does the ferry leave", agent_id="ferry-b")
+    assert in_b(first) in [row.ref for row in recalled.rows]
+    assert (await source.get_profile("ferry-b")).content == "Plans ahead."  # type: ignore[union-attr]
+
+    # Isolation: nothing of B names an id of A, and A is as it was.
+    b_archive = (await source.export("ferry-b", include_raw_journal=True)).archive_data
+    assert _ids(b_archive) == {copied_id("ferry-b", i) for i in _ids(archive.archive_data)}
+    for old in _ids(archive.archive_data):
+        assert old.encode() not in b_archive
+    assert (await source.export("ferry-a", include_raw_journal=True)).archive_data == archive.archive_data
+    # The copy is the archive under the new ids: each record line reads as A's with its ids mapped.
+    a_lines = [orjson.loads(line) for line in archive.archive_data.splitlines()[1:-1]]
+    b_lines = [orjson.loads(line) for line in b_archive.splitlines()[1:-1]]
+    mapped = archive.archive_data.decode()
+    for old in _ids(archive.archive_data):
+        mapped = mapped.replace(old, copied_id("ferry-b", old))
+    assert [x for x in b_lines if x["kind"] != "associations"] == [
+        x for x in map(orjson.loads, mapped.splitlines()[1:-1]) if x["kind"] != "associations"
+    ]
+    assert len(a_lines) == len(b_lines)
+
+    # The same archive again: the same ids, so the conflict rule decides (keep_newer: all held).
+    again = await source.import_archive("ferry-b", archive.archive_data)
+    assert (again.copied, again.records_imported, again.records_skipped) == (True, 0, archive.record_count)
+    # Still a copy, under the same ids, once A is gone.
+    await source.delete_agent_data("ferry-a")
+    after = await source.import_archive("ferry-b", archive.archive_data)
+    assert (after.copied, after.records_imported, after.records_skipped) == (True, 0, archive.record_count)
+    assert (await source.export("ferry-b", include_raw_journal=True)).archive_data == b_archive
+    # Into the agent it came from, once gone: a restore under the original ids, no copy.
+    restored = await source.import_archive("ferry-a", archive.archive_data)
+    assert (restored.copied, restored.records_imported) == (False, archive.record_count)
+    assert (await source.export("ferry-a", include_raw_journal=True)).archive_data == archive.archive_data
+
+
+async def test_a_copy_whose_new_id_another_agent_holds_is_a_conflict_and_nothing_is_written(
     source: cpersona.Engine, target: cpersona.Engine
 ) -> None:
+    from cpersona.operations.lifecycle.archive import encode_line
+    from cpersona.operations.lifecycle.copying import copied_id
+
     # The foreign record comes last, after a full batch of free ones: none of them may be written either.
     for n in range(70):
         await target.store(f"free record {n}", agent_id="mixed")
@@ -271,17 +376,18 @@ async def test_an_id_held_by_another_agent_is_a_conflict_and_nothing_is_written(
     owner = (await source.export("owner")).archive_data.splitlines(keepends=True)
     mixed = (await target.export("mixed")).archive_data.splitlines(keepends=True)
     await target.forget("mixed", confirm=True, older_than_seconds=0)
-    body = [*mixed[1:-1], *owner[1:-1]]
-    archive = _archive(mixed[0], body)
-    with pytest.raises(cpersona.ImportConflict):
-        await source.import_archive("intruder", archive)
-    assert await source.list(agent_id="intruder") == []
-    assert (await source.get(held.ref, agent_id="owner")).ref == held.ref
-    archive = (await source.export("owner")).archive_data
+    # An archive made by hand names, for another agent, the very id the owner's record takes in a copy.
+    squat = orjson.loads(owner[1])
+    squat["data"] = {**squat["data"], "id": copied_id("intruder", held.id), "content": "squatting"}
+    await source.import_archive("squatter", _archive(owner[0], [encode_line(squat)]))
+    archive = _archive(mixed[0], [*mixed[1:-1], *owner[1:-1]])
     with pytest.raises(cpersona.ImportConflict) as caught:
         await source.import_archive("intruder", archive)
     assert caught.value.status == 409
+    for told in ("owner", "squatter", held.id):
+        assert told not in caught.value.problem
     assert await source.list(agent_id="intruder") == []
+    assert (await source.get(held.ref, agent_id="owner")).ref == held.ref
 
 
 async def test_an_encrypted_archive_opens_only_with_its_key(

@@ -86,3 +86,28 @@ def test_export_import_export_on_the_command_line(
     refused = _run(there, "import", str(damaged), "--agent", "carol")
     assert refused.returncode == 2
     assert "checksum" in refused.stderr
+
+
+def test_an_archive_imported_into_another_agent_of_its_store_is_a_copy(
+    redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    # The same store both ways: the archive's ids are alice's, so bob's import is a copy under new ids.
+    env = _env(redis_url, key_prefix, tmp_path / "one")
+    assert _run(env, "remember", "the gate code is 4711", "--agent", "alice-cli").returncode == 0
+    archive = tmp_path / "alice.jsonl"
+    assert _run(env, "export", "--agent", "alice-cli", "-o", str(archive)).returncode == 0
+    imported = _run(env, "import", str(archive), "--agent", "bob-cli")
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 1 record(s) into agent 'bob-cli', as a copy under new ids" in imported.stdout
+    again = _run(env, "import", str(archive), "--agent", "bob-cli")
+    assert "imported 0 record(s) into agent 'bob-cli', as a copy under new ids, skipped 1" in again.stdout
+    found = _run(env, "recall", "what is the gate code?", "--agent", "bob-cli", "--json")
+    assert found.returncode == 0, found.stderr
+    assert "4711" in found.stdout
+    copy = tmp_path / "bob.jsonl"
+    assert _run(env, "export", "--agent", "bob-cli", "-o", str(copy)).returncode == 0
+    alice_id = next(line for line in archive.read_text().splitlines() if '"memory"' in line).split('"id":"')[
+        1
+    ][:36]
+    assert alice_id not in copy.read_text()
+    assert "4711" in copy.read_text()

@@ -5,6 +5,7 @@ errors named by field and code."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -177,11 +178,13 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
         assert again.status_code == 200, again.text
         _parses(again.json(), ImportResult, "ImportResponse")
         assert again.json()["records_skipped"] == 1
+    # Into another agent of this store: a copy under new ids (test_an_archive_is_copied_into_another_agent).
     foreign = await client.post(
         "/v1/lifecycle/import", json={"agent_id": "someone-else", "archive_data": body["archive_data"]}
     )
-    assert foreign.status_code == 409
-    assert foreign.json()["error"]["code"] == "IMPORT_CONFLICT"
+    assert foreign.status_code == 200, foreign.text
+    _parses(foreign.json(), ImportResult, "ImportResponse")
+    assert (foreign.json()["copied"], foreign.json()["records_imported"]) == (True, 1)
     damaged = list(data.replace(b"exported", b"EXPORTED"))
     bad = await client.post("/v1/lifecycle/import", json={**AGENT, "archive_data": damaged})
     assert bad.status_code == 400
@@ -201,7 +204,9 @@ async def test_export_then_import_in_the_sdks_shapes(client: httpx.AsyncClient) 
             "decryption_key": "a long key",
         },
     )
-    assert opened.status_code == 409  # it opened, and its record is held by the agent that exported it
+    # It opened, and its record is held by the agent that exported it: a copy.
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["copied"] is True
 
 
 def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
@@ -236,13 +241,80 @@ def test_the_sdks_request_bodies_validate_with_the_agent_added() -> None:
         validate(model, {**endpoints.dump(request), **AGENT}, Settings())
 
 
+async def test_an_archive_is_copied_into_another_agent(client: httpx.AsyncClient) -> None:
+    """Export A, import into B of the same server: B holds a copy under new ids that recall finds, whose
+    edges and graph name B's records only; A is as it was; the same archive again changes nothing."""
+    a, b = {"agent_id": "copy-from"}, {"agent_id": "copy-to"}
+    first = await _store(client, "the boiler is serviced each October", **a)
+    second = await _store(
+        client,
+        "book the boiler engineer in September",
+        **a,
+        associations=[{"target_id": first, "association_type": "causal", "weight": 0.8}],
+    )
+    exported = (await client.post("/v1/lifecycle/export", json=a)).json()
+    imported = await client.post("/v1/lifecycle/import", json={**b, "archive_data": exported["archive_data"]})
+    assert imported.status_code == 200, imported.text
+    assert imported.json() == {
+        "ok": True,
+        "records_imported": 2,
+        "records_skipped": 0,
+        "strategy": "merge",
+        "copied": True,
+    }
+    listed = (await client.get("/v1/records", params=b)).json()["records"]
+    copies = {r["content"]: r["ref"].removeprefix("mem:") for r in listed}
+    assert set(copies) == {"the boiler is serviced each October", "book the boiler engineer in September"}
+    assert not {first, second} & set(copies.values())
+    recalled = await client.post("/v1/recall/query", json={**b, "query": "when is the boiler serviced?"})
+    assert recalled.status_code == 200, recalled.text
+    refs = [row["ref"] for row in recalled.json()["rows"]]
+    assert f"mem:{copies['the boiler is serviced each October']}" in refs
+    assert not any(first in ref or second in ref for ref in refs)
+    center = copies["book the boiler engineer in September"]
+    graph = await client.post("/v1/recall/graph", json={**b, "center_id": center})
+    assert graph.status_code == 200, graph.text
+    edges = [(e["source"], e["target"]) for e in graph.json()["edges"]]
+    assert edges == [(center, copies["the boiler is serviced each October"])]
+    assert {n["id"] for n in graph.json()["nodes"]} == set(copies.values())
+    # A is untouched: its records, edge and archive as before.
+    a_graph = (await client.post("/v1/recall/graph", json={**a, "center_id": second})).json()
+    assert [(e["source"], e["target"]) for e in a_graph["edges"]] == [(second, first)]
+    assert (await client.post("/v1/lifecycle/export", json=a)).json()["checksum"] == exported["checksum"]
+    # Again: the same new ids, held already, so keep_newer keeps them and nothing is written.
+    again = await client.post("/v1/lifecycle/import", json={**b, "archive_data": exported["archive_data"]})
+    assert (again.json()["copied"], again.json()["records_imported"], again.json()["records_skipped"]) == (
+        True,
+        0,
+        2,
+    )
+    assert (await client.get("/v1/records", params=b)).json()["count"] == 2
+
+
 async def test_an_import_conflict_says_nothing_of_who_holds_the_id(client: httpx.AsyncClient) -> None:
-    # Ids are unique in the store, so an archive naming another agent's id cannot be written; the answer
-    # is the same whichever agent and record it is, and names neither (issue 31, item 8).
+    # Ids are unique in the store. A copy takes new ids; when even its new id is another agent's (an
+    # archive made by hand to name it), nothing can be written, and the answer is the same whichever
+    # agent and record it is, and names neither (issue 31, item 8).
+    from cpersona.operations.lifecycle.archive import encode_line, footer_line
+    from cpersona.operations.lifecycle.copying import copied_id
+
+    def archive(header: bytes, line: dict[str, Any]) -> list[int]:
+        body = encode_line(line)
+        digest = hashlib.sha256(header + body).hexdigest()
+        return list(header + body + footer_line(1, digest))
+
     answers = []
     for owner, text in (("owner-one", "the spare key is in the tin"), ("owner-two", "the ferry is at 7")):
         record_id = await _store(client, text, agent_id=owner)
         exported = await client.post("/v1/lifecycle/export", json={"agent_id": owner})
+        header, line, _ = bytes(exported.json()["archive_data"]).splitlines(keepends=True)
+        squat = json.loads(line)
+        squat["data"] = {**squat["data"], "id": copied_id("intruder", record_id), "content": f"{text}!"}
+        planted = await client.post(
+            "/v1/lifecycle/import",
+            json={"agent_id": f"squat-{owner}", "archive_data": archive(header, squat)},
+        )
+        assert planted.json()["copied"] is False, planted.text
         refused = await client.post(
             "/v1/lifecycle/import",
             json={"agent_id": "intruder", "archive_data": exported.json()["archive_data"]},
@@ -250,7 +322,7 @@ async def test_an_import_conflict_says_nothing_of_who_holds_the_id(client: httpx
         assert refused.status_code == 409, refused.text
         error = refused.json()["error"]
         assert error["code"] == "IMPORT_CONFLICT"
-        for told in (owner, record_id, "another agent", "held by"):
+        for told in (owner, record_id, "another agent", "held by", "squat"):
             assert told not in error["message"]
         answers.append(error)
     assert answers[0] == answers[1]

@@ -7,7 +7,8 @@ live (the subscription is confirmed before that, so nothing published later is m
 recall and a traced reconstruct, plus a recall of another project that the filter must keep off the page,
 and reads the page's DOM: the recall's card names its agent, its arms and the ref it found. A second test
 publishes hand-made traces on the server's Redis, one with every section filled in (and a hostile agent
-id), one malformed, one reconstruct, and reads each section back as text. The page must run without a
+id), one malformed, one reconstruct, and reads each section back as text. A third makes a recall whose time
+cue lifts a row and reads that row's ref in the cue section (never ``?``). The page must run without a
 script error or a Content-Security-Policy violation. The screenshot is kept as a test
 artefact (``build/test-artefacts/trace-page.png``); ``CPERSONA_UPDATE_SCREENSHOT=1`` also writes the
 README's copy, ``docs/trace-page.png``.
@@ -437,3 +438,73 @@ async def test_every_section_shows_and_odd_or_hostile_traces_stay_text(tmp_path:
         "stopped by the budget at excerpt of mem:1",
     ):
         assert shown in reconstruct["text"], shown
+
+
+_VIOLIN = "Tom started learning the violin"
+_OTHER_TOPICS = (
+    "the garden fence was painted green",
+    "the database migration finished late",
+    "Maya adopted a grey cat named Pixel",
+    "the team reviewed the budget for the conference",
+    "we planned a hiking trip to the mountains",
+)
+_CUE_SECTION = """(() => {
+  const card = document.querySelector('article.trace');
+  const s = card && [...card.querySelectorAll('section')].find(
+    (x) => x.querySelector('h3')?.textContent === 'time cue and seats');
+  return s ? s.textContent : '';
+})()"""
+
+
+def _days_ago(days: int) -> str:
+    return (datetime.now(UTC) - timedelta(days=days)).isoformat().replace("+00:00", "Z")
+
+
+@needs_chromium
+async def test_a_row_a_time_cue_lifted_is_shown_by_its_ref(tmp_path: Path) -> None:
+    """A real recall whose time cue lifts a row (the cue arm found it on the day the cue names): the
+    page's cue section names that row by its ref, where it once showed ``?`` (a lift names its row as
+    ``row``, not ``ref``), and names every seat the cue took by its ref too."""
+    ask = {"agent_id": AGENT, "project_id": PROJECT, "query": "Tom learning the violin", "limit": 5}
+    async with _served(tmp_path) as http:
+        # Five near-identical notes on five days, other topics on the days after: the cue for the day of
+        # the note ranked last holds that note alone, so the cue arm finds it and the bounded move lifts it.
+        days = (300, 200, 100, 50, 20)
+        notes = [(f"{_VIOLIN} (note {n})", d) for n, d in enumerate(days)]
+        others = zip(_OTHER_TOPICS, days, strict=True)
+        notes += [(f"{topic} (note {n + 5})", d + 1) for n, (topic, d) in enumerate(others)]
+        records = [
+            {"agent_id": AGENT, "project_id": PROJECT, "content": text, "timestamp": _days_ago(d)}
+            for text, d in notes
+        ]
+        stored = await http.post("/v1/encode/batch", json={"records": records})
+        assert stored.status_code == 200, stored.text
+        day_of = {r["ref"]: d for r, (_, d) in zip(stored.json()["results"], notes, strict=True)}
+        plain = await http.post("/v1/recall/query", json={**ask, "policy": "cued-v0.4"})
+        assert plain.status_code == 200, plain.text
+        ranked = [
+            row["ref"]
+            for row in plain.json()["rows"]
+            if (row.get("match_reason") or {}).get("admission") != "reservation"
+        ]
+        assert len(ranked) == 5
+        last = ranked[-1]
+        day = (datetime.now(UTC) - timedelta(days=day_of[last])).date().isoformat()
+        async with browser(tmp_path / "profile") as b:
+            await _open(b, http, f"/traces?project_id={PROJECT}")
+            cue = {"after": day, "before": day, "confidence": "sure"}
+            recall = await http.post("/v1/recall/query", json={**ask, "time_cue": cue, "trace": True})
+            assert recall.status_code == 200, recall.text
+            await _until(b, "document.querySelectorAll('article.trace').length >= 1")
+            section = await _until(b, _CUE_SECTION)
+            problems = list(b.problems)
+    trace = recall.json()["trace"]
+    lifted = trace["cue"]["lifted"]
+    assert [lift["row"] for lift in lifted] == [last]  # the scenario holds: the cue lifted the last row
+    assert problems == []
+    for lift in lifted:
+        assert f"{lift['row']} {lift['from']}→{lift['to']}" in section
+    for seat in trace["reservation"]:
+        assert seat["ref"] in section
+    assert "moved 1 (at most 3)" in section
+    assert "?" not in section

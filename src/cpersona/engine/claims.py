@@ -129,6 +129,7 @@ async def dedup(
                 ref=f"mem:{holder.record_id}",
                 msg_id=leader.draft.record.msg_id,
                 skipped_reason=_reason(holder.claim),
+                # The store asked for, until the write path reads the holder's (writes._held_stores).
                 store=leader.draft.record.store,
             )
     return results, fresh, follows
@@ -149,6 +150,7 @@ def follower_results(
             ref=first.ref,
             msg_id=repeat.msg_id,
             skipped_reason=reason,
-            store=repeat.store,
+            # The store of the record it names (its leader's), as a skipped leader's answer does.
+            store=first.store,
         )
     return [r for r in results if r is not None]

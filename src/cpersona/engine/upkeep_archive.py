@@ -8,17 +8,30 @@ exported: the record store reads it to no one but the raw query that asks for se
 archive is no such query.
 
 Import reads the whole archive twice: once to check its header, every line, the footer's checksum and
-that no record of it is held by another agent (nothing is written from an archive that fails), once to
-write. Records keep their ids. ``merge`` adds to what the agent holds; a record id the agent already
-holds is decided by ``conflict_resolution`` (``keep_newer`` compares ``updated_at`` — an episode's
-``created_at``, a raw entry's ``created_at`` — and keeps the held one on a tie). ``replace`` deletes all
-of the agent's data first; unlike the reference it keeps no snapshot to roll back to, so an import that
-fails part way leaves what it wrote so far (the archive was checked before the delete, so only a
-backend failure can do that). An id held by *another* agent is a 409 ``IMPORT_CONFLICT``: an import
-never overwrites another scope. Record ids are unique in the store, not per agent, so such a record
-cannot be written under its id; the refusal is one fixed answer that names neither the record nor who
-holds it, as a read of another agent's record answers as for one that never was. A memory whose
-content or caller id duplicates one the agent already holds (under another id) is skipped, as a store is.
+who holds its ids (nothing is written from an archive that fails), once to write. Record ids are unique
+in the store, not per agent, which gives three cases:
+
+- **Into the agent it came from, or into a store that holds none of its ids** (a restore, a move to
+  another store): records keep their ids.
+- **Into another agent of the store it came from** (an id of it is held by another agent): the import is
+  a copy (:mod:`~cpersona.operations.lifecycle.copying`). Every record takes the id derived from (this
+  agent, its id) and every reference in the archive follows, so the copy is whole in itself and the
+  source agent is untouched. ``copied`` in the answer says so.
+- **The same archive copied into the same agent again**: the ids its copy would take are held by this
+  agent already, so it is a copy again, under the same ids, and the conflict rule decides each of them as
+  below (with ``keep_newer``, an unchanged archive writes nothing). This holds even once the source agent
+  is gone.
+
+``merge`` adds to what the agent holds; a record id the agent already holds is decided by
+``conflict_resolution`` (``keep_newer`` compares ``updated_at`` — an episode's ``created_at``, a raw
+entry's ``created_at`` — and keeps the held one on a tie). ``replace`` deletes all of the agent's data
+first; unlike the reference it keeps no snapshot to roll back to, so an import that fails part way leaves
+what it wrote so far (the archive was checked before the delete, so only a backend failure can do that).
+An import never overwrites another scope: when even the id a copy would take is held by another agent
+(an archive made by hand to name it), or another agent takes an id between the check and the write, the
+answer is a 409 ``IMPORT_CONFLICT``, one fixed answer that names neither the record nor who holds it, as
+a read of another agent's record answers as for one that never was. A memory whose content or caller id
+duplicates one the agent already holds (under another id) is skipped, as a store is.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ from cpersona.operations.lifecycle.archive import (
     header_line,
     record_line,
 )
+from cpersona.operations.lifecycle.copying import copied, copied_id
 from cpersona.operations.lifecycle.sealing import is_sealed, open_sealed, seal
 from cpersona.stores.association_values import AssociationGraph
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
@@ -135,43 +149,69 @@ def _conflict(*, checked: bool = True) -> ImportConflict:
     written = "nothing of the archive was written" if checked else "the import stopped there"
     return ImportConflict(
         "archive_data",
-        f"holds a record id this agent cannot take (an id is unique in the store); {written}. Import it "
-        "into the agent it came from, or into another store",
+        f"holds a record id this agent cannot take, nor the id its copy would take (an id is unique in "
+        f"the store); {written}",
     )
 
 
-async def _foreign(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord]) -> None:
-    """Refuse the import when a record of ``batch`` is held by another agent (read concurrently)."""
-    records = life.backends.records
-    held: list[str] = []
+@dataclasses.dataclass
+class _Held:
+    """What the check found of the archive's ids in the store (read before any write)."""
 
-    async def one(record: MemoryRecord | EpisodeRecord | RawRecord) -> None:
-        found = await records.get(_kind(record), record.id)
+    foreign: bool = False
+    """An id of the archive is held by another agent: the import is a copy."""
+    copied: bool = False
+    """The id a record's copy would take is held by this agent: it was copied here before."""
+    taken: bool = False
+    """The id a record's copy would take is held by another agent: no copy can be written."""
+
+    @property
+    def copy(self) -> bool:
+        return self.foreign or self.copied
+
+
+async def _holders(life: Lifecycle, agent_id: str, batch: list[ArchivedRecord], held: _Held) -> None:
+    """Who holds each record's id, and who the id its copy would take (all read concurrently)."""
+    records = life.backends.records
+
+    async def original(kind: RecordKind, record_id: str) -> None:
+        found = await records.get(kind, record_id)
         if found is not None and found.scope.agent_id != agent_id:
-            held.append(record.ref)
+            held.foreign = True
+
+    async def copy(kind: RecordKind, record_id: str) -> None:
+        found = await records.get(kind, copied_id(agent_id, record_id))
+        if found is not None:
+            if found.scope.agent_id == agent_id:
+                held.copied = True
+            else:
+                held.taken = True
 
     async with anyio.create_task_group() as tg:
         for record in batch:
             if not isinstance(record, ProfileRecord):
-                tg.start_soon(one, record)
-    if held:
-        raise _conflict()
+                tg.start_soon(original, _kind(record), record.id)
+                tg.start_soon(copy, _kind(record), record.id)
 
 
-async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> int:
-    """Every line, the footer's checksum, and that no record is another agent's: before any write."""
+async def _check(life: Lifecycle, agent_id: str, lines: Iterable[bytes]) -> bool:
+    """Every line, the footer's checksum, and whose ids the archive's are, before any write: whether
+    the import is a copy (:mod:`~cpersona.operations.lifecycle.copying`)."""
     reader = ArchiveReader(agent_id)
+    held = _Held()
     batch: list[ArchivedRecord] = []
     for line in lines:
         record = reader.read(line)
         if record is not None and not isinstance(record, AssociationGraph):
             batch.append(record)
         if len(batch) >= _BATCH:
-            await _foreign(life, agent_id, batch)
+            await _holders(life, agent_id, batch, held)
             batch = []
-    count = reader.finish()
-    await _foreign(life, agent_id, batch)
-    return count
+    reader.finish()
+    await _holders(life, agent_id, batch, held)
+    if held.copy and held.taken:
+        raise _conflict()
+    return held.copy
 
 
 async def import_archive(
@@ -196,7 +236,7 @@ async def import_lines(
 ) -> ImportResult:
     """Import an archive whose lines ``lines()`` gives (it is called twice: check, then write), under
     ``req``'s agent, strategy and conflict rule."""
-    await _check(life, req.agent_id, lines())
+    copy = await _check(life, req.agent_id, lines())
     await check_free_space(life.settings)
     if req.strategy == "replace":
         await delete_agent_data(life, req.agent_id)
@@ -206,6 +246,8 @@ async def import_lines(
     graphs: list[AssociationGraph] = []
     for line in lines():
         record = reader.read(line)
+        if copy and record is not None:
+            record = copied(req.agent_id, record)
         if isinstance(record, AssociationGraph):
             graphs.append(record)
         elif record is not None:
@@ -221,7 +263,7 @@ async def import_lines(
     # After the records its mentions and relations name; added to what the agent declared.
     await life.backends.records.restore_association_graphs(req.agent_id, graphs)
     return ImportResult(
-        records_imported=writer.imported, records_skipped=writer.skipped, strategy=req.strategy
+        records_imported=writer.imported, records_skipped=writer.skipped, strategy=req.strategy, copied=copy
     )
 
 

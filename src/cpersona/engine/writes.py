@@ -22,7 +22,7 @@ from cpersona.engine import deletes, vector_writes
 from cpersona.engine.associations import check_declared_refs
 from cpersona.engine.claims import content_claim, dedup, follower_results, reservation_secs
 from cpersona.engine.disk import check_free_space
-from cpersona.engine.reads import get
+from cpersona.engine.reads import get, read_memories
 from cpersona.engine.vector_writes import abandoned_on_failure, with_vectors
 from cpersona.errors import AgentBeingDeleted, InvalidRequest
 from cpersona.model.agent_requests import ProfileText
@@ -59,6 +59,7 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
     await check_free_space(life.settings)
     await check_declared_refs(b.records, drafts)
     results, fresh, follows = await dedup(b.records, life.keys, drafts, reservation_secs(life.settings))
+    results = await _held_stores(life, drafts, results)
     if fresh:
         given = {f.record_id: v for f in fresh if (v := vectors[f.index]) is not None}
         async with abandoned_on_failure(b, [f.in_flight for f in fresh]):
@@ -80,6 +81,27 @@ async def _store_memories(life: Lifecycle, drafts: Sequence[MemoryDraft]) -> lis
                 associations_created=len(rec.associations),
             )
     return follower_results(results, drafts, follows)
+
+
+async def _held_stores(
+    life: Lifecycle, drafts: Sequence[MemoryDraft], results: list[StoreResult | None]
+) -> list[StoreResult | None]:
+    """Each skipped store's answer with the store of the record that holds its content or id, not the
+    one it asked for: a Cerememory client reads ``record_id`` and ``store`` only (its SDK drops
+    ``result``), so the two must describe one record. A holder still being written (a concurrent store
+    that has taken the claim) has no document yet; its answer keeps the store asked for."""
+    out = list(results)
+    skipped = [i for i, r in enumerate(results) if r is not None and r.result == "skipped"]
+    for agent in {drafts[i].record.scope.agent_id for i in skipped}:
+        mine = [i for i in skipped if drafts[i].record.scope.agent_id == agent]
+        ids = list(dict.fromkeys(r.record_id for i in mine if (r := out[i]) is not None))
+        held = {m.id: m.store for m in await read_memories(life, agent, ids)}
+        for i in mine:
+            result = out[i]
+            assert result is not None
+            if result.record_id in held:
+                out[i] = result.model_copy(update={"store": held[result.record_id]})
+    return out
 
 
 def _caller_vectors(b: Backends, drafts: Sequence[MemoryDraft]) -> list[Vector | None]:

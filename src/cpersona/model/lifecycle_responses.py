@@ -94,3 +94,8 @@ class ImportResult(ResultModel):
     records_imported: int
     records_skipped: int = Field(description="Kept as held by the conflict rule, or duplicates by content")
     strategy: str
+    copied: bool = Field(
+        default=False,
+        description="The archive came from another agent of this store: its records were written as a "
+        "copy, under new ids derived from this agent and their ids, every reference among them following",
+    )

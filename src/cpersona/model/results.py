@@ -23,8 +23,9 @@ class StoreResult(ResultModel):
     but its vector could not be written yet; the engine finishes it on its next sweep or start.
 
     The rest are the fields of Cerememory's answers: for a memory, the ``store`` it was written to (for
-    a skipped one, the store the write asked for) and the associations the write created (none when
-    skipped); for a raw entry, its session and labels.
+    a skipped one, the store of the record that holds it, so that ``record_id`` and ``store`` describe
+    one record; Cerememory's SDK reads those and drops ``result``) and the associations the write
+    created (none when skipped); for a raw entry, its session and labels.
     """
 
     ok: Literal[True] = True
@@ -53,7 +54,7 @@ class StoreResult(ResultModel):
         default=None,
         exclude_if=absent,
         description="A memory's store (Cerememory's EncodeStoreResponse); for a skipped write, "
-        "the store it asked for",
+        "the store of the record that holds it",
     )
     initial_fidelity: float | None = Field(
         default=None, exclude_if=absent, description="A memory's: always 1.0"

@@ -132,8 +132,10 @@ async def _import_archive(service: Service, args: argparse.Namespace) -> int:
             raise TypeError(type(service).__name__)
     finally:
         bar.close()
+    # A copy says so: its records are under new ids (the archive came from another agent of this store).
+    copy = ", as a copy under new ids" if result.get("copied") else ""
     print(
-        f"imported {result['records_imported']} record(s) into agent {args.agent!r}, skipped "
+        f"imported {result['records_imported']} record(s) into agent {args.agent!r}{copy}, skipped "
         f"{result['records_skipped']} (held already, or duplicates) ({result['strategy']})"
     )
     return EXIT_OK

@@ -177,7 +177,10 @@ LIFECYCLE_OPERATIONS: tuple[Operation, ...] = (
         body=ImportRequest,
         errors=(400, 409, 413, 503, 507),
         description="Every line and the checksum are checked before anything is written (a bad checksum "
-        "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). A record id held by another "
-        "agent is a 409 IMPORT_CONFLICT, the same answer whichever record and agent it is.",
+        "is a 400 naming `checksum`; a wrong key one naming `decryption_key`). An archive of another agent "
+        "of this store is imported as a copy (`copied: true`): every record under a new id derived from "
+        "this agent and its id, every reference among them following; a second import of it finds those "
+        "ids held and the conflict rule decides. A copy's id held by yet another agent is a 409 "
+        "IMPORT_CONFLICT, the same answer whichever record and agent it is.",
     ),
 )

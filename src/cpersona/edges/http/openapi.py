@@ -50,8 +50,8 @@ _ERROR_TEXT = {
     "connection is closed (REQUEST_TIMEOUT)",
     409: "A write to an agent whose data is being deleted, or was deleted since the write began; nothing "
     "of it was kept, and sent again once the delete has finished it is stored (AGENT_BEING_DELETED); "
-    "lifecycle.import: a record id of the archive is taken outside this agent (ids are unique in the "
-    "store); one fixed answer, naming no record (IMPORT_CONFLICT)",
+    "lifecycle.import: a record id the import would write, even as a copy, is taken outside this agent "
+    "(ids are unique in the store); one fixed answer, naming no record (IMPORT_CONFLICT)",
     413: "Content, metadata or the body (CPERSONA_MAX_BODY_BYTES) is over its limit (CONTENT_TOO_LARGE)",
     415: "The body is not `application/json` (UNSUPPORTED_MEDIA_TYPE)",
     421: "A server bound to loopback answers only to `Host: localhost`, `127.0.0.1` or `[::1]` with its "

@@ -258,8 +258,9 @@ OPERATIONS: tuple[Operation, ...] = (
         body=StoreRequest,
         errors=_RELATING_WRITE_ERRORS,
         description="A repeat of the caller's `id` (within agent+project) or of identical content (within "
-        "agent+project+channel) is not stored again: `result: skipped` with the first ref. A timestamp "
-        "more than CPERSONA_FUTURE_TIMESTAMP_SLACK_SECS ahead of the server clock adds the warning "
+        "agent+project+channel) is not stored again: `result: skipped` with the first record's ref and "
+        "store. A timestamp more than CPERSONA_FUTURE_TIMESTAMP_SLACK_SECS ahead of the server clock adds "
+        "the warning "
         "`timestamp_ahead_of_clock` (or is refused, per CPERSONA_FUTURE_TIMESTAMP_MODE).",
     ),
     Operation(

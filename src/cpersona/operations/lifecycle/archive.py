@@ -9,9 +9,11 @@ one. The footer carries the number of record lines and the SHA-256 (lowercase he
 it, so an import refuses an archive that was cut short or changed.
 
 The archive holds no agent id, no insertion sequence, no vector state and no time of export: they belong
-to the store it was taken from, not to what was remembered. So exporting, importing into another agent
-(or another data dir) and exporting again gives the same bytes; records keep their ids, and their order
-(insertion order, which the import reproduces) keeps their sequence's meaning.
+to the store it was taken from, not to what was remembered. So exporting, importing into an agent of
+another store (or a fresh data dir) and exporting again gives the same bytes; records keep their ids, and
+their order (insertion order, which the import reproduces) keeps their sequence's meaning. Into another
+agent of the store it came from, an archive is a copy under new ids
+(:mod:`~cpersona.operations.lifecycle.copying`).
 
 Times are RFC 3339 text in UTC to the microsecond (as every read shows them), other numbers are written
 to 15 significant digits: the record store may read a number back one unit in its last place off what
