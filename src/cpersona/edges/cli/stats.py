@@ -27,7 +27,7 @@ def _fidelity(value: float | None) -> str:
 def render_stats(stats: Mapping[str, Any]) -> Iterator[str]:
     """The answer of ``/v1/introspect/stats`` as two aligned tables: totals, then one row per store."""
     vectors = stats.get("vectors")
-    # The mean of no memory is answered as 0 (Cerememory's shape); shown as none.
+    # Cerememory's shape answers 0 for the mean of no memory; shown as none (-).
     none = stats["memories"] == 0
     rows: list[tuple[str, str]] = [
         ("memories", str(stats["memories"])),
