@@ -101,7 +101,35 @@ def test_remember_then_stats_and_get(env: dict[str, str]) -> None:
 
     plain = run(env, "stats")
     assert plain.returncode == 0, plain.stderr
-    assert "memories: 1" in plain.stdout.splitlines()
+    assert "memories         1" in plain.stdout.splitlines()
+
+
+def test_stats_is_a_table_with_whole_counts(env: dict[str, str]) -> None:
+    for text in ("the boiler is serviced in May", "the spare key is under the mat"):
+        assert run(env, "remember", text, "--agent", AGENT).returncode == 0
+    counts = stats(env)
+    # Every count is an integer in the JSON, as the response model declares (a recall count was 0.0).
+    for name in ("memories", "total_records", "total_associations", "total_recall_count", "vector_pending"):
+        assert type(counts[name]) is int, (name, counts[name])
+    assert counts["records_by_store"] == {"episodic": 2, "semantic": 0, "procedural": 0, "emotional": 0}
+    done = run(env, "stats", "--agent", AGENT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:7] == [
+        "memories         2",
+        "episodes         0",
+        "raw entries      0",
+        "vectors          - (no embedder)",
+        "vectors pending  0",
+        "associations     0",
+        "recalls          0",
+    ]
+    assert re.fullmatch(r"mean fidelity    0\.\d{3}", lines[7]), lines
+    assert re.fullmatch(r"oldest memory    \d{4}-\d\d-\d\dT[\d:.]+Z", lines[8]), lines
+    assert re.fullmatch(r"store +memories +mean fidelity", lines[11]), lines
+    assert re.fullmatch(r"episodic +2 +0\.\d{3}", lines[12]), lines
+    assert re.fullmatch(r"semantic +0 +-", lines[13]), lines
+    assert not any("{" in line for line in lines)  # no Python dict shown
 
 
 def test_remember_reports_warnings_and_json(env: dict[str, str]) -> None:
@@ -153,19 +181,34 @@ def test_unavailable_redis_exits_3(env: dict[str, str]) -> None:
     assert done.stderr.count("\n") == 1
 
 
-def test_forget_needs_yes(env: dict[str, str]) -> None:
+def test_delete_agent_needs_yes(env: dict[str, str]) -> None:
     assert run(env, "remember", "one", "--agent", AGENT).returncode == 0
     assert run(env, "remember", "two", "--agent", AGENT).returncode == 0
     assert run(env, "remember", "someone else's", "--agent", "other").returncode == 0
-    refused = run(env, "forget", "--agent", AGENT)
+    refused = run(env, "delete-agent", "--agent", AGENT)
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: --yes: is required")
     assert stats(env)["memories"] == 2
-    done = run(env, "forget", "--agent", AGENT, "--yes")
-    assert done.returncode == 0, done.stderr
+    done = run(env, "delete-agent", "--agent", AGENT, "--yes")
+    assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == f"deleted 2 record(s) of agent '{AGENT}'\n"
     assert stats(env)["memories"] == 0
     assert stats(env, "other")["memories"] == 1
+
+
+def test_forget_is_the_old_name_of_delete_agent(env: dict[str, str]) -> None:
+    assert run(env, "remember", "one", "--agent", AGENT).returncode == 0
+    note = "note: 'cpersona forget' is deprecated: use 'cpersona delete-agent', the same command\n"
+    refused = run(env, "forget", "--agent", AGENT)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(note + "error: --yes: is required")
+    done = run(env, "forget", "--agent", AGENT, "--yes")
+    assert (done.returncode, done.stderr) == (0, note)
+    assert done.stdout == f"deleted 1 record(s) of agent '{AGENT}'\n"
+    assert stats(env)["memories"] == 0
+    helped = run(env, "--help")
+    assert re.search(r"delete-agent\s+delete all data of one agent \(MCP delete_agent_data\)", helped.stdout)
+    assert re.search(r"forget\s+deprecated: the old name of delete-agent", helped.stdout)
 
 
 def _jsonl(tmp_path: Path) -> Path:
@@ -233,7 +276,7 @@ def test_import_without_agent_names_the_field(env: dict[str, str], tmp_path: Pat
 def test_python_dash_m_and_help(env: dict[str, str]) -> None:
     done = run(env, "--help", module=True)
     assert done.returncode == 0
-    for command in ("serve", "remember", "import", "stats", "get", "forget", "reconstruct"):
+    for command in ("serve", "remember", "import", "stats", "get", "delete-agent", "reconstruct"):
         assert command in done.stdout
 
 
@@ -267,6 +310,9 @@ def test_serve_answers_and_shuts_down_on_sigint(env: dict[str, str], free_tcp_po
     assert "Application shutdown complete" in stderr
     assert "Application startup complete" in stderr
     assert "Application shutdown complete" in stderr
+    # Whether a request needs a key, and where the logs go (the Redis is not embedded: no file of its own).
+    assert "\n  api keys  not required (CPERSONA_KEYS=auto; listening on loopback only)\n" in stderr
+    assert "\n  logs      stderr, one line per request on stdout\n" in stderr
     assert stats(env)["memories"] == 1
 
 

@@ -131,16 +131,19 @@ def test_every_command_talks_to_the_server_that_holds_the_data_dir(
         elsewhere = _env(tmp_path / "elsewhere", CPERSONA_URL=url)
         assert json_stats(elsewhere)["memories"] == 3
 
-        forgot = run(env, "forget", "--agent", AGENT, "--yes")
+        forgot = run(env, "delete-agent", "--agent", AGENT, "--yes")
         assert forgot.stdout == f"deleted 3 record(s) of agent '{AGENT}'\n"
         assert run(env, "remember", "kept after the stop", "--agent", AGENT).returncode == 0
 
-        said = _wait_for(log, "embedder", proc)
+        said = _wait_for(log, "  logs  ", proc)
         assert f"serving {url}" in said
         assert f"data dir  {data}" in said
         assert re.search(r"redis     \d+\.\d+\.\d+ at embedded ", said), said
         assert "vectors   none (no embedder, no vectors)" in said
         assert "embedder  none" in said
+        assert "  api keys  not required (CPERSONA_KEYS=auto; listening on loopback only)\n" in said
+        redis_log = data.resolve() / "redis" / "redis.log"
+        assert f"  logs      stderr, one line per request on stdout; embedded Redis {redis_log}\n" in said
     assert "POST /v1/encode HTTP/1.1" in log.read_text()
     # Stopped: the record is gone and the commands open the data dir themselves again.
     assert not (data / "server.url").exists()

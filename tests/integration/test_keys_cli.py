@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 _TOKEN = re.compile(r"cpk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 async def _cli(data_dir: Path, *args: str) -> tuple[int, str, str]:
@@ -36,17 +37,32 @@ async def test_keys_without_a_running_engine(tmp_path: Path) -> None:
     assert token is not None
     assert out.count(token.group(0)) == 1
     key_id = token.group(1)
+    # Nothing else on stderr: no warning of a coroutine redis-om left unawaited.
+    assert err == ""
     code, out, err = await _cli(tmp_path, "list", "--json")
-    assert code == 0, err
+    assert (code, err) == (0, "")
     (listed,) = orjson.loads(out)["keys"]
     assert listed["key_id"] == key_id
     assert listed["agents"] == ["ann", "bob"]
     assert listed["name"] == "fleet"
+    assert _RFC3339.fullmatch(listed["created_at"]), listed
     assert token.group(0) not in out
+    code, out, err = await _cli(tmp_path, "create", "--admin", "--json")
+    assert (code, err) == (0, "")
+    assert _RFC3339.fullmatch(orjson.loads(out)["info"]["created_at"]), out
     assert (await _cli(tmp_path, "revoke", key_id))[0] == 0
     code, out, _ = await _cli(tmp_path, "revoke", key_id)
     assert code != 0
     assert "no key" in out
+
+
+async def test_an_empty_key_list_says_so(tmp_path: Path) -> None:
+    code, out, err = await _cli(tmp_path, "list")
+    assert (code, out) == (0, "")
+    assert err == "no API keys; make one with: cpersona keys create --agent AGENT (or --admin)\n"
+    code, out, err = await _cli(tmp_path, "list", "--json")
+    assert (code, err) == (0, "")
+    assert orjson.loads(out) == {"ok": True, "keys": []}
 
 
 async def test_bad_key_requests_name_the_field(tmp_path: Path) -> None:
@@ -109,5 +125,10 @@ async def test_the_cli_sends_its_key_to_a_server_that_asks_for_one(tmp_path: Pat
         forbidden = await anyio.run_process(other, env={**bare, "CPERSONA_API_KEY": token}, check=False)
         assert forbidden.returncode != 0
         assert "bob" in forbidden.stderr.decode()
+        # What serve said when it started: that keys are asked for, and where it logs.
+        said = await anyio.Path(log).read_text()
+        assert "  api keys  required (CPERSONA_KEYS=on): send 'Authorization: Bearer <key>'" in said, said
+        redis_log = await anyio.Path(tmp_path).resolve() / "redis" / "redis.log"
+        assert f"  logs      stderr, one line per request on stdout; embedded Redis {redis_log}\n" in said
     finally:
         stop_serve(proc)

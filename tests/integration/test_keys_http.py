@@ -149,6 +149,8 @@ async def test_admin_routes_need_an_admin_key(keyed: httpx.AsyncClient, store: A
     new = made.json()
     assert re.fullmatch(r"cpk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}", new["key"])
     assert new["info"]["agents"] == ["dan"]
+    # A time on the wire is RFC 3339, as every other answer gives it.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", new["info"]["created_at"])
     listed = (await keyed.get("/v1/keys", headers=_auth(admin))).json()["keys"]
     assert new["info"]["key_id"] in [k["key_id"] for k in listed]
     assert all("digest" not in k and "key" not in k for k in listed)

@@ -4,11 +4,14 @@ stderr; a damaged archive exits 2 naming the checksum."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
+import anyio
+import orjson
 import pytest
 
 from serving import environment_without_settings
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
+    import cpersona
     from cpersona.stores.redis.connection import RedisClient
 
 
@@ -111,3 +115,21 @@ def test_an_archive_imported_into_another_agent_of_its_store_is_a_copy(
     ][:36]
     assert alice_id not in copy.read_text()
     assert "4711" in copy.read_text()
+
+
+async def test_export_says_the_count_its_footer_holds(
+    engine: cpersona.Engine, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    # An agent with an associative layer: its archive has an associations line, which is no record.
+    anchor = await engine.store("Ada met the ops team", agent_id="graphed")
+    await engine.store("the boiler is serviced in May", agent_id="graphed")
+    await engine.declare_associations("graphed", {"entities": [{"name": "Ada"}]}, anchor_ref=anchor.ref)
+    target = tmp_path / "graphed.jsonl"
+    env = _env(redis_url, key_prefix, tmp_path / "data")
+    done = await anyio.to_thread.run_sync(_run, env, "export", "--agent", "graphed", "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    lines = [orjson.loads(line) for line in (await anyio.Path(target).read_bytes()).splitlines()]
+    assert [line["kind"] for line in lines] == ["header", "memory", "memory", "associations", "footer"]
+    assert lines[-1]["record_count"] == 2
+    assert f"exported 2 record(s) of agent 'graphed' to {target}\n" in done.stderr
+    assert re.search(r"\b2/2\b", done.stderr), done.stderr  # the bar counts the same lines

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 import pytest
+from aredis_om.checks import has_redis_json
 from aredis_om.model.model import model_registry
 
 from cpersona.keys import Keys
@@ -102,8 +103,12 @@ async def test_a_model_is_unusable_until_bound_and_bound_models_are_not_migrated
     assert bound.make_key("x") == f"{key_prefix}:profile:x"
     assert bound.make_primary_key("x") == f"{key_prefix}:profile:x"
     assert not any(model is bound for model in model_registry.values())
-    # Made with model_validate, as the stores make them: JsonModel.__init__ would start its probe.
+    probes = has_redis_json.cache_info()
     doc = bound.model_validate({"pk": "x", "agent_id": "x", "content": "c", "updated_at": BASE})
+    key = {"key_id": "0123456789ab", "agents": ["ann"], "admin": False, "created_at": BASE, "digest": "d"}
+    assert ApiKeyDocument.read(key, "0123456789ab").info().agents == ("ann",)
+    # No document starts redis-om's has_redis_json probe: a coroutine it never awaits, reported at exit.
+    assert has_redis_json.cache_info() == probes
     assert await doc.save() is doc
     assert await json_ops(redis).get(f"{key_prefix}:profile:x") == {"pk": "x", **doc.record().model_dump()}
     assert await bound.delete("x") == 1

@@ -13,6 +13,7 @@ from cpersona.model.cmp_stats import cmp_stats
 from cpersona.model.fidelity import FidelityCurve, as_read
 from cpersona.model.fields import AgentId, KeyText, check
 from cpersona.model.records import EpisodeRecord, MemoryRecord, ProfileRecord, RawRecord, parse_ref
+from cpersona.model.responses import StatsResponse
 from cpersona.model.scope import ReadScope
 from cpersona.stores.protocols import scope_filter
 
@@ -143,7 +144,8 @@ class ReadService:
             vectors = await (
                 b.vectors.count_all() if agent is None else b.vectors.count(scope_filter(ReadScope(agent)))
             )
-        return {
+        # Through the response model, so every surface answers the types its schema declares.
+        answer = {
             "ok": True,
             "memories": counts.memories,
             "episodes": counts.episodes,
@@ -152,3 +154,4 @@ class ReadService:
             "vectors": vectors,
             **cmp_stats(await b.records.memory_states(agent), counts.raw_entries, time.time(), life.curve),
         }
+        return StatsResponse.model_validate(answer).model_dump(mode="json")

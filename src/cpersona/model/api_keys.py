@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cpersona.errors import InvalidRequest
+from cpersona.model.epoch_time import KeptTime
 from cpersona.model.fields import AgentId, KeyText, RequestModel
 from cpersona.model.wording import pattern_in_words
 
@@ -64,7 +65,7 @@ class ApiKey(BaseModel):
     name: str | None = None
     agents: tuple[str, ...] = Field(description="The agents it may act for (empty for an admin key)")
     admin: bool
-    created_at: float = Field(description="Unix seconds")
+    created_at: KeptTime = Field(description="When the key was made, RFC 3339 in UTC")
 
     @property
     def scope(self) -> frozenset[str] | None:

@@ -16,7 +16,15 @@ from cpersona.model.fields import Before, refusal
 from cpersona.model.records import format_time
 from cpersona.model.time_cue import MAX_TS
 
-__all__ = ["EPOCH_TIME_SCHEMA", "MAX_TIME_TEXT", "TIME_TEXT_PATTERN", "EpochTime", "ShownTime", "renderable"]
+__all__ = [
+    "EPOCH_TIME_SCHEMA",
+    "MAX_TIME_TEXT",
+    "TIME_TEXT_PATTERN",
+    "EpochTime",
+    "KeptTime",
+    "ShownTime",
+    "renderable",
+]
 
 MAX_TIME_TEXT = 64
 """The longest time text read (a full RFC 3339 time with a fraction and an offset is some 32)."""
@@ -96,3 +104,9 @@ def _read_back(value: object) -> object:
 
 ShownTime = Annotated[float, BeforeValidator(_read_back), PlainSerializer(format_time, return_type=str)]
 """A point in time of an answer: epoch seconds in Python, RFC 3339 text on the wire (read back as either)."""
+
+KeptTime = Annotated[
+    float, BeforeValidator(_read_back), PlainSerializer(format_time, return_type=str, when_used="json")
+]
+"""A :data:`ShownTime` of a model that is also a stored document (an API key's): epoch seconds in Python
+and in the document redis-om writes from ``model_dump()``, RFC 3339 text only in JSON."""

@@ -25,13 +25,14 @@ from cpersona.stores.redis.trace_subscription import RedisTraceSubscription
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from cpersona.settings import Settings
     from cpersona.stores.key_store import KeyStore
     from cpersona.stores.redis.connection import RedisClient
     from cpersona.stores.trace_subscription import TraceSubscription
 
-__all__ = ["key_store", "running_redis_url", "shown_redis_address", "subscribe_traces"]
+__all__ = ["embedded_redis_log", "key_store", "running_redis_url", "shown_redis_address", "subscribe_traces"]
 
 
 async def running_redis_url(settings: Settings) -> str:
@@ -63,6 +64,14 @@ def shown_redis_address(settings: Settings) -> str:
     root = settings.data_dir.expanduser().resolve()
     found = read_text(ServerLayout(root, root / "redis").url_file)
     return "embedded " + (redact_url(found) if found else "(address unknown)")
+
+
+def embedded_redis_log(settings: Settings) -> Path | None:
+    """The log file of the data dir's embedded Redis, or ``None`` when the engines use another Redis."""
+    if settings.redis_url is not None:
+        return None
+    root = settings.data_dir.expanduser().resolve()
+    return ServerLayout(root, root / "redis").logfile
 
 
 @contextlib.asynccontextmanager

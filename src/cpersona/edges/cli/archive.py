@@ -26,7 +26,7 @@ from tqdm import tqdm
 from cpersona.edges.cli.importing import import_jsonl
 from cpersona.edges.cli.outcomes import EXIT_OK, BadInput
 from cpersona.edges.cli.service import LocalService, RemoteService
-from cpersona.operations.lifecycle.archive import ARCHIVE_FORMAT
+from cpersona.operations.lifecycle.archive import ARCHIVE_FORMAT, is_record_line
 
 if TYPE_CHECKING:
     import argparse
@@ -69,7 +69,8 @@ async def _export_local(
     async with contextlib.aclosing(lines):
         async for line in lines:
             out.write(line)
-            if line.startswith(b'{"data"'):
+            # The lines the footer counts: not the header, an associations line or the footer itself.
+            if is_record_line(line):
                 records += 1
                 bar.update(1)
     return records

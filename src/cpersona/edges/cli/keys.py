@@ -89,6 +89,10 @@ def _print_list(listed: KeyListResponse, as_json: bool, out: TextIO) -> None:
     if as_json:
         print(orjson.dumps(listed.model_dump(mode="json")).decode(), file=out)
         return
+    if not listed.keys:
+        # On stderr: stdout holds one key per line, and a script reading it finds none.
+        print("no API keys; make one with: cpersona keys create --agent AGENT (or --admin)", file=sys.stderr)
+        return
     for key in listed.keys:
         print(_describe(key), file=out)
 

@@ -1,5 +1,5 @@
-"""The ``cpersona`` command: run the HTTP API, store, import, inspect and forget memories by hand, and
-follow recall traces live (``cpersona trace tail``).
+"""The ``cpersona`` command: run the HTTP API, store, import and inspect memories by hand, delete an
+agent's data (``cpersona delete-agent``), and follow recall traces live (``cpersona trace tail``).
 
 The command parses its arguments, reads the settings (``CPERSONA_*`` variables plus a few flags), and
 then makes one ``anyio.run`` call that awaits the library; it holds no logic of its own beyond presenting
@@ -41,11 +41,12 @@ from cpersona.edges.cli.outcomes import (
     EXIT_UNAVAILABLE,
     BadInput,
 )
-from cpersona.edges.cli.parser import build_parser
+from cpersona.edges.cli.parser import OLD_NAMES, build_parser
 from cpersona.edges.cli.raw import raw_command
 from cpersona.edges.cli.reconstruct import reconstruct_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
+from cpersona.edges.cli.stats import stats_command
 from cpersona.edges.cli.timeline import timeline_command
 from cpersona.edges.cli.trace_follow import follow_server_traces
 from cpersona.edges.cli.trace_tail import tail_traces
@@ -99,17 +100,6 @@ async def _remember(service: Service, args: argparse.Namespace) -> int:
     print(line)
     for warning in result.get("warnings", ()):
         print(f"warning: {warning}", file=sys.stderr)
-    return EXIT_OK
-
-
-async def _stats(service: Service, args: argparse.Namespace) -> int:
-    stats = await service.stats(args.agent)
-    if args.json:
-        print(orjson.dumps(stats).decode())
-        return EXIT_OK
-    for key, value in stats.items():
-        if key != "ok":
-            print(f"{key}: {'-' if value is None else value}")
     return EXIT_OK
 
 
@@ -223,8 +213,8 @@ async def _trace_tail(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _forget(service: Service, args: argparse.Namespace) -> int:
-    result = await service.forget(args.agent)
+async def _delete_agent(service: Service, args: argparse.Namespace) -> int:
+    result = await service.delete_agent(args.agent)
     print(f"deleted {result['deleted']} record(s) of agent {args.agent!r}")
     return EXIT_OK
 
@@ -236,9 +226,9 @@ _COMMANDS: dict[str, _Command] = {
     "remember": _remember,
     "import": import_command,
     "export": export_command,
-    "stats": _stats,
+    "stats": stats_command,
     "get": _get,
-    "forget": _forget,
+    "delete-agent": _delete_agent,
     "recall": _recall,
     "reconstruct": reconstruct_command,
     "timeline": timeline_command,
@@ -255,7 +245,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         return await _trace_tail(settings, args)
     if args.command == "keys":
         return await keys_command(settings, args)
-    if args.command == "forget" and not args.yes:
+    if args.command == "delete-agent" and not args.yes:
         raise InvalidRequest("--yes", f"is required to delete all data of agent {args.agent!r}")
     url = server_url(settings)
     if url is None:
@@ -291,6 +281,13 @@ def _fail(exc: BaseException) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cpersona`` console script and of ``python -m cpersona``."""
     args = build_parser().parse_args(argv)
+    renamed = OLD_NAMES.get(args.command)
+    if renamed is not None:
+        print(
+            f"note: 'cpersona {args.command}' is deprecated: use 'cpersona {renamed}', the same command",
+            file=sys.stderr,
+        )
+        args.command = renamed
     logging.basicConfig(
         level=logging.INFO if args.command == "serve" else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -13,9 +13,16 @@ from cpersona.edges.mcp.stdio import add_mcp_parser
 from cpersona.settings import RecallMode
 from cpersona.version import __version__
 
-__all__ = ["DEFAULT_BATCH", "build_parser"]
+__all__ = ["DEFAULT_BATCH", "OLD_NAMES", "build_parser"]
 
 DEFAULT_BATCH = 256
+DELETE_AGENT_HELP = (
+    "Delete every record, claim, profile and vector of one agent, for good: MCP's delete_agent_data, "
+    "DELETE /v1/agents/{agent_id} (an admin key where keys are in force). To forget chosen records "
+    "only, use forget over HTTP or MCP."
+)
+OLD_NAMES = {"forget": "delete-agent"}
+"""Old command names, each to the command it now is (still run, with a note on stderr)."""
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -174,6 +181,11 @@ def _admin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON trace per line")
     p.add_argument("--count", type=int, help="stop after this many traces")
 
-    p = sub.add_parser("forget", parents=[common], help="delete all data of one agent")
-    p.add_argument("--agent", required=True, help="agent id")
-    p.add_argument("--yes", action="store_true", help="confirm the deletion")
+    # The name of MCP's delete_agent_data; "forget" is what HTTP and MCP call the selective deletion.
+    for name, said in (
+        ("delete-agent", "delete all data of one agent (MCP delete_agent_data)"),
+        ("forget", "deprecated: the old name of delete-agent"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=said, description=DELETE_AGENT_HELP)
+        p.add_argument("--agent", required=True, help="agent id")
+        p.add_argument("--yes", action="store_true", help="confirm the deletion")

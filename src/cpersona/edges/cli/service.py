@@ -75,7 +75,7 @@ class Service(Protocol):
     async def raw_query(self, body: Mapping[str, Any]) -> JSON: ...
     async def stats(self, agent: str | None) -> JSON: ...
     async def get(self, ref: str, agent: str) -> JSON: ...
-    async def forget(self, agent: str) -> JSON: ...
+    async def delete_agent(self, agent: str) -> JSON: ...
     async def drain_blocks(self) -> int | None: ...
 
 
@@ -117,7 +117,7 @@ class LocalService:
     async def get(self, ref: str, agent: str) -> JSON:
         return record_json(await self.engine.get(ref, agent_id=agent))
 
-    async def forget(self, agent: str) -> JSON:
+    async def delete_agent(self, agent: str) -> JSON:
         return (await self.engine.delete_agent_data(agent)).model_dump(mode="json")
 
     async def drain_blocks(self) -> int | None:
@@ -191,7 +191,7 @@ class RemoteService:
         answer = await self._call("GET", f"/v1/records/{_segment(ref)}", params={"agent_id": agent})
         return cast("JSON", answer["record"])
 
-    async def forget(self, agent: str) -> JSON:
+    async def delete_agent(self, agent: str) -> JSON:
         return await self._call("DELETE", f"/v1/agents/{_segment(agent)}", params={"confirm": "true"})
 
     async def drain_blocks(self) -> int | None:

@@ -4,10 +4,11 @@ Before anything starts, a bind beyond loopback with keys off (unless ``--insecur
 dir that another server or engine holds are refused in one line (the engine would refuse the dir too, but
 from inside uvicorn's lifespan, with a traceback). Once the server listens it prints the data dir, Redis,
 vector engine and embedder it started with (its engine's own health, so they are what it really opened;
-the workers' read from ``/health``) and records its URL beside the engine lock
-(:class:`~cpersona.stores.server_record.ServerRecord`) until it stops. With ``--workers N`` it runs N
-server processes on the one port (:mod:`~cpersona.edges.cli.workers`), which needs the shared engines
-(``CPERSONA_REDIS_URL``, ``CPERSONA_QDRANT_URL``): the embedded ones stay one engine per data dir.
+the workers' read from ``/health``), whether requests need an API key and where it logs, and records its
+URL beside the engine lock (:class:`~cpersona.stores.server_record.ServerRecord`) until it stops. With
+``--workers N`` it runs N server processes on the one port (:mod:`~cpersona.edges.cli.workers`), which
+needs the shared engines (``CPERSONA_REDIS_URL``, ``CPERSONA_QDRANT_URL``): the embedded ones stay one
+engine per data dir.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import httpx
 from cpersona.edges.cli.outcomes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
 from cpersona.edges.cli.workers import serve_workers, workers_refusal
 from cpersona.edges.http.app import serve
-from cpersona.edges.http.auth import exposure_refusal
+from cpersona.edges.http.auth import exposure_refusal, keys_in_force
+from cpersona.edges.http.hosts import is_loopback
 from cpersona.errors import DataDirLocked
-from cpersona.stores.attach import shown_redis_address
+from cpersona.stores.attach import embedded_redis_log, shown_redis_address
 from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.server_record import ServerRecord, running_server_url
 from cpersona.version import __version__
@@ -143,4 +145,18 @@ def describe(settings: Settings, url: str, health: Mapping[str, Any]) -> str:
     ]
     if settings.workers > 1:
         lines.append(f"  workers   {settings.workers} processes sharing that Redis and vector engine")
+    lines.append(f"  api keys  {_keys_line(settings)}")
+    # uvicorn's own logging: its access log goes to stdout, everything else to stderr.
+    redis_log = embedded_redis_log(settings)
+    logs = "stderr, one line per request on stdout"
+    lines.append(f"  logs      {logs}" + ("" if redis_log is None else f"; embedded Redis {redis_log}"))
     return "\n".join(lines)
+
+
+def _keys_line(settings: Settings) -> str:
+    mode = f"CPERSONA_KEYS={settings.keys}"
+    if keys_in_force(settings):
+        return f"required ({mode}): send 'Authorization: Bearer <key>'; make one with cpersona keys create"
+    if is_loopback(settings.host):
+        return f"not required ({mode}; listening on loopback only)"
+    return f"NOT required ({mode}, CPERSONA_INSECURE_NO_KEYS): anyone who reaches the port has every agent"

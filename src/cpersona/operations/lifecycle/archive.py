@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
 
@@ -60,6 +60,7 @@ __all__ = [
     "footer_line",
     "graph_line",
     "header_line",
+    "is_record_line",
     "record_line",
 ]
 
@@ -150,6 +151,16 @@ def record_line(record: ArchivedRecord) -> bytes:
         else "profile"
     )
     return encode_line({"kind": kind, "data": _data(record)})
+
+
+# A record line as encode_line writes it: keys sorted, so the record's kind is the last thing on the line.
+_RECORD_ENDS = tuple(f',"kind":"{kind}"}}\n'.encode() for kind in get_args(LineKind))
+
+
+def is_record_line(line: bytes) -> bool:
+    """Whether ``line``, as the export writes it, is a record line (what the footer counts), without
+    reading the record: the header, an ``associations`` line and the footer are not."""
+    return line.startswith(b'{"data":') and line.endswith(_RECORD_ENDS)
 
 
 def graph_line(graph: AssociationGraph) -> bytes:

@@ -26,12 +26,12 @@ import time
 from typing import TYPE_CHECKING, Any, Self
 
 import orjson
-from aredis_om import JsonModel, NotFoundError
+from aredis_om import NotFoundError
 
 from cpersona.model.api_keys import ApiKey, parse_token
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, flushed, transaction
-from cpersona.stores.redis.om_models import UNBOUND, bind
+from cpersona.stores.redis.om_models import UNBOUND, JsonDocument, bind
 from cpersona.stores.redis.rate_limit import RateLimiter
 from cpersona.stores.redis.write_scripts import queue_script
 
@@ -58,7 +58,7 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class ApiKeyDocument(ApiKey, JsonModel):
+class ApiKeyDocument(ApiKey, JsonDocument):
     """A key's document: what is known of the key (:class:`~cpersona.model.api_keys.ApiKey`, its one
     declaration), the digest of its token, and redis-om's primary key ``pk``, the key's id, under
     ``keys.api_key(key_id)`` (the key of the bound model, :func:`~.om_models.bind`). A document of an

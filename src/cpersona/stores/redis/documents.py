@@ -36,8 +36,6 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, Self
 
-from aredis_om import JsonModel
-
 from cpersona.model.cue_query import stored_emotion_axes
 from cpersona.model.json_values import NOT_FINITE, non_finite
 from cpersona.model.records import (
@@ -51,7 +49,7 @@ from cpersona.model.records import (
 )
 from cpersona.stores.record_values import BlockParent
 from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
-from cpersona.stores.redis.om_models import UNBOUND
+from cpersona.stores.redis.om_models import UNBOUND, JsonDocument
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
 if TYPE_CHECKING:
@@ -190,7 +188,7 @@ def episode_from_doc(doc: Mapping[str, Any]) -> EpisodeRecord:
     return EPISODE.validate_python(record_form(doc))
 
 
-class ProfileDocument(ProfileRecord, JsonModel):
+class ProfileDocument(ProfileRecord, JsonDocument):
     """A profile's document: the record and redis-om's primary key ``pk``, the agent's id, under
     ``keys.profile(agent_id)`` (the key of the bound model, :func:`~.om_models.bind`)."""
 

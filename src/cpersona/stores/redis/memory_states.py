@@ -7,7 +7,9 @@ bounded replies, each page as cheap as the first, and no memory's content crosse
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import TypeAdapter
 
 from cpersona.model.records import EmotionVector, Fidelity
 from cpersona.model.scope import ReadScope
@@ -25,6 +27,9 @@ __all__ = ["memory_states"]
 _PAGE = 1_000
 _FIELDS = ("store", "ts", "fidelity", "emotion", "associations")
 _NEEDED = ("store", "ts", "fidelity")
+# The document holds every fidelity number as a float (documents.memory_to_doc); read through the type,
+# the counts are integers again, as the record reads give them.
+_FIDELITY: TypeAdapter[Fidelity] = TypeAdapter(Fidelity)
 
 
 async def memory_states(client: RedisClient, keys: Keys, agent_id: str | None) -> list[MemoryState]:
@@ -47,14 +52,9 @@ async def _states(client: RedisClient, names: list[str]) -> list[MemoryState]:
             MemoryState(
                 store=str(doc["store"]),
                 timestamp=float(doc["ts"]),
-                fidelity=Fidelity(**_known(doc["fidelity"], Fidelity)),
+                fidelity=_FIDELITY.validate_python(doc["fidelity"]),
                 emotion=EmotionVector.model_validate(doc.get("emotion") or {}),
                 associations=len(edges) if isinstance(edges, list) else 0,
             )
         )
     return out
-
-
-def _known(doc: Any, kind: type) -> dict[str, Any]:
-    fields = kind.__dataclass_fields__  # type: ignore[attr-defined]
-    return {k: v for k, v in (doc or {}).items() if k in fields}

@@ -17,10 +17,12 @@ gets its own subclass of every such model from :func:`bind`, built when the engi
   search indexes are :mod:`.indexes`, and these documents are read by key, never searched), so the
   bound model is taken off that list again, and no index is made for it.
 
-Instances are made with ``model_validate`` (as redis-om's own ``get`` makes them), never by calling the
-model: ``JsonModel.__init__`` calls redis-om's ``has_redis_json`` probe, an ``async`` function, without
-awaiting it, so each call would leave a coroutine that never runs. The probe has nothing to find out
-here: :func:`~.connection.connect_redis` refuses a Redis without RedisJSON before any engine opens.
+Every such model derives from :class:`JsonDocument`, not from ``JsonModel`` itself: ``JsonModel.__init__``
+calls redis-om's ``has_redis_json`` probe, an ``async`` function (cached per client by ``lru_cache``),
+without awaiting it, which leaves a coroutine that never runs and is reported when the process exits.
+pydantic runs a model's own ``__init__`` from ``model_validate`` too, so no way of making an instance
+avoids it; :class:`JsonDocument` skips it. The probe has nothing to find out here:
+:func:`~.connection.connect_redis` refuses a Redis without RedisJSON before any engine opens.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from aredis_om import JsonModel, RedisModel
 from aredis_om.model.model import model_registry
 
 if TYPE_CHECKING:
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 
     from cpersona.stores.redis.connection import RedisClient
 
-__all__ = ["UNBOUND", "bind"]
+__all__ = ["UNBOUND", "JsonDocument", "bind"]
 
 Model = TypeVar("Model")
 
@@ -48,6 +51,17 @@ class _Unbound:
 
 
 UNBOUND: Any = _Unbound()
+
+
+class JsonDocument(JsonModel):
+    """redis-om's ``JsonModel`` without the ``has_redis_json`` probe of its ``__init__`` (see the module)."""
+
+    class Meta:
+        database = UNBOUND
+
+    def __init__(self, **data: Any) -> None:
+        # What JsonModel.__init__ does after its probe.
+        RedisModel.__init__(self, **data)
 
 
 def bind(model: type[Model], client: RedisClient, key_of: Callable[[str], str]) -> type[Model]:
