@@ -120,9 +120,7 @@ async def test_every_tool_is_listed_with_its_models_schema(settings: Settings, r
         assert set(listed) >= REFERENCE_NAMES
         assert set(listed) == {tool.name for tool in TOOLS}
         for tool in TOOLS:
-            assert listed[tool.name].input_schema == input_schema(tool.model, _app_settings(settings)), (
-                tool.name
-            )
+            assert listed[tool.name].input_schema == input_schema(tool, _app_settings(settings)), tool.name
             assert listed[tool.name].input_schema["type"] == "object"
         # The model is a route's own (or that model with the route's path parameters as fields).
         assert any(issubclass(tool.model, model) for model in _ROUTE_MODELS), tool.name
@@ -148,7 +146,8 @@ async def test_hints_say_what_each_tool_does(settings: Settings, redis: RedisCli
             hint = hints[name]
             assert hint is not None
             assert hint.read_only_hint is True, name
-            assert hint.destructive_hint is False, name
+            # The protocol reads the other hints only of a tool that writes: they are not claimed here.
+            assert (hint.destructive_hint, hint.idempotent_hint) == (None, None), name
         store = hints["store"]
         assert store is not None
         assert (store.read_only_hint, store.destructive_hint, store.idempotent_hint) == (False, False, True)
@@ -426,12 +425,17 @@ async def test_a_cue_that_cannot_be_read_names_its_part(settings: Settings, redi
 async def test_deleting_an_agent_needs_its_confirmation(settings: Settings, redis: RedisClient) -> None:
     async with mcp_client(settings) as client:
         await call(client, "store", {"agent_id": "gone", "content": FACTS[0]})
-        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone"})
-        assert failed
-        assert (body["error"]["code"], body["error"]["field"]) == ("FORGET_UNCONFIRMED", "confirm")
+        # confirm is a boolean, as forget's: left out or false, nothing is deleted.
+        for unconfirmed in ({}, {"confirm": False}, {"confirm": "yes"}):
+            body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", **unconfirmed})
+            assert failed
+            assert (body["error"]["code"], body["error"]["field"]) == ("FORGET_UNCONFIRMED", "confirm")
         listed, _ = await call(client, "list_memories", {"agent_id": "gone"})
         assert listed["count"] == 1
-        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", "confirm": "true"})
+        schemas = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+        for name in ("delete_agent_data", "forget"):
+            assert schemas[name]["properties"]["confirm"]["type"] == "boolean", name
+        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", "confirm": True})
         assert not failed
         assert body["deleted"] >= 1
         listed, _ = await call(client, "list_memories", {"agent_id": "gone"})
@@ -464,7 +468,7 @@ async def test_a_key_acts_only_for_its_agents(settings: Settings, redis: RedisCl
         for name, arguments in (
             ("recall", {"agent_id": "other", "query": "spare keys"}),
             ("list_memories", {"agent_id": "other"}),
-            ("delete_agent_data", {"agent_id": "other", "confirm": "true"}),
+            ("delete_agent_data", {"agent_id": "other", "confirm": True}),
         ):
             body, failed = await call(client, name, arguments)
             assert failed, name

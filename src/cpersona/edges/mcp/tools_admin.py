@@ -32,7 +32,7 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
     """A delete of all of an agent's data without its confirmation is FORGET_UNCONFIRMED, as over HTTP."""
     if exc.field != "confirm":
         return exc
-    return ForgetUnconfirmed("confirm", "deleting all data of an agent needs confirm: 'true'")
+    return ForgetUnconfirmed("confirm", "deleting all data of an agent needs confirm: true")
 
 
 async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
@@ -91,8 +91,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "delete_memory",
         DeleteRecordArguments,
         _delete,
-        "Delete one record of the agent (`ref`: mem:, ep: or raw:<uuid>) with its dedup claims, vector "
-        "and associations. Cannot be undone.",
+        "Delete one record (`ref`) with its claims, vector and associations; cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -101,8 +100,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "delete_agent_data",
         DeleteAgentArguments,
         _delete_agent,
-        "Delete every record, claim, profile and vector of one agent; `confirm` must be 'true'. Cannot be "
-        "undone.",
+        "Delete every record, claim, profile and vector of one agent (`confirm: true`); cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -144,7 +142,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "decay_tick",
         DecayTickRequest,
         _decay_tick,
-        "Sweep the agent's memories for decay; `tick_duration_seconds` ages them beyond the wall clock.",
+        "Sweep the agent's memories for decay (`tick_duration_seconds` ages them beyond the clock).",
         read_only=False,
     ),
     Tool(
@@ -159,8 +157,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "forget",
         ForgetRequest,
         _forget,
-        "Delete the agent's memories named by ids, store, period or age (their union); `confirm` must be "
-        "true. Cannot be undone.",
+        "Delete the agent's memories named by ids, store, period or age (`confirm: true`); cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
