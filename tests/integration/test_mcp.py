@@ -237,11 +237,19 @@ async def test_the_recall_operations(settings: Settings, redis: RedisClient) -> 
             {"agent_id": "cue", "cue": {"text": "customs house"}, "recall_mode": "perfect", "trace": True},
         )
         assert not failed, found
-        assert found["memories"][0]["record"]["id"] == office["record_id"]
+        # Text first: the memory's text as text (perfect mode: exact), its ref, score and why.
+        best = found["memories"][0]
+        assert (best["ref"], best["text"], best["reason"]) == (office["ref"], FACTS[0], {"signal": "cue"})
+        assert best["score"] > 0
+        assert "data" not in json.dumps(found)
         assert "customs" not in json.dumps(found["trace"])
         reached, failed = await call(client, "associate", {"agent_id": "cue", "record_id": office["ref"]})
         assert not failed, reached
-        assert [m["record"]["id"] for m in reached["memories"]] == [tin["record_id"]]
+        assert [(m["ref"], m["text"]) for m in reached["memories"]] == [(tin["ref"], FACTS[1])]
+        assert reached["memories"][0]["reason"] == {
+            "signal": "activation",
+            "path": [office["ref"], tin["ref"]],
+        }
         refused, failed = await call(client, "query", {"agent_id": "cue", "cue": {"spatial": [1, 2]}})
         assert failed
         assert (refused["error"]["code"], refused["memories"]) == ("MODALITY_UNSUPPORTED", [])

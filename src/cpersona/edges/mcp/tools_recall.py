@@ -1,11 +1,13 @@
 """The recall operations' tools (Cerememory's ``recall.*``): the multimodal query by cue, the walk of a
 memory's associations, the timeline and the graph. The raw journal's query is among the reading tools
-(``raw_query``)."""
+(``raw_query``). The query and the walk answer text first (:mod:`~cpersona.edges.mcp.results`), not in
+the byte arrays of the routes' Cerememory shape."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cpersona.edges.mcp.results import associate_json, query_json
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.graph_request import GraphRequest
@@ -24,11 +26,11 @@ AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}",
 async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
     # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
     # strengthens nothing twice (over stdio each call is its own).
-    return (await engine.services.recall.query(req, request_id)).model_dump(mode="json")
+    return query_json(await engine.services.recall.query(req, request_id))
 
 
 async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.associate(req.record_id, req)).model_dump(mode="json")
+    return associate_json(await engine.services.recall.associate(req.record_id, req))
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
