@@ -54,8 +54,9 @@ _ROUTE_MODELS = {
 }
 
 
-def _app_settings(settings: Settings) -> Settings:
-    return settings.with_(qdrant_url=":memory:", embedding_mode="none")
+def _app_settings(settings: Settings, *, lexical: bool = True) -> Settings:
+    """``settings`` with an in-memory vector store, and (``lexical``) without an embedder."""
+    return settings.with_(qdrant_url=":memory:", **({"embedding_mode": "none"} if lexical else {}))
 
 
 @contextlib.asynccontextmanager
@@ -65,12 +66,16 @@ async def app_http(
     key_agents: frozenset[str] | None = None,
     headers: dict[str, str] | None = None,
     max_body_bytes: int | None = None,
+    lexical: bool = True,
 ) -> AsyncIterator[tuple[httpx2.AsyncClient, Engine]]:
     """An ``httpx2`` client (the SDK's HTTP client) on an app over ``settings``, in this process, and the
     app's engine;
     ``key_agents`` stands for the key the API-key layer would have found (the access seam's
-    ``request.state.key_agents``)."""
-    app = create_app(_app_settings(settings), background=False, max_body_bytes=max_body_bytes)
+    ``request.state.key_agents``); ``lexical: False`` keeps the embedder (give ``settings`` the session's
+    ``model_dir`` as data dir, so the model is built once)."""
+    app = create_app(
+        _app_settings(settings, lexical=lexical), background=False, max_body_bytes=max_body_bytes
+    )
     async with app.router.lifespan_context(app) as state:
         assert state is not None
 

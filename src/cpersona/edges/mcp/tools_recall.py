@@ -48,7 +48,7 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         _query,
         "Cerememory's recall by a cue (`text`, `embedding`, `emotion`, `temporal`: a hard filter, only when "
         "the request names a period) with spreading activation; answers each memory's text, ref, score "
-        "and path, and strengthens them unless `reconsolidate: false`.",
+        "and reason, and strengthens them unless `reconsolidate: false`.",
         read_only=False,
         empty={"memories": []},
     ),
