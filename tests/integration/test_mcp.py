@@ -453,6 +453,12 @@ async def test_deleting_an_agent_needs_its_confirmation(settings: Settings, redi
         assert body["deleted"] >= 1
         listed, _ = await call(client, "list_memories", {"agent_id": "gone"})
         assert listed["count"] == 0
+        # The text the schema asked for before confirm was a boolean still confirms.
+        await call(client, "store", {"agent_id": "older-client", "content": FACTS[1]})
+        body, failed = await call(
+            client, "delete_agent_data", {"agent_id": "older-client", "confirm": "true"}
+        )
+        assert (failed, body["deleted"]) == (False, 1)
 
 
 async def test_a_missing_record_names_the_ref(settings: Settings, redis: RedisClient) -> None:
