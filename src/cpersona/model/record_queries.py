@@ -52,7 +52,7 @@ def _confirmed(value: object) -> object:
     if isinstance(value, str) and value.lower() == "true":
         return True
     if value is not True:
-        raise refusal("confirm", f"must be true, got {value!r}"[:80])
+        raise refusal("confirm", "must be true")
     return value
 
 

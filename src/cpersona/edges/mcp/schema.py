@@ -143,7 +143,8 @@ class _Rules:
         if key == "pattern":
             return value in _TEXT_PATTERNS or len(value) > _LONG_PATTERN
         if key in ("anyOf", "oneOf") and "properties" in schema:
-            return all("type" not in branch for branch in value)  # cross-field rules
+            # Branches that constrain the object's own fields, typing nothing: cross-field rules.
+            return all("type" not in branch and "$ref" not in branch for branch in value)
         return isinstance(value, int | float) and (key, value) in self.bounds
 
     def _nullable(self, schema: Schema) -> Schema:
