@@ -7,6 +7,7 @@ process. tests/integration/test_mcp_transports.py runs the same session over a r
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
@@ -459,6 +460,26 @@ async def test_deleting_an_agent_needs_its_confirmation(settings: Settings, redi
             client, "delete_agent_data", {"agent_id": "older-client", "confirm": "true"}
         )
         assert (failed, body["deleted"]) == (False, 1)
+
+
+async def test_an_archive_goes_out_and_back_in_as_base64_text(settings: Settings, redis: RedisClient) -> None:
+    async with mcp_client(settings) as client:
+        for fact in FACTS[:2]:
+            await call(client, "store", {"agent_id": "mover", "content": fact})
+        exported, failed = await call(client, "export_memories", {"agent_id": "mover"})
+        assert not failed, exported
+        # Text, not a JSON number per byte: the archive's lines are in it as written.
+        archive = base64.b64decode(exported["archive_data"], validate=True)
+        assert len(archive) == exported["size_bytes"]
+        assert FACTS[0].encode() in archive
+        await call(client, "delete_agent_data", {"agent_id": "mover", "confirm": True})
+        imported, failed = await call(
+            client, "import_memories", {"agent_id": "mover", "archive_data": exported["archive_data"]}
+        )
+        assert not failed, imported
+        assert imported["records_imported"] == 2
+        listed, _ = await call(client, "list_memories", {"agent_id": "mover"})
+        assert sorted(record["content"] for record in listed["records"]) == sorted(FACTS[:2])
 
 
 async def test_a_missing_record_names_the_ref(settings: Settings, redis: RedisClient) -> None:

@@ -3,6 +3,7 @@ choice, counts and health, and the lifecycle operations (decay, forget, consolid
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 from cpersona.edges.http.operation import NoQuery
@@ -78,7 +79,10 @@ async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -
 
 async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
-    return (await engine.services.upkeep.export(req)).model_dump(mode="json")
+    result = await engine.services.upkeep.export(req)
+    # Base64 text, which import_memories takes, rather than the route's byte values (Cerememory's form):
+    # a JSON number per byte costs an agent's context some two tokens a byte.
+    return {**result.model_dump(mode="json"), "archive_data": base64.b64encode(result.archive_data).decode()}
 
 
 async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
@@ -175,7 +179,8 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "export_memories",
         ExportRequest,
         _export,
-        "The agent's memory as a JSON Lines archive (optionally encrypted).",
+        "The agent's memory as a JSON Lines archive (optionally encrypted), in base64 as "
+        "`import_memories` takes it.",
         read_only=True,
         idempotent=True,
     ),
