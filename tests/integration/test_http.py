@@ -439,9 +439,11 @@ async def test_delete_agent_needs_confirmation(http_client: httpx.AsyncClient) -
     await encode(http_client, "two")
     await http_client.put(f"/v1/profile/{AGENT}", json={"profile": "p"})
     assert_error(await http_client.delete(f"/v1/agents/{AGENT}"), 400, "FORGET_UNCONFIRMED", "confirm")
-    refused = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": "false"})
-    assert_error(refused, 400, "FORGET_UNCONFIRMED", "confirm")
-    response = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": "true"})
+    # Only true (in any case) confirms, as before confirm was declared a boolean: no other word for yes.
+    for word in ("false", "yes", "1", "on"):
+        refused = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": word})
+        assert_error(refused, 400, "FORGET_UNCONFIRMED", "confirm")
+    response = await http_client.delete(f"/v1/agents/{AGENT}", params={"confirm": "True"})
     assert response.status_code == 200
     assert response.json() == {"ok": True, "deleted": 2, "agent_id": AGENT}
     stats = (await http_client.get("/v1/introspect/stats", params={"agent_id": AGENT})).json()

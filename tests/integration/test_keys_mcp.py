@@ -107,11 +107,11 @@ async def test_mcp_tools_act_only_for_the_keys_agents(settings: Settings, redis:
             body, failed = await _call(client, name, arguments)
             assert not failed, (name, body)
             assert "4711" not in json.dumps(body), (name, body)
-        own, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
+        own, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": True})
         assert failed
         assert own["error"]["code"] == "FORBIDDEN"
     async with _keyed_mcp(settings, root) as client:
-        gone, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": "true"})
+        gone, failed = await _call(client, "delete_agent_data", {"agent_id": "ann", "confirm": True})
         assert not failed, gone
 
 

@@ -7,6 +7,7 @@ process. tests/integration/test_mcp_transports.py runs the same session over a r
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
@@ -54,8 +55,9 @@ _ROUTE_MODELS = {
 }
 
 
-def _app_settings(settings: Settings) -> Settings:
-    return settings.with_(qdrant_url=":memory:", embedding_mode="none")
+def _app_settings(settings: Settings, *, lexical: bool = True) -> Settings:
+    """``settings`` with an in-memory vector store, and (``lexical``) without an embedder."""
+    return settings.with_(qdrant_url=":memory:", **({"embedding_mode": "none"} if lexical else {}))
 
 
 @contextlib.asynccontextmanager
@@ -65,12 +67,16 @@ async def app_http(
     key_agents: frozenset[str] | None = None,
     headers: dict[str, str] | None = None,
     max_body_bytes: int | None = None,
+    lexical: bool = True,
 ) -> AsyncIterator[tuple[httpx2.AsyncClient, Engine]]:
     """An ``httpx2`` client (the SDK's HTTP client) on an app over ``settings``, in this process, and the
     app's engine;
     ``key_agents`` stands for the key the API-key layer would have found (the access seam's
-    ``request.state.key_agents``)."""
-    app = create_app(_app_settings(settings), background=False, max_body_bytes=max_body_bytes)
+    ``request.state.key_agents``); ``lexical: False`` keeps the embedder (give ``settings`` the session's
+    ``model_dir`` as data dir, so the model is built once)."""
+    app = create_app(
+        _app_settings(settings, lexical=lexical), background=False, max_body_bytes=max_body_bytes
+    )
     async with app.router.lifespan_context(app) as state:
         assert state is not None
 
@@ -120,9 +126,7 @@ async def test_every_tool_is_listed_with_its_models_schema(settings: Settings, r
         assert set(listed) >= REFERENCE_NAMES
         assert set(listed) == {tool.name for tool in TOOLS}
         for tool in TOOLS:
-            assert listed[tool.name].input_schema == input_schema(tool.model, _app_settings(settings)), (
-                tool.name
-            )
+            assert listed[tool.name].input_schema == input_schema(tool, _app_settings(settings)), tool.name
             assert listed[tool.name].input_schema["type"] == "object"
         # The model is a route's own (or that model with the route's path parameters as fields).
         assert any(issubclass(tool.model, model) for model in _ROUTE_MODELS), tool.name
@@ -148,7 +152,8 @@ async def test_hints_say_what_each_tool_does(settings: Settings, redis: RedisCli
             hint = hints[name]
             assert hint is not None
             assert hint.read_only_hint is True, name
-            assert hint.destructive_hint is False, name
+            # The protocol reads the other hints only of a tool that writes: they are not claimed here.
+            assert (hint.destructive_hint, hint.idempotent_hint) == (None, None), name
         store = hints["store"]
         assert store is not None
         assert (store.read_only_hint, store.destructive_hint, store.idempotent_hint) == (False, False, True)
@@ -238,11 +243,19 @@ async def test_the_recall_operations(settings: Settings, redis: RedisClient) -> 
             {"agent_id": "cue", "cue": {"text": "customs house"}, "recall_mode": "perfect", "trace": True},
         )
         assert not failed, found
-        assert found["memories"][0]["record"]["id"] == office["record_id"]
+        # Text first: the memory's text as text (perfect mode: exact), its ref, score and why.
+        best = found["memories"][0]
+        assert (best["ref"], best["text"], best["reason"]) == (office["ref"], FACTS[0], {"signal": "cue"})
+        assert best["score"] > 0
+        assert "data" not in json.dumps(found)
         assert "customs" not in json.dumps(found["trace"])
         reached, failed = await call(client, "associate", {"agent_id": "cue", "record_id": office["ref"]})
         assert not failed, reached
-        assert [m["record"]["id"] for m in reached["memories"]] == [tin["record_id"]]
+        assert [(m["ref"], m["text"]) for m in reached["memories"]] == [(tin["ref"], FACTS[1])]
+        assert reached["memories"][0]["reason"] == {
+            "signal": "activation",
+            "path": [office["ref"], tin["ref"]],
+        }
         refused, failed = await call(client, "query", {"agent_id": "cue", "cue": {"spatial": [1, 2]}})
         assert failed
         assert (refused["error"]["code"], refused["memories"]) == ("MODALITY_UNSUPPORTED", [])
@@ -426,16 +439,47 @@ async def test_a_cue_that_cannot_be_read_names_its_part(settings: Settings, redi
 async def test_deleting_an_agent_needs_its_confirmation(settings: Settings, redis: RedisClient) -> None:
     async with mcp_client(settings) as client:
         await call(client, "store", {"agent_id": "gone", "content": FACTS[0]})
-        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone"})
-        assert failed
-        assert (body["error"]["code"], body["error"]["field"]) == ("FORGET_UNCONFIRMED", "confirm")
+        # confirm is a boolean, as forget's: left out or false, nothing is deleted.
+        for unconfirmed in ({}, {"confirm": False}, {"confirm": "yes"}):
+            body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", **unconfirmed})
+            assert failed
+            assert (body["error"]["code"], body["error"]["field"]) == ("FORGET_UNCONFIRMED", "confirm")
         listed, _ = await call(client, "list_memories", {"agent_id": "gone"})
         assert listed["count"] == 1
-        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", "confirm": "true"})
+        schemas = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+        for name in ("delete_agent_data", "forget"):
+            assert schemas[name]["properties"]["confirm"]["type"] == "boolean", name
+        body, failed = await call(client, "delete_agent_data", {"agent_id": "gone", "confirm": True})
         assert not failed
         assert body["deleted"] >= 1
         listed, _ = await call(client, "list_memories", {"agent_id": "gone"})
         assert listed["count"] == 0
+        # The text the schema asked for before confirm was a boolean still confirms.
+        await call(client, "store", {"agent_id": "older-client", "content": FACTS[1]})
+        body, failed = await call(
+            client, "delete_agent_data", {"agent_id": "older-client", "confirm": "true"}
+        )
+        assert (failed, body["deleted"]) == (False, 1)
+
+
+async def test_an_archive_goes_out_and_back_in_as_base64_text(settings: Settings, redis: RedisClient) -> None:
+    async with mcp_client(settings) as client:
+        for fact in FACTS[:2]:
+            await call(client, "store", {"agent_id": "mover", "content": fact})
+        exported, failed = await call(client, "export_memories", {"agent_id": "mover"})
+        assert not failed, exported
+        # Text, not a JSON number per byte: the archive's lines are in it as written.
+        archive = base64.b64decode(exported["archive_data"], validate=True)
+        assert len(archive) == exported["size_bytes"]
+        assert FACTS[0].encode() in archive
+        await call(client, "delete_agent_data", {"agent_id": "mover", "confirm": True})
+        imported, failed = await call(
+            client, "import_memories", {"agent_id": "mover", "archive_data": exported["archive_data"]}
+        )
+        assert not failed, imported
+        assert imported["records_imported"] == 2
+        listed, _ = await call(client, "list_memories", {"agent_id": "mover"})
+        assert sorted(record["content"] for record in listed["records"]) == sorted(FACTS[:2])
 
 
 async def test_a_missing_record_names_the_ref(settings: Settings, redis: RedisClient) -> None:
@@ -464,7 +508,7 @@ async def test_a_key_acts_only_for_its_agents(settings: Settings, redis: RedisCl
         for name, arguments in (
             ("recall", {"agent_id": "other", "query": "spare keys"}),
             ("list_memories", {"agent_id": "other"}),
-            ("delete_agent_data", {"agent_id": "other", "confirm": "true"}),
+            ("delete_agent_data", {"agent_id": "other", "confirm": True}),
         ):
             body, failed = await call(client, name, arguments)
             assert failed, name

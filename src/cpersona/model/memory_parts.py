@@ -197,7 +197,8 @@ class SourceBody(RequestModel):
 
 
 class EmotionBody(RequestModel, EmotionVector):
-    """Plutchik's eight axes and intensity (0..1), and valence (-1..1)."""
+    """Plutchik's eight axes (joy, trust, fear, surprise, sadness, disgust, anger, anticipation) and
+    intensity, each 0..1, and valence, -1..1."""
 
     # The record's fields and their limits (EmotionVector), checked as a request is: strict, closed.
 

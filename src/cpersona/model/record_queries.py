@@ -6,11 +6,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from cpersona.model.fields import QUERY_DIGITS, KeyText, QueryModel
+from cpersona.model.fields import QUERY_DIGITS, Before, KeyText, QueryModel
+from cpersona.model.text_rules import refusal
 from cpersona.model.wording import pattern_in_words
 
 __all__ = [
-    "CONFIRM_PATTERN",
+    "Confirmation",
     "ForgetQuery",
     "ListQuery",
     "MemoryRef",
@@ -43,7 +44,21 @@ MemoryRef = Annotated[
         description="mem:<uuid>, or the bare <uuid> as Cerememory sends it (only memories are updated)",
     ),
 ]
-CONFIRM_PATTERN = pattern_in_words("^[Tt][Rr][Uu][Ee]$", "true (in any case)")
+
+
+def _confirmed(value: object) -> object:
+    # A query string says confirm=true, in any case, as it always has; a JSON argument says true. Nothing
+    # else confirms (false, "yes", 1).
+    if isinstance(value, str) and value.lower() == "true":
+        return True
+    if value is not True:
+        raise refusal("confirm", "must be true")
+    return value
+
+
+Confirmation = Annotated[bool, Before(_confirmed)]
+"""The ``confirm`` of a delete of all of an agent's data: a boolean that must be true (over HTTP, the
+query string's ``true`` in any case)."""
 
 
 class RecordQuery(QueryModel):
@@ -76,6 +91,4 @@ class ForgetQuery(QueryModel):
 
     # Required, so the document says a delete without it is refused; the route answers that refusal with
     # FORGET_UNCONFIRMED rather than as any other bad field.
-    confirm: Annotated[str, Field(pattern=CONFIRM_PATTERN)] = Field(
-        description="Must be 'true' (any case); otherwise 400 FORGET_UNCONFIRMED"
-    )
+    confirm: Confirmation = Field(description="Must be true; otherwise 400 FORGET_UNCONFIRMED")

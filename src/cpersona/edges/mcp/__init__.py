@@ -2,7 +2,9 @@
 HTTP at ``/mcp`` in the HTTP app.
 
 - :mod:`~cpersona.edges.mcp.tool` what a tool is; its arguments are the request model of the HTTP route
-  that does the same thing, so its input schema is that model's
+  that does the same thing, so its input schema is that model's, compacted for an agent's context
+  (:mod:`~cpersona.edges.mcp.schema`)
+- :mod:`~cpersona.edges.mcp.results` the recall operations' answers, text first
 - :mod:`~cpersona.edges.mcp.tools_write`, :mod:`~cpersona.edges.mcp.tools_read`,
   :mod:`~cpersona.edges.mcp.tools_recall`, :mod:`~cpersona.edges.mcp.tools_admin` the tools
 - :mod:`~cpersona.edges.mcp.server` the SDK server over them: validation, agent access, the answer

@@ -50,7 +50,8 @@ MCP_OPERATIONS: tuple[Operation, ...] = (
         errors=(),
         description="The Model Context Protocol's streamable HTTP transport, stateless, answering JSON: "
         "`tools/list` lists every tool with its input schema (the request model of the route that does "
-        "the same thing) and `tools/call` runs one. A tool's failure is a result marked `isError` whose "
+        "the same thing, compacted) and `tools/call` runs one; `query` and `associate` answer text "
+        "first. A tool's failure is a result marked `isError` whose "
         "JSON is `{ok: false, error: {code, message, field}}`. A message the transport refuses (malformed "
         "JSON-RPC, a key given twice in one object or an `id` that is no string or integer (-32600), or a "
         "body that is not `application/json`: 400; an `Accept` without `application/json`: "

@@ -51,10 +51,15 @@ TOOLS: tuple[Tool, ...] = (*WRITE_TOOLS, *READ_TOOLS, *RECALL_TOOLS, *ADMIN_TOOL
 """Every tool the server offers, in the order it lists them."""
 
 INSTRUCTIONS = (
-    "Long-term memory for agents. Every tool acts for one agent (`agent_id`); store what is worth "
-    "remembering with `store`, and read it back with `recall` (rows) or `reconstruct` (quoted evidence). "
-    "Pass a `time_cue` only when the request itself names a time, never today's date."
+    "Long-term memory for agents. Every tool acts for one agent (`agent_id`). A record is kept in a "
+    "`project_id` and a `channel` ('' is the global pool, the default); a read in project or channel X "
+    "sees X and the pool, and its `source_id` matches a record's source exactly, or as a prefix when it "
+    "ends in a non-alphanumeric. Store what is worth remembering with `store`, and read it back with "
+    "`recall` (rows) or `reconstruct` (quoted evidence). Pass a `time_cue` only when the request itself "
+    "names a time, never today's date."
 )
+"""What the server tells a client at the start; it says once what the scope fields of every tool mean
+(their schemas do not repeat it, :data:`~cpersona.edges.mcp.schema.SCOPE_FIELDS`)."""
 
 
 def tool_listing(tool: Tool, settings: Settings) -> types.Tool:
@@ -62,11 +67,12 @@ def tool_listing(tool: Tool, settings: Settings) -> types.Tool:
     return types.Tool(
         name=tool.name,
         description=tool.description,
-        input_schema=input_schema(tool.model, settings),
+        input_schema=input_schema(tool, settings),
         annotations=types.ToolAnnotations(
             read_only_hint=tool.read_only,
-            destructive_hint=tool.destructive,
-            idempotent_hint=tool.idempotent,
+            # The protocol reads these two only of a tool that writes.
+            destructive_hint=None if tool.read_only else tool.destructive,
+            idempotent_hint=None if tool.read_only else tool.idempotent,
             # The tools reach only this engine's stores.
             open_world_hint=False,
         ),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import create_model
 
 from cpersona.edges.http.routes import OPERATIONS
+from cpersona.edges.mcp.schema import compact
 from cpersona.engine.facade import Engine
 from cpersona.model.fields import RequestModel, schema_limits
 
@@ -52,6 +53,9 @@ class Tool:
     empty: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # What a bad argument is refused as, when the route refuses it with a code of its own.
     refine: Callable[[InvalidRequest], InvalidRequest] | None = None
+    # Whether a null argument means something of its own (a field of update_memory given as null is
+    # reset), so that the schema offers it; elsewhere null is the same as leaving the field out.
+    nulls: bool = False
 
 
 def with_fields(base: type[_M], name: str, fields: Mapping[str, Any]) -> type[_M]:
@@ -81,10 +85,12 @@ def fixed(base: type[_M], name: str, field: str, value: str) -> type[_M]:
     return created
 
 
-def input_schema(model: type[RequestModel], settings: Settings) -> dict[str, Any]:
-    """The model's JSON schema with the limits the server runs with (as the OpenAPI document shows)."""
+def input_schema(tool: Tool, settings: Settings) -> dict[str, Any]:
+    """The tool model's JSON schema with the limits the server runs with (as the OpenAPI document shows),
+    compacted for an agent's context (:func:`~cpersona.edges.mcp.schema.compact`)."""
     with schema_limits(settings):
-        return model.model_json_schema()
+        schema = tool.model.model_json_schema()
+    return compact(schema, key_length=settings.max_key_length, nulls=tool.nulls)
 
 
 def acting_agents(request: RequestModel) -> tuple[str | None, ...]:

@@ -3,6 +3,7 @@ choice, counts and health, and the lifecycle operations (decay, forget, consolid
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 from cpersona.edges.http.operation import NoQuery
@@ -32,7 +33,7 @@ def unconfirmed(exc: InvalidRequest) -> InvalidRequest:
     """A delete of all of an agent's data without its confirmation is FORGET_UNCONFIRMED, as over HTTP."""
     if exc.field != "confirm":
         return exc
-    return ForgetUnconfirmed("confirm", "deleting all data of an agent needs confirm: 'true'")
+    return ForgetUnconfirmed("confirm", "deleting all data of an agent needs confirm: true")
 
 
 async def _delete(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
@@ -78,7 +79,10 @@ async def _consolidate(engine: Engine, req: ConsolidateRequest, _: str | None) -
 
 async def _export(engine: Engine, req: ExportRequest, _: str | None) -> dict[str, Any]:
     # Both formats name the one form; the model has checked that a key comes with encrypt and only then.
-    return (await engine.services.upkeep.export(req)).model_dump(mode="json")
+    result = await engine.services.upkeep.export(req)
+    # Base64 text, which import_memories takes, rather than the route's byte values (Cerememory's form):
+    # a JSON number per byte costs an agent's context some two tokens a byte.
+    return {**result.model_dump(mode="json"), "archive_data": base64.b64encode(result.archive_data).decode()}
 
 
 async def _import(engine: Engine, req: ImportRequest, _: str | None) -> dict[str, Any]:
@@ -91,8 +95,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "delete_memory",
         DeleteRecordArguments,
         _delete,
-        "Delete one record of the agent (`ref`: mem:, ep: or raw:<uuid>) with its dedup claims, vector "
-        "and associations. Cannot be undone.",
+        "Delete one record (`ref`) with its claims, vector and associations; cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -101,8 +104,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "delete_agent_data",
         DeleteAgentArguments,
         _delete_agent,
-        "Delete every record, claim, profile and vector of one agent; `confirm` must be 'true'. Cannot be "
-        "undone.",
+        "Delete every record, claim, profile and vector of one agent (`confirm: true`); cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -144,7 +146,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "decay_tick",
         DecayTickRequest,
         _decay_tick,
-        "Sweep the agent's memories for decay; `tick_duration_seconds` ages them beyond the wall clock.",
+        "Sweep the agent's memories for decay (`tick_duration_seconds` ages them beyond the clock).",
         read_only=False,
     ),
     Tool(
@@ -159,8 +161,7 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "forget",
         ForgetRequest,
         _forget,
-        "Delete the agent's memories named by ids, store, period or age (their union); `confirm` must be "
-        "true. Cannot be undone.",
+        "Delete the agent's memories named by ids, store, period or age (`confirm: true`); cannot be undone.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -178,7 +179,8 @@ ADMIN_TOOLS: tuple[Tool, ...] = (
         "export_memories",
         ExportRequest,
         _export,
-        "The agent's memory as a JSON Lines archive (optionally encrypted).",
+        "The agent's memory as a JSON Lines archive (optionally encrypted), in base64 as "
+        "`import_memories` takes it.",
         read_only=True,
         idempotent=True,
     ),

@@ -88,22 +88,16 @@ async def _list(engine: Engine, req: ListQuery, _: str | None) -> dict[str, Any]
     }
 
 
-_TIME_CUE = (
-    "Pass `time_cue` ONLY when the request itself names a time ('last August', 'three weeks ago', 'long "
-    "ago'); never fill it with today's date or the date of the conversation, which is the observed way a "
-    "cue goes wrong. A cue reorders the returned rows by a bounded number of places and may add a few "
-    "rows found in its period; it never removes a row. Without a cue nothing changes."
-)
+# Filling a cue with today's date is the observed way a cue goes wrong.
+_TIME_CUE = "Pass `time_cue` only when the request itself names a time, never today's date."
 
 READ_TOOLS: tuple[Tool, ...] = (
     Tool(
         "recall",
         RecallQuery,
         _recall,
-        "Recall the rows of an agent's memory that answer a question (best first; `order: best_last` gives "
-        "the best row last). Each row says why it is there in `match_reason`; `trace: true` adds the "
-        "recall's trace (refs, ranks, scores, no stored text). An arm that fails is named in `degraded` "
-        f"and the recall still answers. `limit` is at most {_MAX_LIMIT}. " + _TIME_CUE,
+        "Recall the rows of an agent's memory that answer a question, best first, each with why in "
+        "`match_reason` (`trace: true` adds the recall's trace). " + _TIME_CUE,
         read_only=True,
         idempotent=True,
         empty={"rows": []},
@@ -112,9 +106,8 @@ READ_TOOLS: tuple[Tool, ...] = (
         "reconstruct",
         ReconstructRequest,
         _reconstruct,
-        "Items that quote stored rows, bundled, ordered and given roles, over one recall: the evidence for "
-        "an answer, never a composed one. `mode: lite|pro` holds the whole answer to a token cap. "
-        + _TIME_CUE,
+        "The evidence for an answer: items quoting stored rows of one recall, bundled and ordered (`mode` "
+        "holds them to a token cap). " + _TIME_CUE,
         read_only=True,
         idempotent=True,
         empty={"items": [], "returned_count": 0},
@@ -123,8 +116,8 @@ READ_TOOLS: tuple[Tool, ...] = (
         "traverse",
         TraverseRequest,
         _traverse,
-        "The records reached from an entity over its declared relations, breadth-first in either "
-        "direction: hop 0 is the records mentioning the entity.",
+        "The records reached from an entity over its declared relations, breadth-first (hop 0: the "
+        "records mentioning it).",
         read_only=True,
         idempotent=True,
     ),
@@ -132,8 +125,8 @@ READ_TOOLS: tuple[Tool, ...] = (
         "get_contents",
         ContentsArguments,
         _get_contents,
-        f"The whole records of up to {MAX_CONTENT_REFS} refs (mem:, ep: or raw:<uuid>) of one agent, full "
-        "text included; a ref the agent does not hold is listed in `not_found`.",
+        f"The whole records of up to {MAX_CONTENT_REFS} refs of one agent; a ref it does not hold is "
+        "listed in `not_found`.",
         read_only=True,
         idempotent=True,
     ),
@@ -165,8 +158,8 @@ READ_TOOLS: tuple[Tool, ...] = (
         "raw_query",
         RawQueryRequest,
         _raw_query,
-        "Raw journal entries, verbatim, oldest first (forensic: no decay, no side effect). Every word of "
-        "`query` must occur in an entry; `temporal` is always applied.",
+        "Raw journal entries holding every word of `query`, verbatim and oldest first (no decay, no side "
+        "effect).",
         read_only=True,
         idempotent=True,
     ),

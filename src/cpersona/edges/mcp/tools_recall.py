@@ -1,11 +1,13 @@
 """The recall operations' tools (Cerememory's ``recall.*``): the multimodal query by cue, the walk of a
 memory's associations, the timeline and the graph. The raw journal's query is among the reading tools
-(``raw_query``)."""
+(``raw_query``). The query and the walk answer text first (:mod:`~cpersona.edges.mcp.results`), not in
+the byte arrays of the routes' Cerememory shape."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cpersona.edges.mcp.results import associate_json, query_json
 from cpersona.edges.mcp.tool import Tool, route_arguments
 from cpersona.model.cue_query import CueQueryRequest
 from cpersona.model.graph_request import GraphRequest
@@ -24,11 +26,11 @@ AssociateArguments = route_arguments("POST", "/v1/recall/associate/{record_id}",
 async def _query(engine: Engine, req: CueQueryRequest, request_id: str | None) -> dict[str, Any]:
     # The request id keys the reconsolidation, as on the route: a retry with the same x-request-id
     # strengthens nothing twice (over stdio each call is its own).
-    return (await engine.services.recall.query(req, request_id)).model_dump(mode="json")
+    return query_json(await engine.services.recall.query(req, request_id))
 
 
 async def _associate(engine: Engine, req: Any, _: str | None) -> dict[str, Any]:
-    return (await engine.services.recall.associate(req.record_id, req)).model_dump(mode="json")
+    return associate_json(await engine.services.recall.associate(req.record_id, req))
 
 
 async def _timeline(engine: Engine, req: TimelineRequest, _: str | None) -> dict[str, Any]:
@@ -44,12 +46,9 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         "query",
         CueQueryRequest,
         _query,
-        "Recall an agent's memories by a cue: any mix of `text`, an `embedding`, an `emotion` and a "
-        "`temporal` range, fused, with spreading activation over the memories' associations; best first, "
-        "each rendered with the noise its fidelity gives (`recall_mode: perfect` for the exact text). "
-        "`cue.temporal` is a hard filter: give it ONLY when the request itself names a period, never "
-        "today's date or the conversation's. With `reconsolidate` (the default) the returned memories "
-        "are strengthened after the answer, so this tool writes.",
+        "Cerememory's recall by a cue (`text`, `embedding`, `emotion`, `temporal`: a hard filter, only when "
+        "the request names a period) with spreading activation; answers each memory's text, ref, score "
+        "and reason, and strengthens them unless `reconsolidate: false`.",
         read_only=False,
         empty={"memories": []},
     ),
@@ -57,8 +56,8 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         "associate",
         AssociateArguments,
         _associate,
-        "The memories reached from one memory (`record_id`: mem:<uuid> or its bare UUID) over its typed, "
-        "weighted associations, most activated first, each with its `activation_path`.",
+        "The memories reached from one memory (`record_id`) over its typed, weighted associations, most "
+        "activated first.",
         read_only=True,
         idempotent=True,
     ),
@@ -66,9 +65,8 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         "timeline",
         TimelineRequest,
         _timeline,
-        "The agent's memories of a time range (their own timestamps, both ends included) in UTC buckets "
-        "of a minute, hour, day, ISO week or month, oldest first; only buckets holding a record are listed. "
-        "The range is what you ask for, so name the period the request is about.",
+        "The agent's memories in a time range (their own timestamps) in UTC buckets of a minute to a "
+        "month, oldest first; name the period the request is about.",
         read_only=True,
         idempotent=True,
     ),
@@ -76,8 +74,7 @@ RECALL_TOOLS: tuple[Tool, ...] = (
         "graph",
         GraphRequest,
         _graph,
-        "The subgraph of memories around one (`center_id`; default the scope's newest) with their typed "
-        "edges, at most `depth` edges out and `limit_nodes` nodes.",
+        "The subgraph of memories around one (`center_id`, default the newest) with their typed edges.",
         read_only=True,
         idempotent=True,
     ),

@@ -59,9 +59,8 @@ WRITE_TOOLS: tuple[Tool, ...] = (
         "store",
         StoreRequest,
         _store,
-        "Store one memory of an agent. A repeat of your `id` (within agent and project) or of identical "
-        "content (within agent, project and channel) is not stored again: `result: skipped` with the first "
-        "ref. `timestamp` is the memory's own time (default now). Answers the memory's `ref` (mem:<uuid>).",
+        "Store one memory of an agent and answer its `ref` (mem:<uuid>). A repeat of your `id` or of the "
+        "same content is not stored again: `result: skipped` with the first ref.",
         read_only=False,
         idempotent=True,
     ),
@@ -69,25 +68,24 @@ WRITE_TOOLS: tuple[Tool, ...] = (
         "store_raw",
         RawRequest,
         _store_raw,
-        "Append one verbatim entry to the agent's raw journal (a conversation turn, a tool output). Raw "
-        "entries are never recalled by `recall`; read them back with `raw_query`.",
+        "Append one verbatim entry (a conversation turn, a tool output) to the agent's raw journal; "
+        "`raw_query` reads it back, `recall` never does.",
         read_only=False,
     ),
     Tool(
         "archive_episode",
         EpisodeRequest,
         _archive_episode,
-        "Archive a session summary you wrote yourself (cpersona composes no text): `summary` and "
-        "`keywords`; `history` is read only for its messages' timestamps (the episode's period).",
+        "Archive a session summary you wrote (`summary`, `keywords`); `history` is read only for its "
+        "messages' timestamps.",
         read_only=False,
     ),
     Tool(
         "declare_associations",
         DeclareRequest,
         _declare,
-        "Declare entities (with aliases) and relations between them, scoped like records; with "
-        "`anchor_ref` the entities become that record's mentions. Declaring twice changes nothing. With "
-        "`retract: true` the same declaration is removed.",
+        "Declare entities (with aliases) and relations between them, as mentions of `anchor_ref` if "
+        "given; `retract: true` removes the same declaration.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -96,8 +94,7 @@ WRITE_TOOLS: tuple[Tool, ...] = (
         "update_profile",
         ProfileArguments,
         _update_profile,
-        "Set the agent's profile text (at most 2,000 characters), replacing the one before. Recall shows it "
-        "as a profile row.",
+        "Set the agent's profile text (at most 2,000 characters), which recall shows as a profile row.",
         read_only=False,
         destructive=True,
         idempotent=True,
@@ -106,10 +103,10 @@ WRITE_TOOLS: tuple[Tool, ...] = (
         "update_memory",
         UpdateArguments,
         _update_memory,
-        "Replace the given fields of one memory (`ref`: mem:<uuid>); a field given as null is reset, one "
-        "left out kept. A content change re-embeds the memory.",
+        "Replace the given fields of one memory (`ref`); a field given as null is reset, one left out kept.",
         read_only=False,
         destructive=True,
         idempotent=True,
+        nulls=True,
     ),
 )
