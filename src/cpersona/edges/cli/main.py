@@ -130,7 +130,7 @@ async def _recall(service: Service, args: argparse.Namespace) -> int:
     print(f"{head}; limit {result['limit']}, {result['seated']} seated")
     time_cue = result.get("time_cue")
     if time_cue is not None:
-        print("time cue: " + ", ".join(f"{k} {v}" for k, v in time_cue.items() if k != "policy"))
+        print(_cue_line(time_cue))
     for degraded in result.get("degraded", ()):
         print(f"degraded: {degraded['arm']} {degraded['status']} ({degraded['detail']})", file=sys.stderr)
     width = max((len(str(r.get("ref"))) for r in rows), default=3)
@@ -144,6 +144,19 @@ async def _recall(service: Service, args: argparse.Namespace) -> int:
             text = text[:99] + "…"
         print(f"{n:>3}  {row.get('ref')!s:<{width}}  {signal:<6} {shown:>7}  {text}")
     return EXIT_OK
+
+
+def _cue_line(time_cue: dict[str, Any]) -> str:
+    """The response's ``time_cue`` as one line a person reads."""
+    period = time_cue.get("period")
+    span = "no period" if not period else f"{period[0]} .. {period[1]}"
+    if "ignored" in time_cue:
+        return f"time cue: {span}, not used ({time_cue['ignored']})"
+    widened = "widened once" if time_cue.get("revised") else "not widened"
+    return (
+        f"time cue: {span} ({time_cue.get('confidence')}), {widened}; "
+        f"{time_cue.get('moved', 0)} row(s) moved up, {time_cue.get('seated', 0)} seated"
+    )
 
 
 _AGO = re.compile(r"^(\d+)\s+(day|week|month)s?\s+ago$")
