@@ -2,11 +2,18 @@
 
 The library API is what this module exports; everything else lives in private modules. Use it as::
 
+    import anyio
+
     import cpersona
 
-    async with cpersona.open() as memory:
-        await memory.store("The deploy key rotates on Fridays", agent_id="ops-bot")
-        result = await memory.recall("when does the deploy key rotate?", agent_id="ops-bot", limit=5)
+
+    async def main() -> None:
+        async with cpersona.open() as memory:
+            await memory.store("The deploy key rotates on Fridays", agent_id="ops-bot")
+            result = await memory.recall("when does the deploy key rotate?", agent_id="ops-bot", limit=5)
+
+
+    anyio.run(main)
 
 Every public method takes typed keyword parameters (a misspelled one is a type error); the request
 models (``StoreRequest``, ``RecallQuery``…) are the one schema that the HTTP API and the CLI validate with.
