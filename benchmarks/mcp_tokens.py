@@ -32,6 +32,7 @@ import anyio
 import httpx2
 
 from benchmarks import harness
+from benchmarks.in_process import running
 from cpersona.edges.http.app import create_app
 from cpersona.operations.reconstruct.tokens import count_tokens
 from cpersona.settings import Settings
@@ -39,7 +40,6 @@ from cpersona.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from starlette.types import Receive, Scope, Send
 
 __all__ = ["MEMORY", "Figures", "main", "measure", "render"]
 
@@ -60,14 +60,8 @@ def wire(value: object) -> str:
 async def mcp_http(settings: Settings) -> AsyncIterator[httpx2.AsyncClient]:
     """An HTTP client on the app over ``settings``, in this process."""
     app = create_app(settings, background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx2.ASGITransport(app=with_state)
+    async with running(app) as (asgi, _):
+        transport = httpx2.ASGITransport(app=asgi)
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             yield http
 

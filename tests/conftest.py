@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import httpx
 import pytest
+from benchmarks import in_process
 from blockbuster import blockbuster_ctx
 from pytest_asyncio import is_async_test
 
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from starlette.applications import Starlette
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.stores.redis.connection import RedisClient
 
@@ -154,22 +154,15 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def serve_asgi() -> Callable[[Starlette], AbstractAsyncContextManager[httpx.AsyncClient]]:
     """An HTTP client on an app, its lifespan entered for as long as the client is open.
 
-    httpx's ASGI transport does not run the lifespan, and an ``AsyncClient`` fixture cannot hold the task
-    group that ``serving`` runs it in, so the app's lifespan context is entered directly and its state
-    handed to each request, as Starlette's router does. Give the app ``background=False``: background
-    tasks need a task group around the app's life.
+    An ``AsyncClient`` fixture cannot hold the task group that ``serving`` in ``test_http`` runs the
+    lifespan in, so :func:`benchmarks.in_process.running` enters the lifespan's context directly. Give the
+    app ``background=False``: background tasks need a task group around the app's life.
     """
 
     @contextlib.asynccontextmanager
     async def serve(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-        async with app.router.lifespan_context(app) as state:
-            assert state is not None
-
-            async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-                scope["state"] = dict(state)
-                await app(scope, receive, send)
-
-            transport = httpx.ASGITransport(app=with_state)
+        async with in_process.running(app) as (asgi, _):
+            transport = httpx.ASGITransport(app=asgi)
             async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
                 yield client
 

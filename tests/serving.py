@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
+from benchmarks.in_process import with_state
 
 from cpersona.edges.http.app import create_app
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
-
-    from starlette.types import Receive, Scope, Send
 
     from cpersona import Engine
 
@@ -103,12 +102,7 @@ async def stop_serve_off_loop(proc: subprocess.Popen[bytes]) -> None:
 async def asked_over_http(memory: Engine, method: str, path: str, **kwargs: Any) -> httpx.Response:
     """One request answered by the HTTP app over an engine the test opened (the state the app's lifespan
     would give it), without a server process."""
-    app = create_app(memory.settings, background=False)
-
-    async def with_engine(scope: Scope, receive: Receive, send: Send) -> None:
-        scope["state"] = {"engine": memory}
-        await app(scope, receive, send)
-
-    transport = httpx.ASGITransport(app=with_engine)
+    app = with_state(create_app(memory.settings, background=False), {"engine": memory})
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
         return await client.request(method, path, **kwargs)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 import numpy as np
 import pytest
+from benchmarks.in_process import running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -699,8 +700,7 @@ async def test_open_runs_the_worker_in_the_background(engine_settings: Settings)
 
 async def test_the_http_lifespan_runs_the_worker(engine_settings: Settings, redis: RedisClient) -> None:
     app = create_app(engine_settings)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
+    async with running(app) as (_, state):
         memory = state["engine"]
         await memory.store("Served over HTTP. Built by the lifespan's worker.", agent_id="a")
         await _wait_for_blocks(memory, "a", 2)

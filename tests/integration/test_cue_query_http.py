@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from benchmarks.in_process import running
 
 from cpersona.edges.http.app import create_app, openapi_document
 
 if TYPE_CHECKING:
-    from starlette.types import Receive, Scope, Send
-
     from cpersona.settings import Settings
 
 AGENT = "cq-http"
@@ -99,15 +98,9 @@ def test_the_document_shows_both_shapes() -> None:
 
 async def test_the_request_id_keys_reconsolidation(settings: Settings, redis: object) -> None:
     app = create_app(settings.with_(qdrant_url=":memory:", embedding_mode="none"), background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
+    async with running(app) as (asgi, state):
         engine = state["engine"]
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
+        transport = httpx.ASGITransport(app=asgi)
         async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
             ref = await _store(client, "a rainy tuesday")
             body = {"agent_id": AGENT, "cue": {"text": "rainy"}}

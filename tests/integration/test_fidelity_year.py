@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from benchmarks.in_process import running
 from cerememory import types as cmp
 from cerememory._async_client import AsyncCerememoryClient
 
@@ -22,8 +23,6 @@ from cpersona.engine import recalls
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from starlette.types import Receive, Scope, Send
 
     import cpersona
     from cpersona.settings import Settings
@@ -56,14 +55,8 @@ async def _sdk(settings: Settings) -> AsyncIterator[tuple[AsyncCerememoryClient,
     # One agent, the server's default: the SDK's protocol has no scopes.
     served = settings.with_(qdrant_url=":memory:", embedding_mode="none", default_agent="a-year-on")
     app = create_app(served, background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
+    async with running(app) as (asgi, state):
+        transport = httpx.ASGITransport(app=asgi)
         async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as http:
             yield (
                 AsyncCerememoryClient("http://cpersona.test", http_client=http),

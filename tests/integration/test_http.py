@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 import pytest
+from benchmarks.in_process import with_state
 from starlette.types import Message
 
 from cpersona.edges.http.app import create_app, openapi_document
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from starlette.applications import Starlette
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
@@ -48,17 +48,14 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     app_outbox, from_app = anyio.create_memory_object_stream[Message](1)
     lifespan_scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}
 
-    async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-        scope["state"] = dict(state)
-        await app(scope, receive, send)
-
     async with to_app, app_inbox, app_outbox, from_app, anyio.create_task_group() as tg:
         tg.start_soon(app, lifespan_scope, app_inbox.receive, app_outbox.send)
         await to_app.send({"type": "lifespan.startup"})
         started = await from_app.receive()
         assert started["type"] == "lifespan.startup.complete", started
         try:
-            transport = httpx.ASGITransport(app=with_state)
+            # The lifespan has filled ``state`` by now; each request gets a copy.
+            transport = httpx.ASGITransport(app=with_state(app, state))
             async with httpx.AsyncClient(transport=transport, base_url="http://cpersona.test") as client:
                 yield client
         finally:

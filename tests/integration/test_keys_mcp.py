@@ -10,6 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import httpx2
+from benchmarks.in_process import running
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -22,8 +23,6 @@ from cpersona.stores.redis.api_keys import ApiKeyStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
@@ -40,14 +39,8 @@ async def _keyed_mcp(
     headers = {"authorization": f"Bearer {token}"} if token else {}
     if agent_header is not None:
         headers["x-cpersona-agent"] = agent_header
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx2.ASGITransport(app=with_state)
+    async with running(app) as (asgi, _):
+        transport = httpx2.ASGITransport(app=asgi)
         async with (
             httpx2.AsyncClient(transport=transport, base_url="http://mcp.test", headers=headers) as http,
             Client(streamable_http_client("http://mcp.test/mcp", http_client=http)) as client,
@@ -67,14 +60,8 @@ async def test_mcp_without_a_key_is_refused(settings: Settings, redis: RedisClie
     app = create_app(
         settings.with_(qdrant_url=":memory:", embedding_mode="none", keys="on"), background=False
     )
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        transport = httpx2.ASGITransport(app=with_state)
+    async with running(app) as (asgi, _):
+        transport = httpx2.ASGITransport(app=asgi)
         async with httpx2.AsyncClient(transport=transport, base_url="http://mcp.test") as http:
             hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
             answer = await http.post(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
+from benchmarks.in_process import running
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -30,8 +31,6 @@ from cpersona.errors import InvalidRequest, RecordNotFound
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from starlette.types import Receive, Scope, Send
 
     from cpersona.engine.facade import Engine
     from cpersona.settings import Settings
@@ -77,16 +76,8 @@ async def app_http(
     app = create_app(
         _app_settings(settings, lexical=lexical), background=False, max_body_bytes=max_body_bytes
     )
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            if key_agents is not None:
-                scope["state"]["key_agents"] = key_agents
-            await app(scope, receive, send)
-
-        transport = httpx2.ASGITransport(app=with_state)
+    async with running(app, None if key_agents is None else {"key_agents": key_agents}) as (asgi, state):
+        transport = httpx2.ASGITransport(app=asgi)
         async with httpx2.AsyncClient(
             transport=transport, base_url="http://mcp.test", headers=headers
         ) as http:
@@ -215,14 +206,8 @@ async def test_store_recall_with_a_trace_and_reconstruct(settings: Settings, red
 async def test_tools_and_routes_share_one_engine(settings: Settings, redis: RedisClient) -> None:
     # What a tool stores, a route reads: the same engine answers both.
     app = create_app(_app_settings(settings), background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=with_state), base_url="http://mcp.test")
+    async with running(app) as (asgi, _):
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=asgi), base_url="http://mcp.test")
         async with http, Client(streamable_http_client("http://mcp.test/mcp", http_client=http)) as client:
             body, _ = await call(client, "store", {"agent_id": "both", "content": FACTS[2]})
             answer = await http.get(f"/v1/records/{body['ref']}", params={"agent_id": "both"})

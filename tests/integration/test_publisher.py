@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import orjson
 import pytest
+from benchmarks.in_process import running
 
 import cpersona
 from cpersona import Settings
@@ -316,8 +317,7 @@ async def test_the_http_lifespan_publishes_and_reports(engine_settings: Settings
     keys = Keys(engine_settings.key_prefix)
     await listener.subscribe(channel=keys.trace_channel(AGENT))
     app = create_app(engine_settings)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
+    async with running(app) as (_, state):
         memory = state["engine"]
         await memory.store("Served over HTTP", agent_id=AGENT)
         result = await memory.recall("served", agent_id=AGENT, trace=True)

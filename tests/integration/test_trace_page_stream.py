@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 import pytest
+from benchmarks.in_process import running
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     import httpx
     from starlette.applications import Starlette
-    from starlette.types import Message, Receive, Scope, Send
+    from starlette.types import Message, Scope
 
     from cpersona.settings import Settings
     from cpersona.stores.redis.connection import RedisClient
@@ -90,14 +91,8 @@ async def _app(settings: Settings, agents: frozenset[str] | None) -> AsyncIterat
     """An app on the shared Redis whose requests carry ``agents`` as their key's agents."""
     quiet = settings.with_(qdrant_url=":memory:", embedding_mode="none")
     app: Starlette = create_app(quiet, background=False)
-    async with app.router.lifespan_context(app) as state:
-        assert state is not None
-
-        async def call(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["state"] = dict(state) | ({} if agents is None else {"key_agents": agents})
-            await app(scope, receive, send)
-
-        yield call
+    async with running(app, None if agents is None else {"key_agents": agents}) as (asgi, _):
+        yield asgi
 
 
 def _scope(query: str, token: str | None = None) -> Scope:
