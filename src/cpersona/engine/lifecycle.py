@@ -1,8 +1,9 @@
 """Opening and closing the engine's backends, and running its background workers.
 
-The backends open in dependency order on one exit stack (Redis, its indexes, the embedder, the vector
-collections, the block builder, the trace publisher) and close in reverse, so a failure half way through
-closes what was opened and nothing else. The last steps of an open sweep the writes a crash left
+The backends open in dependency order on one exit stack (Redis, its indexes, the embedder and the check
+that the store's vectors are its model's (:mod:`~cpersona.engine.vector_model`), the vector collections,
+the block builder, the trace publisher) and close in reverse, so a failure half way through closes what
+was opened and nothing else. The last steps of an open sweep the writes a crash left
 between their vector and their document (:func:`~cpersona.engine.vector_writes.sweep_abandoned`) and
 finish the vector writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`),
 unless a disk is under the free-space floor: both write vectors, and a vector write on a full disk is
@@ -21,6 +22,7 @@ import anyio
 from cpersona.engine.backends import Backends
 from cpersona.engine.claims import reservation_secs
 from cpersona.engine.disk import check_free_space, end_start, prepare_start
+from cpersona.engine.vector_model import check_vector_model
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
@@ -142,6 +144,13 @@ class Lifecycle:
         vectors: VectorStore | None = None
         if embedder is not None:
             stack.push_async_callback(embedder.aclose)
+            if embedder.dim == 0:
+                # A remote embedder learns its vectors' length from its first answer; the collections and
+                # the store's record of its model need it now.
+                await embedder.embed(["cpersona"])
+            # Before the collections: a store of another model's vectors is refused in one line, not by
+            # whichever collection finds another length first.
+            await check_vector_model(records, embedder)
             vectors = await open_vector_store(self.settings, "records", embedder.dim)
             stack.push_async_callback(vectors.aclose)
         blocks, builder = await self._open_blocks(stack, stores, embedder, vectors)
