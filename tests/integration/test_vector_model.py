@@ -8,21 +8,26 @@ prefixes) and the ``http`` embedder against a loopback ``/embed`` service of oth
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
 
+import anyio
 import anyio.to_thread
 import pytest
 
 import cpersona
 from cpersona import EmbeddingModelMismatch, Settings
 from cpersona.edges.http.app import create_app
+from cpersona.engine.reembed import reembed
 from cpersona.keys import Keys
 from cpersona.stores.embedding.embedders import OnnxEmbedder
 from cpersona.stores.embedding.model_files import BUNDLED_DIR, ModelFiles
+from serving import environment_without_settings
 from test_embedding import Reply, Request, loopback_server
 from test_embedding_models import prefixed_model  # noqa: F401  (a fixture)
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
@@ -197,3 +202,90 @@ async def test_health_names_the_model(
         response = await client.get("/health")
     assert response.status_code == 200
     assert response.json()["embedder"] == MINILM
+
+
+# ------------------------------------------------------------------------------------------- reembed
+
+
+@pytest.fixture
+async def embedded_settings(redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path) -> Settings:
+    """The embedded vector engine in this test's data dir (a re-embedding deletes its shards), with the
+    session's built model."""
+    await anyio.Path(model_dir / "models").mkdir(exist_ok=True)
+    await anyio.Path(tmp_path / "models").symlink_to(model_dir / "models")
+    return Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, qdrant_process=False)
+
+
+TEXTS = ["the deploy key rotates on Fridays", "melanie paints the lake at sunrise", "the bakery opens at six"]
+
+
+async def test_reembed_makes_every_vector_again_with_the_configured_model(
+    redis: RedisClient,
+    key_prefix: str,
+    embedded_settings: Settings,
+    prefixed_model: EmbeddingModel,  # noqa: F811
+) -> None:
+    async with cpersona.open(embedded_settings, background=False) as memory:
+        for text in TEXTS:
+            await memory.store(text, agent_id="a")
+        await memory.archive_episode("a week of chores", agent_id="a")
+        await memory.drain_blocks()
+        before = await memory.stats(None)
+    assert (before["memories"], before["episodes"], before["vectors"]) == (3, 1, 4)
+    other = embedded_settings.with_(embedding_model=prefixed_model.name)
+    seen: list[tuple[int, int]] = []
+    done = await reembed(other, lambda n, total: seen.append((n, total)))
+    assert (done.model, done.records, done.pending) == ("onnx:minilm-with-prefixes (384-d)", 4, 0)
+    assert done.blocks >= 4
+    assert seen[-1] == (4, 4)
+    assert await _recorded(redis, key_prefix) == {"name": "onnx:minilm-with-prefixes", "dim": 384}
+    async with cpersona.open(other, background=False) as memory:
+        after = await memory.stats(None)
+        assert memory.backends.embedder is not None
+        memories = await memory.list("memory", agent_id="a")
+        rows = await redis.json().mget(  # type: ignore[no-untyped-call]
+            [Keys(key_prefix).memory(m.id) for m in memories], "$.embedding_model"
+        )
+    assert (after["memories"], after["episodes"], after["vectors"]) == (
+        before["memories"],
+        before["episodes"],
+        before["vectors"],
+    )
+    assert {row[0] for row in rows} == {"onnx:minilm-with-prefixes"}
+    with pytest.raises(EmbeddingModelMismatch):
+        async with cpersona.open(embedded_settings, background=False):
+            pass
+
+
+async def test_the_cli_refuses_in_one_line_then_reembeds_into_another_length(
+    key_prefix: str, embedded_settings: Settings
+) -> None:
+    async with cpersona.open(embedded_settings, background=False) as memory:
+        for text in TEXTS:
+            await memory.store(text, agent_id="a")
+    async with loopback_server(_eight_wide) as (url, _):
+        env = {
+            **environment_without_settings(),
+            "CPERSONA_REDIS_URL": str(embedded_settings.redis_url),
+            "CPERSONA_KEY_PREFIX": key_prefix,
+            "CPERSONA_DATA_DIR": str(embedded_settings.data_dir),
+            "CPERSONA_QDRANT_PROCESS": "false",
+            "CPERSONA_EMBEDDING_MODE": "http",
+            "CPERSONA_EMBEDDING_URL": url,
+        }
+
+        async def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+            return await anyio.run_process([sys.executable, "-m", "cpersona", *args], env=env, check=False)
+
+        refused = await cli("stats", "--agent", "a")
+        assert refused.returncode != 0
+        assert refused.stderr.decode().splitlines() == [
+            f"error: {EmbeddingModelMismatch('onnx:all-MiniLM-L6-v2 (384-d)', f'http:{url} (8-d)')}"
+        ]
+        done = await cli("reembed")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().startswith(f"re-embedded 3 record(s) with http:{url} (8-d)")
+        assert "reembed" in done.stderr.decode()  # the progress bar
+        stats = await cli("stats", "--agent", "a", "--json")
+        assert stats.returncode == 0, stats.stderr
+        assert json.loads(stats.stdout)["vectors"] == 3
