@@ -6,7 +6,9 @@ them), and how many tokens it reads. Where its files come from is declared besid
 loads them (``stores/embedding/model_files.py``, :data:`~cpersona.stores.embedding.model_files.LOADERS`,
 keyed by the same name), because finding them imports the packages that ship them.
 
-Adding a model is one entry here and its loader there.
+Adding a model is one entry here and its loader there. A store records the name it was embedded with
+(as ``onnx:<name>``, :mod:`cpersona.engine.vector_model`), so a name once shipped is never renamed: that
+would refuse every store made with it.
 """
 
 from __future__ import annotations
