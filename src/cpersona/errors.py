@@ -162,13 +162,12 @@ class EmbeddingModelMismatch(CpersonaError):
 
     code = "EMBEDDING_MODEL_MISMATCH"
 
-    def __init__(self, stored: str, configured: str) -> None:
+    def __init__(self, stored: str, configured: str, back: str) -> None:
         self.stored = stored
         self.configured = configured
         super().__init__(
-            f"the store's vectors were made by {stored}, not by the configured {configured}: configure "
-            f"{stored} again (CPERSONA_EMBEDDING_MODE, CPERSONA_EMBEDDING_MODEL), or run 'cpersona reembed' "
-            f"to re-embed every stored text with {configured}"
+            f"the store's vectors were made by {stored}, not by the configured {configured}: set {back} "
+            "back, or run 'cpersona reembed' to re-embed every stored text with the configured model"
         )
 
 

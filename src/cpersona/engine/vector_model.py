@@ -63,7 +63,7 @@ async def check_vector_model(admin: StoreAdmin, embedder: Embedder) -> VectorMod
     if stored is None:
         legacy = await admin.legacy_vector_model()
         if legacy is not None and legacy != current.name:
-            raise EmbeddingModelMismatch(legacy, str(current))
+            raise EmbeddingModelMismatch(legacy, str(current), _settings_of(legacy))
         # Another engine on the same Redis may have recorded one since: then its record is the store's.
         stored = await admin.record_vector_model(current.encoded())
         if stored is None:
@@ -71,5 +71,18 @@ async def check_vector_model(admin: StoreAdmin, embedder: Embedder) -> VectorMod
             return current
     recorded = VectorModel.decoded(stored)
     if recorded != current:
-        raise EmbeddingModelMismatch(str(recorded), str(current))
+        raise EmbeddingModelMismatch(str(recorded), str(current), _settings_of(recorded.name))
     return current
+
+
+def _settings_of(name: str) -> str:
+    """The settings that configure the embedder named ``name`` (``mode:detail``)."""
+    mode, _, detail = name.partition(":")
+    variable = {
+        "onnx": "CPERSONA_EMBEDDING_MODEL",
+        "http": "CPERSONA_EMBEDDING_URL",
+        "api": "CPERSONA_EMBEDDING_API_MODEL",
+    }.get(mode)
+    if variable is None:
+        return "the embedding settings it was made with"
+    return f"CPERSONA_EMBEDDING_MODE={mode} and {variable}={detail}"
