@@ -14,6 +14,7 @@ or an embedding backend never leave an adapter unmapped: the adapter raises the 
     ├── RecordNotFound            no record with that ref in this scope              HTTP 404
     ├── AgentBeingDeleted         a write to an agent whose data is being deleted    HTTP 409
     ├── DataDirLocked             another engine already owns the data directory
+    ├── EmbeddingModelMismatch    the store's vectors were made by another model than the configured one
     ├── EngineClosed              the engine was used outside ``async with``
     ├── GraphError                a recall graph was wired wrong (raised when it is built)
     └── BackendUnavailable        a backend did not answer within its deadline       HTTP 503
@@ -41,6 +42,7 @@ __all__ = [
     "CpersonaError",
     "DataDirLocked",
     "EmbedderUnavailable",
+    "EmbeddingModelMismatch",
     "EngineClosed",
     "ForgetUnconfirmed",
     "GraphError",
@@ -151,6 +153,21 @@ class DataDirLocked(CpersonaError):
         super().__init__(
             f"the data directory {data_dir} is in use by another cpersona engine ({holder}); "
             "stop it, or point CPERSONA_DATA_DIR somewhere else"
+        )
+
+
+class EmbeddingModelMismatch(CpersonaError):
+    """The store's vectors were made by another embedding model than the configured one (raised at start:
+    vectors of two models are never mixed in one store)."""
+
+    code = "EMBEDDING_MODEL_MISMATCH"
+
+    def __init__(self, stored: str, configured: str, back: str) -> None:
+        self.stored = stored
+        self.configured = configured
+        super().__init__(
+            f"the store's vectors were made by {stored}, not by the configured {configured}: set {back} "
+            "back, or run 'cpersona reembed' to re-embed every stored text with the configured model"
         )
 
 

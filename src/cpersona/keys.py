@@ -148,6 +148,11 @@ class Keys:
         return f"{self.prefix}:ratelimit:{_part(subject)}"
 
     @property
+    def vector_model(self) -> str:
+        """The embedding model the store's vectors were made with: its name and dimension (JSON)."""
+        return f"{self.prefix}:vector-model"
+
+    @property
     def schema_version(self) -> str:
         return f"{self.prefix}:schema"
 

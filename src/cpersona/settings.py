@@ -22,6 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, embedding_model
 from cpersona.errors import InvalidSetting
 
 if TYPE_CHECKING:
@@ -131,8 +132,16 @@ class Settings(BaseSettings):
 
     embedding_mode: Annotated[EmbeddingMode, BeforeValidator(_choice)] = Field(
         "onnx",
-        description="The embedder: `onnx` (all-MiniLM-L6-v2 in-process), `none` (keyword search only), "
-        "`http` (a CPersona-style `/embed` service), `api` (an OpenAI-compatible endpoint)",
+        description="The embedder: `onnx` (the model `CPERSONA_EMBEDDING_MODEL` names, in-process), `none` "
+        "(keyword search only), `http` (a CPersona-style `/embed` service), `api` (an OpenAI-compatible "
+        "endpoint)",
+    )
+    embedding_model: str = Field(
+        DEFAULT_EMBEDDING_MODEL,
+        description="The model of the `onnx` embedder: "
+        + ", ".join(f"`{name}`" for name in EMBEDDING_MODELS)
+        + ". A store keeps the model its vectors were made with and refuses to open with another "
+        "(`cpersona reembed` re-embeds it with this one)",
     )
     embedding_url: str | None = Field(
         None, description="The `/embed` URL of the `http` embedder (required there)"
@@ -370,6 +379,11 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: object) -> object:
         return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        return embedding_model(value).name
 
     @model_validator(mode="after")
     def _cross_field(self) -> Settings:

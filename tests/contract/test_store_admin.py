@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import pytest
@@ -56,3 +57,28 @@ async def test_an_unreachable_backend_raises_backend_unavailable(unreachable: Ro
         await unreachable.admin.ping()
     with pytest.raises(BackendUnavailable):
         await unreachable.admin.delete_agent("a")
+    with pytest.raises(BackendUnavailable):
+        await unreachable.admin.record_vector_model('{"name": "m1", "dim": 3}')
+
+
+async def test_the_vector_model_is_recorded_once_unless_replaced(admin: StoreAdmin) -> None:
+    assert await admin.vector_model() is None
+    assert await admin.record_vector_model('{"name": "m1", "dim": 3}') is None
+    # A second engine starting finds the first one's record and records nothing.
+    assert await admin.record_vector_model('{"name": "m2", "dim": 4}') == '{"name": "m1", "dim": 3}'
+    assert await admin.vector_model() == '{"name": "m1", "dim": 3}'
+    replaced = await admin.record_vector_model('{"name": "m2", "dim": 4}', replace=True)
+    assert replaced == '{"name": "m1", "dim": 3}'
+    assert await admin.vector_model() == '{"name": "m2", "dim": 4}'
+
+
+async def test_the_legacy_model_is_the_one_a_record_names_for_its_vector(
+    admin: StoreAdmin, record_writes: RecordWrites
+) -> None:
+    assert await admin.legacy_vector_model() is None
+    # A caller's vectors and a record without one name no model of the store.
+    await put(record_writes, memory("pending", 1, pending=True))
+    await put(record_writes, dataclasses.replace(memory("sent", 2), embedded=True, embedding_model="caller"))
+    assert await admin.legacy_vector_model() is None
+    await put(record_writes, dataclasses.replace(memory("made", 3), embedded=True, embedding_model="onnx:m1"))
+    assert await admin.legacy_vector_model() == "onnx:m1"

@@ -15,6 +15,9 @@ from cpersona.model.records import MemoryRecord, new_id
 from cpersona.stores.record_values import ClaimHolder, InFlightWrite, RecordCounts
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cpersona.stores.block_queue import BlockQueue
     from cpersona.stores.record_reads import RecordReads
     from cpersona.stores.record_writes import RecordWrites
     from cpersona.stores.write_journal import WriteJournal
@@ -158,3 +161,21 @@ async def test_an_unreachable_backend_raises_backend_unavailable(unreachable: Ro
         await journal.pending_refs()
     with pytest.raises(BackendUnavailable):
         await journal.reserve_writes([InFlightWrite("memory", new_id(), ("c",))], ttl_secs=60)
+
+
+async def test_marking_all_pending_lists_every_record_and_queues_its_blocks(
+    write_journal: WriteJournal, record_writes: RecordWrites, open_block_queue: Callable[[str], BlockQueue]
+) -> None:
+    assert await write_journal.mark_all_pending(queue_blocks=True) == 0
+    rec, ep = memory("one", 1), episode("two", 2)
+    await put(record_writes, rec)
+    await record_writes.put_episode(ep, queue_blocks=False)
+    worker = open_block_queue("w1")
+    await worker.ensure_group()
+    assert await write_journal.mark_all_pending(queue_blocks=False) == 2
+    assert await write_journal.pending_refs() == sorted([rec.ref, ep.ref])
+    assert await worker.read(">") == []
+    assert await write_journal.mark_vectors_written([rec, ep], "model-x") == []
+    assert await write_journal.mark_all_pending(queue_blocks=True) == 2
+    assert await write_journal.pending_refs() == sorted([rec.ref, ep.ref])
+    assert sorted(event.ref for event in await worker.read(">") if event.ref) == sorted([rec.ref, ep.ref])

@@ -25,6 +25,7 @@ EXPECTED = {
     "ContentTooLarge",
     "CpersonaError",
     "DataDirLocked",
+    "EmbeddingModelMismatch",
     "DeclareRequest",
     "DeclareResult",
     "DeleteResult",

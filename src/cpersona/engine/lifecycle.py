@@ -1,8 +1,9 @@
 """Opening and closing the engine's backends, and running its background workers.
 
-The backends open in dependency order on one exit stack (Redis, its indexes, the embedder, the vector
-collections, the block builder, the trace publisher) and close in reverse, so a failure half way through
-closes what was opened and nothing else. The last steps of an open sweep the writes a crash left
+The backends open in dependency order on one exit stack (Redis, its indexes, the embedder and the check
+that the store's vectors are its model's (:mod:`~cpersona.engine.vector_model`), the vector collections,
+the block builder, the trace publisher) and close in reverse, so a failure half way through closes what
+was opened and nothing else. The last steps of an open sweep the writes a crash left
 between their vector and their document (:func:`~cpersona.engine.vector_writes.sweep_abandoned`) and
 finish the vector writes a crash left pending (:func:`~cpersona.engine.vector_writes.finish_pending`),
 unless a disk is under the free-space floor: both write vectors, and a vector write on a full disk is
@@ -21,6 +22,7 @@ import anyio
 from cpersona.engine.backends import Backends
 from cpersona.engine.claims import reservation_secs
 from cpersona.engine.disk import check_free_space, end_start, prepare_start
+from cpersona.engine.vector_model import VectorModel, check_vector_model
 from cpersona.engine.vector_writes import finish_pending, sweep_abandoned
 from cpersona.engine.workers.blocks import BlockBuilder
 from cpersona.errors import EngineClosed, InsufficientStorage, InvalidSetting
@@ -34,7 +36,7 @@ from cpersona.stores.data_dir import DataDirLock
 from cpersona.stores.embedding.embedders import open_embedder
 from cpersona.stores.supervision import supervise as supervise_child
 from cpersona.stores.vectors.edge import EdgeVectorStore
-from cpersona.stores.vectors.factory import open_vector_store
+from cpersona.stores.vectors.factory import drop_vector_store, open_vector_store
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from cpersona.recall.policy import Policy
     from cpersona.settings import Settings
     from cpersona.stores.backends import Stores
-    from cpersona.stores.protocols import Embedder, VectorStore
+    from cpersona.stores.protocols import Embedder, RecordStore, VectorStore
 
 __all__ = ["Lifecycle", "checked_policies", "drain_blocks", "run_background", "run_block_worker"]
 
@@ -96,15 +98,19 @@ class Lifecycle:
     def recaller(self) -> Recaller:
         return self.backends.recaller
 
-    async def open(self) -> None:
+    async def open(self, *, reembed: bool = False) -> None:
+        """Open the backends. ``reembed`` opens a store whose vectors another model made, to make them all
+        again (:mod:`~cpersona.engine.reembed`): every record is marked pending, the collections are
+        emptied and the configured model is recorded before they reopen."""
         if self._stack is not None:
             raise RuntimeError("the engine is already open")
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            await self._open_backends(stack)
+            await self._open_backends(stack, reembed=reembed)
             self._stack = stack
-            await self._repair()
+            # A re-embedding finishes its pending records itself, with its progress shown.
+            await self._repair(finish=not reembed)
         except BaseException:
             self._backends = None
             self._stack = None
@@ -112,15 +118,17 @@ class Lifecycle:
                 await stack.aclose()
             raise
 
-    async def _repair(self) -> None:
-        """Sweep and finish what a crash left between a vector and its document, disk permitting."""
+    async def _repair(self, *, finish: bool = True) -> None:
+        """Sweep and (``finish``) finish what a crash left between a vector and its document, disk
+        permitting."""
         try:
             await check_free_space(self.settings)
         except InsufficientStorage as exc:
             log.error("the start-up sweep of unfinished writes waits for the next start: %s", exc.detail)
             return
         await sweep_abandoned(self.backends, self._abandoned_after())
-        await finish_pending(self.backends)
+        if finish:
+            await finish_pending(self.backends)
 
     def _abandoned_after(self) -> float:
         """How old a write in flight must be to count as abandoned at start. An embedded Redis has no
@@ -134,14 +142,26 @@ class Lifecycle:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
 
-    async def _open_backends(self, stack: contextlib.AsyncExitStack) -> None:
+    async def _open_backends(self, stack: contextlib.AsyncExitStack, *, reembed: bool) -> None:
         """Open every backend on ``stack`` and set ``_backends`` (the recaller among them)."""
         stores = await self._open_stores(stack)
         records = stores.records
         embedder = await open_embedder(self.settings)
+        if reembed and embedder is None:
+            raise InvalidSetting("CPERSONA_EMBEDDING_MODE", "is none: there is no model to re-embed with")
         vectors: VectorStore | None = None
         if embedder is not None:
             stack.push_async_callback(embedder.aclose)
+            if embedder.dim == 0:
+                # A remote embedder learns its vectors' length from its first answer; the collections and
+                # the store's record of its model need it now.
+                await embedder.embed(["cpersona"])
+            if reembed:
+                await self._restart_vectors(records, embedder)
+            else:
+                # Before the collections: a store of another model's vectors is refused in one line, not
+                # by whichever collection finds another length first.
+                await check_vector_model(records, embedder)
             vectors = await open_vector_store(self.settings, "records", embedder.dim)
             stack.push_async_callback(vectors.aclose)
         blocks, builder = await self._open_blocks(stack, stores, embedder, vectors)
@@ -175,6 +195,17 @@ class Lifecycle:
             publisher=publisher,
             reconsolidation=reconsolidation,
         )
+
+    async def _restart_vectors(self, records: RecordStore, embedder: Embedder) -> None:
+        """Mark every record pending, empty both collections, record the configured model. In that order:
+        a re-embedding stopped half way leaves a store of the new model whose records still to embed are
+        pending, which the next start (or ``cpersona reembed`` again) finishes."""
+        marked = await records.mark_all_pending(queue_blocks=True)
+        for name in ("records", "blocks"):
+            await drop_vector_store(self.settings, name)
+        model = VectorModel.of(embedder)
+        await records.record_vector_model(model.encoded(), replace=True)
+        log.info("re-embedding %d records with %s", marked, model)
 
     async def _open_stores(self, stack: contextlib.AsyncExitStack) -> Stores:
         """The stores on Redis (:func:`~cpersona.stores.backends.open_stores`), after the data dir is locked

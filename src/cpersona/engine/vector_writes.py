@@ -27,7 +27,7 @@ from cpersona.model.records import EpisodeRecord, MemoryRecord
 from cpersona.stores.protocols import VectorPoint
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from cpersona.engine.backends import Backends
     from cpersona.stores.protocols import InFlightWrite, Vector
@@ -140,8 +140,10 @@ async def _write_vectors(b: Backends, records: Sequence[MemoryRecord | EpisodeRe
     return {r.id for r in records} - set(missing)
 
 
-async def finish_pending(b: Backends) -> int:
-    """Write the vectors of every record marked pending. Returns how many were finished."""
+async def finish_pending(b: Backends, progress: Callable[[int, int], None] | None = None) -> int:
+    """Write the vectors of every record marked pending. Returns how many were finished.
+
+    ``progress`` is called after each batch with the records taken so far and the total."""
     if b.embedder is None or b.vectors is None:
         return 0
     done = 0
@@ -149,6 +151,8 @@ async def finish_pending(b: Backends) -> int:
     for start in range(0, len(members), _PENDING_BATCH):
         records = await b.records.load_pending(members[start : start + _PENDING_BATCH])
         done += len(await _write_vectors(b, records))
+        if progress is not None:
+            progress(min(start + _PENDING_BATCH, len(members)), len(members))
     if done:
         log.info("finished %d pending vector write(s)", done)
     return done

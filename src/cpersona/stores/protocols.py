@@ -173,11 +173,13 @@ class Embedder(Protocol):
         ...
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        """Embed documents in order. Raises ``EmbedderUnavailable`` on a backend failure or deadline."""
+        """Embed stored texts (passages) in order, each after the model's passage prefix, if it has one.
+        Raises ``EmbedderUnavailable`` on a backend failure or deadline."""
         ...
 
     async def embed_query(self, text: str) -> Vector:
-        """Embed one query, served from an in-process LRU cache when seen recently."""
+        """Embed one query (after the model's query prefix, if it has one), served from an in-process LRU
+        cache, keyed by the bare query, when seen recently."""
         ...
 
     def is_cached(self, text: str) -> bool:

@@ -51,6 +51,11 @@ class WriteJournal(Protocol):
         """The writes begun before ``started_before`` (epoch seconds) whose record was never written."""
         ...
 
+    async def mark_all_pending(self, *, queue_blocks: bool) -> int:
+        """Mark every memory and episode as waiting for its vector (a re-embedding: the pending path
+        writes them all), queuing a block event for each when ``queue_blocks``; return how many."""
+        ...
+
     async def pending_refs(self) -> list[str]:
         """The refs of every record whose vector is still to be written, sorted."""
         ...

@@ -44,6 +44,7 @@ from cpersona.edges.cli.outcomes import (
 from cpersona.edges.cli.parser import OLD_NAMES, build_parser
 from cpersona.edges.cli.raw import raw_command
 from cpersona.edges.cli.reconstruct import reconstruct_command
+from cpersona.edges.cli.reembed import reembed_command
 from cpersona.edges.cli.service import LocalService, RemoteService, ServerRefused, Service, server_url
 from cpersona.edges.cli.serving import serve_command
 from cpersona.edges.cli.stats import stats_command
@@ -258,6 +259,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         return await _trace_tail(settings, args)
     if args.command == "keys":
         return await keys_command(settings, args)
+    if args.command == "reembed":
+        return await reembed_command(settings, args)
     if args.command == "delete-agent" and not args.yes:
         raise InvalidRequest("--yes", f"is required to delete all data of agent {args.agent!r}")
     url = server_url(settings)

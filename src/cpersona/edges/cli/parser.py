@@ -163,6 +163,13 @@ def _admin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="build the embedded vector indexes now (after a large import; the embedded engine never does "
         "it on its own)",
     )
+    p = sub.add_parser(
+        "reembed",
+        parents=[common],
+        help="make every stored vector again with the configured model (CPERSONA_EMBEDDING_MODEL), after a "
+        "change of model; in-process, with the server stopped",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = sub.add_parser("trace", help="follow recall traces")
     trace_sub = p.add_subparsers(dest="trace_command", required=True, metavar="ACTION")

@@ -91,6 +91,12 @@ class BaseEmbedder(abc.ABC):
     remote service fails a batch as a whole (one over-long query would fail its neighbours) and a batch
     outlives its runner's cancellation, which a local thread does anyway but an HTTP request need not."""
 
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    """What the model expects before a query and before a stored text (``query: `` and ``passage: `` for
+    the e5 family); empty for a model trained without them. Applied here, so callers pass bare texts and
+    the query cache is keyed by the bare query (one embedder, one model, one prefix)."""
+
     def __init__(self, cache: QueryCache, *, query_batch: int = DEFAULT_BATCH_SIZE) -> None:
         self.cache = cache
         self.queries = QueryCoalescer(self.embed_queries, max_batch=query_batch)
@@ -104,12 +110,16 @@ class BaseEmbedder(abc.ABC):
     def dim(self) -> int: ...
 
     @abc.abstractmethod
-    async def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+    async def _encode(self, texts: Sequence[str]) -> list[Vector]:
+        """The model's vectors of ``texts`` exactly as given (prefixes already applied)."""
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Stored texts (passages), in order."""
+        return await self._encode(_prefixed(self.passage_prefix, texts))
 
     async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
-        """The queries of concurrent callers, embedded as one batch (:meth:`embed` unless a mode does
-        better)."""
-        return await self.embed(texts)
+        """The queries of concurrent callers, embedded as one batch."""
+        return await self._encode(_prefixed(self.query_prefix, texts))
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
@@ -124,9 +134,13 @@ class BaseEmbedder(abc.ABC):
         if self.coalesces_queries:
             vector = await self.queries.embed_one(text)
         else:
-            [vector] = await self.embed([text])
+            [vector] = await self.embed_queries([text])
         self.cache.put(text, vector)
         return vector
+
+
+def _prefixed(prefix: str, texts: Sequence[str]) -> Sequence[str]:
+    return [prefix + text for text in texts] if prefix else texts
 
 
 def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:

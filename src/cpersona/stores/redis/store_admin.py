@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import redis.exceptions
 
 from cpersona.errors import BackendUnavailable
+from cpersona.model.drafts import CALLER_EMBEDDING
 from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.indexes import ensure_indexes
 from cpersona.stores.redis.raw_search import seal_plain_entries
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["RedisStoreAdmin"]
 
 log = logging.getLogger("cpersona")
+
+_SCAN_BATCH = 1_000
 
 
 class RedisStoreAdmin(RecordRole):
@@ -56,6 +59,36 @@ class RedisStoreAdmin(RecordRole):
             except (redis.exceptions.ResponseError, BackendUnavailable) as exc:
                 log.warning("could not run the search index collector on %s: %s", name, exc)
                 return
+
+    async def vector_model(self) -> str | None:
+        stored = await self.client.get(self.keys.vector_model)
+        return None if stored is None else bytes(stored).decode()
+
+    async def record_vector_model(self, identity: str, *, replace: bool = False) -> str | None:
+        # SET ... GET answers the value it replaced; with NX it replaces nothing and still answers it.
+        before = await self.client.set(self.keys.vector_model, identity, nx=not replace, get=True)
+        return None if before is None else bytes(before).decode()
+
+    async def legacy_vector_model(self) -> str | None:
+        for prefix in (self.keys.memory_prefix, self.keys.episode_prefix):
+            batch: list[bytes] = []
+            async for key in self.client.scan_iter(match=f"{prefix}*", count=_SCAN_BATCH):
+                batch.append(key)
+                if len(batch) >= _SCAN_BATCH and (found := await self._named_model(batch)):
+                    return found
+            if batch and (found := await self._named_model(batch)):
+                return found
+        return None
+
+    async def _named_model(self, keys: list[bytes]) -> str | None:
+        """The first model the documents at ``keys`` name for their vectors (emptying ``keys``)."""
+        values = await self.client.json().mget(keys, "$.embedding_model")  # type: ignore[no-untyped-call]
+        keys.clear()
+        for found in values:
+            name = found[0] if found else None
+            if isinstance(name, str) and name and name != CALLER_EMBEDDING:
+                return name
+        return None
 
     async def delete_agent(self, agent_id: str) -> int:
         return await self._writer.delete_agent(agent_id)

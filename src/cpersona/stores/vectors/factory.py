@@ -7,15 +7,18 @@ the client's in-process local mode, which the tests use as the stand-in for a se
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING
 
-from cpersona.errors import InvalidSetting
+import anyio.to_thread
+
+from cpersona.errors import InvalidSetting, VectorStoreUnavailable
 
 if TYPE_CHECKING:
     from cpersona.settings import Settings
     from cpersona.stores.protocols import VectorStore
 
-__all__ = ["open_vector_store"]
+__all__ = ["drop_vector_store", "open_vector_store"]
 
 
 async def open_vector_store(
@@ -60,3 +63,31 @@ async def open_vector_store(
         timeout_secs=settings.qdrant_timeout_secs,
         binary_quantized=binary_quantized,
     )
+
+
+async def drop_vector_store(settings: Settings, name: str) -> None:
+    """Delete the collection ``name`` with every vector in it, if it exists (a re-embedding starts the
+    collections again, since another model's vectors may have another length).
+
+    Raises :class:`~cpersona.VectorStoreUnavailable` when a Qdrant server cannot delete it.
+    """
+    if settings.qdrant_url is None:
+        # The engine holds the data dir's lock and has not opened the shard: nothing else reads it.
+        shard = settings.data_dir / "qdrant" / name
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(shard, ignore_errors=True))
+        return
+    url = settings.qdrant_url.strip()
+    if url == ":memory:":
+        return  # each open of the in-process engine starts empty
+    from cpersona.stores.vectors.remote_client import new_client
+
+    client = await anyio.to_thread.run_sync(
+        new_client, url, settings.qdrant_api_key, settings.qdrant_timeout_secs
+    )
+    try:
+        with anyio.fail_after(settings.qdrant_timeout_secs):
+            await client.delete_collection(name)
+    except Exception as exc:
+        raise VectorStoreUnavailable(f"cannot delete the vector collection {name!r} at {url}: {exc}") from exc
+    finally:
+        await client.close()

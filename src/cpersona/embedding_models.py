@@ -1,0 +1,57 @@
+"""The in-process embedding models the engine knows, declared once (``CPERSONA_EMBEDDING_MODEL`` picks one).
+
+An entry says what makes a model's vectors what they are: its name, the length of its vectors, the text
+put before a query and before a stored passage (models trained with such prefixes rank worse without
+them), and how many tokens it reads. Where its files come from is declared beside the embedder that
+loads them (``stores/embedding/model_files.py``, :data:`~cpersona.stores.embedding.model_files.LOADERS`,
+keyed by the same name), because finding them imports the packages that ship them.
+
+Adding a model is one entry here and its loader there. A store records the name it was embedded with
+(as ``onnx:<name>``, :mod:`cpersona.engine.vector_model`), so a name once shipped is never renamed: that
+would refuse every store made with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Final
+
+from cpersona.errors import InvalidSetting
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "EMBEDDING_MODELS", "EmbeddingModel", "embedding_model"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmbeddingModel:
+    """One sentence encoder the ``onnx`` embedder can run."""
+
+    name: str
+    dim: int
+    max_tokens: int
+    """Longer texts are cut to this many tokens, as the model's own configuration does."""
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+
+EMBEDDING_MODELS: Final[Mapping[str, EmbeddingModel]] = {
+    model.name: model
+    for model in (
+        # sentence_bert_config.json: max_seq_length 256; trained without prefixes.
+        EmbeddingModel(name="all-MiniLM-L6-v2", dim=384, max_tokens=256),
+    )
+}
+
+DEFAULT_EMBEDDING_MODEL: Final = "all-MiniLM-L6-v2"
+
+
+def embedding_model(name: str) -> EmbeddingModel:
+    """The registered model ``name``; :class:`~cpersona.InvalidSetting` naming the setting and the
+    choices for any other."""
+    model = EMBEDDING_MODELS.get(name)
+    if model is None:
+        choices = ", ".join(EMBEDDING_MODELS)
+        raise InvalidSetting("CPERSONA_EMBEDDING_MODEL", f"must be one of {choices}; got {name!r}")
+    return model
