@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
     from cpersona.stores.embedding.model_files import ModelFiles
 
-__all__ = ["BUILDER_VERSION", "INPUT_NAMES", "OPSET", "OUTPUT_NAME", "cache_key", "ensure_onnx_model"]
+__all__ = [
+    "BUILDER_VERSION",
+    "INPUT_NAMES",
+    "OPSET",
+    "OUTPUT_NAME",
+    "cache_key",
+    "ensure_onnx_model",
+    "write_atomically",
+]
 
 BUILDER_VERSION = "1"
 """Bump whenever the graph :mod:`.onnx_graph` writes changes, so cached files from older builders are not
@@ -50,11 +58,11 @@ def ensure_onnx_model(files: ModelFiles, cache_dir: Path, build: Callable[[Model
     target = cache_dir / f"bert-{cache_key(files)[:24]}.onnx"
     if target.is_file():
         return target
-    _write_atomically(target, build(files))
+    write_atomically(target, build(files))
     return target
 
 
-def _write_atomically(target: Path, payload: bytes) -> None:
+def write_atomically(target: Path, payload: bytes) -> None:
     # Inside the data dir, which is its owner's alone (stores/owner_only.py): mkstemp's 0600 stays.
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 from cpersona.stores.embedding.graph_file import BUILDER_VERSION, INPUT_NAMES, OPSET, OUTPUT_NAME
 
-__all__ = ["BertConfig", "build_encoder_graph", "encoder_graph_bytes"]
+__all__ = ["BertConfig", "BlockQuantized", "build_encoder_graph", "encoder_graph_bytes"]
 
 _IR_VERSION = 8
 """The IR version that goes with opset 17, pinned so a newer ``onnx`` cannot stamp one the runtime refuses."""
@@ -141,16 +141,46 @@ class _Graph:
         )
 
 
-def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -> onnx.ModelProto:
+@dataclasses.dataclass(frozen=True, slots=True)
+class BlockQuantized:
+    """A matrix kept as small integers with one float scale per block of a row: ``codes * scale``.
+
+    The word embeddings of a large vocabulary stay this way inside the graph (a quarter of their float32
+    size) and only the rows a batch gathers are turned into floats, each to exactly the float32 value
+    ``code * scale`` the file's own engine computes.
+    """
+
+    codes: npt.NDArray[np.int8]
+    """``[rows, columns]``."""
+    scales: FloatArray
+    """``[rows, columns // block]``."""
+
+    @property
+    def block(self) -> int:
+        return int(self.codes.shape[1] // self.scales.shape[1])
+
+    def dequantized(self) -> FloatArray:
+        rows, columns = self.codes.shape
+        blocks = self.codes.reshape(rows, -1, self.block).astype(np.float32) * self.scales[:, :, None]
+        return blocks.reshape(rows, columns)
+
+
+def build_encoder_graph(
+    weights: Mapping[str, FloatArray],
+    config: BertConfig,
+    *,
+    word_embeddings: BlockQuantized | None = None,
+) -> onnx.ModelProto:
     """The whole sentence encoder as one ONNX model.
 
     Inputs are int64 ``[batch, sequence]`` tensors named :data:`INPUT_NAMES`; the output
     :data:`OUTPUT_NAME` is float32 ``[batch, hidden]``, mean-pooled over the attention mask and of unit
-    length. Raises ``ValueError`` when a tensor the config calls for is missing.
+    length. ``word_embeddings`` stands in for ``embeddings.word_embeddings.weight`` when given.
+    Raises ``ValueError`` when a tensor the config calls for is missing.
     """
     # The steps below add nodes in the graph's order; node names come from that order, so keep it.
     g = _Graph(weights)
-    hidden = _embedded(g, config)
+    hidden = _embedded(g, config, word_embeddings)
     mask_f, attn_bias = _attention_bias(g)
     consts = _LayerConsts.of(g, config)
     for layer in range(config.num_hidden_layers):
@@ -171,7 +201,7 @@ def build_encoder_graph(weights: Mapping[str, FloatArray], config: BertConfig) -
     return model
 
 
-def _embedded(g: _Graph, config: BertConfig) -> str:
+def _embedded(g: _Graph, config: BertConfig, word_embeddings: BlockQuantized | None) -> str:
     """Word, token-type and position embeddings, summed and normalised."""
     ids, _mask, types = INPUT_NAMES
     i64 = np.int64
@@ -184,10 +214,27 @@ def _embedded(g: _Graph, config: BertConfig) -> str:
         g.const([0], i64),
         hint="positions",
     )
-    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), ids, hint="words")
+    if word_embeddings is None:
+        words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), ids, hint="words")
+    else:
+        words = _gathered_blocks(g, word_embeddings, ids, config.hidden_size)
     token_types = g.op("Gather", g.weight("embeddings.token_type_embeddings.weight"), types, hint="types")
     summed = g.op("Add", g.op("Add", words, token_types), positions, hint="embedded")
     return g.layer_norm(summed, "embeddings.LayerNorm", config.layer_norm_eps)
+
+
+def _gathered_blocks(g: _Graph, matrix: BlockQuantized, ids: str, width: int) -> str:
+    """The rows ``ids`` of a block-quantized matrix as float32 ``[batch, sequence, width]``."""
+    i64 = np.int64
+    name = "embeddings.word_embeddings"
+    g.initializers.append(numpy_helper.from_array(np.ascontiguousarray(matrix.codes), f"{name}.codes"))
+    g.initializers.append(
+        numpy_helper.from_array(np.ascontiguousarray(matrix.scales, dtype=np.float32), f"{name}.scales")
+    )
+    codes = g.op("Cast", g.op("Gather", f"{name}.codes", ids), to=TensorProto.FLOAT, hint="word_codes")
+    blocked = g.op("Reshape", codes, g.const([0, 0, -1, matrix.block], i64), hint="word_blocks")
+    scales = g.op("Unsqueeze", g.op("Gather", f"{name}.scales", ids), g.const([3], i64), hint="word_scales")
+    return g.op("Reshape", g.op("Mul", blocked, scales), g.const([0, 0, width], i64), hint="words")
 
 
 def _attention_bias(g: _Graph) -> tuple[str, str]:
