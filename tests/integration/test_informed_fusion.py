@@ -86,11 +86,13 @@ async def test_the_traced_weights_come_from_the_traced_scores(
         if trace["arms"].get(name)
     }
     assert set(trace["fusion_weights"]) == fused
+    measured = {name: informativeness([row["raw"] for row in trace["arms"][name]]) for name in fused}
+    total = sum(informative for informative, _, _ in measured.values())
     for name, traced in trace["fusion_weights"].items():
-        informative, top, bulk = informativeness([row["raw"] for row in trace["arms"][name]])
+        informative, top, bulk = measured[name]
         share = far_weight if name == "vector_far" else 1.0
         assert traced["informative"] == pytest.approx(informative)
-        assert traced["weight"] == pytest.approx(share * informative)
+        assert traced["weight"] == pytest.approx(share * informative / total)
         assert (traced["top"], traced["bulk"]) == (pytest.approx(top), pytest.approx(bulk))
     # no list gives a row more than its weight
     for entry in trace["fusion"]:

@@ -301,20 +301,45 @@ def test_informed_follows_the_informative_list_and_reports_the_weights() -> None
         ("memory_keyword", 20.0, 5.0),
     ]
     near, keyword = weights
-    assert near.weight == pytest.approx(0.025)
-    assert keyword.weight == pytest.approx(0.75)
+    # each list's part of the summed informativeness: 0.025 and 0.75 of 0.775
+    assert near.weight == pytest.approx(0.025 / 0.775)
+    assert keyword.weight == pytest.approx(0.75 / 0.775)
     got = by_ref(rows)
-    # a list's top row gets its whole weight; a row at or below the bulk gets nothing
-    assert dict(got["mem:a"].votes)["vector_near"] == pytest.approx(0.025)
-    assert dict(got["mem:c"].votes)["vector_near"] == 0.0
-    assert dict(got["mem:e"].votes)["memory_keyword"] == pytest.approx(0.75)
-    # mem:d: keyword (6 - 5) / (20 - 5) of 0.75, vector 0 (0.77 is below its bulk)
-    assert got["mem:d"].rsf == pytest.approx(0.75 / 15)
+    # a list's top row gets its whole weight, its bottom row nothing (min-max within the list)
+    assert dict(got["mem:a"].votes)["vector_near"] == pytest.approx(near.weight)
+    assert dict(got["mem:e"].votes)["vector_near"] == 0.0
+    assert dict(got["mem:e"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
+    # mem:d: near (0.77 - 0.76) / 0.04 = 0.25, keyword (6 - 4) / 16 = 0.125
+    assert got["mem:d"].rsf == pytest.approx(near.weight * 0.25 + keyword.weight * 0.125)
     assert all(c.rrf is None and c.rsf is not None for c in rows)
     assert got["mem:e"].cosine == 0.76
     assert got["mem:e"].bm25 == 20.0
+    # rsf, with equal parts, lets the flat list's noise decide: mem:a and mem:e tie at the top
+    assert rsf(arms, far_weight=0.5, profile_ref=None)[0].rsf == pytest.approx(0.5)
     # the same input ranks and weighs the same every time
     assert informed(arms, far_weight=0.5, profile_ref=None) == (rows, weights)
+
+
+def test_informed_is_rsf_when_the_lists_are_equally_informative() -> None:
+    arms = {
+        "vector_near": arm("vector_near", ("mem:1", 0.9), ("mem:2", 0.45), ("mem:3", 0.45)),
+        "memory_keyword": arm("memory_keyword", ("mem:3", 10.0), ("mem:1", 5.0), ("mem:2", 5.0)),
+    }
+    rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
+    assert [w.informative for w in weights] == [0.5, 0.5]
+    plain = rsf(arms, far_weight=1.0, profile_ref="profile:x")
+    assert refs(rows) == refs(plain)
+    assert [c.rsf for c in rows] == pytest.approx([c.rsf for c in plain])
+    # every list flat: no list is trusted more than another, so again rsf's equal parts
+    flat = {
+        "vector_near": arm("vector_near", ("mem:1", 0.7), ("mem:2", 0.7)),
+        "memory_keyword": arm("memory_keyword", ("mem:2", 3.0), ("mem:1", 3.0)),
+    }
+    rows, weights = informed(flat, far_weight=1.0, profile_ref=None)
+    assert [w.weight for w in weights] == [0.5, 0.5]
+    assert [c.rsf for c in rows] == pytest.approx(
+        [c.rsf for c in rsf(flat, far_weight=1.0, profile_ref=None)]
+    )
 
 
 def test_informed_two_peaked_lists_share_the_ranking() -> None:
@@ -323,22 +348,25 @@ def test_informed_two_peaked_lists_share_the_ranking() -> None:
         "memory_keyword": arm("memory_keyword", ("mem:2", 12.0), ("mem:1", 11.0), ("mem:3", 1.0)),
     }
     rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
-    # both lists informative: mem:1 is first on one and near the top of the other
+    # near (0.9 - 0.3) / 0.9 is far more informative than keyword (12 - 11) / 12: mem:1 leads
     assert refs(rows) == ["mem:1", "mem:2", "mem:3", "profile:x"]
     assert [w.informative for w in weights] == pytest.approx([(0.9 - 0.3) / 0.9, (12.0 - 11.0) / 12.0])
+    assert sum(w.weight for w in weights) == pytest.approx(1.0)
 
 
 def test_informed_far_list_weight_and_unscored_list() -> None:
     arms = {
         "vector_far": arm("vector_far", ("mem:1", 0.9), ("mem:2", 0.1), ("mem:3", 0.1)),
-        # the keyword arm's whole-query fallback carries no scores: counted by rank at weight 1
+        # the keyword arm's whole-query fallback carries no scores: fully informative, every row 1.0
         "memory_keyword": arm("memory_keyword", ("mem:3", None), ("mem:2", None)),
     }
     rows, weights = informed(arms, far_weight=0.5, profile_ref=None)
     far, keyword = weights
-    assert far.weight == pytest.approx(0.5 * (0.9 - 0.1) / 0.9)
-    assert (keyword.weight, keyword.top, keyword.bulk) == (1.0, None, None)
+    g_far = (0.9 - 0.1) / 0.9
+    assert far.weight == pytest.approx(0.5 * g_far / (g_far + 1.0))
+    assert (keyword.informative, keyword.top, keyword.bulk) == (1.0, None, None)
+    assert keyword.weight == pytest.approx(1.0 / (g_far + 1.0))
     got = by_ref(rows)
-    assert dict(got["mem:3"].votes)["memory_keyword"] == 1.0
-    assert dict(got["mem:2"].votes)["memory_keyword"] == 0.5
-    assert refs(rows) == ["mem:3", "mem:2", "mem:1"]
+    assert dict(got["mem:3"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
+    # mem:2 and mem:3 tie; ties keep first-seen order (the far list is read first)
+    assert refs(rows) == ["mem:2", "mem:3", "mem:1"]

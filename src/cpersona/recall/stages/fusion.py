@@ -10,13 +10,13 @@ Four modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
     Relative score fusion: each list's raw scores are min-max normalised within this query, weighted,
     summed and divided by the number of non-empty lists.
 ``informed``
-    Relative score fusion that trusts each list only as far as it is informative for this query
-    (:func:`informativeness`): a row's part from a list is the list's weight times how far the row's raw
-    score stands above the list's bulk (its median), as a share of how far the list's top stands above it.
-    A list whose scores sit in one narrow band (an embedder that cannot read the query's language gives
-    unrelated texts nearly equal cosines) gets a weight near 0; a list whose top stands clear gets one
-    near 1. Measured from the scores alone, so it needs no language detection. The score is carried as
-    the row's ``rsf`` (the gate and the reasons read it as a relative score).
+    Relative score fusion that trusts each list only as far as it is informative for this query: each
+    list's min-max scores count in proportion to the share of its top score that stands above its bulk
+    (its median, :func:`informativeness`), instead of rsf's equal parts. A list whose scores sit in one
+    narrow band (an embedder that cannot read the query's language gives unrelated texts nearly equal
+    cosines) counts for little; a list whose top stands clear counts for much. Measured from the scores
+    alone, so it needs no language detection. The score is carried as the row's ``rsf`` (the gate and the
+    reasons read it as a relative score, on the same 0-to-1 scale).
 ``cascade``
     No fused score: the near list (at the full vector threshold), then episode full text, then the profile
     row, then memory keyword rows until ``limit`` rows are filled. Also the path for a blank query.
@@ -27,6 +27,7 @@ The profile row, when the agent has one, is appended after the fused rows with n
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from typing import TYPE_CHECKING, Literal
 
@@ -176,8 +177,9 @@ class ArmWeight:
     """How far ``informed`` fusion trusted one list for this query.
 
     ``top`` is the list's best raw score, ``bulk`` its median raw score, ``informative`` the share of
-    ``top`` that stands above ``bulk`` (0 to 1), and ``weight`` that share times the list's own weight
-    (the far list's ``far_weight``, 1 for the others).
+    ``top`` that stands above ``bulk`` (0 to 1), and ``weight`` the list's share of the fused score: its
+    ``informative`` times its own weight (the far list's ``far_weight``, 1 for the others) over the sum of
+    every fused list's ``informative``.
     """
 
     arm: str
@@ -191,10 +193,10 @@ def informativeness(raws: Sequence[float | None]) -> tuple[float, float | None, 
     """``(informative, top, bulk)`` of one list's raw scores, best first or in any order.
 
     ``informative = clamp((top - bulk) / top, 0, 1)`` with ``bulk`` the median: how much of the top score
-    stands above what the list's typical candidate gets. Both arms' scores are 0 for "nothing in common"
-    (BM25 for no shared term, a cosine for unrelated directions), so the share is comparable across
-    lists without a scale. A single scored row has no bulk: it is taken as 0 (the list found one thing).
-    No scored row, or a top at or below 0, gives 0. Deterministic: a pure function of the scores.
+    stands above what the list's typical candidate gets. Both kinds of arm score 0 for "nothing in
+    common" (BM25 for no shared term, a cosine for unrelated directions), so the share is comparable
+    across lists without a scale. A single scored row has no bulk: it is taken as 0 (the list found one
+    thing). No scored row, or a top at or below 0, gives 0. A pure function of the scores.
     """
     present = sorted(v for v in raws if v is not None)
     if not present:
@@ -214,33 +216,27 @@ def informed(
 ) -> tuple[tuple[Candidate, ...], tuple[ArmWeight, ...]]:
     """Informed relative score fusion (see the module docstring); also each list's weight, list order.
 
-    A row's part from a list is ``weight * clamp((raw - bulk) / (top - bulk), 0, 1)``: the top row gets
-    the whole weight, a row at or below the bulk nothing. A list without raw scores (the keyword arm's
-    whole-query fallback) counts by rank instead, at weight 1. Ties keep first-seen order, the lists
-    read in fusion's order.
+    ``score = Σ share * informative * minmax(raw) / Σ informative`` over the non-empty lists: rsf with each
+    list's equal part replaced by its part of the summed informativeness, so with equally informative
+    lists it is exactly rsf. When no list is informative at all (every one flat) it falls back to rsf's
+    equal parts. A list without raw scores (the keyword arm's whole-query fallback) is taken as fully
+    informative, its rows counting as rsf counts them. Ties keep first-seen order, lists in fusion's order.
     """
+    lists = _lists(arms)
+    measured = [informativeness([row.raw for row in rows]) for _, rows in lists]
+    measured = [(1.0, top, bulk) if top is None else (g, top, bulk) for g, top, bulk in measured]
+    total = math.fsum(g for g, _, _ in measured)
     scores: dict[str, float] = {}
     votes: dict[str, list[tuple[str, float]]] = {}
     cosine: dict[str, float] = {}
     bm25: dict[str, float] = {}
     weights: list[ArmWeight] = []
-    for name, rows in _lists(arms):
+    for (name, rows), (informative, top, bulk) in zip(lists, measured, strict=True):
         share = far_weight if name == "vector_far" else 1.0
-        raws = [row.raw for row in rows]
-        informative, top, bulk = informativeness(raws)
-        if top is None:
-            informative = 1.0
-            parts = [1.0 - row.rank / len(rows) for row in rows]
-        else:
-            assert bulk is not None
-            span = top - bulk
-            parts = [
-                0.0 if raw is None or span <= 0.0 else min(1.0, max(0.0, (raw - bulk) / span)) for raw in raws
-            ]
-        weight = share * informative
+        weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
         weights.append(ArmWeight(name, weight, informative, top, bulk))
-        for row, part in zip(rows, parts, strict=True):
-            contribution = weight * part
+        for row, norm in zip(rows, minmax([row.raw for row in rows]), strict=True):
+            contribution = weight * norm
             scores[row.ref] = scores.get(row.ref, 0.0) + contribution
             votes.setdefault(row.ref, []).append((name, contribution))
             _note_raw(name, row, cosine, bm25)
