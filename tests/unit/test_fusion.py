@@ -1,5 +1,5 @@
-"""Fusion by hand: rrf, rsf (with its min-max edge cases) and the cascade, each against values worked
-out on paper from the reference formulas (K = 60, ranks 0-based)."""
+"""Fusion by hand: rrf, rsf (with its min-max edge cases), informed and the cascade, each against values
+worked out on paper from the reference formulas (K = 60, ranks 0-based)."""
 
 from __future__ import annotations
 
