@@ -46,7 +46,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 import anyio
 from tqdm import tqdm
@@ -64,6 +64,7 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
+from cpersona.settings import RecallMode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -75,6 +76,11 @@ if TYPE_CHECKING:
 
 RESULTS_DIR: Final = REPO_ROOT / "benchmarks" / "results"
 ALL_SYSTEMS: Final = ("bm25", "dense", "rrf", "cpersona")
+EXTRA_SYSTEMS: Final = ("bm25-bigram",)
+"""Systems a run may name that none runs unless asked (the bigram BM25 is the baseline for Japanese)."""
+FUSION_MODES: Final = get_args(RecallMode)
+JSQUAD_SYSTEMS: Final = ("bm25-bigram", "cpersona:bm25", "cpersona:dense", "cpersona", "cpersona:informed")
+"""What ``jsquad`` runs unless told otherwise: the plain baseline, the engine's arms alone, two fusions."""
 SIDE_BY_SIDE: Final = (*ALL_SYSTEMS, *PEER_SYSTEMS)
 """The systems ``all`` runs unless told otherwise: the baselines, cpersona and both peers."""
 LOCOMO_PEERS_STEM: Final = "quality_locomo_peers"
@@ -214,7 +220,7 @@ def _make_systems(
 ) -> list[Any]:
     """The systems ``names`` asks for; ``policy`` is the recall policy of every cpersona engine (``None``,
     the engine's default)."""
-    from benchmarks.quality.systems import BM25, RRF_DEPTH, Cpersona, Dense, RRFHybrid
+    from benchmarks.quality.systems import BM25, RRF_DEPTH, BM25Bigram, Cpersona, Dense, RRFHybrid
 
     engine = None if policy is None else {"recall_policy": policy}
 
@@ -222,6 +228,8 @@ def _make_systems(
     for name in names:
         if name == "bm25":
             made.append(BM25())
+        elif name == "bm25-bigram":
+            made.append(BM25Bigram())
         elif name == "dense":
             assert cache is not None
             made.append(Dense(cache))
@@ -230,9 +238,9 @@ def _make_systems(
             depth = name.partition(":")[2] or str(RRF_DEPTH)
             made.append(RRFHybrid(cache, depth=None if depth == "all" else int(depth), name=name))
         elif name == "cpersona" or name.startswith("cpersona:"):
-            # cpersona:<mode> (rrf | rsf | cascade) or cpersona:<arms> (bm25 | dense): one engine each.
+            # cpersona:<mode> (a fusion mode) or cpersona:<arms> (bm25 | dense): one engine each.
             variant = name.partition(":")[2]
-            mode = variant if variant in ("rrf", "rsf", "cascade") else None
+            mode = variant if variant in FUSION_MODES else None
             arms = variant if variant in ("bm25", "dense") else "all"
             made.append(
                 Cpersona(
@@ -708,12 +716,12 @@ def write_chart(outcome: Outcome, path: Path) -> None:
 
 
 def _known_system(name: str) -> bool:
-    if name in ALL_SYSTEMS or name in PEER_SYSTEMS:
+    if name in ALL_SYSTEMS or name in EXTRA_SYSTEMS or name in PEER_SYSTEMS:
         return True
     # RRF read to another depth than 100: rrf:20, rrf:all.
     base, _, variant = name.partition(":")
     if base == "cpersona":
-        return variant in ("rrf", "rsf", "cascade", "bm25", "dense")
+        return variant in (*FUSION_MODES, "bm25", "dense")
     return base == "rrf" and (variant == "all" or (variant.isdigit() and int(variant) > 0))
 
 
@@ -722,8 +730,9 @@ def _systems_arg(text: str) -> list[str]:
     unknown = [name for name in names if not _known_system(name)]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"choose from {','.join(ALL_SYSTEMS)} (and rrf:<depth>, rrf:all, "
-            f"cpersona:<rrf|rsf|cascade|bm25|dense>, peers {','.join(PEER_SYSTEMS)}); got {text!r}"
+            f"choose from {','.join((*ALL_SYSTEMS, *EXTRA_SYSTEMS))} (and rrf:<depth>, rrf:all, "
+            f"cpersona:<{'|'.join((*FUSION_MODES, 'bm25', 'dense'))}>, peers {','.join(PEER_SYSTEMS)}); "
+            f"got {text!r}"
         )
     return list(dict.fromkeys(names))
 
@@ -779,6 +788,17 @@ def build_parser() -> argparse.ArgumentParser:
     _shared_arguments(tmd, f"TMD log {tmd_peers.QUICK_LOG} only (a smoke run)")
     tmd.add_argument("--tmd", type=Path, default=DEFAULT_TMD, help="path to the TMD folder")
     tmd.add_argument("--no-cue", action="store_true", help="skip the time-cue comparison")
+
+    from benchmarks.quality.jsquad import DEFAULT_JSQUAD, QUICK_QUESTIONS
+
+    jsquad = commands.add_parser(
+        "jsquad", help="JSQuAD: Japanese questions, each to its paragraph, one scope"
+    )
+    _shared_arguments(
+        jsquad, f"{QUICK_QUESTIONS} questions at a fixed stride (a smoke run)", systems=JSQUAD_SYSTEMS
+    )
+    jsquad.add_argument("--jsquad", type=Path, default=DEFAULT_JSQUAD, help="path to valid-v1.3.json")
+    jsquad.add_argument("--questions", type=int, default=None, help="this many questions (default: all)")
 
     cue = commands.add_parser("cue", help="time cue: no cue / cue / extra rows on TMD and LoCoMo")
     cue_bench.add_arguments(cue)
@@ -860,6 +880,8 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     command = harness.command("quality", args_list)
     if args.dataset == "tmd":
         return _tmd_main(args, command)
+    if args.dataset == "jsquad":
+        return _jsquad_main(args, command)
     if args.dataset == "all":
         return _all_main(args, command)
     return _locomo_main(args, command)
@@ -928,6 +950,68 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     ]
     report = "\n".join(lines).rstrip() + "\n"
     cue_peers.write_answers(cue_runs, args.cache_dir / f"{stem}_cue_last.json")
+    return _write(report, outcome, args.out / f"{stem}.md", chart)
+
+
+def _jsquad_main(args: argparse.Namespace, command: str) -> Path:
+    """``jsquad``: every paragraph in one scope, each question to its paragraph (:mod:`.jsquad`)."""
+    from benchmarks.quality.jsquad import JSQUAD_LAYOUT, QUICK_QUESTIONS, load_jsquad
+
+    load_start = harness.load()
+    count = args.questions if args.questions is not None else QUICK_QUESTIONS if args.quick else None
+    data = load_jsquad(args.jsquad, questions=count)
+    print(f"JSQuAD: {len(data.paragraphs)} paragraphs, {len(data.questions)} of {data.total_questions} asked")
+    outcome = _run(data, args, episodes=False, layout=JSQUAD_LAYOUT)
+    print(f"dense check: {outcome.dense_check.describe()}")
+
+    stem = "quality_jsquad" + ("_quick" if args.quick else "_subset" if args.questions is not None else "")
+    chart = args.out / f"{stem}.png"
+    scores = turn_scores(outcome)
+    ks = [k for k in (1, 5, 10) if k <= outcome.depth]
+    summary = [
+        "## Summary",
+        "",
+        "| system | " + " | ".join(f"R@{k}" for k in ks) + " | NDCG@10 | search p50 / p95 (ms) |",
+        "|---|" + "---:|" * (len(ks) + 2),
+        *(
+            f"| {run.name} | "
+            + " | ".join(f"{scores[run.name]['overall'][f'recall@{k}']:.3f}" for k in ks)
+            + f" | {scores[run.name]['overall']['ndcg@10']:.3f} | {_latency(run)} |"
+            for run in outcome.runs
+        ),
+        "",
+    ]
+    sample = (
+        f"**{len(data.questions)} of {data.total_questions} questions**, every "
+        f"{data.total_questions // len(data.questions)}th (a fixed stride)"
+        if len(data.questions) < data.total_questions
+        else f"all {data.total_questions} questions"
+    )
+    lines = [
+        "# Retrieval quality on JSQuAD (Japanese; question → its paragraph, one scope)",
+        "",
+        *run_header(command, load_start=load_start),
+        f"- data: `{data.path.name}` (JGLUE JSQuAD v1.3 validation, CC BY-SA 4.0, evaluation only, not in "
+        f"the repository) sha256 `{data.digest[:16]}…`; {data.articles} articles, {len(data.paragraphs)} "
+        f"paragraphs in one scope; {sample}",
+        f"- depth asked of every system: k = {outcome.depth}; each question's gold is its one paragraph",
+        "",
+        *summary,
+        *comparison_sections(outcome, scores, chart.name),
+        "## Method and choices",
+        "",
+        "- **Units**: one paragraph = one memory, content `<title>\\n<text>` (the file's `<title> [SEP] "
+        "<text>`), stamped one second apart in file order (the set has no time).",
+        "- **cpersona variants**: `cpersona` is the engine at its defaults; `cpersona:bm25` and "
+        "`cpersona:dense` keep only its keyword arms (memory keyword, episode full text) or only its "
+        "vector arms, the others switched off; `cpersona:<mode>` is the engine with that fusion mode.",
+        *SYSTEM_NOTES,
+        "- **BM25 over character bigrams** (`bm25-bigram`): the same `bm25s` BM25 (Lucene, k1 1.5, b 0.75) "
+        "over overlapping character bigrams of the NFKC-normalised, lower-cased text, whitespace dropped, "
+        "no stop words.",
+        "",
+    ]
+    report = "\n".join(lines).rstrip() + "\n"
     return _write(report, outcome, args.out / f"{stem}.md", chart)
 
 

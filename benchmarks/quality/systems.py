@@ -10,6 +10,9 @@ answers with unit ids, best first::
   per conversation. Tokenisation is bm25s's own default: lower-case, tokens ``\\b\\w\\w+\\b`` (so
   one-character words drop out), its English stop-word list, no stemming. Units sharing no term with the
   question score 0 and are **not** returned: BM25 has nothing to say about them.
+* :class:`BM25Bigram`: the same BM25 (k1 = 1.5, b = 0.75, Lucene) over overlapping character bigrams of
+  the NFKC-normalised, lower-cased text, whitespace dropped, no stop words: the plain baseline for
+  text written without spaces (Japanese, Chinese). A one-character run counts as its own token.
 * :class:`Dense`: exact cosine (numpy, every unit scored) over the cached MiniLM vectors of
   :mod:`.embed_cache`; always returns min(k, corpus size) ids.
 * :class:`RRFHybrid`: reciprocal-rank fusion, score = Σ 1 / (60 + rank), of the BM25 and dense lists,
@@ -30,6 +33,7 @@ import json
 import shutil
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BM25",
+    "BM25Bigram",
     "RRF_DEPTH",
     "RRF_K",
     "STORE_CACHE_VERSION",
@@ -155,6 +160,22 @@ class BM25:
 
     async def aclose(self) -> None:
         self._indexes.clear()
+
+
+class BM25Bigram(BM25):
+    """BM25 over character bigrams (see the module docstring)."""
+
+    name = "bm25-bigram"
+
+    @staticmethod
+    def tokenize(texts: Sequence[str]) -> list[list[str]]:
+        out: list[list[str]] = []
+        for text in texts:
+            tokens: list[str] = []
+            for run in unicodedata.normalize("NFKC", text).lower().split():
+                tokens += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+            out.append(tokens)
+        return out
 
 
 class Dense:

@@ -41,7 +41,7 @@ __all__ = [
 EmbeddingMode = Literal["onnx", "none", "http", "api"]
 KeysMode = Literal["auto", "on", "off"]
 FutureTimestampMode = Literal["warn", "reject", "off"]
-RecallMode = Literal["rrf", "rsf", "cascade"]
+RecallMode = Literal["rrf", "rsf", "informed", "cascade"]
 ReconstructSequence = Literal["items", "evidence", "whole"]
 
 PREFIX = "CPERSONA_"
@@ -234,7 +234,9 @@ class Settings(BaseSettings):
     )
 
     recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = Field(
-        "rrf", description="Fusion: `rrf`, `rsf` or `cascade` (a request's `mode` overrides it)"
+        "rrf",
+        description="Fusion: `rrf`, `rsf`, `informed` (rsf weighted by how informative each arm is for "
+        "the query) or `cascade` (a request's `mode` overrides it)",
     )
     recall_policy: str = Field(
         "single-pass-v1",

@@ -280,6 +280,7 @@ async def test_trace_shape_and_consistency(
     "fields",
     [
         {"mode": "rsf"},
+        {"mode": "informed"},
         {"mode": "cascade"},
         {"order": "best_last"},
         {"deep": True, "limit": 3},
@@ -297,9 +298,16 @@ async def test_trace_under_each_mode_and_order(
     trace = trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
-    if fields.get("mode") == "rsf":
+    if fields.get("mode") in ("rsf", "informed"):
         assert trace["gate"]["signal"] == "rsf"
         assert all(d["signal"] in ("rsf", "profile") for d in trace["gate"]["decisions"])
+    # the per-list weights are there under informed fusion only, one per list fusion read
+    if fields.get("mode") == "informed":
+        fused = {name for name in (*VECTOR_ARMS, *LEXICAL_ARMS) if trace["arms"].get(name)}
+        assert set(trace["fusion_weights"]) == fused
+        assert all(0.0 <= w["weight"] <= 1.0 for w in trace["fusion_weights"].values())
+    else:
+        assert "fusion_weights" not in trace
     if fields.get("mode") == "cascade":
         assert all(entry["score"] is None for entry in trace["fusion"])
     if fields.get("deep"):

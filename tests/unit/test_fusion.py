@@ -1,12 +1,12 @@
-"""Fusion by hand: rrf, rsf (with its min-max edge cases) and the cascade, each against values worked
-out on paper from the reference formulas (K = 60, ranks 0-based)."""
+"""Fusion by hand: rrf, rsf (with its min-max edge cases), informed and the cascade, each against values
+worked out on paper from the reference formulas (K = 60, ranks 0-based)."""
 
 from __future__ import annotations
 
 import pytest
 
 from cpersona.model.candidates import ArmName, ArmResult, ArmRow
-from cpersona.recall.stages.fusion import Candidate, cascade, minmax, rrf, rsf
+from cpersona.recall.stages.fusion import Candidate, cascade, informativeness, informed, minmax, rrf, rsf
 
 K = 60
 
@@ -251,3 +251,122 @@ def test_arm_rows_are_ranked_in_the_order_given() -> None:
     result = arm("memory_keyword", ("mem:1", 2.0), ("mem:2", None))
     assert result.rows == (ArmRow("mem:1", 0, 2.0), ArmRow("mem:2", 1, None))
     assert result.status == "ok"
+
+
+# ------------------------------------------------------------------------------------------- informed
+
+# A vector list that cannot read the query: every cosine in one narrow band (MiniLM on Japanese text).
+FLAT = [("mem:a", 0.80), ("mem:b", 0.79), ("mem:c", 0.78), ("mem:d", 0.77), ("mem:e", 0.76)]
+# A keyword list whose first row stands clear of the rest.
+PEAKED = [("mem:e", 20.0), ("mem:d", 6.0), ("mem:c", 5.0), ("mem:b", 4.0), ("mem:a", 4.0)]
+
+
+def test_a_flat_list_is_barely_informative_and_a_peaked_one_is() -> None:
+    flat, top, bulk = informativeness([raw for _, raw in FLAT])
+    # (0.80 - median 0.78) / 0.80
+    assert (top, bulk) == (0.80, 0.78)
+    assert flat == pytest.approx(0.025)
+    peaked, top, bulk = informativeness([raw for _, raw in PEAKED])
+    # (20 - median 5) / 20
+    assert (top, bulk) == (20.0, 5.0)
+    assert peaked == pytest.approx(0.75)
+
+
+def test_informativeness_edge_cases() -> None:
+    assert informativeness([]) == (0.0, None, None)
+    assert informativeness([None, None]) == (0.0, None, None)
+    # one scored row: nothing to be a bulk, so the list found one thing and is trusted fully
+    assert informativeness([3.5]) == (1.0, 3.5, 0.0)
+    # a top at or below zero says nothing
+    assert informativeness([-0.1, -0.2, -0.3])[0] == 0.0
+    assert informativeness([0.0, 0.0])[0] == 0.0
+    # all equal: no row stands out
+    assert informativeness([0.7, 0.7, 0.7])[0] == 0.0
+
+
+def test_informativeness_is_deterministic_and_order_free() -> None:
+    raws = [0.42, 0.9, None, 0.31, 0.5, 0.33]
+    first = informativeness(raws)
+    assert informativeness(list(reversed(raws))) == first
+    assert informativeness(sorted((r for r in raws if r is not None), reverse=True)) == first
+
+
+def test_informed_follows_the_informative_list_and_reports_the_weights() -> None:
+    arms = {"vector_near": arm("vector_near", *FLAT), "memory_keyword": arm("memory_keyword", *PEAKED)}
+    rows, weights = informed(arms, far_weight=0.5, profile_ref=None)
+    # the flat list would put mem:a first; the keyword list's clear first row wins
+    assert refs(rows)[0] == "mem:e"
+    assert [(w.arm, w.top, w.bulk) for w in weights] == [
+        ("vector_near", 0.80, 0.78),
+        ("memory_keyword", 20.0, 5.0),
+    ]
+    near, keyword = weights
+    # each list's part of the summed informativeness: 0.025 and 0.75 of 0.775
+    assert near.weight == pytest.approx(0.025 / 0.775)
+    assert keyword.weight == pytest.approx(0.75 / 0.775)
+    got = by_ref(rows)
+    # a list's top row gets its whole weight, its bottom row nothing (min-max within the list)
+    assert dict(got["mem:a"].votes)["vector_near"] == pytest.approx(near.weight)
+    assert dict(got["mem:e"].votes)["vector_near"] == 0.0
+    assert dict(got["mem:e"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
+    # mem:d: near (0.77 - 0.76) / 0.04 = 0.25, keyword (6 - 4) / 16 = 0.125
+    assert got["mem:d"].rsf == pytest.approx(near.weight * 0.25 + keyword.weight * 0.125)
+    assert all(c.rrf is None and c.rsf is not None for c in rows)
+    assert got["mem:e"].cosine == 0.76
+    assert got["mem:e"].bm25 == 20.0
+    # rsf, with equal parts, lets the flat list's noise decide: mem:a and mem:e tie at the top
+    assert rsf(arms, far_weight=0.5, profile_ref=None)[0].rsf == pytest.approx(0.5)
+    # the same input ranks and weighs the same every time
+    assert informed(arms, far_weight=0.5, profile_ref=None) == (rows, weights)
+
+
+def test_informed_is_rsf_when_the_lists_are_equally_informative() -> None:
+    arms = {
+        "vector_near": arm("vector_near", ("mem:1", 0.9), ("mem:2", 0.45), ("mem:3", 0.45)),
+        "memory_keyword": arm("memory_keyword", ("mem:3", 10.0), ("mem:1", 5.0), ("mem:2", 5.0)),
+    }
+    rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
+    assert [w.informative for w in weights] == [0.5, 0.5]
+    plain = rsf(arms, far_weight=1.0, profile_ref="profile:x")
+    assert refs(rows) == refs(plain)
+    assert [c.rsf for c in rows] == pytest.approx([c.rsf for c in plain])
+    # every list flat: no list is trusted more than another, so again rsf's equal parts
+    flat = {
+        "vector_near": arm("vector_near", ("mem:1", 0.7), ("mem:2", 0.7)),
+        "memory_keyword": arm("memory_keyword", ("mem:2", 3.0), ("mem:1", 3.0)),
+    }
+    rows, weights = informed(flat, far_weight=1.0, profile_ref=None)
+    assert [w.weight for w in weights] == [0.5, 0.5]
+    assert [c.rsf for c in rows] == pytest.approx(
+        [c.rsf for c in rsf(flat, far_weight=1.0, profile_ref=None)]
+    )
+
+
+def test_informed_two_peaked_lists_share_the_ranking() -> None:
+    arms = {
+        "vector_near": arm("vector_near", ("mem:1", 0.9), ("mem:2", 0.3), ("mem:3", 0.2)),
+        "memory_keyword": arm("memory_keyword", ("mem:2", 12.0), ("mem:1", 11.0), ("mem:3", 1.0)),
+    }
+    rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
+    # near (0.9 - 0.3) / 0.9 is far more informative than keyword (12 - 11) / 12: mem:1 leads
+    assert refs(rows) == ["mem:1", "mem:2", "mem:3", "profile:x"]
+    assert [w.informative for w in weights] == pytest.approx([(0.9 - 0.3) / 0.9, (12.0 - 11.0) / 12.0])
+    assert sum(w.weight for w in weights) == pytest.approx(1.0)
+
+
+def test_informed_far_list_weight_and_unscored_list() -> None:
+    arms = {
+        "vector_far": arm("vector_far", ("mem:1", 0.9), ("mem:2", 0.1), ("mem:3", 0.1)),
+        # the keyword arm's whole-query fallback carries no scores: fully informative, every row 1.0
+        "memory_keyword": arm("memory_keyword", ("mem:3", None), ("mem:2", None)),
+    }
+    rows, weights = informed(arms, far_weight=0.5, profile_ref=None)
+    far, keyword = weights
+    g_far = (0.9 - 0.1) / 0.9
+    assert far.weight == pytest.approx(0.5 * g_far / (g_far + 1.0))
+    assert (keyword.informative, keyword.top, keyword.bulk) == (1.0, None, None)
+    assert keyword.weight == pytest.approx(1.0 / (g_far + 1.0))
+    got = by_ref(rows)
+    assert dict(got["mem:3"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
+    # mem:2 and mem:3 tie; ties keep first-seen order (the far list is read first)
+    assert refs(rows) == ["mem:2", "mem:3", "mem:1"]

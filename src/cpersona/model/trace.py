@@ -48,6 +48,7 @@ __all__ = [
     "CuesTrace",
     "FusedTrace",
     "FusionRow",
+    "FusionWeight",
     "GateDecisionTrace",
     "GateTrace",
     "ItemTrace",
@@ -184,6 +185,15 @@ class RecallConfig(_Trace):
     autocut_enabled: bool
 
 
+class FusionWeight(_Trace):
+    """How far ``informed`` fusion trusted one arm's list for this query."""
+
+    weight: Number = Field(description="The list's weight: informative share times its own weight")
+    informative: Number = Field(description="(top - bulk) / top of its raw scores, 0 to 1")
+    top: Number | None = Field(description="Its best raw score")
+    bulk: Number | None = Field(description="Its median raw score")
+
+
 class FusionRow(_Trace):
     ref: str
     score: Number | None
@@ -302,6 +312,9 @@ class RecallTrace(_Trace):
     config: RecallConfig
     arms: dict[str, list[ArmRowTrace]]
     fusion: list[FusionRow]
+    fusion_weights: dict[str, FusionWeight] = _absent(
+        {}, description="Each list's weight under `informed` fusion (absent under the other modes)"
+    )
     scoring: Scoring
     gate: GateTrace
     autocut: Autocut

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from cpersona.errors import GraphError, InvalidSetting
 from cpersona.model.candidates import ArmRow
 from cpersona.model.time_cue import Move, bounded_move
-from cpersona.recall.stages.fusion import Candidate, FusionMode, cascade, rrf, rsf
+from cpersona.recall.stages.fusion import ArmWeight, Candidate, FusionMode, cascade, informed, rrf, rsf
 from cpersona.recall.stages.gate import Decision, GateConfig, autocut, decide, episode_penalty, prior
 from cpersona.recall.stages.seats import SeatGate, block_seats, keyword_seats, seat_cue_rows
 
@@ -121,6 +121,8 @@ class Ranked:
     rows: tuple[Candidate, ...]
     source: Retrieved
     fused: tuple[Candidate, ...] = ()
+    # How far ``informed`` fusion trusted each list (empty under the other modes).
+    weights: tuple[ArmWeight, ...] = ()
     penalty: Mapping[str, float] = dataclasses.field(default_factory=dict)
     prior: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
@@ -232,12 +234,15 @@ class ChainRun:
 
 def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
     policy = plan.policy
+    weights: tuple[ArmWeight, ...] = ()
     if plan.mode == "cascade" or plan.blank_query:
         rows = cascade(
             data.arms, limit=plan.limit, vector_threshold=plan.vector_threshold, profile_ref=data.profile_ref
         )
     elif plan.mode == "rsf":
         rows = rsf(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
+    elif plan.mode == "informed":
+        rows, weights = informed(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
     else:
         rows = rrf(
             data.arms,
@@ -246,7 +251,7 @@ def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
             profile_ref=data.profile_ref,
             single_arm_refs=data.single_arm_refs,
         )
-    return Ranked(rows=rows, source=data, fused=rows)
+    return Ranked(rows=rows, source=data, fused=rows, weights=weights)
 
 
 def _score(data: Ranked, plan: RecallPlan) -> Ranked:

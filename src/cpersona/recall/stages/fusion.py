@@ -1,6 +1,6 @@
 """Fusion: turning the arms' ranked lists into one ordered candidate list.
 
-Three modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
+Four modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
 
 ``rrf``
     Reciprocal rank fusion, ``score = Σ w / (K + r + 1)`` over the lists a row is on (``r`` 0-based,
@@ -9,6 +9,14 @@ Three modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
 ``rsf``
     Relative score fusion: each list's raw scores are min-max normalised within this query, weighted,
     summed and divided by the number of non-empty lists.
+``informed``
+    Relative score fusion that trusts each list only as far as it is informative for this query: each
+    list's min-max scores count in proportion to the share of its top score that stands above its bulk
+    (its median, :func:`informativeness`), instead of rsf's equal parts. A list whose scores sit in one
+    narrow band (an embedder that cannot read the query's language gives unrelated texts nearly equal
+    cosines) counts for little; a list whose top stands clear counts for much. Measured from the scores
+    alone, so it needs no language detection. The score is carried as the row's ``rsf`` (the gate and the
+    reasons read it as a relative score, on the same 0-to-1 scale).
 ``cascade``
     No fused score: the near list (at the full vector threshold), then episode full text, then the profile
     row, then memory keyword rows until ``limit`` rows are filled. Also the path for a blank query.
@@ -19,6 +27,8 @@ The profile row, when the agent has one, is appended after the fused rows with n
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from typing import TYPE_CHECKING, Literal
 
 from cpersona.settings import RecallMode
@@ -28,7 +38,16 @@ if TYPE_CHECKING:
 
     from cpersona.model.candidates import ArmResult, ArmRow
 
-__all__ = ["Candidate", "FusionMode", "cascade", "rrf", "rsf"]
+__all__ = [
+    "ArmWeight",
+    "Candidate",
+    "FusionMode",
+    "cascade",
+    "informativeness",
+    "informed",
+    "rrf",
+    "rsf",
+]
 
 # The modes are spelled once, where the setting that picks one is declared (the lowest layer to need them).
 FusionMode = RecallMode
@@ -151,6 +170,90 @@ def rsf(
         for ref in ordered
     ]
     return _with_profile(out, profile_ref)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ArmWeight:
+    """How far ``informed`` fusion trusted one list for this query.
+
+    ``top`` is the list's best raw score, ``bulk`` its median raw score, ``informative`` the share of
+    ``top`` that stands above ``bulk`` (0 to 1), and ``weight`` the list's share of the fused score: its
+    ``informative`` times its own weight (the far list's ``far_weight``, 1 for the others) over the sum of
+    every fused list's ``informative``.
+    """
+
+    arm: str
+    weight: float
+    informative: float
+    top: float | None
+    bulk: float | None
+
+
+def informativeness(raws: Sequence[float | None]) -> tuple[float, float | None, float | None]:
+    """``(informative, top, bulk)`` of one list's raw scores, best first or in any order.
+
+    ``informative = clamp((top - bulk) / top, 0, 1)`` with ``bulk`` the median: how much of the top score
+    stands above what the list's typical candidate gets. Both kinds of arm score 0 for "nothing in
+    common" (BM25 for no shared term, a cosine for unrelated directions), so the share is comparable
+    across lists without a scale. A single scored row has no bulk: it is taken as 0 (the list found one
+    thing). No scored row, or a top at or below 0, gives 0. A pure function of the scores.
+    """
+    present = sorted(v for v in raws if v is not None)
+    if not present:
+        return 0.0, None, None
+    top = present[-1]
+    bulk = statistics.median(present) if len(present) > 1 else 0.0
+    if top <= 0.0:
+        return 0.0, top, bulk
+    return min(1.0, max(0.0, (top - bulk) / top)), top, bulk
+
+
+def informed(
+    arms: Mapping[str, ArmResult],
+    *,
+    far_weight: float,
+    profile_ref: str | None,
+) -> tuple[tuple[Candidate, ...], tuple[ArmWeight, ...]]:
+    """Informed relative score fusion (see the module docstring); also each list's weight, list order.
+
+    ``score = Σ share * informative * minmax(raw) / Σ informative`` over the non-empty lists: rsf with each
+    list's equal part replaced by its part of the summed informativeness, so with equally informative
+    lists it is exactly rsf. When no list is informative at all (every one flat) it falls back to rsf's
+    equal parts. A list without raw scores (the keyword arm's whole-query fallback) is taken as fully
+    informative, its rows counting as rsf counts them. Ties keep first-seen order, lists in fusion's order.
+    """
+    lists = _lists(arms)
+    measured = [informativeness([row.raw for row in rows]) for _, rows in lists]
+    measured = [(1.0, top, bulk) if top is None else (g, top, bulk) for g, top, bulk in measured]
+    total = math.fsum(g for g, _, _ in measured)
+    scores: dict[str, float] = {}
+    votes: dict[str, list[tuple[str, float]]] = {}
+    cosine: dict[str, float] = {}
+    bm25: dict[str, float] = {}
+    weights: list[ArmWeight] = []
+    for (name, rows), (informative, top, bulk) in zip(lists, measured, strict=True):
+        share = far_weight if name == "vector_far" else 1.0
+        weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
+        weights.append(ArmWeight(name, weight, informative, top, bulk))
+        for row, norm in zip(rows, minmax([row.raw for row in rows]), strict=True):
+            contribution = weight * norm
+            scores[row.ref] = scores.get(row.ref, 0.0) + contribution
+            votes.setdefault(row.ref, []).append((name, contribution))
+            _note_raw(name, row, cosine, bm25)
+    ordered = sorted(scores, key=lambda ref: -scores[ref])  # stable: ties keep first-seen order
+    out = [
+        Candidate(
+            ref=ref,
+            kind=kind_of(ref),
+            cosine=cosine.get(ref),
+            bm25=bm25.get(ref),
+            rsf=scores[ref],
+            votes=tuple(votes[ref]),
+            lexical_only=ref not in cosine,
+        )
+        for ref in ordered
+    ]
+    return _with_profile(out, profile_ref), tuple(weights)
 
 
 def minmax(values: Sequence[float | None]) -> list[float]:

@@ -21,9 +21,12 @@ Fields whose meaning the seed leaves to the implementation:
     feeds seats, not fusion. An arm that failed or timed out is an empty list.
 ``gate``
     ``heuristic_min`` and ``calibrated`` are as applied (``deep`` halves both). ``signal`` and
-    ``threshold`` name the rule for the mode's main rows: ``rsf`` and the heuristic minimum under rsf;
-    ``cosine`` and the calibrated threshold when one is selected, else the heuristic minimum, under rrf
-    and cascade. Each decision carries its own exact threshold.
+    ``threshold`` name the rule for the mode's main rows: ``rsf`` and the heuristic minimum under rsf
+    and informed; ``cosine`` and the calibrated threshold when one is selected, else the heuristic
+    minimum, under rrf and cascade. Each decision carries its own exact threshold.
+``fusion_weights``
+    Under ``informed`` fusion only: each fused list's weight for this query and the scores it was
+    measured from (its top and median raw score).
 ``autocut``
     ``kept`` is how many rows it left, ``dropped`` the refs it removed.
 ``cue``, ``stages``, ``suspected``, ``budget``
@@ -53,6 +56,7 @@ from cpersona.model.trace import (
     CueStageTrace,
     CueTrace,
     FusionRow,
+    FusionWeight,
     GateDecisionTrace,
     GateTrace,
     OrderTrace,
@@ -136,6 +140,10 @@ def build_trace(
             for c in ranked.fused
             if c.kind != "profile"
         ],
+        "fusion_weights": {
+            w.arm: FusionWeight(weight=w.weight, informative=w.informative, top=w.top, bulk=w.bulk)
+            for w in ranked.weights
+        },
         "scoring": Scoring(episode_penalty=dict(ranked.penalty), prior=dict(ranked.prior)),
         "gate": _gate(gated, gate, result.mode, ref_of),
         "autocut": Autocut(
@@ -270,7 +278,8 @@ def _walk(run: ChainRun) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:
 
 
 def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]) -> GateTrace:
-    if mode == "rsf":
+    relative = mode in ("rsf", "informed")
+    if relative:
         threshold = cfg.effective_min
     else:
         threshold = cfg.calibrated if cfg.calibrated is not None else cfg.effective_min
@@ -286,7 +295,7 @@ def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]
         for d in gated.decisions
     ]
     return GateTrace(
-        signal="rsf" if mode == "rsf" else "cosine",
+        signal="rsf" if relative else "cosine",
         threshold=threshold,
         heuristic_min=cfg.effective_min,
         calibrated=cfg.calibrated,
