@@ -56,7 +56,9 @@ def _confirmed(value: object) -> object:
     return value
 
 
-Confirmation = Annotated[bool, Before(_confirmed)]
+# The schema says the one value that confirms (const true), so a document-driven client never sends false
+# expecting it to be a valid request.
+Confirmation = Annotated[Literal[True], Before(_confirmed)]
 """The ``confirm`` of a delete of all of an agent's data: a boolean that must be true (over HTTP, the
 query string's ``true`` in any case)."""
 
