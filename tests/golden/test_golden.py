@@ -34,13 +34,18 @@ HERE = Path(__file__).parent
 CORPUS = orjson.loads((HERE / "corpus.json").read_bytes())
 # One golden per policy without a cue; each cued policy must match the one it is built on when no cue
 # is given. The default policy is single-pass-v1.
-GOLDENS = {"single-pass-v0": HERE / "single-pass-v0.json", "single-pass-v1": HERE / "single-pass-v1.json"}
+GOLDENS = {
+    "single-pass-v0": HERE / "single-pass-v0.json",
+    "single-pass-v1": HERE / "single-pass-v1.json",
+    "single-pass-v2": HERE / "single-pass-v2.json",
+}
 CUED_ON = {
     "cued-v0": "single-pass-v0",
     "cued-v0.1": "single-pass-v0",
     "cued-v0.2": "single-pass-v0",
     "cued-v0.3": "single-pass-v0",
     "cued-v0.4": "single-pass-v1",
+    "cued-v0.5": "single-pass-v2",
 }
 
 
