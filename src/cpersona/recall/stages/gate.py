@@ -20,7 +20,8 @@ under rrf by its rrf score; an unscored row (cascade's lexical rows) by pool siz
 threshold belongs to one embedder and one language, and on a small store it is high: a row that a keyword
 arm ranked first, holding every term that arm searched (its own analysis: stems, phrases, CJK 3-grams;
 :meth:`~cpersona.stores.recall_reads.RecallReads.terms_held`), is admitted whatever its fused or vector
-score, with the reason ``literal_match``. Rows tied with the first on the arm's score count as first.
+score, with the reason ``literal_match``. Only the arm's first row: rows tied with it on score are not
+admitted by the rule (on a store where fifty memories hold one word equally it would admit all fifty).
 The rule only admits: every row the other rules pass still passes.
 """
 
@@ -127,15 +128,15 @@ def decide(row: Candidate, cfg: GateConfig, policy: GatePolicy) -> Decision:
 
 
 def literal_matches(arms: Mapping[str, ArmResult], holds_every_term: Callable[[str], bool]) -> frozenset[str]:
-    """The rows a keyword arm ranked first by its score (ties with the first included) for which
-    ``holds_every_term(ref)``: the rows the literal-match rule admits."""
+    """The first row of each keyword arm, where ``holds_every_term(ref)``: the rows the literal-match
+    rule admits (at most one per arm)."""
     found: set[str] = set()
     for name in KEYWORD_ARMS:
         arm = arms.get(name)
         if arm is None or not arm.rows or arm.rows[0].raw is None:
             continue  # a listing without scores (the whole-query fallback) ranks nothing first
-        top = arm.rows[0].raw
-        found.update(row.ref for row in arm.rows if row.raw == top and holds_every_term(row.ref))
+        if holds_every_term(arm.rows[0].ref):
+            found.add(arm.rows[0].ref)
     return frozenset(found)
 
 
