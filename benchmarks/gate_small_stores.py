@@ -1,5 +1,6 @@
-"""The gate on small stores: LoCoMo questions, each asked of a store of its own (10 to 25 turns of its
-conversation: its evidence and turns drawn at random), under several recall policies in one run.
+"""The gate on small stores: LoCoMo (or JSQuAD) questions, each asked of a store of its own (10 to 25
+turns of its conversation, or paragraphs: its evidence and others drawn at random), under several recall
+policies in one run.
 
 On a full LoCoMo conversation (400+ turns) the gate's threshold is at its floor and hardly refuses
 anything; on a store of a few dozen memories it sits near .37-.42 in cosine and refuses rows a question is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import platform
 import random
 import tempfile
@@ -23,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from benchmarks.quality.locomo import DEFAULT_DATA, Question, load_locomo
+from benchmarks.quality.locomo import DEFAULT_DATA, load_locomo
 from benchmarks.quality.metrics import ndcg_at, recall_at
 
 LIMIT = 10
@@ -53,33 +55,57 @@ class Tally:
         self.questions += 1
 
 
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One question, its evidence, and the texts (by id, with a time) its store is drawn from."""
+
+    question: str
+    evidence: tuple[str, ...]
+    pool: dict[str, tuple[str, float]]
+
+
+def locomo_cases(path: Path) -> list[Case]:
+    data = load_locomo(path)
+    turns = {c.conv_id: {t.unit_id: (t.content, t.timestamp) for t in c.turns} for c in data.conversations}
+    return [Case(q.question, q.evidence, turns[q.conv_id]) for q in data.recall_questions() if q.evidence]
+
+
+def jsquad_cases(path: Path) -> list[Case]:
+    """JSQuAD (JGLUE, Japanese Wikipedia): each question's evidence is its paragraph; a store draws its
+    other paragraphs from the whole set."""
+    raw = json.loads(path.read_bytes())
+    pool: dict[str, tuple[str, float]] = {}
+    cases: list[tuple[str, str]] = []
+    for article in raw["data"]:
+        for paragraph in article["paragraphs"]:
+            pid = f"p{len(pool)}"
+            pool[pid] = (paragraph["context"], float(len(pool)))
+            cases.extend((qa["question"], pid) for qa in paragraph["qas"])
+    return [Case(question, (pid,), pool) for question, pid in cases]
+
+
 async def run(args: argparse.Namespace) -> str:
     import cpersona
     from cpersona import Settings
     from cpersona.model.trace import RecallTrace
 
-    data = load_locomo(args.data)
+    cases = jsquad_cases(args.data) if args.dataset == "jsquad" else locomo_cases(args.data)
     rng = random.Random(args.seed)
-    questions = [q for q in data.recall_questions() if q.evidence]
-    chosen: list[Question] = rng.sample(questions, min(args.questions, len(questions)))
-    turns = {conv.conv_id: {t.unit_id: t for t in conv.turns} for conv in data.conversations}
+    chosen: list[Case] = rng.sample(cases, min(args.questions, len(cases)))
     tallies = {policy: Tally() for policy in args.policies}
     sizes: list[int] = []
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="gate-small-") as home:
         async with cpersona.open(Settings(data_dir=Path(home)), background=False) as memory:
             for n, question in enumerate(chosen):
-                pool = turns[question.conv_id]
+                pool = question.pool
                 size = max(len(question.evidence), rng.randint(10, 25))
                 others = [u for u in pool if u not in question.evidence]
                 picked = list(question.evidence) + rng.sample(others, size - len(question.evidence))
-                picked.sort(key=lambda u: pool[u].timestamp)
+                picked.sort(key=lambda u: pool[u][1])
                 agent = f"small-{n}"
                 batch = await memory.store_batch(
-                    [
-                        {"content": pool[u].content, "agent_id": agent, "timestamp": pool[u].timestamp}
-                        for u in picked
-                    ]
+                    [{"content": pool[u][0], "agent_id": agent, "timestamp": pool[u][1]} for u in picked]
                 )
                 unit_of = {result.ref: u for result, u in zip(batch.results, picked, strict=True)}
                 await memory.drain_blocks()
@@ -114,7 +140,8 @@ def _report(args: argparse.Namespace, tallies: dict[str, Tally], sizes: list[int
             f"| {t.rows / q:.2f} | {t.short / q:.3f} | {t.refused} of {t.evidence} | {t.literal} |"
         )
     head = [
-        f"- stores: {len(sizes)}, {min(sizes, default=0)}-{max(sizes, default=0)} memories "
+        f"- data: {args.dataset} ({args.data.name}); stores: {len(sizes)}, "
+        f"{min(sizes, default=0)}-{max(sizes, default=0)} memories "
         f"(mean {sum(sizes) / max(len(sizes), 1):.1f}); limit {LIMIT}; seed {args.seed}",
         f"- machine: {platform.platform()}, {platform.machine()}, python {platform.python_version()}; "
         f"run took {seconds:.0f} s",
@@ -129,7 +156,8 @@ def main() -> None:
     parser.add_argument("--policies", type=lambda s: [p.strip() for p in s.split(",") if p.strip()])
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=32)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--dataset", choices=("locomo", "jsquad"), default="locomo")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json or valid-v1.3.json")
     args = parser.parse_args()
     if not args.policies:
         parser.error("--policies: name at least one policy")
