@@ -237,9 +237,11 @@ def _make_systems(
             assert cache is not None
             depth = name.partition(":")[2] or str(RRF_DEPTH)
             made.append(RRFHybrid(cache, depth=None if depth == "all" else int(depth), name=name))
-        elif name == "cpersona" or name.startswith("cpersona:"):
-            # cpersona:<mode> (a fusion mode) or cpersona:<arms> (bm25 | dense): one engine each.
-            variant = name.partition(":")[2]
+        elif _is_cpersona(name):
+            # cpersona:<mode> (a fusion mode) or cpersona:<arms> (bm25 | dense): one engine each; a tail
+            # @<policy> runs that engine under the policy, so two policies compare in one run.
+            base, _, chosen = name.partition("@")
+            variant = base.partition(":")[2]
             mode = variant if variant in FUSION_MODES else None
             arms = variant if variant in ("bm25", "dense") else "all"
             made.append(
@@ -249,7 +251,7 @@ def _make_systems(
                     arms=arms,
                     name=name,
                     store_cache=store_cache,
-                    engine_settings=engine,
+                    engine_settings={"recall_policy": chosen} if chosen else engine,
                 )
             )
         elif name in PEER_SYSTEMS:  # --- peers (benchmarks/peers)
@@ -364,7 +366,7 @@ async def run_benchmark(
     """
     skipped: dict[str, str] = {}
     selected = list(systems)
-    wanted = [name for name in selected if name == "cpersona" or name.startswith("cpersona:")]
+    wanted = [name for name in selected if _is_cpersona(name)]
     if wanted:
         from benchmarks.quality.systems import Cpersona
 
@@ -715,9 +717,20 @@ def write_chart(outcome: Outcome, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- command
 
 
+def _is_cpersona(name: str) -> bool:
+    return name == "cpersona" or name.startswith(("cpersona:", "cpersona@"))
+
+
 def _known_system(name: str) -> bool:
     if name in ALL_SYSTEMS or name in EXTRA_SYSTEMS or name in PEER_SYSTEMS:
         return True
+    if "@" in name:
+        from cpersona.recall.policy import load_policies
+
+        engine, _, policy = name.partition("@")
+        return (
+            _is_cpersona(engine) and "@" not in engine and policy in load_policies() and _known_system(engine)
+        )
     # RRF read to another depth than 100: rrf:20, rrf:all.
     base, _, variant = name.partition(":")
     if base == "cpersona":
@@ -731,8 +744,8 @@ def _systems_arg(text: str) -> list[str]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"choose from {','.join((*ALL_SYSTEMS, *EXTRA_SYSTEMS))} (and rrf:<depth>, rrf:all, "
-            f"cpersona:<{'|'.join((*FUSION_MODES, 'bm25', 'dense'))}>, peers {','.join(PEER_SYSTEMS)}); "
-            f"got {text!r}"
+            f"cpersona:<{'|'.join((*FUSION_MODES, 'bm25', 'dense'))}>, any of them @<policy>, "
+            f"peers {','.join(PEER_SYSTEMS)}); got {text!r}"
         )
     return list(dict.fromkeys(names))
 

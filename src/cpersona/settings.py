@@ -239,11 +239,11 @@ class Settings(BaseSettings):
         "the query) or `cascade` (a request's `mode` overrides it)",
     )
     recall_policy: str = Field(
-        "single-pass-v1",
+        "single-pass-v2",
         description="The policy in `stages/` a recall runs under (a request's `policy` overrides it)",
     )
     recall_cue_policy: str = Field(
-        "cued-v0.4",
+        "cued-v0.5",
         description="The policy a recall with a time cue runs under (a request's `policy` overrides it)",
     )
     recall_cue_time_limit_ms: _Positive = Field(

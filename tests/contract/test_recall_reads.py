@@ -39,6 +39,19 @@ async def test_keyword_search_ranks_by_bm25_and_lists_a_blank_query(
     assert [r.ref for r in inside.rows] == [zebra.ref]
 
 
+async def test_a_row_the_keyword_search_finds_for_every_term_holds_every_term(
+    recall_reads: RecallReads, record_writes: RecordWrites
+) -> None:
+    # terms_held counts what the search itself matches: the row holding both words (one only by its
+    # stem) is first, and holds both; the one holding one of them holds one.
+    both, one = memory("the databases of staging", 1), memory("staging only", 2)
+    await put(record_writes, both, one)
+    ranked = await recall_reads.memory_keyword(ReadScope("a"), "staging database", 10)
+    assert [r.ref for r in ranked.rows] == [both.ref, one.ref]
+    assert recall_reads.terms_held("staging database", "the databases of staging") == (2, 2)
+    assert recall_reads.terms_held("staging database", "staging only") == (1, 2)
+
+
 async def test_no_read_returns_a_row_of_another_agent(
     recall_reads: RecallReads, record_writes: RecordWrites
 ) -> None:

@@ -33,14 +33,19 @@ if TYPE_CHECKING:
 HERE = Path(__file__).parent
 CORPUS = orjson.loads((HERE / "corpus.json").read_bytes())
 # One golden per policy without a cue; each cued policy must match the one it is built on when no cue
-# is given. The default policy is single-pass-v1.
-GOLDENS = {"single-pass-v0": HERE / "single-pass-v0.json", "single-pass-v1": HERE / "single-pass-v1.json"}
+# is given. The default policy is single-pass-v2.
+GOLDENS = {
+    "single-pass-v0": HERE / "single-pass-v0.json",
+    "single-pass-v1": HERE / "single-pass-v1.json",
+    "single-pass-v2": HERE / "single-pass-v2.json",
+}
 CUED_ON = {
     "cued-v0": "single-pass-v0",
     "cued-v0.1": "single-pass-v0",
     "cued-v0.2": "single-pass-v0",
     "cued-v0.3": "single-pass-v0",
     "cued-v0.4": "single-pass-v1",
+    "cued-v0.5": "single-pass-v2",
 }
 
 
@@ -157,7 +162,7 @@ async def test_recall_matches_the_golden(
     golden_engine: tuple[cpersona.Engine, dict[str, str]], policy: str | None
 ) -> None:
     memory, names = golden_engine
-    golden = GOLDENS[policy or "single-pass-v1"]
+    golden = GOLDENS[policy or "single-pass-v2"]
     observed = []
     for question in CORPUS["questions"]:
         query = question["query"]

@@ -655,7 +655,7 @@ async def test_recall_over_http(http_client: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["ok"] is True
-    assert body["policy"]["process"] == "single-pass-v1"
+    assert body["policy"]["process"] == "single-pass-v2"
     assert [row["ref"] for row in body["rows"]] == [stored.json()["ref"]]
     assert "time_cue" not in body
 
@@ -673,7 +673,7 @@ async def test_recall_over_http_with_a_time_cue(http_client: httpx.AsyncClient) 
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["policy"]["process"] == "cued-v0.4"
+    assert body["policy"]["process"] == "cued-v0.5"
     assert body["time_cue"]["period"] == ["2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z"]
     assert body["time_cue"]["confidence"] == "sure"
     assert [row["ref"] for row in body["trace"]["arms"]["cue"]] != []

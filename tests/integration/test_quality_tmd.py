@@ -239,7 +239,7 @@ def test_quick_run_side_by_side_with_the_time_cue(tmp_path: Path) -> None:
         assert same.startswith("73/73")
         assert int(seats) > 0
     assert "- **mem0**: takes no period" in text
-    assert "Policy each system reported: cpersona `cued-v0.4`; cpersona-2.6.14 `cued-v0.3`." in text
+    assert "Policy each system reported: cpersona `cued-v0.5`; cpersona-2.6.14 `cued-v0.3`." in text
     assert (tmp_path / "quality_tmd_peers_quick.png").read_bytes()[:8] == PNG
 
 

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmName, ArmResult
     from cpersona.recall.arm_runner import ArmCall, ArmWrapper
 
-POLICY = {"scoring": "fused-gate-v1", "process": "single-pass-v1"}
+POLICY = {"scoring": "fused-gate-v2", "process": "single-pass-v2"}
+V1 = "single-pass-v1"
+POLICY_V1 = {"scoring": "fused-gate-v1", "process": V1}
 POLICIES = load_policies()
 
 EngineFactory = Callable[..., contextlib.AbstractAsyncContextManager[cpersona.Engine]]
@@ -98,10 +100,10 @@ async def keyword_engine(make_engine: EngineFactory) -> AsyncIterator[cpersona.E
         yield memory
 
 
-def checked(result: RecallResult) -> RecallResult:
-    """Every response names its policy."""
-    assert result.policy == POLICY
-    assert result.model_dump(mode="json")["policy"] == POLICY
+def checked(result: RecallResult, policy: dict[str, str] = POLICY) -> RecallResult:
+    """Every response names its policy (the default one unless said)."""
+    assert result.policy == policy
+    assert result.model_dump(mode="json")["policy"] == policy
     return result
 
 
@@ -251,16 +253,22 @@ async def test_a_failing_vector_arm_leaves_the_keyword_rows(make_engine: EngineF
     async with make_engine(vectors=True, arm_wrapper=break_near) as engine:
         await engine.store("alpha deploy checklist for the payments service", agent_id=agent)
         # The query was embedded and the row has a vector, so the row is lexical-only but not single-arm:
-        # on a pool of 1 it needs min_score(1) * 3/61 = 0.4665 * 3/61 = 0.02294 > 1/61 and is refused ...
-        shallow = checked(await engine.recall("alpha deploy checklist", agent_id=agent))
+        # on a pool of 1 it needs min_score(1) * 3/61 = 0.4665 * 3/61 = 0.02294 > 1/61 and is refused
+        # under single-pass-v1 ...
+        shallow = checked(await engine.recall("alpha deploy checklist", agent_id=agent, policy=V1), POLICY_V1)
         assert shallow.rows == ()
         assert [(d.arm, d.status) for d in shallow.degraded] == [("vector_near", "error")]
         # ... and with deep (0.23325 * 3/61 = 0.01147 <= 1/61) it passes on the keyword arm alone
-        result = checked(await engine.recall("alpha deploy checklist", agent_id=agent, deep=True))
+        result = checked(
+            await engine.recall("alpha deploy checklist", agent_id=agent, deep=True, policy=V1), POLICY_V1
+        )
         assert [(d.arm, d.status) for d in result.degraded] == [("vector_near", "error")]
         assert [(r.content, r.match_reason and r.match_reason["signal"]) for r in result.rows] == [
             ("alpha deploy checklist for the payments service", "rrf")
         ]
+        # The default policy keeps it without deep: the keyword arm ranked it first with every term.
+        kept = checked(await engine.recall("alpha deploy checklist", agent_id=agent))
+        assert [r.content for r in kept.rows] == ["alpha deploy checklist for the payments service"]
 
 
 async def test_redis_down_surfaces_as_backend_unavailable(keyword_engine: cpersona.Engine) -> None:
@@ -378,7 +386,7 @@ def test_request_defaults() -> None:
     assert (req.limit, req.mode, req.policy, req.order, req.deep) == (
         10,
         "rrf",
-        "single-pass-v1",
+        "single-pass-v2",
         "best_first",
         False,
     )

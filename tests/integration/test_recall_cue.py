@@ -160,7 +160,7 @@ async def test_an_empty_cue_is_no_cue(counted_engine: cpersona.Engine) -> None:
     # in place on every search, so the second search may score a point one float32 ulp apart.
     assert _rounded(empty.model_dump(mode="json")) == _rounded(plain.model_dump(mode="json"))
     assert "time_cue" not in empty.model_dump(mode="json")
-    assert empty.policy["process"] == "single-pass-v1"
+    assert empty.policy["process"] == "single-pass-v2"
 
 
 # --------------------------------------------------------------------------------- what a cue does
@@ -171,9 +171,9 @@ async def test_a_cue_reports_its_period_and_marks_the_rows_it_ranked(counted_eng
     cue = {"after": _ts(45)[:10], "before": _ts(35)[:10], "confidence": "sure"}
     result = await counted_engine.recall("the cat Pixel", agent_id=AGENT, time_cue=cue, limit=3, trace=True)
     body = result.model_dump(mode="json")
-    assert result.policy["process"] == "cued-v0.4"
+    assert result.policy["process"] == "cued-v0.5"
     tc = body["time_cue"]
-    assert tc["policy"] == "cued-v0.4"
+    assert tc["policy"] == "cued-v0.5"
     assert tc["confidence"] == "sure"
     assert tc["revised"] is False
     start, end = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in tc["period"])

@@ -532,5 +532,5 @@ async def test_a_time_cue_goes_to_the_recall(engine: cpersona.Engine) -> None:
     result = await engine.reconstruct("where was the offsite", agent_id=who, time_cue=cue, trace=True)
     assert result.time_cue is not None
     assert result.trace is not None
-    assert trace_json(result)["recall"]["policy"]["process"] == "cued-v0.4"
+    assert trace_json(result)["recall"]["policy"]["process"] == "cued-v0.5"
     assert trace_json(result)["recall"]["request"]["time_cue"] is not None

@@ -133,7 +133,7 @@ def check_shape(trace: dict[str, Any], result: RecallResult) -> None:
     for key, kind in TOP_LEVEL.items():
         assert isinstance(trace[key], kind), key
     assert trace["trace_version"] == 1
-    assert trace["policy"] == {"scoring": "fused-gate-v1", "process": "single-pass-v1"}
+    assert trace["policy"] == {"scoring": "fused-gate-v2", "process": "single-pass-v2"}
     assert trace["server_version"] == cpersona.__version__
     assert set(trace["scope"]) == {"agent_id", "project_id", "channel", "source_id"}
     request = trace["request"]

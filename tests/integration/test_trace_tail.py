@@ -170,7 +170,7 @@ async def test_tail_renders_each_recall_readably(
     assert len(accounts) == 2, out
     for account, trace in zip(accounts, traces[1:], strict=True):
         assert f"agent {AGENT}" in account
-        assert "policy single-pass-v1" in account
+        assert "policy single-pass-v2" in account
         for label in ("arms", "gate", "autocut", "count", "seats", "coverage", "timing"):
             assert f"   {label} " in account, (label, account)
         assert f"origin {trace['gate']['origin']}" in account
@@ -292,4 +292,4 @@ async def test_tail_tells_a_live_reconstruct(engine_settings: Settings, tmp_path
     assert f"   items    {len(heads)} returned  [{heads[0]}" in told
     for label in ("clusters", "cues", "sequence", "coverage", "recall"):
         assert f"   {label} " in told, (label, told)
-    assert "policy single-pass-v1; limit 20:" in told
+    assert "policy single-pass-v2; limit 20:" in told

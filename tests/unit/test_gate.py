@@ -12,14 +12,17 @@ from typing import TypedDict, Unpack
 import numpy as np
 import pytest
 
+from cpersona.model.candidates import ArmResult
 from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.fusion import Candidate
 from cpersona.recall.stages.gate import (
+    Decision,
     GateConfig,
     autocut,
     decide,
     episode_penalty,
     gate_config,
+    literal_matches,
     min_score,
     prior,
     separation_threshold,
@@ -353,3 +356,39 @@ def test_separation_threshold_beta_trades_recall_for_precision() -> None:
     # beta 1: 1, 1.25, 1.25 -> 0.5 (first best); beta 2: 1, 1.5, 2.0 -> 0.9
     assert separation_threshold(null, positives, beta=1.0, candidates=3, floor=0.05) == 0.5
     assert separation_threshold(null, positives, beta=2.0, candidates=3, floor=0.05) == 0.9
+
+
+# ------------------------------------------------------------------------------------------ literal match
+
+V2_GATE = load_policies()["single-pass-v2"].gate
+
+
+def test_a_literal_match_passes_whatever_its_score_and_says_why() -> None:
+    literal = frozenset({"mem:1"})
+    v2 = gate_config(1, V2_GATE, deep=False, calibrated=0.447, rrf_k=K, blank_query=False, literal=literal)
+    # ci-bot's memory: cosine .348 under the calibrated .447; the score and threshold stay as they were.
+    assert decide(mem("mem:1", cosine=0.348), v2, V2_GATE) == Decision(
+        "mem:1", "cosine", 0.348, 0.447, True, "literal_match"
+    )
+    # A lexical-only row under its rrf threshold, the same.
+    assert decide(mem("mem:1", rrf=1 / 61, lexical_only=True), v2, V2_GATE).reason == "literal_match"
+    # A row that passes on its score keeps no reason; a row that is no literal match is still refused.
+    assert decide(mem("mem:1", cosine=0.9), v2, V2_GATE).reason is None
+    assert decide(mem("mem:2", cosine=0.348), v2, V2_GATE).reason == "below_gate"
+    # Under a policy without the rule the same set is ignored.
+    v1 = gate_config(1, GATE, deep=False, calibrated=0.447, rrf_k=K, blank_query=False, literal=literal)
+    assert v1.literal == frozenset()
+    assert decide(mem("mem:1", cosine=0.348), v1, GATE).reason == "below_gate"
+
+
+def test_the_literal_rows_are_each_keyword_arms_first_scored_row() -> None:
+    arms = {
+        "memory_keyword": ArmResult.ranked("memory_keyword", [("mem:1", 2.0), ("mem:2", 2.0)]),
+        "episode_fts": ArmResult.ranked("episode_fts", [("ep:1", 1.0)]),
+        "vector_near": ArmResult.ranked("vector_near", [("mem:3", 0.9)]),
+    }
+    assert literal_matches(arms, lambda ref: True) == {"mem:1", "ep:1"}
+    assert literal_matches(arms, lambda ref: ref != "mem:1") == {"ep:1"}
+    # The whole-query fallback lists without scores: nothing in it is ranked first.
+    listing = {"memory_keyword": ArmResult.ranked("memory_keyword", [("mem:1", None)])}
+    assert literal_matches(listing, lambda ref: True) == frozenset()

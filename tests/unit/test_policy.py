@@ -72,7 +72,17 @@ def refused(directory: Path) -> InvalidSetting:
 # ------------------------------------------------------------------------------------ shipped policies
 
 
-SHIPPED = ("single-pass-v0", "single-pass-v1", "cued-v0", "cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4")
+SHIPPED = (
+    "single-pass-v0",
+    "single-pass-v1",
+    "single-pass-v2",
+    "cued-v0",
+    "cued-v0.1",
+    "cued-v0.2",
+    "cued-v0.3",
+    "cued-v0.4",
+    "cued-v0.5",
+)
 
 
 def test_the_shipped_policies_load_with_their_values() -> None:
@@ -85,9 +95,10 @@ def test_the_shipped_policies_load_with_their_values() -> None:
     assert policies["cued-v0.2"].cue == CUE_V0_2
     assert policies["cued-v0.3"].cue == CUE_V0_3
     assert policies["cued-v0.4"].cue == CUE_V0_3
+    assert policies["cued-v0.5"].cue == CUE_V0_3
     # The seat floor is the whole of what single-pass-v1 and cued-v0.4 change.
     floored = {name for name, policy in policies.items() if policy.seats.floor}
-    assert floored == {"single-pass-v1", "cued-v0.4"}
+    assert floored == {"single-pass-v1", "cued-v0.4", "single-pass-v2", "cued-v0.5"}
     v0, v1 = policies["single-pass-v0"], policies["single-pass-v1"]
     assert v1.model_copy(update={"name": v0.name, "seats": v0.seats}) == v0
     assert (
@@ -99,15 +110,16 @@ def test_the_shipped_policies_load_with_their_values() -> None:
     after = ("fuse", "score", "gate", "autocut", "count", "cue_after_count", "seats")
     assert policies["single-pass-v0"].chain == single
     assert policies["single-pass-v1"].chain == single
+    assert policies["single-pass-v2"].chain == single
     assert policies["cued-v0"].chain == before
-    for name in ("cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4"):
+    for name in ("cued-v0.1", "cued-v0.2", "cued-v0.3", "cued-v0.4", "cued-v0.5"):
         assert policies[name].chain == after
 
 
 def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
     policies = load_policies()
     cued = {"cued-v0": "single-pass-v0", "cued-v0.1": "single-pass-v0", "cued-v0.2": "single-pass-v0"}
-    cued |= {"cued-v0.3": "single-pass-v0", "cued-v0.4": "single-pass-v1"}
+    cued |= {"cued-v0.3": "single-pass-v0", "cued-v0.4": "single-pass-v1", "cued-v0.5": "single-pass-v2"}
     for name, single_name in cued.items():
         single = policies[single_name]
         assert policies[name].name == name
@@ -122,6 +134,7 @@ def test_cued_policies_run_the_single_pass_recall_outside_the_cue() -> None:
 def test_every_shipped_file_says_what_it_extends_and_names_its_own_stem() -> None:
     chain = {"cued-v0": "single-pass-v0", "cued-v0.1": "cued-v0", "cued-v0.2": "cued-v0.1"}
     chain |= {"cued-v0.3": "cued-v0.2", "cued-v0.4": "cued-v0.3", "single-pass-v1": "single-pass-v0"}
+    chain |= {"cued-v0.5": "cued-v0.4", "single-pass-v2": "single-pass-v1"}
     for stem, base in chain.items():
         raw = tomllib.loads((policy_dir() / f"{stem}.toml").read_text(encoding="utf-8"))
         assert (raw["name"], raw["extends"]) == (stem, base)

@@ -115,6 +115,8 @@ class GatePolicy(_Table):
     calibrate_candidates: int
     calibrate_floor: float
     precision_beta: dict[str, float]
+    # Admit a row a keyword arm ranked first holding every term it searched (fused-gate-v2 on).
+    literal_match: bool
 
 
 class AutocutPolicy(_Table):

@@ -112,8 +112,10 @@ def stage_plan(
     vector_threshold: float,
     has_vector: bool = True,
     parts_covered: Mapping[str, int] | None = None,
+    literal: frozenset[str] = frozenset(),
 ) -> RecallPlan:
-    """What the stages consult: the context's choices and the gate the scope's pool and calibration set."""
+    """What the stages consult: the context's choices and the gate the scope's pool and calibration set
+    (``literal``: the rows the policy's literal-match rule admits, ``stages.gate.literal_matches``)."""
     policy = ctx.policy
     gate = gate_config(
         pool,
@@ -122,6 +124,7 @@ def stage_plan(
         calibrated=calibrated,
         rrf_k=policy.fusion.rrf_k,
         blank_query=ctx.blank,
+        literal=literal,
     )
     return RecallPlan(
         policy=policy,

@@ -30,6 +30,7 @@ from cpersona.recall.render import render
 from cpersona.recall.request import Degraded, RecallResult
 from cpersona.recall.retrieve import retrieve
 from cpersona.recall.stages.chain import Chain, build_chain
+from cpersona.recall.stages.gate import literal_matches
 from cpersona.recall.trace.assemble import build_trace
 from cpersona.recall.trace.coverage import parts_covered
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from cpersona.recall.plan import ArmContext
     from cpersona.recall.policy import Policy
     from cpersona.recall.request import RecallRequest
-    from cpersona.recall.stages.chain import ChainRun, RecallPlan, Seated
+    from cpersona.recall.stages.chain import ChainRun, RecallPlan, Retrieved, Seated
     from cpersona.settings import Settings
     from cpersona.stores.protocols import Embedder, HydratedRecord, RecallReads, VectorStore
 
@@ -100,6 +101,7 @@ class Recaller:
             vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
             has_vector=fan.vector.vector is not None,
             parts_covered=_parts(ctx, docs),
+            literal=_literal(ctx, retrieved, docs, self.records),
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)
@@ -180,6 +182,23 @@ def _parts(ctx: ArmContext, docs: Mapping[str, HydratedRecord]) -> dict[str, int
     if ctx.policy.seats.keyword <= 0:
         return None
     return parts_covered(ctx.query, ((ref, d.text) for ref, d in docs.items() if d.text is not None))
+
+
+def _literal(
+    ctx: ArmContext, retrieved: Retrieved, docs: Mapping[str, HydratedRecord], records: RecallReads
+) -> frozenset[str]:
+    """The rows the gate admits as literal matches, read only under a policy whose rule is on."""
+    if not ctx.policy.gate.literal_match or ctx.blank:
+        return frozenset()
+
+    def holds_every_term(ref: str) -> bool:
+        doc = docs.get(ref)
+        if doc is None or doc.text is None:
+            return False
+        held, searched = records.terms_held(ctx.query, doc.text)
+        return searched > 0 and held == searched
+
+    return literal_matches(retrieved.arms, holds_every_term)
 
 
 def _degraded(fan: FanOut) -> tuple[Degraded, ...]:

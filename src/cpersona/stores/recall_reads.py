@@ -54,6 +54,11 @@ class RecallReads(Protocol):
         """BM25 over the episodes of ``scope``, best first."""
         ...
 
+    def terms_held(self, query: str, text: str) -> tuple[int, int]:
+        """How many of the terms the memory keyword arm searches for ``query`` ``text`` holds (matched
+        as that arm's index matches them), and how many terms it searches; pure, no I/O."""
+        ...
+
     async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
         """The count of ``kind`` in ``scope`` (source ignored) and the ``seq`` at 0-based ``rank`` from
         the newest by insertion."""

@@ -15,6 +15,14 @@ under rrf by its rrf score; an unscored row (cascade's lexical rows) by pool siz
   above any score such a row can reach, so once an agent is calibrated no lexical-only row can pass. We
   calibrate a cosine threshold and keep the heuristic rule for lexical-only rows, so calibration sharpens
   the vector side without switching the keyword side off.
+
+**Literal match** (``[gate] literal_match``, from fused-gate-v2: single-pass-v2, cued-v0.5). A cosine
+threshold belongs to one embedder and one language, and on a small store it is high: a row that a keyword
+arm ranked first, holding every term that arm searched (its own analysis: stems, phrases, CJK 3-grams;
+:meth:`~cpersona.stores.recall_reads.RecallReads.terms_held`), is admitted whatever its fused or vector
+score, with the reason ``literal_match``. Only the arm's first row: rows tied with it on score are not
+admitted by the rule (on a store where fifty memories hold one word equally it would admit all fifty).
+The rule only admits: every row the other rules pass still passes.
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from cpersona.model.agent_requests import Gate
+    from cpersona.model.candidates import ArmResult
     from cpersona.model.policy import AutocutPolicy, GatePolicy, ScoringPolicy
     from cpersona.recall.stages.fusion import Candidate
 
@@ -39,13 +48,16 @@ __all__ = [
     "autocut",
     "decide",
     "episode_penalty",
+    "literal_matches",
     "min_score",
     "prior",
     "separation_threshold",
 ]
 
 Signal = Literal["rsf", "cosine", "rrf", "profile", "unscored"]
-Reason = Literal["below_gate", "profile_small_pool", "unscored_volume"]
+Reason = Literal["below_gate", "profile_small_pool", "unscored_volume", "literal_match"]
+# The arms whose first row may be a literal match: the two keyword arms.
+KEYWORD_ARMS = ("memory_keyword", "episode_fts")
 
 
 def min_score(pool: int, policy: GatePolicy) -> float:
@@ -66,6 +78,8 @@ class GateConfig:
     calibrated: float | None
     rrf_k: int
     blank_query: bool
+    # The rows admitted as literal matches whatever their score (empty unless the policy's rule is on).
+    literal: frozenset[str] = frozenset()
 
     @property
     def origin(self) -> Gate:
@@ -83,7 +97,14 @@ class Decision:
 
 
 def gate_config(
-    pool: int, policy: GatePolicy, *, deep: bool, calibrated: float | None, rrf_k: int, blank_query: bool
+    pool: int,
+    policy: GatePolicy,
+    *,
+    deep: bool,
+    calibrated: float | None,
+    rrf_k: int,
+    blank_query: bool,
+    literal: frozenset[str] = frozenset(),
 ) -> GateConfig:
     heuristic = min_score(pool, policy)
     factor = policy.deep_factor if deep else 1.0
@@ -94,11 +115,32 @@ def gate_config(
         calibrated=None if calibrated is None else calibrated * factor,
         rrf_k=rrf_k,
         blank_query=blank_query,
+        literal=literal if policy.literal_match else frozenset(),
     )
 
 
 def decide(row: Candidate, cfg: GateConfig, policy: GatePolicy) -> Decision:
     """The gate's decision for one row (see the module docstring for the rules)."""
+    decision = _decide(row, cfg, policy)
+    if not decision.passed and row.ref in cfg.literal:
+        return dataclasses.replace(decision, passed=True, reason="literal_match")
+    return decision
+
+
+def literal_matches(arms: Mapping[str, ArmResult], holds_every_term: Callable[[str], bool]) -> frozenset[str]:
+    """The first row of each keyword arm, where ``holds_every_term(ref)``: the rows the literal-match
+    rule admits (at most one per arm)."""
+    found: set[str] = set()
+    for name in KEYWORD_ARMS:
+        arm = arms.get(name)
+        if arm is None or not arm.rows or arm.rows[0].raw is None:
+            continue  # a listing without scores (the whole-query fallback) ranks nothing first
+        if holds_every_term(arm.rows[0].ref):
+            found.add(arm.rows[0].ref)
+    return frozenset(found)
+
+
+def _decide(row: Candidate, cfg: GateConfig, policy: GatePolicy) -> Decision:
     if row.kind == "profile":
         ok = cfg.pool >= policy.profile_min_pool
         return Decision(row.ref, "profile", None, None, ok, None if ok else "profile_small_pool")

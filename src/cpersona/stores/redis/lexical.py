@@ -69,6 +69,7 @@ __all__ = [
     "fts_terms",
     "period_clause",
     "ranked_query",
+    "terms_held",
     "unscored",
     "word_stem",
 ]
@@ -341,18 +342,60 @@ def clauses(terms: Sequence[str], text_field: str, *, ranked: bool = False) -> l
     ``ranked`` for a BM25 search (question words set aside while other terms remain); otherwise the
     memory fallback listing, which matches a short CJK run by the memories' ``short_gram`` tags.
     """
-    out: dict[str, None] = {}
-    asking: dict[str, None] = {}
+    return list(_searched(terms, text_field, ranked=ranked))
+
+
+def _searched(terms: Sequence[str], text_field: str, *, ranked: bool) -> dict[str, str]:
+    """Each clause :func:`clauses` sends, with the first term that made it."""
+    out: dict[str, str] = {}
+    asking: dict[str, str] = {}
     for term in terms:
         clause = _clause(term, text_field, ranked=ranked)
         if clause is None:
             continue
         if ranked and term.lower() in QUESTION_WORDS:
-            asking.setdefault(clause)
+            asking.setdefault(clause, term)
         else:
-            out.setdefault(clause)
+            out.setdefault(clause, term)
     # A query of question words alone ("who did?") still searches for them.
-    return list(out) or list(asking)
+    return out or asking
+
+
+def terms_held(query: str, text: str) -> tuple[int, int]:
+    """How many of the terms a ranked keyword search of ``query`` sends (one per clause, question words
+    set aside as :func:`clauses` sets them aside) ``text`` holds, and how many it sends.
+
+    A term is held as the index would match it: a lone word by its stem among the text's stems, a phrase
+    by its pieces in a row among the text's pieces, a CJK run as a substring. What RediSearch's tokenizer
+    glues differently (``grams``) may be missed, never invented: a miss only withholds the gate's
+    literal-match admission."""
+    terms = list(_searched(fts_terms(query), "content", ranked=True).values())
+    if not terms:
+        return 0, 0
+    stems = frozenset(doc_stems(text).split())
+    pieces = [p.lower() for p in _pieces(text)]
+    held = sum(1 for term in terms if _holds(term, text, stems, pieces))
+    return held, len(terms)
+
+
+def _holds(term: str, text: str, stems: frozenset[str], pieces: Sequence[str]) -> bool:
+    for run in _RUNS.findall(term):
+        if _CJK_RUN.fullmatch(run):
+            if run not in text:
+                return False
+            continue
+        wanted = [p.lower() for p in _pieces(run)]
+        if len(wanted) == 1 and any(ch.isalnum() for ch in wanted[0]):
+            if word_stem(wanted[0]) not in stems:
+                return False
+        elif wanted and not _in_a_row(wanted, pieces):
+            return False
+    return True
+
+
+def _in_a_row(wanted: Sequence[str], pieces: Sequence[str]) -> bool:
+    n = len(wanted)
+    return any(list(pieces[i : i + n]) == list(wanted) for i in range(len(pieces) - n + 1))
 
 
 # -------------------------------------------------------------------------------------- query shapes

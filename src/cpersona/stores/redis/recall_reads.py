@@ -11,6 +11,7 @@ from cpersona.stores.record_values import SeqAt, StoredProfile
 from cpersona.stores.redis import keyword, search
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.hydrate import hydrate
+from cpersona.stores.redis.lexical import terms_held
 from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.scope import scope_query
 from cpersona.stores.redis.sole_agent import SoleAgents
@@ -57,6 +58,9 @@ class RedisRecallReads(RecordRole):
         return await keyword.episode_fts(
             self._lexical, scope, query, fetch, extra_terms=extra_terms, period=period
         )
+
+    def terms_held(self, query: str, text: str) -> tuple[int, int]:
+        return terms_held(query, text)
 
     async def seq_at(self, kind: SearchedKind, scope: ReadScope, rank: int) -> SeqAt:
         index = self.keys.memory_index if kind == "memory" else self.keys.episode_index
