@@ -64,6 +64,7 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -211,12 +212,15 @@ def _make_systems(
     threads: int | None,
     store_cache: Path | None = None,
     policy: str | None = None,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> list[Any]:
     """The systems ``names`` asks for; ``policy`` is the recall policy of every cpersona engine (``None``,
-    the engine's default)."""
+    the engine's default), ``embedding_model`` its model."""
     from benchmarks.quality.systems import BM25, RRF_DEPTH, Cpersona, Dense, RRFHybrid
 
-    engine = None if policy is None else {"recall_policy": policy}
+    engine: dict[str, str] = {"embedding_model": embedding_model}
+    if policy is not None:
+        engine["recall_policy"] = policy
 
     made: list[Any] = []
     for name in names:
@@ -306,7 +310,7 @@ def _check_dense(
     for question in questions[::step][:count]:
         turns = conversations[question.conv_id].turns
         matrix = cache.lookup([turn.content for turn in turns]).tolist()
-        [query] = cache.lookup([question.question]).tolist()
+        [query] = cache.lookup([question.question], queries=True).tolist()
         query_norm = math.sqrt(math.fsum(x * x for x in query))
         cosines = []
         for row in matrix:
@@ -347,12 +351,15 @@ async def run_benchmark(
     layout: Layout = LOCOMO_LAYOUT,
     after_run: AfterRun | None = None,
     policy: str | None = None,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> Outcome:
     """Every system in turn over ``data`` (:class:`LoCoMo`, or anything read the same way).
 
     ``after_run(system, run)`` is awaited after a system has answered every question and before it is
     closed, so a dataset can ask more of the same open system (TMD's time cue). A :class:`PeerError` it
     raises drops the system like one raised while running.
+
+    ``embedding_model`` (a registered name) embeds for the dense systems and for every cpersona engine.
     """
     skipped: dict[str, str] = {}
     selected = list(systems)
@@ -370,18 +377,24 @@ async def run_benchmark(
         name == "dense" or name.startswith("rrf") or name in PEER_SYSTEMS for name in selected
     )
     peer_notes: dict[str, list[str]] = {}
-    cache = EmbeddingCache(cache_dir, threads=threads, progress=progress) if needs_vectors else None
+    cache = (
+        EmbeddingCache(cache_dir, model=embedding_model, threads=threads, progress=progress)
+        if needs_vectors
+        else None
+    )
     runs: list[SystemRun] = []
     try:
         if cache is not None:
             # One pass over everything that will be embedded, so the systems only read the cache.
             texts = [turn.content for conv in data.conversations for turn in conv.turns]
-            texts += [q.question for q in data.recall_questions()]
             if episodes:
                 texts += [s.summary for conv in data.conversations for s in conv.sessions]
+            questions = [q.question for q in data.recall_questions()]
             computed = await cache.ensure(texts, desc="embedding (cache misses)")
-            print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
-        for system in _make_systems(selected, cache, threads, store_cache, policy):
+            computed += await cache.ensure(questions, desc="embedding questions (cache misses)", queries=True)
+            distinct = len(set(texts)) + len(set(questions))
+            print(f"embedding cache: {distinct} distinct texts, {computed} computed, rest from disk")
+        for system in _make_systems(selected, cache, threads, store_cache, policy, embedding_model):
             try:
                 run = await _run_system(system, data, depth, episodes=episodes, progress=progress)
                 if after_run is not None:
@@ -751,6 +764,13 @@ def _shared_arguments(
         "its command line",
     )
     parser.add_argument(
+        "--embedding-model",
+        choices=sorted(EMBEDDING_MODELS),
+        default=DEFAULT_EMBEDDING_MODEL,
+        help="the model of the dense systems and of cpersona (default: %(default)s); questions are embedded "
+        "as queries, stored texts as passages",
+    )
+    parser.add_argument(
         "--store-cache",
         action="store_true",
         help="keep built cpersona stores under benchmarks/.cache/stores (a rerun does not ingest; the "
@@ -813,6 +833,7 @@ def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
             threads=args.threads,
             store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
             policy=args.policy,
+            embedding_model=args.embedding_model,
             **extra,
         )
     )

