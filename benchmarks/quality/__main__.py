@@ -126,8 +126,9 @@ SYSTEM_NOTES: Final = [
     "score 0 share no term with the question and are not returned (so a short query can return fewer "
     "than k rows); ranking them after the matches instead (in corpus order) moved neither overall "
     "recall@10 nor NDCG@10 at four decimals (checked).",
-    "- **Dense**: exact cosine over every turn of the conversation, numpy, all-MiniLM-L6-v2 through "
-    "cpersona's own ONNX embedder, vectors cached on disk by sha256 of the text.",
+    "- **Dense**: exact cosine over every turn of the conversation, numpy, the embedder named above "
+    "through cpersona's own ONNX embedder (the question after the model's query prefix, turns after its "
+    "passage prefix), vectors cached on disk by sha256 of the text the model read.",
     "- **RRF**: score = 1/(60 + rank_bm25) + 1/(60 + rank_dense), each list 100 deep (`rrf`, the "
     "protocol's hybrid); `rrf:20` and `rrf:all` read 20 deep and the whole list, for comparison.",
     "- **Ties** are broken by position in the conversation (earlier first), so reruns are identical.",
@@ -201,6 +202,7 @@ class Outcome:
     peer_checks: dict[str, DenseCheck] = dataclasses.field(default_factory=dict)
     peer_agreement: dict[str, str] = dataclasses.field(default_factory=dict)
     layout: Layout = LOCOMO_LAYOUT
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -434,7 +436,17 @@ async def run_benchmark(
         if cache is not None:
             await cache.aclose()
     return Outcome(
-        data, runs, skipped, check, episodes, depth, peer_notes, peer_checks, peer_agreement, layout
+        data,
+        runs,
+        skipped,
+        check,
+        episodes,
+        depth,
+        peer_notes,
+        peer_checks,
+        peer_agreement,
+        layout,
+        embedding_model,
     )
 
 
@@ -525,11 +537,14 @@ def _latency(run: SystemRun) -> str:
     return f"{statistics.median(run.search_ms):.2f} / {percentile(run.search_ms, 0.95):.2f}"
 
 
-def run_header(command: str, *, load_start: float | None = None) -> list[str]:
+def run_header(
+    command: str, *, load_start: float | None = None, embedding_model: str = DEFAULT_EMBEDDING_MODEL
+) -> list[str]:
     """The lines every report of this command opens with: the harness's header, then the embedder."""
     return [
         *harness.header(command, load_start=load_start, watched=WATCHED, packages=("numpy", "bm25s")),
-        "- embedder: all-MiniLM-L6-v2 (cpersona's ONNX build)",
+        f"- embedder: {embedding_model} (cpersona's ONNX build; questions embedded as queries, turns as "
+        "passages)",
     ]
 
 
@@ -622,7 +637,7 @@ def render_report(
     lines = [
         f"# Retrieval quality on LoCoMo ({title})",
         "",
-        *run_header(command),
+        *run_header(command, embedding_model=outcome.embedding_model),
         f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
         f"{len(data.conversations)} conversation(s), {sessions} sessions, {turns} turns"
         + (" (**--quick: one conversation, not comparable with the reference figures**)" if quick else "")
@@ -940,7 +955,7 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     lines = [
         "# Retrieval quality on TMD, side by side (turn level; the time cue where a system takes one)",
         "",
-        *run_header(command, load_start=load_start),
+        *run_header(command, load_start=load_start, embedding_model=outcome.embedding_model),
         *tmd_peers.data_lines(data, depth=args.k, quick=args.quick),
         *comparison_sections(outcome, scores, chart.name),
         *cue_peers.cue_sections(cue_runs, args.systems, not_run=outcome.skipped),
