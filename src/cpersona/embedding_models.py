@@ -8,8 +8,10 @@ keyed by the same name), because finding them imports the packages that ship the
 
 The recall gate's heuristic minimum (``GatePolicy``, a property of the policy version, not of a model) was
 set on all-MiniLM-L6-v2's cosines and applies unchanged to every model here: under the heuristic gate,
-multilingual-e5-small's rows are judged by a threshold never measured on its cosines (whose range differs
-from MiniLM's). ``calibrate`` does measure per store, but embeds stored
+multilingual-e5-small's rows are judged by a threshold never measured on its cosines. Its query-to-passage
+cosines sit high: in a five-memory Japanese store (``tests/integration/test_e5_engine.py``), the four
+unrelated memories scored .76-.81 against the question (the right one .90), all above the heuristic .41,
+so there the gate keeps every row and filters nothing. ``calibrate`` does measure per store, but embeds stored
 texts only and compares passage with passage, never a ``query: `` vector with a ``passage: `` one, so its
 threshold is not the query-to-passage cosine the gate then compares for e5 either.
 
