@@ -64,6 +64,7 @@ from benchmarks.quality.locomo import (
     load_locomo,
 )
 from benchmarks.quality.metrics import QuestionScore, macro_average, recall_curve, score_question
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
 from cpersona.settings import RecallMode
 
 if TYPE_CHECKING:
@@ -131,8 +132,9 @@ SYSTEM_NOTES: Final = [
     "score 0 share no term with the question and are not returned (so a short query can return fewer "
     "than k rows); ranking them after the matches instead (in corpus order) moved neither overall "
     "recall@10 nor NDCG@10 at four decimals (checked).",
-    "- **Dense**: exact cosine over every turn of the conversation, numpy, all-MiniLM-L6-v2 through "
-    "cpersona's own ONNX embedder, vectors cached on disk by sha256 of the text.",
+    "- **Dense**: exact cosine over every turn of the conversation, numpy, the embedder named above "
+    "through cpersona's own ONNX embedder (the question after the model's query prefix, turns after its "
+    "passage prefix), vectors cached on disk by sha256 of the text the model read.",
     "- **RRF**: score = 1/(60 + rank_bm25) + 1/(60 + rank_dense), each list 100 deep (`rrf`, the "
     "protocol's hybrid); `rrf:20` and `rrf:all` read 20 deep and the whole list, for comparison.",
     "- **Ties** are broken by position in the conversation (earlier first), so reruns are identical.",
@@ -206,6 +208,7 @@ class Outcome:
     peer_checks: dict[str, DenseCheck] = dataclasses.field(default_factory=dict)
     peer_agreement: dict[str, str] = dataclasses.field(default_factory=dict)
     layout: Layout = LOCOMO_LAYOUT
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -217,12 +220,15 @@ def _make_systems(
     threads: int | None,
     store_cache: Path | None = None,
     policy: str | None = None,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> list[Any]:
     """The systems ``names`` asks for; ``policy`` is the recall policy of every cpersona engine (``None``,
-    the engine's default)."""
+    the engine's default), ``embedding_model`` its model."""
     from benchmarks.quality.systems import BM25, RRF_DEPTH, BM25Bigram, Cpersona, Dense, RRFHybrid
 
-    engine = None if policy is None else {"recall_policy": policy}
+    engine: dict[str, str] = {"embedding_model": embedding_model}
+    if policy is not None:
+        engine["recall_policy"] = policy
 
     made: list[Any] = []
     for name in names:
@@ -251,7 +257,7 @@ def _make_systems(
                     arms=arms,
                     name=name,
                     store_cache=store_cache,
-                    engine_settings={"recall_policy": chosen} if chosen else engine,
+                    engine_settings={**engine, "recall_policy": chosen} if chosen else engine,
                 )
             )
         elif name in PEER_SYSTEMS:  # --- peers (benchmarks/peers)
@@ -316,7 +322,7 @@ def _check_dense(
     for question in questions[::step][:count]:
         turns = conversations[question.conv_id].turns
         matrix = cache.lookup([turn.content for turn in turns]).tolist()
-        [query] = cache.lookup([question.question]).tolist()
+        [query] = cache.lookup([question.question], queries=True).tolist()
         query_norm = math.sqrt(math.fsum(x * x for x in query))
         cosines = []
         for row in matrix:
@@ -357,12 +363,15 @@ async def run_benchmark(
     layout: Layout = LOCOMO_LAYOUT,
     after_run: AfterRun | None = None,
     policy: str | None = None,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> Outcome:
     """Every system in turn over ``data`` (:class:`LoCoMo`, or anything read the same way).
 
     ``after_run(system, run)`` is awaited after a system has answered every question and before it is
     closed, so a dataset can ask more of the same open system (TMD's time cue). A :class:`PeerError` it
     raises drops the system like one raised while running.
+
+    ``embedding_model`` (a registered name) embeds for the dense systems and for every cpersona engine.
     """
     skipped: dict[str, str] = {}
     selected = list(systems)
@@ -380,18 +389,24 @@ async def run_benchmark(
         name == "dense" or name.startswith("rrf") or name in PEER_SYSTEMS for name in selected
     )
     peer_notes: dict[str, list[str]] = {}
-    cache = EmbeddingCache(cache_dir, threads=threads, progress=progress) if needs_vectors else None
+    cache = (
+        EmbeddingCache(cache_dir, model=embedding_model, threads=threads, progress=progress)
+        if needs_vectors
+        else None
+    )
     runs: list[SystemRun] = []
     try:
         if cache is not None:
             # One pass over everything that will be embedded, so the systems only read the cache.
             texts = [turn.content for conv in data.conversations for turn in conv.turns]
-            texts += [q.question for q in data.recall_questions()]
             if episodes:
                 texts += [s.summary for conv in data.conversations for s in conv.sessions]
+            questions = [q.question for q in data.recall_questions()]
             computed = await cache.ensure(texts, desc="embedding (cache misses)")
-            print(f"embedding cache: {len(set(texts))} distinct texts, {computed} computed, rest from disk")
-        for system in _make_systems(selected, cache, threads, store_cache, policy):
+            computed += await cache.ensure(questions, desc="embedding questions (cache misses)", queries=True)
+            distinct = len(set(texts)) + len(set(questions))
+            print(f"embedding cache: {distinct} distinct texts, {computed} computed, rest from disk")
+        for system in _make_systems(selected, cache, threads, store_cache, policy, embedding_model):
             try:
                 run = await _run_system(system, data, depth, episodes=episodes, progress=progress)
                 if after_run is not None:
@@ -431,7 +446,17 @@ async def run_benchmark(
         if cache is not None:
             await cache.aclose()
     return Outcome(
-        data, runs, skipped, check, episodes, depth, peer_notes, peer_checks, peer_agreement, layout
+        data,
+        runs,
+        skipped,
+        check,
+        episodes,
+        depth,
+        peer_notes,
+        peer_checks,
+        peer_agreement,
+        layout,
+        embedding_model,
     )
 
 
@@ -522,11 +547,14 @@ def _latency(run: SystemRun) -> str:
     return f"{statistics.median(run.search_ms):.2f} / {percentile(run.search_ms, 0.95):.2f}"
 
 
-def run_header(command: str, *, load_start: float | None = None) -> list[str]:
+def run_header(
+    command: str, *, load_start: float | None = None, embedding_model: str = DEFAULT_EMBEDDING_MODEL
+) -> list[str]:
     """The lines every report of this command opens with: the harness's header, then the embedder."""
     return [
         *harness.header(command, load_start=load_start, watched=WATCHED, packages=("numpy", "bm25s")),
-        "- embedder: all-MiniLM-L6-v2 (cpersona's ONNX build)",
+        f"- embedder: {embedding_model} (cpersona's ONNX build; questions embedded as queries, turns as "
+        "passages)",
     ]
 
 
@@ -619,7 +647,7 @@ def render_report(
     lines = [
         f"# Retrieval quality on LoCoMo ({title})",
         "",
-        *run_header(command),
+        *run_header(command, embedding_model=outcome.embedding_model),
         f"- data: `{data.path.name}` sha256 `{data.sha256[:16]}…`; "
         f"{len(data.conversations)} conversation(s), {sessions} sessions, {turns} turns"
         + (" (**--quick: one conversation, not comparable with the reference figures**)" if quick else "")
@@ -773,6 +801,13 @@ def _shared_arguments(
         "its command line",
     )
     parser.add_argument(
+        "--embedding-model",
+        choices=sorted(EMBEDDING_MODELS),
+        default=DEFAULT_EMBEDDING_MODEL,
+        help="the model of the dense systems and of cpersona (default: %(default)s); questions are embedded "
+        "as queries, stored texts as passages",
+    )
+    parser.add_argument(
         "--store-cache",
         action="store_true",
         help="keep built cpersona stores under benchmarks/.cache/stores (a rerun does not ingest; the "
@@ -846,6 +881,7 @@ def _run(data: Any, args: argparse.Namespace, **extra: Any) -> Outcome:
             threads=args.threads,
             store_cache=DEFAULT_CACHE_DIR / "stores" if args.store_cache else None,
             policy=args.policy,
+            embedding_model=args.embedding_model,
             **extra,
         )
     )
@@ -954,7 +990,7 @@ def _tmd_main(args: argparse.Namespace, command: str) -> Path:
     lines = [
         "# Retrieval quality on TMD, side by side (turn level; the time cue where a system takes one)",
         "",
-        *run_header(command, load_start=load_start),
+        *run_header(command, load_start=load_start, embedding_model=outcome.embedding_model),
         *tmd_peers.data_lines(data, depth=args.k, quick=args.quick),
         *comparison_sections(outcome, scores, chart.name),
         *cue_peers.cue_sections(cue_runs, args.systems, not_run=outcome.skipped),

@@ -1,13 +1,16 @@
-"""MiniLM vectors on disk, so that a rerun of a quality benchmark embeds nothing it has embedded before.
+"""Embedding vectors on disk, so that a rerun of a quality benchmark embeds nothing it has embedded before.
 
 Vectors are computed by the project's own embedder
-(:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: all-MiniLM-L6-v2 in numpy)
-and kept per model under
+(:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: the registered model asked for,
+all-MiniLM-L6-v2 by default) and kept per model under
 ``<cache_dir>/embeddings/<model>/`` as two files:
 
 * ``vectors.npy``: float32, one row per text, in the order the texts were first embedded;
 * ``index.json``: the model name, the vector width, a probe vector, and ``keys``, where ``keys[i]`` is
-  the sha256 of the UTF-8 text whose vector is row ``i``.
+  the sha256 of the UTF-8 text the model read for row ``i``: the text behind the model's query or passage
+  prefix (:meth:`EmbeddingCache.key`). A question is embedded as a query (``queries=True``), a stored text
+  as a passage; for a model with prefixes (multilingual-e5-small) the two are different vectors under
+  different keys, for one without (MiniLM) the same vector under the same key, as before prefixes existed.
 
 Both are replaced atomically, the vectors first, so a crash leaves either the old pair or extra
 unindexed rows, never an index that points past the vectors. The probe (the vector of a fixed sentence)
@@ -30,18 +33,19 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, embedding_model
 from cpersona.settings import Settings
-from cpersona.stores.embedding.embedders import ONNX_MODEL_NAME, open_embedder
+from cpersona.stores.embedding.embedders import OnnxEmbedder, open_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cpersona.stores.protocols import Embedder
 
 __all__ = ["DEFAULT_CACHE_DIR", "MODEL_NAME", "EmbeddingCache", "text_key"]
 
 DEFAULT_CACHE_DIR: Final = Path(__file__).resolve().parents[1] / ".cache"
-MODEL_NAME: Final = f"onnx:{ONNX_MODEL_NAME}"
+MODEL_NAME: Final = f"onnx:{DEFAULT_EMBEDDING_MODEL}"
+"""The name the default model's vectors are cached under."""
 
 _PROBE_TEXT = "Caroline: I went to a support group yesterday and it was so powerful."
 _PROBE_TOLERANCE = 1e-4
@@ -72,15 +76,17 @@ class EmbeddingCache:
         self,
         cache_dir: Path = DEFAULT_CACHE_DIR,
         *,
+        model: str = DEFAULT_EMBEDDING_MODEL,
         threads: int | None = None,
         progress: bool = True,
     ) -> None:
         self.cache_dir = cache_dir
-        self.model = MODEL_NAME
-        self.folder = cache_dir / "embeddings" / _slug(MODEL_NAME)
+        self._entry = embedding_model(model)
+        self.model = f"onnx:{self._entry.name}"
+        self.folder = cache_dir / "embeddings" / _slug(self.model)
         self._threads = threads
         self._progress = progress
-        self._embedder: Embedder | None = None
+        self._embedder: OnnxEmbedder | None = None
         self._row: dict[str, int] = {}
         self._keys: list[str] = []
         self._vectors: Matrix = np.zeros((0, 0), dtype=np.float32)
@@ -132,23 +138,31 @@ class EmbeddingCache:
         return len(self._keys)
 
     def __contains__(self, text: object) -> bool:
-        return isinstance(text, str) and text_key(text) in self._row
+        """Whether ``text`` is cached as a passage."""
+        return isinstance(text, str) and self.key(text) in self._row
+
+    def key(self, text: str, *, queries: bool = False) -> str:
+        """The key of ``text`` as a query or as a passage: the digest of what the model reads."""
+        prefix = self._entry.query_prefix if queries else self._entry.passage_prefix
+        return text_key(prefix + text)
 
     # ------------------------------------------------------------------ embedding
 
-    async def _open_embedder(self) -> Embedder:
+    async def _open_embedder(self) -> OnnxEmbedder:
         if self._embedder is not None:
             return self._embedder
         defaults = Settings(data_dir=self.cache_dir)
         settings = Settings(
             data_dir=self.cache_dir,
             embedding_mode="onnx",
+            embedding_model=self._entry.name,
             # The query cache would only duplicate this one.
             embedding_cache_size=0,
             embedding_threads=self._threads if self._threads is not None else defaults.embedding_threads,
         )
         embedder = await open_embedder(settings)
-        if embedder is None or embedder.name != self.model:
+        # OnnxEmbedder: its embed_queries batches questions through the query prefix.
+        if not isinstance(embedder, OnnxEmbedder) or embedder.name != self.model:
             raise RuntimeError(f"expected the {self.model} embedder, got {embedder and embedder.name}")
         self._embedder = embedder
         [probe] = await embedder.embed([_PROBE_TEXT])
@@ -162,22 +176,24 @@ class EmbeddingCache:
         self._probe = fresh
         return embedder
 
-    async def ensure(self, texts: Sequence[str], *, desc: str = "embedding") -> int:
-        """Embed and store every text not cached yet; return how many were computed."""
-        missing = list(dict.fromkeys(t for t in texts if text_key(t) not in self._row))
+    async def ensure(self, texts: Sequence[str], *, desc: str = "embedding", queries: bool = False) -> int:
+        """Embed and store every text not cached yet, as queries or as passages; return how many were
+        computed."""
+        missing = list(dict.fromkeys(t for t in texts if self.key(t, queries=queries) not in self._row))
         if not missing:
             return 0
         embedder = await self._open_embedder()
         # The probe check may have emptied the cache: recompute what is missing now.
-        missing = [t for t in missing if text_key(t) not in self._row]
+        missing = [t for t in missing if self.key(t, queries=queries) not in self._row]
         with tqdm(total=len(missing), desc=desc, unit="text", disable=not self._progress) as bar:
             for start in range(0, len(missing), _CHUNK):
                 chunk = missing[start : start + _CHUNK]
-                rows = np.stack(await embedder.embed(chunk)).astype(np.float32, copy=False)
+                vectors = await (embedder.embed_queries(chunk) if queries else embedder.embed(chunk))
+                rows = np.stack(vectors).astype(np.float32, copy=False)
                 base = self._vectors if self._vectors.size else np.zeros((0, rows.shape[1]), np.float32)
                 self._vectors = np.concatenate([base, rows])
                 for text in chunk:
-                    key = text_key(text)
+                    key = self.key(text, queries=queries)
                     self._row[key] = len(self._keys)
                     self._keys.append(key)
                 self._save()
@@ -185,11 +201,12 @@ class EmbeddingCache:
         self.computed += len(missing)
         return len(missing)
 
-    def lookup(self, texts: Sequence[str]) -> Matrix:
-        """The cached vectors of ``texts`` (``KeyError`` naming the first text that is not cached)."""
+    def lookup(self, texts: Sequence[str], *, queries: bool = False) -> Matrix:
+        """The cached vectors of ``texts`` as queries or as passages (``KeyError`` naming the first text
+        that is not cached)."""
         rows = []
         for text in texts:
-            row = self._row.get(text_key(text))
+            row = self._row.get(self.key(text, queries=queries))
             if row is None:
                 raise KeyError(f"not in the embedding cache: {text[:60]!r}")
             rows.append(row)
@@ -198,9 +215,10 @@ class EmbeddingCache:
             return np.zeros((0, width), dtype=np.float32)
         return self._vectors[np.asarray(rows, dtype=np.int64)]
 
-    async def embed(self, texts: Sequence[str], *, desc: str = "embedding") -> Matrix:
-        await self.ensure(texts, desc=desc)
-        return self.lookup(texts)
+    async def embed(self, texts: Sequence[str], *, desc: str = "embedding", queries: bool = False) -> Matrix:
+        """The vectors of ``texts`` as passages, or as queries (questions) with ``queries``."""
+        await self.ensure(texts, desc=desc, queries=queries)
+        return self.lookup(texts, queries=queries)
 
     async def aclose(self) -> None:
         embedder, self._embedder = self._embedder, None

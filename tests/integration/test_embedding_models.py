@@ -2,7 +2,7 @@
 passage prefixes put before the texts by the embedder (the query cache keyed by the bare query).
 
 A model with prefixes is registered here the way a new model is added: an entry in
-``cpersona.embedding_models`` and a loader in ``model_files.LOADERS`` (here MiniLM's own files under
+``cpersona.embedding_models`` and a loader in ``loaders.LOADERS`` (here MiniLM's own files under
 another name, so the test runs the real graph with prefixes MiniLM was not trained with)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from cpersona import InvalidSetting, Settings
 from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, EmbeddingModel
 from cpersona.stores.embedding.embedders import VECTOR_TOLERANCE, OnnxEmbedder
-from cpersona.stores.embedding.model_files import LOADERS, ModelFiles
+from cpersona.stores.embedding.loaders import LOADERS, ModelSource
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -30,8 +30,8 @@ PREFIXED = EmbeddingModel(
 def prefixed_model(monkeypatch: pytest.MonkeyPatch) -> EmbeddingModel:
     """:data:`PREFIXED` registered for the length of one test."""
     monkeypatch.setitem(cast("dict[str, EmbeddingModel]", EMBEDDING_MODELS), PREFIXED.name, PREFIXED)
-    loaders = cast("dict[str, Callable[[], ModelFiles]]", LOADERS)
-    monkeypatch.setitem(loaders, PREFIXED.name, ModelFiles.default)
+    loaders = cast("dict[str, Callable[[Path], ModelSource]]", LOADERS)
+    monkeypatch.setitem(loaders, PREFIXED.name, LOADERS[DEFAULT_EMBEDDING_MODEL])
     return PREFIXED
 
 

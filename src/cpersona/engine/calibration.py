@@ -7,6 +7,11 @@ embeds them, and looks for the cosine that best separates pairs that belong toge
 maximising ``TPR + beta * (1 - FPR)``. ``beta`` comes from the precision: strict 2.0, balanced 1.0,
 lenient 0.5.
 
+The sample is embedded as stored texts (:meth:`~cpersona.stores.protocols.Embedder.embed`), so the
+threshold separates passage-to-passage cosines. For a model without prefixes (all-MiniLM-L6-v2) that is the
+cosine the gate compares; for one with them (multilingual-e5-small) the gate compares a ``query: `` vector
+with ``passage: `` ones, a range this calibration does not measure.
+
 Decision: CPersona samples with ``ORDER BY RANDOM()``, so two installs with the same data calibrate
 differently. Here the sample is drawn by a generator seeded from the agent id over the memories in
 insertion order, so the same store always gives the same gate. The result is stored per agent in Redis,

