@@ -168,6 +168,20 @@ def test_a_second_serve_on_the_same_dir_says_so_in_one_line(tmp_path: Path, free
     )
 
 
+def test_a_server_whose_engine_refuses_to_open_says_why_in_one_line(
+    tmp_path: Path, free_tcp_port: int
+) -> None:
+    # Nothing listens on port 1: the engine refuses at startup, and the log says so without a traceback.
+    env = _env(tmp_path / "data", CPERSONA_REDIS_URL="redis://127.0.0.1:1")
+    done = run(env, "serve", "--port", str(free_tcp_port))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if "cannot use Redis at redis://127.0.0.1:1" in line]
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith("ERROR:    redis unavailable:"), done.stderr
+    assert done.stderr.rstrip().endswith("error: the server did not start (the log above says why)")
+
+
 def test_a_server_killed_without_cleaning_up_is_not_used(tmp_path: Path, free_tcp_port: int) -> None:
     env = _env(tmp_path / "data")
     log = tmp_path / "serve.log"

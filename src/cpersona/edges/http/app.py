@@ -11,6 +11,7 @@ OpenAPI document at ``GET /openapi.json`` is generated from the table and the mo
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from cpersona.edges.http.operation import Handler, Operation
 
@@ -196,6 +198,28 @@ def _local_url(address: tuple[Any, ...]) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _startup_refusal_in_one_line(app: ASGIApp) -> ASGIApp:
+    """``app``, whose startup refused by the engine (Redis unreachable, another model's store, a bad
+    setting) is logged as the refusal's one line, not a traceback a person has to read to its end."""
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def said(message: Message) -> None:
+            # Starlette sends this from inside its handler of the lifespan's exception, with the formatted
+            # traceback as the text uvicorn logs: the exception being handled is the one it describes.
+            refused = sys.exc_info()[1]
+            if message["type"] == "lifespan.startup.failed" and isinstance(refused, CpersonaError):
+                message = {**message, "message": str(refused)}
+            await send(message)
+
+        await app(scope, receive, said)
+
+    return guarded
+
+
 async def serve(settings: Settings, *, on_started: OnStarted | None = None) -> bool:
     """Run the API with uvicorn on ``settings.host:settings.port`` until interrupted.
 
@@ -205,7 +229,8 @@ async def serve(settings: Settings, *, on_started: OnStarted | None = None) -> b
     ``on_started`` is awaited with the server's URL and its engine's health (the details ``/health`` shows
     a caller with a key) once it listens (requests are already answered).
     """
-    server = _Server(server_config(create_app(settings, owns_process=True), settings), on_started)
+    app = _startup_refusal_in_one_line(create_app(settings, owns_process=True))
+    server = _Server(server_config(app, settings), on_started)
     try:
         await server.serve()
     except SystemExit as exc:
