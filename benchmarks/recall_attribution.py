@@ -72,7 +72,7 @@ from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import ScopeStatsCache, vector_far, vector_near
 from cpersona.recall.stages.fusion import Candidate, cascade, kind_of, rrf, rsf
-from cpersona.recall.stages.gate import autocut, decide, gate_config
+from cpersona.recall.stages.gate import autocut, decide, gate_config, literal_matches
 from cpersona.recall.trace.publisher import encode_trace
 from cpersona.stores.redis.connection import json_ops
 
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmResult, ArmRow
     from cpersona.model.policy import Policy
     from cpersona.recall.stages.gate import GateConfig
+    from cpersona.stores.recall_reads import RecallReads
 
 __all__ = [
     "Attribution",
@@ -224,6 +225,7 @@ async def replay(
         calibrated=calibrated,
         rrf_k=rules.fusion.rrf_k,
         blank_query=blank,
+        literal=frozenset() if blank else _literal(records, query, arms, docs),
     )
     verdicts = [(row, decide(row, gate, rules.gate).passed) for row in fused]
     passed = [row for row, ok in verdicts if ok]
@@ -252,6 +254,22 @@ async def replay(
         cut_by_count=tuple(ordered[limit:]),
         seated=tuple(seated),
     )
+
+
+def _literal(
+    records: RecallReads, query: str, arms: Mapping[str, ArmResult], docs: Mapping[str, Mapping[str, Any]]
+) -> frozenset[str]:
+    """The rows the literal-match rule admits: a keyword arm's first row holding every term it searched
+    (a memory's content, an episode's summary, as the recall reads them)."""
+
+    def holds_every_term(ref: str) -> bool:
+        text = docs.get(ref, {}).get("content" if ref.startswith("mem:") else "summary")
+        if text is None:
+            return False
+        held, searched = records.terms_held(query, str(text))
+        return searched > 0 and held == searched
+
+    return literal_matches(arms, holds_every_term)
 
 
 async def _documents(memory: cpersona.Engine, refs: Iterable[str]) -> dict[str, Mapping[str, Any]]:

@@ -46,8 +46,11 @@ async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[c
 
 
 def add_policy(engine: cpersona.Engine, name: str, **changes: dict[str, Any]) -> str:
-    """Register a copy of the default policy with ``changes`` (section -> fields) applied."""
+    """Register a copy of the default policy with ``changes`` (section -> fields) applied, its gate's
+    literal-match rule off: these cases build their drops from the gate's threshold alone (the rule has its
+    own tests in test_gate_literal.py)."""
     base: Policy = engine.policies[engine.settings.recall_policy]
+    base = base.model_copy(update={"gate": base.gate.model_copy(update={"literal_match": False})})
     sections = {
         section: getattr(base, section).model_copy(update=fields) for section, fields in changes.items()
     }

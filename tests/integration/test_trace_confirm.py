@@ -223,12 +223,16 @@ async def shared_engine(open_test_engine: Callable[..., Any]) -> AsyncIterator[c
 
 
 def add_policy(engine: cpersona.Engine, name: str, **changes: Any) -> str:
-    """Register a copy of the engine's policy with the block seats off and ``changes`` (section name to
-    a dict of fields) applied; returns its name."""
+    """Register a copy of the engine's policy with the block seats and the gate's literal-match rule off
+    (a drop here comes from the threshold alone; the rule has its own tests) and ``changes`` (section name
+    to a dict of fields) applied; returns its name."""
     base: Policy = engine.policies[engine.settings.recall_policy]
-    sections: dict[str, Any] = {"seats": base.seats.model_copy(update={"block": 0})}
+    sections: dict[str, Any] = {
+        "seats": base.seats.model_copy(update={"block": 0}),
+        "gate": base.gate.model_copy(update={"literal_match": False}),
+    }
     for section, fields in changes.items():
-        sections[section] = getattr(base, section).model_copy(update=fields)
+        sections[section] = sections.get(section, getattr(base, section)).model_copy(update=fields)
     engine.policies[name] = base.model_copy(update={"name": name, **sections})
     return name
 
