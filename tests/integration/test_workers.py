@@ -180,6 +180,9 @@ def test_a_worker_that_cannot_open_its_engine_stops_them_all(tmp_path: Path) -> 
     done = _run(env, "serve", "--workers", "2", "--port", str(free_port()))
     assert done.returncode == 3, done.stderr
     assert "error: the workers did not all start" in done.stderr
+    # Each worker says why in the engine's one line, not a traceback.
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "redis unavailable: cannot use Redis at redis://127.0.0.1:" in done.stderr, done.stderr
     assert not (tmp_path / "data" / "server.url").exists()
 
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 from uvicorn.supervisors import Multiprocess
 
-from cpersona.edges.http.app import _local_url, create_app
+from cpersona.edges.http.app import _local_url, create_app, startup_refusal_in_one_line
 from cpersona.edges.http.connections import server_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import uvicorn
-    from starlette.applications import Starlette
+    from starlette.types import ASGIApp
 
     from cpersona.settings import Settings
 
@@ -68,8 +68,8 @@ class AppFactory:
 
     settings: Settings
 
-    def __call__(self) -> Starlette:
-        return create_app(self.settings, owns_process=True)
+    def __call__(self) -> ASGIApp:
+        return startup_refusal_in_one_line(create_app(self.settings, owns_process=True))
 
 
 class _Supervisor(Multiprocess):

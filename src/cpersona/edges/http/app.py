@@ -58,6 +58,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "ORJSONResponse",
     "create_app",
+    "startup_refusal_in_one_line",
     "error_envelope",
     "openapi_document",
     "record_json",
@@ -198,7 +199,7 @@ def _local_url(address: tuple[Any, ...]) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _startup_refusal_in_one_line(app: ASGIApp) -> ASGIApp:
+def startup_refusal_in_one_line(app: ASGIApp) -> ASGIApp:
     """``app``, whose startup refused by the engine (Redis unreachable, another model's store, a bad
     setting) is logged as the refusal's one line, not a traceback a person has to read to its end."""
 
@@ -229,7 +230,7 @@ async def serve(settings: Settings, *, on_started: OnStarted | None = None) -> b
     ``on_started`` is awaited with the server's URL and its engine's health (the details ``/health`` shows
     a caller with a key) once it listens (requests are already answered).
     """
-    app = _startup_refusal_in_one_line(create_app(settings, owns_process=True))
+    app = startup_refusal_in_one_line(create_app(settings, owns_process=True))
     server = _Server(server_config(app, settings), on_started)
     try:
         await server.serve()
