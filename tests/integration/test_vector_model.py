@@ -46,6 +46,15 @@ def onnx_settings(redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
     return Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
 
 
+@pytest.fixture
+def prefixed_settings(
+    onnx_settings: Settings,
+    prefixed_model: EmbeddingModel,  # noqa: F811
+) -> Settings:
+    """:func:`onnx_settings` (the same store) configured for the second registered model."""
+    return onnx_settings.with_(embedding_model=prefixed_model.name)
+
+
 async def _recorded(redis: RedisClient, key_prefix: str) -> object:
     stored = await redis.get(Keys(key_prefix).vector_model)
     return None if stored is None else json.loads(stored)
@@ -81,16 +90,12 @@ async def test_the_first_open_records_the_model_and_the_same_model_reopens(
 
 
 async def test_another_registered_model_is_refused_in_one_line(
-    redis: RedisClient,
-    key_prefix: str,
-    onnx_settings: Settings,
-    prefixed_model: EmbeddingModel,  # noqa: F811
+    redis: RedisClient, key_prefix: str, onnx_settings: Settings, prefixed_settings: Settings
 ) -> None:
     async with cpersona.open(onnx_settings, background=False) as memory:
         await memory.store("the deploy key rotates on Fridays", agent_id="a")
-    other = onnx_settings.with_(embedding_model=prefixed_model.name)
     with pytest.raises(EmbeddingModelMismatch) as err:
-        async with cpersona.open(other, background=False):
+        async with cpersona.open(prefixed_settings, background=False):
             pass
     _one_line(err.value, "onnx:all-MiniLM-L6-v2 (384-d)", "onnx:minilm-with-prefixes (384-d)")
     assert await _recorded(redis, key_prefix) == MINILM
@@ -141,32 +146,25 @@ async def test_a_store_from_before_the_record_adopts_the_model_its_records_name(
 
 
 async def test_a_store_from_before_the_record_refuses_another_model(
-    redis: RedisClient,
-    key_prefix: str,
-    onnx_settings: Settings,
-    prefixed_model: EmbeddingModel,  # noqa: F811
+    redis: RedisClient, key_prefix: str, onnx_settings: Settings, prefixed_settings: Settings
 ) -> None:
     async with cpersona.open(onnx_settings, background=False) as memory:
         await memory.store("the deploy key rotates on Fridays", agent_id="a")
     await redis.delete(Keys(key_prefix).vector_model)
-    other = onnx_settings.with_(embedding_model=prefixed_model.name)
     with pytest.raises(EmbeddingModelMismatch) as err:
-        async with cpersona.open(other, background=False):
+        async with cpersona.open(prefixed_settings, background=False):
             pass
     _one_line(err.value, "onnx:all-MiniLM-L6-v2", "onnx:minilm-with-prefixes (384-d)")
     assert await _recorded(redis, key_prefix) is None
 
 
 async def test_a_store_without_vectors_takes_the_configured_model(
-    redis: RedisClient,
-    key_prefix: str,
-    onnx_settings: Settings,
-    prefixed_model: EmbeddingModel,  # noqa: F811
+    redis: RedisClient, key_prefix: str, onnx_settings: Settings, prefixed_settings: Settings
 ) -> None:
     async with cpersona.open(onnx_settings.with_(embedding_mode="none"), background=False) as memory:
         await memory.store("the deploy key rotates on Fridays", agent_id="a")
     assert await _recorded(redis, key_prefix) is None
-    async with cpersona.open(onnx_settings.with_(embedding_model=prefixed_model.name), background=False):
+    async with cpersona.open(prefixed_settings, background=False):
         pass
     assert await _recorded(redis, key_prefix) == {"name": "onnx:minilm-with-prefixes", "dim": 384}
 

@@ -589,6 +589,24 @@ def test_summary_counts_ups_downs_honesty_and_the_verdict() -> None:
     assert (flat.up, flat.down) == (0, 0)
 
 
+def test_report_header_names_the_engine_s_embedding_model() -> None:
+    info = cue_bench.RunInfo(
+        command="python -m benchmarks quality cue",
+        quick=False,
+        load_start=0.0,
+        load_end=0.0,
+        started="2026-01-01 00:00 UTC",
+        selections=(),
+        caches={},
+        policy="cued-v0.5",
+        skipped={},
+        embedding_model="multilingual-e5-small",
+    )
+    text = cue_bench.render(info, [], "chart.png")
+    assert "embedder multilingual-e5-small (cpersona's ONNX build)" in text
+    assert "MiniLM" not in text
+
+
 # ------------------------------------------------------------------------------------------ TMD
 
 

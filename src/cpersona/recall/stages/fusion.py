@@ -143,33 +143,8 @@ def rsf(
 ) -> tuple[Candidate, ...]:
     """Relative score fusion: per-list min-max within this query, weighted, over the active lists."""
     lists = _lists(arms)
-    active = len(lists)
-    scores: dict[str, float] = {}
-    votes: dict[str, list[tuple[str, float]]] = {}
-    cosine: dict[str, float] = {}
-    bm25: dict[str, float] = {}
-    for name, rows in lists:
-        weight = far_weight if name == "vector_far" else 1.0
-        normalised = minmax([row.raw for row in rows])
-        for row, norm in zip(rows, normalised, strict=True):
-            contribution = weight * norm / active
-            scores[row.ref] = scores.get(row.ref, 0.0) + contribution
-            votes.setdefault(row.ref, []).append((name, contribution))
-            _note_raw(name, row, cosine, bm25)
-    ordered = sorted(scores, key=lambda ref: -scores[ref])
-    out = [
-        Candidate(
-            ref=ref,
-            kind=kind_of(ref),
-            cosine=cosine.get(ref),
-            bm25=bm25.get(ref),
-            rsf=scores[ref],
-            votes=tuple(votes[ref]),
-            lexical_only=ref not in cosine,
-        )
-        for ref in ordered
-    ]
-    return _with_profile(out, profile_ref)
+    weights = [far_weight if name == "vector_far" else 1.0 for name, _ in lists]
+    return _relative(lists, weights, parts=len(lists), profile_ref=profile_ref)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -226,17 +201,36 @@ def informed(
     measured = [informativeness([row.raw for row in rows]) for _, rows in lists]
     measured = [(1.0, top, bulk) if top is None else (g, top, bulk) for g, top, bulk in measured]
     total = math.fsum(g for g, _, _ in measured)
+    weights: list[ArmWeight] = []
+    for (name, _), (informative, top, bulk) in zip(lists, measured, strict=True):
+        share = far_weight if name == "vector_far" else 1.0
+        weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
+        weights.append(ArmWeight(name, weight, informative, top, bulk))
+    fused = _relative(lists, [w.weight for w in weights], parts=1, profile_ref=profile_ref)
+    return fused, tuple(weights)
+
+
+def _relative(
+    lists: Sequence[tuple[str, tuple[ArmRow, ...]]],
+    weights: Sequence[float],
+    *,
+    parts: int,
+    profile_ref: str | None,
+) -> tuple[Candidate, ...]:
+    """The tally shared by rsf and informed: ``score = Σ weight * minmax(raw) / parts`` over the lists.
+
+    ``weights`` holds one weight per list, in list order. rsf passes the number of non-empty lists as
+    ``parts``; informed passes 1, its weights already being shares (dividing by 1 changes no bit). The
+    score is carried as the row's ``rsf``; ties keep first-seen order, lists in fusion's order.
+    """
     scores: dict[str, float] = {}
     votes: dict[str, list[tuple[str, float]]] = {}
     cosine: dict[str, float] = {}
     bm25: dict[str, float] = {}
-    weights: list[ArmWeight] = []
-    for (name, rows), (informative, top, bulk) in zip(lists, measured, strict=True):
-        share = far_weight if name == "vector_far" else 1.0
-        weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
-        weights.append(ArmWeight(name, weight, informative, top, bulk))
-        for row, norm in zip(rows, minmax([row.raw for row in rows]), strict=True):
-            contribution = weight * norm
+    for (name, rows), weight in zip(lists, weights, strict=True):
+        normalised = minmax([row.raw for row in rows])
+        for row, norm in zip(rows, normalised, strict=True):
+            contribution = weight * norm / parts
             scores[row.ref] = scores.get(row.ref, 0.0) + contribution
             votes.setdefault(row.ref, []).append((name, contribution))
             _note_raw(name, row, cosine, bm25)
@@ -253,7 +247,7 @@ def informed(
         )
         for ref in ordered
     ]
-    return _with_profile(out, profile_ref), tuple(weights)
+    return _with_profile(out, profile_ref)
 
 
 def minmax(values: Sequence[float | None]) -> list[float]:
