@@ -25,8 +25,10 @@ from typing import Any
 
 import anyio
 
+from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.locomo import DEFAULT_DATA, load_locomo
 from benchmarks.quality.metrics import ndcg_at, recall_at
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
 
 LIMIT = 10
 
@@ -40,17 +42,30 @@ class Tally:
     short: int = 0
     refused: int = 0
     evidence: int = 0
+    top10: int = 0
+    top10_refused: int = 0
     literal: int = 0
     questions: int = 0
 
-    def add(self, ranked: list[str], gold: set[str], *, short: bool, refused: int, literal: int) -> None:
+    def add(
+        self,
+        ranked: list[str],
+        gold: set[str],
+        *,
+        short: bool,
+        refused: set[str],
+        top10: set[str],
+        literal: int,
+    ) -> None:
         self.r1 += recall_at(ranked, gold, 1)
         self.r10 += recall_at(ranked, gold, 10)
         self.ndcg += ndcg_at(ranked, gold, 10)
         self.rows += len(ranked)
         self.short += short
-        self.refused += refused
+        self.refused += len(refused)
         self.evidence += len(gold)
+        self.top10 += len(gold & top10)
+        self.top10_refused += len(refused & top10)
         self.literal += literal
         self.questions += 1
 
@@ -95,8 +110,13 @@ async def run(args: argparse.Namespace) -> str:
     tallies = {policy: Tally() for policy in args.policies}
     sizes: list[int] = []
     started = time.time()
+    settings = {"embedding_model": args.embedding_model}
+    vectors = EmbeddingCache(args.cache, model=args.embedding_model, progress=False)
     with tempfile.TemporaryDirectory(prefix="gate-small-") as home:
-        async with cpersona.open(Settings(data_dir=Path(home)), background=False) as memory:
+        async with (
+            vectors,
+            cpersona.open(Settings(data_dir=Path(home), **settings), background=False) as memory,
+        ):
             for n, question in enumerate(chosen):
                 pool = question.pool
                 size = max(len(question.evidence), rng.randint(10, 25))
@@ -111,6 +131,7 @@ async def run(args: argparse.Namespace) -> str:
                 await memory.drain_blocks()
                 sizes.append(len(set(unit_of)))
                 gold = set(question.evidence)
+                top10 = await _cosine_top(vectors, question, picked)
                 for policy in args.policies:
                     result = await memory.recall(
                         question.question, agent_id=agent, limit=LIMIT, policy=policy, trace=True
@@ -118,31 +139,45 @@ async def run(args: argparse.Namespace) -> str:
                     ranked = [unit_of[row.ref] for row in result.rows if row.ref in unit_of]
                     trace = result.trace
                     decisions = trace.gate.decisions if isinstance(trace, RecallTrace) else []
-                    refused = sum(1 for d in decisions if not d.passed and unit_of.get(d.ref) in gold)
+                    refused = {
+                        unit_of[d.ref] for d in decisions if not d.passed and unit_of.get(d.ref) in gold
+                    }
                     literal = sum(1 for d in decisions if d.reason == "literal_match")
                     ranked_rows = [r for r in result.rows if not r.seated]
                     short = len(ranked_rows) < min(LIMIT, len(set(unit_of)))
-                    tallies[policy].add(ranked, gold, short=short, refused=refused, literal=literal)
+                    tallies[policy].add(
+                        ranked, gold, short=short, refused=refused, top10=top10, literal=literal
+                    )
                 await memory.delete_agent_data(agent)
     return _report(args, tallies, sizes, time.time() - started)
+
+
+async def _cosine_top(vectors: EmbeddingCache, case: Case, picked: list[str]) -> set[str]:
+    """The units plain cosine ranking puts in the top ``LIMIT`` of this store."""
+    asked = await vectors.embed([case.question], queries=True)
+    stored = await vectors.embed([case.pool[u][0] for u in picked])
+    order = (stored @ asked[0]).argsort()[::-1][:LIMIT]
+    return {picked[int(i)] for i in order}
 
 
 def _report(args: argparse.Namespace, tallies: dict[str, Tally], sizes: list[int], seconds: float) -> str:
     lines = [
         "| policy | questions | recall@1 | recall@10 | NDCG@10 | rows per answer | short answers "
-        "| evidence refused by the gate | literal-match admissions |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| evidence refused by the gate | of it in the cosine top 10 | literal-match admissions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for policy, t in tallies.items():
         q = max(t.questions, 1)
         lines.append(
             f"| `{policy}` | {t.questions} | {t.r1 / q:.3f} | {t.r10 / q:.3f} | {t.ndcg / q:.3f} "
-            f"| {t.rows / q:.2f} | {t.short / q:.3f} | {t.refused} of {t.evidence} | {t.literal} |"
+            f"| {t.rows / q:.2f} | {t.short / q:.3f} | {t.refused} of {t.evidence} "
+            f"| {t.top10_refused} of {t.top10} | {t.literal} |"
         )
     head = [
         f"- data: {args.dataset} ({args.data.name}); stores: {len(sizes)}, "
         f"{min(sizes, default=0)}-{max(sizes, default=0)} memories "
-        f"(mean {sum(sizes) / max(len(sizes), 1):.1f}); limit {LIMIT}; seed {args.seed}",
+        f"(mean {sum(sizes) / max(len(sizes), 1):.1f}); limit {LIMIT}; seed {args.seed}; "
+        f"embedder {args.embedding_model}",
         f"- machine: {platform.platform()}, {platform.machine()}, python {platform.python_version()}; "
         f"run took {seconds:.0f} s",
     ]
@@ -158,6 +193,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=32)
     parser.add_argument("--dataset", choices=("locomo", "jsquad"), default="locomo")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json or valid-v1.3.json")
+    parser.add_argument("--embedding-model", choices=tuple(EMBEDDING_MODELS), default=DEFAULT_EMBEDDING_MODEL)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR, help="the embedding cache's folder")
     args = parser.parse_args()
     if not args.policies:
         parser.error("--policies: name at least one policy")

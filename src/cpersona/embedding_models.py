@@ -43,6 +43,10 @@ class EmbeddingModel:
     """Longer texts are cut to this many tokens, as the model's own configuration does."""
     query_prefix: str = ""
     passage_prefix: str = ""
+    gate_scale: tuple[float, float] = (0.0, 1.0)
+    """``(zero, one)``: the recall gate's heuristic threshold ``t`` (written in all-MiniLM-L6-v2's cosines,
+    the policy's ``[gate] start``/``span``) reads as the cosine ``zero + (one - zero) * t`` of this model.
+    Measured by ``python -m benchmarks gate_units`` (``benchmarks/results/gate_units.md``)."""
 
 
 EMBEDDING_MODELS: Final[Mapping[str, EmbeddingModel]] = {
@@ -58,6 +62,9 @@ EMBEDDING_MODELS: Final[Mapping[str, EmbeddingModel]] = {
             max_tokens=512,
             query_prefix="query: ",
             passage_prefix="passage: ",
+            # Its unrelated pairs sit at .74-.80 (MiniLM's at .07-.43); the lower of the lines measured on
+            # English and Japanese, so the gate refuses no more here than MiniLM's does on English.
+            gate_scale=(0.722, 0.916),
         ),
     )
 }

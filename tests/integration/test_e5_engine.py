@@ -19,6 +19,8 @@ from tokenizers import Tokenizer
 
 import cpersona
 from cpersona import EmbeddingModelMismatch, Settings
+from cpersona.embedding_models import EMBEDDING_MODELS
+from cpersona.recall.stages.gate import in_cosines
 from cpersona.stores.embedding.e5_weights import (
     E5_MODEL_NAME,
     e5_graph_bytes,
@@ -163,3 +165,28 @@ async def test_the_quality_harness_embeds_questions_as_queries(e5_dir: Path) -> 
         [as_passage] = await cache.embed([QUESTION])
         assert cache.key(QUESTION) != cache.key(QUESTION, queries=True)
         assert float(np.max(np.abs(as_query - as_passage))) > 1e-3
+
+
+async def test_the_gate_reads_e5_cosines_through_its_scale(e5_settings: Settings) -> None:
+    """Unrelated Japanese memories score .76-.81 against the question under e5, all above the policy's
+    heuristic .41 read as a MiniLM cosine: the gate carries that threshold into e5's cosines and refuses
+    them, while the memory the question is about passes."""
+    async with cpersona.open(e5_settings, background=False) as memory:
+        stored = await memory.store(MEMORY, agent_id="jp-gate")
+        for text in OTHERS:
+            await memory.store(text, agent_id="jp-gate")
+        result = await memory.recall(QUESTION, agent_id="jp-gate", trace=True)
+    gate = trace_json(result)["gate"]
+    zero, one = gate["cosine_scale"]
+    assert (zero, one) == EMBEDDING_MODELS[E5_MODEL_NAME].gate_scale
+    cosine = [d for d in gate["decisions"] if d["signal"] == "cosine"]
+    assert len(cosine) == len(OTHERS) + 1
+    for decision in cosine:
+        assert decision["threshold"] == in_cosines(gate["heuristic_min"], (zero, one))
+        assert decision["passed"] == (decision["score"] >= decision["threshold"])
+    assert gate["threshold"] == cosine[0]["threshold"]
+    refused = [d for d in cosine if not d["passed"]]
+    assert refused, "every unrelated memory passed: the gate read e5's cosines as MiniLM's"
+    assert stored.ref not in {d["ref"] for d in refused}
+    assert result.rows[0].ref == stored.ref
+    assert len(result.rows) == len(OTHERS) + 1 - len(refused)

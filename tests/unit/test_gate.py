@@ -22,6 +22,7 @@ from cpersona.recall.stages.gate import (
     decide,
     episode_penalty,
     gate_config,
+    in_cosines,
     literal_matches,
     min_score,
     prior,
@@ -135,6 +136,30 @@ def test_cosine_row_against_the_heuristic_minimum() -> None:
     assert not decide(mem("mem:1", cosine=0.41), cfg(5), GATE).passed
     deep = decide(mem("mem:1", cosine=0.21), cfg(5, deep=True), GATE)
     assert (deep.threshold, deep.passed) == (0.20675, True)
+
+
+def test_a_model_gate_scale_carries_only_the_cosine_threshold_into_its_cosines() -> None:
+    scale = (0.7, 0.9)
+    scaled = gate_config(5, GATE, deep=False, calibrated=None, rrf_k=K, blank_query=False, scale=scale)
+    # pool 5: 0.4135 in policy units -> 0.7 + 0.2 * 0.4135 (0.7827) in the model's cosines
+    carried = 0.7 + (0.9 - 0.7) * 0.4135
+    assert (scaled.effective_min, scaled.cosine_min) == (0.4135, carried)
+    at = decide(mem("mem:1", cosine=carried, rrf=1 / 61), scaled, GATE)
+    assert (at.signal, at.threshold, at.passed) == ("cosine", carried, True)
+    assert not decide(mem("mem:1", cosine=0.78, rrf=1 / 61), scaled, GATE).passed
+    # fused and lexical scores are not cosines: their thresholds do not move
+    assert decide(mem("mem:1", rsf=0.5), scaled, GATE).threshold == 0.4135
+    lexical = mem("mem:1", rrf=0.03, lexical_only=True)
+    assert decide(lexical, scaled, GATE).threshold == decide(lexical, cfg(5), GATE).threshold
+    # deep halves the policy number before it is carried
+    deep = gate_config(5, GATE, deep=True, calibrated=None, rrf_k=K, blank_query=False, scale=scale)
+    assert deep.cosine_min == 0.7 + (0.9 - 0.7) * 0.20675
+    # a calibrated threshold is already the store's own cosine
+    calibrated = gate_config(5, GATE, deep=False, calibrated=0.8, rrf_k=K, blank_query=False, scale=scale)
+    assert decide(mem("mem:1", cosine=0.79, rrf=1 / 61), calibrated, GATE).threshold == 0.8
+    # MiniLM's scale, (0, 1), leaves every number exactly the policy's
+    assert in_cosines(0.20675, (0.0, 1.0)) == 0.20675
+    assert cfg(5, deep=True).cosine_min == cfg(5, deep=True).effective_min
 
 
 def test_cosine_row_against_the_calibrated_gate() -> None:

@@ -218,6 +218,11 @@ class GateTrace(_Trace):
     signal: Literal["rsf", "cosine"]
     threshold: Number
     heuristic_min: Number
+    cosine_scale: tuple[Number, Number] = _absent(
+        (0.0, 1.0),
+        description="The embedder's gate scale (zero, one): a vector-found row's heuristic threshold is the "
+        "cosine zero + (one - zero) x heuristic_min; left out for (0, 1)",
+    )
     calibrated: Number | None
     origin: Gate
     pool: int

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from cpersona.model.candidates import ArmRow
     from cpersona.model.time_cue import Confidence, Period
     from cpersona.recall.arm_runner import ArmRunner, Later
-    from cpersona.recall.plan import ArmContext, CuePlan
+    from cpersona.recall.plan import ArmContext, CuePlan, VectorBar
     from cpersona.stores.protocols import RecallReads, Vector, VectorStore
 
 __all__ = ["CueOutcome", "CueStage", "Suspected", "run_cue_loop"]
@@ -107,7 +107,7 @@ class CueSources:
     records: RecallReads
     vectors: VectorStore | None
     query_vector: Later[Vector | None]
-    threshold: Callable[[], Awaitable[float]]
+    bar: Callable[[], Awaitable[VectorBar]]
 
 
 async def run_cue_loop(ctx: ArmContext, plan: CuePlan, sources: CueSources, runner: ArmRunner) -> CueOutcome:
@@ -161,7 +161,7 @@ class _Loop:
             self.recent_only = True
             self.ignored = own_period(cue, span, now)
             return
-        threshold = await sources.threshold()
+        bar = await sources.bar()
         vector = await sources.query_vector.wait()
         depth = policy.depth or ctx.depth
         search = functools.partial(
@@ -172,7 +172,7 @@ class _Loop:
             scope=ctx.scope,
             query=ctx.query,
             depth=depth * 2 + 10 if ctx.filtering else depth,
-            floor=threshold * policy.vector_floor_factor,
+            floor=bar.floor(policy.vector_floor_factor),
             search_episodes=policy.search_episodes and ctx.with_episodes,
             merge_k=policy.merge_k,
         )

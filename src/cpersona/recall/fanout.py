@@ -30,6 +30,7 @@ from cpersona.recall.arm_runner import Later
 from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import vector_far, vector_near
 from cpersona.recall.cue_loop import CueSources, run_cue_loop
+from cpersona.recall.plan import VectorBar
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -64,12 +65,12 @@ class Backends:
 @dataclasses.dataclass(frozen=True, slots=True)
 class VectorSide:
     """What the vector side settled: the scope's statistics, the query vector (``None`` for a blank query,
-    no embedder or a failed embedding, then ``embed_error`` says why) and the near arm's threshold (``None``
-    when no vector arm ran)."""
+    no embedder or a failed embedding, then ``embed_error`` says why) and the bar the vector arms' floors
+    were measured from (``None`` when no vector arm ran)."""
 
     stats: ScopeStats
     vector: Vector | None
-    threshold: float | None
+    bar: VectorBar | None
     embed_error: str | None
 
 
@@ -151,15 +152,15 @@ class _Group:
     async def _arm(self, name: ArmName, call: ArmCall) -> None:
         self.arms[name] = await self.runner.run(name, call)
 
-    async def _threshold(self) -> float:
-        gate = await self.calibrated.wait()
-        return gate if gate is not None else self.ctx.policy.vector.min_similarity
+    async def _bar(self) -> VectorBar:
+        scale = (0.0, 1.0) if self.b.embedder is None else self.b.embedder.gate_scale
+        return VectorBar(await self.calibrated.wait(), self.ctx.policy.vector.min_similarity, scale)
 
     async def _vector_side(self, tg: TaskGroup) -> None:
         stats: Later[ScopeStats] = Later()
-        threshold: Later[float] = Later()
+        bar: Later[VectorBar] = Later()
         async with anyio.create_task_group() as inner:
-            inner.start_soon(self._stats, stats, threshold)
+            inner.start_soon(self._stats, stats, bar)
             # Awaited here rather than started as a task: this task runs first in the request's group, so
             # the embedding is handed to its thread before the other arms take the event loop (as a task it
             # queued behind them, ~1.4 ms at 100k memories).
@@ -168,15 +169,15 @@ class _Group:
         if vector is None or self.b.vectors is None:
             self.vector_side.set(VectorSide(stats.get(), vector, None, embed_error))
             return
-        self.vector_side.set(VectorSide(stats.get(), vector, threshold.get(), embed_error))
-        await self._vector_arms(self.b.vectors, vector, stats.get(), threshold.get())
+        self.vector_side.set(VectorSide(stats.get(), vector, bar.get(), embed_error))
+        await self._vector_arms(self.b.vectors, vector, stats.get(), bar.get())
 
-    async def _stats(self, stats: Later[ScopeStats], threshold: Later[float]) -> None:
+    async def _stats(self, stats: Later[ScopeStats], bar: Later[VectorBar]) -> None:
         ctx, b = self.ctx, self.b
         stats.set(await b.stats.get(b.records, ctx.scope, ctx.window, ctx.reach))
         # Read while the query embeds, so the near arm can search the moment the vector exists.
         if b.vectors is not None and b.embedder is not None and not ctx.blank:
-            threshold.set(await self._threshold())
+            bar.set(await self._bar())
 
     async def _embed(self, tg: TaskGroup) -> str | None:
         """Embed the query and start the block arm once its vector exists; the embedding's error, if any."""
@@ -211,10 +212,10 @@ class _Group:
         tg.start_soon(self._arm, "block", arm)
 
     async def _vector_arms(
-        self, vectors: VectorStore, vector: Vector, stats: ScopeStats, threshold: float
+        self, vectors: VectorStore, vector: Vector, stats: ScopeStats, bar: VectorBar
     ) -> None:
         ctx, rules = self.ctx, self.ctx.policy.vector
-        floor = threshold if ctx.mode == "cascade" else threshold * rules.rrf_threshold_factor
+        floor = bar.floor() if ctx.mode == "cascade" else bar.floor(rules.rrf_threshold_factor)
         episodes = ctx.with_episodes
         async with anyio.create_task_group() as inner:
             near = functools.partial(vector_near, vectors, vector, ctx.scope, stats)
@@ -238,7 +239,7 @@ class _Group:
             self.calibrated.set(value)
 
     async def _cue(self, plan: CuePlan) -> None:
-        sources = CueSources(self.b.records, self.b.vectors, self.query_vector, self._threshold)
+        sources = CueSources(self.b.records, self.b.vectors, self.query_vector, self._bar)
         self.cue.set(await run_cue_loop(self.ctx, plan, sources, self.runner))
 
 

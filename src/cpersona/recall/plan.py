@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from cpersona.recall.stages.chain import RecallPlan
-from cpersona.recall.stages.gate import gate_config
+from cpersona.recall.stages.gate import gate_config, in_cosines
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,7 +20,25 @@ if TYPE_CHECKING:
     from cpersona.recall.stages.fusion import FusionMode
     from cpersona.settings import Settings
 
-__all__ = ["ArmContext", "CuePlan", "plan_recall", "stage_plan"]
+__all__ = ["ArmContext", "CuePlan", "VectorBar", "plan_recall", "stage_plan"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VectorBar:
+    """The cosine the vector arms measure their floors from: the agent's calibrated threshold (a cosine of
+    its own store's vectors), else the policy's ``[vector] min_similarity``, written in all-MiniLM-L6-v2's
+    cosines and carried into the embedder's by its gate ``scale``."""
+
+    calibrated: float | None
+    minimum: float
+    scale: tuple[float, float] = (0.0, 1.0)
+
+    def floor(self, factor: float = 1.0) -> float:
+        """The bar lowered by ``factor`` (a policy's ``rrf_threshold_factor``, say), before it is carried:
+        half of .3 is .15 in MiniLM's cosines, whatever that is in another model's."""
+        if self.calibrated is not None:
+            return self.calibrated * factor
+        return in_cosines(self.minimum * factor, self.scale)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,9 +131,11 @@ def stage_plan(
     has_vector: bool = True,
     parts_covered: Mapping[str, int] | None = None,
     literal: frozenset[str] = frozenset(),
+    scale: tuple[float, float] = (0.0, 1.0),
 ) -> RecallPlan:
     """What the stages consult: the context's choices and the gate the scope's pool and calibration set
-    (``literal``: the rows the policy's literal-match rule admits, ``stages.gate.literal_matches``)."""
+    (``literal``: the rows the policy's literal-match rule admits, ``stages.gate.literal_matches``;
+    ``scale``: the embedder's model's gate scale)."""
     policy = ctx.policy
     gate = gate_config(
         pool,
@@ -125,6 +145,7 @@ def stage_plan(
         rrf_k=policy.fusion.rrf_k,
         blank_query=ctx.blank,
         literal=literal,
+        scale=scale,
     )
     return RecallPlan(
         policy=policy,

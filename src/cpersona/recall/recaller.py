@@ -93,15 +93,16 @@ class Recaller:
         ctx = plan_recall(req, self.policies, self.settings, started=started, overlay=overlay)
         fan = await fan_out(ctx, self._backends(), self._runner)
         retrieved, docs = await retrieve(ctx, fan, self.records)
-        threshold = fan.vector.threshold
+        bar = fan.vector.bar
         plan = stage_plan(
             ctx,
             pool=fan.vector.stats.pool,
             calibrated=fan.calibrated,
-            vector_threshold=ctx.policy.vector.min_similarity if threshold is None else threshold,
+            vector_threshold=ctx.policy.vector.min_similarity if bar is None else bar.floor(),
             has_vector=fan.vector.vector is not None,
             parts_covered=_parts(ctx, docs),
             literal=_literal(ctx, retrieved, docs, self.records),
+            scale=(0.0, 1.0) if self.embedder is None else self.embedder.gate_scale,
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)

@@ -172,6 +172,13 @@ class Embedder(Protocol):
         """The vector length."""
         ...
 
+    @property
+    def gate_scale(self) -> tuple[float, float]:
+        """Where the recall gate's heuristic thresholds sit in this model's cosines
+        (:attr:`~cpersona.embedding_models.EmbeddingModel.gate_scale`); ``(0, 1)`` for a model the project
+        has not measured (a remote one)."""
+        ...
+
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """Embed stored texts (passages) in order, each after the model's passage prefix, if it has one.
         Raises ``EmbedderUnavailable`` on a backend failure or deadline."""

@@ -10,6 +10,9 @@ under rrf by its rrf score; an unscored row (cascade's lexical rows) by pool siz
   (``start`` at pool 0), halved by ``deep``;
 * a lexical-only rrf row needs ``min_score * lexical_arms / (k + 1)``; a single-arm row's threshold is
   capped at ``1 / (k + 1)`` so a first-place lexical row can pass;
+* a vector-found row's cosine is compared with ``min_score`` carried into the embedder's cosines by its
+  model's ``gate_scale`` (``zero + (one - zero) * min_score``; all-MiniLM-L6-v2, the model the policies'
+  numbers were written in, is ``(0, 1)``), :attr:`GateConfig.cosine_min`;
 * a **calibrated** gate (the agent's ``calibrate`` result) replaces ``min_score`` for vector-found rows
   only. Decision: CPersona applies its calibrated rrf gate to lexical-only rows too, where it is floored
   above any score such a row can reach, so once an agent is calibrated no lexical-only row can pass. We
@@ -48,6 +51,7 @@ __all__ = [
     "autocut",
     "decide",
     "episode_penalty",
+    "in_cosines",
     "literal_matches",
     "min_score",
     "prior",
@@ -58,6 +62,13 @@ Signal = Literal["rsf", "cosine", "rrf", "profile", "unscored"]
 Reason = Literal["below_gate", "profile_small_pool", "unscored_volume", "literal_match"]
 # The arms whose first row may be a literal match: the two keyword arms.
 KEYWORD_ARMS = ("memory_keyword", "episode_fts")
+
+
+def in_cosines(value: float, scale: tuple[float, float]) -> float:
+    """A cosine threshold written in the policies' units (all-MiniLM-L6-v2's cosines) carried into a
+    model's by its ``gate_scale``; exactly ``value`` for ``(0, 1)``."""
+    zero, one = scale
+    return zero + (one - zero) * value
 
 
 def min_score(pool: int, policy: GatePolicy) -> float:
@@ -80,6 +91,13 @@ class GateConfig:
     blank_query: bool
     # The rows admitted as literal matches whatever their score (empty unless the policy's rule is on).
     literal: frozenset[str] = frozenset()
+    # Where policy units sit in the embedder's cosines (its model's ``EmbeddingModel.gate_scale``).
+    scale: tuple[float, float] = (0.0, 1.0)
+
+    @property
+    def cosine_min(self) -> float:
+        """The heuristic threshold of a vector-found row's cosine, in the embedder's own cosines."""
+        return in_cosines(self.effective_min, self.scale)
 
     @property
     def origin(self) -> Gate:
@@ -105,6 +123,7 @@ def gate_config(
     rrf_k: int,
     blank_query: bool,
     literal: frozenset[str] = frozenset(),
+    scale: tuple[float, float] = (0.0, 1.0),
 ) -> GateConfig:
     heuristic = min_score(pool, policy)
     factor = policy.deep_factor if deep else 1.0
@@ -116,6 +135,7 @@ def gate_config(
         rrf_k=rrf_k,
         blank_query=blank_query,
         literal=literal if policy.literal_match else frozenset(),
+        scale=scale,
     )
 
 
@@ -147,7 +167,7 @@ def _decide(row: Candidate, cfg: GateConfig, policy: GatePolicy) -> Decision:
     if row.rsf is not None:
         return _compare(row.ref, "rsf", row.rsf, cfg.effective_min)
     if row.cosine is not None:
-        threshold = cfg.calibrated if cfg.calibrated is not None else cfg.effective_min
+        threshold = cfg.calibrated if cfg.calibrated is not None else cfg.cosine_min
         return _compare(row.ref, "cosine", row.cosine, threshold)
     if row.rrf is not None:
         threshold = cfg.effective_min * policy.lexical_arms / (cfg.rrf_k + 1)

@@ -23,7 +23,8 @@ Fields whose meaning the seed leaves to the implementation:
     ``heuristic_min`` and ``calibrated`` are as applied (``deep`` halves both). ``signal`` and
     ``threshold`` name the rule for the mode's main rows: ``rsf`` and the heuristic minimum under rsf
     and informed; ``cosine`` and the calibrated threshold when one is selected, else the heuristic
-    minimum, under rrf and cascade. Each decision carries its own exact threshold.
+    minimum carried into the embedder's cosines by ``cosine_scale`` (shown only when it is not (0, 1)),
+    under rrf and cascade. Each decision carries its own exact threshold.
 ``fusion_weights``
     Under ``informed`` fusion only: each fused list's weight for this query and the scores it was
     measured from (its top and median raw score).
@@ -282,7 +283,7 @@ def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]
     if relative:
         threshold = cfg.effective_min
     else:
-        threshold = cfg.calibrated if cfg.calibrated is not None else cfg.effective_min
+        threshold = cfg.calibrated if cfg.calibrated is not None else cfg.cosine_min
     decisions = [
         GateDecisionTrace(
             ref=ref_of(d.ref),
@@ -298,6 +299,7 @@ def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]
         signal="rsf" if relative else "cosine",
         threshold=threshold,
         heuristic_min=cfg.effective_min,
+        cosine_scale=cfg.scale,
         calibrated=cfg.calibrated,
         origin=cfg.origin,
         pool=cfg.pool,

@@ -109,6 +109,10 @@ class BaseEmbedder(abc.ABC):
     @abc.abstractmethod
     def dim(self) -> int: ...
 
+    @property
+    def gate_scale(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
     @abc.abstractmethod
     async def _encode(self, texts: Sequence[str]) -> list[Vector]:
         """The model's vectors of ``texts`` exactly as given (prefixes already applied)."""

@@ -196,6 +196,10 @@ class OnnxEmbedder(BaseEmbedder):
         return self.model.dim
 
     @property
+    def gate_scale(self) -> tuple[float, float]:
+        return self.model.gate_scale
+
+    @property
     def intra_op_threads(self) -> int:
         """The threads the session spreads one run over (``CPERSONA_EMBEDDING_THREADS``)."""
         return int(self._live().get_session_options().intra_op_num_threads)
