@@ -6,14 +6,10 @@ them), and how many tokens it reads. Where its files come from is declared besid
 loads them (``stores/embedding/loaders.py``, :data:`~cpersona.stores.embedding.loaders.LOADERS`,
 keyed by the same name), because finding them imports the packages that ship them.
 
-The recall gate's heuristic minimum (``GatePolicy``, a property of the policy version, not of a model) was
-set on all-MiniLM-L6-v2's cosines and applies unchanged to every model here: under the heuristic gate,
-multilingual-e5-small's rows are judged by a threshold never measured on its cosines. Its query-to-passage
-cosines sit high: in a five-memory Japanese store (``tests/integration/test_e5_engine.py``), the four
-unrelated memories scored .76-.81 against the question (the right one .90), all above the heuristic .41,
-so there the gate keeps every row and filters nothing. ``calibrate`` does measure per store, but embeds stored
-texts only and compares passage with passage, never a ``query: `` vector with a ``passage: `` one, so its
-threshold is not the query-to-passage cosine the gate then compares for e5 either.
+The recall gate's thresholds are written in all-MiniLM-L6-v2's cosines (a policy's ``[gate]`` and
+``[vector] min_similarity``); each entry's ``gate_scale`` carries them into its own model's cosines, where
+unrelated texts may sit far higher (multilingual-e5-small gives them .74-.80). ``calibrate`` measures a
+store's own threshold with query vectors against stored ones, as the gate compares them.
 
 Adding a model is one entry here and its loader there. A store records the name it was embedded with
 (as ``onnx:<name>``, :mod:`cpersona.engine.vector_model`), so a name once shipped is never renamed: that

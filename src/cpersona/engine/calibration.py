@@ -7,10 +7,11 @@ embeds them, and looks for the cosine that best separates pairs that belong toge
 maximising ``TPR + beta * (1 - FPR)``. ``beta`` comes from the precision: strict 2.0, balanced 1.0,
 lenient 0.5.
 
-The sample is embedded as stored texts (:meth:`~cpersona.stores.protocols.Embedder.embed`), so the
-threshold separates passage-to-passage cosines. For a model without prefixes (all-MiniLM-L6-v2) that is the
-cosine the gate compares; for one with them (multilingual-e5-small) the gate compares a ``query: `` vector
-with ``passage: `` ones, a range this calibration does not measure.
+The gate compares a question's vector with stored ones, so the pairs are measured the same way: each
+sampled memory is embedded as a stored text and as a query, and a pair's cosine is the earlier memory's
+query vector against the later one's stored vector. For a model without prefixes (all-MiniLM-L6-v2) the
+two are the same vectors, and the cosines those of the stored texts with each other; for one with them
+(multilingual-e5-small, whose ``query: `` and ``passage: `` vectors differ) this is the range the gate reads.
 
 Decision: CPersona samples with ``ORDER BY RANDOM()``, so two installs with the same data calibrate
 differently. Here the sample is drawn by a generator seeded from the agent id over the memories in
@@ -67,7 +68,7 @@ async def calibrate(
     samples = await records.memory_samples(_sample(members, gate.calibrate_sample, agent_id))
     texts = [text for text, _ in samples]
     times = np.array([stamp for _, stamp in samples], dtype=np.float64)
-    sims = _similarities(await embedder.embed(texts))
+    sims = _similarities(await embedder.embed(texts), await embedder.embed_queries(texts))
     upper = np.triu_indices(len(texts), k=1)
     null = sims[upper]
     positives, positive_kind = _positives(sims, times, gate.calibrate_window_minutes * 60)
@@ -99,13 +100,23 @@ def _sample(members: list[str], size: int, agent_id: str) -> list[str]:
     return [members[i] for i in picked]
 
 
-def _similarities(embedded: Sequence[Vector]) -> npt.NDArray[np.float64]:
-    """The cosine of every pair of the vectors (renormalised in float64)."""
+def _similarities(stored: Sequence[Vector], asked: Sequence[Vector]) -> npt.NDArray[np.float64]:
+    """``[i, j]``: the cosine of memory ``i`` asked as a query with memory ``j`` as stored (renormalised
+    in float64)."""
+    passages = _unit(stored)
+    if all(np.array_equal(q, p) for q, p in zip(asked, stored, strict=True)):
+        # A model without prefixes: one matrix times its own transpose, as before queries were embedded.
+        same: npt.NDArray[np.float64] = passages @ passages.T
+        return same
+    sims: npt.NDArray[np.float64] = _unit(asked) @ passages.T
+    return sims
+
+
+def _unit(embedded: Sequence[Vector]) -> npt.NDArray[np.float64]:
     vectors = np.stack(embedded).astype(np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
-    sims: npt.NDArray[np.float64] = vectors @ vectors.T
-    return sims
+    unit: npt.NDArray[np.float64] = vectors / np.where(norms == 0, 1.0, norms)
+    return unit
 
 
 def _positives(

@@ -184,6 +184,11 @@ class Embedder(Protocol):
         Raises ``EmbedderUnavailable`` on a backend failure or deadline."""
         ...
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        """Embed texts as queries, in order and as one batch, without the query cache. Raises
+        ``EmbedderUnavailable`` as :meth:`embed` does."""
+        ...
+
     async def embed_query(self, text: str) -> Vector:
         """Embed one query (after the model's query prefix, if it has one), served from an in-process LRU
         cache, keyed by the bare query, when seen recently."""
