@@ -6,6 +6,7 @@ all-MiniLM-L6-v2 in numpy) with the query-embedding cache off, so every recall e
 models can be compared on the same corpus: its stores are cached apart (their key names the model), and
 its report and raw figures are written beside the default model's, never over them
 (``results/recall_speed_<model>.md``).
+
 For each corpus size the benchmark:
 
 1. builds a store of that many memories for one agent through ``store_batch`` (batches of 256), then calls
@@ -31,6 +32,7 @@ repository root::
 
     .venv/bin/python -m benchmarks recall_speed            # 10k and 100k: ingest takes 15+ min uncached
     .venv/bin/python -m benchmarks recall_speed --quick
+    .venv/bin/python -m benchmarks recall_speed --quick --embedding-model multilingual-e5-small
 
 Everything stays in this process and on this machine; nothing goes over the network.
 """
