@@ -2,6 +2,11 @@
 
 The engine runs as a library in this process (embedded Redis, the embedded Qdrant engine on disk,
 all-MiniLM-L6-v2 in numpy) with the query-embedding cache off, so every recall embeds its question.
+``--embedding-model`` runs it with another registered model instead (``multilingual-e5-small``), so the
+models can be compared on the same corpus: its stores are cached apart (their key names the model), and
+its report and raw figures are written beside the default model's, never over them
+(``results/recall_speed_<model>.md``).
+
 For each corpus size the benchmark:
 
 1. builds a store of that many memories for one agent through ``store_batch`` (batches of 256), then calls
@@ -27,6 +32,7 @@ repository root::
 
     .venv/bin/python -m benchmarks recall_speed            # 10k and 100k: ingest takes 15+ min uncached
     .venv/bin/python -m benchmarks recall_speed --quick
+    .venv/bin/python -m benchmarks recall_speed --quick --embedding-model multilingual-e5-small
 
 Everything stays in this process and on this machine; nothing goes over the network.
 """
@@ -65,6 +71,7 @@ from benchmarks.store_cache import (
     wait_indexed,
 )
 from cpersona import Settings
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
 from cpersona.recall.policy import load_policies
 
 if TYPE_CHECKING:
@@ -107,12 +114,35 @@ class SizeResult:
     reopen_secs: float
 
 
+def results_for(embedding_model: str) -> Path:
+    """The committed results file of a run with ``embedding_model``: the default model's is
+    ``recall_speed.md`` (as before there was a choice), any other's names the model."""
+    if embedding_model == DEFAULT_EMBEDDING_MODEL:
+        return RESULTS
+    return RESULTS.with_name(f"{RESULTS.stem}_{embedding_model}.md")
+
+
+def raw_for(embedding_model: str) -> Path:
+    """Where a run's raw figures are kept; the default model's file is the one ``fleet_report`` reads."""
+    return (
+        RAW
+        if embedding_model == DEFAULT_EMBEDDING_MODEL
+        else RAW.with_name(f"{RAW.stem}_{embedding_model}.json")
+    )
+
+
 async def measure(
-    data_dir: Path, size: int, questions: Sequence[str], plan: Sequence[tuple[int, int]], expected: list[str]
+    data_dir: Path,
+    size: int,
+    questions: Sequence[str],
+    plan: Sequence[tuple[int, int]],
+    expected: list[str],
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> tuple[list[Level], dict[str, float], float] | None:
-    """Run every concurrency level on the store at ``data_dir``; ``None`` if its layout is stale."""
+    """Run every concurrency level on the store at ``data_dir`` (embedded with ``embedding_model``);
+    ``None`` if its layout is stale."""
     began = time.perf_counter()
-    async with cpersona.open(settings_for(data_dir)) as memory:
+    async with cpersona.open(settings_for(data_dir, embedding_model)) as memory:
         if expected and await anyio.to_thread.run_sync(collections, data_dir) != expected:
             return None
         await wait_indexed(memory, size)
@@ -141,6 +171,7 @@ async def run_size(
     plan: Sequence[tuple[int, int]],
     quick: bool,
     rebuild: bool,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> SizeResult:
     corpus = build_corpus(texts, size)
     questions = texts.questions
@@ -149,21 +180,22 @@ async def run_size(
         data_dir = tmp / "data"
         if quick:
             # CI: no cache, a fresh store every time.
-            build = await build_store(data_dir, corpus, 0, questions, 30)
+            build = await build_store(data_dir, corpus, 0, questions, 30, embedding_model)
             build["from_cache"] = False
         else:
-            home, build = await cached_store(corpus, smaller, questions, rebuild)
+            home, build = await cached_store(corpus, smaller, questions, rebuild, embedding_model)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
-        measured = await measure(data_dir, size, questions, plan, [] if quick else build["collections"])
+        expected = [] if quick else build["collections"]
+        measured = await measure(data_dir, size, questions, plan, expected, embedding_model)
         if measured is None:
             print(
                 f"cached {size:,} store has other collections than the engine opens; rebuilding",
                 file=sys.stderr,
             )
             await anyio.to_thread.run_sync(shutil.rmtree, data_dir)
-            home, build = await cached_store(corpus, smaller, questions, True)
+            home, build = await cached_store(corpus, smaller, questions, True, embedding_model)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
-            measured = await measure(data_dir, size, questions, plan, build["collections"])
+            measured = await measure(data_dir, size, questions, plan, build["collections"], embedding_model)
             assert measured is not None
     finally:
         await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
@@ -185,11 +217,17 @@ def render(
     command: str,
     load_start: float,
     chart: str,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> str:
+    default = embedding_model == DEFAULT_EMBEDDING_MODEL
     lines = [
-        "# Recall speed: the engine on its embedded defaults",
+        "# Recall speed: the engine on its embedded defaults"
+        + ("" if default else f", embedding with {embedding_model}"),
         "",
         *harness.header(command, load_start=load_start),
+        f"- embedding model: {embedding_model} (the ONNX embedder in process; "
+        + ("the default" if default else f"the default is {DEFAULT_EMBEDDING_MODEL}")
+        + "; stores and questions embedded with it)",
         f"- corpus: {texts.source}; one agent; stored through `store_batch` in batches of {BATCH}",
         f"- recall: `limit={LIMIT}`, default policy and mode, embeddings on, query-embedding cache off "
         f"(`embedding_cache_size=0`); questions: {len(texts.questions):,} "
@@ -361,7 +399,9 @@ def findings(
     return out
 
 
-def write_chart(results: Sequence[SizeResult], path: Path) -> None:
+def write_chart(
+    results: Sequence[SizeResult], path: Path, embedding_model: str = DEFAULT_EMBEDDING_MODEL
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -385,7 +425,9 @@ def write_chart(results: Sequence[SizeResult], path: Path) -> None:
     left.axhline(TARGET_P50_MS, color="grey", linewidth=0.8, linestyle=":")
     right.set_ylabel("recalls/s")
     right.set_ylim(bottom=0)
-    fig.suptitle(f"cpersona recall, limit {LIMIT}, embedded defaults, {os.cpu_count()} CPUs")
+    fig.suptitle(
+        f"cpersona recall, limit {LIMIT}, embedded defaults, {embedding_model}, {os.cpu_count()} CPUs"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -444,6 +486,15 @@ def settle_size_arguments(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_size_arguments(parser, results=RESULTS, rebuild_help="rebuild cached stores")
+    # Not one of the shared size arguments: speed_peers measures CPersona 2.6.14 beside the engine with
+    # the same MiniLM vectors, so it has no model to choose.
+    parser.add_argument(
+        "--embedding-model",
+        choices=tuple(EMBEDDING_MODELS),
+        default=DEFAULT_EMBEDDING_MODEL,
+        help=f"the engine's embedding model (default {DEFAULT_EMBEDDING_MODEL}); another model's stores are "
+        f"cached apart and its report is {results_for('<model>').relative_to(HERE.parent)}",
+    )
     parser.add_argument(
         "--build-only",
         action="store_true",
@@ -455,18 +506,20 @@ def build_parser() -> argparse.ArgumentParser:
 async def run_all(args: argparse.Namespace, texts: Texts) -> list[SizeResult]:
     plan = list(zip(args.callers, args.recalls, strict=True))
     results: list[SizeResult] = []
+    model: str = args.embedding_model
     if args.build_only:
         for n, size in enumerate(args.sizes):
-            await cached_store(build_corpus(texts, size), args.sizes[:n], texts.questions, args.rebuild)
+            corpus = build_corpus(texts, size)
+            await cached_store(corpus, args.sizes[:n], texts.questions, args.rebuild, model)
         return results
     for n, size in enumerate(args.sizes):
-        results.append(await run_size(texts, size, args.sizes[:n], plan, args.quick, args.rebuild))
+        results.append(await run_size(texts, size, args.sizes[:n], plan, args.quick, args.rebuild, model))
         # Saved after every size, so that a run stopped later still leaves what it measured.
-        await anyio.to_thread.run_sync(save_raw, results)
+        await anyio.to_thread.run_sync(save_raw, results, raw_for(model))
     return results
 
 
-def save_raw(results: Sequence[SizeResult]) -> None:
+def save_raw(results: Sequence[SizeResult], path: Path = RAW) -> None:
     raw = {
         str(r.size): {
             "build": r.build,
@@ -476,13 +529,13 @@ def save_raw(results: Sequence[SizeResult]) -> None:
         }
         for r in results
     }
-    RAW.parent.mkdir(parents=True, exist_ok=True)
-    RAW.write_text(json.dumps(raw, indent=2))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(raw, indent=2))
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
-    command = settle_size_arguments(args, argv, "recall_speed", results=RESULTS)
+    command = settle_size_arguments(args, argv, "recall_speed", results=results_for(args.embedding_model))
     load_start = harness.load()
     texts = load_texts(args.data)
     if args.build_only and args.quick:
@@ -493,8 +546,15 @@ def main(argv: Sequence[str] | None = None) -> Path:
         return CACHE
     out: Path = args.out
     chart = out.with_suffix(".png")
-    write_chart(results, chart)
-    report = render(results, texts, command=command, load_start=load_start, chart=chart.name)
+    write_chart(results, chart, args.embedding_model)
+    report = render(
+        results,
+        texts,
+        command=command,
+        load_start=load_start,
+        chart=chart.name,
+        embedding_model=args.embedding_model,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report, encoding="utf-8")
     print(report)

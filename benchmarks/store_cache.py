@@ -3,8 +3,10 @@
 A store is built through ``store_batch`` (batches of :data:`BATCH`), then ``Engine.optimize()`` is called
 (the embedded engine has no background optimiser) and timed, with a short single-caller probe before and
 after, so the effect of the index build is visible. Built stores are cached under
-``benchmarks/.cache/recall_speed/`` (gitignored), keyed by size, a hash of the corpus text and
-:data:`CACHE_VERSION` (bump it when the engine's stored layout changes). A larger store is grown from
+``benchmarks/.cache/recall_speed/`` (gitignored), keyed by size, a hash of the corpus text,
+:data:`CACHE_VERSION` (bump it when the engine's stored layout changes) and, for any model but
+:data:`~cpersona.embedding_models.DEFAULT_EMBEDDING_MODEL`, the embedding model's name (a store's vectors
+are its model's, and the engine refuses to open them with another). A larger store is grown from
 the largest cached smaller one (a corpus is a prefix of every larger one), and an interrupted build
 resumes where it stopped.
 """
@@ -28,6 +30,7 @@ import cpersona
 from benchmarks.harness import git_commit
 from benchmarks.recall_levels import AGENT, LIMIT, WARMUP, run_level
 from cpersona import Settings
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,21 +63,32 @@ _PROBE_RECALLS = 100
 _INDEX_WAIT_SECS = 300.0
 
 
-def corpus_key(corpus: Sequence[str]) -> str:
+def corpus_key(corpus: Sequence[str], embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> str:
+    """The cache key of a store of ``corpus`` embedded with ``embedding_model``.
+
+    The default model's key names no model, as keys did before there was a choice, so the stores
+    cached then stay valid; any other model's name is appended.
+    """
     digest = hashlib.sha256()
     for text in corpus:
         digest.update(text.encode())
         digest.update(b"\0")
-    return f"n{len(corpus)}-{digest.hexdigest()[:12]}-v{CACHE_VERSION}"
+    key = f"n{len(corpus)}-{digest.hexdigest()[:12]}-v{CACHE_VERSION}"
+    return key if embedding_model == DEFAULT_EMBEDDING_MODEL else f"{key}-{embedding_model}"
 
 
-def settings_for(data_dir: Path) -> Settings:
+def settings_for(data_dir: Path, embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> Settings:
     # from_env({}) ignores CPERSONA_* variables of the shell: the figures are for the defaults, except the
-    # query cache, which is off so that every recall pays for its embedding as a new question would.
+    # query cache, which is off so that every recall pays for its embedding as a new question would,
+    # and the embedding model, which is the caller's choice (the default unless it says otherwise).
     # The startup allowance is raised because a reopened store of 100k memories replays its append-only
     # file before the embedded Redis answers (the time is reported as "reopen").
     return Settings.from_env(
-        {}, data_dir=data_dir, embedding_cache_size=0, redis_startup_timeout_secs=REOPEN_SECS
+        {},
+        data_dir=data_dir,
+        embedding_cache_size=0,
+        embedding_model=embedding_model,
+        redis_startup_timeout_secs=REOPEN_SECS,
     )
 
 
@@ -135,11 +149,17 @@ async def ingest(memory: cpersona.Engine, corpus: Sequence[str], start: int, lab
 
 
 async def build_store(
-    data_dir: Path, corpus: Sequence[str], start: int, questions: Sequence[str], probes: int
+    data_dir: Path,
+    corpus: Sequence[str],
+    start: int,
+    questions: Sequence[str],
+    probes: int,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> dict[str, Any]:
-    """Ingest ``corpus[start:]`` into the store at ``data_dir``, optimise it, and say how that went."""
-    async with cpersona.open(settings_for(data_dir)) as memory:
-        meta: dict[str, Any] = {"size": len(corpus), "grown_from": start}
+    """Ingest ``corpus[start:]`` into the store at ``data_dir`` (embedded with ``embedding_model``),
+    optimise it, and say how that went."""
+    async with cpersona.open(settings_for(data_dir, embedding_model)) as memory:
+        meta: dict[str, Any] = {"size": len(corpus), "grown_from": start, "embedding_model": embedding_model}
         meta["ingest"] = await ingest(memory, corpus, start, f"ingest {len(corpus):,}")
         await wait_indexed(memory, len(corpus))
         for question in questions[:WARMUP]:
@@ -161,7 +181,9 @@ def _cached_meta(home: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _start_build(work: Path, corpus: Sequence[str], smaller: Sequence[int], rebuild: bool) -> int:
+def _start_build(
+    work: Path, corpus: Sequence[str], smaller: Sequence[int], rebuild: bool, embedding_model: str
+) -> int:
     """Seed ``work`` with the largest cached smaller store and return that store's size.
 
     An interrupted build (a long one is likely to meet a restart) is resumed where it stopped: its
@@ -173,7 +195,7 @@ def _start_build(work: Path, corpus: Sequence[str], smaller: Sequence[int], rebu
     shutil.rmtree(work, ignore_errors=True)
     start = 0
     for size in sorted(smaller, reverse=True):
-        base = CACHE / corpus_key(corpus[:size])
+        base = CACHE / corpus_key(corpus[:size], embedding_model)
         if (base / "meta.json").is_file():
             shutil.copytree(base / "data", work / "data")
             start = size
@@ -192,16 +214,21 @@ def _finish_build(work: Path, home: Path, meta: dict[str, Any]) -> None:
 
 
 async def cached_store(
-    corpus: Sequence[str], smaller: Sequence[int], questions: Sequence[str], rebuild: bool
+    corpus: Sequence[str],
+    smaller: Sequence[int],
+    questions: Sequence[str],
+    rebuild: bool,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> tuple[Path, dict[str, Any]]:
-    """The cache directory holding a built store of ``corpus`` (building it, from a smaller one if cached)."""
-    key = corpus_key(corpus)
+    """The cache directory holding a built store of ``corpus`` embedded with ``embedding_model`` (building
+    it, from a smaller one of the same model if cached)."""
+    key = corpus_key(corpus, embedding_model)
     home = CACHE / key
     meta = None if rebuild else await anyio.to_thread.run_sync(_cached_meta, home)
     if meta is not None:
         return home, {**meta, "from_cache": True}
     work = CACHE / f"{key}.building"
-    start = await anyio.to_thread.run_sync(_start_build, work, corpus, smaller, rebuild)
-    meta = await build_store(work / "data", corpus, start, questions, _PROBE_RECALLS)
+    start = await anyio.to_thread.run_sync(_start_build, work, corpus, smaller, rebuild, embedding_model)
+    meta = await build_store(work / "data", corpus, start, questions, _PROBE_RECALLS, embedding_model)
     await anyio.to_thread.run_sync(_finish_build, work, home, meta)
     return home, {**meta, "from_cache": False}
