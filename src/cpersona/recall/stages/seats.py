@@ -8,7 +8,8 @@ signal, the one the arm's rows would meet in the ordinary ranking
 (:func:`~cpersona.recall.stages.gate.decide`):
 
 * a block seat compares its best block's cosine with the cosine threshold (calibrated, else the
-  heuristic minimum for the scope's pool, halved by ``deep``);
+  heuristic minimum for the scope's pool, halved by ``deep``, in the embedder's cosines:
+  :attr:`~cpersona.recall.stages.gate.GateConfig.cosine_min`);
 * a cue seat for a record no ordinary arm reached compares the cosine its vector half found the record at
   the same way; found only by its keyword halves, its vote (a reciprocal-rank sum like the fused ``rrf``)
   meets the lexical rule; on a blank query it is unscored and passes as an ordinary blank-query row does;
