@@ -68,7 +68,9 @@ async def calibrate(
     samples = await records.memory_samples(_sample(members, gate.calibrate_sample, agent_id))
     texts = [text for text, _ in samples]
     times = np.array([stamp for _, stamp in samples], dtype=np.float64)
-    sims = _similarities(await embedder.embed(texts), await embedder.embed_queries(texts))
+    stored = await embedder.embed(texts)
+    same = embedder.query_prefix == embedder.passage_prefix
+    sims = _similarities(stored, stored if same else await embedder.embed_queries(texts))
     upper = np.triu_indices(len(texts), k=1)
     null = sims[upper]
     positives, positive_kind = _positives(sims, times, gate.calibrate_window_minutes * 60)
@@ -104,7 +106,7 @@ def _similarities(stored: Sequence[Vector], asked: Sequence[Vector]) -> npt.NDAr
     """``[i, j]``: the cosine of memory ``i`` asked as a query with memory ``j`` as stored (renormalised
     in float64)."""
     passages = _unit(stored)
-    if all(np.array_equal(q, p) for q, p in zip(asked, stored, strict=True)):
+    if asked is stored:
         # A model without prefixes: one matrix times its own transpose, as before queries were embedded.
         same: npt.NDArray[np.float64] = passages @ passages.T
         return same

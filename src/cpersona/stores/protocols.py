@@ -162,6 +162,10 @@ class VectorStore(Protocol):
 class Embedder(Protocol):
     """Turns texts into vectors. ``dim`` is known after the first call for remote backends."""
 
+    query_prefix: str
+    passage_prefix: str
+    """What the model reads before a query and before a stored text (empty for a model without them)."""
+
     @property
     def name(self) -> str:
         """The model label recorded with each vector, e.g. ``onnx:all-MiniLM-L6-v2``."""
