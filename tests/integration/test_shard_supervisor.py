@@ -63,6 +63,14 @@ async def _until(memory: Engine, check: str) -> None:
             await anyio.sleep(0.05)
 
 
+async def _until_gone(pid: int) -> None:
+    with anyio.fail_after(_GUARD_SECS):
+        while True:
+            if await anyio.to_thread.run_sync(pid_gone, pid):
+                return
+            await anyio.sleep(0.01)
+
+
 async def _holds(memory: Engine, check: str) -> bool:
     if check == "down":
         return (await memory.readiness()).components["vectors.records"] == "down"
@@ -93,7 +101,8 @@ async def test_a_killed_shard_is_restarted_and_its_pending_vectors_finished(tmp_
                 # Blocks until the killed child's lock is released, long before a new child could start.
                 tg.start_soon(lambda: anyio.to_thread.run_sync(fcntl.flock, wal, fcntl.LOCK_EX))
                 os.kill(first, signal.SIGKILL)
-            assert await anyio.to_thread.run_sync(pid_gone, first)
+            # The lock is let go when the dying child's files close, a moment before it turns zombie.
+            await _until_gone(first)
             await _until(memory, "down")
             status, body = await _readiness(memory)
             assert status == 503, body
