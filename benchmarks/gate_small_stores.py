@@ -110,12 +110,13 @@ async def run(args: argparse.Namespace) -> str:
     tallies = {policy: Tally() for policy in args.policies}
     sizes: list[int] = []
     started = time.time()
-    settings = {"embedding_model": args.embedding_model}
     vectors = EmbeddingCache(args.cache, model=args.embedding_model, progress=False)
     with tempfile.TemporaryDirectory(prefix="gate-small-") as home:
         async with (
             vectors,
-            cpersona.open(Settings(data_dir=Path(home), **settings), background=False) as memory,
+            cpersona.open(
+                Settings(data_dir=Path(home), embedding_model=args.embedding_model), background=False
+            ) as memory,
         ):
             for n, question in enumerate(chosen):
                 pool = question.pool

@@ -183,8 +183,6 @@ async def run(args: argparse.Namespace) -> str:
         async with EmbeddingCache(args.cache, model=model, progress=not args.no_progress) as cache:
             for pairs in sets:
                 measured[(model, pairs.language)] = await cosines(cache, pairs)
-    if REFERENCE not in measured:
-        raise SystemExit(f"--models must include {REFERENCE[0]}, the model the thresholds are written in")
     return report(args, measured, load0)
 
 
@@ -202,8 +200,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="also write the report here")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    for name in args.models:
-        embedding_model(name)
+    unknown = [name for name in args.models if name not in EMBEDDING_MODELS]
+    if unknown:
+        choices = ", ".join(EMBEDDING_MODELS)
+        parser.error(f"--models: no such model {', '.join(unknown)}; choose from {choices}")
+    if REFERENCE[0] not in args.models:
+        parser.error(f"--models must include {REFERENCE[0]}, the model the thresholds are written in")
     text = anyio.run(run, args)
     if args.out:
         args.out.write_text(text)
