@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.quality.embed_cache import EmbeddingCache  # noqa: E402
+from benchmarks.quality.jsquad import Paragraph  # noqa: E402
 from benchmarks.quality.systems import Dense  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -139,21 +140,15 @@ async def test_queries_and_passages_reach_the_graph_with_their_prefixes_normaliz
         await embedder.aclose()
 
 
-class _Unit:
-    def __init__(self, unit_id: str, content: str) -> None:
-        self.unit_id = unit_id
-        self.content = content
-        self.timestamp = 0.0
-        self.metadata: dict[str, object] = {}
-
-
 async def test_the_quality_harness_embeds_questions_as_queries(e5_dir: Path) -> None:
     """The dense system's question is an e5 query and its units passages, each cached under its own key, so
     a question that is also a stored text gets both vectors."""
     async with EmbeddingCache(e5_dir, model=E5_MODEL_NAME, progress=False) as cache:
         assert cache.model == "onnx:multilingual-e5-small"
         dense = Dense(cache)
-        await dense.index("c", [_Unit("m", MEMORY), *(_Unit(f"o{i}", t) for i, t in enumerate(OTHERS))])
+        others = (Paragraph(f"o{i}", "", text, 0.0) for i, text in enumerate(OTHERS))
+        units = [Paragraph("m", "", MEMORY, 0.0), *others]
+        await dense.index("c", units)
         assert await dense.search("c", QUESTION, 1) == ["m"]
         direct = await anyio.to_thread.run_sync(_direct, e5_dir)
         [as_query] = cache.lookup([QUESTION], queries=True)

@@ -8,31 +8,18 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-import cpersona
-from cpersona import Settings
 from cpersona.recall.policy import load_policies
 from cpersona.stores.redis.lexical import terms_held
 from traced import trace_json
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-    from pathlib import Path
+    import cpersona
 
 V1, V2 = "single-pass-v1", "single-pass-v2"
-
-
-@pytest.fixture
-async def memory(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
-    async with cpersona.open(settings, background=False) as engine:
-        yield engine
 
 
 def _decision(result: cpersona.RecallResult, ref: str) -> dict[str, Any]:
@@ -42,20 +29,22 @@ def _decision(result: cpersona.RecallResult, ref: str) -> dict[str, Any]:
     return decision
 
 
-async def test_the_one_memory_of_ci_bot_comes_back_for_the_words_it_holds(memory: cpersona.Engine) -> None:
+async def test_the_one_memory_of_ci_bot_comes_back_for_the_words_it_holds(
+    vector_engine: cpersona.Engine,
+) -> None:
     # The reported case: one memory, a question of two of its words, a cosine under the small store's gate.
-    stored = await memory.store(
+    stored = await vector_engine.store(
         "The staging database password for ci-bot is kept in the team vault under ci/staging-db.",
         agent_id="ci-bot",
     )
-    await memory.drain_blocks()
-    before = await memory.recall("staging database", agent_id="ci-bot", policy=V1, trace=True)
+    await vector_engine.drain_blocks()
+    before = await vector_engine.recall("staging database", agent_id="ci-bot", policy=V1, trace=True)
     assert before.rows == ()
     dropped = _decision(before, stored.ref)
     assert (dropped["signal"], dropped["passed"], dropped["reason"]) == ("cosine", False, "below_gate")
     assert dropped["score"] < dropped["threshold"]
 
-    after = await memory.recall("staging database", agent_id="ci-bot", policy=V2, trace=True)
+    after = await vector_engine.recall("staging database", agent_id="ci-bot", policy=V2, trace=True)
     assert [row.ref for row in after.rows] == [stored.ref]
     assert after.policy == {"scoring": "fused-gate-v2", "process": V2}
     kept = _decision(after, stored.ref)
@@ -65,17 +54,17 @@ async def test_the_one_memory_of_ci_bot_comes_back_for_the_words_it_holds(memory
     }
     assert (kept["passed"], kept["reason"]) == (True, "literal_match")
     # A term the memory does not hold withdraws the rule: the row is then gated on its cosine alone.
-    partial = await memory.recall("staging database backup", agent_id="ci-bot", policy=V2, trace=True)
+    partial = await vector_engine.recall("staging database backup", agent_id="ci-bot", policy=V2, trace=True)
     assert _decision(partial, stored.ref)["reason"] == "below_gate"
     assert partial.rows == ()
 
 
-async def test_the_cued_policy_keeps_the_literal_match_too(memory: cpersona.Engine) -> None:
-    stored = await memory.store(
+async def test_the_cued_policy_keeps_the_literal_match_too(vector_engine: cpersona.Engine) -> None:
+    stored = await vector_engine.store(
         "The staging database password for ci-bot rotates monthly.", agent_id="ci-bot"
     )
-    assert (await memory.recall("staging database", agent_id="ci-bot", policy="cued-v0.4")).rows == ()
-    kept = await memory.recall("staging database", agent_id="ci-bot", policy="cued-v0.5")
+    assert (await vector_engine.recall("staging database", agent_id="ci-bot", policy="cued-v0.4")).rows == ()
+    kept = await vector_engine.recall("staging database", agent_id="ci-bot", policy="cued-v0.5")
     assert [row.ref for row in kept.rows] == [stored.ref]
 
 
@@ -102,16 +91,18 @@ CHINESE = [
 ]
 
 
-async def test_a_small_chinese_store_keeps_the_memory_its_keyword_arm_finds(memory: cpersona.Engine) -> None:
-    batch = await memory.store_batch([{"content": text, "agent_id": "zh"} for text in CHINESE])
+async def test_a_small_chinese_store_keeps_the_memory_its_keyword_arm_finds(
+    vector_engine: cpersona.Engine,
+) -> None:
+    batch = await vector_engine.store_batch([{"content": text, "agent_id": "zh"} for text in CHINESE])
     target = batch.results[3].ref
-    await memory.drain_blocks()
+    await vector_engine.drain_blocks()
     question = "回归测试"
-    before = await memory.recall(question, agent_id="zh", policy=V1, trace=True)
+    before = await vector_engine.recall(question, agent_id="zh", policy=V1, trace=True)
     assert target not in {row.ref for row in before.rows}
     dropped = _decision(before, target)
     assert (dropped["signal"], dropped["reason"]) == ("rrf", "below_gate")
-    after = await memory.recall(question, agent_id="zh", policy=V2, trace=True)
+    after = await vector_engine.recall(question, agent_id="zh", policy=V2, trace=True)
     assert target in {row.ref for row in after.rows}
     assert _decision(after, target) == {**dropped, "passed": True, "reason": "literal_match"}
     # Everything v1 returned, v2 returns too.
@@ -161,23 +152,23 @@ _question_st = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" "
     limit=st.integers(1, 20),
 )
 async def test_v2_returns_every_row_v1_returns(
-    memory: cpersona.Engine, texts: list[str], question: str, limit: int
+    vector_engine: cpersona.Engine, texts: list[str], question: str, limit: int
 ) -> None:
     agent = f"p-{uuid.uuid4().hex[:8]}"
     other = f"{agent}-other"
     # Each text ends in a mark of its own, so the trace can be searched for stored text it must not hold.
     marks = [f"mk{uuid.uuid4().hex[:10]}" for _ in texts]
     stored = [f"{text} {mark}" for text, mark in zip(texts, marks, strict=True)]
-    batch = await memory.store_batch([{"content": text, "agent_id": agent} for text in stored])
+    batch = await vector_engine.store_batch([{"content": text, "agent_id": agent} for text in stored])
     # Another agent holding the question word for word: its row is the best literal match of all, and
     # must never come back to this agent.
-    await memory.store(f"{question} {question}", agent_id=other)
+    await vector_engine.store(f"{question} {question}", agent_id=other)
     try:
-        v1 = await memory.recall(question, agent_id=agent, policy=V1, limit=limit, trace=True)
-        v2 = await memory.recall(question, agent_id=agent, policy=V2, limit=limit, trace=True)
+        v1 = await vector_engine.recall(question, agent_id=agent, policy=V1, limit=limit, trace=True)
+        v2 = await vector_engine.recall(question, agent_id=agent, policy=V2, limit=limit, trace=True)
     finally:
-        await memory.delete_agent_data(agent)
-        await memory.delete_agent_data(other)
+        await vector_engine.delete_agent_data(agent)
+        await vector_engine.delete_agent_data(other)
     # The gate admits every row v1's admits; the answer holds every row v1's holds unless the count cut
     # it (a literal match ranked above it can take its place under a small limit).
     passed = [{d["ref"] for d in trace_json(r)["gate"]["decisions"] if d["passed"]} for r in (v1, v2)]
