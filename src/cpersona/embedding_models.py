@@ -26,7 +26,20 @@ from cpersona.errors import InvalidSetting
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DEFAULT_EMBEDDING_MODEL", "EMBEDDING_MODELS", "EmbeddingModel", "embedding_model"]
+__all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
+    "EMBEDDING_MODELS",
+    "UNSCALED",
+    "EmbeddingModel",
+    "GateScale",
+    "embedding_model",
+]
+
+GateScale = tuple[float, float]
+"""``(zero, one)``: where a threshold written in all-MiniLM-L6-v2's cosines sits in another model's."""
+
+UNSCALED: Final[GateScale] = (0.0, 1.0)
+"""The scale of the model the policies' thresholds were written in (and of a model never measured)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,7 +52,7 @@ class EmbeddingModel:
     """Longer texts are cut to this many tokens, as the model's own configuration does."""
     query_prefix: str = ""
     passage_prefix: str = ""
-    gate_scale: tuple[float, float] = (0.0, 1.0)
+    gate_scale: GateScale = UNSCALED
     """``(zero, one)``: the recall gate's heuristic threshold ``t`` (written in all-MiniLM-L6-v2's cosines,
     the policy's ``[gate] start``/``span``) reads as the cosine ``zero + (one - zero) * t`` of this model.
     Measured by ``python -m benchmarks gate_units`` (``benchmarks/results/gate_units.md``)."""

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
+from cpersona.embedding_models import UNSCALED
 from cpersona.model.agent_requests import Gate
 from cpersona.model.time_cue import Confidence, Unit
 
@@ -219,7 +220,7 @@ class GateTrace(_Trace):
     threshold: Number
     heuristic_min: Number
     cosine_scale: tuple[Number, Number] = _absent(
-        (0.0, 1.0),
+        UNSCALED,
         description="The embedder's gate scale (zero, one): a vector-found row's heuristic threshold is the "
         "cosine zero + (one - zero) x heuristic_min; left out for (0, 1)",
     )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
+from cpersona.embedding_models import UNSCALED
 from cpersona.errors import CpersonaError
 from cpersona.recall.arm_runner import Later
 from cpersona.recall.arms.block import block_arm
@@ -153,7 +154,7 @@ class _Group:
         self.arms[name] = await self.runner.run(name, call)
 
     async def _bar(self) -> VectorBar:
-        scale = (0.0, 1.0) if self.b.embedder is None else self.b.embedder.gate_scale
+        scale = UNSCALED if self.b.embedder is None else self.b.embedder.gate_scale
         return VectorBar(await self.calibrated.wait(), self.ctx.policy.vector.min_similarity, scale)
 
     async def _vector_side(self, tg: TaskGroup) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from cpersona.embedding_models import UNSCALED, GateScale
 from cpersona.recall.stages.chain import RecallPlan
 from cpersona.recall.stages.gate import gate_config, in_cosines
 
@@ -31,7 +32,7 @@ class VectorBar:
 
     calibrated: float | None
     minimum: float
-    scale: tuple[float, float] = (0.0, 1.0)
+    scale: GateScale = UNSCALED
 
     def floor(self, factor: float = 1.0) -> float:
         """The bar lowered by ``factor`` (a policy's ``rrf_threshold_factor``, say), before it is carried:
@@ -131,7 +132,7 @@ def stage_plan(
     has_vector: bool = True,
     parts_covered: Mapping[str, int] | None = None,
     literal: frozenset[str] = frozenset(),
-    scale: tuple[float, float] = (0.0, 1.0),
+    scale: GateScale = UNSCALED,
 ) -> RecallPlan:
     """What the stages consult: the context's choices and the gate the scope's pool and calibration set
     (``literal``: the rows the policy's literal-match rule admits, ``stages.gate.literal_matches``;

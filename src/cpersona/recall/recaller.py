@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from cpersona.embedding_models import UNSCALED
 from cpersona.model.policy import NO_OVERLAY
 from cpersona.model.trace import TRACE_VERSION, RecallTrace, RecallTraceFailure
 from cpersona.recall.arm_runner import ArmRunner
@@ -102,7 +103,7 @@ class Recaller:
             has_vector=fan.vector.vector is not None,
             parts_covered=_parts(ctx, docs),
             literal=_literal(ctx, retrieved, docs, self.records),
-            scale=(0.0, 1.0) if self.embedder is None else self.embedder.gate_scale,
+            scale=UNSCALED if self.embedder is None else self.embedder.gate_scale,
         )
         # Built per recall (its wiring is cached), so a policy added to the engine at run time is served.
         run = (self.chain or build_chain(ctx.policy)).run(retrieved, plan)

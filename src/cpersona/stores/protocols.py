@@ -59,6 +59,8 @@ from cpersona.stores.write_journal import WriteJournal
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from cpersona.embedding_models import GateScale
+
 __all__ = [
     "AssociationStore",
     "BlockParent",
@@ -177,7 +179,7 @@ class Embedder(Protocol):
         ...
 
     @property
-    def gate_scale(self) -> tuple[float, float]:
+    def gate_scale(self) -> GateScale:
         """Where the recall gate's heuristic thresholds sit in this model's cosines
         (:attr:`~cpersona.embedding_models.EmbeddingModel.gate_scale`); ``(0, 1)`` for a model the project
         has not measured (a remote one)."""

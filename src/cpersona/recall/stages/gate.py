@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
+from cpersona.embedding_models import UNSCALED, GateScale
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
@@ -64,7 +66,7 @@ Reason = Literal["below_gate", "profile_small_pool", "unscored_volume", "literal
 KEYWORD_ARMS = ("memory_keyword", "episode_fts")
 
 
-def in_cosines(value: float, scale: tuple[float, float]) -> float:
+def in_cosines(value: float, scale: GateScale) -> float:
     """A cosine threshold written in the policies' units (all-MiniLM-L6-v2's cosines) carried into a
     model's by its ``gate_scale``; exactly ``value`` for ``(0, 1)``."""
     zero, one = scale
@@ -92,7 +94,7 @@ class GateConfig:
     # The rows admitted as literal matches whatever their score (empty unless the policy's rule is on).
     literal: frozenset[str] = frozenset()
     # Where policy units sit in the embedder's cosines (its model's ``EmbeddingModel.gate_scale``).
-    scale: tuple[float, float] = (0.0, 1.0)
+    scale: GateScale = UNSCALED
 
     @property
     def cosine_min(self) -> float:
@@ -123,7 +125,7 @@ def gate_config(
     rrf_k: int,
     blank_query: bool,
     literal: frozenset[str] = frozenset(),
-    scale: tuple[float, float] = (0.0, 1.0),
+    scale: GateScale = UNSCALED,
 ) -> GateConfig:
     heuristic = min_score(pool, policy)
     factor = policy.deep_factor if deep else 1.0

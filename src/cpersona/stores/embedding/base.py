@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from cpersona.embedding_models import UNSCALED
 from cpersona.stores.embedding.coalesce import QueryCoalescer
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from cpersona.embedding_models import GateScale
     from cpersona.stores.protocols import Vector
 
 __all__ = ["DEFAULT_BATCH_SIZE", "BaseEmbedder", "Clock", "QueryCache", "chunks", "unit_vector"]
@@ -110,8 +112,8 @@ class BaseEmbedder(abc.ABC):
     def dim(self) -> int: ...
 
     @property
-    def gate_scale(self) -> tuple[float, float]:
-        return (0.0, 1.0)
+    def gate_scale(self) -> GateScale:
+        return UNSCALED
 
     @abc.abstractmethod
     async def _encode(self, texts: Sequence[str]) -> list[Vector]:

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from cpersona.embedding_models import GateScale
     from cpersona.settings import Settings
     from cpersona.stores.protocols import Embedder, Vector
 
@@ -196,7 +197,7 @@ class OnnxEmbedder(BaseEmbedder):
         return self.model.dim
 
     @property
-    def gate_scale(self) -> tuple[float, float]:
+    def gate_scale(self) -> GateScale:
         return self.model.gate_scale
 
     @property
