@@ -113,9 +113,9 @@ def test_the_terms_held_are_the_terms_the_keyword_arm_searched() -> None:
     # Stems: "databases" holds "database"; question words are set aside as the arm sets them aside.
     assert terms_held("What is the staging database?", "Staging databases are reset nightly.") == (2, 2)
     assert terms_held("staging database backup", "The staging database password") == (2, 3)
-    # CJK: the arm's 3-grams, each a substring.
-    assert terms_held("数据库密码", "测试服务器的数据库密码存放在保险库里") == (3, 3)
-    assert terms_held("数据库备份", "测试服务器的数据库密码") == (1, 3)
+    # CJK: the arm's 2-grams, each a substring.
+    assert terms_held("数据库密码", "测试服务器的数据库密码存放在保险库里") == (4, 4)
+    assert terms_held("数据库备份", "测试服务器的数据库密码") == (2, 4)
     # A phrase needs its pieces in a row; a query of stopwords alone searches nothing.
     assert terms_held("bug-218 fix", "fixed bug 218 today") == (2, 2)
     assert terms_held("bug-218", "bug fixed, 218 left") == (0, 1)

@@ -43,6 +43,7 @@ _SCOPE = [_tag("$.tag_agent", "agent"), _tag("$.tag_project", "project"), _tag("
 EXPECTED_ATTRIBUTES: dict[str, list[list[Any]]] = {
     "memory": [
         _text("$.content", "content"),
+        _text("$.bigrams[*]", "bigrams"),
         _text("$.grams[*]", "grams"),
         _text("$.stems", "stems"),
         *_SCOPE,
@@ -71,6 +72,7 @@ EXPECTED_ATTRIBUTES: dict[str, list[list[Any]]] = {
     ],
     "episode": [
         _text("$.text", "text"),
+        _text("$.bigrams[*]", "bigrams"),
         _text("$.grams[*]", "grams"),
         _text("$.stems", "stems"),
         *_SCOPE,

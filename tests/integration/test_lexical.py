@@ -1,8 +1,9 @@
 """The lexical arms (memory keyword, episode full text) against the real RediSearch index.
 
-Query terms follow CPersona's trigram rules; CJK text is found by any substring of three or more
-characters through the ``grams`` field; identifiers are matched as phrases of their tokenizer pieces;
-the whole-query fallback runs only when the terms find nothing; isolation holds for any query text.
+Query terms follow CPersona's trigram rules but for CJK runs, whose terms are their 2-grams (found through
+the ``bigrams`` field); a longer CJK phrase is found as a substring through ``grams``; identifiers are
+matched as phrases of their tokenizer pieces; the whole-query fallback runs only when the terms find
+nothing; isolation holds for any query text.
 """
 
 from __future__ import annotations
@@ -75,17 +76,17 @@ def refs(result: ArmResult) -> list[str]:
 @pytest.mark.parametrize(
     ("query", "terms"),
     [
-        ("東京タワーはどこ", ("東京タ", "京タワ", "タワー", "ワーは", "ーはど", "はどこ")),
-        ("東京タワーに行った", ("東京タ", "京タワ", "タワー", "ワーに", "ーに行", "に行っ", "行った")),
-        ("東京 大阪 に", ()),  # CJK runs shorter than three characters are dropped
-        ("先週、東京タワー", ("東京タ", "京タワ", "タワー")),  # '、' is not CJK: it splits the run
-        ("北京见面是什么时候", ("北京见", "京见面", "见面是", "面是什", "是什么", "什么时", "么时候")),
-        ("ｶﾀｶﾅです", ("ｶﾀｶ", "ﾀｶﾅ", "ｶﾅで", "ﾅです")),  # half-width katakana is CJK
-        ("𠮷野家で", ("𠮷野家", "野家で")),  # a supplementary-plane ideograph
-        ("Python3で書いた", ("Python3", "で書い", "書いた")),
+        ("東京タワーはどこ", ("東京", "京タ", "タワ", "ワー", "ーは", "はど", "どこ")),
+        ("東京タワーに行った", ("東京", "京タ", "タワ", "ワー", "ーに", "に行", "行っ", "った")),
+        ("東京 大阪 に", ("東京", "大阪")),  # a lone CJK character is dropped
+        ("先週、東京タワー", ("先週", "東京", "京タ", "タワ", "ワー")),  # '、' is not CJK: it splits the run
+        ("北京见面是什么时候", ("北京", "京见", "见面", "面是", "是什", "什么", "么时", "时候")),
+        ("ｶﾀｶﾅです", ("ｶﾀ", "ﾀｶ", "ｶﾅ", "ﾅで", "です")),  # half-width katakana is CJK
+        ("𠮷野家で", ("𠮷野", "野家", "家で")),  # a supplementary-plane ideograph
+        ("Python3で書いた", ("Python3", "で書", "書い", "いた")),
         ("CVE-2024-3094 bug-218 2.5.5a1 #354", ("CVE-2024-3094", "bug-218", "2.5.5a1", "#354")),
         ('"Hello," (world)! ok? [x]', ("Hello", "world")),  # ends stripped, short tokens dropped
-        ("東京(tokyo)です", ("(tokyo)",)),  # only whitespace tokens are stripped, not inner runs
+        ("東京(tokyo)です", ("東京", "(tokyo)", "です")),  # only whitespace tokens are stripped, not runs
         ("deploy Deploy deploy", ("deploy", "Deploy")),
         ("", ()),
         (" \n\u3000 ", ()),
@@ -151,20 +152,21 @@ async def test_this_server_has_the_chosen_scorer(engine: cpersona.Engine) -> Non
 # --------------------------------------------------------------------------------------- CJK text
 
 
-async def test_japanese_found_by_a_substring_of_the_question(engine: cpersona.Engine) -> None:
-    met = await remember(engine, "先週、東京タワーで山田さんに会った")
-    tower_only = await remember(engine, "タワーの展望台は高い")
-    weather = await remember(engine, "東京の天気は晴れ")  # shares only the two characters 東京
+async def test_japanese_ranked_by_the_two_character_grams_it_shares(engine: cpersona.Engine) -> None:
+    met = await remember(engine, "先週、東京タワーで山田さんに会った")  # 東京 京タ タワ ワー
+    tower_only = await remember(engine, "タワーの展望台は高い")  # タワ ワー
+    weather = await remember(engine, "東京の天気は晴れ")  # 東京
+    await remember(engine, "大阪の城を見た")  # nothing of the question
     result = await keyword(engine, "東京タワーはどこ")
-    assert refs(result) == [met, tower_only]
-    assert weather not in refs(result)
+    assert refs(result) == [met, tower_only, weather]
     assert all(row.raw is not None and row.raw > 0 for row in result.rows)
 
 
-async def test_chinese_found_by_a_substring_and_not_by_two_characters(engine: cpersona.Engine) -> None:
+async def test_chinese_ranked_by_the_two_character_grams_it_shares(engine: cpersona.Engine) -> None:
     met = await remember(engine, "我们去年在北京见面了")
-    await remember(engine, "北京很冷")
-    assert refs(await keyword(engine, "北京见面是什么时候")) == [met]
+    cold = await remember(engine, "北京很冷")
+    await remember(engine, "上海很热")
+    assert refs(await keyword(engine, "北京见面是什么时候")) == [met, cold]
 
 
 async def test_a_short_cjk_question_is_exact_whatever_other_agents_store(engine: cpersona.Engine) -> None:
@@ -174,7 +176,7 @@ async def test_a_short_cjk_question_is_exact_whatever_other_agents_store(engine:
     met = await remember(engine, "山田龍之介に会った", agent_id="B-small")
     for query in ("山田", "龍", "之介"):
         assert refs(await keyword(engine, query, ReadScope("B-small"))) == [met]
-    assert refs(await keyword(engine, "介に会", ReadScope("B-small"))) == [met]  # a 3-gram, as before
+    assert refs(await keyword(engine, "介に会", ReadScope("B-small"))) == [met]  # its 2-grams
     assert refs(await keyword(engine, "田山", ReadScope("B-small"))) == []
     assert len((await keyword(engine, "山田", ReadScope("A-big"), fetch=500)).rows) == 300
 
@@ -422,12 +424,23 @@ async def test_fallback_runs_only_when_the_terms_find_nothing(engine: cpersona.E
     assert result.rows[0].raw is not None
 
 
-async def test_fallback_finds_short_cjk_queries_as_substrings(engine: cpersona.Engine) -> None:
+async def test_fallback_finds_lone_cjk_characters_as_substrings(engine: cpersona.Engine) -> None:
     tower = await remember(engine, "東京タワー")
     await remember(engine, "大阪城")
-    weather = await remember(engine, "明日の東京")  # 東京 at the very end of the run
-    assert refs(await keyword(engine, "東京")) == [weather, tower]
-    assert refs(await keyword(engine, "東京 大阪")) == []  # both must occur
+    weather = await remember(engine, "明日の東京")  # 京 at the very end of the run
+    result = await keyword(engine, "京")
+    assert refs(result) == [weather, tower]  # newest first: no term to rank by
+    assert all(row.raw is None for row in result.rows)
+    assert refs(await keyword(engine, "京 城")) == []  # both must occur
+
+
+async def test_a_two_character_cjk_query_is_ranked(engine: cpersona.Engine) -> None:
+    once = await remember(engine, "東京タワーの展望台から海が見えた")
+    twice = await remember(engine, "東京から東京へ")
+    await remember(engine, "大阪城")
+    result = await keyword(engine, "東京")
+    assert refs(result) == [twice, once]  # BM25: more occurrences in a shorter text
+    assert all(row.raw is not None and row.raw > 0 for row in result.rows)
 
 
 async def test_fallback_uses_extra_terms(engine: cpersona.Engine) -> None:

@@ -167,6 +167,42 @@ async def test_a_store_from_before_the_stems_field_is_brought_up_to_date(tmp_pat
         assert doc["stems"]
 
 
+_JAPANESE = [
+    "東京タワーの展望台から富士山が見えた",
+    "大阪の友人と新しい料理を作った",
+    "京都の寺で朝の散歩をした",
+    "東京駅で新幹線の切符を買った",
+    "週末は友人と山に登った",
+]
+
+
+async def test_a_store_from_before_the_bigrams_field_is_brought_up_to_date(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, embedding_mode="none")
+    query = "友人と東京"  # its 2-grams are the terms; the whole query is in no text, so no fallback
+    async with cpersona.open(settings, background=False) as memory:
+        await memory.store_batch([{"content": t, "agent_id": "a"} for t in _JAPANESE])
+        await memory.archive_episode("友人と東京で会った", agent_id="a")
+        current = await _keyword_scores(memory, query)
+        current_episodes = await _keyword_scores(memory, query, "episode_fts")
+        assert len(current) == 4
+        assert current_episodes
+        # Rebuild what the previous engine left: documents without bigrams under indexes without them.
+        redis = memory.backends.stores.redis
+        for kind, index, prefix in (
+            ("memory", memory.keys.memory_index, memory.keys.memory_prefix),
+            ("episode", memory.keys.episode_index, memory.keys.episode_prefix),
+        ):
+            await command(redis, "FT.DROPINDEX", index)
+            async for key in redis.scan_iter(match=f"{prefix}*"):
+                # types-redis leaves JSON.DEL unannotated.
+                await redis.json().delete(key, "$.bigrams")  # type: ignore[no-untyped-call]
+            await create_index(redis, index, prefix, _schema_without(kind, ("$.bigrams[*]",)))
+        assert await _keyword_scores(memory, query) == []
+    async with cpersona.open(settings, background=False) as memory:
+        assert await _keyword_scores(memory, query) == current
+        assert await _keyword_scores(memory, query, "episode_fts") == current_episodes
+
+
 def _schema_without(kind: str, paths: tuple[str, ...]) -> list[Field]:
     """The current schema of ``kind`` less the fields at ``paths``."""
     kept = [field for field in SCHEMAS[kind] if field.name not in paths]
@@ -207,6 +243,6 @@ async def test_a_store_from_before_the_tag_fields_is_brought_up_to_date(
     async with cpersona.open(settings, background=False) as memory:
         for read, want in (("discord:", 60), ("discord:general/", 30), ("slack:", 30), ("disc", 0)):
             assert len(await memory.list("memory", agent_id="a", source_id=read, limit=200)) == want
-        assert await _keyword_scores(memory, "山田") == [(met.ref, None)]
+        assert await _keyword_scores(memory, "龍") == [(met.ref, None)]  # a lone character: the fallback
         # The rebuilt index scores as the one it replaces did.
         assert await _keyword_scores(memory, "caroline painting at the lake") == scores

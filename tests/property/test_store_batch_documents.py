@@ -40,7 +40,7 @@ from cpersona.model.records import (
 from cpersona.stores.protocols import InFlightWrite, MemoryWrite
 from cpersona.stores.redis.connection import command, json_ops
 from cpersona.stores.redis.documents import memory_from_doc, memory_to_doc, scope_doc, tag
-from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.lexical import doc_bigrams, doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.memory_json import memory_json
 from cpersona.stores.redis.scope import source_prefix_tags
 from cpersona.stores.redis.store import RedisRecordStore
@@ -68,6 +68,7 @@ class EarlierMemoryDoc(BaseModel):
     msg_id: str = ""
     tag_msg: str = "x"
     content: str
+    bigrams: list[str] = []  # added since: the CJK 2-grams the keyword arms search
     grams: list[str] = []
     stems: str = ""
     tag_short_grams: list[str] = []
@@ -109,6 +110,7 @@ def reference_doc(rec: MemoryRecord) -> dict[str, Any]:
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
+        "bigrams": doc_bigrams(rec.content),
         "grams": doc_grams(rec.content),
         "stems": doc_stems(rec.content),
         "tag_short_grams": doc_short_grams(rec.content),

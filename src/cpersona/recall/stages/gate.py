@@ -21,7 +21,7 @@ under rrf by its rrf score; an unscored row (cascade's lexical rows) by pool siz
 
 **Literal match** (``[gate] literal_match``, from fused-gate-v2: single-pass-v2, cued-v0.5). A cosine
 threshold belongs to one embedder and one language, and on a small store it is high: a row that a keyword
-arm ranked first, holding every term that arm searched (its own analysis: stems, phrases, CJK 3-grams;
+arm ranked first, holding every term that arm searched (its own analysis: stems, phrases, CJK 2-grams;
 :meth:`~cpersona.stores.recall_reads.RecallReads.terms_held`), is admitted whatever its fused or vector
 score, with the reason ``literal_match``. Only the arm's first row: rows tied with it on score are not
 admitted by the rule (on a store where fifty memories hold one word equally it would admit all fifty).

@@ -7,10 +7,11 @@ nowhere else, and a document is read back through the same schema. Scope values 
 documents hold them a second time as tags: the value's UTF-8 bytes in hex (``''`` becomes ``x``), so a
 tag query never needs escaping and the global pool is an ordinary value; a memory also holds the tags of
 the prefixes of its source id that a prefix read can name (``tag_source_prefixes``, see :mod:`.scope`).
-Memory and episode documents also carry what the lexical arms search besides the text: ``grams`` (CJK
-trigrams, glued words) and ``stems`` (the engine's own word stems), and memories the tags of their short
-CJK substrings (``tag_short_grams``); see :mod:`.lexical`. The key order of each document is the one it
-has always had, so a document written today is byte for byte what an older engine wrote.
+Memory and episode documents also carry what the lexical arms search besides the text: ``bigrams`` (CJK
+2-grams), ``grams`` (CJK 3-grams, glued words) and ``stems`` (the engine's own word stems), and memories
+the tags of their short CJK substrings (``tag_short_grams``); see :mod:`.lexical`. The key order of each
+document is the one it has always had, so a document written today is byte for byte what an older engine
+wrote, but for the fields added since (``bigrams``), which an older store gets when it is opened.
 
 A profile is one plain document under one key, so redis-om carries it: :class:`ProfileDocument` is
 redis-om's JSON model of the record (``JsonModel``, bound to an engine's client by
@@ -23,7 +24,7 @@ episodes and raw entries are not redis-om models, for reasons of its own parts:
   (:mod:`.memory_json`): a batch of 500 written model by model cost more in Python than Redis spent on it;
 - its search indexes cannot be declared as recall needs them (:mod:`.indexes` says which attributes), so
   its queries, which run on those indexes, cannot serve recall either; the documents carry index fields
-  (grams, stems, tags) computed here that are no part of the record;
+  (bigrams, grams, stems, tags) computed here that are no part of the record;
 - their documents are not the record under its own names (``pk`` for ``id``, ``ts``, the scope flattened,
   the index fields), so a ``JsonModel`` of them would declare each record a second time, in the
   document's layout, where :func:`memory_to_doc` and :func:`record_form` derive that layout from the one
@@ -48,7 +49,7 @@ from cpersona.model.records import (
     Scope,
 )
 from cpersona.stores.record_values import BlockParent
-from cpersona.stores.redis.lexical import doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.lexical import doc_bigrams, doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.om_models import UNBOUND, JsonDocument
 from cpersona.stores.redis.scope import source_prefix_tags, tag
 
@@ -133,6 +134,7 @@ def memory_to_doc(rec: MemoryRecord) -> dict[str, Any]:
         "msg_id": rec.msg_id,
         "tag_msg": tag(rec.msg_id),
         "content": rec.content,
+        "bigrams": doc_bigrams(rec.content),
         "grams": doc_grams(rec.content),
         "stems": doc_stems(rec.content),
         "tag_short_grams": doc_short_grams(rec.content),
@@ -170,6 +172,7 @@ def episode_to_doc(rec: EpisodeRecord) -> dict[str, Any]:
         "summary": rec.summary,
         "keywords": data["keywords"],
         "text": text,
+        "bigrams": doc_bigrams(text),
         "grams": doc_grams(text),
         "stems": doc_stems(text),
         "ts": float(rec.timestamp),

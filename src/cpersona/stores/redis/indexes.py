@@ -6,8 +6,8 @@ needs control over them that the generated schema does not give: BM25 over the t
 (redis-om would index every string field, and each indexed field enters the document length BM25
 normalises by), tags that can match the empty string (the global pool), the engine's own stopword list
 (:data:`~.lexical.STOPWORDS`, so the query side and the index agree), and fields the models hold only for
-the index (``grams`` as a multi-value ``TEXT NOSTEM`` field, ``stems``, the source prefixes and the short
-CJK substrings as multi-value ``TAG`` fields).
+the index (``bigrams`` and ``grams`` as multi-value ``TEXT NOSTEM`` fields, ``stems``, the source
+prefixes and the short CJK substrings as multi-value ``TAG`` fields).
 
 Tag fields do not enter the document length BM25 normalises by, so a tag field added to an index leaves
 the scores of the text fields as they were. A field no query reads is not indexed (the message id and
@@ -27,7 +27,7 @@ from redis.commands.search.index_definition import IndexDefinition, IndexType
 
 from cpersona.model.cue_query import EMOTION_INDEX_DIM, stored_emotion_axes
 from cpersona.stores.redis.connection import command
-from cpersona.stores.redis.lexical import STOPWORDS, doc_grams, doc_short_grams, doc_stems
+from cpersona.stores.redis.lexical import STOPWORDS, doc_bigrams, doc_grams, doc_short_grams, doc_stems
 from cpersona.stores.redis.scope import source_prefix_tags
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ _SCOPE_FIELDS = (
 SCHEMAS: Mapping[str, tuple[Field, ...]] = {
     "memory": (
         _text("$.content", "content"),
+        _text("$.bigrams[*]", "bigrams"),
         _text("$.grams[*]", "grams"),
         _text("$.stems", "stems"),
         *_SCOPE_FIELDS,
@@ -84,6 +85,7 @@ SCHEMAS: Mapping[str, tuple[Field, ...]] = {
     ),
     "episode": (
         _text("$.text", "text"),
+        _text("$.bigrams[*]", "bigrams"),
         _text("$.grams[*]", "grams"),
         _text("$.stems", "stems"),
         *_SCOPE_FIELDS,
@@ -173,8 +175,12 @@ _BACKFILLS: dict[str, tuple[_Derived, ...]] = {
         ),
         _Derived(b"short_gram", "$.content", "$.tag_short_grams", lambda text: doc_short_grams(str(text))),
         _Derived(b"emotion", "$.emotion", "$.emotion_axes", lambda found: stored_emotion_axes(found or {})),
+        _Derived(b"bigrams", "$.content", "$.bigrams", lambda text: doc_bigrams(str(text))),
     ),
-    "episode": (_Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),),
+    "episode": (
+        _Derived(b"stems", "$.text", "$.stems", lambda text: doc_stems(str(text))),
+        _Derived(b"bigrams", "$.text", "$.bigrams", lambda text: doc_bigrams(str(text))),
+    ),
     # A raw index of before the raw query: its entries get the analysed text (``stems`` stands for all
     # three; sealed entries had none to analyse once sealed, see :mod:`.raw_search`).
     "raw": (

@@ -2,20 +2,28 @@
 
 CPersona matches a question against an SQLite FTS5 *trigram* index: every query term is a quoted phrase,
 and a trigram phrase matches any row that contains it as a case-insensitive substring. RediSearch has no
-n-gram tokenizer, so this module rebuilds that behaviour from two halves:
+n-gram tokenizer, so this module rebuilds that behaviour from three parts:
 
-* **Query terms** follow CPersona's rules exactly (:func:`fts_terms`): Chinese and Japanese runs become
-  their overlapping 3-grams, other tokens of three or more characters are kept whole.
-* **Document side**: every memory and episode document carries a ``grams`` array (:func:`doc_grams`,
-  written by ``documents``) indexed as a ``TEXT NOSTEM`` field. Each CJK run of the text becomes one array
-  element holding the run's overlapping 3-grams, so a 3-gram term is one exact token and a longer CJK
-  substring is an exact phrase of consecutive grams. Elements of a multi-value field sit far apart in
-  token positions (RediSearch's ``MULTI_TEXT_SLOP``), so a phrase never joins the end of one run to the
-  start of another. Each element also ends with the run's two shorter tail grams, so that every CJK
-  substring of one or two characters is a *prefix* of some indexed gram; a ranked search uses that for
-  an alias holding such a short run. The whole-query fallback (a two-character question such as
-  ``山田`` is common in Japanese) matches such a run exactly instead: every memory also carries each
-  distinct CJK substring of one or two characters as a tag (:func:`doc_short_grams`).
+* **Query terms** follow CPersona's rules (:func:`fts_terms`) but for Chinese and Japanese runs, which
+  become their overlapping 2-grams instead of 3-grams. Most Japanese and Chinese words are two
+  characters, and a 3-gram mostly joins one to a particle or to the next word: on JSQuAD (4,442 Japanese
+  questions, one scope of 1,145 paragraphs) BM25 over the question's 3-grams puts the answering
+  paragraph first for .876 of the questions and over its 2-grams for .902, the same scorer and
+  non-CJK words in both (``benchmarks/results/quality_jsquad_bigrams.md``). Other tokens of three or
+  more characters are kept whole.
+* **Document side**: every memory and episode document carries a ``bigrams`` array
+  (:func:`doc_bigrams`), indexed as a ``TEXT NOSTEM`` field: one element per CJK run holding its
+  overlapping 2-grams, so that each 2-gram query term is one exact token. It also carries a ``grams``
+  array (:func:`doc_grams`), the substrings a phrase is matched against: each CJK run of the text becomes
+  one array element holding the run's overlapping 3-grams, so a longer CJK substring (an alias, a whole
+  query in the fallback, a raw-journal query) is an exact phrase of consecutive grams. Elements of a
+  multi-value field sit far apart in token positions (RediSearch's ``MULTI_TEXT_SLOP``), so a phrase
+  never joins the end of one run to the start of another. Each ``grams`` element also ends with the
+  run's two shorter tail grams, so that every CJK substring of one or two characters is a *prefix* of
+  some indexed gram; a ranked search uses that for an alias of one character. The whole-query fallback
+  (a two-character question such as ``山田`` is common in Japanese) matches such a run exactly instead:
+  every memory also carries each distinct CJK substring of one or two characters as a tag
+  (:func:`doc_short_grams`).
 
 Latin and other non-CJK terms are matched against the ordinary ``content`` field (``text`` for episodes).
 RediSearch's tokenizer splits on ASCII punctuation, so a term such as ``CVE-2024-3094`` or ``bug-218`` is
@@ -63,6 +71,7 @@ __all__ = [
     "STOPWORDS",
     "cjk_runs",
     "clauses",
+    "doc_bigrams",
     "doc_grams",
     "doc_short_grams",
     "doc_stems",
@@ -134,11 +143,12 @@ _SCOPE_CLAUSE = re.compile(r"@(\w+):\{([^{}\s]+)\}")
 
 
 def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
-    """The lexical terms of ``query``, by CPersona's rules, each to be matched as a substring.
+    """The lexical terms of ``query``, by CPersona's rules but for CJK 2-grams, each to be matched as a
+    substring.
 
     The query is split on whitespace and ``"'`.,;:!?()[]{}`` is stripped from each token's ends. Each
-    token is cut into CJK runs and non-CJK runs: a CJK run of three or more characters gives all its
-    overlapping 3-grams (shorter ones are dropped), a non-CJK run of three or more characters is kept
+    token is cut into CJK runs and non-CJK runs: a CJK run of two or more characters gives all its
+    overlapping 2-grams (a lone character is dropped), a non-CJK run of three or more characters is kept
     whole with its inner punctuation (``CVE-2024-3094``). ``extra_terms`` (entity aliases) follow as
     whole phrases of three or more characters, trimmed of surrounding whitespace. Order of first
     appearance, no duplicates.
@@ -147,8 +157,8 @@ def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
     for token in query.split():
         for run in _RUNS.findall(token.strip(_STRIP)):
             if _CJK_RUN.fullmatch(run):
-                for i in range(len(run) - 2):
-                    terms.setdefault(run[i : i + 3])
+                for i in range(len(run) - 1):
+                    terms.setdefault(run[i : i + 2])
             elif len(run) >= 3:
                 terms.setdefault(run)
     for extra in extra_terms:
@@ -161,6 +171,15 @@ def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
 def cjk_runs(text: str) -> list[str]:
     """The Chinese and Japanese runs of ``text``, in order."""
     return _CJK_RUN.findall(text)
+
+
+def doc_bigrams(text: str) -> list[str]:
+    """The ``bigrams`` array of a document whose searchable text is ``text``: one element per CJK run of
+    two or more characters, its overlapping 2-grams in order (``東京タワー``: ``東京 京タ タワ ワー``)."""
+    if text.isascii():
+        return []
+    runs = [run for run in _CJK_RUN.findall(text) if len(run) > 1]
+    return [" ".join([run[i : i + 2] for i in range(len(run) - 1)]) for run in runs]
 
 
 def doc_grams(text: str) -> list[str]:
@@ -292,12 +311,14 @@ def _pieces(text: str) -> list[str]:
 
 
 def _cjk_clause(run: str, *, ranked: bool) -> str:
+    if len(run) == 2 and ranked:
+        return f"@bigrams:{run}"  # the query terms of a CJK run (see ``fts_terms``)
     if len(run) < 3:
-        # Only a whole query or an alias can carry a CJK run this short. The fallback listing matches it
-        # exactly (see ``doc_short_grams``); a ranked search, whose scores are BM25 over text terms,
-        # matches every indexed gram that starts with it (``doc_grams``' tail grams). The server expands
-        # a prefix to at most MAXPREFIXEXPANSIONS (200) distinct grams over the whole index, so there a
-        # common one or two characters may find only some of the rows holding them.
+        # The fallback listing matches a short run exactly (see ``doc_short_grams``). A ranked search,
+        # whose scores are BM25 over text terms, can get a lone character only from an alias; it matches
+        # every indexed gram that starts with it (``doc_grams``' tail grams). The server expands a prefix
+        # to at most MAXPREFIXEXPANSIONS (200) distinct grams over the whole index, so there a common
+        # character may find only some of the rows holding it.
         return f"@grams:{run}*" if ranked else f"@short_gram:{{{tag(run)}}}"
     grams = " ".join(run[i : i + 3] for i in range(len(run) - 2))
     return f'@grams:"{grams}"'
