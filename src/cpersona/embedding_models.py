@@ -33,6 +33,7 @@ __all__ = [
     "EmbeddingModel",
     "GateScale",
     "embedding_model",
+    "in_policy_units",
 ]
 
 GateScale = tuple[float, float]
@@ -40,6 +41,14 @@ GateScale = tuple[float, float]
 
 UNSCALED: Final[GateScale] = (0.0, 1.0)
 """The scale of the model the policies' thresholds were written in (and of a model never measured)."""
+
+
+def in_policy_units(cosine: float, scale: GateScale) -> float:
+    """A cosine of the model whose gate scale is ``scale`` read in all-MiniLM-L6-v2's units, where
+    unrelated texts sit near 0: the inverse of the gate's threshold mapping, exactly ``cosine`` for
+    :data:`UNSCALED`."""
+    zero, one = scale
+    return (cosine - zero) / (one - zero)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

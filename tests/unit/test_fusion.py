@@ -370,3 +370,24 @@ def test_informed_far_list_weight_and_unscored_list() -> None:
     assert dict(got["mem:3"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
     # mem:2 and mem:3 tie; ties keep first-seen order (the far list is read first)
     assert refs(rows) == ["mem:2", "mem:3", "mem:1"]
+
+
+def test_informed_reads_a_vector_list_through_the_embedders_gate_scale() -> None:
+    # e5-like cosines: unrelated texts near .75, the match at .88; the same list in MiniLM-like units
+    scale = (0.72, 0.92)
+    cosines = [("mem:1", 0.88), ("mem:2", 0.80), ("mem:3", 0.79), ("mem:4", 0.78)]
+    keyword = arm("memory_keyword", ("mem:2", 9.0), ("mem:1", 6.0), ("mem:3", 3.0), ("mem:4", 3.0))
+    scaled = {"vector_near": arm("vector_near", *cosines), "memory_keyword": keyword}
+    _, weights = informed(scaled, far_weight=1.0, profile_ref=None, scale=scale)
+    near, _ = weights
+    units = [(ref, (c - 0.72) / 0.2) for ref, c in cosines]
+    expected, _, _ = informativeness([c for _, c in units])
+    assert near.informative == pytest.approx(expected)  # (0.8 - 0.375) / 0.8, not (0.88 - 0.795) / 0.88
+    assert (near.top, near.bulk) == (0.88, 0.795)  # the list's own scores, as the arm gave them
+    # the same ranking and weights as the list written in the policies' units, unscaled
+    plain = {"vector_near": arm("vector_near", *units), "memory_keyword": keyword}
+    rows, plain_weights = informed(plain, far_weight=1.0, profile_ref=None)
+    assert [w.weight for w in weights] == pytest.approx([w.weight for w in plain_weights])
+    assert refs(informed(scaled, far_weight=1.0, profile_ref=None, scale=scale)[0]) == refs(rows)
+    # the keyword list is not a cosine: the scale leaves it alone
+    assert weights[1].informative == informed(plain, far_weight=1.0, profile_ref=None)[1][1].informative

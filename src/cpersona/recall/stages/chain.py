@@ -242,7 +242,8 @@ def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
     elif plan.mode == "rsf":
         rows = rsf(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
     elif plan.mode == "informed":
-        rows, weights = informed(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
+        far_weight, scale = policy.vector.far_weight, plan.gate.scale
+        rows, weights = informed(data.arms, far_weight=far_weight, profile_ref=data.profile_ref, scale=scale)
     else:
         rows = rrf(
             data.arms,

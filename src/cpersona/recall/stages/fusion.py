@@ -15,7 +15,9 @@ Four modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
     (its median, :func:`informativeness`), instead of rsf's equal parts. A list whose scores sit in one
     narrow band (an embedder that cannot read the query's language gives unrelated texts nearly equal
     cosines) counts for little; a list whose top stands clear counts for much. Measured from the scores
-    alone, so it needs no language detection. The score is carried as the row's ``rsf`` (the gate and the
+    alone, so it needs no language detection; a vector list's cosines are first read through the
+    embedder's gate scale, since the share assumes unrelated texts score near 0 and some models put them
+    near .75. The score is carried as the row's ``rsf`` (the gate and the
     reasons read it as a relative score, on the same 0-to-1 scale).
 ``cascade``
     No fused score: the near list (at the full vector threshold), then episode full text, then the profile
@@ -31,11 +33,13 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Literal
 
+from cpersona.embedding_models import UNSCALED, in_policy_units
 from cpersona.settings import RecallMode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from cpersona.embedding_models import GateScale
     from cpersona.model.candidates import ArmResult, ArmRow
 
 __all__ = [
@@ -152,7 +156,8 @@ class ArmWeight:
     """How far ``informed`` fusion trusted one list for this query.
 
     ``top`` is the list's best raw score, ``bulk`` its median raw score, ``informative`` the share of
-    ``top`` that stands above ``bulk`` (0 to 1), and ``weight`` the list's share of the fused score: its
+    ``top`` that stands above ``bulk`` (0 to 1; for a vector list, of the two read in the policies' cosine
+    units through the embedder's gate scale), and ``weight`` the list's share of the fused score: its
     ``informative`` times its own weight (the far list's ``far_weight``, 1 for the others) over the sum of
     every fused list's ``informative``.
     """
@@ -188,6 +193,7 @@ def informed(
     *,
     far_weight: float,
     profile_ref: str | None,
+    scale: GateScale = UNSCALED,
 ) -> tuple[tuple[Candidate, ...], tuple[ArmWeight, ...]]:
     """Informed relative score fusion (see the module docstring); also each list's weight, list order.
 
@@ -195,19 +201,34 @@ def informed(
     list's equal part replaced by its part of the summed informativeness, so with equally informative
     lists it is exactly rsf. When no list is informative at all (every one flat) it falls back to rsf's
     equal parts. A list without raw scores (the keyword arm's whole-query fallback) is taken as fully
-    informative, its rows counting as rsf counts them. Ties keep first-seen order, lists in fusion's order.
+    informative, its rows counting as rsf counts them. A vector list's informativeness is measured on its
+    cosines read through ``scale``, the embedder's gate scale (min-max, an affine reading, is the same
+    either way). Ties keep first-seen order, lists in fusion's order.
     """
     lists = _lists(arms)
-    measured = [informativeness([row.raw for row in rows]) for _, rows in lists]
-    measured = [(1.0, top, bulk) if top is None else (g, top, bulk) for g, top, bulk in measured]
-    total = math.fsum(g for g, _, _ in measured)
     weights: list[ArmWeight] = []
+    measured = [_informativeness(name, rows, scale) for name, rows in lists]
+    total = math.fsum(g for g, _, _ in measured)
     for (name, _), (informative, top, bulk) in zip(lists, measured, strict=True):
         share = far_weight if name == "vector_far" else 1.0
         weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
         weights.append(ArmWeight(name, weight, informative, top, bulk))
     fused = _relative(lists, [w.weight for w in weights], parts=1, profile_ref=profile_ref)
     return fused, tuple(weights)
+
+
+def _informativeness(
+    name: str, rows: Sequence[ArmRow], scale: GateScale
+) -> tuple[float, float | None, float | None]:
+    """:func:`informativeness` of one list, with its raw ``top`` and ``bulk``; a list without raw scores
+    counts as fully informative."""
+    raws = [row.raw for row in rows]
+    informative, top, bulk = informativeness(raws)
+    if top is None:
+        return 1.0, top, bulk
+    if name in VECTOR_ARMS:
+        informative, _, _ = informativeness([None if r is None else in_policy_units(r, scale) for r in raws])
+    return informative, top, bulk
 
 
 def _relative(
