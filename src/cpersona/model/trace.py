@@ -190,7 +190,9 @@ class FusionWeight(_Trace):
     """How far ``informed`` fusion trusted one arm's list for this query."""
 
     weight: Number = Field(description="The list's weight: informative share times its own weight")
-    informative: Number = Field(description="(top - bulk) / top of its raw scores, 0 to 1")
+    informative: Number = Field(
+        description="(top - bulk) / top of its raw scores, 0 to 1 (a vector list's read through cosine_scale)"
+    )
     top: Number | None = Field(description="Its best raw score")
     bulk: Number | None = Field(description="Its median raw score")
 
