@@ -67,8 +67,9 @@ async def test_the_informative_arm_leads_on_a_japanese_store(
     assert keyword["weight"] > 2 * near["weight"]
     assert trace["arms"]["memory_keyword"][0]["ref"] == refs[ANSWER]
     assert result.rows[0].ref == refs[ANSWER]
-    # the gate reads the fused score as a relative score
-    assert trace["gate"]["signal"] == "rsf"
+    # the gate judges each row as under rrf (its cosine, or its rank score), not by its relative score
+    assert trace["gate"]["signal"] == "cosine"
+    assert {d["signal"] for d in trace["gate"]["decisions"]} <= {"cosine", "rrf"}
     assert result.rows[0].match_reason is not None
     assert result.rows[0].match_reason["signal"] == "rsf"
 

@@ -222,9 +222,12 @@ def check_consistent(trace: dict[str, Any], result: RecallResult) -> None:
         elif reason.get("signal") == "rrf":
             assert any(row.ref in arms.get(n, {}) for n in LEXICAL_ARMS)
             assert not any(row.ref in arms.get(n, {}) for n in VECTOR_ARMS)
-        if "rrf" in reason:
-            assert fusion[row.ref]["score"] == pytest.approx(reason["rrf"])
-            assert sum(fusion[row.ref]["votes"].values()) == pytest.approx(reason["rrf"])
+        # the fused score is the relative one where there is one (informed rows carry both, the rrf
+        # for the gate)
+        fused = reason.get("rsf", reason.get("rrf"))
+        if fused is not None:
+            assert fusion[row.ref]["score"] == pytest.approx(fused)
+            assert sum(fusion[row.ref]["votes"].values()) == pytest.approx(fused)
             # every vote names an arm whose list holds the row
             assert all(row.ref in arms[name] for name in fusion[row.ref]["votes"])
     # the order before the count cut, cut at limit, is what the response returned outside the seats
@@ -298,9 +301,12 @@ async def test_trace_under_each_mode_and_order(
     trace = trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
-    if fields.get("mode") in ("rsf", "informed"):
+    if fields.get("mode") == "rsf":
         assert trace["gate"]["signal"] == "rsf"
         assert all(d["signal"] in ("rsf", "profile") for d in trace["gate"]["decisions"])
+    if fields.get("mode") == "informed":  # gated as under rrf
+        assert trace["gate"]["signal"] == "cosine"
+        assert all(d["signal"] in ("cosine", "rrf", "profile") for d in trace["gate"]["decisions"])
     # the per-list weights are there under informed fusion only, one per list fusion read
     if fields.get("mode") == "informed":
         fused = {name for name in (*VECTOR_ARMS, *LEXICAL_ARMS) if trace["arms"].get(name)}

@@ -311,7 +311,12 @@ def test_informed_follows_the_informative_list_and_reports_the_weights() -> None
     assert dict(got["mem:e"].votes)["memory_keyword"] == pytest.approx(keyword.weight)
     # mem:d: near (0.77 - 0.76) / 0.04 = 0.25, keyword (6 - 4) / 16 = 0.125
     assert got["mem:d"].rsf == pytest.approx(near.weight * 0.25 + keyword.weight * 0.125)
-    assert all(c.rrf is None and c.rsf is not None for c in rows)
+    assert all(c.rsf is not None for c in rows)
+    # each row also carries its rank-fusion score, for the gate: what rrf gives it, at the same k
+    ranked = by_ref(rrf(arms, k=K, far_weight=0.5, profile_ref=None))
+    assert {c.ref: (c.rrf, c.single_arm) for c in rows} == {
+        ref: (c.rrf, c.single_arm) for ref, c in ranked.items()
+    }
     assert got["mem:e"].cosine == 0.76
     assert got["mem:e"].bm25 == 20.0
     # rsf, with equal parts, lets the flat list's noise decide: mem:a and mem:e tie at the top

@@ -117,13 +117,25 @@ def test_profile_passes_on_pool_size_alone() -> None:
 
 def test_rsf_row_is_gated_on_rsf_before_its_cosine() -> None:
     # pool 500: effective minimum 0.2
-    passing = decide(mem("mem:1", rsf=0.25, cosine=0.05, rrf=0.001), cfg(500), GATE)
+    passing = decide(mem("mem:1", rsf=0.25, cosine=0.05), cfg(500), GATE)
     assert (passing.signal, passing.score, passing.threshold, passing.passed) == ("rsf", 0.25, 0.2, True)
     # the cosine (0.9) would pass; the rsf (0.19) decides
     failing = decide(mem("mem:1", rsf=0.19, cosine=0.9), cfg(500), GATE)
     assert (failing.signal, failing.passed, failing.reason) == ("rsf", False, "below_gate")
     # the calibrated (cosine) gate does not apply to rsf rows: still 0.2
     assert decide(mem("mem:1", rsf=0.25), cfg(500, calibrated=0.6), GATE).threshold == 0.2
+
+
+def test_an_informed_row_is_gated_by_its_cosine_or_its_rrf_never_its_relative_score() -> None:
+    # informed rows carry rsf (the order) and rrf (for the gate); pool 500: minimum 0.2
+    vector = decide(mem("mem:1", rsf=0.05, rrf=1 / 90, cosine=0.3), cfg(500), GATE)
+    assert (vector.signal, vector.score, vector.threshold, vector.passed) == ("cosine", 0.3, 0.2, True)
+    refused = decide(mem("mem:2", rsf=0.95, rrf=2 / 61, cosine=0.15), cfg(500), GATE)
+    assert (refused.signal, refused.passed, refused.reason) == ("cosine", False, "below_gate")
+    # a lexical-only row by the rank rule: rank 40 passes (see the rrf tests below), whatever its rsf
+    lexical = decide(mem("mem:3", rsf=0.01, rrf=1 / 101, lexical_only=True), cfg(500), GATE)
+    assert (lexical.signal, lexical.threshold, lexical.passed) == ("rrf", 0.2 * 3 / 61, True)
+    assert not decide(mem("mem:4", rsf=0.9, rrf=1 / 102, lexical_only=True), cfg(500), GATE).passed
 
 
 def test_cosine_row_against_the_heuristic_minimum() -> None:

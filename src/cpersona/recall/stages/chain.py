@@ -242,8 +242,14 @@ def _fuse(data: Retrieved, plan: RecallPlan) -> Ranked:
     elif plan.mode == "rsf":
         rows = rsf(data.arms, far_weight=policy.vector.far_weight, profile_ref=data.profile_ref)
     elif plan.mode == "informed":
-        far_weight, scale = policy.vector.far_weight, plan.gate.scale
-        rows, weights = informed(data.arms, far_weight=far_weight, profile_ref=data.profile_ref, scale=scale)
+        rows, weights = informed(
+            data.arms,
+            k=policy.fusion.rrf_k,
+            far_weight=policy.vector.far_weight,
+            profile_ref=data.profile_ref,
+            single_arm_refs=data.single_arm_refs,
+            scale=plan.gate.scale,
+        )
     else:
         rows = rrf(
             data.arms,

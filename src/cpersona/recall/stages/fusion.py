@@ -17,8 +17,8 @@ Four modes, chosen by ``CPERSONA_RECALL_MODE`` or per request:
     cosines) counts for little; a list whose top stands clear counts for much. Measured from the scores
     alone, so it needs no language detection; a vector list's cosines are first read through the
     embedder's gate scale, since the share assumes unrelated texts score near 0 and some models put them
-    near .75. The score is carried as the row's ``rsf`` (the gate and the
-    reasons read it as a relative score, on the same 0-to-1 scale).
+    near .75. The score is carried as the row's ``rsf`` (the reasons read it as a relative score, on the
+    same 0-to-1 scale); each row also carries its ``rrf`` score, by which the gate judges it.
 ``cascade``
     No fused score: the near list (at the full vector threshold), then episode full text, then the profile
     row, then memory keyword rows until ``limit`` rows are filled. Also the path for a blank query.
@@ -191,8 +191,10 @@ def informativeness(raws: Sequence[float | None]) -> tuple[float, float | None, 
 def informed(
     arms: Mapping[str, ArmResult],
     *,
+    k: int = 60,
     far_weight: float,
     profile_ref: str | None,
+    single_arm_refs: frozenset[str] = frozenset(),
     scale: GateScale = UNSCALED,
 ) -> tuple[tuple[Candidate, ...], tuple[ArmWeight, ...]]:
     """Informed relative score fusion (see the module docstring); also each list's weight, list order.
@@ -203,7 +205,9 @@ def informed(
     equal parts. A list without raw scores (the keyword arm's whole-query fallback) is taken as fully
     informative, its rows counting as rsf counts them. A vector list's informativeness is measured on its
     cosines read through ``scale``, the embedder's gate scale (min-max, an affine reading, is the same
-    either way). Ties keep first-seen order, lists in fusion's order.
+    either way). Each row also carries what :func:`rrf` gives it (``rrf``, ``single_arm``; ``k``,
+    ``single_arm_refs`` as there), which the gate reads. Ties keep first-seen order, lists in fusion's
+    order.
     """
     lists = _lists(arms)
     weights: list[ArmWeight] = []
@@ -214,6 +218,12 @@ def informed(
         weight = share * (informative / total if total > 0.0 else 1.0 / len(lists))
         weights.append(ArmWeight(name, weight, informative, top, bulk))
     fused = _relative(lists, [w.weight for w in weights], parts=1, profile_ref=profile_ref)
+    ranked = rrf(arms, k=k, far_weight=far_weight, profile_ref=profile_ref, single_arm_refs=single_arm_refs)
+    by_rank = {row.ref: row for row in ranked}
+    fused = tuple(
+        dataclasses.replace(row, rrf=by_rank[row.ref].rrf, single_arm=by_rank[row.ref].single_arm)
+        for row in fused
+    )
     return fused, tuple(weights)
 
 

@@ -3,8 +3,12 @@
 Pure functions over candidate tuples; the recall graph wraps them as stages.
 
 The gate decides each row by the score it carries, in this order of precedence: the profile row by pool
-size alone; an rsf-scored row by its rsf score; a vector-found row by its raw cosine; a lexical-only row
-under rrf by its rrf score; an unscored row (cascade's lexical rows) by pool size. The thresholds:
+size alone; an rsf row by its rsf score; a vector-found row by its raw cosine; a lexical-only row by its
+rrf score; an unscored row (cascade's lexical rows) by pool size. An ``informed`` row carries its rrf
+score besides its relative one and is gated as under rrf: the relative score orders the rows, but it is
+a share of the lists' ranges, not a measure in the bar's units (compared with the cosine bar, it refused
+26.7 of 34 candidates a LoCoMo question, ``benchmarks/results/quality_jsquad_bigrams.md``). The
+thresholds:
 
 * heuristic ``min_score(pool) = round(start - span * min(1, ln(pool+1) / ln(saturation)), 4)``
   (``start`` at pool 0), halved by ``deep``;
@@ -166,7 +170,7 @@ def _decide(row: Candidate, cfg: GateConfig, policy: GatePolicy) -> Decision:
     if row.kind == "profile":
         ok = cfg.pool >= policy.profile_min_pool
         return Decision(row.ref, "profile", None, None, ok, None if ok else "profile_small_pool")
-    if row.rsf is not None:
+    if row.rsf is not None and row.rrf is None:
         return _compare(row.ref, "rsf", row.rsf, cfg.effective_min)
     if row.cosine is not None:
         threshold = cfg.calibrated if cfg.calibrated is not None else cfg.cosine_min

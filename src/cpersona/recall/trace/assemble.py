@@ -279,7 +279,7 @@ def _walk(run: ChainRun) -> tuple[Seated, Counted, Gated, Ranked, Retrieved]:
 
 
 def _gate(gated: Gated, cfg: GateConfig, mode: str, ref_of: Callable[[str], str]) -> GateTrace:
-    relative = mode in ("rsf", "informed")
+    relative = mode == "rsf"  # informed rows are gated as rrf's are (see the gate's module)
     if relative:
         threshold = cfg.effective_min
     else:

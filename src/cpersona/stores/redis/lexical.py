@@ -7,10 +7,9 @@ n-gram tokenizer, so this module rebuilds that behaviour from three parts:
 * **Query terms** follow CPersona's rules (:func:`fts_terms`) but for Chinese and Japanese runs, which
   become their overlapping 2-grams instead of 3-grams. Most Japanese and Chinese words are two
   characters, and a 3-gram mostly joins one to a particle or to the next word: on JSQuAD (4,442 Japanese
-  questions, one scope of 1,145 paragraphs) BM25 over the question's 3-grams puts the answering
-  paragraph first for .876 of the questions and over its 2-grams for .902, the same scorer and
-  non-CJK words in both (``benchmarks/results/quality_jsquad_bigrams.md``). Other tokens of three or
-  more characters are kept whole.
+  questions, one scope of 1,145 paragraphs) this arm alone put the answering paragraph first for .879
+  of the questions with 3-grams and .903 with 2-grams (``benchmarks/results/quality_jsquad_bigrams.md``).
+  Other tokens of three or more characters are kept whole.
 * **Document side**: every memory and episode document carries a ``bigrams`` array
   (:func:`doc_bigrams`), indexed as a ``TEXT NOSTEM`` field: one element per CJK run holding its
   overlapping 2-grams, so that each 2-gram query term is one exact token. It also carries a ``grams``
