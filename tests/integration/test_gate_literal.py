@@ -68,7 +68,7 @@ async def test_the_cued_policy_keeps_the_literal_match_too(vector_engine: cperso
     assert [row.ref for row in kept.rows] == [stored.ref]
 
 
-# Fifteen short memories of one agent, in Chinese. The question's two 3-grams are in one memory only, so
+# Fifteen short memories of one agent, in Chinese. The question's three 2-grams are in one memory only, so
 # the keyword arm ranks it first; MiniLM, an English model, puts it outside its ten nearest, so it reaches
 # the gate as a lexical-only row, whose first place (rrf 1/61) is under a store of 15's threshold
 # (.3662 x 3/61): v1 drops the one memory the question is about.

@@ -70,8 +70,14 @@ async def test_the_informative_arm_leads_on_a_japanese_store(
     # the gate judges each row as under rrf (its cosine, or its rank score), not by its relative score
     assert trace["gate"]["signal"] == "cosine"
     assert {d["signal"] for d in trace["gate"]["decisions"]} <= {"cosine", "rrf"}
-    assert result.rows[0].match_reason is not None
-    assert result.rows[0].match_reason["signal"] == "rsf"
+    # each row the gate passed names the score its decision compared, and carries the relative score too
+    decided = {d["ref"]: d for d in trace["gate"]["decisions"] if d["passed"]}
+    assert decided
+    for row in (row for row in result.rows if row.ref in decided):
+        assert row.match_reason is not None
+        assert row.match_reason["signal"] == decided[row.ref]["signal"]
+        assert row.match_reason["score"] == decided[row.ref]["score"]
+        assert row.match_reason["rsf"] == row.score
 
 
 async def test_the_traced_weights_come_from_the_traced_scores(

@@ -24,6 +24,7 @@ from cpersona.stores.redis.connection import command
 from cpersona.stores.redis.lexical import (
     SCORER,
     clauses,
+    doc_bigrams,
     doc_grams,
     doc_short_grams,
     doc_stems,
@@ -121,6 +122,22 @@ def test_fts_terms_appends_extra_phrases() -> None:
 )
 def test_doc_grams(text: str, grams: list[str]) -> None:
     assert doc_grams(text) == grams
+
+
+@pytest.mark.parametrize(
+    ("text", "bigrams"),
+    [
+        ("plain english words", []),
+        ("東京タワー", ["東京 京タ タワ ワー"]),
+        ("先週、東京タワーで", ["先週", "東京 京タ タワ ワー ーで"]),  # '、' ends a run
+        ("東京でPythonを学んだ", ["東京 京で", "を学 学ん んだ"]),  # Latin text ends a run too
+        ("A社の田中", ["社の の田 田中"]),
+        ("社 A 中", []),  # a lone character has no 2-gram
+        ("𠮷野家", ["𠮷野 野家"]),  # a supplementary-plane ideograph is one character
+    ],
+)
+def test_doc_bigrams(text: str, bigrams: list[str]) -> None:
+    assert doc_bigrams(text) == bigrams
 
 
 def test_scope_filter_is_rewritten_to_score_nothing() -> None:

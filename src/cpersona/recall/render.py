@@ -77,7 +77,9 @@ def _seat_reason(seat: Seat, cue_ranks: Mapping[str, int]) -> dict[str, Any]:
 
 
 def _match_reason(cand: Candidate, *, blank: bool) -> dict[str, Any]:
-    if cand.rsf is not None:
+    # The signal is the score the gate compared (see its module): an informed row carries its relative
+    # score and its rrf, and is gated as under rrf.
+    if cand.rsf is not None and cand.rrf is None:
         reason: dict[str, Any] = {"signal": "rsf", "score": cand.rsf}
     elif cand.cosine is not None:
         reason = {"signal": "cosine", "score": cand.cosine}

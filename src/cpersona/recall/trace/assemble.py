@@ -21,10 +21,10 @@ Fields whose meaning the seed leaves to the implementation:
     feeds seats, not fusion. An arm that failed or timed out is an empty list.
 ``gate``
     ``heuristic_min`` and ``calibrated`` are as applied (``deep`` halves both). ``signal`` and
-    ``threshold`` name the rule for the mode's main rows: ``rsf`` and the heuristic minimum under rsf
-    and informed; ``cosine`` and the calibrated threshold when one is selected, else the heuristic
-    minimum carried into the embedder's cosines by ``cosine_scale`` (shown only when it is not (0, 1)),
-    under rrf and cascade. Each decision carries its own exact threshold.
+    ``threshold`` name the rule for the mode's main rows: ``rsf`` and the heuristic minimum under rsf;
+    ``cosine`` and the calibrated threshold when one is selected, else the heuristic minimum carried
+    into the embedder's cosines by ``cosine_scale`` (shown only when it is not (0, 1)), under rrf,
+    informed and cascade. Each decision carries its own exact threshold.
 ``fusion_weights``
     Under ``informed`` fusion only: each fused list's weight for this query and the scores it was
     measured from (its top and median raw score).

@@ -20,9 +20,9 @@ n-gram tokenizer, so this module rebuilds that behaviour from three parts:
   never joins the end of one run to the start of another. Each ``grams`` element also ends with the
   run's two shorter tail grams, so that every CJK substring of one or two characters is a *prefix* of
   some indexed gram; a ranked search uses that for an alias of one character. The whole-query fallback
-  (a two-character question such as ``山田`` is common in Japanese) matches such a run exactly instead:
-  every memory also carries each distinct CJK substring of one or two characters as a tag
-  (:func:`doc_short_grams`).
+  (a question whose only CJK is a lone character, which has no 2-gram, or one whose terms find nothing)
+  matches a run of one or two characters exactly instead: every memory also carries each distinct CJK
+  substring of one or two characters as a tag (:func:`doc_short_grams`).
 
 Latin and other non-CJK terms are matched against the ordinary ``content`` field (``text`` for episodes).
 RediSearch's tokenizer splits on ASCII punctuation, so a term such as ``CVE-2024-3094`` or ``bug-218`` is
@@ -326,8 +326,10 @@ def _cjk_clause(run: str, *, ranked: bool) -> str:
 def _clause(term: str, text_field: str, *, ranked: bool) -> str | None:
     """A RediSearch clause matching rows that contain ``term``, or ``None`` if nothing in it is searchable.
 
-    CJK runs are phrases of consecutive grams; every other stretch is the phrase of its tokenizer pieces
-    in the text field or in ``grams`` (glued words). A lone word is its stem in ``stems``; a phrase is
+    A CJK run of two characters is one ``bigrams`` term in a ranked search; a longer one is the phrase of
+    its consecutive 3-grams, a shorter one (or a short one in the fallback) as :func:`_cjk_clause` says;
+    every other stretch is the phrase of its tokenizer pieces in the text field or in ``grams`` (glued
+    words). A lone word is its stem in ``stems``; a phrase is
     exact, and so is a piece without a letter or digit (the parser refuses a bare ``_``).
     A term with several stretches needs all of them (in any order: an inverted index cannot check that
     they touch).
