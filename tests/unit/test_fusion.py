@@ -293,7 +293,7 @@ def test_informativeness_is_deterministic_and_order_free() -> None:
 
 def test_informed_follows_the_informative_list_and_reports_the_weights() -> None:
     arms = {"vector_near": arm("vector_near", *FLAT), "memory_keyword": arm("memory_keyword", *PEAKED)}
-    rows, weights = informed(arms, far_weight=0.5, profile_ref=None)
+    rows, weights = informed(arms, k=K, far_weight=0.5, profile_ref=None)
     # the flat list would put mem:a first; the keyword list's clear first row wins
     assert refs(rows)[0] == "mem:e"
     assert [(w.arm, w.top, w.bulk) for w in weights] == [
@@ -322,7 +322,7 @@ def test_informed_follows_the_informative_list_and_reports_the_weights() -> None
     # rsf, with equal parts, lets the flat list's noise decide: mem:a and mem:e tie at the top
     assert rsf(arms, far_weight=0.5, profile_ref=None)[0].rsf == pytest.approx(0.5)
     # the same input ranks and weighs the same every time
-    assert informed(arms, far_weight=0.5, profile_ref=None) == (rows, weights)
+    assert informed(arms, k=K, far_weight=0.5, profile_ref=None) == (rows, weights)
 
 
 def test_informed_is_rsf_when_the_lists_are_equally_informative() -> None:
@@ -330,7 +330,7 @@ def test_informed_is_rsf_when_the_lists_are_equally_informative() -> None:
         "vector_near": arm("vector_near", ("mem:1", 0.9), ("mem:2", 0.45), ("mem:3", 0.45)),
         "memory_keyword": arm("memory_keyword", ("mem:3", 10.0), ("mem:1", 5.0), ("mem:2", 5.0)),
     }
-    rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
+    rows, weights = informed(arms, k=K, far_weight=1.0, profile_ref="profile:x")
     assert [w.informative for w in weights] == [0.5, 0.5]
     plain = rsf(arms, far_weight=1.0, profile_ref="profile:x")
     assert refs(rows) == refs(plain)
@@ -340,7 +340,7 @@ def test_informed_is_rsf_when_the_lists_are_equally_informative() -> None:
         "vector_near": arm("vector_near", ("mem:1", 0.7), ("mem:2", 0.7)),
         "memory_keyword": arm("memory_keyword", ("mem:2", 3.0), ("mem:1", 3.0)),
     }
-    rows, weights = informed(flat, far_weight=1.0, profile_ref=None)
+    rows, weights = informed(flat, k=K, far_weight=1.0, profile_ref=None)
     assert [w.weight for w in weights] == [0.5, 0.5]
     assert [c.rsf for c in rows] == pytest.approx(
         [c.rsf for c in rsf(flat, far_weight=1.0, profile_ref=None)]
@@ -352,7 +352,7 @@ def test_informed_two_peaked_lists_share_the_ranking() -> None:
         "vector_near": arm("vector_near", ("mem:1", 0.9), ("mem:2", 0.3), ("mem:3", 0.2)),
         "memory_keyword": arm("memory_keyword", ("mem:2", 12.0), ("mem:1", 11.0), ("mem:3", 1.0)),
     }
-    rows, weights = informed(arms, far_weight=1.0, profile_ref="profile:x")
+    rows, weights = informed(arms, k=K, far_weight=1.0, profile_ref="profile:x")
     # near (0.9 - 0.3) / 0.9 is far more informative than keyword (12 - 11) / 12: mem:1 leads
     assert refs(rows) == ["mem:1", "mem:2", "mem:3", "profile:x"]
     assert [w.informative for w in weights] == pytest.approx([(0.9 - 0.3) / 0.9, (12.0 - 11.0) / 12.0])
@@ -365,7 +365,7 @@ def test_informed_far_list_weight_and_unscored_list() -> None:
         # the keyword arm's whole-query fallback carries no scores: fully informative, every row 1.0
         "memory_keyword": arm("memory_keyword", ("mem:3", None), ("mem:2", None)),
     }
-    rows, weights = informed(arms, far_weight=0.5, profile_ref=None)
+    rows, weights = informed(arms, k=K, far_weight=0.5, profile_ref=None)
     far, keyword = weights
     g_far = (0.9 - 0.1) / 0.9
     assert far.weight == pytest.approx(0.5 * g_far / (g_far + 1.0))
@@ -383,7 +383,7 @@ def test_informed_reads_a_vector_list_through_the_embedders_gate_scale() -> None
     cosines = [("mem:1", 0.88), ("mem:2", 0.80), ("mem:3", 0.79), ("mem:4", 0.78)]
     keyword = arm("memory_keyword", ("mem:2", 9.0), ("mem:1", 6.0), ("mem:3", 3.0), ("mem:4", 3.0))
     scaled = {"vector_near": arm("vector_near", *cosines), "memory_keyword": keyword}
-    _, weights = informed(scaled, far_weight=1.0, profile_ref=None, scale=scale)
+    _, weights = informed(scaled, k=K, far_weight=1.0, profile_ref=None, scale=scale)
     near, _ = weights
     units = [(ref, (c - 0.72) / 0.2) for ref, c in cosines]
     expected, _, _ = informativeness([c for _, c in units])
@@ -391,8 +391,8 @@ def test_informed_reads_a_vector_list_through_the_embedders_gate_scale() -> None
     assert (near.top, near.bulk) == (0.88, 0.795)  # the list's own scores, as the arm gave them
     # the same ranking and weights as the list written in the policies' units, unscaled
     plain = {"vector_near": arm("vector_near", *units), "memory_keyword": keyword}
-    rows, plain_weights = informed(plain, far_weight=1.0, profile_ref=None)
+    rows, plain_weights = informed(plain, k=K, far_weight=1.0, profile_ref=None)
     assert [w.weight for w in weights] == pytest.approx([w.weight for w in plain_weights])
-    assert refs(informed(scaled, far_weight=1.0, profile_ref=None, scale=scale)[0]) == refs(rows)
+    assert refs(informed(scaled, k=K, far_weight=1.0, profile_ref=None, scale=scale)[0]) == refs(rows)
     # the keyword list is not a cosine: the scale leaves it alone
-    assert weights[1].informative == informed(plain, far_weight=1.0, profile_ref=None)[1][1].informative
+    assert weights[1].informative == informed(plain, k=K, far_weight=1.0, profile_ref=None)[1][1].informative

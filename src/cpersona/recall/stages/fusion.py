@@ -191,7 +191,7 @@ def informativeness(raws: Sequence[float | None]) -> tuple[float, float | None, 
 def informed(
     arms: Mapping[str, ArmResult],
     *,
-    k: int = 60,
+    k: int,
     far_weight: float,
     profile_ref: str | None,
     single_arm_refs: frozenset[str] = frozenset(),
