@@ -33,6 +33,7 @@ __all__ = [
     "EmbeddingModel",
     "GateScale",
     "embedding_model",
+    "in_cosines",
     "in_policy_units",
 ]
 
@@ -43,9 +44,16 @@ UNSCALED: Final[GateScale] = (0.0, 1.0)
 """The scale of the model the policies' thresholds were written in (and of a model never measured)."""
 
 
+def in_cosines(value: float, scale: GateScale) -> float:
+    """A cosine threshold written in the policies' units (all-MiniLM-L6-v2's cosines) carried into the
+    cosines of the model whose gate scale is ``scale``; exactly ``value`` for :data:`UNSCALED`."""
+    zero, one = scale
+    return zero + (one - zero) * value
+
+
 def in_policy_units(cosine: float, scale: GateScale) -> float:
     """A cosine of the model whose gate scale is ``scale`` read in all-MiniLM-L6-v2's units, where
-    unrelated texts sit near 0: the inverse of the gate's threshold mapping, exactly ``cosine`` for
+    unrelated texts sit near 0: the inverse of :func:`in_cosines`, exactly ``cosine`` for
     :data:`UNSCALED`."""
     zero, one = scale
     return (cosine - zero) / (one - zero)

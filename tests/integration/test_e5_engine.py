@@ -19,8 +19,7 @@ from tokenizers import Tokenizer
 
 import cpersona
 from cpersona import EmbeddingModelMismatch, Settings
-from cpersona.embedding_models import EMBEDDING_MODELS
-from cpersona.recall.stages.gate import in_cosines
+from cpersona.embedding_models import EMBEDDING_MODELS, in_cosines
 from cpersona.stores.embedding.e5_weights import (
     E5_MODEL_NAME,
     e5_graph_bytes,

@@ -12,6 +12,7 @@ from typing import TypedDict, Unpack
 import numpy as np
 import pytest
 
+from cpersona.embedding_models import in_cosines
 from cpersona.model.candidates import ArmResult
 from cpersona.recall.policy import load_policies
 from cpersona.recall.stages.fusion import Candidate
@@ -22,7 +23,6 @@ from cpersona.recall.stages.gate import (
     decide,
     episode_penalty,
     gate_config,
-    in_cosines,
     literal_matches,
     min_score,
     prior,

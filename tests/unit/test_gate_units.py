@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from benchmarks.gate_units import CEILING, FLOOR, Cosines, scale_for
 
-from cpersona.recall.stages.gate import in_cosines
+from cpersona.embedding_models import in_cosines
 
 
 def _cosines(other: np.ndarray) -> Cosines:

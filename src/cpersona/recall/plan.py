@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from cpersona.embedding_models import UNSCALED, GateScale
+from cpersona.embedding_models import UNSCALED, GateScale, in_cosines
 from cpersona.recall.stages.chain import RecallPlan
-from cpersona.recall.stages.gate import gate_config, in_cosines
+from cpersona.recall.stages.gate import gate_config
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from cpersona.embedding_models import UNSCALED, GateScale
+from cpersona.embedding_models import UNSCALED, GateScale, in_cosines
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -57,7 +57,6 @@ __all__ = [
     "autocut",
     "decide",
     "episode_penalty",
-    "in_cosines",
     "literal_matches",
     "min_score",
     "prior",
@@ -68,13 +67,6 @@ Signal = Literal["rsf", "cosine", "rrf", "profile", "unscored"]
 Reason = Literal["below_gate", "profile_small_pool", "unscored_volume", "literal_match"]
 # The arms whose first row may be a literal match: the two keyword arms.
 KEYWORD_ARMS = ("memory_keyword", "episode_fts")
-
-
-def in_cosines(value: float, scale: GateScale) -> float:
-    """A cosine threshold written in the policies' units (all-MiniLM-L6-v2's cosines) carried into a
-    model's by its ``gate_scale``; exactly ``value`` for ``(0, 1)``."""
-    zero, one = scale
-    return zero + (one - zero) * value
 
 
 def min_score(pool: int, policy: GatePolicy) -> float:
