@@ -68,6 +68,7 @@ __all__ = [
     "QUESTION_WORDS",
     "SCORER",
     "STOPWORDS",
+    "cjk_clause",
     "cjk_runs",
     "clauses",
     "doc_bigrams",
@@ -156,8 +157,8 @@ def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
     for token in query.split():
         for run in _RUNS.findall(token.strip(_STRIP)):
             if _CJK_RUN.fullmatch(run):
-                for i in range(len(run) - 1):
-                    terms.setdefault(run[i : i + 2])
+                for gram in _ngrams(run, 2):
+                    terms.setdefault(gram)
             elif len(run) >= 3:
                 terms.setdefault(run)
     for extra in extra_terms:
@@ -165,6 +166,11 @@ def fts_terms(query: str, extra_terms: Sequence[str] = ()) -> tuple[str, ...]:
         if len(phrase) >= 3:
             terms.setdefault(phrase)
     return tuple(terms)
+
+
+def _ngrams(run: str, n: int) -> list[str]:
+    """The overlapping ``n``-character grams of ``run``, in order (none for a shorter run)."""
+    return [run[i : i + n] for i in range(len(run) - n + 1)]
 
 
 def cjk_runs(text: str) -> list[str]:
@@ -178,7 +184,7 @@ def doc_bigrams(text: str) -> list[str]:
     if text.isascii():
         return []
     runs = [run for run in _CJK_RUN.findall(text) if len(run) > 1]
-    return [" ".join([run[i : i + 2] for i in range(len(run) - 1)]) for run in runs]
+    return [" ".join(_ngrams(run, 2)) for run in runs]
 
 
 def doc_grams(text: str) -> list[str]:
@@ -309,7 +315,10 @@ def _pieces(text: str) -> list[str]:
     return [p for p in _split(text) if p.lower() not in _STOPWORDS]
 
 
-def _cjk_clause(run: str, *, ranked: bool) -> str:
+def cjk_clause(run: str, *, ranked: bool) -> str:
+    """The clause matching rows that hold the CJK ``run``: a 2-gram term of a ranked search is one
+    ``bigrams`` token; a longer run is the exact phrase of its 3-grams; a shorter one, or a 2-gram outside
+    a ranked search (the memory fallback, the raw-journal query), as said below."""
     if len(run) == 2 and ranked:
         return f"@bigrams:{run}"  # the query terms of a CJK run (see ``fts_terms``)
     if len(run) < 3:
@@ -319,15 +328,14 @@ def _cjk_clause(run: str, *, ranked: bool) -> str:
         # to at most MAXPREFIXEXPANSIONS (200) distinct grams over the whole index, so there a common
         # character may find only some of the rows holding it.
         return f"@grams:{run}*" if ranked else f"@short_gram:{{{tag(run)}}}"
-    grams = " ".join(run[i : i + 3] for i in range(len(run) - 2))
-    return f'@grams:"{grams}"'
+    return f'@grams:"{" ".join(_ngrams(run, 3))}"'
 
 
 def _clause(term: str, text_field: str, *, ranked: bool) -> str | None:
     """A RediSearch clause matching rows that contain ``term``, or ``None`` if nothing in it is searchable.
 
     A CJK run of two characters is one ``bigrams`` term in a ranked search; a longer one is the phrase of
-    its consecutive 3-grams, a shorter one (or a short one in the fallback) as :func:`_cjk_clause` says;
+    its consecutive 3-grams, a shorter one (or a short one in the fallback) as :func:`cjk_clause` says;
     every other stretch is the phrase of its tokenizer pieces in the text field or in ``grams`` (glued
     words). A lone word is its stem in ``stems``; a phrase is
     exact, and so is a piece without a letter or digit (the parser refuses a bare ``_``).
@@ -337,7 +345,7 @@ def _clause(term: str, text_field: str, *, ranked: bool) -> str | None:
     parts: list[str] = []
     for run in _RUNS.findall(term):
         if _CJK_RUN.fullmatch(run):
-            parts.append(_cjk_clause(run, ranked=ranked))
+            parts.append(cjk_clause(run, ranked=ranked))
             continue
         pieces = _pieces(run)
         if len(pieces) == 1 and any(ch.isalnum() for ch in pieces[0]):

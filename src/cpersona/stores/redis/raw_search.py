@@ -28,7 +28,7 @@ from cpersona.errors import InvalidRequest
 from cpersona.model.raw_query import SEALED_SCAN_MAX, RawPage
 from cpersona.stores.redis.connection import json_ops
 from cpersona.stores.redis.durable import commit, transaction
-from cpersona.stores.redis.lexical import cjk_runs, doc_stems
+from cpersona.stores.redis.lexical import cjk_clause, cjk_runs, doc_stems
 from cpersona.stores.redis.raw_docs import raw_from_doc, raw_to_doc
 from cpersona.stores.redis.record_space import RecordRole
 from cpersona.stores.redis.scope import scope_query, tag
@@ -60,7 +60,8 @@ class _Needs:
     runs: tuple[str, ...] = ()
 
     def clauses(self) -> list[str]:
-        return [f"@stems:{stem}" for stem in self.stems] + [_run_clause(run) for run in self.runs]
+        runs = [cjk_clause(run, ranked=False) for run in self.runs]
+        return [f"@stems:{stem}" for stem in self.stems] + runs
 
     def met_by(self, text: str) -> bool:
         if not all(run in text for run in self.runs):
@@ -69,12 +70,6 @@ class _Needs:
             return True
         held = set(doc_stems(text).split())
         return all(stem in held for stem in self.stems)
-
-
-def _run_clause(run: str) -> str:
-    if len(run) < 3:
-        return f"@short_gram:{{{tag(run)}}}"
-    return '@grams:"' + " ".join(run[i : i + 3] for i in range(len(run) - 2)) + '"'
 
 
 def needs_of(query: str | None) -> _Needs:
