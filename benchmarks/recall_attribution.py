@@ -33,11 +33,10 @@ wrong stage, a mislabelled decision or cut would each make the paths disagree (t
 bug). What it cannot show: a fault inside the pure functions both paths call (fusion, the gate's rule,
 autocut), or inside the arms, would be reproduced by the re-run and agreed on.
 
-The replay covers what the shipped single-pass policy does: rrf, rsf or cascade fusion, heuristic or
-calibrated gate, autocut, count cut and block seats (above the gate's cosine floor where the policy has
-one), without a source
-filter, exclusions, time cue, episode penalty or age prior (it refuses a policy that enables the last two
-rather than guess).
+The replay covers what the shipped single-pass policy does: rrf, rsf, informed or cascade fusion,
+heuristic or calibrated gate (in the embedder's units, its gate scale), autocut, count cut and block seats
+(above the gate's cosine floor where the policy has one), without a source filter, exclusions, time cue,
+episode penalty or age prior (it refuses a policy that enables the last two rather than guess).
 
 Run from the repository root (``--quick``: the first conversation only; the full run ingests all ten
 conversations, which takes a long time on a shared machine)::
@@ -68,10 +67,12 @@ from benchmarks import harness
 from benchmarks.quality.locomo import CATEGORY_NAMES, DEFAULT_DATA, REPO_ROOT, load_locomo
 from benchmarks.recall_trace_confirm import CANDIDATE_MISS, FILTER_DROP, RANKING_MISS, UNATTRIBUTED, confirm
 from cpersona import Settings
+from cpersona.embedding_models import UNSCALED
 from cpersona.model.scope import ReadScope
 from cpersona.recall.arms.block import block_arm
 from cpersona.recall.arms.vector import ScopeStatsCache, vector_far, vector_near
-from cpersona.recall.stages.fusion import Candidate, cascade, kind_of, rrf, rsf
+from cpersona.recall.plan import VectorBar
+from cpersona.recall.stages.fusion import Candidate, cascade, informed, kind_of, rrf, rsf
 from cpersona.recall.stages.gate import autocut, decide, gate_config, literal_matches
 from cpersona.recall.trace.publisher import encode_trace
 from cpersona.stores.redis.connection import json_ops
@@ -175,8 +176,10 @@ async def replay(
     window = settings.max_memories or rules.vector.scan_window
     stats = await ScopeStatsCache().get(records, scope, window, rules.vector.reach)
     calibrated = await records.calibrated_gate(agent)
-    threshold = rules.vector.min_similarity if calibrated is None else calibrated
-    vector_floor = threshold if mode == "cascade" else threshold * rules.vector.rrf_threshold_factor
+    scale = UNSCALED if pieces.embedder is None else pieces.embedder.gate_scale
+    bar = VectorBar(calibrated, rules.vector.min_similarity, scale)
+    threshold = bar.floor()
+    vector_floor = threshold if mode == "cascade" else bar.floor(rules.vector.rrf_threshold_factor)
 
     found: dict[str, ArmResult] = {
         "memory_keyword": await records.memory_keyword(scope, query, depth),
@@ -211,13 +214,13 @@ async def replay(
         fused = rsf(arms, far_weight=rules.vector.far_weight, profile_ref=profile_ref)
     else:
         single = _single_arm(arms, docs, has_vector=vector is not None)
-        fused = rrf(
-            arms,
-            k=rules.fusion.rrf_k,
-            far_weight=rules.vector.far_weight,
-            profile_ref=profile_ref,
-            single_arm_refs=single,
-        )
+        k, weight = rules.fusion.rrf_k, rules.vector.far_weight
+        if mode == "informed":
+            fused, _ = informed(
+                arms, k=k, far_weight=weight, profile_ref=profile_ref, single_arm_refs=single, scale=scale
+            )
+        else:
+            fused = rrf(arms, k=k, far_weight=weight, profile_ref=profile_ref, single_arm_refs=single)
     gate = gate_config(
         stats.pool,
         rules.gate,
@@ -226,6 +229,7 @@ async def replay(
         rrf_k=rules.fusion.rrf_k,
         blank_query=blank,
         literal=frozenset() if blank else _literal(records, query, arms, docs),
+        scale=scale,
     )
     verdicts = [(row, decide(row, gate, rules.gate).passed) for row in fused]
     passed = [row for row, ok in verdicts if ok]

@@ -64,6 +64,7 @@ from benchmarks.recall_levels import AGENT, LIMIT, WARMUP, Level, run_level
 from benchmarks.store_cache import (
     BATCH,
     CACHE,
+    UNNAMED_MODEL,
     build_store,
     cached_store,
     collections,
@@ -115,20 +116,16 @@ class SizeResult:
 
 
 def results_for(embedding_model: str) -> Path:
-    """The committed results file of a run with ``embedding_model``: the default model's is
+    """The committed results file of a run with ``embedding_model``: all-MiniLM-L6-v2's is
     ``recall_speed.md`` (as before there was a choice), any other's names the model."""
-    if embedding_model == DEFAULT_EMBEDDING_MODEL:
+    if embedding_model == UNNAMED_MODEL:
         return RESULTS
     return RESULTS.with_name(f"{RESULTS.stem}_{embedding_model}.md")
 
 
 def raw_for(embedding_model: str) -> Path:
-    """Where a run's raw figures are kept; the default model's file is the one ``fleet_report`` reads."""
-    return (
-        RAW
-        if embedding_model == DEFAULT_EMBEDDING_MODEL
-        else RAW.with_name(f"{RAW.stem}_{embedding_model}.json")
-    )
+    """Where a run's raw figures are kept; all-MiniLM-L6-v2's file is the one ``fleet_report`` reads."""
+    return RAW if embedding_model == UNNAMED_MODEL else RAW.with_name(f"{RAW.stem}_{embedding_model}.json")
 
 
 async def measure(

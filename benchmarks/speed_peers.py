@@ -90,6 +90,8 @@ if TYPE_CHECKING:
     from cpersona.stores.protocols import Embedder
 
 PEER: Final = f"cpersona-{VERSION}"
+MODEL: Final = "all-MiniLM-L6-v2"
+"""The model both systems embed with: CPersona 2.6.14's (cpersona's default is another since)."""
 RESULTS: Final = rs.HERE / "results" / "speed_peers.md"
 STORES: Final = PEERS_CACHE / PEER / "stores"
 VECTORS: Final = PEERS_CACHE / "corpus_vectors"
@@ -136,7 +138,9 @@ async def open_onnx_embedder() -> Embedder:
     from cpersona.stores.embedding.embedders import open_embedder
 
     data_dir = rs.HERE / ".cache"
-    settings = Settings.from_env({}, data_dir=data_dir, embedding_mode="onnx", embedding_cache_size=0)
+    settings = Settings.from_env(
+        {}, data_dir=data_dir, embedding_mode="onnx", embedding_model=MODEL, embedding_cache_size=0
+    )
     embedder = await open_embedder(settings)
     if embedder is None:
         raise RuntimeError("the ONNX embedder did not open")
@@ -147,7 +151,7 @@ async def corpus_vectors(
     embedder: Embedder, corpus: Sequence[str], *, cache: bool
 ) -> npt.NDArray[np.float32]:
     """The corpus's vectors in corpus order: from ``corpus_vectors/<key>.npy``, else computed (and saved)."""
-    path = VECTORS / f"{corpus_key(corpus)}.npy"
+    path = VECTORS / f"{corpus_key(corpus, MODEL)}.npy"
     if cache and await anyio.Path(path).is_file():
         loaded: npt.NDArray[np.float32] = await anyio.to_thread.run_sync(np.load, path)
         return loaded
@@ -261,7 +265,7 @@ async def measure_our_costs(data_dir: Path, size: int, questions: Sequence[str],
     """cpersona's cost runs on the store at ``data_dir`` (the cue is derived here, from its newest memory)."""
     # Without background tasks a queued trace is published only where ask() drains it, so publishing
     # never lands inside another recall's timed window (as in trace_cost.py).
-    async with cpersona.open(settings_for(data_dir), background=False) as memory:
+    async with cpersona.open(settings_for(data_dir, MODEL), background=False) as memory:
         await wait_indexed(memory, size)
         [newest] = await memory.list(agent_id=AGENT, limit=1)
         if not isinstance(newest, cpersona.MemoryRecord):
@@ -355,21 +359,23 @@ async def run_ours(
     try:
         data_dir = tmp / "data"
         if quick:
-            build = await build_store(data_dir, corpus, 0, questions, 30)
+            build = await build_store(data_dir, corpus, 0, questions, 30, MODEL)
             build["from_cache"] = False
         else:
-            home, build = await cached_store(corpus, smaller, questions, rebuild)
+            home, build = await cached_store(corpus, smaller, questions, rebuild, MODEL)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
-        measured = await rs.measure(data_dir, size, questions, plan, [] if quick else build["collections"])
+        measured = await rs.measure(
+            data_dir, size, questions, plan, [] if quick else build["collections"], MODEL
+        )
         if measured is None:
             print(
                 f"cached {size:,} store has other collections than the engine opens; rebuilding",
                 file=sys.stderr,
             )
             await anyio.to_thread.run_sync(shutil.rmtree, data_dir)
-            home, build = await cached_store(corpus, smaller, questions, True)
+            home, build = await cached_store(corpus, smaller, questions, True, MODEL)
             await anyio.to_thread.run_sync(shutil.copytree, home / "data", data_dir)
-            measured = await rs.measure(data_dir, size, questions, plan, build["collections"])
+            measured = await rs.measure(data_dir, size, questions, plan, build["collections"], MODEL)
             assert measured is not None
         costs = await measure_our_costs(data_dir, size, questions, count)
     finally:
@@ -499,7 +505,7 @@ async def measure_peer(
     source = SwitchableSource(embedder, corpus, vectors)
     tmp = Path(await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="speed-peer-")))
     try:
-        home = tmp / "built" if quick else STORES / corpus_key(corpus)
+        home = tmp / "built" if quick else STORES / corpus_key(corpus, MODEL)
         meta_path = anyio.Path(home / "meta.json")
         if quick or rebuild or not await meta_path.is_file():
             build = {**await build_peer_store(source, corpus, home), "from_cache": False}

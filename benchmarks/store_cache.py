@@ -5,7 +5,7 @@ A store is built through ``store_batch`` (batches of :data:`BATCH`), then ``Engi
 after, so the effect of the index build is visible. Built stores are cached under
 ``benchmarks/.cache/recall_speed/`` (gitignored), keyed by size, a hash of the corpus text,
 :data:`CACHE_VERSION` (bump it when the engine's stored layout changes) and, for any model but
-:data:`~cpersona.embedding_models.DEFAULT_EMBEDDING_MODEL`, the embedding model's name (a store's vectors
+:data:`UNNAMED_MODEL`, the embedding model's name (a store's vectors
 are its model's, and the engine refuses to open them with another). A larger store is grown from
 the largest cached smaller one (a corpus is a prefix of every larger one), and an interrupted build
 resumes where it stopped.
@@ -63,10 +63,16 @@ _PROBE_RECALLS = 100
 _INDEX_WAIT_SECS = 300.0
 
 
+UNNAMED_MODEL: Final = "all-MiniLM-L6-v2"
+"""The model whose cached stores and results files name no model: the only one there was when they were
+first written (the default then). Tied to the name, not to the default, so a change of default never
+reads one model's store as another's."""
+
+
 def corpus_key(corpus: Sequence[str], embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> str:
     """The cache key of a store of ``corpus`` embedded with ``embedding_model``.
 
-    The default model's key names no model, as keys did before there was a choice, so the stores
+    :data:`UNNAMED_MODEL`'s key names no model, as keys did before there was a choice, so the stores
     cached then stay valid; any other model's name is appended.
     """
     digest = hashlib.sha256()
@@ -74,7 +80,7 @@ def corpus_key(corpus: Sequence[str], embedding_model: str = DEFAULT_EMBEDDING_M
         digest.update(text.encode())
         digest.update(b"\0")
     key = f"n{len(corpus)}-{digest.hexdigest()[:12]}-v{CACHE_VERSION}"
-    return key if embedding_model == DEFAULT_EMBEDDING_MODEL else f"{key}-{embedding_model}"
+    return key if embedding_model == UNNAMED_MODEL else f"{key}-{embedding_model}"
 
 
 def settings_for(data_dir: Path, embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> Settings:

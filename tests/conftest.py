@@ -16,6 +16,9 @@ the test ends. Fixtures:
 ``client``, ``keyed``           an HTTP client of a lexical-only app, without or with API keys.
 ``open_test_engine``            opens an engine under a fresh prefix, for the engines a module shares.
 
+The engines these fixtures open embed with ``suite_model.SUITE_MODEL`` (all-MiniLM-L6-v2) unless a test
+names another model; every encoder graph is built once per run (``built_models``).
+
 A test module never redefines one of these names; it gives its own variant a name of its own.
 """
 
@@ -38,6 +41,7 @@ from cpersona.edges.http.app import create_app
 from cpersona.settings import Settings
 from cpersona.stores.redis.connection import close_redis, connect_redis
 from cpersona.stores.redis.server import EmbeddedRedis
+from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -68,8 +72,14 @@ def key_prefix() -> str:
 
 
 @pytest.fixture
-def settings(redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
-    return Settings(redis_url=redis_url, key_prefix=key_prefix, data_dir=tmp_path / "data")
+def settings(redis_url: str, key_prefix: str, tmp_path: Path, built_models: Path) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        data_dir=tmp_path / "data",
+        embedding_model=SUITE_MODEL,
+        models_dir=built_models,
+    )
 
 
 @pytest.fixture
@@ -105,7 +115,13 @@ async def vector_engine(
 ) -> AsyncIterator[cpersona.Engine]:
     """An engine with the ONNX embedder and an in-memory Qdrant on the shared Redis under this test's key
     prefix; the model is built once, in ``model_dir``, which is why the engine is given ``redis_url``."""
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    settings = Settings(
+        data_dir=model_dir,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_url=":memory:",
+        embedding_model=SUITE_MODEL,
+    )
     async with cpersona.open(settings, background=False) as memory:
         yield memory
 
@@ -141,13 +157,35 @@ async def _drop_prefix(client: RedisClient, prefix: str) -> None:
         await client.delete(*batch)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One folder of built encoder graphs for the whole run, every xdist worker and child process included:
+    a graph is built once (a few hundred MB of work), not once per data dir.
+
+    It is exported as ``CPERSONA_MODELS_DIR``, which engines opened from the environment and the child
+    processes of :mod:`serving` read; engines built from ``Settings(...)`` on ``model_dir`` reach it
+    through that dir's ``models`` link. A test that checks where an engine builds its graph sets its own.
+    """
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is a folder of the run's own: their parent is shared by all of them.
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "built-models"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CPERSONA_MODELS_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir shared by the session's engines so the ONNX model is built once, not per test.
+def model_dir(tmp_path_factory: pytest.TempPathFactory, built_models: Path) -> Path:
+    """A data dir shared by the session's engines so the ONNX model is built once, not per test (its
+    ``models`` folder is the run's :func:`built_models`).
 
     Engines that use it must not take the data-dir lock: give them ``redis_url`` and ``qdrant_url``.
     """
-    return tmp_path_factory.mktemp("models")
+    data_dir = tmp_path_factory.mktemp("models")
+    (data_dir / "models").symlink_to(built_models, target_is_directory=True)
+    return data_dir
 
 
 @pytest.fixture(scope="session")
@@ -202,7 +240,11 @@ def open_test_engine(
     ) -> AsyncIterator[cpersona.Engine]:
         prefix = tag + uuid.uuid4().hex[:8]
         settings = Settings(
-            data_dir=model_dir, redis_url=redis_url, key_prefix=prefix, qdrant_url=":memory:", **overrides
+            data_dir=model_dir,
+            redis_url=redis_url,
+            key_prefix=prefix,
+            qdrant_url=":memory:",
+            **({"embedding_model": SUITE_MODEL} | overrides),
         )
         async with cpersona.open(settings, background=False, arm_wrapper=arm_wrapper) as memory:
             try:

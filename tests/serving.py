@@ -34,8 +34,12 @@ _START_GUARD_SECS = 120
 
 def environment_without_settings() -> dict[str, str]:
     """This process's environment without its ``CPERSONA_*`` variables: a child process (a server, the
-    CLI) then reads only the settings its test gives it."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    CLI) then reads only the settings its test gives it, and where the run keeps its built encoder graphs
+    (``CPERSONA_MODELS_DIR``, see ``conftest.built_models``), which changes no answer."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_") or k == _SHARED}
+
+
+_SHARED = "CPERSONA_MODELS_DIR"
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
 Vectors are computed by the project's own embedder
 (:func:`cpersona.stores.embedding.embedders.open_embedder`, mode ``onnx``: the registered model asked for,
-all-MiniLM-L6-v2 by default) and kept per model under
+multilingual-e5-small by default) and kept per model under
 ``<cache_dir>/embeddings/<model>/`` as two files:
 
 * ``vectors.npy``: float32, one row per text, in the order the texts were first embedded;

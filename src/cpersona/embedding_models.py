@@ -96,7 +96,7 @@ EMBEDDING_MODELS: Final[Mapping[str, EmbeddingModel]] = {
     )
 }
 
-DEFAULT_EMBEDDING_MODEL: Final = "all-MiniLM-L6-v2"
+DEFAULT_EMBEDDING_MODEL: Final = "multilingual-e5-small"
 
 
 def embedding_model(name: str) -> EmbeddingModel:

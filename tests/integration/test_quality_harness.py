@@ -29,7 +29,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.peers.cpersona_ref import CPersonaRef  # noqa: E402
 from benchmarks.quality import locomo as locomo_module  # noqa: E402
-from benchmarks.quality.embed_cache import MODEL_NAME, EmbeddingCache, text_key  # noqa: E402
+from benchmarks.quality.embed_cache import EmbeddingCache, text_key  # noqa: E402
 from benchmarks.quality.locomo import (  # noqa: E402
     DEFAULT_DATA,
     load_locomo,
@@ -57,6 +57,9 @@ needs_data = pytest.mark.skipif(
 
 # 1 / log2(i + 1) for positions 1..3 and 5, written out once.
 D1, D2, D3, D5 = 1.0, 1 / math.log2(3), 0.5, 1 / math.log2(6)
+
+PLAIN = "all-MiniLM-L6-v2"
+"""A model without prefixes: a hand-written cache keys each text by the digest of the text itself."""
 
 
 def table_rows(section: str) -> dict[str, list[str]]:
@@ -329,12 +332,12 @@ class _Unit:
 
 def _fake_cache(folder: Path, vectors: dict[str, list[float]]) -> EmbeddingCache:
     """An on-disk cache in the documented format, written by hand, so no model is needed."""
-    target = folder / "embeddings" / MODEL_NAME.replace(":", "_")
+    target = folder / "embeddings" / f"onnx_{PLAIN}"
     target.mkdir(parents=True)
     np.save(target / "vectors.npy", np.asarray(list(vectors.values()), dtype=np.float32))
-    index = {"model": MODEL_NAME, "dim": 2, "probe": None, "keys": [text_key(t) for t in vectors]}
+    index = {"model": f"onnx:{PLAIN}", "dim": 2, "probe": None, "keys": [text_key(t) for t in vectors]}
     (target / "index.json").write_text(json.dumps(index), encoding="utf-8")
-    return EmbeddingCache(folder, progress=False)
+    return EmbeddingCache(folder, progress=False, model=PLAIN)
 
 
 def test_rank_scores_breaks_ties_by_position() -> None:

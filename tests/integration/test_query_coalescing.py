@@ -15,6 +15,7 @@ from cpersona.errors import EmbedderUnavailable
 from cpersona.settings import Settings
 from cpersona.stores.embedding.coalesce import QueryCoalescer
 from cpersona.stores.embedding.embedders import VECTOR_TOLERANCE, OnnxEmbedder
+from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -33,8 +34,9 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-async def embedder(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[OnnxEmbedder]:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("coalesce"), embedding_cache_size=0)
+async def embedder(model_dir: Path) -> AsyncIterator[OnnxEmbedder]:
+    # Gate embeds the questions as they are; MiniLM puts no prefix before a query, so the two agree.
+    settings = Settings(data_dir=model_dir, embedding_cache_size=0, embedding_model=SUITE_MODEL)
     embedder = await OnnxEmbedder.open(settings)
     yield embedder
     await embedder.aclose()
@@ -98,8 +100,15 @@ async def test_concurrent_queries_get_their_own_vectors_in_fewer_batches(embedde
 
 async def test_with_coalescing_off_each_query_runs_alone_with_the_same_bits(
     tmp_path: Path,
+    built_models: Path,
 ) -> None:
-    settings = Settings(data_dir=tmp_path / "alone", embedding_cache_size=0, embedding_coalesce=False)
+    settings = Settings(
+        data_dir=tmp_path / "alone",
+        embedding_cache_size=0,
+        embedding_coalesce=False,
+        embedding_model=SUITE_MODEL,
+        models_dir=built_models,
+    )
     embedder = await OnnxEmbedder.open(settings)
     try:
         alone = [await embedder.embed_query(q) for q in QUESTIONS]

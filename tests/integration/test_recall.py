@@ -385,7 +385,7 @@ def test_request_defaults() -> None:
     req = recall_request({"agent_id": "a", "query": "x"}, Settings(), POLICIES, max_limit=100)
     assert (req.limit, req.mode, req.policy, req.order, req.deep) == (
         10,
-        "rrf",
+        "informed",
         "single-pass-v2",
         "best_first",
         False,
@@ -689,7 +689,7 @@ async def test_match_reason_follows_the_gate_signal(shared_engine: cpersona.Engi
     await fillers(shared_engine, agent, 35)
     await shared_engine.store(fair, agent_id=agent)
     await shared_engine.store(ticket, agent_id=agent)
-    result = checked(await shared_engine.recall("lemonade", agent_id=agent))
+    result = checked(await shared_engine.recall("lemonade", agent_id=agent, mode="rrf"))
     arms = retrieved_of(result).arms
     near = {r.ref: r.raw for r in arms["vector_near"].rows}
     keyword = [r.ref for r in arms["memory_keyword"].rows]

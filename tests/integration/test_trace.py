@@ -282,6 +282,7 @@ async def test_trace_shape_and_consistency(
 @pytest.mark.parametrize(
     "fields",
     [
+        {"mode": "rrf"},
         {"mode": "rsf"},
         {"mode": "informed"},
         {"mode": "cascade"},
@@ -301,20 +302,22 @@ async def test_trace_under_each_mode_and_order(
     trace = trace_json(result)
     check_shape(trace, result)
     check_consistent(trace, result)
-    if fields.get("mode") == "rsf":
+    mode = fields.get("mode", shared_engine.settings.recall_mode)
+    if mode == "rsf":
         assert trace["gate"]["signal"] == "rsf"
         assert all(d["signal"] in ("rsf", "profile") for d in trace["gate"]["decisions"])
-    if fields.get("mode") == "informed":  # gated as under rrf
+    if mode == "informed":  # gated as under rrf
         assert trace["gate"]["signal"] == "cosine"
         assert all(d["signal"] in ("cosine", "rrf", "profile") for d in trace["gate"]["decisions"])
-    # the per-list weights are there under informed fusion only, one per list fusion read
-    if fields.get("mode") == "informed":
+    # the per-list weights are there under informed fusion only, one per list fusion read (a limit of 0
+    # fuses nothing)
+    if mode == "informed" and result.depth > 0:
         fused = {name for name in (*VECTOR_ARMS, *LEXICAL_ARMS) if trace["arms"].get(name)}
         assert set(trace["fusion_weights"]) == fused
         assert all(0.0 <= w["weight"] <= 1.0 for w in trace["fusion_weights"].values())
     else:
         assert "fusion_weights" not in trace
-    if fields.get("mode") == "cascade":
+    if mode == "cascade":
         assert all(entry["score"] is None for entry in trace["fusion"])
     if fields.get("deep"):
         assert trace["request"]["deep"] is True

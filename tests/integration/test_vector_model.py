@@ -23,6 +23,7 @@ from cpersona.keys import Keys
 from cpersona.stores.embedding.embedders import OnnxEmbedder
 from cpersona.stores.embedding.model_files import BUNDLED_DIR, ModelFiles
 from serving import environment_without_settings
+from suite_model import SUITE_MODEL
 from test_embedding import Reply, Request, loopback_server
 from test_embedding_models import prefixed_model  # noqa: F401  (a fixture)
 
@@ -39,11 +40,18 @@ if TYPE_CHECKING:
     from cpersona.stores.redis.connection import RedisClient
 
 MINILM = {"name": "onnx:all-MiniLM-L6-v2", "dim": 384}
+"""The model these stores are made with (``SUITE_MODEL``), as the engine names it."""
 
 
 @pytest.fixture
 def onnx_settings(redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
-    return Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    return Settings(
+        data_dir=model_dir,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_url=":memory:",
+        embedding_model=SUITE_MODEL,
+    )
 
 
 @pytest.fixture
@@ -183,8 +191,10 @@ async def test_float32_weights_of_minilm_are_the_same_model(tmp_path: Path, mode
             (folder / name).write_bytes((BUNDLED_DIR / name).read_bytes())
 
     await anyio.to_thread.run_sync(write_folder)
-    floats = await OnnxEmbedder.open(Settings(data_dir=tmp_path / "data"), model_dir=folder)
-    shipped = await OnnxEmbedder.open(Settings(data_dir=model_dir))
+    floats = await OnnxEmbedder.open(
+        Settings(data_dir=tmp_path / "data", embedding_model=SUITE_MODEL), model_dir=folder
+    )
+    shipped = await OnnxEmbedder.open(Settings(data_dir=model_dir, embedding_model=SUITE_MODEL))
     try:
         assert (floats.name, floats.dim) == (shipped.name, shipped.dim) == (MINILM["name"], MINILM["dim"])
     finally:
@@ -207,12 +217,17 @@ async def test_health_names_the_model(
 
 
 @pytest.fixture
-async def embedded_settings(redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path) -> Settings:
+async def embedded_settings(redis_url: str, key_prefix: str, built_models: Path, tmp_path: Path) -> Settings:
     """The embedded vector engine in this test's data dir (a re-embedding deletes its shards), with the
     session's built model."""
-    await anyio.Path(model_dir / "models").mkdir(exist_ok=True)
-    await anyio.Path(tmp_path / "models").symlink_to(model_dir / "models")
-    return Settings(data_dir=tmp_path, redis_url=redis_url, key_prefix=key_prefix, qdrant_process=False)
+    return Settings(
+        data_dir=tmp_path,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_process=False,
+        embedding_model=SUITE_MODEL,
+        models_dir=built_models,
+    )
 
 
 TEXTS = ["the deploy key rotates on Fridays", "melanie paints the lake at sunrise", "the bakery opens at six"]

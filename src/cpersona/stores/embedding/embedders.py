@@ -149,7 +149,7 @@ class OnnxEmbedder(BaseEmbedder):
     ) -> OnnxEmbedder:
         """Load the model ``CPERSONA_EMBEDDING_MODEL`` names (its shipped weights, or the Hugging Face
         folder ``model_dir``, see :func:`~.loaders.model_source`), building its graph into
-        ``<data_dir>/models`` the first time.
+        :attr:`~cpersona.Settings.embedding_models_dir` the first time.
 
         Raises :class:`~cpersona.EmbedderUnavailable` when the model files cannot be read.
         """
@@ -159,7 +159,7 @@ class OnnxEmbedder(BaseEmbedder):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         threads = settings.embedding_threads
-        models = settings.data_dir / "models"
+        models = settings.embedding_models_dir
         model = embedding_model(settings.embedding_model)
 
         def load() -> tuple[onnxruntime.InferenceSession, Tokenizer, Callable[[str], str] | None]:
