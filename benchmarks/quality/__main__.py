@@ -80,8 +80,9 @@ ALL_SYSTEMS: Final = ("bm25", "dense", "rrf", "cpersona")
 EXTRA_SYSTEMS: Final = ("bm25-bigram",)
 """Systems a run may name that none runs unless asked (the bigram BM25 is the baseline for Japanese)."""
 FUSION_MODES: Final = get_args(RecallMode)
-JSQUAD_SYSTEMS: Final = ("bm25-bigram", "cpersona:bm25", "cpersona:dense", "cpersona", "cpersona:informed")
-"""What ``jsquad`` runs unless told otherwise: the plain baseline, the engine's arms alone, two fusions."""
+JSQUAD_SYSTEMS: Final = ("bm25-bigram", "cpersona:bm25", "cpersona:dense", "cpersona", "cpersona:rrf")
+"""What ``jsquad`` runs unless told otherwise: the plain baseline, the engine's arms alone, its default
+fusion (informed) and rrf."""
 SIDE_BY_SIDE: Final = (*ALL_SYSTEMS, *PEER_SYSTEMS)
 """The systems ``all`` runs unless told otherwise: the baselines, cpersona and both peers."""
 LOCOMO_PEERS_STEM: Final = "quality_locomo_peers"

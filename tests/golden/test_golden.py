@@ -53,7 +53,15 @@ CUED_ON = {
 async def golden_engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path
 ) -> AsyncIterator[tuple[cpersona.Engine, dict[str, str]]]:
-    settings = Settings(data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:")
+    # The golden pins what the stages do, not the arms' deadline: on a loaded host an arm that overran
+    # it would be dropped (degraded) and the answer would differ for that reason alone.
+    settings = Settings(
+        data_dir=model_dir,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_url=":memory:",
+        recall_arm_timeout_ms=60_000.0,
+    )
     agent = CORPUS["agent_id"]
     async with cpersona.open(settings, background=False) as memory:
         names: dict[str, str] = {}
@@ -138,6 +146,21 @@ def _agrees(got: dict[str, Any], want: dict[str, Any]) -> bool:
     return rest == {k: v for k, v in want.items() if k != "rows"} and _rows_agree(got["rows"], want["rows"])
 
 
+def _difference(got: dict[str, Any], want: dict[str, Any]) -> str:
+    """One question's answer against its golden, a row a line, for a failure's message."""
+
+    def rows(answer: dict[str, Any]) -> str:
+        return "\n".join(
+            f"    {r['row']} {r['signal']} {r['admission']} {r['score']} {r['cosine']}"
+            for r in answer["rows"]
+        )
+
+    rest = {k: got[k] for k in got if k not in ("rows", "question") and got[k] != want.get(k)}
+    return (
+        f"{want['question']}; other fields that differ: {rest}\n  got:\n{rows(got)}\n  golden:\n{rows(want)}"
+    )
+
+
 def test_the_golden_comparison_allows_rounding_and_near_ties_and_nothing_more() -> None:
     def row(name: str, cosine: float | None, score: float | None = 0.03) -> dict[str, Any]:
         return {"row": name, "signal": "cosine", "admission": None, "score": score, "cosine": cosine}
@@ -174,7 +197,7 @@ async def test_recall_matches_the_golden(
         pytest.skip("golden regenerated; review the diff and commit it")
     expected = orjson.loads(await anyio.Path(golden).read_bytes())
     for want, got in zip(expected, observed, strict=True):
-        assert _agrees(got, want), (want["question"], got)
+        assert _agrees(got, want), _difference(got, want)
 
 
 @pytest.mark.parametrize("policy", CUED_ON)
@@ -191,7 +214,7 @@ async def test_a_cued_policy_without_a_cue_matches_the_golden(
         result = await memory.recall(question["query"], agent_id=CORPUS["agent_id"], policy=policy, **fields)
         got = {"question": question, **_summary(result, names)}
         assert got["policy"] == {**want["policy"], "process": policy}
-        assert _agrees({**got, "policy": want["policy"]}, want), (policy, question, got)
+        assert _agrees({**got, "policy": want["policy"]}, want), f"{policy}: {_difference(got, want)}"
 
 
 # ------------------------------------------------------------------------------------------ reconstruct

@@ -113,7 +113,7 @@ def test_system_names() -> None:
 
     args = build_parser().parse_args(["jsquad"])
     assert args.systems == list(JSQUAD_SYSTEMS)
-    assert "cpersona:informed" in args.systems
+    assert "cpersona:rrf" in args.systems
     args = build_parser().parse_args(["jsquad", "--systems", "bm25-bigram,cpersona:rsf,cpersona:informed"])
     assert args.systems == ["bm25-bigram", "cpersona:rsf", "cpersona:informed"]
     with pytest.raises(SystemExit):

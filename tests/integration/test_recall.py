@@ -33,6 +33,7 @@ from cpersona.recall.stages.chain import Retrieved
 from cpersona.stores.redis.connection import close_redis, new_client
 from cpersona.stores.redis.store import RedisRecordStore
 from scopes import record_st, scope_st, visible
+from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -62,6 +63,7 @@ def make_engine(
         if vectors:
             base = Settings(
                 data_dir=model_dir,
+                embedding_model=SUITE_MODEL,
                 redis_url=redis_url,
                 key_prefix=key_prefix,
                 qdrant_url=":memory:",

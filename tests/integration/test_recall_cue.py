@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, Settings
 from cpersona.edges.cli.main import when_to_cue
+from suite_model import SUITE_MODEL
 from traced import trace_json
 
 if TYPE_CHECKING:
@@ -78,7 +79,11 @@ async def counted_engine(
     redis: object, redis_url: str, key_prefix: str, model_dir: Path, arm_calls: list[str]
 ) -> AsyncIterator[cpersona.Engine]:
     settings_ = Settings(
-        data_dir=model_dir, redis_url=redis_url, key_prefix=key_prefix, qdrant_url=":memory:"
+        data_dir=model_dir,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        qdrant_url=":memory:",
+        embedding_model=SUITE_MODEL,
     )
     async with cpersona.open(settings_, background=False, arm_wrapper=_counting(arm_calls)) as memory:
         yield memory
@@ -299,6 +304,7 @@ async def test_a_slow_cue_arm_stops_at_the_time_limit(
 ) -> None:
     settings_ = Settings(
         data_dir=model_dir,
+        embedding_model=SUITE_MODEL,
         redis_url=redis_url,
         key_prefix=key_prefix,
         qdrant_url=":memory:",

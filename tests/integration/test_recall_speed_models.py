@@ -29,7 +29,7 @@ def test_minilms_key_is_the_one_stores_were_cached_under() -> None:
 def test_another_models_key_names_it() -> None:
     key = corpus_key(CORPUS, OTHER)
     assert key == f"n2-c0fd6cf50928-v1-{OTHER}"
-    assert key != corpus_key(CORPUS)
+    assert key != corpus_key(CORPUS, UNNAMED_MODEL)
     assert corpus_key(CORPUS[:1], OTHER) != corpus_key(CORPUS, OTHER)
 
 
