@@ -12,7 +12,8 @@ the test ends. Fixtures:
                 every key under ``<key_prefix>:`` and every index named ``<key_prefix>:...`` is dropped.
 ``settings``    ``Settings`` pointing at the session's Redis with this test's prefix and a fresh
                 ``tmp_path`` data dir; ``settings.with_(...)`` gives a copy with anything else changed.
-``engine``, ``vector_engine``   an engine under this test's prefix, lexical only or with the embedder.
+``engine``, ``vector_engine``   an engine under this test's prefix, lexical only or with the embedder
+                                (``vector_settings``, its settings).
 ``client``, ``keyed``           an HTTP client of a lexical-only app, without or with API keys.
 ``open_test_engine``            opens an engine under a fresh prefix, for the engines a module shares.
 
@@ -110,19 +111,23 @@ async def engine(
 
 
 @pytest.fixture
-async def vector_engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    """An engine with the ONNX embedder and an in-memory Qdrant on the shared Redis under this test's key
-    prefix; the model is built once, in ``model_dir``, which is why the engine is given ``redis_url``."""
-    settings = Settings(
+def vector_settings(redis: object, redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
+    """Settings of an engine with the ONNX embedder (:data:`SUITE_MODEL`) and an in-memory Qdrant on the
+    shared Redis under this test's key prefix; the model is built once, in ``model_dir``, which is why the
+    engine is given ``redis_url``."""
+    return Settings(
         data_dir=model_dir,
         redis_url=redis_url,
         key_prefix=key_prefix,
         qdrant_url=":memory:",
         embedding_model=SUITE_MODEL,
     )
-    async with cpersona.open(settings, background=False) as memory:
+
+
+@pytest.fixture
+async def vector_engine(vector_settings: Settings) -> AsyncIterator[cpersona.Engine]:
+    """An engine opened with :func:`vector_settings`."""
+    async with cpersona.open(vector_settings, background=False) as memory:
         yield memory
 
 

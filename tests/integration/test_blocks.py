@@ -32,7 +32,6 @@ from cpersona.stores.protocols import VectorFilter, VectorHit, VectorPoint
 from cpersona.stores.redis.block_queue import RedisBlockQueue
 from cpersona.stores.vectors.common import TIE_EPSILON, open_tail_start
 from cpersona.stores.vectors.factory import open_vector_store
-from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -469,14 +468,8 @@ LONG = (
 
 
 @pytest.fixture
-def engine_settings(redis: object, redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
-    return Settings(
-        data_dir=model_dir,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        embedding_model=SUITE_MODEL,
-    )
+def engine_settings(vector_settings: Settings) -> Settings:
+    return vector_settings
 
 
 def _ids(kind: str, text: str, parent: str) -> list[str]:

@@ -75,17 +75,8 @@ def arm_calls() -> list[str]:
 
 
 @pytest.fixture
-async def counted_engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path, arm_calls: list[str]
-) -> AsyncIterator[cpersona.Engine]:
-    settings_ = Settings(
-        data_dir=model_dir,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        embedding_model=SUITE_MODEL,
-    )
-    async with cpersona.open(settings_, background=False, arm_wrapper=_counting(arm_calls)) as memory:
+async def counted_engine(vector_settings: Settings, arm_calls: list[str]) -> AsyncIterator[cpersona.Engine]:
+    async with cpersona.open(vector_settings, background=False, arm_wrapper=_counting(arm_calls)) as memory:
         yield memory
 
 

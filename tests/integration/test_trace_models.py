@@ -16,7 +16,6 @@ from cpersona.edges.cli.trace_render import read_trace, render_trace
 from cpersona.edges.http.app import openapi_document
 from cpersona.model.trace import CueQueryTrace, RecallTrace, ReconstructTrace
 from cpersona.recall.trace.publisher import encode_trace
-from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -38,16 +37,8 @@ CUES: list[dict[str, str] | None] = [
 
 
 @pytest.fixture
-async def memory(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> AsyncIterator[cpersona.Engine]:
-    settings = Settings(
-        data_dir=model_dir,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        embedding_model=SUITE_MODEL,
-    )
+async def memory(vector_settings: Settings) -> AsyncIterator[cpersona.Engine]:
+    settings = vector_settings
     async with cpersona.open(settings, background=False) as engine:
         await engine.store_batch([{**m, "agent_id": AGENT} for m in CORPUS["memories"]])
         for episode in CORPUS["episodes"]:

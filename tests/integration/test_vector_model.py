@@ -44,14 +44,8 @@ MINILM = {"name": "onnx:all-MiniLM-L6-v2", "dim": 384}
 
 
 @pytest.fixture
-def onnx_settings(redis_url: str, key_prefix: str, model_dir: Path) -> Settings:
-    return Settings(
-        data_dir=model_dir,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        embedding_model=SUITE_MODEL,
-    )
+def onnx_settings(vector_settings: Settings) -> Settings:
+    return vector_settings
 
 
 @pytest.fixture

@@ -37,7 +37,6 @@ from cpersona.errors import InvalidRequest
 from cpersona.settings import Settings
 from redis_nodes import redis_node
 from serving import environment_without_settings, free_port
-from suite_model import SUITE_MODEL
 from traced import trace_json
 from worker_pool import COMMAND, REQUEST_SECS, only, running_serve, worker_pids
 
@@ -209,18 +208,10 @@ def test_workers_are_refused_exactly_when_an_engine_would_be_embedded(
         assert ("CPERSONA_QDRANT_URL" in refusal) == vectors_alone
 
 
-async def test_a_gate_calibrated_through_one_engine_is_the_gate_of_another(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> None:
+async def test_a_gate_calibrated_through_one_engine_is_the_gate_of_another(vector_settings: Settings) -> None:
     # Two engines on one Redis, as two workers are: the calibration lives in Redis, not in the engine
     # that made it. (Each has its own in-process vectors here; calibration reads none.)
-    settings = Settings(
-        data_dir=model_dir,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        embedding_model=SUITE_MODEL,
-    )
+    settings = vector_settings
     base = 1_767_225_600.0
     rows = [
         {"agent_id": AGENT, "content": f"{fact} (note {n})", "timestamp": base + (n % 3) * 86_400 + n * 60}
