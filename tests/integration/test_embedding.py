@@ -273,6 +273,21 @@ async def test_onnx_writes_nothing_and_chunks_batches(
         await small.embed(["after close"])
 
 
+async def test_the_graph_is_built_into_the_models_dir_when_one_is_set(tmp_path: Path) -> None:
+    # Data dirs on one host share one folder of graphs: nothing is written into the data dir's own.
+    shared = tmp_path / "graphs"
+    settings = Settings.from_env(
+        {"CPERSONA_MODELS_DIR": str(shared)}, data_dir=tmp_path / "data", embedding_model=MINILM
+    )
+    assert settings.embedding_models_dir == shared
+    embedder = await OnnxEmbedder.open(settings)
+    await embedder.aclose()
+    assert [path.suffix async for path in anyio.Path(shared).iterdir()] == [".onnx"]
+    assert not await anyio.Path(tmp_path / "data" / "models").exists()
+    # Unset, the graph goes where it always went.
+    assert Settings(data_dir=tmp_path / "data").embedding_models_dir == tmp_path / "data" / "models"
+
+
 async def test_onnx_open_reports_missing_model(tmp_path: Path) -> None:
     with pytest.raises(EmbedderUnavailable, match="cannot load"):
         await OnnxEmbedder.open(Settings(data_dir=tmp_path), model_dir=tmp_path / "no-model-here")
