@@ -26,7 +26,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.corpus import LOCOMO, load_texts
 from cpersona.settings import Settings
-from cpersona.stores.embedding.embedders import VECTOR_TOLERANCE, OnnxEmbedder
+from cpersona.stores.embedding.embedders import TOLERANCE_MODEL, VECTOR_TOLERANCE, OnnxEmbedder
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -50,7 +50,8 @@ async def alone(embedder: OnnxEmbedder, items: list[str]) -> npt.NDArray[np.floa
 
 async def measure(items: list[str], asks: list[str], data_dir: Path) -> dict[str, npt.NDArray[np.float32]]:
     """The vectors of each way of embedding, by name."""
-    embedder = await OnnxEmbedder.open(Settings(data_dir=data_dir, embedding_cache_size=0))
+    settings = Settings(data_dir=data_dir, embedding_model=TOLERANCE_MODEL, embedding_cache_size=0)
+    embedder = await OnnxEmbedder.open(settings)
     try:
         every = items + asks
         out = {"alone": await alone(embedder, every), "batch 64": np.stack(await embedder.embed(every))}
@@ -81,7 +82,9 @@ def one_thread(items: list[str], asks: list[str], work: Path) -> npt.NDArray[np.
 
 async def emit(work: Path) -> None:
     every = (work / "texts.txt").read_text(encoding="utf-8").split("\n\0")
-    settings = Settings(data_dir=work / "data", embedding_cache_size=0, embedding_threads=1)
+    settings = Settings(
+        data_dir=work / "data", embedding_model=TOLERANCE_MODEL, embedding_cache_size=0, embedding_threads=1
+    )
     embedder = await OnnxEmbedder.open(settings)
     try:
         np.save(work / "alone.npy", await alone(embedder, every))

@@ -29,10 +29,12 @@ if TYPE_CHECKING:
     from benchmarks.peers._system import PeerSystem
     from benchmarks.quality.embed_cache import EmbeddingCache
 
-__all__ = ["PEER_SYSTEMS", "PeerError", "make_peer"]
+__all__ = ["PEER_MODEL", "PEER_SYSTEMS", "PeerError", "make_peer"]
 
 PEER_SYSTEMS = ("cpersona-2.6.14", "mem0")
 """The names the quality harness accepts in ``--systems``."""
+PEER_MODEL = "all-MiniLM-L6-v2"
+"""The model the peers are fed the vectors of: CPersona 2.6.14's own (a run with them embeds with it)."""
 
 
 def make_peer(name: str, cache: EmbeddingCache) -> PeerSystem:

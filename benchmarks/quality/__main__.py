@@ -53,7 +53,7 @@ from tqdm import tqdm
 
 from benchmarks import harness
 from benchmarks.harness import percentile
-from benchmarks.peers import PEER_SYSTEMS, PeerError, make_peer
+from benchmarks.peers import PEER_MODEL, PEER_SYSTEMS, PeerError, make_peer
 from benchmarks.quality import cue_bench, cue_peers, judgement
 from benchmarks.quality.embed_cache import DEFAULT_CACHE_DIR, EmbeddingCache
 from benchmarks.quality.layout import LOCOMO_LAYOUT, Layout
@@ -804,9 +804,10 @@ def _shared_arguments(
     parser.add_argument(
         "--embedding-model",
         choices=sorted(EMBEDDING_MODELS),
-        default=DEFAULT_EMBEDDING_MODEL,
-        help="the model of the dense systems and of cpersona (default: %(default)s); questions are embedded "
-        "as queries, stored texts as passages",
+        default=None,
+        help=f"the model of the dense systems and of cpersona (default: {DEFAULT_EMBEDDING_MODEL}, or "
+        f"{PEER_MODEL} in a run with a peer, which is fed its vectors); questions are embedded as queries, "
+        "stored texts as passages",
     )
     parser.add_argument(
         "--store-cache",
@@ -920,7 +921,9 @@ def _write(report: str, outcome: Outcome, path: Path, chart: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> Path | None:
     """Run the command; returns the path of the report written (``all``: TMD's, LoCoMo's beside it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(args_list)
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    _settle_model(parser, args)
     if args.dataset == "cue":
         return cue_bench.run_command(args, args_list)
     if args.dataset == "judgement":
@@ -935,6 +938,20 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
     if args.dataset == "all":
         return _all_main(args, command)
     return _locomo_main(args, command)
+
+
+def _settle_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The run's embedding model: the one asked for, else the peers' in a run with one, else the default;
+    a peer with another model is refused (CPersona 2.6.14 is compared on its own model's vectors)."""
+    if "embedding_model" not in args:
+        return
+    peers = any(name in PEER_SYSTEMS for name in getattr(args, "systems", ()))
+    if args.embedding_model is None:
+        args.embedding_model = PEER_MODEL if peers else DEFAULT_EMBEDDING_MODEL
+    elif peers and args.embedding_model != PEER_MODEL:
+        parser.error(
+            f"the peers are fed {PEER_MODEL} vectors: a run with them takes no other --embedding-model"
+        )
 
 
 def _locomo_main(args: argparse.Namespace, command: str, *, stem: str | None = None) -> Path:

@@ -146,8 +146,8 @@ class Settings(BaseSettings):
     models_dir: Path | None = Field(
         None,
         description="Where the `onnx` embedder keeps the encoder graph it builds on first use (and the "
-        "files it derives from the shipped weights); unset, `<data_dir>/models`. Data dirs on one host may "
-        "share one: a graph is named by a hash of its weights and written whole or not at all",
+        "files it derives from the shipped weights); unset, `<data_dir>/models`. The data dirs of one user "
+        "may share one: a graph is named by a hash of its weights and written whole or not at all",
     )
     embedding_url: str | None = Field(
         None, description="The `/embed` URL of the `http` embedder (required there)"

@@ -303,6 +303,25 @@ def test_iso_utc_and_mem0s_expected_ranking() -> None:
     assert expected_ranking([0.5, 0.05, 0.9, 0.5], 4, threshold=0.0) == [2, 0, 3, 1]
 
 
+def test_a_run_with_a_peer_embeds_with_the_peers_model() -> None:
+    from benchmarks.quality.__main__ import _settle_model, build_parser
+
+    from cpersona.embedding_models import DEFAULT_EMBEDDING_MODEL
+
+    parser = build_parser()
+
+    def model(*argv: str) -> str:
+        args = parser.parse_args(["locomo", *argv])
+        _settle_model(parser, args)
+        return str(args.embedding_model)
+
+    assert model("--systems", "dense,cpersona-2.6.14") == PLAIN
+    assert model("--systems", "dense,cpersona") == DEFAULT_EMBEDDING_MODEL != PLAIN
+    assert model("--systems", "cpersona", "--embedding-model", PLAIN) == PLAIN
+    with pytest.raises(SystemExit):
+        model("--systems", "mem0", "--embedding-model", "multilingual-e5-small")
+
+
 def test_peer_names_on_the_command_line() -> None:
     from benchmarks.quality.__main__ import build_parser
 

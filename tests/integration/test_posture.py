@@ -166,7 +166,11 @@ def _open_to_others(root: Path) -> list[str]:
     return sorted(f"{p} {stat.S_IMODE(p.lstat().st_mode):o}" for p in found if p.lstat().st_mode & 0o077)
 
 
-async def test_everything_under_the_data_dir_is_its_owners_alone(tmp_path: Path) -> None:
+async def test_everything_under_the_data_dir_is_its_owners_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The graph is built into the data dir too, as it is unless CPERSONA_MODELS_DIR says otherwise.
+    monkeypatch.delenv("CPERSONA_MODELS_DIR", raising=False)
     # A dir made 0755 beforehand (by hand, or by an older version), with files others could read.
     data = tmp_path / "data"
     (data / "qdrant" / "records").mkdir(parents=True)

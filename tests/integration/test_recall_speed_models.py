@@ -22,8 +22,6 @@ OTHER = next(name for name in EMBEDDING_MODELS if name != UNNAMED_MODEL)
 def test_minilms_key_is_the_one_stores_were_cached_under() -> None:
     # Written down from the key before the model was part of it: a change here orphans every cached store.
     assert corpus_key(CORPUS, "all-MiniLM-L6-v2") == "n2-c0fd6cf50928-v1"
-    # The default's key is its model's: a change of default never opens one model's store as another's.
-    assert corpus_key(CORPUS) == corpus_key(CORPUS, DEFAULT_EMBEDDING_MODEL)
 
 
 def test_another_models_key_names_it() -> None:

