@@ -274,7 +274,7 @@ async def test_onnx_writes_nothing_and_chunks_batches(
 
 
 async def test_the_graph_is_built_into_the_models_dir_when_one_is_set(tmp_path: Path) -> None:
-    # Data dirs on one host share one folder of graphs: nothing is written into the data dir's own.
+    # One user's data dirs share one folder of graphs: nothing is written into the data dir's own.
     shared = tmp_path / "graphs"
     settings = Settings.from_env(
         {"CPERSONA_MODELS_DIR": str(shared)}, data_dir=tmp_path / "data", embedding_model=MINILM

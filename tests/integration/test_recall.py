@@ -33,7 +33,6 @@ from cpersona.recall.stages.chain import Retrieved
 from cpersona.stores.redis.connection import close_redis, new_client
 from cpersona.stores.redis.store import RedisRecordStore
 from scopes import record_st, scope_st, visible
-from suite_model import SUITE_MODEL
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,7 +50,7 @@ EngineFactory = Callable[..., contextlib.AbstractAsyncContextManager[cpersona.En
 
 @pytest.fixture
 def make_engine(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path, tmp_path: Path
+    redis: object, redis_url: str, key_prefix: str, vector_settings: Settings, tmp_path: Path
 ) -> EngineFactory:
     """Open an engine on this test's key prefix: ``vectors=True`` for the ONNX embedder and Qdrant
     in-process, else keyword-only; ``arm_wrapper`` wraps its arms. Extra keyword arguments are settings."""
@@ -61,14 +60,7 @@ def make_engine(
         *, vectors: bool, arm_wrapper: ArmWrapper | None = None, **overrides: Any
     ) -> AsyncIterator[cpersona.Engine]:
         if vectors:
-            base = Settings(
-                data_dir=model_dir,
-                embedding_model=SUITE_MODEL,
-                redis_url=redis_url,
-                key_prefix=key_prefix,
-                qdrant_url=":memory:",
-                **overrides,
-            )
+            base = vector_settings.with_(**overrides)
         else:
             base = Settings(
                 data_dir=tmp_path,

